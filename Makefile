@@ -1,0 +1,35 @@
+# Two commands for a fresh machine (see README.md):
+#   make demo   set up, then minify the bundled failing model into a repro
+#   make test   set up, then run the test suite
+# Both create .venv/ on first use: torch==2.13.0 (the CPU wheel), then pt2kit with its test extras.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# One Inductor cache for the whole run, shared by every test and worker process.
+export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
+
+.PHONY: setup demo test test-fast bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+demo: setup
+	$(VENV)/bin/minify run --out runs examples/relu_compile_error.py
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m 'not slow'
+
+bench: setup
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .cache runs build *.egg-info

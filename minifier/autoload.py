@@ -1,0 +1,3 @@
+import traceback
+def install():
+    traceback.print_stack()

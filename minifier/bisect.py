@@ -1,0 +1,330 @@
+"""Stage bisection: which graph breaks, and at which stage.
+
+The PT2 FAQ's advice for a crashing ``torch.compile`` is to try ``backend="eager"``,
+then ``"aot_eager"``, then ``"inductor"`` by hand. :func:`bisect_script` does it per
+graph:
+
+1. **capture** the program's dynamo graphs with their real inputs
+   (:mod:`minifier.capture`); how the program itself ended is the *original* failure;
+2. run each graph through the stages in order, each in an isolated query
+   (:mod:`minifier.stages`, :mod:`minifier.worker`), until one fails;
+3. take as culprit the first graph whose failure has the original signature (with
+   ``--accuracy``, the first graph that fails at all), and re-run that query to make
+   sure it fails the same way every time, reporting ``flaky`` otherwise;
+4. when the culprit fails in an AOTAutograd backend, lower it to its forward/backward
+   graphs and run those too, so the table says whether the forward or the backward
+   breaks.
+
+A failure inside dynamo's own tracing has no graph: it is reported as its frame
+failing at the ``eager`` stage. The result is a :class:`BisectReport`, printed as a
+rich table or as DESIGN.md-style JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .capture import CaptureResult, capture_script, read_capture
+from .case import GraphCase
+from .errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, UnknownBackend
+from .session import Session
+from .signature import Failure, Signature
+from .stages import Outcome, lower_case, run_case, stage_names, stages_for
+from .writer import load_repro
+
+#: How many times the culprit query runs in all before its failure counts as stable.
+CONFIRMATIONS = 3
+
+
+@dataclass
+class Row:
+    """One captured graph (or a frame that dynamo failed to capture) and its stage outcomes."""
+
+    label: str
+    boundary: str
+    kind: str
+    nodes: int | None
+    frame: dict[str, Any] | None
+    outcomes: dict[str, Outcome]
+    case: GraphCase | None = None
+    case_path: Path | None = None
+
+    @property
+    def first_failure(self) -> Outcome | None:
+        return next((o for o in self.outcomes.values() if not o.passed), None)
+
+    def to_json(self, stages: list[str]) -> dict[str, Any]:
+        first = self.first_failure
+        return {
+            "label": self.label,
+            "boundary": self.boundary,
+            "kind": self.kind,
+            "nodes": self.nodes,
+            "frame": self.frame,
+            "stages": {s: (self.outcomes[s].status if s in self.outcomes else None) for s in stages},
+            "first_failure": None if first is None else first.stage,
+            "failure": None if first is None else _failure_json(first.failure, first.stage),
+            "repro": str(self.case_path) if self.case_path else None,
+        }
+
+
+def _failure_json(failure: Failure | None, stage: str | None) -> dict[str, Any] | None:
+    if failure is None:
+        return None
+    return {"stage": stage, **failure.signature.to_json(), "details": failure.details[:2000]}
+
+
+@dataclass
+class BisectReport:
+    """Everything ``minify bisect`` found."""
+
+    script: str
+    backend: str
+    accuracy: bool
+    run_dir: Path
+    original: Failure | None
+    rows: list[Row] = field(default_factory=list)
+    culprit: Row | None = None
+    queries: int = 0
+    seconds: float = 0.0
+    note: str = ""
+
+    @property
+    def stages(self) -> list[str]:
+        return stage_names(self.backend)
+
+    @property
+    def failure(self) -> Outcome | None:
+        return self.culprit.first_failure if self.culprit else None
+
+    def to_json(self) -> dict[str, Any]:
+        culprit, failure = self.culprit, self.failure
+        stages = self.stages
+        return {
+            "status": "bisected" if culprit else "no-failure",
+            "script": self.script,
+            "backend": self.backend,
+            "accuracy": self.accuracy,
+            "failure": None if failure is None else _failure_json(failure.failure, failure.stage),
+            "stages": {} if culprit is None else {s: _stage_status(culprit, s) for s in stages_of(culprit, stages)},
+            "graph": None
+            if culprit is None
+            else {"boundary": culprit.boundary, "index": _index(culprit), "kind": culprit.kind, "label": culprit.label},
+            "original_failure": None if self.original is None else self.original.signature.to_json(),
+            "graphs": [row.to_json(stages) for row in self.rows],
+            "queries": self.queries,
+            "seconds": round(self.seconds, 2),
+            "run_dir": str(self.run_dir),
+            "note": self.note,
+        }
+
+
+def stages_of(row: Row, stages: list[str]) -> list[str]:
+    return [s for s in stages if s in row.outcomes]
+
+
+def _stage_status(row: Row, stage: str) -> str:
+    outcome = row.outcomes[stage]
+    return "pass" if outcome.passed else "fail"
+
+
+def _index(row: Row) -> int | None:
+    return None if row.case is None else row.case.index
+
+
+# --------------------------------------------------------------------------- #
+# The steps
+# --------------------------------------------------------------------------- #
+
+
+def capture(session: Session, script: Path, args: list[str], backend: str | None) -> CaptureResult:
+    """Run the user's script once under capture, in a worker."""
+    out = session.run_dir / "captured"
+    result = session.query(
+        lambda: capture_script(script, args, out, backend=backend, timeout=session.timeout),
+        f"running {script.name} with capture armed",
+        timeout=None,  # the script may run for hours; hangs in compiled code are caught inside
+    )
+    captured = read_capture(out, result.failure)
+    if captured.unknown_backend:
+        raise UnknownBackend(captured.unknown_backend)
+    return captured
+
+
+def run_stages(session: Session, case: GraphCase, *, accuracy: bool, path: Path | None = None) -> Row:
+    """Run ``case`` through its stages in order, stopping at the first failure."""
+    row = Row(case.label(), case.boundary, case.kind, case.node_count, case.frame, {}, case, path)
+    for stage in stages_for(case):
+        outcome = run_one(session, case, stage, accuracy=accuracy)
+        row.outcomes[stage] = outcome
+        if not outcome.passed:
+            break
+    return row
+
+
+def run_one(session: Session, case: GraphCase, stage: str, *, accuracy: bool, label: str = "") -> Outcome:
+    """One isolated query: ``case`` through ``stage``; crashes and timeouts become outcomes."""
+    result = session.query(
+        lambda: run_case(case, stage, accuracy=accuracy), label or f"{case.label()} ({case.node_count} nodes) through {stage}"
+    )
+    if result.value is not None:
+        return result.value
+    return Outcome(stage, result.failure, result.seconds)
+
+
+def confirm(session: Session, row: Row, *, accuracy: bool) -> list[Signature | None]:
+    """Re-run the culprit's failing query; return every signature seen (the first included)."""
+    outcome = row.first_failure
+    assert outcome is not None and row.case is not None
+    seen: list[Signature | None] = [outcome.failure.signature if outcome.failure else None]
+    for n in range(CONFIRMATIONS - 1):
+        again = run_one(session, row.case, outcome.stage, accuracy=accuracy, label=f"{row.label} through {outcome.stage}: checking it is not flaky ({n + 2}/{CONFIRMATIONS})")
+        seen.append(again.failure.signature if again.failure else None)
+    return seen
+
+
+def lower(session: Session, row: Row, *, accuracy: bool) -> list[Row]:
+    """Rows for the aot graphs of a dynamo graph that fails in its final backend."""
+    case = row.case
+    assert case is not None
+    out = session.run_dir / "captured" / "aot"
+    result = session.query(lambda: lower_case(case, out), f"{row.label}: lowering to aot graphs")
+    if not result.value:
+        return []
+    rows = []
+    for path in result.value:
+        aot = load_repro(Path(path)).case
+        rows.append(run_stages(session, aot, accuracy=accuracy, path=Path(path)))
+    return rows
+
+
+def frame_row(captured: CaptureResult) -> Row:
+    """The row of a frame that dynamo failed to turn into a graph: it fails at ``eager``."""
+    assert captured.failure is not None
+    frame = captured.failure_frame
+    label = f"frame {frame['name']}" if frame else "frame ?"
+    return Row(label, "dynamo", "dynamo", None, frame, {"eager": Outcome("eager", captured.failure, 0.0)})
+
+
+def failed_while_tracing(captured: CaptureResult) -> bool:
+    """Did the program fail inside dynamo's tracing, before its graph reached a backend?"""
+    return any(e["event"] == "failed" and e.get("where") == "tracing" for e in captured.events)
+
+
+# --------------------------------------------------------------------------- #
+# Putting it together
+# --------------------------------------------------------------------------- #
+
+
+def bisect_script(
+    session: Session,
+    script: Path,
+    args: list[str],
+    *,
+    backend: str | None = None,
+    accuracy: bool = False,
+    aot_rows: bool = True,
+) -> BisectReport:
+    """Capture ``script``'s graphs and find the first graph and stage that fail."""
+    captured = capture(session, script, args, backend)
+    cases = [(load_repro(p).case, p) for p in captured.graph_paths]
+    final = backend or (cases[0][0].backend if cases else "inductor")
+    report = BisectReport(str(script), final, accuracy, session.run_dir, captured.failure)
+    if captured.failure is not None:
+        session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
+
+    if captured.failure is not None and failed_while_tracing(captured):
+        row = frame_row(captured)
+        again = read_capture_again(session, script, args, backend)
+        if again.failure is None or again.failure.signature != captured.failure.signature:
+            raise FlakyFailure(f"flaky: {script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {again.failure.signature if again.failure else 'passed'}")
+        report.rows = [*(run_stages(session, c, accuracy=accuracy, path=p) for c, p in cases), row]
+        report.culprit = row
+        return finish(session, report)
+
+    if not cases:
+        if captured.failure is not None:
+            raise ScriptFailedBeforeCompile(
+                f"{script.name} raised before torch.compile compiled anything: {captured.failure.signature.exception}: {captured.failure.signature.message}"
+            )
+        raise NoFailure(f"{script.name} ran to the end without compiling anything")
+    if captured.failure is None and not accuracy:
+        raise NoFailure(
+            f"{script.name} ran to the end without failing ({len(cases)} graphs compiled); "
+            "pass --accuracy to check the compiled results against eager"
+        )
+
+    for case, path in cases:
+        row = run_stages(session, case, accuracy=accuracy, path=path)
+        report.rows.append(row)
+        first = row.first_failure
+        session.log(f"  {row.label}: " + ("all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"))  # type: ignore[union-attr]
+        if report.culprit is None and first is not None and matches(first, captured.failure, accuracy):
+            report.culprit = row
+
+    if report.culprit is None:
+        return no_culprit(session, report, script, args, backend, captured)
+
+    seen = confirm(session, report.culprit, accuracy=accuracy)
+    if len(set(seen)) > 1:
+        raise FlakyFailure(
+            f"flaky: {report.culprit.label} through {report.culprit.first_failure.stage} gave "  # type: ignore[union-attr]
+            + ", ".join("pass" if s is None else str(s) for s in seen)
+        )
+
+    culprit_outcome = report.culprit.first_failure
+    assert culprit_outcome is not None
+    if aot_rows and culprit_outcome.stage == report.backend and report.culprit.case is not None:
+        rows = lower(session, report.culprit, accuracy=accuracy)
+        report.rows[report.rows.index(report.culprit) + 1 : report.rows.index(report.culprit) + 1] = rows
+        target = culprit_outcome.failure.signature if culprit_outcome.failure else None
+        aot_culprit = next((r for r in rows if r.first_failure and r.first_failure.failure and r.first_failure.failure.signature == target), None)
+        if aot_culprit is not None:
+            report.culprit = aot_culprit
+        elif rows:
+            report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
+    return finish(session, report)
+
+
+def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
+    """Is a graph's failure the program's failure (or, with --accuracy, any failure)?"""
+    if outcome.failure is None:
+        return False
+    if original is None:
+        return accuracy
+    return outcome.failure.signature == original.signature or (accuracy and outcome.failure.signature.kind == "accuracy")
+
+
+def read_capture_again(session: Session, script: Path, args: list[str], backend: str | None) -> CaptureResult:
+    out = session.run_dir / "captured-again"
+    result = session.query(lambda: capture_script(script, args, out, backend=backend, timeout=session.timeout), f"running {script.name} again: checking it is not flaky", timeout=None)
+    return read_capture(out, result.failure)
+
+
+def no_culprit(session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult) -> BisectReport:
+    """No graph fails like the program did: flaky, or a failure that needs the whole program."""
+    failing = [r for r in report.rows if r.first_failure is not None]
+    if captured.failure is None:
+        if failing:  # --accuracy on a program that ran fine, and a graph errors out
+            report.culprit = failing[0]
+            return finish(session, report)
+        raise NoFailure(f"every graph of {script.name} passes every stage" + (" (accuracy checked)" if report.accuracy else ""))
+    again = read_capture_again(session, script, args, backend)
+    if again.failure is None or again.failure.signature != captured.failure.signature:
+        raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
+    detail = (
+        f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
+        if failing
+        else ""
+    )
+    raise NotReproducible(
+        f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}"
+    )
+
+
+def finish(session: Session, report: BisectReport) -> BisectReport:
+    report.queries = session.queries
+    report.seconds = session.seconds
+    return report

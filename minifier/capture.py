@@ -1,0 +1,600 @@
+"""Capture: run a user's program with pt2kit armed and keep every graph it compiles.
+
+The first step of following a bug. :func:`capture_script` runs the user's script
+(inside a worker, see :mod:`minifier.worker`) with a :class:`Recorder` sitting in
+torch's dynamo backend hook (:func:`minifier.hooks.dynamo_backends`). For each graph
+dynamo hands to a backend, the recorder
+
+1. turns it into a :class:`~minifier.case.GraphCase` with the *real* example inputs
+   dynamo passes to backends (values, shapes, strides, dtypes, ``requires_grad``),
+   the non-default compiler config (:func:`non_default_config`), the backend's name
+   and the user modules that define the backend or the graph's custom ops;
+2. saves it at once as an unminified ``repro.py`` (so a later segfault loses
+   nothing) and logs an event line;
+3. calls the backend the user asked for (or ``--backend``), so the program behaves
+   as it would without pt2kit, until it fails.
+
+The AOTAutograd graphs are not captured here: :mod:`minifier.stages` derives them,
+with real inputs, by lowering a dynamo graph in a worker. That also works when the
+inner compile fails, when torch's own minifier has only fake inputs.
+
+A watchdog thread turns a compiled call (or compile) that runs past the query
+timeout into a ``timeout`` event, so a hang inside compiled code does not hang us.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from . import hooks
+from .case import GraphCase, GraphInput, TensorMeta
+from .errors import UnknownBackend
+from .script import run_script
+from .signature import (
+    COMPILE_PHASE_ATTR,
+    Failure,
+    exception_chain,
+    Signature,
+    mark_compile_phase,
+    signature_of_exception,
+    signature_of_timeout,
+    tagging_compile_errors,
+)
+from .writer import load_repro, write_repro
+
+CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
+#: Config pt2kit itself changes, or that only steers torch's own debug tooling.
+IGNORED_CONFIG = {"compile_threads", "repro_after", "repro_level", "debug_dir_root"}
+#: Namespaces of ops that ship with torch; anything else is a custom op from user code.
+TORCH_OP_NAMESPACES = {"aten", "prims", "quantized", "higher_order", "_c10d_functional", "c10d_functional", "_dtensor", "inductor", "debugprims", "rngprims", "profiler", "_quantized", "quantized_decomposed", "mkldnn", "onednn", "_inductor_test"}
+
+
+# --------------------------------------------------------------------------- #
+# What a graph needs around it: config, backend, user modules
+# --------------------------------------------------------------------------- #
+
+
+def _is_literal(value: Any) -> bool:
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
+def _changed_config() -> dict[str, dict[str, Any]]:
+    import importlib
+
+    changed = {}
+    for name in CONFIG_MODULES:
+        module = importlib.import_module(name)
+        changed[name] = module._get_dict(ignored_keys=list(module._compile_ignored_keys), skip_default=True)
+    return changed
+
+
+_DYNAMO_OWN_PATCHES: dict[str, dict[str, Any]] | None = None
+
+
+def _dynamo_own_patches() -> dict[str, dict[str, Any]]:
+    """Config dynamo itself patches while it compiles a frame, learned by compiling a no-op.
+
+    A backend runs inside those patches, and torch 2.13's config lives in context
+    variables, so the values the user set outside cannot be read from in there; what
+    differs from this baseline is the user's.
+    """
+    global _DYNAMO_OWN_PATCHES
+    if _DYNAMO_OWN_PATCHES is None:
+        seen: list[dict[str, dict[str, Any]]] = []
+
+        def snapshot_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+            seen.append(_changed_config())
+            return gm.forward
+
+        torch.compile(lambda x: x + 1, backend=snapshot_backend)(torch.zeros(1))
+        _DYNAMO_OWN_PATCHES = seen[0] if seen else {}
+    return _DYNAMO_OWN_PATCHES
+
+
+def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_backend: bool = False) -> dict[str, dict[str, Any]]:
+    """Config values the user changed, per module, that can be written back as literals.
+
+    Keys torch marks ``compile_ignored`` do not change what gets compiled and are
+    left out, as are values whose ``repr`` does not read back (torch 2.13 writes those
+    into repros as-is and produces a SyntaxError, pytorch#128830). ``in_backend``:
+    we are inside a backend call, so dynamo's own patches are discounted.
+    """
+    own = _dynamo_own_patches() if in_backend else {}
+    config: dict[str, dict[str, Any]] = {}
+    for name, values in _changed_config().items():
+        values.update((extra or {}).get(name, {}))
+        kept = {
+            k: v
+            for k, v in values.items()
+            if k not in IGNORED_CONFIG and _is_literal(v) and not (k in own.get(name, {}) and own[name][k] == v)
+        }
+        if kept:
+            config[name] = kept
+    return config
+
+
+@dataclass
+class BackendInfo:
+    """How to name a backend in a repro and what must be imported for the name to resolve."""
+
+    name: str  # a registered name ("inductor", "bw_tanh_bug") or "module:function"
+    modules: list[tuple[str, str]]
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # from torch.compile(mode=, options=)
+    dynamic: bool | None = None
+
+
+def module_import_spec(module_name: str) -> tuple[str, str] | None:
+    """``(import name, sys.path root)`` for a user module, or None for torch/stdlib/site-packages."""
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    if module is None or path is None:
+        return None
+    path = os.path.abspath(path)
+    if any(part in path for part in ("site-packages", "dist-packages")) or path.startswith(sys.base_prefix):
+        return None
+    if module_name == "__main__":
+        return Path(path).stem, str(Path(path).parent)
+    root = Path(path).parent
+    for _ in range(module_name.count(".") + (1 if path.endswith("__init__.py") else 0)):
+        root = root.parent
+    return module_name, str(root)
+
+
+def _defining_modules(obj: Any) -> list[str]:
+    """Names of the modules whose code makes up a backend object."""
+    found: list[str] = []
+    todo = [obj]
+    seen: set[int] = set()
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or item is None:
+            continue
+        seen.add(id(item))
+        for inner in ("func", "compiler_fn"):  # functools.partial, torch.compile's backend wrapper
+            if hasattr(item, inner):
+                todo.append(getattr(item, inner))
+        if hasattr(item, "kwargs") and isinstance(item.kwargs, dict):  # AotAutograd
+            todo.extend(v for v in item.kwargs.values() if callable(v))
+        module = getattr(item, "__module__", None)
+        if isinstance(module, str) and not module.startswith(("torch", "functools", "functorch")):
+            found.append(module)
+    return found
+
+
+def describe_backend(fn: Callable[..., Any], name: str | None) -> BackendInfo:
+    """Name a resolved backend so that a repro in another process can get it back."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS
+
+    modules = list(dict.fromkeys(spec for m in _defining_modules(fn) if (spec := module_import_spec(m))))
+    if type(fn).__name__ == "_TorchCompileInductorWrapper":
+        return BackendInfo("inductor", [], {"torch._inductor.config": dict(fn.config)}, fn.dynamic)
+    if type(fn).__name__ == "_TorchCompileWrapper":  # torch.compile(backend=<anything but inductor>)
+        fn = fn.compiler_fn
+    for registered, candidate in _COMPILER_FNS.items():
+        if candidate is fn:
+            return BackendInfo(registered, modules)
+    if isinstance(name, str) and ":" not in name and name in _COMPILER_FNS:
+        return BackendInfo(name, modules)
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if module and qualname and "<" not in qualname:
+        spec = module_import_spec(module)
+        import_name = spec[0] if spec else module
+        return BackendInfo(f"{import_name}:{qualname}", modules)
+    raise UnknownBackend(
+        f"the backend {fn!r} cannot be named in a repro: register it with "
+        "torch._dynamo.register_backend or define it at module level"
+    )
+
+
+def resolve_backend(name: str) -> Callable[..., Any]:
+    """Look up a backend by registered name or ``module:function``; :class:`UnknownBackend` if neither."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    if ":" in name:
+        import importlib
+
+        module, _, attr = name.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise UnknownBackend(f"unknown backend {name!r}: {e}") from None
+    try:
+        return lookup_backend(name)
+    except Exception:  # noqa: BLE001 - torch raises InvalidBackend (a dynamo exception)
+        from torch._dynamo import list_backends
+
+        raise UnknownBackend(
+            f"unknown backend {name!r}; registered backends: {', '.join(list_backends(exclude_tags=()))}"
+        ) from None
+
+
+def custom_op_modules(gm: fx.GraphModule) -> list[tuple[str, str]]:
+    """User modules that define the custom ops a graph calls.
+
+    ``torch.library.custom_op`` remembers the function it decorated; for ops
+    registered some other way (``Library.define``), every user module the program
+    imported is a candidate and all are listed.
+    """
+    from torch._library.custom_ops import OPDEFS
+
+    namespaces = set()
+    modules: list[tuple[str, str]] = []
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            continue
+        namespace = target.namespace if isinstance(target, torch._ops.OpOverload) else target._qualified_op_name.split("::")[0]
+        if namespace in TORCH_OP_NAMESPACES:
+            continue
+        qualname = target._schema.name if isinstance(target, torch._ops.OpOverload) else target._qualified_op_name
+        opdef = OPDEFS.get(qualname)
+        fn = getattr(opdef, "_init_fn", None)
+        spec = module_import_spec(fn.__module__) if fn is not None else None
+        if spec:
+            modules.append(spec)
+        else:
+            namespaces.add(namespace)
+    if namespaces:
+        modules += [spec for name in list(sys.modules) if (spec := module_import_spec(name))]
+    return list(dict.fromkeys(modules))
+
+
+# --------------------------------------------------------------------------- #
+# Graph → case
+# --------------------------------------------------------------------------- #
+
+
+def _flat_constants(gm: fx.GraphModule) -> dict[str, torch.Tensor]:
+    """Give every tensor ``get_attr`` a flat name, so the repro can register it as a buffer."""
+    constants: dict[str, torch.Tensor] = {}
+    for node in gm.graph.find_nodes(op="get_attr"):
+        value = gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            continue  # submodules of higher-order ops stay as they are
+        name = str(node.target).replace(".", "_")
+        if name != node.target:
+            gm.register_buffer(name, value)
+            node.target = name
+        constants[name] = value.detach()
+    gm.recompile()
+    return constants
+
+
+def symbolic_dims(node: fx.Node) -> tuple[int, ...]:
+    """Dims of a placeholder's example value that dynamo made symbolic."""
+    value = node.meta.get("example_value")
+    if not isinstance(value, torch.Tensor):
+        return ()
+    return tuple(d for d, size in enumerate(value.shape) if isinstance(size, torch.SymInt))
+
+
+def make_case(
+    gm: fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    backend: BackendInfo,
+    index: int,
+    frame: dict[str, Any] | None = None,
+) -> GraphCase:
+    """A :class:`GraphCase` of a dynamo graph and the real values dynamo passed with it."""
+    gm = fx.GraphModule(gm, copy.deepcopy(gm.graph))  # the backend still gets the original
+    constants = _flat_constants(gm)
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    inputs = []
+    for node, value in zip(placeholders, example_inputs):
+        if isinstance(value, torch.Tensor):
+            inputs.append(GraphInput(str(node.target), value.detach().requires_grad_(value.requires_grad), TensorMeta.of(value), None, symbolic_dims(node)))
+        else:
+            inputs.append(GraphInput(str(node.target), int(value) if isinstance(value, torch.SymInt) else value, None))
+    dynamic = any(i.symbolic_dims for i in inputs) or any(
+        isinstance(n.meta.get("example_value"), torch.SymInt) for n in placeholders
+    )
+    return GraphCase(
+        gm=gm,
+        inputs=inputs,
+        boundary="dynamo",
+        kind="dynamo",
+        backend=backend.name,
+        config=non_default_config(backend.config, in_backend=True),
+        modules=list(dict.fromkeys(backend.modules + custom_op_modules(gm))),
+        constants=constants,
+        backward=any(i.meta is not None and i.meta.requires_grad for i in inputs),
+        dynamic=bool(dynamic or backend.dynamic),
+        index=index,
+        frame=frame,
+    )
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_PT2KIT_DIR = os.path.dirname(os.path.abspath(__file__))
+_STACK_LINE = re.compile(r'File "(?P<filename>[^"]+)", line (?P<lineno>\d+), in (?P<name>\S+)')
+
+
+def _is_user_file(filename: str) -> bool:
+    return not filename.startswith((_TORCH_DIR, _PT2KIT_DIR)) and not filename.startswith("<frozen") and "runpy" not in filename
+
+
+def current_frame(gm: fx.GraphModule | None = None) -> dict[str, Any] | None:
+    """The user function dynamo is compiling right now, if any.
+
+    When dynamo's root frame is torch's own (``torch.compile(nn.Sequential(...))``
+    starts in a wrapper), the first user frame of the graph's stack traces stands in
+    for it, else the user's line that called the compiled function.
+    """
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        code = InstructionTranslator.current_tx().f_code
+    except (AttributeError, ImportError):
+        return None
+    if _is_user_file(code.co_filename):
+        return {"name": code.co_name, "filename": code.co_filename, "lineno": code.co_firstlineno}
+    for node in gm.graph.nodes if gm is not None else ():
+        for match in _STACK_LINE.finditer(node.meta.get("stack_trace") or ""):
+            if _is_user_file(match["filename"]):
+                return {"name": match["name"], "filename": match["filename"], "lineno": int(match["lineno"])}
+    for caller in reversed(traceback.extract_stack()):
+        if _is_user_file(caller.filename):
+            return {"name": caller.name, "filename": caller.filename, "lineno": caller.lineno, "line": caller.line}
+    return {"name": code.co_name, "filename": code.co_filename, "lineno": code.co_firstlineno}
+
+
+def frame_of_exception(exc: BaseException) -> dict[str, Any] | None:
+    """The user frame a dynamo error points at (its ``real_stack``), if it has one."""
+    stack = getattr(exc, "real_stack", None)
+    if stack:
+        last = stack[-1]
+        return {"name": last.name, "filename": last.filename, "lineno": last.lineno, "line": last.line}
+    return None
+
+
+# --------------------------------------------------------------------------- #
+# The recorder
+# --------------------------------------------------------------------------- #
+
+
+class Recorder:
+    """Sits in torch's backend hook during a capture run; see the module docstring."""
+
+    def __init__(self, out_dir: Path, *, backend_override: str | None = None, timeout: float | None = None) -> None:
+        self.out_dir = out_dir
+        self.backend_override = backend_override
+        self.timeout = timeout
+        self.cases: list[GraphCase] = []
+        self._events = open(out_dir / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._lock = threading.Lock()
+        self._busy_since: dict[int, float] = {}  # active compiled regions -> start time
+        self._watchdog: threading.Thread | None = None
+
+    # events ------------------------------------------------------------------
+
+    def event(self, **fields: Any) -> None:
+        with self._lock:
+            self._events.write(json.dumps(fields, default=str) + "\n")
+            self._events.flush()
+
+    def close(self) -> None:
+        self._events.close()
+
+    # the hook ----------------------------------------------------------------
+
+    def wrap_backend(self, fn: Callable[..., Any], name: str | None) -> Callable[..., Any]:
+        """The dynamo backend pt2kit installs in place of the user's (see :func:`hooks.dynamo_backends`)."""
+        recorder = self
+
+        def pt2kit_capture(gm: fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Callable[..., Any]:
+            backend_fn, backend_name = fn, name
+            if recorder.backend_override:
+                backend_fn, backend_name = resolve_backend(recorder.backend_override), recorder.backend_override
+            info = describe_backend(backend_fn, backend_name)
+            case = recorder.record(gm, example_inputs, info)
+            with recorder.busy(f"compiling {case.label()}"):
+                try:
+                    compiled = backend_fn(gm, example_inputs, **kwargs)
+                except BaseException as e:
+                    mark_compile_phase(e)
+                    raise
+            return recorder.watch(compiled, case.label())
+
+        pt2kit_capture.__name__ = getattr(fn, "__name__", "pt2kit_capture")
+        return pt2kit_capture
+
+    def wrap_aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
+        """Mark errors of AOTAutograd's (lazy) compiles as compile errors; watch for hangs."""
+        tagged = tagging_compile_errors(compiler)
+        recorder = self
+
+        def pt2kit_aot_compiler(gm: fx.GraphModule, example_inputs: Any) -> Any:
+            with recorder.busy(f"compiling a {kind} graph"):
+                return recorder.watch(tagged(gm, example_inputs), f"a {kind} graph")
+
+        return pt2kit_aot_compiler
+
+    def record(self, gm: fx.GraphModule, example_inputs: Sequence[Any], backend: BackendInfo) -> GraphCase:
+        index = len(self.cases)
+        case = make_case(gm, example_inputs, backend=backend, index=index, frame=current_frame(gm))
+        self.cases.append(case)
+        path = write_repro(case, self.out_dir / f"g{index}", stage=case.backend)
+        self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend)
+        return case
+
+    # hang detection ----------------------------------------------------------
+
+    def watch(self, compiled: Callable[..., Any], label: str) -> Callable[..., Any]:
+        """Wrap a compiled callable so the watchdog can see time spent inside it."""
+        if self.timeout is None:
+            return compiled
+        recorder = self
+
+        def pt2kit_watched(*args: Any, **kwargs: Any) -> Any:
+            with recorder.busy(f"running {label}"):
+                return compiled(*args, **kwargs)
+
+        for attr in ("_boxed_call", "zero_grad"):
+            if hasattr(compiled, attr):
+                setattr(pt2kit_watched, attr, getattr(compiled, attr))
+        return pt2kit_watched
+
+    def busy(self, what: str) -> _Busy:
+        return _Busy(self, what)
+
+    def start_watchdog(self) -> None:
+        if self.timeout is None:
+            return
+        self._watchdog = threading.Thread(target=self._watch_loop, name="pt2kit-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _watch_loop(self) -> None:
+        assert self.timeout is not None
+        while True:
+            time.sleep(min(1.0, self.timeout / 10))
+            with self._lock:
+                started = [(t, what) for t, what in self._busy_since.values()]
+            if started:
+                oldest, what = min(started)
+                if time.monotonic() - oldest > self.timeout:
+                    failure = signature_of_timeout(self.timeout)
+                    self.event(event="failed", failure=failure.signature.to_json(), details=f"{what}: {failure.details}", graphs=len(self.cases))
+                    os._exit(124)
+
+
+class _Busy:
+    def __init__(self, recorder: Recorder, what: str) -> None:
+        self.recorder, self.what = recorder, what
+
+    def __enter__(self) -> None:
+        with self.recorder._lock:
+            self.recorder._busy_since[id(self)] = (time.monotonic(), self.what)  # type: ignore[assignment]
+
+    def __exit__(self, *exc: object) -> None:
+        with self.recorder._lock:
+            self.recorder._busy_since.pop(id(self), None)
+
+
+# --------------------------------------------------------------------------- #
+# Running a script under capture
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class CaptureResult:
+    """What a capture run saw: the graphs (as saved repros) and how the program ended."""
+
+    graph_paths: list[Path]
+    failure: Failure | None  # None: the program ran to the end
+    failure_frame: dict[str, Any] | None = None  # user frame of a failure in dynamo's tracing
+    graphs_at_failure: int = 0  # graphs captured before the failure
+    unknown_backend: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def load_cases(self) -> list[GraphCase]:
+        return [load_repro(p).case for p in self.graph_paths]
+
+
+def capture_script(
+    script: Path,
+    args: Sequence[str],
+    out_dir: Path,
+    *,
+    backend: str | None = None,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run ``script`` with a :class:`Recorder` armed (in a worker child); returns a plain summary.
+
+    The graphs themselves go to ``out_dir/g<N>/repro.py`` as they are compiled, and
+    every event to ``out_dir/events.jsonl``; :func:`read_capture` assembles the result,
+    even after this process died mid-run.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    recorder = Recorder(out_dir, backend_override=backend, timeout=timeout)
+    _dynamo_own_patches()  # before the user's code changes any config
+    recorder.start_watchdog()
+    try:
+        with hooks.dynamo_backends(recorder.wrap_backend), hooks.aot_compilers(recorder.wrap_aot_compiler):
+            run_script(script, args)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            recorder.event(event="exit", code=str(e.code), graphs=len(recorder.cases))
+        else:
+            recorder.event(event="finished", graphs=len(recorder.cases))
+    except UnknownBackend as e:
+        recorder.event(event="unknown_backend", message=str(e))
+    except BaseException as e:  # noqa: BLE001 - the user's failure is the data we want
+        unknown = next((x for x in exception_chain(e) if isinstance(x, UnknownBackend)), None)
+        if unknown is not None:
+            recorder.event(event="unknown_backend", message=str(unknown))
+        else:
+            failure = signature_of_exception(e)
+            recorder.event(
+                event="failed",
+                failure=failure.signature.to_json(),
+                where=where_it_failed(e),
+                details=failure.details,
+                traceback="".join(traceback.format_exception(e))[-8000:],
+                frame=frame_of_exception(e) or current_frame(),
+                graphs=len(recorder.cases),
+            )
+    else:
+        recorder.event(event="finished", graphs=len(recorder.cases))
+    finally:
+        recorder.close()
+    return {"graphs": len(recorder.cases)}
+
+
+def where_it_failed(exc: BaseException) -> str:
+    """``backend`` (a compiler raised), ``tracing`` (dynamo itself raised) or ``runtime``."""
+    from torch._dynamo.exc import BackendCompilerFailed, TorchDynamoException
+
+    chain = list(exception_chain(exc))
+    if any(isinstance(e, BackendCompilerFailed) or getattr(e, COMPILE_PHASE_ATTR, False) for e in chain):
+        return "backend"
+    if isinstance(exc, TorchDynamoException):
+        return "tracing"
+    return "runtime"
+
+
+def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
+    """Assemble a :class:`CaptureResult` from a capture run's event log."""
+    events = []
+    log = out_dir / "events.jsonl"
+    if log.exists():
+        for line in log.read_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+    paths = [Path(e["path"]) for e in events if e["event"] == "graph"]
+    result = CaptureResult(graph_paths=paths, failure=None, events=events, graphs_at_failure=len(paths))
+    for e in events:
+        if e["event"] == "failed":
+            result.failure = Failure(Signature.from_json(e["failure"]), e.get("details", ""))
+            result.failure_frame = e.get("frame")
+            result.graphs_at_failure = e.get("graphs", len(paths))
+        elif e["event"] == "exit":
+            result.failure = Failure(Signature("runtime_error", "SystemExit", f"exit status {e['code']}"))
+        elif e["event"] == "unknown_backend":
+            result.unknown_backend = e["message"]
+    if crash is not None and result.failure is None:
+        result.failure = crash
+    return result
+

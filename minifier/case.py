@@ -1,0 +1,213 @@
+"""The unit pt2kit works on: one FX graph, its inputs, and how to run it through a stage.
+
+A :class:`GraphCase` is everything needed to ask "does this graph still fail?":
+
+- ``gm``: the graph, either a dynamo graph (torch-level ops, run through
+  ``torch.compile(backend=...)``) or an AOTAutograd graph (aten ops; ``forward``,
+  ``backward`` or ``inference``, run through the backend's inner compiler);
+- ``inputs``: one :class:`GraphInput` per placeholder, holding the *real* value the
+  program passed (values matter: a bug may only show on some data), the metadata
+  of that value, and optionally a seed that replaces it by a random stand-in of the
+  same shape, strides, dtype and ``requires_grad``;
+- ``constants``: tensors the graph reads with ``get_attr``;
+- the context that makes it fail: the final backend's name, the non-default
+  compiler config, and the user modules that register custom backends or ops.
+
+Captured graphs, checkpoints, and the final ``repro.py`` are all the same thing on
+disk: :mod:`minifier.writer` renders a case as a runnable script and reads it back.
+
+:func:`rand_tensor` makes the random stand-ins. It uses only torch, because the repro
+writer copies its source into ``repro.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+BOUNDARIES = ("dynamo", "aot")
+GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
+
+#: Scalar types a graph input or a folded boundary value may have besides tensors.
+SCALAR_TYPES = (int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """Shape, strides, dtype, device and ``requires_grad`` of a tensor, and its value range."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: str
+    device: str
+    requires_grad: bool
+    low: float | None = None  # value range of the real data (integer tensors only)
+    high: float | None = None
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> TensorMeta:
+        low = high = None
+        if not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool and t.numel():
+            low, high = float(t.min()), float(t.max())
+        return cls(
+            shape=tuple(t.shape),
+            stride=tuple(t.stride()),
+            dtype=str(t.dtype).removeprefix("torch."),
+            device=str(t.device),
+            requires_grad=bool(t.requires_grad),
+            low=low,
+            high=high,
+        )
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    def describe(self) -> str:
+        grad = ", requires_grad" if self.requires_grad else ""
+        return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}"
+
+
+def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu"):
+    """A seeded random tensor with exactly this shape, stride, dtype and requires_grad.
+
+    Floats are standard normal; integers stay within the real data's [low, high]
+    (so index tensors stay valid); bools are fair coins. The result is a leaf.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    numel = 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(n > 0 for n in shape) else 0
+    if dtype.is_floating_point or dtype.is_complex:
+        base = torch.randn(numel, generator=generator, dtype=dtype)
+    elif dtype == torch.bool:
+        base = torch.randint(0, 2, (numel,), generator=generator).bool()
+    else:
+        lo = 0 if low is None else int(low)
+        hi = lo if high is None else int(high)
+        base = torch.randint(lo, hi + 1, (numel,), generator=generator, dtype=dtype)
+    return base.to(device).as_strided(shape, stride).detach().requires_grad_(requires_grad)
+
+
+@dataclass
+class GraphInput:
+    """One placeholder's value: the real one, or a seeded random stand-in."""
+
+    name: str
+    value: Any  # the real value (tensor or scalar)
+    meta: TensorMeta | None  # None for scalars
+    seed: int | None = None  # when set, a random tensor replaces ``value``
+    symbolic_dims: tuple[int, ...] = ()  # dims that were dynamic when dynamo captured the graph
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.meta is not None
+
+    @property
+    def is_random(self) -> bool:
+        return self.seed is not None
+
+    def materialize(self) -> Any:
+        """A fresh value for one run: a clone of the real tensor, or the random stand-in."""
+        if self.meta is None:
+            return self.value
+        if self.seed is not None:
+            m = self.meta
+            return rand_tensor(m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device)
+        return clone_tensor(self.value, self.meta.requires_grad)
+
+
+def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None) -> torch.Tensor:
+    """A leaf copy of ``t`` that keeps its strides (and storage offset of zero)."""
+    requires_grad = t.requires_grad if requires_grad is None else requires_grad
+    with torch.no_grad():
+        out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+        out.copy_(t)
+    return out.requires_grad_(requires_grad)
+
+
+def compact_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A detached copy of ``t`` holding only the memory its strides reach, for saving."""
+    return clone_tensor(t.detach(), requires_grad=False)
+
+
+@dataclass
+class GraphCase:
+    """A graph, its inputs, and what it takes to run it through the failing stage."""
+
+    gm: fx.GraphModule
+    inputs: list[GraphInput]
+    boundary: str = "dynamo"  # dynamo | aot
+    kind: str = "dynamo"  # dynamo | forward | backward | inference
+    backend: str = "inductor"  # the final stage: "inductor" or the user's backend name
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> {key: value}
+    modules: list[tuple[str, str]] = field(default_factory=list)  # (import name, sys.path root) of user modules
+    compile_kwargs: dict[str, Any] = field(default_factory=dict)  # aot inner-compile kwargs
+    compiler: str | None = None  # aot graphs of a user backend: "module:function" of its compiler
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)  # get_attr targets
+    backward: bool = True  # dynamo graphs: also run backward when an output needs grad
+    dynamic: bool = False  # dynamo graphs: compile with dynamic=True (symbolic sizes captured)
+    index: int = 0  # position among the program's captured graphs
+    parent: int | None = None  # aot graphs: index of the dynamo graph they were lowered from
+    frame: dict[str, Any] | None = None  # the user frame dynamo compiled: name, filename, lineno
+
+    def __post_init__(self) -> None:
+        if self.boundary not in BOUNDARIES:
+            raise ValueError(f"boundary must be one of {BOUNDARIES}, not {self.boundary!r}")
+        if self.kind not in GRAPH_KINDS:
+            raise ValueError(f"kind must be one of {GRAPH_KINDS}, not {self.kind!r}")
+        # Type annotations only clutter the repro, and some (strings, Parameter) do not
+        # survive a round trip through its text.
+        for node in self.gm.graph.nodes:
+            node.type = None
+
+    @property
+    def op_nodes(self) -> list[fx.Node]:
+        return [n for n in self.gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
+    @property
+    def node_count(self) -> int:
+        """Op nodes, the size DESIGN.md's ``nodes_before``/``nodes_after`` report."""
+        return len(self.op_nodes)
+
+    def op_names(self) -> list[str]:
+        """The op of each op node, e.g. ``aten.relu.default`` or ``torch.sin`` or ``Tensor.sin``."""
+        return [op_name(n) for n in self.op_nodes]
+
+    def materialize_inputs(self) -> list[Any]:
+        return [i.materialize() for i in self.inputs]
+
+    def label(self) -> str:
+        if self.boundary == "aot":
+            return f"g{self.parent}.{self.kind}"
+        return f"g{self.index}"
+
+    def replace(self, **changes: Any) -> GraphCase:
+        """A shallow copy with some fields changed (the graph module is shared unless given)."""
+        return dataclasses.replace(self, **changes)
+
+    def deepcopy_graph(self) -> GraphCase:
+        return self.replace(gm=copy.deepcopy(self.gm))
+
+
+def op_name(node: fx.Node) -> str:
+    """A readable, stable name for what an op node calls."""
+    if node.op == "call_method":
+        return f"Tensor.{node.target}"
+    if node.op == "call_module":
+        return f"module.{node.target}"
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return f"{target._qualified_op_name.replace('::', '.')}"
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", str(target))
+    if module in ("_operator", "operator"):
+        return f"operator.{name}"
+    if module in ("torch", "torch._C._VariableFunctions", "torch.functional"):
+        return f"torch.{name}"
+    return f"{module}.{name}" if module else name

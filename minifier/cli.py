@@ -1,0 +1,105 @@
+"""The ``minify`` command line: ``minify run``, ``minify bisect``, ``minify repro``.
+
+Output contract (DESIGN.md): progress on stderr, a rich summary for people, and with
+``--json`` exactly one JSON document on stdout and nothing else. Bad input ends
+with one clear line and the exit code of its :class:`~minifier.errors.UserFacingError`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+
+# Before torch is imported anywhere: the worker forks, and a compile thread pool
+# in the parent would deadlock its children. (torch without numpy warns on import.)
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+from .errors import Interrupted, UsageError, UserFacingError  # noqa: E402
+from .script import resolve_script  # noqa: E402
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def _script_arguments(func: Any) -> Any:
+    func = click.argument("args", nargs=-1, type=click.UNPROCESSED)(func)
+    func = click.argument("script", type=click.Path(dir_okay=False, path_type=Path))(func)
+    return func
+
+
+def _common_options(func: Any) -> Any:
+    func = click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")(func)
+    func = click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query before it counts as a hang.")(func)
+    func = click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go [default: $TORCHDYNAMO_REPRO_DIR or ./torch_compile_debug].")(func)
+    func = click.option("--backend", default=None, help="Final stage: a registered backend name or module:function [default: what the script asks for].")(func)
+    func = click.option("--accuracy", is_flag=True, help="Also treat wrong answers (against an fp64 reference) as failures.")(func)
+    return func
+
+
+@click.group(context_settings=CONTEXT)
+def main() -> None:
+    """Find which torch.compile stage breaks, and shrink the failing graph to a plain-torch repro.py."""
+
+
+def _finish(render: Any, data: dict[str, Any], as_json: bool, console: Any) -> None:
+    from .session import print_json
+
+    if as_json:
+        print_json(data)
+    else:
+        render(console)
+
+
+def wide_console() -> Any:
+    """A console for results: tables get 140 columns when stdout is not a terminal."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=140)
+
+
+def _fail(error: UserFacingError, as_json: bool) -> None:
+    from .session import print_json
+
+    if as_json:
+        print_json({"status": error.status, "message": str(error), "exit_code": error.exit_code})
+    click.echo(f"minify: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@_common_options
+@_script_arguments
+def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
+    """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
+    from .bisect import bisect_script
+    from .report import print_bisect
+    from .session import Session
+
+    session = None
+    try:
+        path = resolve_script(script)
+        session = Session(path.stem, out=out, timeout=timeout)
+        session.warm_up(inductor=backend in (None, "inductor"))
+        report = bisect_script(session, path, list(args), backend=backend, accuracy=accuracy)
+        session.close()
+        data = report.to_json()
+        (session.run_dir / "report.json").write_text(__import__("json").dumps(data, indent=2, default=str))
+        _finish(lambda console: print_bisect(report, console), data, as_json, wide_console())
+    except KeyboardInterrupt:
+        if session:
+            session.close()
+        _fail(Interrupted(f"interrupted; partial results are in {session.run_dir if session else '(nothing yet)'}"), as_json)
+    except UserFacingError as error:
+        if session:
+            session.close()
+        _fail(error, as_json)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,76 @@
+"""The errors pt2kit reports to a user, each with one clear line and its own exit code.
+
+Every command-line entry point (``minify``, ``python -m explain``, ``python -m replay``, ...)
+catches :class:`UserFacingError`, prints its message on one line and exits with its
+``exit_code``. Anything else that escapes is a pt2kit bug and gets a traceback.
+
+Exit codes follow DESIGN.md where it speaks (0 written, 1 nothing to minify or flaky,
+2 usage); the other bad inputs get codes of their own so scripts can tell them apart.
+"""
+
+from __future__ import annotations
+
+
+class UserFacingError(Exception):
+    """A problem with the user's input, reported as one line and an exit code."""
+
+    exit_code: int = 2
+    status: str = "error"
+
+
+class UsageError(UserFacingError):
+    """Bad options or arguments (exit 2)."""
+
+    exit_code = 2
+
+
+class ScriptNotFound(UsageError):
+    """The script to run does not exist (exit 2, a usage error per DESIGN.md)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"script not found: {path}")
+
+
+class NoFailure(UserFacingError):
+    """The program ran to the end and nothing failed: there is nothing to minify (exit 1)."""
+
+    exit_code = 1
+    status = "no-failure"
+
+
+class FlakyFailure(UserFacingError):
+    """The failure does not reproduce consistently, so bisecting it would chase noise (exit 1)."""
+
+    exit_code = 1
+    status = "flaky"
+
+
+class ScriptFailedBeforeCompile(UserFacingError):
+    """The script raised before torch.compile compiled anything: its own bug, not a compiler's (exit 3)."""
+
+    exit_code = 3
+
+
+class UnknownBackend(UserFacingError):
+    """The backend named on the command line is not registered and cannot be imported (exit 4)."""
+
+    exit_code = 4
+
+
+class NotReproducible(UserFacingError):
+    """The program fails, but no captured graph fails the same way in isolation (exit 5)."""
+
+    exit_code = 5
+
+
+class CorruptRecord(UserFacingError):
+    """A saved repro, record or checkpoint cannot be read (exit 6)."""
+
+    exit_code = 6
+
+
+class Interrupted(UserFacingError):
+    """Ctrl-C: work so far is saved and a rerun resumes it (exit 130, the shell's convention)."""
+
+    exit_code = 130
+    status = "interrupted"

@@ -1,0 +1,91 @@
+"""Rendering results for people (rich tables on stderr/stdout); ``--json`` prints ``to_json()`` instead."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from .bisect import BisectReport, Row
+    from .minify import MinifyResult
+
+_STYLES = {"pass": "green", "compile_error": "bold red", "runtime_error": "bold red", "accuracy": "bold magenta", "crash": "bold red", "timeout": "bold yellow"}
+
+
+def _frame(frame: dict[str, Any] | None) -> str:
+    if not frame:
+        return ""
+    from pathlib import Path
+
+    return f"{frame.get('name', '?')} ({Path(str(frame.get('filename', '?'))).name}:{frame.get('lineno', '?')})"
+
+
+def _cell(row: Row, stage: str, culprit: bool) -> Text:
+    outcome = row.outcomes.get(stage)
+    if outcome is None:
+        return Text("·", style="dim")
+    text = outcome.status
+    style = _STYLES.get(text, "")
+    if culprit and not outcome.passed:
+        return Text(f"✗ {text}", style=style + " reverse")
+    return Text(text, style=style)
+
+
+def bisect_table(report: BisectReport) -> Table:
+    table = Table(title=f"Stage bisection of {report.script}", title_justify="left")
+    for column in ("graph", "frame", "boundary", "kind", "nodes"):
+        table.add_column(column, no_wrap=column != "frame")
+    for stage in report.stages:
+        table.add_column(stage, no_wrap=True)
+    for row in report.rows:
+        culprit = row is report.culprit
+        cells = [
+            Text(row.label, style="bold" if culprit else ""),
+            _frame(row.frame),
+            row.boundary,
+            row.kind,
+            "?" if row.nodes is None else str(row.nodes),
+        ]
+        stages = report.stages if row.boundary == "dynamo" else report.stages
+        table.add_row(*cells, *(_cell(row, s, culprit) for s in stages))
+    return table
+
+
+def print_bisect(report: BisectReport, console: Console) -> None:
+    console.print(bisect_table(report))
+    failure = report.failure
+    if report.culprit is None or failure is None or failure.failure is None:
+        console.print("No graph fails.")
+        return
+    culprit = report.culprit
+    where = _frame(culprit.frame)
+    console.print(
+        f"First failure: [bold]{failure.stage}[/] on [bold]{culprit.label}[/]"
+        + (f" ({culprit.kind} graph)" if culprit.boundary == "aot" else "")
+        + (f" from {where}" if where and culprit.case is not None else f" at {where}" if where else "")
+    )
+    console.print(f"  {failure.failure.signature}", highlight=False, markup=False)
+    if report.note:
+        console.print(f"  note: {report.note}")
+    if culprit.case_path:
+        console.print(f"  graph: {culprit.case_path}")
+    console.print(f"[dim]{report.queries} queries, {report.seconds:.1f} s; run directory {report.run_dir}[/]")
+
+
+def print_minify(result: MinifyResult, console: Console) -> None:
+    data = result.to_json()
+    table = Table(title="Minified", title_justify="left", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("")
+    failure = data["failure"]
+    table.add_row("failure", f"{failure['kind']} at {failure['stage']}: {failure['exception']}: {failure['message']}")
+    graph = data["graph"]
+    table.add_row("graph", f"{graph['boundary']} {graph['kind']} graph #{graph['index']}")
+    table.add_row("nodes", f"{data['nodes_before']} → {data['nodes_after']}: {', '.join(data['ops_after'])}")
+    table.add_row("inputs", result.inputs_summary())
+    table.add_row("queries", f"{data['queries']} in {data['seconds']:.1f} s")
+    table.add_row("repro", str(data["repro"]))
+    console.print(table)

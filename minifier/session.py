@@ -1,0 +1,146 @@
+"""A session: one pt2kit run, with its own directory, a warm worker and visible progress.
+
+Every command that does work (``minify run``, ``minify bisect``, ``minify repro``, the
+``TORCHDYNAMO_REPRO_AFTER`` hook) opens a :class:`Session`. It
+
+- creates a fresh run directory (``<out>/run-<time>-<name>``; never an existing one,
+  so no file is ever overwritten);
+- owns the :class:`~minifier.worker.Worker` every query goes through, counting queries;
+- shows progress on stderr: a live line on a terminal (refreshed from the worker's
+  wait loop, since the parent must not run a refresh thread), plain log lines
+  otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import rich.progress
+from rich.console import Console
+
+from .worker import QueryResult, Worker
+
+T = TypeVar("T")
+
+DEFAULT_OUT = "torch_compile_debug"
+
+
+def default_out_dir() -> Path:
+    """Where run directories go: ``$TORCHDYNAMO_REPRO_DIR``, else ``./torch_compile_debug``."""
+    return Path(os.environ.get("TORCHDYNAMO_REPRO_DIR") or DEFAULT_OUT)
+
+
+def new_run_dir(out: Path, name: str) -> Path:
+    """Create and return a directory for one run under ``out``; never reuses one."""
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
+    for n in range(1000):
+        path = out / (f"run-{stamp}-{safe}" + (f"-{n}" if n else ""))
+        try:
+            path.mkdir()
+            return path.resolve()
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"cannot create a run directory in {out}")
+
+
+class Progress:
+    """A rich spinner line on stderr, or plain log lines when stderr is not a terminal.
+
+    It never starts rich's refresh thread (``auto_refresh=False``): the worker forks,
+    and a forked child must not inherit a thread's locks. The worker's wait loop calls
+    :meth:`tick` instead.
+    """
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console = console
+        self.enabled = enabled
+        self._bar: rich.progress.Progress | None = None
+        self._task: rich.progress.TaskID | None = None
+        if enabled and console.is_terminal:
+            self._bar = rich.progress.Progress(
+                rich.progress.SpinnerColumn(),
+                rich.progress.TextColumn("{task.description}"),
+                rich.progress.TimeElapsedColumn(),
+                console=console,
+                auto_refresh=False,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("starting")
+
+    def update(self, status: str) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.reset(self._task, description=status)
+            self._bar.refresh()
+
+    def tick(self) -> None:
+        if self._bar is not None:
+            self._bar.refresh()
+
+    def log(self, message: str) -> None:
+        """A line that stays (results, decisions)."""
+        if self.enabled:
+            self.console.print(message, highlight=False)
+
+    def clear(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+class Session:
+    """One run: a directory, a worker, a query counter and progress output."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        out: Path | None = None,
+        timeout: float | None = 300.0,
+        quiet: bool = False,
+        console: Console | None = None,
+    ) -> None:
+        self.started = time.monotonic()
+        self.run_dir = new_run_dir(out or default_out_dir(), name)
+        self.console = console or Console(stderr=True)
+        self.progress = Progress(self.console, enabled=not quiet)
+        self.worker = Worker(log_dir=self.run_dir / "logs", timeout=timeout)
+        self.timeout = timeout
+        self.queries = 0
+
+    def warm_up(self, inductor: bool = True) -> None:
+        self.progress.update("warming up a worker (imports torch and compiles once)")
+        self.worker.warm_up(inductor=inductor)
+
+    def query(self, fn: Callable[[], T], label: str, *, timeout: float | None = None, count: bool = True) -> QueryResult[T]:
+        """Run ``fn`` in an isolated child with the session's timeout, showing ``label``."""
+        if count:
+            self.queries += 1
+        self.progress.update(f"{label}  (query {self.queries})" if count else label)
+        return self.worker.run(fn, timeout=self.timeout if timeout is None else timeout, label=label, on_wait=self.progress.tick)
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.started
+
+    def log(self, message: str) -> None:
+        self.progress.log(message)
+
+    def close(self) -> None:
+        self.progress.clear()
+
+
+def print_json(data: Any) -> None:
+    """The ``--json`` twin of every report: JSON on stdout and nothing else."""
+    import json
+
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()

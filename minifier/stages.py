@@ -1,0 +1,253 @@
+"""Stages: running one graph through one stage, and lowering a dynamo graph to its aot graphs.
+
+The stages are ordered, each a real torch backend (DESIGN.md):
+
+1. ``eager``: dynamo capture only;
+2. ``aot_eager``: plus AOTAutograd;
+3. ``aot_eager_decomp_partition``: plus Inductor's decompositions and partitioner;
+4. the final stage: ``inductor``, or the user's own backend in its place.
+
+:func:`run_case` answers one question, "what happens when this case runs through
+this stage?", and is meant to run inside a worker child. It renders the case as the
+very ``repro.py`` pt2kit would write (:mod:`minifier.writer`), executes that text, and
+classifies the outcome: ``pass``, or a :class:`~minifier.signature.Failure`
+(``compile_error``, ``runtime_error``, or ``accuracy`` against an fp64 reference;
+crashes and timeouts are seen by the worker's parent).
+
+:func:`lower_case` turns a dynamo graph into the forward/backward/inference graphs
+its final backend compiles, each with the real values it receives at run time. It
+runs the backend's own AOTAutograd pipeline but swaps the innermost compiler for a
+recorder that runs the graph eagerly, so lowering works even when that compiler is
+the thing that crashes.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from . import hooks
+from .capture import _flat_constants, module_import_spec, resolve_backend
+from .case import GraphCase, GraphInput, TensorMeta, clone_tensor
+from .signature import (
+    Failure,
+    accuracy_divergence,
+    signature_of_accuracy,
+    signature_of_exception,
+    tagging_compile_errors,
+)
+from .writer import data_of, exec_repro, render, write_repro
+
+EAGER_STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
+
+
+def stage_names(final: str) -> list[str]:
+    """All stages in order, ending with ``final`` (``inductor`` or the user's backend)."""
+    return [*EAGER_STAGES, final]
+
+
+def stages_for(case: GraphCase) -> list[str]:
+    """The stages that apply to a case: all of them for dynamo graphs.
+
+    An aot graph only exists once AOTAutograd has run, so for it the eager stages
+    collapse into one: running the graph as it is (what ``aot_eager_decomp_partition``
+    does with it), then the final backend's compiler.
+    """
+    if case.boundary == "dynamo":
+        return stage_names(case.backend)
+    return ["aot_eager_decomp_partition", case.backend]
+
+
+@dataclass
+class Outcome:
+    """The result of running one case through one stage."""
+
+    stage: str
+    failure: Failure | None
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+    @property
+    def status(self) -> str:
+        return "pass" if self.failure is None else self.failure.signature.kind
+
+
+# --------------------------------------------------------------------------- #
+# One case through one stage (runs in a worker child)
+# --------------------------------------------------------------------------- #
+
+
+def to_float64(values: list[Any]) -> list[Any]:
+    return [
+        v.detach().to(torch.float64).requires_grad_(v.requires_grad)
+        if isinstance(v, torch.Tensor) and v.is_floating_point()
+        else v
+        for v in values
+    ]
+
+
+def run_case(case: GraphCase, stage: str, *, accuracy: bool = False) -> Outcome:
+    """Run ``case`` through ``stage`` the way its repro.py would; classify what happens."""
+    start = time.perf_counter()
+    namespace = exec_repro(render(case, stage=stage, accuracy=accuracy))
+    namespace["apply_config"]()
+    Repro, make_inputs = namespace["Repro"], namespace["make_inputs"]
+
+    def fresh() -> tuple[torch.nn.Module, list[Any]]:
+        data = data_of(case)
+        return Repro(data), make_inputs(data)
+
+    namespace["compile_graph"] = tagging_compile_errors(namespace["compile_graph"])
+    try:
+        with hooks.aot_compilers(lambda kind, compiler: tagging_compile_errors(compiler)):
+            actual = namespace["run"](*fresh())
+        if accuracy:
+            expected = namespace["run_eager"](*fresh())
+            module, inputs = fresh()
+            fp64 = namespace["run_eager"](module.to(torch.float64), to_float64(inputs))
+            problem = accuracy_divergence(expected, actual, fp64)
+            if problem:
+                return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start)
+    except Exception as e:  # noqa: BLE001 - classifying failures is the job
+        return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
+    return Outcome(stage, None, time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------- #
+# Lowering a dynamo graph to aot graphs (runs in a worker child)
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class _Recorded:
+    kind: str
+    gm: fx.GraphModule
+    compile_kwargs: dict[str, Any]
+    compiler: str | None
+    inputs: list[Any] | None = None
+
+
+class _AotRecorder:
+    """Stands in for the innermost compiler: keeps each graph and its first real inputs."""
+
+    graphs: list[_Recorded]
+
+    def eager_runner(self, record: _Recorded) -> Callable[[list[Any]], Any]:
+        gm = record.gm
+
+        def run_recorded(args: list[Any]) -> Any:
+            if record.inputs is None:
+                record.inputs = [clone_tensor(a.detach(), a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+            values = list(args)
+            args.clear()  # boxed calling convention: the callee owns the inputs
+            with torch.no_grad():
+                return gm(*values)
+
+        run_recorded._boxed_call = True  # type: ignore[attr-defined]
+        return run_recorded
+
+    def inductor_inner(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        def record_inner_compile(gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any) -> Any:
+            kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+            literal = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
+            record = _Recorded(kind, copy.deepcopy(gm), literal, None)
+            self.graphs.append(record)
+            return self.eager_runner(record)
+
+        return record_inner_compile
+
+    def __init__(self, backend: str) -> None:
+        self.graphs = []
+        # A registered aot_autograd backend is named by its kwargs in the repro
+        # (lookup_backend(name).kwargs["bw_compiler"]); other backends that call
+        # AOTAutograd themselves by the compiler's importable name.
+        self.by_kwargs = hasattr(resolve_backend(backend), "kwargs") if backend != "inductor" else False
+
+    def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
+        reference = None if self.by_kwargs else _importable_name(compiler)
+
+        def record_compile(gm: fx.GraphModule, example_inputs: Any) -> Any:
+            record = _Recorded(kind, copy.deepcopy(gm), {}, reference)
+            self.graphs.append(record)
+            return self.eager_runner(record)
+
+        return record_compile
+
+
+def _importable_name(fn: Callable[..., Any]) -> str | None:
+    """``module:qualname`` of a module-level function, if a repro can import it."""
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__  # type: ignore[assignment]
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or not qualname or "<" in qualname or module.startswith("torch"):
+        return None
+    spec = module_import_spec(module)
+    return f"{spec[0] if spec else module}:{qualname}"
+
+
+def lower_case(case: GraphCase, out_dir: Path) -> list[str]:
+    """Write the aot graphs the final backend compiles for ``case``; returns their repro paths.
+
+    Returns an empty list when the backend does not go through AOTAutograd.
+    """
+    recorder = _AotRecorder(case.backend)
+    namespace = exec_repro(render(case, stage=case.backend))
+    namespace["apply_config"]()
+    data = data_of(case)
+    if case.backend == "inductor":
+        hook = hooks.inductor_inner_compile(recorder.inductor_inner)
+    else:
+        hook = hooks.aot_compilers(recorder.aot_compiler)
+    with hook:
+        namespace["run"](namespace["Repro"](data), namespace["make_inputs"](data))
+    paths = []
+    counts: dict[str, int] = {}
+    for record in recorder.graphs:
+        if record.inputs is None:
+            continue  # compiled but never run (e.g. a backward nobody asked for)
+        number = counts[record.kind] = counts.get(record.kind, 0) + 1
+        aot_case = aot_case_of(case, record)
+        name = f"g{case.index}.{record.kind}" + (f"{number}" if number > 1 else "")
+        paths.append(str(write_repro(aot_case, out_dir / name, stage=case.backend)))
+    return paths
+
+
+def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
+    gm = fx.GraphModule(record.gm, record.gm.graph)
+    constants = _flat_constants(gm)
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    assert record.inputs is not None
+    inputs = [
+        GraphInput(str(node.target), value, TensorMeta.of(value) if isinstance(value, torch.Tensor) else None)
+        for node, value in zip(placeholders, record.inputs)
+    ]
+    modules = list(case.modules)
+    if record.compiler and (spec := module_import_spec(record.compiler.partition(":")[0])):
+        modules.append(spec)
+    return GraphCase(
+        gm=gm,
+        inputs=inputs,
+        boundary="aot",
+        kind=record.kind,
+        backend=case.backend,
+        config=case.config,
+        modules=list(dict.fromkeys(modules)),
+        compile_kwargs=record.compile_kwargs,
+        compiler=record.compiler,
+        constants=constants,
+        backward=False,
+        dynamic=False,
+        index=case.index,
+        parent=case.index,
+        frame=case.frame,
+    )

@@ -1,0 +1,264 @@
+"""Isolated queries on a warm process: one ``fork()`` per question.
+
+Every question pt2kit asks ("does this graph still fail under Inductor?") may
+segfault, ``abort()``, or spin forever inside compiled code, so it cannot run in
+pt2kit's own process. torch's minifier isolates by starting a fresh interpreter per
+query and pays about 6 s of ``import torch`` each time. pt2kit imports torch (and
+Inductor, and warms its compile path) once in the parent, then forks a child per
+query: the child starts warm, runs one function, sends its picklable result back
+through a pipe, and exits. The parent only waits, with a deadline.
+
+What the parent must never do is leave threads or OpenMP pools behind, because a
+forked child inherits their locks but not the threads. So the parent runs with
+``torch.set_num_threads(1)`` and Inductor's compile pool off (``compile_threads=1``),
+and asserts that it is single-threaded before each fork. Children get the
+machine's thread count back.
+
+Outcomes of a query that did not return normally:
+
+- killed by a signal → a ``crash`` signature naming the signal;
+- exited early (``sys.exit``/``os._exit`` inside the query) → ``crash`` too;
+- past its deadline → the whole process group is killed → ``timeout``.
+
+Ctrl-C in the parent kills the running child's process group and re-raises
+``KeyboardInterrupt`` so callers can checkpoint.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import select
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from .signature import Failure, signature_of_crash, signature_of_exit, signature_of_timeout
+
+T = TypeVar("T")
+
+#: Environment marker for processes pt2kit starts, so its autoload hook stays quiet in them.
+CHILD_ENV = "PT2KIT_CHILD"
+
+
+@dataclass
+class QueryResult(Generic[T]):
+    """What came back from one isolated query."""
+
+    value: T | None
+    failure: Failure | None  # set when the child crashed, timed out or exited early
+    seconds: float
+    log: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+class QueryError(RuntimeError):
+    """A query function raised inside the child: a pt2kit bug, reported with the child's traceback."""
+
+
+_CHILD_THREADS: int | None = None
+
+
+def prepare_parent() -> int:
+    """Make this process safe to fork from; returns the thread count children should use.
+
+    Must run before torch computes anything in this process. Idempotent.
+    """
+    global _CHILD_THREADS
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    import torch
+    import torch._inductor.config as inductor_config
+
+    if _CHILD_THREADS is None:
+        _CHILD_THREADS = torch.get_num_threads()
+    torch.set_num_threads(1)
+    inductor_config.compile_threads = 1
+    return _CHILD_THREADS
+
+
+class Worker:
+    """Runs functions in forked children of this (warm) process, one child per call."""
+
+    def __init__(self, log_dir: Path | None = None, timeout: float | None = None) -> None:
+        self.child_threads = prepare_parent()
+        self.log_dir = log_dir
+        self.timeout = timeout
+        self.queries = 0
+
+    def warm_up(self, inductor: bool = True) -> float:
+        """Compile one small training step in this process so that children start warm.
+
+        The lazy imports and first-compile work of dynamo, AOTAutograd and Inductor
+        (about 2 s per query otherwise) then happen once here instead of in every child.
+        Runs single-threaded; see the module docstring.
+        """
+        import torch
+
+        start = time.perf_counter()
+        x = torch.randn(4, 4, requires_grad=True)
+
+        def step(t: torch.Tensor) -> torch.Tensor:
+            return (torch.relu(t) * t.sin()).sum(dim=-1)
+
+        for backend in ("eager", "aot_eager", "aot_eager_decomp_partition") + (("inductor",) if inductor else ()):
+            torch.compile(step, backend=backend)(x).sum().backward()
+        torch._dynamo.reset()
+        return time.perf_counter() - start
+
+    def run(
+        self,
+        fn: Callable[[], T],
+        *,
+        timeout: float | None = None,
+        label: str = "query",
+        on_wait: Callable[[], None] | None = None,
+    ) -> QueryResult[T]:
+        """Run ``fn()`` in a forked child and return its (pickled) result.
+
+        ``fn`` should catch the failures it is asked about and return them as data;
+        an exception escaping it is a pt2kit bug and raises :class:`QueryError` here.
+        ``on_wait`` is called a few times a second while the child runs (progress
+        displays refresh from it: the parent must stay single-threaded).
+        """
+        if threading.active_count() > 1:
+            # A thread in the parent (ours or a library's) may hold a lock the child
+            # needs; forking now could deadlock the child.
+            names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
+            raise RuntimeError(f"pt2kit cannot fork a worker while other threads run: {names}")
+        timeout = self.timeout if timeout is None else timeout
+        self.queries += 1
+        log = self._log_path(label)
+        read_fd, write_fd = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        start = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:  # child
+            os.close(read_fd)
+            self._child(fn, write_fd, log)
+        os.close(write_fd)
+        try:
+            os.setpgid(pid, pid)  # also here: the child may not have run yet
+        except (PermissionError, ProcessLookupError):
+            pass
+        try:
+            payload, status = self._collect(pid, read_fd, timeout, on_wait)
+        except BaseException:
+            _kill_group(pid)
+            raise
+        finally:
+            os.close(read_fd)
+        seconds = time.perf_counter() - start
+        if status is None:
+            return QueryResult(None, signature_of_timeout(timeout or 0.0), seconds, log)
+        if payload:
+            tag, value = pickle.loads(payload)
+            if tag == "raised":
+                raise QueryError(f"{label} raised inside its worker:\n{value}")
+            return QueryResult(value, None, seconds, log)
+        tail = _tail(log)
+        if os.WIFSIGNALED(status):
+            return QueryResult(None, signature_of_crash(os.WTERMSIG(status), tail), seconds, log)
+        return QueryResult(None, signature_of_exit(os.WEXITSTATUS(status), tail), seconds, log)
+
+    # -- child side --------------------------------------------------------- #
+
+    def _child(self, fn: Callable[[], Any], write_fd: int, log: Path | None) -> None:
+        code = 0
+        try:
+            os.setpgid(0, 0)  # own process group: a timeout kills compilers it spawned too
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides about Ctrl-C
+            os.environ[CHILD_ENV] = "1"
+            if log is not None:
+                fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.close(fd)
+            import torch
+
+            torch.set_num_threads(self.child_threads)
+            try:
+                message: tuple[str, Any] = ("ok", fn())
+            except BaseException:  # noqa: BLE001 - everything goes back to the parent
+                message = ("raised", traceback.format_exc())
+            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+            with io.FileIO(write_fd, "w", closefd=True) as pipe:
+                pipe.write(data)
+        except BaseException:  # noqa: BLE001
+            traceback.print_exc()
+            code = 70
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    # -- parent side -------------------------------------------------------- #
+
+    @staticmethod
+    def _collect(
+        pid: int, read_fd: int, timeout: float | None, on_wait: Callable[[], None] | None
+    ) -> tuple[bytes, int | None]:
+        """Read the child's result until EOF, then reap it; ``status is None`` means timed out."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        chunks: list[bytes] = []
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([read_fd], [], [], 0.25 if left is None else min(0.25, left))
+            if not ready:
+                if left is not None and left <= 0:
+                    _kill_group(pid)
+                    return b"", None
+                if on_wait is not None:
+                    on_wait()
+                continue
+            chunk = os.read(read_fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        while True:
+            wait = None if deadline is None else deadline - time.monotonic()
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return b"".join(chunks), status
+            if wait is not None and wait <= 0:
+                _kill_group(pid)
+                return b"", None
+            time.sleep(0.01)
+
+    def _log_path(self, label: str) -> Path | None:
+        if self.log_dir is None:
+            return None
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
+        return self.log_dir / f"{self.queries:04d}-{safe}.log"
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _tail(log: Path | None, limit: int = 4000) -> str:
+    if log is None or not log.exists():
+        return ""
+    with open(log, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - limit))
+        return handle.read().decode(errors="replace")

@@ -1,0 +1,499 @@
+"""Graph cases as ``repro.py`` files: rendering, writing and reading them back.
+
+A repro is a bug report that must run anywhere, so the file pt2kit writes imports
+torch and nothing else of ours (plus the user's own modules when the failing
+backend or a custom op lives there). Its parts, top to bottom:
+
+- a header naming the torch version, the stage, and the failure;
+- ``PT2KIT = {...}``: the case's metadata as a Python literal, which pt2kit reads back
+  with :func:`ast.literal_eval` (never by unpickling);
+- ``apply_config()``: the non-default compiler config the failure needs, written as
+  plain assignments of literal values;
+- ``class Repro``: the graph as readable code (FX's own codegen);
+- ``load_data()`` and ``make_inputs(data)``: inputs as seeded random tensors where
+  that reproduces the failure, real values from a sibling ``inputs-<sha>.pt`` loaded
+  with ``weights_only=True`` where it does not;
+- ``run(mod, inputs)``: the one stage call that fails;
+- for accuracy failures, an fp64 reference check (:func:`accuracy_divergence`).
+
+The same text is what a worker executes for each query (:func:`exec_repro`), with
+``data`` handed over in memory instead of loaded from disk: every question the
+minifier asks is answered by the code the user will finally run.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import io
+import os
+import pprint
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.overrides import TorchFunctionMode
+
+from .case import GraphCase, GraphInput, TensorMeta, compact_tensor, rand_tensor
+from .errors import CorruptRecord
+from .signature import ACCURACY_MESSAGE, Signature, accuracy_divergence
+
+FORMAT_VERSION = 1
+EAGER_STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
+AOT_COMPILER_KEYS = {"forward": "fw_compiler", "backward": "bw_compiler", "inference": "inference_compiler"}
+
+
+# --------------------------------------------------------------------------- #
+# Rendering
+# --------------------------------------------------------------------------- #
+
+
+def data_of(case: GraphCase) -> dict[str, torch.Tensor]:
+    """The tensors a case's repro reads from its data file: real inputs and constants."""
+    data = {f"input:{i.name}": compact_tensor(i.value) for i in case.inputs if i.is_tensor and not i.is_random}
+    data.update({f"constant:{name}": compact_tensor(t) for name, t in case.constants.items()})
+    return data
+
+
+def render(
+    case: GraphCase,
+    *,
+    stage: str,
+    failure: Signature | None = None,
+    accuracy: bool = False,
+    data_file: str | None = None,
+    note: str = "",
+) -> str:
+    """The full text of ``repro.py`` for ``case`` run through ``stage``."""
+    parts = [
+        _header(case, stage, failure, accuracy, note),
+        _imports(case, stage, accuracy, data_file),
+        _config_function(case),
+        _module_class(case),
+        _data_function(data_file),
+        _inputs_function(case),
+        _run_functions(case, stage),
+    ]
+    if any(i.is_random for i in case.inputs):
+        parts.append(inspect.getsource(rand_tensor).strip())
+    if accuracy:
+        parts.append(f"ACCURACY_MESSAGE = {ACCURACY_MESSAGE!r}")
+        parts.append(inspect.getsource(accuracy_divergence).strip())
+    metadata = _metadata(case, stage, failure, accuracy, data_file)
+    parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + pprint.pformat(metadata, width=110, compact=True, sort_dicts=False))
+    parts.append(_main(accuracy))
+    return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
+
+
+def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: bool, note: str) -> str:
+    what = f"the {case.kind} graph (after aot)" if case.boundary == "aot" else "the dynamo graph"
+    lines = [
+        f"# pt2kit repro, torch {torch.__version__}",
+        f"# {what} fails under {stage}:",
+        f"#   {failure}" if failure else "#   (failure not recorded)",
+        f"# {case.node_count} op nodes: {', '.join(sorted(set(case.op_names()))) or 'none'}",
+        "# Run `python repro.py`: it exits non-zero when the failure reproduces"
+        + (" (the compiled result diverges from an fp64 reference)." if accuracy else "."),
+    ]
+    if note:
+        lines += [f"# {line}" for line in note.splitlines()]
+    return "\n".join(lines)
+
+
+def _imports(case: GraphCase, stage: str, accuracy: bool, data_file: str | None) -> str:
+    from torch.fx.graph_module import _format_import_block
+    from torch.package import sys_importer
+
+    lines = ["import torch"]
+    if case.boundary == "aot" and stage not in EAGER_STAGES:
+        lines.append("from torch.fx.experimental.proxy_tensor import make_fx")
+    if data_file or case.modules or accuracy:
+        lines.insert(0, "import sys" if not data_file else "import pathlib\nimport sys")
+    code = case.gm.graph.python_code(root_module="self")
+    block = _format_import_block(code.globals, sys_importer)
+    # FX lists every name its codegen might need; keep the ones the graph uses.
+    used = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code.src))
+    lines += [line for line in block.splitlines() if line and line != "import torch" and _bound_name(line) in used]
+    for name, root in case.modules:
+        lines.append(f"sys.path.insert(0, {root!r})")
+        lines.append(f"import {name}  # noqa: E402,F401  defines a custom backend or op this graph needs")
+    return "\n".join(lines)
+
+
+def _bound_name(import_line: str) -> str:
+    """The name an import line (or FX's ``NoneType = type(None)``) binds."""
+    words = import_line.replace("=", " ").split()
+    return words[-1] if words[0] in ("import", "from") else words[0]
+
+
+def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: bool, data_file: str | None) -> dict[str, Any]:
+    return {
+        "version": FORMAT_VERSION,
+        "torch": torch.__version__,
+        "stage": stage,
+        "backend": case.backend,
+        "boundary": case.boundary,
+        "kind": case.kind,
+        "failure": failure.to_json() if failure else None,
+        "accuracy": accuracy,
+        "data_file": data_file,
+        "inputs": [
+            {
+                "name": i.name,
+                "meta": None if i.meta is None else vars(i.meta),
+                "value": None if i.is_tensor else i.value,
+                "seed": i.seed,
+                "symbolic_dims": list(i.symbolic_dims),
+            }
+            for i in case.inputs
+        ],
+        "constants": {name: vars(TensorMeta.of(t)) for name, t in case.constants.items()},
+        "config": case.config,
+        "modules": [list(m) for m in case.modules],
+        "compile_kwargs": case.compile_kwargs,
+        "compiler": case.compiler,
+        "backward": case.backward,
+        "dynamic": case.dynamic,
+        "index": case.index,
+        "parent": case.parent,
+        "frame": case.frame,
+    }
+
+
+def _config_function(case: GraphCase) -> str:
+    lines = ["def apply_config():", '    """The non-default compiler config this failure needs."""']
+    for module, values in sorted(case.config.items()):
+        if values:
+            lines.append(f"    import {module}")
+        for key, value in sorted(values.items()):
+            lines.append(f"    {module}.{key} = {value!r}")
+    if len(lines) == 2:
+        lines.append("    pass  # torch's defaults reproduce it")
+    return "\n".join(lines)
+
+
+def _module_class(case: GraphCase) -> str:
+    code = case.gm.graph.python_code(root_module="self")
+    lines = ["class Repro(torch.nn.Module):", "    def __init__(self, data):", "        super().__init__()"]
+    for name in case.constants:
+        lines.append(f"        self.register_buffer({name!r}, data[{('constant:' + name)!r}])")
+    body = textwrap.indent(code.src.strip("\n"), "    ")
+    return "\n".join(lines) + "\n\n" + body
+
+
+def _data_function(data_file: str | None) -> str:
+    if data_file is None:
+        return 'def load_data():\n    """No saved tensors: random inputs reproduce the failure."""\n    return {}'
+    return (
+        "def load_data():\n"
+        '    """Real input values (random stand-ins did not reproduce the failure)."""\n'
+        f"    return torch.load(pathlib.Path(__file__).with_name({data_file!r}), weights_only=True)"
+    )
+
+
+def _input_expression(i: GraphInput) -> str:
+    if i.meta is None:
+        return repr(i.value)
+    m = i.meta
+    if i.seed is not None:
+        extra = "".join(
+            f", {k}={v!r}" for k, v in (("low", m.low), ("high", m.high)) if v is not None
+        ) + ("" if m.device == "cpu" else f", device={m.device!r}")
+        grad = ", requires_grad=True" if m.requires_grad else ""
+        return f"rand_tensor({m.shape!r}, {m.stride!r}, torch.{m.dtype}{grad}, seed={i.seed}{extra})"
+    expr = f"data[{('input:' + i.name)!r}]"
+    return expr + (".requires_grad_()" if m.requires_grad else "")
+
+
+def _inputs_function(case: GraphCase) -> str:
+    lines = ["def make_inputs(data):", "    return ["]
+    for i in case.inputs:
+        comment = f"  # {i.name}: {i.meta.describe()}" if i.meta else f"  # {i.name}"
+        lines.append(f"        {_input_expression(i)},{comment}")
+    lines.append("    ]")
+    return "\n".join(lines)
+
+
+def _run_functions(case: GraphCase, stage: str) -> str:
+    if case.boundary == "dynamo":
+        return _run_dynamo(case, stage)
+    return _run_aot(case, stage)
+
+
+def _run_dynamo(case: GraphCase, stage: str) -> str:
+    marks = [
+        f"    torch._dynamo.mark_dynamic(inputs[{k}], {d})\n"
+        for k, i in enumerate(case.inputs)
+        for d in i.symbolic_dims
+        if not case.dynamic
+    ]
+    options = ", dynamic=True" if case.dynamic else ""
+    backward = (
+        "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
+        "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
+        "    if loss and leaves:\n"
+        "        outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)\n"
+        if case.backward
+        else ""
+    )
+    return (
+        "def compile_graph(mod, inputs):\n"
+        f'    """The failing stage: torch.compile with backend {stage!r}."""\n'
+        + "".join(marks)
+        + f"    return torch.compile(mod, backend={_backend_expression(case, stage)}{options})\n\n\n"
+        "def forward_backward(fn, inputs):\n"
+        '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
+        "    outputs = fn(*inputs)\n"
+        "    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]\n"
+        + backward
+        + "    return outputs\n\n\n"
+        "def run(mod, inputs):\n"
+        "    return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
+        "def run_eager(mod, inputs):\n"
+        "    return forward_backward(mod, inputs)"
+    )
+
+
+def _backend_expression(case: GraphCase, stage: str) -> str:
+    if stage != case.backend or ":" not in stage:
+        return repr(stage)
+    module, _, attr = stage.partition(":")
+    return f"__import__({module!r}, fromlist=[{attr!r}]).{attr}"
+
+
+def _run_aot(case: GraphCase, stage: str) -> str:
+    kwargs = "".join(f", {k}={v!r}" for k, v in sorted(case.compile_kwargs.items()))
+    trace = "    gm = make_fx(mod, tracing_mode='real')(*inputs)\n"
+    if stage in EAGER_STAGES:
+        doc = f"{stage} runs aot graphs as they are"
+        body = "    return mod\n"
+    elif stage == "inductor":
+        doc = f"the {case.kind} graph through Inductor's inner compiler"
+        body = trace + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, inputs{kwargs})\n"
+    elif case.compiler:
+        module, _, attr = case.compiler.partition(":")
+        doc = f"the {case.kind} graph through {stage}'s compiler"
+        body = trace + f"    from {module} import {attr}\n    return {attr}(gm, inputs)\n"
+    else:
+        doc = f"the {case.kind} graph through {stage}'s compiler"
+        key = AOT_COMPILER_KEYS[case.kind]
+        body = trace + f"    return torch._dynamo.lookup_backend({stage!r}).kwargs[{key!r}](gm, inputs)\n"
+    return (
+        "def compile_graph(mod, inputs):\n"
+        f'    """The failing stage: {doc}."""\n'
+        + body
+        + "\n\n"
+        "def run(mod, inputs):\n"
+        "    with torch.no_grad():  # AOTAutograd runs its graphs without autograd\n"
+        "        compiled = compile_graph(mod, inputs)\n"
+        "        outputs = compiled(list(inputs)) if getattr(compiled, '_boxed_call', False) else compiled(*inputs)\n"
+        "    return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]\n\n\n"
+        "def run_eager(mod, inputs):\n"
+        "    with torch.no_grad():\n"
+        "        outputs = mod(*inputs)\n"
+        "    return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]"
+    )
+
+
+def _main(accuracy: bool) -> str:
+    if not accuracy:
+        return (
+            'if __name__ == "__main__":\n'
+            "    apply_config()\n"
+            "    data = load_data()\n"
+            "    run(Repro(data), make_inputs(data))\n"
+            '    print("did not fail")'
+        )
+    return (
+        "def to_float64(values):\n"
+        "    return [v.detach().to(torch.float64).requires_grad_(v.requires_grad)\n"
+        "            if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]\n\n\n"
+        'if __name__ == "__main__":\n'
+        "    apply_config()\n"
+        "    expected = run_eager(Repro(load_data()), make_inputs(load_data()))\n"
+        "    fp64 = run_eager(Repro(load_data()).to(torch.float64), to_float64(make_inputs(load_data())))\n"
+        "    actual = run(Repro(load_data()), make_inputs(load_data()))\n"
+        "    problem = accuracy_divergence(expected, actual, fp64)\n"
+        "    if problem:\n"
+        '        sys.exit(f"AccuracyError: {ACCURACY_MESSAGE}: {problem}")\n'
+        '    print("no divergence")'
+    )
+
+
+# --------------------------------------------------------------------------- #
+# Writing
+# --------------------------------------------------------------------------- #
+
+
+def save_data(data: dict[str, torch.Tensor], directory: Path) -> str | None:
+    """Save tensors content-addressed beside a repro; returns the file name, or None if empty."""
+    if not data:
+        return None
+    buffer = io.BytesIO()
+    torch.save(dict(sorted(data.items())), buffer)
+    payload = buffer.getvalue()
+    name = f"inputs-{hashlib.sha256(payload).hexdigest()[:16]}.pt"
+    path = directory / name
+    if not path.exists():
+        _atomic_write(path, payload)
+    return name
+
+
+def write_repro(
+    case: GraphCase,
+    directory: Path,
+    *,
+    stage: str,
+    failure: Signature | None = None,
+    accuracy: bool = False,
+    name: str = "repro.py",
+    note: str = "",
+) -> Path:
+    """Write ``case`` as ``directory/name`` (and its data file when it needs real values).
+
+    pt2kit only writes inside its own run directories, but an existing file there is
+    replaced atomically so a checkpoint is never half-written.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    data_file = save_data(data_of(case), directory)
+    source = render(case, stage=stage, failure=failure, accuracy=accuracy, data_file=data_file, note=note)
+    path = directory / name
+    _atomic_write(path, source.encode())
+    return path
+
+
+def _atomic_write(path: Path, payload: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(payload)
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- #
+# Reading back
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class LoadedRepro:
+    """A repro read back from disk."""
+
+    case: GraphCase
+    stage: str
+    failure: Signature | None
+    accuracy: bool
+    path: Path
+
+
+def exec_repro(source: str, filename: str = "<pt2kit repro>") -> dict[str, Any]:
+    """Execute a repro's text as a module (not as ``__main__``) and return its namespace."""
+    namespace: dict[str, Any] = {"__name__": "pt2kit_repro", "__file__": filename}
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - running the repro is the point
+    return namespace
+
+
+def read_metadata(source: str, path: Path | str = "<repro>") -> dict[str, Any]:
+    """The ``PT2KIT = {...}`` literal of a pt2kit repro, parsed without executing anything."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise CorruptRecord(f"{path}: not valid Python ({e.msg}, line {e.lineno})") from None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PT2KIT" for t in node.targets):
+            try:
+                meta = ast.literal_eval(node.value)
+            except ValueError:
+                raise CorruptRecord(f"{path}: its PT2KIT header is not a plain literal") from None
+            if not isinstance(meta, dict) or meta.get("version") != FORMAT_VERSION:
+                raise CorruptRecord(f"{path}: unsupported pt2kit repro version {meta.get('version') if isinstance(meta, dict) else '?'}")
+            return meta
+    raise CorruptRecord(f"{path}: not a pt2kit repro (no PT2KIT header)")
+
+
+class _RecordConstantCalls(TorchFunctionMode):
+    """Record torch calls whose arguments hold no proxy, instead of running them.
+
+    FX's symbolic tracer runs such calls (``torch.ops.aten.full.default([], 0.0)``,
+    ``torch._C._set_grad_enabled(False)``) at trace time and bakes in the result,
+    which would change the graph we read back. Classes (``torch.device(...)``) are
+    still called: they are literal arguments, not ops.
+    """
+
+    def __init__(self, tracer: fx.Tracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        if isinstance(func, type) or any(isinstance(a, fx.Proxy) for a in leaves):
+            return func(*args, **kwargs)
+        return self.tracer.create_proxy("call_function", func, args, kwargs)
+
+
+class _FaithfulTracer(fx.Tracer):
+    def trace(self, root: Any, concrete_args: Any = None) -> fx.Graph:
+        with _RecordConstantCalls(self):
+            return super().trace(root, concrete_args)
+
+
+def trace_module(module: torch.nn.Module) -> fx.GraphModule:
+    """An FX graph of ``module.forward`` with every call in it, constants included."""
+    tracer = _FaithfulTracer()
+    graph = tracer.trace(module)
+    return fx.GraphModule(tracer.root, graph)
+
+
+def load_repro(path: Path) -> LoadedRepro:
+    """Read a pt2kit ``repro.py`` (and its data file) back into a :class:`GraphCase`."""
+    path = Path(path)
+    try:
+        source = path.read_text()
+    except OSError as e:
+        raise CorruptRecord(f"cannot read {path}: {e.strerror}") from None
+    meta = read_metadata(source, path)
+    data: dict[str, torch.Tensor] = {}
+    if meta["data_file"]:
+        data_path = path.with_name(meta["data_file"])
+        try:
+            data = torch.load(data_path, weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any failure to read it means a bad record
+            raise CorruptRecord(f"cannot load {data_path}: {type(e).__name__}: {e}") from None
+        if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
+            raise CorruptRecord(f"{data_path}: expected a dict of tensors")
+    namespace = exec_repro(source, str(path))
+    gm = trace_module(namespace["Repro"](data))
+    inputs = []
+    for spec in meta["inputs"]:
+        tensor_meta = TensorMeta(**{**spec["meta"], "shape": tuple(spec["meta"]["shape"]), "stride": tuple(spec["meta"]["stride"])}) if spec["meta"] else None
+        value = spec["value"]
+        if tensor_meta is not None and spec["seed"] is None:
+            key = f"input:{spec['name']}"
+            if key not in data:
+                raise CorruptRecord(f"{path}: data file has no tensor for input {spec['name']!r}")
+            value = data[key]
+        inputs.append(GraphInput(spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"])))
+    constants = {name: data[f"constant:{name}"] for name in meta["constants"]}
+    case = GraphCase(
+        gm=gm,
+        inputs=inputs,
+        boundary=meta["boundary"],
+        kind=meta["kind"],
+        backend=meta["backend"],
+        config=meta["config"],
+        modules=[tuple(m) for m in meta["modules"]],
+        compile_kwargs=meta["compile_kwargs"],
+        compiler=meta["compiler"],
+        constants=constants,
+        backward=meta["backward"],
+        dynamic=meta["dynamic"],
+        index=meta["index"],
+        parent=meta["parent"],
+        frame=meta["frame"],
+    )
+    failure = Signature.from_json(meta["failure"]) if meta["failure"] else None
+    return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path)
