@@ -101,6 +101,7 @@ class GraphInput:
     meta: TensorMeta | None  # None for scalars
     seed: int | None = None  # when set, a random tensor replaces ``value``
     symbolic_dims: tuple[int, ...] = ()  # dims that were dynamic when dynamo captured the graph
+    source: str | None = None  # minifier: the origin graph's node whose value this input takes
 
     @property
     def is_tensor(self) -> bool:

@@ -101,5 +101,72 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | N
         _fail(error, as_json)
 
 
+@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True, help="Minify the dynamo graph, the aot graph, or the aot one when it reproduces.")
+@_common_options
+@_script_arguments
+def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
+    """Run SCRIPT; if it fails, bisect the stages and shrink the failing graph into repro.py."""
+    from .minify import minify_script
+    from .session import default_out_dir
+
+    out = out or default_out_dir()
+
+    def work(session: Any) -> Any:
+        return minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=accuracy, out=out)
+
+    _minify_command(script.stem, work, out=out, timeout=timeout, as_json=as_json, inductor=backend in (None, "inductor"))
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--accuracy/--no-accuracy", default=None, help="Judge wrong answers [default: as the repro says].")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def repro(path: Path, accuracy: bool | None, out: Path | None, timeout: float, as_json: bool) -> None:
+    """Minify an existing repro.py further (one of pt2kit's, or torch's repro.py / minifier_launcher.py)."""
+    from .minify import minify_repro
+    from .session import default_out_dir
+
+    out = out or default_out_dir()
+
+    def work(session: Any) -> Any:
+        return minify_repro(session, resolve_script(path), accuracy=accuracy, out=out)
+
+    _minify_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, inductor=True)
+
+
+def _minify_command(name: str, work: Any, *, out: Path, timeout: float, as_json: bool, inductor: bool) -> None:
+    """Shared by ``run`` and ``repro``: session, errors, and the summary or JSON."""
+    from .report import print_minify
+    from .session import Session
+
+    session = None
+    try:
+        session = Session(name, out=out, timeout=timeout)
+        session.warm_up(inductor=inductor)
+        result = work(session)
+        session.close()
+        _finish(lambda console: print_minify(result, console), result.to_json(), as_json, wide_console())
+    except KeyboardInterrupt:
+        if session:
+            session.close()
+        _fail(Interrupted(f"interrupted; partial results are in {session.run_dir if session else '(nothing yet)'}"), as_json)
+    except UserFacingError as error:
+        if session:
+            session.close()
+            _write_error_report(session, error)
+        _fail(error, as_json)
+
+
+def _write_error_report(session: Any, error: UserFacingError) -> None:
+    import json
+
+    report = session.run_dir / "report.json"
+    if not report.exists():
+        report.write_text(json.dumps({"status": error.status, "message": str(error), "queries": session.queries, "seconds": round(session.seconds, 2)}, indent=2))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

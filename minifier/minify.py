@@ -1,0 +1,302 @@
+"""Minification, end to end: failing program → stage bisection → minimal ``repro.py``.
+
+:func:`minify_script` is what ``minify run`` does:
+
+1. :func:`minifier.bisect.bisect_script` captures the program's graphs, finds the
+   first failing graph and stage, and checks the failure is not flaky;
+2. :func:`choose_graph` picks the graph to shrink: the aot graph when the failure
+   reproduces after AOTAutograd (``--after auto``), else the dynamo graph;
+3. :func:`minify_case` profiles that graph once, then runs the
+   :class:`~minifier.reduce.Reducer` with every candidate answered by an isolated
+   query through the failing stage, checkpointing the best candidate as it goes;
+4. the best candidate is written as ``repro.py`` (random inputs when they reproduce
+   the failure, else a content-addressed data file), read back and run once more to
+   confirm it fails the same way, and ``report.json`` follows DESIGN.md.
+
+Ctrl-C at any point during step 3 writes the best repro so far; running the same
+command again finds the interrupted run's checkpoint and resumes from it with its
+query cache, in a new run directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .bisect import BisectReport, Row, bisect_script
+from .case import GraphCase
+from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
+from .reduce import Candidate, Reducer, save_checkpoint
+from .session import Session
+from .signature import Failure, Signature
+from .stages import Outcome, profile_case, realize, run_case, stage_names
+from .writer import load_repro, write_repro
+
+AFTER_CHOICES = ("auto", "dynamo", "aot")
+CHECKPOINT = "checkpoint.json"
+
+
+@dataclass
+class MinifyResult:
+    """What a minification produced; ``to_json()`` is DESIGN.md's ``report.json``."""
+
+    failure: Outcome
+    before: GraphCase
+    after: GraphCase
+    repro: Path
+    queries: int
+    seconds: float
+    verified: bool
+    accuracy: bool
+    bisect: BisectReport | None = None
+    resumed_from: str | None = None
+    run_dir: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def inputs_summary(self) -> str:
+        tensors = [i for i in self.after.inputs if i.is_tensor]
+        real = [i.name for i in tensors if not i.is_random]
+        if not real:
+            return f"{len(tensors)} random tensors (no data file)"
+        return f"{len(tensors) - len(real)} random, {len(real)} real ({', '.join(real)}) in a data file"
+
+    def to_json(self) -> dict[str, Any]:
+        signature = self.failure.failure.signature if self.failure.failure else None
+        stages = stage_names(self.before.backend)
+        if self.bisect and self.bisect.culprit:
+            statuses = {s: ("pass" if o.passed else "fail") for s, o in self.bisect.culprit.outcomes.items()}
+        else:
+            statuses = {self.failure.stage: "fail"}
+        return {
+            "status": "minified",
+            "failure": {
+                "kind": signature.kind if signature else None,
+                "stage": self.failure.stage,
+                "exception": signature.exception if signature else None,
+                "message": signature.message if signature else None,
+            },
+            "stages": {s: statuses[s] for s in stages if s in statuses},
+            "graph": {"boundary": self.before.boundary, "index": self.before.index, "kind": self.before.kind},
+            "nodes_before": self.before.node_count,
+            "nodes_after": self.after.node_count,
+            "ops_after": self.after.op_names(),
+            "queries": self.queries,
+            "seconds": round(self.seconds, 2),
+            "repro": str(self.repro),
+            "verified": self.verified,
+            "accuracy": self.accuracy,
+            "inputs": "random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
+            "config": self.after.config,
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+            "resumed_from": self.resumed_from,
+            "notes": self.notes,
+        }
+
+
+# --------------------------------------------------------------------------- #
+# Choosing the graph
+# --------------------------------------------------------------------------- #
+
+
+def choose_graph(report: BisectReport, after: str) -> Row:
+    """The row to minify: its graph and its first failing stage."""
+    culprit = report.culprit
+    if culprit is None or culprit.first_failure is None:
+        raise NoFailure("no graph fails")
+    if culprit.case is None:
+        raise NotReproducible(
+            f"the failure is in dynamo's own tracing of {culprit.label} ({culprit.first_failure.failure.signature}); "  # type: ignore[union-attr]
+            "there is no graph to minify"
+        )
+    if after == "aot" and culprit.boundary != "aot":
+        raise UsageError("--after aot: no aot graph fails the same way in isolation; try --after dynamo")
+    if after == "dynamo" and culprit.boundary == "aot":
+        return next(r for r in report.rows if r.boundary == "dynamo" and r.case is not None and r.case.index == culprit.case.parent)
+    return culprit
+
+
+# --------------------------------------------------------------------------- #
+# Minifying one graph
+# --------------------------------------------------------------------------- #
+
+
+def fingerprint(*parts: Any) -> str:
+    """Identifies "the same minification" across runs, for resuming."""
+    return hashlib.sha256(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def find_checkpoint(out: Path, key: str) -> Path | None:
+    """The newest interrupted run under ``out`` with this fingerprint, if any."""
+    found = []
+    for path in out.glob(f"run-*/{CHECKPOINT}"):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if data.get("fingerprint") == key and data.get("status") != "done":
+            found.append((path.stat().st_mtime, path))
+    return max(found)[1] if found else None
+
+
+def minify_case(
+    session: Session,
+    case: GraphCase,
+    *,
+    stage: str,
+    target: Failure,
+    accuracy: bool,
+    key: str,
+    resume: Path | None = None,
+    bisect: BisectReport | None = None,
+) -> MinifyResult:
+    """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json."""
+    run_dir = session.run_dir
+    origin_dir = run_dir / "work" / "origin"
+    origin_path = write_repro(case, origin_dir, stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification.")
+    profiled = session.query(lambda: profile_case(case), "profiling the graph (one eager run)")
+    if profiled.value is None:
+        raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
+    accuracy_mode = accuracy and target.signature.kind == "accuracy"
+
+    def query(candidate: GraphCase, label: str) -> Outcome:
+        result = session.query(lambda: run_case(realize(candidate, case), stage, accuracy=accuracy_mode), f"{progress_label()} · {label}")
+        return result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+
+    checkpoint = run_dir / CHECKPOINT
+    state = {"fingerprint": key, "origin": str(origin_path), "stage": stage, "target": target.signature.to_json(), "accuracy": accuracy, "status": "running"}
+    reducer = Reducer(case, profiled.value, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state))
+    current_pass = ["starting"]
+    reducer.on_pass = lambda name, r: current_pass.__setitem__(0, name)
+
+    def progress_label() -> str:
+        return f"{current_pass[0]} · {len(reducer.best.kept)} nodes left · {reducer.queries} queries"
+
+    resumed_from = None
+    if resume is not None:
+        reducer.cache, reducer.best = load_checkpoint(resume, reducer)
+        resumed_from = str(resume.parent)
+        session.log(f"resuming {resume.parent.name}: {len(reducer.cache)} answers cached, best so far has {len(reducer.best.kept)} nodes")
+    if not reducer.consider(reducer.best):
+        raise NotReproducible(f"the graph does not fail with {target.signature} when pt2kit rebuilds it; see {origin_path}")
+    save_checkpoint(reducer, checkpoint, state)
+    try:
+        reducer.run()
+    except KeyboardInterrupt:
+        path = write_best(session, reducer, case, stage, target, accuracy_mode)
+        save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
+        raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
+    path = write_best(session, reducer, case, stage, target, accuracy_mode)
+    verified = verify(session, path, target.signature)
+    save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
+    after = load_repro(path).case
+    result = MinifyResult(
+        failure=Outcome(stage, target, 0.0),
+        before=case,
+        after=after,
+        repro=path,
+        queries=session.queries,
+        seconds=session.seconds,
+        verified=verified,
+        accuracy=accuracy_mode,
+        bisect=bisect,
+        resumed_from=resumed_from,
+        run_dir=run_dir,
+    )
+    if not verified:
+        result.notes.append("the written repro.py did not reproduce the failure when read back; the graph in work/origin does")
+    (run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    return result
+
+
+def write_best(session: Session, reducer: Reducer, origin: GraphCase, stage: str, target: Failure, accuracy: bool) -> Path:
+    """Write the best candidate as the run's repro.py, filling cut inputs with their values."""
+    best = reducer.best_case()
+    needed = [i for i in best.inputs if i.source is not None and not i.is_random]
+    if needed:
+        result = session.query(lambda: {i.name: i.value for i in realize(best, origin).inputs if i.source is not None}, "saving the inputs the repro needs", count=False)
+        if result.value is None:
+            raise NotReproducible(f"the original graph no longer runs in eager: {result.failure.signature if result.failure else '?'}")
+        best = best.replace(inputs=[i if i.name not in result.value or i.is_random else _with_value(i, result.value[i.name]) for i in best.inputs])
+    return write_repro(best, session.run_dir, stage=stage, failure=target.signature, accuracy=accuracy)
+
+
+def _with_value(i: Any, value: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(i, value=value, source=None)
+
+
+def verify(session: Session, path: Path, target: Signature) -> bool:
+    """Read the written repro back and run it once more: does it fail the same way?"""
+    loaded = load_repro(path)
+    result = session.query(lambda: run_case(loaded.case, loaded.stage, accuracy=loaded.accuracy), "checking the written repro fails the same way")
+    outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
+    return outcome.failure is not None and outcome.failure.signature == target
+
+
+def load_checkpoint(path: Path, reducer: Reducer) -> tuple[dict[str, bool], Candidate]:
+    try:
+        data = json.loads(path.read_text())
+        return dict(data["cache"]), Candidate.from_json(data["best"])
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+        raise CorruptRecord(f"cannot resume from {path}: {e}") from None
+
+
+# --------------------------------------------------------------------------- #
+# Minifying a program
+# --------------------------------------------------------------------------- #
+
+
+def minify_script(
+    session: Session,
+    script: Path,
+    args: list[str],
+    *,
+    after: str = "auto",
+    backend: str | None = None,
+    accuracy: bool = False,
+    out: Path,
+) -> MinifyResult:
+    """``minify run``: bisect the program, pick the failing graph, shrink it, write the repro."""
+    if after not in AFTER_CHOICES:
+        raise UsageError(f"--after must be one of {', '.join(AFTER_CHOICES)}")
+    key = fingerprint("run", str(script), args, after, backend, accuracy, hashlib.sha256(script.read_bytes()).hexdigest())
+    resume = find_checkpoint(out, key)
+    if resume is not None:
+        return resume_minification(session, resume, key)
+    report = bisect_script(session, script, args, backend=backend, accuracy=accuracy, aot_rows=after != "dynamo")
+    row = choose_graph(report, after)
+    outcome = row.first_failure
+    assert outcome is not None and outcome.failure is not None and row.case is not None
+    session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
+    return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report)
+
+
+def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyResult:
+    try:
+        state = json.loads(checkpoint.read_text())
+        loaded = load_repro(Path(state["origin"]))
+        target = Failure(Signature.from_json(state["target"]))
+    except (OSError, KeyError, json.JSONDecodeError) as e:
+        raise CorruptRecord(f"cannot resume from {checkpoint}: {e}") from None
+    return minify_case(session, loaded.case, stage=state["stage"], target=target, accuracy=state["accuracy"], key=key, resume=checkpoint)
+
+
+def minify_repro(session: Session, path: Path, *, accuracy: bool | None = None, out: Path) -> MinifyResult:
+    """``minify repro``: shrink an existing pt2kit repro further (it must still fail)."""
+    loaded = load_repro(path)
+    accuracy = loaded.accuracy if accuracy is None else accuracy
+    key = fingerprint("repro", hashlib.sha256(path.read_bytes()).hexdigest(), accuracy)
+    resume = find_checkpoint(out, key)
+    if resume is not None:
+        return resume_minification(session, resume, key)
+    result = session.query(lambda: run_case(loaded.case, loaded.stage, accuracy=accuracy), f"running {path.name} through {loaded.stage}")
+    outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
+    if outcome.failure is None:
+        raise NoFailure(f"{path} does not fail under {loaded.stage}")
+    if loaded.failure is not None and outcome.failure.signature != loaded.failure:
+        session.log(f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {loaded.failure}; minifying what it does now")
+    return minify_case(session, loaded.case, stage=loaded.stage, target=outcome.failure, accuracy=accuracy, key=key)

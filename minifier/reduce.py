@@ -1,0 +1,435 @@
+"""The reduction engine: shrink a failing graph while it keeps failing the same way.
+
+The design follows Minithesis. Every candidate is a point in a canonical form, a
+:class:`Candidate` that says which *op nodes of the original graph* are kept, which
+of them are returned, which inputs are replaced by random stand-ins, which config
+entries are kept and whether backward runs. A graph is never edited in place: each
+candidate is rebuilt from the original (:meth:`Reducer.build`). Where a kept node
+reads a value from a node that is not kept, that value becomes a new graph input,
+fed with the concrete value the original graph computes there (or inlined, when
+it is a plain Python literal).
+
+All candidates go through one function, :meth:`Reducer.consider`. It normalizes the
+candidate (dead code out, cuts moved to where they can be made), looks it up in a
+cache keyed by that canonical form, and only on a miss asks an isolated worker
+whether the candidate fails with the *target signature*. The same candidate is
+never compiled twice, however many passes propose it. Whatever succeeds and is
+smaller (:meth:`Reducer.size`) becomes the new best, and is checkpointed.
+
+The passes are short functions over the current best, run in order until none
+makes progress:
+
+- :func:`eliminate_dead_code` and the input clean-ups happen in normalization, so
+  they cost one query at most;
+- :func:`truncate_suffix`: binary search for the shortest prefix that still fails
+  (an intermediate node becomes the output);
+- :func:`remove_prefix`: binary search for the longest prefix that can be cut away,
+  its values fed in as inputs. With the two searches, a single culprit op costs
+  about 2·log2(n) queries;
+- :func:`delta_debugging`: ddmin over the remaining nodes, for failures that need
+  several ops;
+- :func:`remove_outputs`, :func:`consolidate_inputs`;
+- :func:`drop_backward`, :func:`randomize_inputs` (so the repro needs no data file
+  when random values reproduce the failure), :func:`minimize_config`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch.fx as fx
+
+from .case import GraphCase, GraphInput
+from .signature import Signature
+from .stages import NodeInfo, Outcome
+
+OP_KINDS = ("call_function", "call_method", "call_module")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A reduced version of the original graph, described relative to it."""
+
+    kept: tuple[str, ...]  # op nodes of the original graph, in graph order
+    outputs: tuple[str, ...]  # kept nodes the graph returns
+    random: frozenset[str] = frozenset()  # inputs replaced by seeded random tensors
+    config: frozenset[tuple[str, str]] = frozenset()  # (config module, key) entries kept
+    backward: bool = True
+    merged: frozenset[tuple[str, str]] = frozenset()  # (input, equal-valued input it reads instead)
+
+    def key(self) -> str:
+        return json.dumps(
+            [self.kept, self.outputs, sorted(self.random), sorted(self.config), self.backward, sorted(self.merged)]
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kept": list(self.kept),
+            "outputs": list(self.outputs),
+            "random": sorted(self.random),
+            "config": sorted(list(c) for c in self.config),
+            "backward": self.backward,
+            "merged": sorted(list(m) for m in self.merged),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Candidate:
+        return cls(
+            kept=tuple(data["kept"]),
+            outputs=tuple(data["outputs"]),
+            random=frozenset(data["random"]),
+            config=frozenset(tuple(c) for c in data["config"]),
+            backward=data["backward"],
+            merged=frozenset(tuple(m) for m in data["merged"]),
+        )
+
+
+Query = Callable[[GraphCase, str], Outcome]
+
+
+@dataclass
+class Reducer:
+    """Holds the original graph, the target failure, the cache and the best candidate so far."""
+
+    origin: GraphCase
+    info: dict[str, NodeInfo]  # what each op node of the origin produces (see stages.profile_case)
+    target: Signature
+    query: Query  # runs a built case in an isolated worker and classifies it
+    on_improve: Callable[[Reducer], None] = lambda reducer: None
+    on_pass: Callable[[str, Reducer], None] = lambda name, reducer: None
+    cache: dict[str, bool] = field(default_factory=dict)
+    queries: int = 0
+    best: Candidate = field(init=False)
+    _nodes: dict[str, fx.Node] = field(init=False, repr=False)
+    _order: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        nodes = list(self.origin.gm.graph.nodes)
+        self._nodes = {n.name: n for n in nodes}
+        self._order = {n.name: i for i, n in enumerate(nodes)}
+        self.best = self.initial()
+
+    # -- the canonical form -------------------------------------------------- #
+
+    def initial(self) -> Candidate:
+        """The original graph as a candidate: every op node, every graph output."""
+        output = next(n for n in self.origin.gm.graph.nodes if n.op == "output")
+        outputs = tuple(dict.fromkeys(a.name for a in _flat_nodes(output.args[0])))
+        config = frozenset((module, key) for module, values in self.origin.config.items() for key in values)
+        return Candidate(
+            kept=tuple(n.name for n in self.origin.op_nodes),
+            outputs=outputs,
+            config=config,
+            backward=self.origin.backward,
+        )
+
+    def _is_cut_value(self, name: str) -> bool:
+        """Can a kept node read this (not kept) node's value as an input or a literal?"""
+        node = self._nodes[name]
+        if node.op in ("placeholder", "get_attr"):
+            return True
+        kind = self.info.get(name, NodeInfo("other")).kind
+        return kind in ("tensor", "literal")
+
+    def normalize(self, c: Candidate) -> Candidate:
+        """The canonical version of ``c``: buildable, no dead code, no stale references."""
+        kept = set(c.kept)
+        # A kept node that reads a cut value which cannot become an input (a tuple)
+        # is cut too; its own value then becomes the input.
+        changed = True
+        while changed:
+            changed = False
+            for name in sorted(kept, key=self._order.__getitem__):
+                node = self._nodes[name]
+                if any(a.name not in kept and not self._is_cut_value(a.name) for a in node.all_input_nodes):
+                    kept.discard(name)
+                    changed = True
+        outputs = tuple(o for o in dict.fromkeys(c.outputs) if o in kept and self.info.get(o, NodeInfo("other")).kind == "tensor")
+        # Dead code: keep what the outputs need, and side effects.
+        live: set[str] = set()
+        todo = [o for o in outputs] + [n for n in kept if self._nodes[n].is_impure()]
+        while todo:
+            name = todo.pop()
+            if name in live:
+                continue
+            live.add(name)
+            todo.extend(a.name for a in self._nodes[name].all_input_nodes if a.name in kept)
+        kept_order = tuple(sorted(live, key=self._order.__getitem__))
+        inputs = set(self.input_names(kept_order))
+        merged = frozenset((a, b) for a, b in c.merged if a in inputs and b in inputs)
+        return replace(
+            c,
+            kept=kept_order,
+            outputs=outputs,
+            random=frozenset(r for r in c.random if r in inputs),
+            merged=merged,
+            backward=c.backward and self.origin.boundary == "dynamo" and self.origin.backward,
+        )
+
+    def input_names(self, kept: Iterable[str]) -> list[str]:
+        """Inputs a kept set needs: original placeholders first, then cut values, in graph order."""
+        kept = set(kept)
+        needed: set[str] = set()
+        for name in kept:
+            for a in self._nodes[name].all_input_nodes:
+                if a.name not in kept and a.op != "get_attr" and (a.op == "placeholder" or self.info[a.name].kind == "tensor"):
+                    needed.add(a.name)
+        return sorted(needed, key=lambda n: (self._nodes[n].op != "placeholder", self._order[n]))
+
+    def size(self, c: Candidate) -> tuple[int, ...]:
+        """Smaller is better: op nodes, then outputs, inputs, real-data inputs, config, backward."""
+        inputs = self.input_names(c.kept)
+        real = [i for i in inputs if i not in c.random and self._input_is_tensor(i)]
+        return (len(c.kept), len(c.outputs), len(inputs) - len(c.merged), len(real), len(c.config), int(c.backward))
+
+    def _input_is_tensor(self, name: str) -> bool:
+        node = self._nodes[name]
+        if node.op == "placeholder":
+            return next(i for i in self.origin.inputs if i.name == node.target).is_tensor
+        return self.info[name].kind == "tensor"
+
+    # -- building ------------------------------------------------------------ #
+
+    def build(self, c: Candidate) -> GraphCase:
+        """The graph case a (normalized) candidate describes."""
+        graph = fx.Graph()
+        env: dict[fx.Node, Any] = {}
+        kept = set(c.kept)
+        origin_inputs = {i.name: i for i in self.origin.inputs}
+        aliases = dict(c.merged)
+        inputs: list[GraphInput] = []
+        for name in self.input_names(kept):
+            if name in aliases:
+                continue
+            node = self._nodes[name]
+            if node.op == "placeholder":
+                original = origin_inputs[str(node.target)]
+                placeholder = graph.placeholder(str(node.target))
+                inputs.append(replace(original, seed=_seed(original.name) if name in c.random else None))
+            else:
+                placeholder = graph.placeholder(name)
+                info = self.info[name]
+                inputs.append(GraphInput(name, None, info.meta, _seed(name) if name in c.random else None, source=name))
+            env[node] = placeholder
+        for alias, target in aliases.items():
+            env[self._nodes[alias]] = env[self._nodes[target]]
+
+        def arg(node: fx.Node) -> Any:
+            if node in env:
+                return env[node]
+            if node.op == "get_attr":
+                env[node] = graph.get_attr(str(node.target))
+                return env[node]
+            if node.op in OP_KINDS and node.name not in kept:
+                return self.info[node.name].literal  # a literal cut value, inlined
+            raise KeyError(node.name)
+
+        for name in c.kept:
+            env[self._nodes[name]] = graph.node_copy(self._nodes[name], arg)
+        graph.output(tuple(env[self._nodes[o]] for o in c.outputs))
+        graph.lint()
+        gm = fx.GraphModule(self.origin.gm, graph)
+        constants = {str(n.target): self.origin.constants[str(n.target)] for n in graph.find_nodes(op="get_attr") if str(n.target) in self.origin.constants}
+        config = {m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()}
+        return self.origin.replace(
+            gm=gm,
+            inputs=inputs,
+            constants=constants,
+            config={m: v for m, v in config.items() if v},
+            backward=c.backward,
+        )
+
+    # -- asking ---------------------------------------------------------------- #
+
+    def consider(self, c: Candidate) -> bool:
+        """Does ``c`` fail with the target signature? Cached; updates ``best`` on success."""
+        c = self.normalize(c)
+        key = c.key()
+        if key in self.cache:
+            return self.cache[key]
+        if not c.kept:
+            self.cache[key] = False  # an empty graph fails nowhere worth reporting
+            return False
+        self.queries += 1
+        outcome = self.query(self.build(c), f"{len(c.kept)} nodes")
+        interesting = outcome.failure is not None and outcome.failure.signature == self.target
+        self.cache[key] = interesting
+        if interesting and self.size(c) < self.size(self.best):
+            self.best = c
+            self.on_improve(self)
+        return interesting
+
+    # -- candidates near the best ------------------------------------------------ #
+
+    def prefix(self, nodes: tuple[str, ...]) -> Candidate:
+        """Keep only ``nodes`` (a prefix of the best); return whatever of them the rest used."""
+        kept, rest = set(nodes), [n for n in self.best.kept if n not in nodes]
+        escaping = {a.name for n in rest for a in self._nodes[n].all_input_nodes if a.name in kept}
+        escaping |= {o for o in self.best.outputs if o in kept}
+        outputs = tuple(n for n in nodes if n in escaping)
+        return replace(self.best, kept=nodes, outputs=outputs)
+
+    def without(self, nodes: Iterable[str]) -> Candidate:
+        """Cut ``nodes`` out of the best; their values, where still needed, become inputs."""
+        drop = set(nodes)
+        return replace(
+            self.best,
+            kept=tuple(n for n in self.best.kept if n not in drop),
+            outputs=tuple(o for o in self.best.outputs if o not in drop),
+        )
+
+    def best_case(self) -> GraphCase:
+        return self.build(self.normalize(self.best))
+
+    def run(self, passes: list[Callable[[Reducer], None]] | None = None) -> Candidate:
+        """Run the passes until none of them shrinks the best candidate."""
+        passes = passes or PASSES
+        while True:
+            before = self.best
+            for reduction in passes:
+                self.on_pass(reduction.__name__, self)
+                reduction(self)
+            if self.best == before:
+                return self.best
+
+
+def _flat_nodes(arg: Any) -> list[fx.Node]:
+    out: list[fx.Node] = []
+    fx.node.map_arg(arg, out.append)
+    return out
+
+
+def _seed(name: str) -> int:
+    """A stable seed per input name, so a candidate's random values never change."""
+    import zlib
+
+    return zlib.crc32(name.encode()) % 10_000
+
+
+# --------------------------------------------------------------------------- #
+# The passes
+# --------------------------------------------------------------------------- #
+
+
+def eliminate_dead_code(r: Reducer) -> None:
+    """Normalization removes dead nodes and unused inputs; check the result still fails."""
+    r.consider(r.best)
+
+
+def truncate_suffix(r: Reducer) -> None:
+    """Binary search for the shortest prefix of the graph that still fails."""
+    kept = r.best.kept
+    lo, hi = 0, len(kept)  # prefix(lo) is known not to fail (or untested); prefix(hi) fails
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if r.consider(r.prefix(kept[:mid])):
+            hi = mid
+        else:
+            lo = mid
+
+
+def remove_prefix(r: Reducer) -> None:
+    """Binary search for the longest run of leading nodes that can be cut into inputs."""
+    kept = r.best.kept
+    lo, hi = 0, len(kept)  # cutting lo nodes fails; cutting hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if r.consider(r.without(kept[:mid])):
+            lo = mid
+        else:
+            hi = mid
+
+
+def delta_debugging(r: Reducer) -> None:
+    """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph."""
+    chunks = 2
+    while len(r.best.kept) > 1:
+        kept = r.best.kept
+        size = math.ceil(len(kept) / chunks)
+        if any(r.consider(r.without(kept[i : i + size])) for i in range(0, len(kept), size)):
+            chunks = max(chunks - 1, 2)
+            continue
+        if size == 1:
+            return
+        chunks = min(len(kept), chunks * 2)
+
+
+def remove_outputs(r: Reducer) -> None:
+    """ddmin over the outputs (the graph keeps at least one)."""
+    chunks = 2
+    while len(r.best.outputs) > 1:
+        outputs = r.best.outputs
+        size = math.ceil(len(outputs) / chunks)
+        tried = [replace(r.best, outputs=outputs[:i] + outputs[i + size :]) for i in range(0, len(outputs), size)]
+        if any(r.consider(c) for c in tried):
+            chunks = max(chunks - 1, 2)
+            continue
+        if size == 1:
+            return
+        chunks = min(len(outputs), chunks * 2)
+
+
+def consolidate_inputs(r: Reducer) -> None:
+    """Inputs with equal values (e.g. two cuts of the same tensor) are read from one input."""
+    groups: dict[str, list[str]] = {}
+    for name in r.input_names(r.best.kept):
+        digest = r.info[name].digest if name in r.info else None
+        if digest is not None:
+            groups.setdefault(digest, []).append(name)
+    merges = [frozenset((alias, names[0]) for alias in names[1:]) for names in groups.values() if len(names) > 1]
+    if merges and not r.consider(replace(r.best, merged=r.best.merged.union(*merges))):
+        for merge in merges:
+            r.consider(replace(r.best, merged=r.best.merged | merge))
+
+
+def drop_backward(r: Reducer) -> None:
+    """A dynamo graph that fails without running backward needs no backward in its repro."""
+    if r.best.backward:
+        r.consider(replace(r.best, backward=False))
+
+
+def _shrink_set(r: Reducer, items: list[Any], attempt: Callable[[list[Any]], Candidate]) -> None:
+    """Try ``attempt(items)``; if that does not fail, halve ``items`` and recurse."""
+    if not items or r.consider(attempt(items)) or len(items) == 1:
+        return
+    half = len(items) // 2
+    _shrink_set(r, items[:half], attempt)
+    _shrink_set(r, items[half:], attempt)
+
+
+def randomize_inputs(r: Reducer) -> None:
+    """Replace real input values by seeded random ones wherever the failure survives it."""
+    names = [n for n in r.input_names(r.best.kept) if r._input_is_tensor(n) and n not in r.best.random]
+    _shrink_set(r, names, lambda group: replace(r.best, random=r.best.random | set(group)))
+
+
+def minimize_config(r: Reducer) -> None:
+    """Drop the non-default config entries the failure does not need."""
+    entries = sorted(r.best.config)
+    _shrink_set(r, entries, lambda group: replace(r.best, config=r.best.config - set(group)))
+
+
+PASSES: list[Callable[[Reducer], None]] = [
+    eliminate_dead_code,
+    truncate_suffix,
+    remove_prefix,
+    delta_debugging,
+    remove_outputs,
+    consolidate_inputs,
+    drop_backward,
+    randomize_inputs,
+    minimize_config,
+]
+
+
+def save_checkpoint(r: Reducer, path: Path, extra: dict[str, Any]) -> None:
+    """Write the best candidate and the cache, atomically (a rerun resumes from it)."""
+    data = {**extra, "best": r.best.to_json(), "cache": r.cache, "queries": r.queries}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
