@@ -314,6 +314,13 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     again = read_capture_again(session, script, args, backend)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
+    for row in report.rows:  # a second look at each graph's last stage: does any now fail?
+        if row.case is not None and row.outcomes:
+            stage = list(row.outcomes)[-1]
+            first = row.outcomes[stage]
+            second = run_one(session, row.case, stage, accuracy=report.accuracy, label=f"{row.label} through {stage}: a second look")
+            if _signature(second) != _signature(first):
+                raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(second)}")
     detail = (
         f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
         if failing
@@ -322,6 +329,14 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     raise NotReproducible(
         f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}"
     )
+
+
+def _signature(outcome: Outcome) -> Signature | None:
+    return outcome.failure.signature if outcome.failure else None
+
+
+def _describe(outcome: Outcome) -> str:
+    return "pass" if outcome.failure is None else str(outcome.failure.signature)
 
 
 def finish(session: Session, report: BisectReport) -> BisectReport:

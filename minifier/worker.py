@@ -67,6 +67,7 @@ class QueryError(RuntimeError):
 
 
 _CHILD_THREADS: int | None = None
+_WARMED = 0  # 1: eager and aot stages warmed in this process, 2: Inductor too
 
 
 def prepare_parent() -> int:
@@ -80,10 +81,42 @@ def prepare_parent() -> int:
     import torch._inductor.config as inductor_config
 
     if _CHILD_THREADS is None:
-        _CHILD_THREADS = torch.get_num_threads()
+        # torch's default, unless someone (a test session) already pinned this process to 1
+        threads = torch.get_num_threads()
+        _CHILD_THREADS = threads if threads > 1 else int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
     torch.set_num_threads(1)
     inductor_config.compile_threads = 1
     return _CHILD_THREADS
+
+
+class ForkUnsafe(RuntimeError):
+    """This process runs other threads, so a forked child could deadlock on their locks."""
+
+
+def native_thread_count() -> int:
+    """Threads of this process, OpenMP/MKL pools included (Python only sees its own)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # not Linux: Python's view is the best we have
+        return threading.active_count()
+
+
+def check_fork_safe() -> None:
+    """Refuse to fork from a multi-threaded process instead of deadlocking the child.
+
+    A child forked from a process whose OpenMP pool has started hangs in its first
+    parallel region. :func:`prepare_parent` keeps pt2kit's own processes
+    single-threaded; a process that already computed with several threads (a
+    user's training script, a test session) must hand the work to a fresh one.
+    """
+    threads = native_thread_count()
+    if threads > 1:
+        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
+        raise ForkUnsafe(
+            f"pt2kit cannot fork workers from a process running {threads} threads"
+            + (f" ({names})" if names else " (an OpenMP/MKL pool from earlier torch computation)")
+            + "; run it in a fresh process (the minify command does)"
+        )
 
 
 class Worker:
@@ -104,6 +137,9 @@ class Worker:
         """
         import torch
 
+        global _WARMED
+        if _WARMED >= (2 if inductor else 1):
+            return 0.0
         start = time.perf_counter()
         x = torch.randn(4, 4, requires_grad=True)
 
@@ -113,6 +149,7 @@ class Worker:
         for backend in ("eager", "aot_eager", "aot_eager_decomp_partition") + (("inductor",) if inductor else ()):
             torch.compile(step, backend=backend)(x).sum().backward()
         torch._dynamo.reset()
+        _WARMED = 2 if inductor else 1
         return time.perf_counter() - start
 
     def run(
@@ -130,11 +167,7 @@ class Worker:
         ``on_wait`` is called a few times a second while the child runs (progress
         displays refresh from it: the parent must stay single-threaded).
         """
-        if threading.active_count() > 1:
-            # A thread in the parent (ours or a library's) may hold a lock the child
-            # needs; forking now could deadlock the child.
-            names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
-            raise RuntimeError(f"pt2kit cannot fork a worker while other threads run: {names}")
+        check_fork_safe()
         timeout = self.timeout if timeout is None else timeout
         self.queries += 1
         log = self._log_path(label)

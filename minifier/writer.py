@@ -282,7 +282,14 @@ def _run_aot(case: GraphCase, stage: str) -> str:
     else:
         doc = f"the {case.kind} graph through {stage}'s compiler"
         key = AOT_COMPILER_KEYS[case.kind]
-        body = trace + f"    return torch._dynamo.lookup_backend({stage!r}).kwargs[{key!r}](gm, inputs)\n"
+        fallback = "" if key == "fw_compiler" else f'.get({key!r}) or kwargs["fw_compiler"]'
+        lookup = f"kwargs{fallback}" if fallback else f"kwargs[{key!r}]"
+        body = trace + (
+            f"    kwargs = torch._dynamo.lookup_backend({stage!r}).kwargs\n"
+            f"    compiler = {lookup}  # AOTAutograd's default when the backend gives none\n"
+            if fallback
+            else f"    compiler = torch._dynamo.lookup_backend({stage!r}).kwargs[{key!r}]\n"
+        ) + "    return compiler(gm, inputs)\n"
     return (
         "def compile_graph(mod, inputs):\n"
         f'    """The failing stage: {doc}."""\n'

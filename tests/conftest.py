@@ -15,3 +15,72 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "inductor
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 pytest_plugins = ["pytester"]
+
+# pt2kit's minifier tests fork warm workers from this process. A child forked after
+# an OpenMP pool has started deadlocks, so this process computes single-threaded
+# from the start (workers get the machine's threads back). See minifier/worker.py.
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+import sys  # noqa: E402
+import textwrap  # noqa: E402
+
+import pytest  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+
+MODEL = '''
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+import planted  # noqa: F401  registers the planted backends
+
+
+def f(x, w):
+    y = x @ w
+    y = torch.sin(y) * 2 + 1
+    y = y.exp().log1p()
+    y = torch.cos(y)
+    y = y - y.mean(dim=-1, keepdim=True)
+    y = torch.tanh(y) * 0.5
+    y = y.sigmoid() + y.abs()
+    return y.sum(dim=0)
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    x, w = torch.randn(8, 16) * {scale}, torch.randn(16, 16, requires_grad={train})
+    out = torch.compile(f, backend={backend!r})(x, w)
+    {after}
+'''
+
+
+@pytest.fixture
+def model_script(tmp_path):
+    """Write a small model compiled with a planted backend; returns its path.
+
+    ``train=True`` also runs backward; ``scale`` multiplies the input (the
+    ``planted_value`` bug needs values above 100); ``after`` is extra code at the end.
+    """
+
+    def write(backend, *, train=False, scale=1, after="", name="model.py"):
+        if train and not after:
+            after = "out.sum().backward()"
+        path = tmp_path / name
+        path.write_text(MODEL.format(tests=str(TESTS), backend=backend, train=train, scale=scale, after=after or "print(out.sum())"))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def session(tmp_path):
+    """A pt2kit session in this (fork-safe, single-threaded) test process."""
+    from minifier.session import Session
+
+    s = Session("test", out=tmp_path / "runs", timeout=60, quiet=True)
+    s.warm_up(inductor=False)
+    yield s
+    s.close()

@@ -1,0 +1,138 @@
+"""Backends with planted bugs, for fast tests that still drive real dynamo and AOTAutograd.
+
+Importing this module registers them. Each goes wrong only when the graph it gets
+holds a *trigger* op, so the minifier has one culprit to find among many healthy ops:
+
+- ``planted_compile_error``: AOTAutograd backend; its forward/inference compiler
+  raises ``RuntimeError("planted: cannot compile aten.cos")`` on graphs holding cos.
+- ``planted_backward_error``: its backward compiler raises on ``aten.tanh_backward``.
+- ``planted_runtime_error``: the compiled forward raises when it runs a graph with cos.
+- ``planted_crash``: the compiled forward calls ``abort()`` (graphs with cos).
+- ``planted_segfault``: the compiled forward dereferences NULL (graphs with cos).
+- ``planted_hang``: the compiled forward spins forever (graphs with cos).
+- ``planted_accuracy``: the compiled forward adds 0.5 to its outputs (graphs with cos).
+- ``planted_pair``: fails only when a graph holds both cos and exp (a two-op bug).
+- ``planted_value``: fails only when an input to cos holds a value above 100, so
+  random inputs do not reproduce it and the repro needs the real data.
+- ``planted_flaky``: fails two compiles out of three (a counter file decides), on graphs with cos.
+- ``planted_dynamo_error``: a plain dynamo backend (no AOTAutograd) that rejects
+  graphs calling ``torch.cos`` at compile time.
+
+``PLANTED_LOG``, when set, names a file where every compiled graph's code is appended,
+so tests can count compiles.
+"""
+import ctypes
+import os
+
+import torch
+from torch._dynamo import register_backend
+from torch._dynamo.backends.common import aot_autograd
+
+aten = torch.ops.aten
+
+
+def _has(gm, *targets):
+    found = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+    return all(t in found for t in targets)
+
+
+def _log(gm):
+    path = os.environ.get("PLANTED_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(gm.code.replace("\n", " ") + "\n")
+
+
+def _compiler(on_compile=None, on_run=None, trigger=(aten.cos.default,)):
+    def compile_graph(gm, example_inputs):
+        _log(gm)
+        hit = _has(gm, *trigger)
+        if hit and on_compile:
+            on_compile(gm, example_inputs)
+        run = gm.forward
+
+        def compiled(args):
+            values = list(args)
+            args.clear()
+            if hit and on_run:
+                return on_run(run, values)
+            return run(*values)
+
+        compiled._boxed_call = True
+        return compiled
+
+    return compile_graph
+
+
+def _raise_compile(gm, inputs):
+    raise RuntimeError("planted: cannot compile aten.cos")
+
+
+def _raise_run(run, values):
+    raise RuntimeError("planted: aten.cos kernel failed at run time")
+
+
+def _abort(run, values):
+    os.abort()
+
+
+def _segfault(run, values):
+    ctypes.string_at(0)
+
+
+def _hang(run, values):
+    while True:
+        pass
+
+
+def _off_by_half(run, values):
+    return [o + 0.5 if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in run(*values)]
+
+
+def _values_above_100(run, values):
+    if any(isinstance(v, torch.Tensor) and v.is_floating_point() and bool((v > 100).any()) for v in values):
+        raise RuntimeError("planted: aten.cos overflows on inputs above 100")
+    return run(*values)
+
+
+def _raise_backward(gm, inputs):
+    raise RuntimeError("planted: cannot compile aten.tanh_backward")
+
+
+def _raise_pair(gm, inputs):
+    raise RuntimeError("planted: cos feeding exp")
+
+
+def _flaky_compile(gm, inputs):
+    path = os.environ.get("PLANTED_FLAKY_COUNTER", "/tmp/pt2kit-planted-flaky")
+    with open(path, "a+") as f:
+        f.seek(0)
+        count = len(f.read())
+        f.write("x")
+    if count % 3 != 2:  # fails, fails, passes, ...: the third look at it differs
+        raise RuntimeError("planted: flaky failure")
+
+
+def _register(name, fw=None, bw=None):
+    nop = _compiler()
+    register_backend(aot_autograd(fw_compiler=fw or nop, bw_compiler=bw or nop), name=name)
+
+
+_register("planted_compile_error", fw=_compiler(on_compile=_raise_compile))
+_register("planted_backward_error", bw=_compiler(on_compile=_raise_backward, trigger=(aten.tanh_backward.default,)))
+_register("planted_runtime_error", fw=_compiler(on_run=_raise_run))
+_register("planted_crash", fw=_compiler(on_run=_abort))
+_register("planted_segfault", fw=_compiler(on_run=_segfault))
+_register("planted_hang", fw=_compiler(on_run=_hang))
+_register("planted_accuracy", fw=_compiler(on_run=_off_by_half))
+_register("planted_pair", fw=_compiler(on_compile=_raise_pair, trigger=(aten.cos.default, aten.exp.default)))
+_register("planted_value", fw=_compiler(on_run=_values_above_100))
+_register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))
+
+
+@register_backend(name="planted_dynamo_error")
+def planted_dynamo_error(gm, example_inputs):
+    _log(gm)
+    if any(n.op == "call_function" and n.target is torch.cos for n in gm.graph.nodes):
+        raise RuntimeError("planted: torch.cos is not supported")
+    return gm.forward

@@ -1,0 +1,133 @@
+"""Stage bisection on real dynamo and AOTAutograd, with planted backend bugs (tests/planted.py)."""
+
+import pytest
+
+from minifier.bisect import bisect_script
+from minifier.errors import FlakyFailure, NoFailure, ScriptFailedBeforeCompile, ScriptNotFound, UnknownBackend
+from minifier.script import resolve_script
+
+
+def stages_of(row):
+    return {stage: outcome.status for stage, outcome in row.outcomes.items()}
+
+
+def test_compile_error_in_final_stage_names_graph_and_stage(session, model_script):
+    report = bisect_script(session, model_script("planted_compile_error"), [])
+    dynamo = report.rows[0]
+    assert stages_of(dynamo) == {
+        "eager": "pass",
+        "aot_eager": "pass",
+        "aot_eager_decomp_partition": "pass",
+        "planted_compile_error": "compile_error",
+    }
+    # the failure is pinned on the aot graph the planted compiler rejects
+    assert report.culprit.boundary == "aot" and report.culprit.kind == "inference"
+    failure = report.failure.failure.signature
+    assert (failure.kind, failure.exception, failure.message) == ("compile_error", "RuntimeError", "planted: cannot compile aten.cos")
+    assert report.culprit.frame["name"] == "f"
+    data = report.to_json()
+    assert data["graph"] == {"boundary": "aot", "index": 0, "kind": "inference", "label": "g0.inference"}
+    assert data["failure"]["stage"] == "planted_compile_error"
+
+
+def test_backward_only_failure_is_pinned_on_the_backward_graph(session, model_script):
+    report = bisect_script(session, model_script("planted_backward_error", train=True), [])
+    by_label = {row.label: row for row in report.rows}
+    assert stages_of(by_label["g0.forward"])["planted_backward_error"] == "pass"
+    assert stages_of(by_label["g0.backward"])["planted_backward_error"] == "compile_error"
+    assert report.culprit is by_label["g0.backward"]
+
+
+def test_runtime_error_is_classified_as_runtime(session, model_script):
+    report = bisect_script(session, model_script("planted_runtime_error"), [])
+    assert report.failure.failure.signature.kind == "runtime_error"
+    assert report.failure.stage == "planted_runtime_error"
+
+
+def test_abort_in_compiled_code_is_a_crash_and_pt2kit_survives(session, model_script):
+    report = bisect_script(session, model_script("planted_crash"), [])
+    assert report.original.signature.kind == "crash"
+    signature = report.failure.failure.signature
+    assert (signature.kind, signature.exception) == ("crash", "SIGABRT")
+
+
+def test_hang_in_compiled_code_is_a_timeout(session, model_script):
+    session.timeout = 8
+    report = bisect_script(session, model_script("planted_hang"), [])
+    assert report.original.signature.kind == "timeout"
+    assert report.failure.failure.signature.kind == "timeout"
+    assert report.failure.stage == "planted_hang"
+
+
+def test_accuracy_needs_the_flag_and_is_judged_against_fp64(session, model_script):
+    script = model_script("planted_accuracy")
+    with pytest.raises(NoFailure, match="--accuracy"):
+        bisect_script(session, script, [])
+    report = bisect_script(session, script, [], accuracy=True)
+    assert stages_of(report.rows[0]) == {
+        "eager": "pass",
+        "aot_eager": "pass",
+        "aot_eager_decomp_partition": "pass",
+        "planted_accuracy": "accuracy",
+    }
+    assert "RMSE vs fp64" in report.failure.failure.details
+
+
+def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(session, tmp_path):
+    script = tmp_path / "bad_fake.py"
+    script.write_text(
+        "import torch\n"
+        "@torch.library.custom_op('tests::rowsum', mutates_args=())\n"
+        "def rowsum(x: torch.Tensor) -> torch.Tensor:\n"
+        "    return x.sum(dim=1)\n"
+        "@rowsum.register_fake\n"
+        "def _(x):\n"
+        "    return x.new_empty(x.shape[0] + 1)\n"
+        "def f(x):\n"
+        "    return rowsum(torch.sin(x)) + torch.ones(x.shape[0])\n"
+        "if __name__ == '__main__':\n"
+        "    torch.compile(f, backend='eager')(torch.randn(4, 8))\n"
+    )
+    report = bisect_script(session, script, [])
+    culprit = report.culprit
+    assert culprit.case is None and culprit.label == "frame f"
+    assert stages_of(culprit) == {"eager": "compile_error"}
+    assert culprit.frame["lineno"] == 9
+    assert "Attempting to broadcast a dimension of length 4" in report.failure.failure.signature.message
+
+
+def test_program_that_does_not_fail(session, model_script):
+    with pytest.raises(NoFailure, match="without failing"):
+        bisect_script(session, model_script("aot_eager"), [])
+
+
+def test_script_that_raises_before_compiling(session, tmp_path):
+    script = tmp_path / "early.py"
+    script.write_text("import torch\nraise ValueError('bad config file')\n")
+    with pytest.raises(ScriptFailedBeforeCompile, match="ValueError: bad config file") as info:
+        bisect_script(session, script, [])
+    assert info.value.exit_code == 3
+
+
+def test_unknown_backend(session, model_script):
+    with pytest.raises(UnknownBackend, match="no_such_backend") as info:
+        bisect_script(session, model_script("planted_compile_error"), [], backend="no_such_backend")
+    assert info.value.exit_code == 4
+
+
+def test_backend_override_replaces_the_scripts_backend(session, model_script):
+    report = bisect_script(session, model_script("aot_eager"), [], backend="planted_runtime_error")
+    assert report.backend == "planted_runtime_error"
+    assert report.failure.stage == "planted_runtime_error"
+
+
+def test_missing_script():
+    with pytest.raises(ScriptNotFound) as info:
+        resolve_script("/nonexistent/model.py")
+    assert info.value.exit_code == 2
+
+
+def test_flaky_failure_is_reported_not_bisected(session, model_script, tmp_path, monkeypatch):
+    monkeypatch.setenv("PLANTED_FLAKY_COUNTER", str(tmp_path / "counter"))
+    with pytest.raises(FlakyFailure, match="flaky"):
+        bisect_script(session, model_script("planted_flaky"), [])
