@@ -44,7 +44,7 @@ import torch.fx as fx
 from . import hooks
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import UnknownBackend
-from .script import run_script
+from .script import is_internal_file, run_script
 from .signature import (
     COMPILE_PHASE_ATTR,
     Failure,
@@ -325,13 +325,7 @@ def make_case(
     )
 
 
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_PT2KIT_DIR = os.path.dirname(os.path.abspath(__file__))
 _STACK_LINE = re.compile(r'File "(?P<filename>[^"]+)", line (?P<lineno>\d+), in (?P<name>\S+)')
-
-
-def _is_user_file(filename: str) -> bool:
-    return not filename.startswith((_TORCH_DIR, _PT2KIT_DIR)) and not filename.startswith("<frozen") and "runpy" not in filename
 
 
 def current_frame(gm: fx.GraphModule | None = None) -> dict[str, Any] | None:
@@ -347,14 +341,14 @@ def current_frame(gm: fx.GraphModule | None = None) -> dict[str, Any] | None:
         code = InstructionTranslator.current_tx().f_code
     except (AttributeError, ImportError):
         return None
-    if _is_user_file(code.co_filename):
+    if not is_internal_file(code.co_filename):
         return {"name": code.co_name, "filename": code.co_filename, "lineno": code.co_firstlineno}
     for node in gm.graph.nodes if gm is not None else ():
         for match in _STACK_LINE.finditer(node.meta.get("stack_trace") or ""):
-            if _is_user_file(match["filename"]):
+            if not is_internal_file(match["filename"]):
                 return {"name": match["name"], "filename": match["filename"], "lineno": int(match["lineno"])}
     for caller in reversed(traceback.extract_stack()):
-        if _is_user_file(caller.filename):
+        if not is_internal_file(caller.filename):
             return {"name": caller.name, "filename": caller.filename, "lineno": caller.lineno, "line": caller.line}
     return {"name": code.co_name, "filename": code.co_filename, "lineno": code.co_firstlineno}
 

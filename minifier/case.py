@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch.fx.node import _get_qualified_name
 
 BOUNDARIES = ("dynamo", "aot")
 GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
@@ -176,7 +177,7 @@ class GraphCase:
 
     def op_names(self) -> list[str]:
         """The op of each op node, e.g. ``aten.relu.default`` or ``torch.sin`` or ``Tensor.sin``."""
-        return [op_name(n) for n in self.op_nodes]
+        return [op_name(n, self.gm) for n in self.op_nodes]
 
     def materialize_inputs(self) -> list[Any]:
         return [i.materialize() for i in self.inputs]
@@ -194,21 +195,39 @@ class GraphCase:
         return self.replace(gm=copy.deepcopy(self.gm))
 
 
-def op_name(node: fx.Node) -> str:
-    """A readable, stable name for what an op node calls."""
+def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
+    """The name a user would recognise for one op node.
+
+    ``aten.relu.default`` for aten overloads (DESIGN.md's ``ops_after``), torch's
+    qualified name for functions (``torch.sin``, ``torch._C._nn.linear``,
+    ``operator.add``), ``Tensor.sin`` for method calls on tensors, and the module
+    class (``nn.Linear``) for ``call_module`` nodes when the graph module is given.
+    """
     if node.op == "call_method":
-        return f"Tensor.{node.target}"
+        receiver = node.args[0] if node.args else None
+        example = receiver.meta.get("example_value") if isinstance(receiver, fx.Node) else None
+        owner = "Tensor" if example is None or isinstance(example, torch.Tensor) else type(example).__name__
+        return f"{owner}.{node.target}"
     if node.op == "call_module":
-        return f"module.{node.target}"
+        if gm is None:
+            return f"module.{node.target}"
+        module_type = type(gm.get_submodule(str(node.target)))
+        if module_type.__module__.startswith("torch.nn."):
+            return f"nn.{module_type.__name__}"
+        return f"{module_type.__module__}.{module_type.__qualname__}"
+    if node.op != "call_function":
+        raise ValueError(f"not an op node: {node.op}")
     target = node.target
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._opname}.{target._overloadname}"
     if isinstance(target, torch._ops.OpOverloadPacket):
-        return f"{target._qualified_op_name.replace('::', '.')}"
-    module = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__name__", str(target))
-    if module in ("_operator", "operator"):
-        return f"operator.{name}"
-    if module in ("torch", "torch._C._VariableFunctions", "torch.functional"):
-        return f"torch.{name}"
-    return f"{module}.{name}" if module else name
+        return target._qualified_op_name.replace("::", ".")
+    try:
+        name = _get_qualified_name(target)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - torch raises for callables it did not create (lambdas)
+        name = getattr(target, "__qualname__", None) or repr(target)
+    # builtins live in C modules with a leading underscore; users import them without it
+    for c_module, public in (("_operator.", "operator."), ("builtins.", "")):
+        if name.startswith(c_module):
+            return public + name[len(c_module) :]
+    return name

@@ -20,7 +20,7 @@ import click
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from .errors import Interrupted, UsageError, UserFacingError  # noqa: E402
+from .errors import Interrupted, UserFacingError  # noqa: E402
 from .script import resolve_script  # noqa: E402
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}

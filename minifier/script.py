@@ -9,6 +9,7 @@ directory left alone.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -41,3 +42,22 @@ def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> dict[s
         return runpy.run_path(str(script), run_name="__main__")
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+# Frames that are not the user's code: torch's, pt2kit's own, and the machinery that
+# runs a script (runpy, frozen importlib). Reports point at the first frame outside.
+_TORCH_DIR = os.path.dirname(importlib.util.find_spec("torch").origin or "") + os.sep  # type: ignore[union-attr]
+_PT2KIT_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), package) + os.sep
+    for package in ("minifier", "replay", "validation", "explain", "opcheck")
+)
+
+
+def is_launcher_file(filename: str) -> bool:
+    """pt2kit's own files and runpy's: what runs the user's code, not the user's code."""
+    return filename.startswith(_PT2KIT_DIRS) or filename.endswith(os.sep + "runpy.py") or filename.startswith("<frozen ")
+
+
+def is_internal_file(filename: str) -> bool:
+    """torch's files and the launcher's, which no user wants a report to point at."""
+    return filename.startswith(_TORCH_DIR) or is_launcher_file(filename)
