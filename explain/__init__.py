@@ -1,0 +1,75 @@
+"""explain/: why torch.compile breaks your graphs and recompiles your functions.
+
+Graph breaks and recompiles are why people "don't see speedups". torch 2.13 serves them
+poorly: ``torch._dynamo.explain`` counts only function-call ops, prints reasons like
+``generic_jump TensorVariable()`` and calls ``torch._dynamo.reset()`` (wiping every
+compiled cache in the process); ``CompileProfiler`` is gone; ``TORCH_LOGS=recompiles``
+shows only the first failing guard. This package offers:
+
+- :func:`explain` -- ``explain.explain(fn, *args)`` compiles and runs ``fn`` once in an
+  isolated cache region and returns an :class:`ExplainReport`: every graph (ops counted
+  fully, readable guards, compile time) and every graph break (plain reason, torch's raw
+  reason, user line and stack, remedy);
+- :class:`RecompileProfiler` -- ``with RecompileProfiler() as prof: ...`` records every
+  compile in the block, also of functions compiled before it, with all failing guards per
+  recompile, graph hash, arity, triggering line and compile time; ``prof.report()`` and
+  ``prof.to_json()``;
+- ``python -m explain [--json] SCRIPT [ARGS]...`` -- both, for a whole script.
+
+How it is built, one module per idea:
+
+- :mod:`explain.hooks`: the three seats in dynamo where everything is observed, and the
+  listeners they feed (thread-safe, nestable, zero cost on cache hits);
+- :mod:`explain.graphs`: a captured graph summarized (ops, inputs, outputs, hash);
+- :mod:`explain.guards`: guards in readable form, and *all* the guards a call fails;
+- :mod:`explain.breaks`: torch's graph-break messages parsed, translated, with remedies;
+- :mod:`explain.isolation`: how ``explain`` leaves the user's compiled state untouched;
+- :mod:`explain.session` and :mod:`explain.recompiles`: the two reports;
+- :mod:`explain.report`: their rich rendering; ``explain.__main__``: the CLI.
+
+The public names below are loaded on first use, so ``import explain`` (and the CLI's
+argument checking) does not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .breaks import GraphBreak, UserFrame
+    from .graphs import GraphSummary
+    from .guards import GuardFailure, GuardLine
+    from .isolation import Isolation
+    from .recompiles import CompileRecord, EntryFailures, FunctionCompiles, RecompileProfiler
+    from .session import CapturedGraph, ExplainReport, explain
+
+# The public names load their module (and torch) on first use, so that ``import explain``
+# and ``python -m explain`` with a bad argument answer at once.
+_EXPORTS = {
+    "explain": "session",
+    "ExplainReport": "session",
+    "CapturedGraph": "session",
+    "GraphBreak": "breaks",
+    "UserFrame": "breaks",
+    "GraphSummary": "graphs",
+    "GuardLine": "guards",
+    "GuardFailure": "guards",
+    "Isolation": "isolation",
+    "RecompileProfiler": "recompiles",
+    "CompileRecord": "recompiles",
+    "FunctionCompiles": "recompiles",
+    "EntryFailures": "recompiles",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'explain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = list(_EXPORTS)

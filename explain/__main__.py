@@ -1,0 +1,113 @@
+"""``python -m explain [--json] SCRIPT [ARGS]...``: graph breaks and recompiles of a whole script.
+
+The script runs as ``python SCRIPT ARGS...`` would (``minifier.script.run_script``: as
+``__main__``, with its ``sys.argv``), unchanged: explain/ observes the script's own
+``torch.compile`` calls at the seats of :mod:`explain.hooks`, with a
+:class:`~explain.RecompileProfiler` armed for the whole run. Nothing is compiled for the
+analysis and nothing is reset; the report says so (``isolation.strategy == "observed"``).
+
+Output: a rich report on stdout, or with ``--json`` the same report as JSON and nothing
+else on stdout -- the script's own prints are sent to stderr for the run.
+
+Exit codes: 0 when the report was printed; 1 when the script raised (the report of what
+ran before is still printed, and the exception named in it); 2 for usage errors and a
+missing script (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+
+import click
+
+from minifier.errors import UserFacingError
+from minifier.script import resolve_script, run_script
+
+
+@click.command(
+    context_settings={
+        "ignore_unknown_options": True,  # the script's own options pass through to it
+        "allow_interspersed_args": False,
+        "help_option_names": ["-h", "--help"],
+    }
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
+@click.argument("script")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def main(as_json: bool, script: str, args: tuple[str, ...]) -> None:
+    """Run SCRIPT with ARGS and explain its graph breaks and recompiles.
+
+    \b
+    Exit codes: 0 the report was printed; 1 the script raised (the report of what ran
+    is still printed); 2 a usage error or a missing script.
+    """
+    try:
+        path = resolve_script(script)
+    except UserFacingError as error:
+        click.echo(f"explain: {error}", err=True)
+        sys.exit(error.exit_code)
+
+    # torch is imported only now, so that a usage error is reported at once
+    from rich.console import Console
+
+    from . import hooks
+    from .isolation import OBSERVED
+    from .recompiles import RecompileProfiler
+    from .session import Collector, ExplainReport
+
+    collector, profiler = Collector(), RecompileProfiler()
+    failure: str | None = None
+    with _stdout_to_stderr(as_json), hooks.listening(collector), profiler:
+        try:
+            run_script(path, args)
+        except SystemExit as exit_:
+            if exit_.code not in (None, 0):
+                failure = f"SystemExit({exit_.code!r})"
+        except Exception as exc:  # the user's script failed: report what ran, then say so
+            traceback.print_exc(file=sys.stderr)
+            failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    report = ExplainReport.from_frames(str(path), collector.frames, OBSERVED)
+    report.recompiles, report.error = profiler, failure
+    if as_json:
+        sys.stdout.write(report.to_json() + "\n")
+    else:
+        Console(soft_wrap=False).print(report)
+    sys.exit(1 if failure is not None else 0)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """Keep stdout for the JSON report: send everything else written there to stderr.
+
+    Python-level writes are redirected with ``redirect_stdout``; when stdout is the real
+    file descriptor 1 we also point fd 1 at stderr, so output from C code (or from
+    subprocesses the script starts) cannot slip into the JSON either.
+    """
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved_fd = None
+    try:
+        if sys.stdout.fileno() == 1:
+            saved_fd = os.dup(1)
+            os.dup2(2, 1)
+    except (AttributeError, OSError, ValueError):  # not a real file (e.g. a test runner's buffer)
+        saved_fd = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+
+
+if __name__ == "__main__":
+    main(prog_name="python -m explain")

@@ -1,0 +1,434 @@
+"""Dynamo guards, read back in the user's words: what a graph assumes, and every way a call broke it.
+
+A compiled frame keeps its guards as a tree in C++ (``GuardManagerWrapper.root``): one
+node per value dynamo looked at (``L['x']``, ``G['N']``, ``L['self']._modules['fc']``),
+each holding leaf guards (``TENSOR_MATCH``, ``EQUALS_MATCH``, ...), plus "epilogue"
+lambda guards at the root for symbolic shapes.
+
+:func:`describe_guards` walks that tree and turns each leaf's ``verbose_code_parts`` (the
+same strings ``TORCH_LOGS=guards`` prints) into one readable :class:`GuardLine`.
+
+:func:`failing_guards` answers pytorch#147428. ``check_verbose`` -- which
+``TORCH_LOGS=recompiles`` and ``torch._dynamo.utils.guard_failures`` use -- stops at the
+first failing guard. To list *all* of them we reuse the mechanism torch builds its
+"diff guard manager" with: ``RootGuardManager.clone_manager(filter)`` clones the tree
+restricted to chosen guard sources. Checking a clone restricted to one subtree tells
+whether anything in it fails, and a clone restricted to one node tells whether that node's
+own guards fail; descending only into failing subtrees keeps this cheap. Every message is
+still torch's own; where torch's message for a tensor stops at the first mismatching
+property, :class:`TensorSpec` completes it with the others (dtype *and* size, say).
+
+Limits: torch checks the root's own "ambient" guards (grad mode, autocast, default device,
+torch-function modes) before anything else and every clone keeps them, so when one of
+those fails it is reported alone and the per-input guards cannot be checked separately.
+Within one node only its first failing leaf is reported (e.g. a type change hides the
+value change that follows from it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from torch._dynamo.guards import DeletedGuardManagerWrapper, GuardManagerWrapper, strip_local_scope
+
+AMBIENT_GUARD_KINDS = frozenset(
+    {
+        "GLOBAL_STATE",
+        "TORCH_FUNCTION_MODE_STACK",
+        "DEFAULT_DEVICE",
+        "DIMENSION_DYNAMIC_MARKING_GUARD",
+        "NO_TENSOR_ALIASING",
+    }
+)
+"""Leaf guards that track process state or bookkeeping rather than the user's values."""
+
+_MISSING = object()
+
+_LOCAL = re.compile(r"L\[\s*['\"]([^'\"]+)['\"]\s*\]")
+_GLOBAL = re.compile(r"G\[\s*['\"]([^'\"]+)['\"]\s*\]")
+_BUILTIN = re.compile(r"G\[\s*['\"]__builtins_dict___\d+['\"]\s*\]\[\s*['\"]([^'\"]+)['\"]\s*\]")
+_MODULE_MEMBER = re.compile(r"\._(?:modules|parameters|buffers)\[\s*['\"]([^'\"]+)['\"]\s*\]")
+_SIZE_DIM = re.compile(r"\.size\(\)\[(\d+)\]")
+_SIZE_OF = re.compile(r"L\[\s*['\"][^'\"]+['\"]\s*\]\.(?:size|stride)\(\)\[\d+\]")
+_CHECK_TENSOR = re.compile(
+    r"check_tensor\((?P<source>.+?), (?P<cls>[\w.]+), DispatchKeySet\((?P<keys>[^)]*)\), "
+    r"(?P<dtype>torch\.\w+), device=(?P<device>[^,]+), requires_grad=(?P<requires_grad>True|False), "
+    r"size=\[(?P<size>[^\]]*)\], stride=\[(?P<stride>[^\]]*)\]\)"
+)
+
+
+def readable(text: str) -> str:
+    """Rewrite torch's guard sources the way the user spells them.
+
+    ``L['x']`` becomes ``x``, ``G['N']`` becomes ``N``, a builtin looked up through
+    ``G['__builtins_dict___0']['print']`` becomes ``print`` and
+    ``L['self']._modules['fc']._parameters['weight']`` becomes ``self.fc.weight``.
+    """
+    text = _MODULE_MEMBER.sub(r".\1", text)
+    text = _BUILTIN.sub(r"\1", text)
+    text = _GLOBAL.sub(r"\1", text)
+    return strip_local_scope(text)
+
+
+def source_scope(source: str) -> str:
+    """``local`` for frame locals (arguments), ``global`` for module globals, else ``other``."""
+    if source.startswith("L["):
+        return "local"
+    if source.startswith("G["):
+        return "global"
+    return "other"
+
+
+def code_of(verbose_code_part: str) -> str:
+    """Drop the ``# user code  # file:line`` comment torch appends to a guard's code."""
+    return verbose_code_part.split("#")[0].rstrip()
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """What a ``TENSOR_MATCH`` guard expects of a tensor (``None`` sizes are dynamic dims)."""
+
+    dtype: str
+    device: str | None
+    requires_grad: bool
+    size: tuple[int | None, ...]
+    stride: tuple[int | None, ...]
+
+    @classmethod
+    def parse(cls, code: str) -> TensorSpec | None:
+        match = _CHECK_TENSOR.search(code)
+        if match is None:
+            return None
+        device = match["device"].strip()
+        return cls(
+            dtype=match["dtype"].removeprefix("torch."),
+            device=None if device == "None" else device,
+            requires_grad=match["requires_grad"] == "True",
+            size=_parse_dims(match["size"]),
+            stride=_parse_dims(match["stride"]),
+        )
+
+    def describe(self) -> str:
+        dims = ", ".join("*" if d is None else str(d) for d in self.size)
+        strides = ", ".join("*" if s is None else str(s) for s in self.stride)
+        text = f"Tensor {self.dtype}, size=[{dims}], stride=[{strides}]"
+        if self.requires_grad:
+            text += ", requires_grad"
+        if self.device is not None:
+            text += f", device={self.device}"
+        return text
+
+    def mismatches(self, value: object) -> Iterator[tuple[str, str, int | None, str, str]]:
+        """Every property of ``value`` this spec rejects, as ``(kind, what, dim, expected, actual)``."""
+        if not isinstance(value, torch.Tensor):
+            yield "type", "type", None, "Tensor", type(value).__name__
+            return
+        dtype = str(value.dtype).removeprefix("torch.")
+        if dtype != self.dtype:
+            yield "dtype", "dtype", None, self.dtype, dtype
+        if self.device is not None and str(value.device.index) != self.device:
+            yield "device", "device", None, self.device, str(value.device)
+        if value.requires_grad != self.requires_grad:
+            yield "requires_grad", "requires_grad", None, str(self.requires_grad), str(value.requires_grad)
+        if value.dim() != len(self.size):
+            yield "rank", "number of dims", None, str(len(self.size)), str(value.dim())
+            return
+        for dim, (expected, actual) in enumerate(zip(self.size, value.shape)):
+            if expected is not None and expected != actual:
+                yield "size", f"size[{dim}]", dim, str(expected), str(actual)
+        for dim, (expected, actual) in enumerate(zip(self.stride, value.stride())):
+            if expected is not None and expected != actual:
+                yield "stride", f"stride[{dim}]", dim, str(expected), str(actual)
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardLine:
+    """One guard of a compiled graph, readable, with torch's own text kept in ``raw``."""
+
+    kind: str
+    source: str
+    text: str
+    raw: str
+
+    @property
+    def ambient(self) -> bool:
+        """True for guards on process state and bookkeeping, which rich output folds away."""
+        return self.kind in AMBIENT_GUARD_KINDS or "top_saved_tensors_hooks" in self.raw
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "source": self.source, "text": self.text, "raw": self.raw}
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardFailure:
+    """One guard a call failed: which input, what kind of change, from what to what."""
+
+    name: str
+    source: str
+    scope: str
+    kind: str
+    expected: str | None
+    actual: str | None
+    text: str
+    raw: str
+    dim: int | None = None
+    """For size and stride changes, the tensor dimension that changed."""
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def describe_guards(guard_manager: GuardManagerWrapper) -> list[GuardLine]:
+    """Every guard of a compiled frame, in torch's tree order, as readable lines."""
+    if isinstance(guard_manager, DeletedGuardManagerWrapper):
+        return []
+    lines: list[GuardLine] = []
+    seen: set[str] = set()  # relational guards (tensor aliasing) hang off several nodes
+
+    def add(kind: str, node: Any, raw: str) -> None:
+        if raw in seen:
+            return
+        seen.add(raw)
+        source = node.get_source() if node is not None else ""
+        lines.append(GuardLine(kind, source, _describe(kind, node, raw), raw))
+
+    root = guard_manager.root
+    for node in _walk(root):
+        for leaf in node.get_leaf_guards():
+            for part in leaf.verbose_code_parts():
+                # the root's own guards are on process state, not on a value from the frame
+                add(type(leaf).__name__, None if node is root else node, part)
+    for leaf in _epilogue_guards(root):
+        for part in leaf.verbose_code_parts():
+            add(type(leaf).__name__, None, part)
+    return lines
+
+
+def failing_guards(guard_manager: GuardManagerWrapper, f_locals: Mapping[str, object]) -> list[GuardFailure]:
+    """Every guard of ``guard_manager`` that the frame locals ``f_locals`` fail (see module doc)."""
+    if isinstance(guard_manager, DeletedGuardManagerWrapper):
+        reason = guard_manager.invalidation_reason
+        return [GuardFailure("", "", "other", "invalidated", None, None, reason, reason)]
+    scope = _eval_scope(guard_manager, f_locals)
+    root = guard_manager.root
+    root_source = root.get_source()
+
+    def check(sources: set[str]) -> Any:
+        return root.clone_manager(lambda node: node.get_source() in sources).check_verbose(f_locals)
+
+    failures: list[GuardFailure] = []
+    baseline = check({root_source})
+    baseline_parts = None if baseline.result else tuple(baseline.verbose_code_parts)
+    if baseline_parts is not None:
+        epilogue_parts = {part for leaf in _epilogue_guards(root) for part in leaf.verbose_code_parts()}
+        if not set(baseline_parts) <= epilogue_parts:
+            # An ambient root guard failed; every clone keeps it, so nothing below is checkable.
+            return [_root_failure(part) for part in baseline_parts]
+        failures.extend(_symbolic_failures(baseline_parts, scope))
+
+    def failed(result: Any) -> bool:
+        return not result.result and tuple(result.verbose_code_parts) != baseline_parts
+
+    def visit(node: Any, path: set[str]) -> None:
+        if not failed(check(path | _subtree_sources(node))):
+            return
+        own = check(path | {node.get_source()})
+        if failed(own):
+            failures.extend(_node_failures(node, tuple(own.verbose_code_parts), scope))
+            return  # the value itself changed; guards on its attributes would only echo that
+        for child in _children(node):
+            visit(child, path | {node.get_source()})
+
+    for child in _children(root):
+        visit(child, {root_source})
+    return failures
+
+
+@dataclasses.dataclass(frozen=True)
+class _Guarded:
+    """The value one guard node looks at, now: how torch and the user name it, and what it is."""
+
+    source: str
+    name: str
+    scope: str
+    value: object
+
+    @classmethod
+    def of(cls, node: Any, scope: dict[str, Any]) -> _Guarded:
+        source = node.get_source()
+        return cls(source, readable(source), source_scope(source), _evaluate(source, scope))
+
+    @property
+    def label(self) -> str:
+        return f"global {self.name}" if self.scope == "global" else self.name
+
+    @property
+    def now(self) -> str | None:
+        return None if self.value is _MISSING else _short_repr(self.value)
+
+    def failure(
+        self, kind: str, expected: str | None, actual: str | None, text: str, raw: str, dim: int | None = None
+    ) -> GuardFailure:
+        return GuardFailure(self.name, self.source, self.scope, kind, expected, actual, text, raw, dim)
+
+
+def _node_failures(node: Any, parts: tuple[str, ...], scope: dict[str, Any]) -> list[GuardFailure]:
+    """What failed among one node's own leaf guards, given torch's ``check_verbose`` parts."""
+    guarded = _Guarded.of(node, scope)
+    leaves = list(node.get_leaf_guards())
+    failed_leaf = next((leaf for leaf in leaves if set(parts) & set(leaf.verbose_code_parts())), None)
+    if failed_leaf is None:
+        # torch reports a TENSOR_MATCH failure in words ("tensor 'L['x']' dtype mismatch...")
+        # rather than with the guard's code, and only its first mismatching property.
+        raw = "; ".join(parts)
+        tensor_leaves = [leaf for leaf in leaves if type(leaf).__name__ == "TENSOR_MATCH"]
+        specs = [TensorSpec.parse(part) for leaf in tensor_leaves for part in leaf.verbose_code_parts()]
+        spec = next((spec for spec in specs if spec is not None), None)
+        if spec is None or guarded.value is _MISSING or not parts[0].startswith("tensor "):
+            return [guarded.failure("other", None, guarded.now, readable(raw), raw)]
+        return [
+            guarded.failure(kind, expected, actual, f"{guarded.name}: {what} {expected} → {actual}", raw, dim)
+            for kind, what, dim, expected, actual in spec.mismatches(guarded.value)
+        ] or [guarded.failure("tensor", None, guarded.now, readable(raw), raw)]
+    return [_leaf_failure(type(failed_leaf).__name__, guarded, code_of(parts[0]), node)]
+
+
+def _leaf_failure(kind: str, guarded: _Guarded, code: str, node: Any) -> GuardFailure:
+    """One failed leaf guard of a known kind, with the expected value read off its code."""
+    label, now = guarded.label, guarded.now
+    if kind == "EQUALS_MATCH":
+        expected = code.rpartition(" == ")[2]
+        return guarded.failure("value", expected, now, f"{label}: {expected} → {now}", code)
+    if kind == "TYPE_MATCH":
+        expected = node.get_type_of_guarded_value().__name__
+        actual = None if guarded.value is _MISSING else type(guarded.value).__name__
+        return guarded.failure("type", expected, actual, f"{label}: type {expected} → {actual}", code)
+    if kind == "ID_MATCH":
+        return guarded.failure("identity", None, now, f"{label}: a different object than the one compiled for", code)
+    if kind == "LENGTH_CHECK":
+        expected = code.rpartition(" == ")[2]
+        actual = None if guarded.value is _MISSING else str(len(guarded.value))  # type: ignore[arg-type]
+        return guarded.failure("length", expected, actual, f"{label}: length {expected} → {actual}", code)
+    if kind in ("NONE_MATCH", "NOT_NONE_MATCH", "TRUE_MATCH", "FALSE_MATCH"):
+        expected = code.split(" is ", 1)[1] if " is " in code else None
+        return guarded.failure("value", expected, now, f"{label}: {readable(code)} no longer holds (now {now})", code)
+    return guarded.failure(kind.lower(), None, now, f"{readable(code)} no longer holds", code)
+
+
+def _symbolic_failures(parts: tuple[str, ...], scope: dict[str, Any]) -> list[GuardFailure]:
+    """The failing conditions of a symbolic-shape lambda guard, each evaluated as torch does.
+
+    torch's ``get_guard_fail_reason_helper`` evaluates these code parts one by one with
+    ``eval``; so do we, but we keep every false one instead of stopping at the first.
+    """
+    failures = []
+    for part in parts:
+        code = code_of(part)
+        try:
+            holds = eval(code, dict(scope["__globals__"]), scope)  # noqa: S307 -- torch's own guard code
+        except Exception:
+            holds = False
+        if holds:
+            continue
+        sizes = {expr: _evaluate(expr, scope) for expr in _SIZE_OF.findall(code)}
+        now = ", ".join(f"{readable(expr)} = {val}" for expr, val in sizes.items() if val is not _MISSING)
+        first_source = _LOCAL.search(code)
+        source = first_source.group(0) if first_source else ""
+        dim = _SIZE_DIM.search(code)
+        text = f"{readable(code)} no longer holds" + (f" ({now})" if now else "")
+        failures.append(
+            GuardFailure(
+                readable(source), source, source_scope(source), "dynamic_shape",
+                readable(code), now or None, text, code, int(dim[1]) if dim else None,
+            )
+        )
+    return failures
+
+
+def _root_failure(part: str) -> GuardFailure:
+    kind = "global_state" if part.startswith("GLOBAL_STATE") else "ambient"
+    text = readable(code_of(part)) + " (torch checks this process state first, so other guards were not checked)"
+    return GuardFailure("", "", "other", kind, None, None, text, part)
+
+
+def _describe(kind: str, node: Any, raw: str) -> str:
+    code = code_of(raw)
+    name = readable(node.get_source()) if node is not None else ""
+    if kind == "TENSOR_MATCH" and (spec := TensorSpec.parse(code)) is not None:
+        return f"{name}: {spec.describe()}"
+    if kind == "TYPE_MATCH" and node is not None:
+        return f"type({name}) is {node.get_type_of_guarded_value().__name__}"
+    if kind == "ID_MATCH" and node is not None:
+        return f"{name} is the same {node.get_type_of_guarded_value().__name__} object as when compiled"
+    if kind == "GLOBAL_STATE":
+        return "torch global state unchanged (grad mode, autocast, default dtype, deterministic algorithms, ...)"
+    if kind == "TORCH_FUNCTION_MODE_STACK":
+        return "no torch function mode entered or left"
+    if kind == "DEFAULT_DEVICE":
+        return "default device unchanged"
+    return readable(code)
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    yield node
+    for child in _children(node):
+        yield from _walk(child)
+
+
+def _children(node: Any) -> list[Any]:
+    """Child managers, including the key/value managers of dict guard managers."""
+    children = list(node.get_child_managers())
+    if hasattr(node, "get_key_value_managers"):
+        for _index, (key_manager, value_manager) in sorted(node.get_key_value_managers().items()):
+            children.extend(m for m in (key_manager, value_manager) if m is not None)
+    return children
+
+
+def _subtree_sources(node: Any) -> set[str]:
+    return {n.get_source() for n in _walk(node)}
+
+
+def _epilogue_guards(root: Any) -> list[Any]:
+    return list(root.get_epilogue_lambda_guards()) if hasattr(root, "get_epilogue_lambda_guards") else []
+
+
+def _eval_scope(guard_manager: GuardManagerWrapper, f_locals: Mapping[str, object]) -> dict[str, Any]:
+    """The names torch's guard code refers to: ``L`` (frame locals), ``G`` (globals), closure cells."""
+    global_scope = dict(guard_manager.global_scope or {})
+    scope: dict[str, Any] = {"L": f_locals, "G": global_scope.get("G", {}), "__globals__": global_scope}
+    scope.update(guard_manager.closure_vars or {})
+    return scope
+
+
+def _evaluate(source: str, scope: dict[str, Any]) -> object:
+    try:
+        return eval(source, dict(scope["__globals__"]), scope)  # noqa: S307 -- torch's guard source
+    except Exception:
+        return _MISSING
+
+
+def _short_repr(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"Tensor {str(value.dtype).removeprefix('torch.')} {list(value.shape)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _parse_dims(text: str) -> tuple[int | None, ...]:
+    return tuple(None if d.strip() == "None" else int(d) for d in text.split(",") if d.strip())
+
+
+__all__ = [
+    "GuardLine",
+    "GuardFailure",
+    "TensorSpec",
+    "describe_guards",
+    "failing_guards",
+    "readable",
+    "source_scope",
+    "AMBIENT_GUARD_KINDS",
+]

@@ -1,0 +1,141 @@
+"""Analysing a function without wiping, reusing or polluting the user's compiled state.
+
+``torch._dynamo.explain`` calls ``torch._dynamo.reset()`` before and after its run: every
+compiled function in the process loses its cache (and ``reset`` also clears
+``callback_handler``, so any profiler callbacks go too). :class:`IsolatedAnalysis` needs no
+reset, because it never shares dynamo state with the user in the first place:
+
+- **cache entries**: the analysis compiles through ``torch.compile(fn, backend=...,
+  isolate_recompiles=True)``. Dynamo then keeps the analysis's entries in their own region
+  of each code object's cache (also for the resume functions and callees it compiles), and
+  counts recompile limits per region. An isolated region may *read* the default region's
+  entries, but only those compiled for the same backend; the analysis uses a backend of its
+  own (:func:`analysis_backend`), so it never reuses a user's graph (it would see nothing)
+  and the user's calls never see its graphs. When the analysis is over its entries are
+  invalidated (torch's ``ExtraState.invalidate``, as when a guarded object dies), which
+  frees their compiled code;
+- **automatic dynamic shapes**: dynamo remembers the sizes each function has seen (the
+  PGO "code state", keyed by file, line and name, not by cache entry) and compiles a
+  function dynamically once a size changed. The analysis runs on a fresh code state, so
+  the user's history neither turns the analysed graph dynamic nor learns the analysis's
+  sizes; the user's state is put back afterwards;
+- **statistics**: ``torch._dynamo.utils.counters`` and ``guard_failures`` are restored, so
+  counts a user reads (``counters["stats"]["unique_graphs"]``) reflect their own compiles.
+
+The state swapped here is process-wide; a compile on another thread *during* an analysis
+would use the fresh code state and its counts would be rolled back with ours.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import types
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+import torch._dynamo.pgo as pgo
+import torch._dynamo.utils as dynamo_utils
+from torch._dynamo.eval_frame import _get_cache_entries_for_region
+from torch._dynamo.guards import DeletedGuardManagerWrapper
+
+
+@dataclasses.dataclass(frozen=True)
+class Isolation:
+    """How a report was obtained without touching the user's compiled state."""
+
+    strategy: str
+    """``isolated``: explain compiled a copy of the work in a private cache region.
+    ``observed``: explain watched the program's own compiles and compiled nothing itself."""
+    reset_called: bool
+    details: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"strategy": self.strategy, "reset_called": self.reset_called, "details": list(self.details)}
+
+
+OBSERVED = Isolation(
+    strategy="observed",
+    reset_called=False,
+    details=(
+        "explain watched the script's own compiles as they happened; it compiled nothing itself and "
+        "called no torch._dynamo.reset()",
+    ),
+)
+
+
+def analysis_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """The backend of every analysis: runs the captured graph as is.
+
+    One function object shared by all analyses and used by nobody else, so dynamo's
+    backend check keeps analysis entries and user entries apart.
+    """
+    return gm.forward
+
+
+class IsolatedAnalysis:
+    """A context in which :meth:`compile` gives a function whose compiles share nothing with the user's."""
+
+    def __init__(self) -> None:
+        self.region: int | None = None
+        self.invalidated = 0
+        self.code_objects = 0
+
+    def __enter__(self) -> IsolatedAnalysis:
+        self._counters = {category: collections.Counter(values) for category, values in dynamo_utils.counters.items()}
+        self._guard_failures = {code: len(reasons) for code, reasons in dynamo_utils.guard_failures.items()}
+        self._code_state = (pgo._CODE_STATE, pgo._INIT_CODE_STATE)
+        # One fresh object for both: put_code_state() sees "no change" and writes nothing to disk.
+        fresh: collections.defaultdict[Any, Any] = collections.defaultdict(pgo.CodeState)
+        pgo._CODE_STATE = pgo._INIT_CODE_STATE = fresh
+        return self
+
+    def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        compiled = torch.compile(fn, backend=analysis_backend, isolate_recompiles=True)
+        context = getattr(compiled, "dynamo_ctx", compiled)  # an OptimizedModule keeps it on its context
+        self.region = context._isolate_recompiles_id
+        return compiled
+
+    def release(self, codes: Iterable[types.CodeType]) -> None:
+        """Invalidate the analysis's cache entries on ``codes`` (the code objects it compiled)."""
+        if self.region is None:
+            return
+        for code in set(codes):
+            entries = _get_cache_entries_for_region(code, self.region)
+            self.code_objects += bool(entries)
+            for entry in entries:
+                extra_state = getattr(entry.guard_manager, "extra_state", None)
+                if extra_state is not None:
+                    extra_state.invalidate(entry, DeletedGuardManagerWrapper("pt2kit explain analysis finished"))
+                    self.invalidated += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        pgo._CODE_STATE, pgo._INIT_CODE_STATE = self._code_state
+        counters = dynamo_utils.counters
+        counters.clear()
+        counters.update({category: collections.Counter(values) for category, values in self._counters.items()})
+        failures = dynamo_utils.guard_failures
+        for code in list(failures):
+            if code in self._guard_failures:
+                del failures[code][self._guard_failures[code] :]
+            else:
+                del failures[code]
+
+    def describe(self) -> Isolation:
+        return Isolation(
+            strategy="isolated",
+            reset_called=False,
+            details=(
+                f"compiled in a private cache region (torch.compile(isolate_recompiles=True), region {self.region}) "
+                "with explain's own backend: your cache entries were not used, changed or reset",
+                f"explain's {self.invalidated} cache entries on {self.code_objects} code objects were invalidated "
+                "afterwards",
+                "dynamo's automatic-dynamic memory (PGO code state) was fresh during the analysis and "
+                "restored after it",
+                "torch._dynamo.utils.counters and guard_failures were restored",
+            ),
+        )
+
+
+__all__ = ["IsolatedAnalysis", "Isolation", "OBSERVED", "analysis_backend"]
