@@ -24,8 +24,6 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 
-import sys  # noqa: E402
-import textwrap  # noqa: E402
 
 import pytest  # noqa: E402
 
