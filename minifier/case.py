@@ -123,12 +123,18 @@ class GraphInput:
 
 
 def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None) -> torch.Tensor:
-    """A leaf copy of ``t`` that keeps its strides (and storage offset of zero)."""
+    """A leaf copy of ``t`` with the same shape and strides, owning only the memory they reach.
+
+    Copying the reachable memory rather than the elements keeps overlapping layouts
+    (``expand``'s zero strides) that a plain elementwise copy cannot write into.
+    """
     requires_grad = t.requires_grad if requires_grad is None else requires_grad
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
     with torch.no_grad():
-        out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
-        out.copy_(t)
-    return out.requires_grad_(requires_grad)
+        memory = torch.empty(span, dtype=t.dtype, device=t.device)
+        if span:
+            memory.copy_(t.detach().as_strided((span,), (1,)))
+    return memory.as_strided(t.shape, t.stride()).detach().requires_grad_(requires_grad)
 
 
 def compact_tensor(t: torch.Tensor) -> torch.Tensor:

@@ -47,7 +47,8 @@ class MinifyResult:
     before: GraphCase
     after: GraphCase
     repro: Path
-    queries: int
+    queries: int  # every isolated query of the run (capture, stages, reduction, checks)
+    reduction_queries: int  # those the reducer asked (cache misses)
     seconds: float
     verified: bool
     accuracy: bool
@@ -63,13 +64,18 @@ class MinifyResult:
             return f"{len(tensors)} random tensors (no data file)"
         return f"{len(tensors) - len(real)} random, {len(real)} real ({', '.join(real)}) in a data file"
 
+    def _dynamo_row(self) -> Row | None:
+        if self.bisect is None:
+            return None
+        return next((r for r in self.bisect.rows if r.boundary == "dynamo" and r.case is not None and r.case.index == self.before.index), None)
+
     def to_json(self) -> dict[str, Any]:
         signature = self.failure.failure.signature if self.failure.failure else None
         stages = stage_names(self.before.backend)
-        if self.bisect and self.bisect.culprit:
-            statuses = {s: ("pass" if o.passed else "fail") for s, o in self.bisect.culprit.outcomes.items()}
-        else:
-            statuses = {self.failure.stage: "fail"}
+        statuses = {self.failure.stage: "fail"}
+        dynamo_row = self._dynamo_row()
+        if dynamo_row is not None:  # it ran all four stages; an aot row only two
+            statuses = {s: ("pass" if o.passed else "fail") for s, o in dynamo_row.outcomes.items()}
         return {
             "status": "minified",
             "failure": {
@@ -84,6 +90,7 @@ class MinifyResult:
             "nodes_after": self.after.node_count,
             "ops_after": self.after.op_names(),
             "queries": self.queries,
+            "reduction_queries": self.reduction_queries,
             "seconds": round(self.seconds, 2),
             "repro": str(self.repro),
             "verified": self.verified,
@@ -198,6 +205,7 @@ def minify_case(
         after=after,
         repro=path,
         queries=session.queries,
+        reduction_queries=reducer.queries,
         seconds=session.seconds,
         verified=verified,
         accuracy=accuracy_mode,

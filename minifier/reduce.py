@@ -275,13 +275,22 @@ class Reducer:
         return replace(self.best, kept=nodes, outputs=outputs)
 
     def without(self, nodes: Iterable[str]) -> Candidate:
-        """Cut ``nodes`` out of the best; their values, where still needed, become inputs."""
+        """Cut ``nodes`` out of the best; their values, where still needed, become inputs.
+
+        A node whose only users are cut becomes an output rather than dead code: a
+        failure may need it computed (two ops that must meet in one graph), and
+        :func:`remove_outputs` drops it later if not.
+        """
         drop = set(nodes)
-        return replace(
-            self.best,
-            kept=tuple(n for n in self.best.kept if n not in drop),
-            outputs=tuple(o for o in self.best.outputs if o not in drop),
+        kept = tuple(n for n in self.best.kept if n not in drop)
+        best_kept = set(self.best.kept)
+        orphans = tuple(
+            n
+            for n in kept
+            if (users := [u.name for u in self._nodes[n].users if u.name in best_kept]) and all(u in drop for u in users)
         )
+        outputs = tuple(o for o in self.best.outputs if o not in drop)
+        return replace(self.best, kept=kept, outputs=outputs + tuple(o for o in orphans if o not in outputs))
 
     def best_case(self) -> GraphCase:
         return self.build(self.normalize(self.best))

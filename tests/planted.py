@@ -18,8 +18,8 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
 - ``planted_dynamo_error``: a plain dynamo backend (no AOTAutograd) that rejects
   graphs calling ``torch.cos`` at compile time.
 
-``PLANTED_LOG``, when set, names a file where every compiled graph's code is appended,
-so tests can count compiles.
+``PLANTED_LOG``, when set, names a file where every compile appends the graph's code and
+a checksum of its inputs, so tests can count compiles.
 """
 import ctypes
 import os
@@ -36,16 +36,21 @@ def _has(gm, *targets):
     return all(t in found for t in targets)
 
 
-def _log(gm):
+def _log(gm, example_inputs):
+    """One line per compile: the graph's code and a checksum of the inputs it got."""
     path = os.environ.get("PLANTED_LOG")
     if path:
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        tensors = [t for t in example_inputs if isinstance(t, torch.Tensor)]
+        values = "fake" if any(isinstance(t, FakeTensor) for t in tensors) else repr([float(t.double().sum()) for t in tensors])
         with open(path, "a") as f:
-            f.write(gm.code.replace("\n", " ") + "\n")
+            f.write(gm.code.replace("\n", " ") + " | inputs " + values + "\n")
 
 
 def _compiler(on_compile=None, on_run=None, trigger=(aten.cos.default,)):
     def compile_graph(gm, example_inputs):
-        _log(gm)
+        _log(gm, example_inputs)
         hit = _has(gm, *trigger)
         if hit and on_compile:
             on_compile(gm, example_inputs)
@@ -132,7 +137,7 @@ _register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))
 
 @register_backend(name="planted_dynamo_error")
 def planted_dynamo_error(gm, example_inputs):
-    _log(gm)
+    _log(gm, example_inputs)
     if any(n.op == "call_function" and n.target is torch.cos for n in gm.graph.nodes):
         raise RuntimeError("planted: torch.cos is not supported")
     return gm.forward

@@ -1,0 +1,164 @@
+"""Minification on real dynamo/AOTAutograd with planted backend bugs (tests/planted.py)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from minifier.errors import Interrupted
+from minifier.minify import minify_script
+from minifier.session import Session
+from minifier.writer import load_repro
+
+
+def minify(session, script, tmp_path, **options):
+    return minify_script(session, script, [], out=tmp_path / "runs", **options)
+
+
+def run_repro_without_pt2kit(path):
+    """Run a repro.py the way a compiler engineer would, with pt2kit unimportable."""
+    blocker = (
+        "import sys, runpy\n"
+        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck', 'pt2kit'):\n"
+        "    sys.modules[name] = None  # any import of ours would fail\n"
+        f"sys.argv = [{str(path)!r}]\n"
+        f"runpy.run_path({str(path)!r}, run_name='__main__')\n"
+    )
+    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=path.parent, timeout=300)
+
+
+def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(session, model_script, tmp_path, monkeypatch):
+    log = tmp_path / "compiles.log"
+    monkeypatch.setenv("PLANTED_LOG", str(log))
+    result = minify(session, model_script("planted_compile_error"), tmp_path)
+
+    assert result.after.op_names() == ["aten.cos.default"]
+    n = result.before.node_count
+    assert n >= 15
+    assert result.reduction_queries <= 2 * math.log2(n) + 4
+    # every graph the reducer asked about was compiled once: no two compiles in the
+    # reduction phase saw the same graph (the bisection and the final check re-run
+    # the same graph on purpose, so look at the reduction's share of the log)
+    compiles = log.read_text().splitlines()
+    reduction = compiles[-(result.reduction_queries + 1) : -1]  # the last compile is the final check
+    assert len(reduction) == len(set(reduction)) == result.reduction_queries
+
+    data = json.loads((result.run_dir / "report.json").read_text())
+    assert data["status"] == "minified"
+    assert data["failure"] == {"kind": "compile_error", "stage": "planted_compile_error", "exception": "RuntimeError", "message": "planted: cannot compile aten.cos"}
+    assert data["stages"] == {"eager": "pass", "aot_eager": "pass", "aot_eager_decomp_partition": "pass", "planted_compile_error": "fail"}
+    assert data["graph"] == {"boundary": "aot", "index": 0, "kind": "inference"}
+    assert (data["nodes_before"], data["nodes_after"], data["ops_after"]) == (n, 1, ["aten.cos.default"])
+    assert data["verified"] is True and data["inputs"] == "random"
+
+
+def test_repro_runs_with_plain_torch_and_fails_the_same_way(session, model_script, tmp_path):
+    result = minify(session, model_script("planted_compile_error"), tmp_path)
+    source = result.repro.read_text()
+    assert "import minifier" not in source and "from minifier" not in source
+    assert "run_repro" not in source and "torch._dynamo.repro" not in source
+    assert list(result.repro.parent.glob("inputs-*.pt")) == []  # random inputs reproduce it
+
+    done = run_repro_without_pt2kit(result.repro)
+    assert done.returncode != 0
+    assert "RuntimeError: planted: cannot compile aten.cos" in done.stderr
+
+
+def test_failure_needing_two_ops_keeps_both(session, model_script, tmp_path):
+    result = minify(session, model_script("planted_pair"), tmp_path)
+    assert sorted(result.after.op_names()) == ["aten.cos.default", "aten.exp.default"]
+
+
+def test_value_dependent_failure_keeps_real_inputs_in_a_data_file(session, model_script, tmp_path):
+    result = minify(session, model_script("planted_value", scale=200), tmp_path)
+    # the planted bug needs cos in a graph that reads an input above 100: cos alone
+    # reads small values, so one op that reads the large input stays
+    ops = result.after.op_names()
+    assert "aten.cos.default" in ops and len(ops) == 2
+    data_files = list(result.repro.parent.glob("inputs-*.pt"))
+    assert len(data_files) == 1
+    saved = torch.load(data_files[0], weights_only=True)
+    assert any(bool((t > 100).any()) for t in saved.values())
+    assert "weights_only=True" in result.repro.read_text()
+    done = run_repro_without_pt2kit(result.repro)
+    assert "planted: aten.cos overflows on inputs above 100" in done.stderr
+
+
+def test_backward_graph_is_minified_to_the_backward_op(session, model_script, tmp_path):
+    result = minify(session, model_script("planted_backward_error", train=True), tmp_path)
+    assert result.after.kind == "backward"
+    assert result.after.op_names() == ["aten.tanh_backward.default"]
+
+
+def test_runtime_error(session, model_script, tmp_path):
+    result = minify(session, model_script("planted_runtime_error"), tmp_path)
+    assert result.failure.failure.signature.kind == "runtime_error"
+    assert result.after.op_names() == ["aten.cos.default"]
+
+
+def test_segfaulting_backend_is_minified(session, model_script, tmp_path):
+    result = minify(session, model_script("planted_segfault"), tmp_path)
+    signature = result.failure.failure.signature
+    assert (signature.kind, signature.exception) == ("crash", "SIGSEGV")
+    assert result.after.op_names() == ["aten.cos.default"]
+    assert run_repro_without_pt2kit(result.repro).returncode == -11
+
+
+def test_hanging_backend_is_minified_as_a_timeout(tmp_path, model_script):
+    session = Session("hang", out=tmp_path / "runs", timeout=6, quiet=True)
+    result = minify(session, model_script("planted_hang"), tmp_path)
+    assert result.failure.failure.signature.kind == "timeout"
+    assert result.after.op_names() == ["aten.cos.default"]
+
+
+def test_accuracy_failure_is_minified_against_fp64(session, model_script, tmp_path):
+    result = minify(session, model_script("planted_accuracy"), tmp_path, accuracy=True)
+    assert result.failure.failure.signature.kind == "accuracy"
+    assert result.after.op_names() == ["aten.cos.default"]
+    done = run_repro_without_pt2kit(result.repro)
+    assert done.returncode == 1
+    assert "AccuracyError: compiled output diverges from the fp64 reference" in done.stderr
+
+
+def test_after_dynamo_minifies_the_dynamo_graph(session, model_script, tmp_path):
+    result = minify(session, model_script("planted_dynamo_error"), tmp_path, after="dynamo")
+    assert result.after.boundary == "dynamo"
+    assert result.after.op_names() == ["torch.cos"]
+    assert "torch.compile(mod, backend='planted_dynamo_error')" in result.repro.read_text()
+    done = run_repro_without_pt2kit(result.repro)
+    assert "planted: torch.cos is not supported" in done.stderr
+
+
+def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(session, model_script, tmp_path, monkeypatch):
+    script = model_script("planted_compile_error")
+    real_query = Session.query
+    calls = {"n": 0}
+
+    def query_then_ctrl_c(self, fn, label, **kwargs):
+        if "queries" in label:  # a reduction query
+            calls["n"] += 1
+            if calls["n"] == 4:
+                raise KeyboardInterrupt
+        return real_query(self, fn, label, **kwargs)
+
+    monkeypatch.setattr(Session, "query", query_then_ctrl_c)
+    with pytest.raises(Interrupted, match="run the same command again to resume"):
+        minify(session, script, tmp_path)
+    first_run = session.run_dir
+    checkpoint = json.loads((first_run / "checkpoint.json").read_text())
+    assert checkpoint["status"] == "interrupted"
+    partial = load_repro(first_run / "repro.py").case
+    assert partial.node_count < 30  # the best so far, usable as it is
+    cached = len(checkpoint["cache"])
+
+    monkeypatch.setattr(Session, "query", real_query)
+    rerun = Session("test", out=tmp_path / "runs", timeout=60, quiet=True)
+    result = minify(rerun, script, tmp_path)
+    assert rerun.run_dir != first_run  # a new directory: nothing is overwritten
+    assert result.resumed_from == str(first_run)
+    assert result.after.op_names() == ["aten.cos.default"]
+    # the resumed run skips capture and bisection and reuses the cached answers
+    assert result.queries < 20 and cached >= 3
