@@ -1,0 +1,249 @@
+"""The pytest plugin (entry point ``pytest11: opcheck``): hooks only.
+
+Modelled on Hypothesis's plugin: options in ``pytest_addoption``, the marker in
+``pytest_configure``, a fixture, and a section in ``pytest_terminal_summary``.
+pytest loads this module in every session of every project that installs
+pt2kit, so it imports nothing but pytest and does nothing until asked: torch and
+the rest of ``opcheck`` are imported only when ``--opcheck``, ``--opcheck-list``
+or ``--opcheck-accept`` is given, a collected test carries the ``opcheck``
+marker, or a test requests the ``opcheck`` fixture. The session's state lives in
+one :class:`~opcheck.runner.OpcheckRunner` in ``config.stash``, never in module
+globals, so an in-process pytester run gets its own.
+
+Per test (with a runner, and ``--opcheck`` or the marker):
+``pytest_runtest_protocol`` records the test's custom-op calls through setup,
+call and teardown; ``pytest_runtest_makereport`` for the teardown then checks the
+new signatures and logs one extra report per (op, check) that did not plainly
+pass, before the teardown report, so it sits inside the test's own output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from opcheck.runner import OpcheckRunner
+
+RUNNER = pytest.StashKey["OpcheckRunner"]()
+SELECTOR = pytest.StashKey[Any]()  # the OpSelector a test records with
+SAVED = pytest.StashKey[Path]()
+
+MARKER_HELP = (
+    "opcheck(*ops, checks=None): record this test's calls of the given custom ops "
+    "(all custom ops if none are given) and check them, even without --opcheck. "
+    "checks: a subset of test_schema, test_autograd_registration, test_faketensor, "
+    "test_aot_dispatch_static, test_aot_dispatch_dynamic."
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("opcheck", "opcheck: check custom ops and their fake/meta kernels")
+    group.addoption(
+        "--opcheck",
+        action="store_true",
+        help="record every custom-op call the tests make and check each distinct signature once",
+    )
+    group.addoption(
+        "--opcheck-namespaces",
+        action="append",
+        default=[],
+        metavar="NS[,NS...]",
+        help="only record ops in these namespaces (default: every namespace torch does not own)",
+    )
+    group.addoption(
+        "--opcheck-checks",
+        metavar="CHECK[,CHECK...]",
+        help="run only these checks (default: all five, named as in torch.library.opcheck)",
+    )
+    group.addoption(
+        "--opcheck-list",
+        action="store_true",
+        help="run the tests and list the ops and signatures that would be checked, without checking",
+    )
+    group.addoption(
+        "--opcheck-failures",
+        metavar="FILE",
+        help="known failures, in torch's failures-dict JSON format (xfail / skip per op and test)",
+    )
+    group.addoption(
+        "--opcheck-accept",
+        action="store_true",
+        help="write the current failures into the --opcheck-failures file (created if missing)",
+    )
+    parser.addini("opcheck_failures", "default for --opcheck-failures, relative to the rootdir")
+    parser.addini("opcheck_namespaces", "default for --opcheck-namespaces", type="args")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    if any(config.getoption(name) for name in ("opcheck", "opcheck_list", "opcheck_accept")):
+        _start_runner(config, sweep=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    marked = [item for item in items if item.get_closest_marker("opcheck")]
+    if not marked:
+        return
+    from opcheck.checks import validate_checks
+
+    for item in marked:
+        try:
+            validate_checks(_marker_checks(item.get_closest_marker("opcheck")) or ())
+        except ValueError as error:
+            raise pytest.UsageError(f"opcheck marker on {item.nodeid}: {error}") from error
+    if RUNNER not in config.stash:
+        _start_runner(config, sweep=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    runner = item.config.stash.get(RUNNER, None)
+    marker = item.get_closest_marker("opcheck")
+    selector = runner.selector_for(marker.args if marker else None) if runner else None
+    if selector is None:
+        return (yield)
+    from opcheck.reporting import item_test_id
+
+    item.stash[SELECTOR] = selector
+    with runner.recording(item_test_id(item), selector):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    if call.when == "teardown" and SELECTOR in item.stash:
+        from opcheck.reporting import item_test_id, verdict_reports
+
+        verdicts = item.config.stash[RUNNER].check_recorded(
+            item_test_id(item), _marker_checks(item.get_closest_marker("opcheck"))
+        )
+        for extra in verdict_reports(item, verdicts):
+            item.ihook.pytest_runtest_logreport(report=extra)
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    if not hasattr(report, "opcheck_status"):
+        return None
+    from opcheck.reporting import teststatus
+
+    return teststatus(report, verbose=config.get_verbosity() > 0)
+
+
+@pytest.fixture
+def opcheck(request: pytest.FixtureRequest) -> Callable[..., dict[str, str]]:
+    """Check a custom op on one call: ``opcheck(op, args, kwargs=None, *, checks=None)``.
+
+    ``op`` is a ``torch.library.custom_op`` function, an ``OpOverload``, an
+    ``OpOverloadPacket`` or a ``"ns::name"`` string. Returns ``{check: status}``;
+    raises ``OpcheckFailure`` naming each failed check unless the failures file
+    expects it. Each distinct signature is checked once per session.
+    """
+    runner = request.config.stash.get(RUNNER, None) or _start_runner(request.config, sweep=False)
+    from opcheck.reporting import item_test_id
+    from opcheck.runner import OpcheckFailure
+
+    test = item_test_id(request.node)
+
+    def check(
+        op: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None, *, checks: Any = None
+    ) -> dict[str, str]:
+        __tracebackhide__ = True
+        verdicts = runner.check_call(test, op, tuple(args), dict(kwargs or {}), checks)
+        failed = [v for v in verdicts if v.status in ("fail", "xpass")]
+        if failed:
+            raise OpcheckFailure(failed)
+        return {v.check: v.status for v in verdicts}
+
+    return check
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    runner = session.config.stash.get(RUNNER, None)
+    if runner is not None:
+        runner.stop()
+        saved = runner.save_failures()
+        if saved is not None:
+            session.config.stash[SAVED] = saved
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    runner = config.stash.get(RUNNER, None)
+    if runner is None:
+        return
+    from opcheck import summary
+
+    records = list(runner.records.values())
+    terminalreporter.section("opcheck")
+    if not records:
+        terminalreporter.write_line("opcheck: no custom-op calls were recorded")
+    elif runner.list_only:
+        terminalreporter.write_line(f"opcheck --opcheck-list: {summary.headline(records)} (nothing checked)")
+        terminalreporter.write_line(summary.render_listing(records))
+    else:
+        terminalreporter.write_line(f"opcheck: {summary.headline(records)}")
+        width = config.get_terminal_writer().fullwidth
+        terminalreporter.write_line(summary.render_table(records, runner.checks, width, terminalreporter.hasmarkup))
+        folded = summary.render_folded(runner.folded)
+        if folded:
+            terminalreporter.write_line(folded)
+    if SAVED in config.stash:
+        terminalreporter.write_line(f"opcheck: wrote known failures to {config.stash[SAVED]}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    runner = config.stash.get(RUNNER, None)
+    if runner is not None:
+        runner.stop()
+
+
+def _start_runner(config: pytest.Config, *, sweep: bool) -> OpcheckRunner:
+    from opcheck.runner import OpcheckRunner
+
+    try:
+        runner = OpcheckRunner(
+            sweep=sweep,
+            namespaces=frozenset(_split(config.getoption("opcheck_namespaces") or config.getini("opcheck_namespaces"))),
+            checks=_split([config.getoption("opcheck_checks") or ""]) or _all_checks(),
+            failures_path=_failures_path(config),
+            accept=config.getoption("opcheck_accept"),
+            list_only=config.getoption("opcheck_list"),
+        )
+    except ValueError as error:  # bad options, or an unreadable failures file
+        raise pytest.UsageError(f"opcheck: {error}") from error
+    runner.start()
+    config.stash[RUNNER] = runner
+    return runner
+
+
+def _failures_path(config: pytest.Config) -> Path | None:
+    given = config.getoption("opcheck_failures")
+    if given:
+        return Path(given).absolute()
+    from_ini = config.getini("opcheck_failures")
+    if from_ini:
+        return config.rootpath / from_ini
+    return None
+
+
+def _marker_checks(marker: pytest.Mark | None) -> tuple[str, ...] | None:
+    if marker is None or marker.kwargs.get("checks") is None:
+        return None
+    checks = marker.kwargs["checks"]
+    return (checks,) if isinstance(checks, str) else tuple(checks)
+
+
+def _split(values: list[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _all_checks() -> tuple[str, ...]:
+    from opcheck.checks import CHECKS
+
+    return tuple(CHECKS)

@@ -1,0 +1,477 @@
+"""The pytest plugin, run on small generated suites through ``pytester`` (in-process).
+
+Each test writes an ops module under a namespace of its own and imports it here
+first: torch keeps op registrations for the life of the process, and pytester
+re-imports a suite's own modules on every run, so the ops must live in a module
+that the runs share. That module also counts calls of its fake kernels, which
+run only inside the checks: that is how a test sees how often checks ran.
+"""
+
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+import torch
+
+from opcheck.checks import warm_up
+from opcheck.plugin import RUNNER
+
+OPS = """
+import torch
+from torch import Tensor
+
+NS = "{ns}"
+FAKE_CALLS = []  # one entry per call of bad_shape's fake kernel: the checks are its only callers
+lib = torch.library.Library(NS, "DEF")
+
+
+@torch.library.custom_op(f"{{NS}}::good", mutates_args=())
+def good(x: Tensor) -> Tensor:
+    return x * 2
+
+
+good.register_fake(lambda x: torch.empty_like(x))
+good.register_autograd(lambda ctx, grad: grad * 2)
+
+lib.define("bad_shape(Tensor x) -> Tensor")
+lib.impl("bad_shape", lambda x: x.sum(dim=1), "CPU")
+
+
+@torch.library.register_fake(f"{{NS}}::bad_shape", lib=lib)
+def _(x):
+    FAKE_CALLS.append(tuple(x.shape))
+    return x.new_empty(x.shape[0] + 1)
+
+
+def bad_shape(x):
+    return getattr(torch.ops, NS).bad_shape(x)  # an OpOverloadPacket call
+
+
+@torch.library.custom_op(f"{{NS}}::mutates", mutates_args=())
+def mutates(x: Tensor) -> Tensor:
+    x.mul_(2)
+    return x.clone()
+
+
+mutates.register_fake(lambda x: torch.empty_like(x))
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def torch_modules_loaded_before_pytester():
+    """pytester drops the modules a run imported; torch's must stay, or they register their ops twice."""
+    warm_up()
+
+
+@pytest.fixture
+def ops(pytester):
+    """A fresh ops module (good, bad_shape, mutates) under a unique namespace, importable by the suite."""
+    ns = f"oc_{uuid.uuid4().hex[:10]}"
+    pytester.makepyfile(**{f"ops_{ns}": OPS.format(ns=ns)})
+    pytester.syspathinsert()
+    return importlib.import_module(f"ops_{ns}")
+
+
+def suite(pytester, ops, body, name="test_suite"):
+    """Write a test module that imports the ops module as ``ops``."""
+    header = f"import pytest\nimport torch\nimport {ops.__name__} as ops\nNS = ops.NS\n\n"
+    return pytester.makepyfile(**{name: header + textwrap.dedent(body)})
+
+
+def run(pytester, *args):
+    """An in-process pytest run. Hypothesis's plugin is left out: pytester would re-import it each run (~2 s)."""
+    return pytester.runpytest("-p", "no:hypothesispytest", *args)
+
+
+def opcheck_reports(reprec):
+    """(node id, op, check, status) of every report opcheck logged, in order."""
+    return [
+        (r.nodeid.split("::", 1)[1], r.opcheck_op.split("::")[1], r.opcheck_check, r.opcheck_status)
+        for r in reprec.getreports("pytest_runtest_logreport")
+        if hasattr(r, "opcheck_status")
+    ]
+
+
+def runner_of(reprec):
+    return reprec.getcall("pytest_sessionfinish").session.config.stash[RUNNER]
+
+
+def table_row(result, op):
+    """The cells of ``op``'s row in the summary table."""
+    section = result.outlines[result.outlines.index(next(line for line in result.outlines if " opcheck " in line)) :]
+    (line,) = [line for line in section if line.startswith(op + " ")]
+    return line.split()
+
+
+TWO_TESTS = """
+    def test_good():
+        assert torch.equal(ops.good(torch.ones(2)), torch.full((2,), 2.0))
+
+    def test_bad_shape():
+        assert ops.bad_shape(torch.ones(4, 3)).tolist() == [3.0] * 4
+"""
+
+
+def test_importing_the_plugin_does_not_import_torch():
+    code = "import sys, opcheck, opcheck.plugin; print(sorted(m for m in sys.modules if m.startswith('torch')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_without_options_the_plugin_stays_out_of_the_way(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        TWO_TESTS
+        + """
+    def test_torch_is_not_wrapped():
+        assert torch._ops.OpOverload.__call__.__module__ == "torch._ops"
+    """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=3)
+    assert not [line for line in result.outlines if "= opcheck =" in line or "OPCHECK" in line]
+    assert ops.FAKE_CALLS == []
+
+
+def test_opcheck_reports_the_failing_op_and_check_with_what_was_wrong(pytester, ops):
+    suite(pytester, ops, TWO_TESTS)
+    result = run(pytester, "--opcheck")
+    result.assert_outcomes(passed=2, failed=1)  # the tests' own outcomes stand; one extra failure
+    assert opcheck_reports(result.reprec) == [("test_bad_shape", "bad_shape", "test_faketensor", "fail")]
+    result.stdout.fnmatch_lines(
+        [
+            f"*_ test_bad_shape [[]opcheck {ops.NS}::bad_shape test_faketensor[]] _*",
+            f"{ops.NS}::bad_shape test_faketensor: fake kernel says shape (5,), real kernel gives (4,)",
+            "  test: test_suite.py::test_bad_shape",
+            f"  call: {ops.NS}::bad_shape(Tensor[4, 3] float32)",
+            "*short test summary info*",
+            "OPCHECK FAILED test_suite.py::test_bad_shape - *",
+        ]
+    )
+    assert table_row(result, f"{ops.NS}::good") == [f"{ops.NS}::good", "pass", "n/a", "pass", "pass", "pass", "1", "1"]
+    assert table_row(result, f"{ops.NS}::bad_shape")[:6] == [
+        f"{ops.NS}::bad_shape",
+        "pass",
+        "n/a",
+        "FAIL",
+        "pass",
+        "pass",
+    ]
+
+
+def test_identical_calls_and_parametrizations_are_checked_once(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        """
+    def test_once():
+        ops.bad_shape(torch.ones(4, 3))
+    """,
+    )
+    run(pytester, "--opcheck", "-p", "no:cacheprovider")
+    checks_for_one_call = len(ops.FAKE_CALLS)
+    assert checks_for_one_call > 0
+
+    ops.FAKE_CALLS.clear()
+    suite(
+        pytester,
+        ops,
+        """
+    def test_many():
+        for _ in range(500):
+            ops.bad_shape(torch.ones(4, 3))
+
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    def test_params(seed):
+        ops.bad_shape(torch.ones(4, 3))
+    """,
+    )
+    result = run(pytester, "--opcheck", "-p", "no:cacheprovider")
+    assert len(ops.FAKE_CALLS) == checks_for_one_call  # 503 calls, one signature, one round of checks
+    assert opcheck_reports(result.reprec) == [("test_many", "bad_shape", "test_faketensor", "fail")]
+    assert table_row(result, f"{ops.NS}::bad_shape")[-2:] == ["1", "503"]
+
+
+def test_parametrizations_failing_the_same_way_are_reported_once(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        """
+    @pytest.mark.parametrize("rows", [2, 3, 4])
+    def test_rows(rows):
+        ops.bad_shape(torch.ones(rows, 3))
+    """,
+    )
+    result = run(pytester, "--opcheck", "--opcheck-checks=test_faketensor")
+    assert opcheck_reports(result.reprec) == [("test_rows[2]", "bad_shape", "test_faketensor", "fail")]
+    assert ops.FAKE_CALLS == [(2, 3), (3, 3), (4, 3)]  # yet every distinct signature was checked
+    result.stdout.fnmatch_lines([f"test_suite.py::test_rows[[]3[]]: {ops.NS}::bad_shape test_faketensor fail as well*"])
+    assert table_row(result, f"{ops.NS}::bad_shape") == [f"{ops.NS}::bad_shape", "FAIL", "3", "3"]
+
+
+def test_the_marker_checks_named_ops_without_the_option(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        """
+    @pytest.mark.opcheck(torch.ops.{ns}.bad_shape, checks=["test_faketensor"])
+    def test_marked():
+        ops.bad_shape(torch.ones(4, 3))
+        ops.mutates(torch.ones(2))  # not named by the marker: not checked
+
+    def test_unmarked():
+        ops.bad_shape(torch.ones(5, 3))
+    """.replace("{ns}", ops.NS),
+    )
+    result = run(pytester)
+    assert opcheck_reports(result.reprec) == [("test_marked", "bad_shape", "test_faketensor", "fail")]
+    assert ops.FAKE_CALLS == [(4, 3)]  # only test_faketensor, only the marked test
+    result.stdout.fnmatch_lines(["*opcheck: 1 custom op, 1 distinct signature from 1 call*"])
+
+
+def test_the_fixture_checks_one_call(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        """
+    def test_good_op(opcheck):
+        statuses = opcheck(ops.good, (torch.randn(3, requires_grad=True),))
+        assert statuses == dict.fromkeys(
+            ["test_schema", "test_autograd_registration", "test_faketensor",
+             "test_aot_dispatch_static", "test_aot_dispatch_dynamic"], "pass")
+
+    def test_bad_op(opcheck):
+        opcheck(f"{NS}::mutates", (torch.randn(3),), checks=["test_schema", "test_faketensor"])
+    """,
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E *OpcheckFailure: *::mutates test_schema: argument 'x' is not declared mutable in the schema, "
+            "but the op changed 3 of 3 elements*",
+        ]
+    )
+
+
+def test_opcheck_list_lists_signatures_without_checking(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        """
+    def test_calls():
+        for rows in (2, 2, 3):
+            ops.bad_shape(torch.ones(rows, 3))
+        ops.good(torch.ones(2, requires_grad=True))
+    """,
+    )
+    result = run(pytester, "--opcheck-list")
+    result.assert_outcomes(passed=1)
+    assert ops.FAKE_CALLS == []
+    result.stdout.fnmatch_lines(
+        [
+            "opcheck --opcheck-list: 2 custom ops, 3 distinct signatures from 4 calls (nothing checked)",
+            f"{ops.NS}::bad_shape",
+            f"    {ops.NS}::bad_shape(Tensor[2, 3] float32)    2 call(s), first in test_suite.py::test_calls",
+            f"    {ops.NS}::bad_shape(Tensor[3, 3] float32)    1 call(s), first in test_suite.py::test_calls",
+            f"{ops.NS}::good",
+            f"    {ops.NS}::good(Tensor[2] float32 requires_grad)    1 call(s), first in test_suite.py::test_calls",
+        ]
+    )
+
+
+def test_namespaces_option_limits_what_is_recorded(pytester, ops):
+    suite(pytester, ops, TWO_TESTS)
+    result = run(pytester, "--opcheck", "--opcheck-namespaces", "some_other_lib")
+    assert opcheck_reports(result.reprec) == []
+    result.stdout.fnmatch_lines(["opcheck: no custom-op calls were recorded"])
+
+    result = run(
+        pytester, "--opcheck", f"--opcheck-namespaces=some_other_lib,{ops.NS}", "--opcheck-checks=test_faketensor"
+    )
+    assert opcheck_reports(result.reprec) == [("test_bad_shape", "bad_shape", "test_faketensor", "fail")]
+
+
+def test_a_bare_marker_checks_every_custom_op_of_its_test(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        """
+    @pytest.mark.opcheck(checks="test_faketensor")
+    def test_marked():
+        ops.good(torch.ones(2))
+        ops.bad_shape(torch.ones(4, 3))
+    """,
+    )
+    result = run(pytester, "-v")
+    assert opcheck_reports(result.reprec) == [("test_marked", "bad_shape", "test_faketensor", "fail")]
+    result.stdout.fnmatch_lines([f"test_suite.py::test_marked OPCHECK FAILED ({ops.NS}::bad_shape test_faketensor)*"])
+    assert table_row(result, f"{ops.NS}::good") == [f"{ops.NS}::good", "pass", "1", "1"]
+
+
+def test_accept_creates_the_failures_file_then_the_run_is_green(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        TWO_TESTS
+        + """
+    def test_mutates():
+        ops.mutates(torch.ones(3))
+    """,
+    )
+    path = pytester.path / "failures" / "opcheck.json"
+    checks = "--opcheck-checks=test_schema,test_faketensor"
+    result = run(pytester, "--opcheck", checks, "--opcheck-accept", f"--opcheck-failures={path}")
+    result.assert_outcomes(passed=3, xfailed=2)
+    result.stdout.fnmatch_lines([f"opcheck: wrote known failures to {path}"])
+    data = json.loads(path.read_text())["data"]
+    assert data == {
+        f"{ops.NS}::bad_shape": {
+            "test_suite.test_faketensor__test_bad_shape": {
+                "comment": "fake kernel says shape (5,), real kernel gives (4,)",
+                "status": "xfail",
+            }
+        },
+        f"{ops.NS}::mutates": {
+            "test_suite.test_schema__test_mutates": {
+                "comment": "argument 'x' is not declared mutable in the schema, but the op changed 3 of 3 elements "
+                "(bit-for-bit comparison), by up to 1 (schema: ...",
+                "status": "xfail",
+            }
+        },
+    }
+
+    result = run(pytester, "--opcheck", checks, f"--opcheck-failures={path}")
+    result.assert_outcomes(passed=3, xfailed=2)
+    assert result.ret == 0
+
+
+def test_an_xfail_that_now_passes_is_reported_and_accept_removes_it(pytester, ops):
+    suite(pytester, ops, TWO_TESTS)
+    path = pytester.path / "failures.json"
+    path.write_text(
+        json.dumps(
+            {
+                "_version": 1,
+                "data": {
+                    f"{ops.NS}::good": {
+                        "test_suite.test_faketensor__test_good": {"comment": "was broken", "status": "xfail"}
+                    },
+                    f"{ops.NS}::bad_shape": {
+                        "test_suite.test_faketensor__test_bad_shape": {"comment": "", "status": "xfail"}
+                    },
+                    "otherlib::op": {
+                        "OtherSuite.test_schema__test_x": {"comment": "another suite's", "status": "skip"}
+                    },
+                },
+            }
+        )
+    )
+    checks = "--opcheck-checks=test_faketensor"
+    result = run(pytester, "--opcheck", checks, f"--opcheck-failures={path}")
+    result.assert_outcomes(passed=2, failed=1, xfailed=1)
+    assert opcheck_reports(result.reprec) == [
+        ("test_good", "good", "test_faketensor", "xpass"),
+        ("test_bad_shape", "bad_shape", "test_faketensor", "xfail"),
+    ]
+    result.stdout.fnmatch_lines(
+        [f"{ops.NS}::good test_faketensor: expected to fail (xfail in *failures.json: was broken) but passed.*"]
+    )
+
+    result = run(pytester, "--opcheck", checks, "--opcheck-accept", f"--opcheck-failures={path}")
+    result.assert_outcomes(passed=2, xfailed=1)
+    data = json.loads(path.read_text())["data"]
+    assert sorted(data) == [f"{ops.NS}::bad_shape", "otherlib::op"]  # the fixed entry went, another suite's stayed
+
+
+def test_skip_entries_do_not_run_the_check(pytester, ops):
+    suite(pytester, ops, TWO_TESTS)
+    path = pytester.path / "failures.json"
+    path.write_text(
+        json.dumps(
+            {
+                "_version": 1,
+                "data": {
+                    f"{ops.NS}::bad_shape": {
+                        "test_suite.test_faketensor__test_bad_shape": {"comment": "hangs", "status": "skip"}
+                    }
+                },
+            }
+        )
+    )
+    result = run(pytester, "--opcheck", "--opcheck-checks=test_faketensor", f"--opcheck-failures={path}", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    assert ops.FAKE_CALLS == []
+    result.stdout.fnmatch_lines(
+        [f"OPCHECK SKIPPED [[]1[]] test_suite.py:*: {ops.NS}::bad_shape test_faketensor: skip in *failures.json: hangs"]
+    )
+
+
+def test_unittest_suites_keep_torchs_failures_keys(pytester, ops):
+    suite(
+        pytester,
+        ops,
+        """
+    import unittest
+
+    class TestOps(unittest.TestCase):
+        def test_bad_shape(self):
+            ops.bad_shape(torch.ones(4, 3))
+    """,
+    )
+    pytester.makeini("[pytest]\nopcheck_failures = failures_dict.json\n")  # the ini option, relative to the rootdir
+    path = pytester.path / "failures_dict.json"
+    path.write_text(
+        json.dumps(
+            {
+                "_version": 1,
+                "data": {
+                    f"{ops.NS}::bad_shape": {
+                        "TestOps.test_faketensor__test_bad_shape": {"comment": "", "status": "xfail"}
+                    }
+                },
+            }
+        )
+    )
+    result = run(pytester, "--opcheck", "--opcheck-checks=test_faketensor")
+    result.assert_outcomes(passed=1, xfailed=1)
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--opcheck-accept"], "opcheck: accepting results needs a failures file"),
+        (["--opcheck", "--opcheck-checks=test_speed"], "opcheck: unknown checks *test_speed*; choose from *"),
+        (["--opcheck", "--opcheck-failures=broken.json"], "opcheck: *broken.json: not JSON*"),
+        (["-k", "marked"], "opcheck marker on test_nothing.py::test_marked: unknown checks *test_speed*"),
+    ],
+    ids=["accept-without-a-file", "unknown-check", "unreadable-failures-file", "marker-with-unknown-check"],
+)
+def test_usage_errors(pytester, args, complaint):
+    pytester.makepyfile(
+        test_nothing="""
+        import pytest
+
+        def test_nothing():
+            pass
+
+        @pytest.mark.opcheck(checks=["test_speed"])
+        def test_marked():
+            pass
+        """
+    )
+    (pytester.path / "broken.json").write_text("{")
+    result = run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{complaint}*"])
+
+
+def test_the_recorder_is_removed_after_the_session(pytester, ops):
+    suite(pytester, ops, TWO_TESTS)
+    run(pytester, "--opcheck-list")
+    assert torch._ops.OpOverload.__call__.__module__ == "torch._ops"
