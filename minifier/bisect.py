@@ -200,11 +200,23 @@ def lower(session: Session, row: Row, *, accuracy: bool) -> list[Row]:
     return rows
 
 
-def frame_row(captured: CaptureResult) -> Row:
-    """The row of a frame that dynamo failed to turn into a graph: it fails at ``eager``."""
+def frame_row(session: Session, captured: CaptureResult, *, accuracy: bool) -> Row:
+    """The row of a frame that dynamo failed to turn into a graph: it fails at ``eager``.
+
+    When capture could lift the frame to a graph (``make_fx`` on its real arguments)
+    that fails at ``eager`` with the program's signature, that graph stands for the
+    frame and can be minified; otherwise the row has no graph.
+    """
     assert captured.failure is not None
     frame = captured.failure_frame
     label = f"frame {frame['name']}" if frame else "frame ?"
+    if captured.frame_path is not None:
+        lifted = load_repro(captured.frame_path).case
+        row = run_stages(session, lifted, accuracy=accuracy, path=captured.frame_path)
+        first = row.first_failure
+        if first is not None and first.failure is not None and first.failure.signature == captured.failure.signature:
+            row.label, row.frame = label, frame
+            return row
     return Row(label, "dynamo", "dynamo", None, frame, {"eager": Outcome("eager", captured.failure, 0.0)})
 
 
@@ -236,12 +248,16 @@ def bisect_script(
         session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
 
     if captured.failure is not None and failed_while_tracing(captured):
-        row = frame_row(captured)
+        report.rows = [run_stages(session, c, accuracy=accuracy, path=p) for c, p in cases]
+        row = frame_row(session, captured, accuracy=accuracy)
+        report.rows.append(row)
+        report.culprit = row
+        if row.case is not None:
+            return pin_down(session, report, accuracy=accuracy, aot_rows=False)
+        report.note = "the failing frame could not be lifted to a graph that fails the same way"
         again = read_capture_again(session, script, args, backend)
         if again.failure is None or again.failure.signature != captured.failure.signature:
             raise FlakyFailure(f"flaky: {script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {again.failure.signature if again.failure else 'passed'}")
-        report.rows = [*(run_stages(session, c, accuracy=accuracy, path=p) for c, p in cases), row]
-        report.culprit = row
         return finish(session, report)
 
     if not cases:
@@ -267,19 +283,37 @@ def bisect_script(
     if report.culprit is None:
         return no_culprit(session, report, script, args, backend, captured)
 
-    seen = confirm(session, report.culprit, accuracy=accuracy)
+    return pin_down(session, report, accuracy=accuracy, aot_rows=aot_rows)
+
+
+def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None) -> BisectReport:
+    """Stage bisection of one saved graph (``minify repro``): its stages, then its aot graphs."""
+    row = run_stages(session, case, accuracy=accuracy, path=path)
+    report = BisectReport(str(path or case.label()), case.backend, accuracy, session.run_dir, None, [row])
+    first = row.first_failure
+    if first is None:
+        raise NoFailure(f"{path or case.label()} passes every stage" + (" (accuracy checked)" if accuracy else ""))
+    session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {first.failure.signature}")  # type: ignore[union-attr]
+    report.culprit = row
+    return pin_down(session, report, accuracy=accuracy, aot_rows=aot_rows)
+
+
+def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows: bool) -> BisectReport:
+    """Make sure the culprit fails the same way every time, then find its failing aot graph."""
+    culprit = report.culprit
+    assert culprit is not None and culprit.first_failure is not None
+    seen = confirm(session, culprit, accuracy=accuracy)
     if len(set(seen)) > 1:
         raise FlakyFailure(
-            f"flaky: {report.culprit.label} through {report.culprit.first_failure.stage} gave "  # type: ignore[union-attr]
+            f"flaky: {culprit.label} through {culprit.first_failure.stage} gave "
             + ", ".join("pass" if s is None else str(s) for s in seen)
         )
-
-    culprit_outcome = report.culprit.first_failure
-    assert culprit_outcome is not None
-    if aot_rows and culprit_outcome.stage == report.backend and report.culprit.case is not None:
-        rows = lower(session, report.culprit, accuracy=accuracy)
-        report.rows[report.rows.index(report.culprit) + 1 : report.rows.index(report.culprit) + 1] = rows
-        target = culprit_outcome.failure.signature if culprit_outcome.failure else None
+    outcome = culprit.first_failure
+    if aot_rows and culprit.boundary == "dynamo" and outcome.stage == report.backend and culprit.case is not None:
+        rows = lower(session, culprit, accuracy=accuracy)
+        at = report.rows.index(culprit) + 1
+        report.rows[at:at] = rows
+        target = outcome.failure.signature if outcome.failure else None
         aot_culprit = next((r for r in rows if r.first_failure and r.first_failure.failure and r.first_failure.failure.signature == target), None)
         if aot_culprit is not None:
             report.culprit = aot_culprit

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 import json
 import os
 import re
@@ -33,6 +34,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +46,7 @@ import torch.fx as fx
 from . import hooks
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import UnknownBackend
-from .script import is_internal_file, run_script
+from .script import is_internal_file, main_module_file, run_script
 from .signature import (
     COMPILE_PHASE_ATTR,
     Failure,
@@ -86,27 +88,38 @@ def _changed_config() -> dict[str, dict[str, Any]]:
     return changed
 
 
-_DYNAMO_OWN_PATCHES: dict[str, dict[str, Any]] | None = None
+_DYNAMO_OWN_PATCHES: dict[str, dict[str, Any]] = {}
+_LEARNED = threading.Event()
 
 
-def _dynamo_own_patches() -> dict[str, dict[str, Any]]:
-    """Config dynamo itself patches while it compiles a frame, learned by compiling a no-op.
+def learn_dynamo_own_patches() -> None:
+    """Learn the config dynamo itself patches while it compiles, by compiling a no-op.
 
-    A backend runs inside those patches, and torch 2.13's config lives in context
-    variables, so the values the user set outside cannot be read from in there; what
-    differs from this baseline is the user's.
+    A backend runs inside those patches, so they look like user changes from in there.
+    torch 2.13 keeps config in context variables and a new thread starts from the
+    defaults, so compiling the no-op on a fresh thread sees dynamo's patches and none
+    of the user's settings. Runs once per process. Call it where torch.compile resolves
+    a backend, never from inside a compile or an import: the thread would wait forever
+    for dynamo's compile lock or the import lock.
     """
-    global _DYNAMO_OWN_PATCHES
-    if _DYNAMO_OWN_PATCHES is None:
-        seen: list[dict[str, dict[str, Any]]] = []
+    if _LEARNED.is_set():
+        return
+    seen: list[dict[str, dict[str, Any]]] = []
 
-        def snapshot_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
-            seen.append(_changed_config())
-            return gm.forward
+    @hooks.internal
+    def snapshot_backend(gm: fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+        seen.append(_changed_config())
+        return gm.forward
 
+    def compile_noop() -> None:
         torch.compile(lambda x: x + 1, backend=snapshot_backend)(torch.zeros(1))
-        _DYNAMO_OWN_PATCHES = seen[0] if seen else {}
-    return _DYNAMO_OWN_PATCHES
+
+    thread = threading.Thread(target=compile_noop, name="pt2kit-config-baseline")
+    thread.start()
+    thread.join()
+    _DYNAMO_OWN_PATCHES.clear()
+    _DYNAMO_OWN_PATCHES.update(seen[0] if seen else {})
+    _LEARNED.set()
 
 
 def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_backend: bool = False) -> dict[str, dict[str, Any]]:
@@ -117,7 +130,7 @@ def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_bac
     into repros as-is and produces a SyntaxError, pytorch#128830). ``in_backend``:
     we are inside a backend call, so dynamo's own patches are discounted.
     """
-    own = _dynamo_own_patches() if in_backend else {}
+    own = _DYNAMO_OWN_PATCHES if in_backend else {}
     config: dict[str, dict[str, Any]] = {}
     for name, values in _changed_config().items():
         values.update((extra or {}).get(name, {}))
@@ -144,8 +157,8 @@ class BackendInfo:
 def module_import_spec(module_name: str) -> tuple[str, str] | None:
     """``(import name, sys.path root)`` for a user module, or None for torch/stdlib/site-packages."""
     module = sys.modules.get(module_name)
-    path = getattr(module, "__file__", None)
-    if module is None or path is None:
+    path = main_module_file() if module_name == "__main__" else getattr(module, "__file__", None)
+    if path is None:
         return None
     path = os.path.abspath(path)
     if any(part in path for part in ("site-packages", "dist-packages")) or path.startswith(sys.base_prefix):
@@ -295,6 +308,7 @@ def make_case(
     backend: BackendInfo,
     index: int,
     frame: dict[str, Any] | None = None,
+    in_backend: bool = True,
 ) -> GraphCase:
     """A :class:`GraphCase` of a dynamo graph and the real values dynamo passed with it."""
     gm = fx.GraphModule(gm, copy.deepcopy(gm.graph))  # the backend still gets the original
@@ -315,7 +329,7 @@ def make_case(
         boundary="dynamo",
         kind="dynamo",
         backend=backend.name,
-        config=non_default_config(backend.config, in_backend=True),
+        config=non_default_config(backend.config, in_backend=in_backend),
         modules=list(dict.fromkeys(backend.modules + custom_op_modules(gm))),
         constants=constants,
         backward=any(i.meta is not None and i.meta.requires_grad for i in inputs),
@@ -360,6 +374,71 @@ def frame_of_exception(exc: BaseException) -> dict[str, Any] | None:
         last = stack[-1]
         return {"name": last.name, "filename": last.filename, "lineno": last.lineno, "line": last.line}
     return None
+
+
+# --------------------------------------------------------------------------- #
+# Frames dynamo failed to trace
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class FailingFrame:
+    """A user frame dynamo was compiling when it raised: code, globals, arguments."""
+
+    code: types.CodeType
+    globals: dict[str, Any]
+    locals: dict[str, Any]
+    closure: tuple[Any, ...] | None
+
+    def function(self) -> types.FunctionType:
+        return types.FunctionType(self.code, self.globals, self.code.co_name, None, self.closure)
+
+    def arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        """The call's positional and keyword-only arguments, read from the frame's locals."""
+        code = self.code
+        names = code.co_varnames
+        positional = [self.locals[n] for n in names[: code.co_argcount]]
+        keyword = {n: self.locals[n] for n in names[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]}
+        index = code.co_argcount + code.co_kwonlyargcount
+        if code.co_flags & inspect.CO_VARARGS:
+            positional += list(self.locals[names[index]])
+            index += 1
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            keyword.update(self.locals[names[index]])
+        return positional, keyword
+
+
+def failing_frame(exc: BaseException) -> FailingFrame | None:
+    """The frame whose tracing raised ``exc``, from dynamo's ``_compile`` on the traceback."""
+    from torch._dynamo import convert_frame
+
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code is convert_frame._compile.__code__:
+            local = frame.f_locals
+            return FailingFrame(local["code"], local["globals"], dict(local["locals"]), local["closure"])
+    return None
+
+
+def lift_frame(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase:
+    """Trace a frame dynamo could not trace into an aten graph, with its real arguments.
+
+    ``make_fx`` runs the function in Python on real tensors, so what broke dynamo's
+    tracing (a fake kernel, a shape check) is replayed when dynamo traces the lifted
+    graph at the ``eager`` stage; if it is not, the graph does not count as a repro.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    args, kwargs = failing.arguments()
+    fn = failing.function()
+    flat, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+
+    def flat_call(*values: Any) -> Any:
+        call_args, call_kwargs = torch.utils._pytree.tree_unflatten(list(values), spec)
+        return fn(*call_args, **call_kwargs)
+
+    gm = make_fx(flat_call, tracing_mode="real")(*flat)
+    case = make_case(gm, flat, backend=BackendInfo("eager", []), index=0, frame=frame, in_backend=False)
+    return case.replace(backward=False, modules=list(dict.fromkeys(case.modules + [m for m in [module_import_spec("__main__")] if m])))
 
 
 # --------------------------------------------------------------------------- #
@@ -432,6 +511,19 @@ class Recorder:
         self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend)
         return case
 
+    def record_failing_frame(self, exc: BaseException, frame: dict[str, Any] | None) -> None:
+        """Dynamo failed while tracing a frame: save the frame, lifted to a graph, if it can be."""
+        failing = failing_frame(exc)
+        if failing is None:
+            return
+        try:
+            case = lift_frame(failing, frame)
+        except Exception as e:  # noqa: BLE001 - lifting is best effort; the failure stands without it
+            self.event(event="frame", path=None, error=f"{type(e).__name__}: {e}")
+            return
+        path = write_repro(case, self.out_dir / "frame", stage="eager", note=f"Frame {failing.code.co_name} traced with make_fx; dynamo failed on it.")
+        self.event(event="frame", path=str(path), nodes=case.node_count)
+
     # hang detection ----------------------------------------------------------
 
     def watch(self, compiled: Callable[..., Any], label: str) -> Callable[..., Any]:
@@ -499,6 +591,7 @@ class CaptureResult:
     failure_frame: dict[str, Any] | None = None  # user frame of a failure in dynamo's tracing
     graphs_at_failure: int = 0  # graphs captured before the failure
     unknown_backend: str | None = None
+    frame_path: Path | None = None  # a frame dynamo failed to trace, lifted to a graph
     events: list[dict[str, Any]] = field(default_factory=list)
 
     def load_cases(self) -> list[GraphCase]:
@@ -521,7 +614,7 @@ def capture_script(
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     recorder = Recorder(out_dir, backend_override=backend, timeout=timeout)
-    _dynamo_own_patches()  # before the user's code changes any config
+    learn_dynamo_own_patches()
     recorder.start_watchdog()
     try:
         with hooks.dynamo_backends(recorder.wrap_backend), hooks.aot_compilers(recorder.wrap_aot_compiler):
@@ -539,15 +632,19 @@ def capture_script(
             recorder.event(event="unknown_backend", message=str(unknown))
         else:
             failure = signature_of_exception(e)
+            where = where_it_failed(e)
+            frame = frame_of_exception(e) or current_frame()
             recorder.event(
                 event="failed",
                 failure=failure.signature.to_json(),
-                where=where_it_failed(e),
+                where=where,
                 details=failure.details,
                 traceback="".join(traceback.format_exception(e))[-8000:],
-                frame=frame_of_exception(e) or current_frame(),
+                frame=frame,
                 graphs=len(recorder.cases),
             )
+            if where == "tracing":
+                recorder.record_failing_frame(e, frame)
     else:
         recorder.event(event="finished", graphs=len(recorder.cases))
     finally:
@@ -588,6 +685,8 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.failure = Failure(Signature("runtime_error", "SystemExit", f"exit status {e['code']}"))
         elif e["event"] == "unknown_backend":
             result.unknown_backend = e["message"]
+        elif e["event"] == "frame" and e.get("path"):
+            result.frame_path = Path(e["path"])
     if crash is not None and result.failure is None:
         result.failure = crash
     return result

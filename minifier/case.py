@@ -190,7 +190,7 @@ class GraphCase:
 
     def label(self) -> str:
         if self.boundary == "aot":
-            return f"g{self.parent}.{self.kind}"
+            return f"g{self.index if self.parent is None else self.parent}.{self.kind}"
         return f"g{self.index}"
 
     def replace(self, **changes: Any) -> GraphCase:

@@ -16,8 +16,12 @@ from typing import Any
 import click
 
 # Before torch is imported anywhere: the worker forks, and a compile thread pool
-# in the parent would deadlock its children. (torch without numpy warns on import.)
+# in the parent would deadlock its children. torch's own minifier must stay out of
+# pt2kit's processes (it reads these at import and would dump repros of every
+# failing query). (torch without numpy warns on import.)
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+for _variable in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
+    os.environ.pop(_variable, None)
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from .errors import Interrupted, UserFacingError  # noqa: E402
@@ -119,12 +123,14 @@ def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend
 
 
 @main.command(context_settings=CONTEXT)
+@click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True, help="For a dynamo graph: minify it, or its failing aot graph.")
 @click.option("--accuracy/--no-accuracy", default=None, help="Judge wrong answers [default: as the repro says].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-def repro(path: Path, accuracy: bool | None, out: Path | None, timeout: float, as_json: bool) -> None:
+def repro(path: Path, after: str, accuracy: bool | None, out: Path | None, run_dir: Path | None, timeout: float, as_json: bool) -> None:
     """Minify an existing repro.py further (one of pt2kit's, or torch's repro.py / minifier_launcher.py)."""
     from .minify import minify_repro
     from .session import default_out_dir
@@ -132,19 +138,19 @@ def repro(path: Path, accuracy: bool | None, out: Path | None, timeout: float, a
     out = out or default_out_dir()
 
     def work(session: Any) -> Any:
-        return minify_repro(session, resolve_script(path), accuracy=accuracy, out=out)
+        return minify_repro(session, resolve_script(path), after=after, accuracy=accuracy, out=out)
 
-    _minify_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, inductor=True)
+    _minify_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, inductor=True, run_dir=run_dir)
 
 
-def _minify_command(name: str, work: Any, *, out: Path, timeout: float, as_json: bool, inductor: bool) -> None:
+def _minify_command(name: str, work: Any, *, out: Path, timeout: float, as_json: bool, inductor: bool, run_dir: Path | None = None) -> None:
     """Shared by ``run`` and ``repro``: session, errors, and the summary or JSON."""
     from .report import print_minify
     from .session import Session
 
     session = None
     try:
-        session = Session(name, out=out, timeout=timeout)
+        session = Session(name, out=out, timeout=timeout, run_dir=run_dir)
         session.warm_up(inductor=inductor)
         result = work(session)
         session.close()

@@ -31,6 +31,9 @@ BackendWrapper = Callable[[Callable[..., Any], "str | None"], Callable[..., Any]
 InnerCompileWrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 CompilerWrapper = Callable[[str, Callable[..., Any]], Callable[..., Any]]
 
+#: Attribute marking a backend pt2kit compiles with for its own purposes; hooks let it through.
+INTERNAL = "_pt2kit_internal"
+
 AOT_COMPILER_KINDS = {"fw_compiler": "forward", "bw_compiler": "backward", "inference_compiler": "inference"}
 
 
@@ -52,6 +55,8 @@ def dynamo_backends(wrap: BackendWrapper) -> Iterator[None]:
     original = after_dynamo.wrap_backend_debug
 
     def wrap_backend_debug(fn: Callable[..., Any], name: str | None) -> Callable[..., Any]:
+        if getattr(fn, INTERNAL, False) or getattr(getattr(fn, "compiler_fn", None), INTERNAL, False):
+            return original(fn, name)  # (torch.compile wraps callables in _TorchCompileWrapper)
         wrapped = wrap(fn, name)
         for attr in ("backend_ctx_ctor", "get_compiler_config", "compiler_name", "reset"):
             if hasattr(fn, attr) and not hasattr(wrapped, attr):
@@ -122,4 +127,10 @@ def aot_compilers(wrap: CompilerWrapper) -> Iterator[None]:
         common.aot_module_simplified = original
 
 
-__all__ = ["dynamo_backends", "inductor_inner_compile", "aot_compilers", "AOT_COMPILER_KINDS"]
+def internal(backend: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a backend as pt2kit's own, so no hook wraps it (e.g. a calibration compile)."""
+    setattr(backend, INTERNAL, True)
+    return backend
+
+
+__all__ = ["dynamo_backends", "inductor_inner_compile", "aot_compilers", "internal", "AOT_COMPILER_KINDS"]

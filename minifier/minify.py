@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bisect import BisectReport, Row, bisect_script
+from .bisect import BisectReport, Row, bisect_case, bisect_script
 from .case import GraphCase
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
 from .reduce import Candidate, Reducer, save_checkpoint
 from .session import Session
 from .signature import Failure, Signature
 from .stages import Outcome, profile_case, realize, run_case, stage_names
+from .torch_repro import load_any_repro
 from .writer import load_repro, write_repro
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
@@ -293,18 +294,25 @@ def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyR
     return minify_case(session, loaded.case, stage=state["stage"], target=target, accuracy=state["accuracy"], key=key, resume=checkpoint)
 
 
-def minify_repro(session: Session, path: Path, *, accuracy: bool | None = None, out: Path) -> MinifyResult:
-    """``minify repro``: shrink an existing pt2kit repro further (it must still fail)."""
-    loaded = load_repro(path)
+def minify_repro(session: Session, path: Path, *, after: str = "auto", accuracy: bool | None = None, out: Path) -> MinifyResult:
+    """``minify repro``: shrink an existing repro (pt2kit's or torch's) further.
+
+    The repro's graph is bisected like one captured graph: its stages in order, then,
+    for a dynamo graph failing in its final backend, its aot graphs (``--after``).
+    """
+    if after not in AFTER_CHOICES:
+        raise UsageError(f"--after must be one of {', '.join(AFTER_CHOICES)}")
+    loaded = load_any_repro(path, session)
     accuracy = loaded.accuracy if accuracy is None else accuracy
-    key = fingerprint("repro", hashlib.sha256(path.read_bytes()).hexdigest(), accuracy)
+    key = fingerprint("repro", hashlib.sha256(path.read_bytes()).hexdigest(), after, accuracy)
     resume = find_checkpoint(out, key)
     if resume is not None:
         return resume_minification(session, resume, key)
-    result = session.query(lambda: run_case(loaded.case, loaded.stage, accuracy=accuracy), f"running {path.name} through {loaded.stage}")
-    outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
-    if outcome.failure is None:
-        raise NoFailure(f"{path} does not fail under {loaded.stage}")
+    report = bisect_case(session, loaded.case, accuracy=accuracy, aot_rows=after != "dynamo", path=path)
+    row = choose_graph(report, after)
+    outcome = row.first_failure
+    assert outcome is not None and outcome.failure is not None and row.case is not None
     if loaded.failure is not None and outcome.failure.signature != loaded.failure:
         session.log(f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {loaded.failure}; minifying what it does now")
-    return minify_case(session, loaded.case, stage=loaded.stage, target=outcome.failure, accuracy=accuracy, key=key)
+    session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
+    return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report)

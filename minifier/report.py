@@ -83,7 +83,8 @@ def print_minify(result: MinifyResult, console: Console) -> None:
     failure = data["failure"]
     table.add_row("failure", f"{failure['kind']} at {failure['stage']}: {failure['exception']}: {failure['message']}")
     graph = data["graph"]
-    table.add_row("graph", f"{graph['boundary']} {graph['kind']} graph #{graph['index']}")
+    kind = "dynamo graph" if graph["boundary"] == "dynamo" else f"{graph['kind']} graph (after aot)"
+    table.add_row("graph", f"{kind} #{graph['index']}")
     table.add_row("nodes", f"{data['nodes_before']} → {data['nodes_after']}: {', '.join(data['ops_after'])}")
     table.add_row("inputs", result.inputs_summary())
     table.add_row("queries", f"{data['queries']} in {data['seconds']:.1f} s")

@@ -27,6 +27,18 @@ def resolve_script(path: str | os.PathLike[str]) -> Path:
     return script.resolve()
 
 
+#: The script this process ran with :func:`run_script` (its ``__main__``, once runpy
+#: has put the previous ``__main__`` back).
+last_script: Path | None = None
+
+
+def main_module_file() -> str | None:
+    """The file of the program's ``__main__``: the user's script, however it was started."""
+    if last_script is not None:
+        return str(last_script)
+    return getattr(sys.modules.get("__main__"), "__file__", None)
+
+
 def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> dict[str, object]:
     """Execute ``path`` as the program's ``__main__`` with ``args`` as its arguments.
 
@@ -34,7 +46,9 @@ def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> dict[s
     the caller, which decides what a failure means. ``sys.argv`` and ``sys.path`` are
     restored afterwards so several scripts can run in one process (tests do).
     """
+    global last_script
     script = resolve_script(path)
+    last_script = script
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.parent))

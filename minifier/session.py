@@ -107,9 +107,14 @@ class Session:
         timeout: float | None = 300.0,
         quiet: bool = False,
         console: Console | None = None,
+        run_dir: Path | None = None,
     ) -> None:
         self.started = time.monotonic()
-        self.run_dir = new_run_dir(out or default_out_dir(), name)
+        if run_dir is not None:  # a directory pt2kit made earlier for this run (the autoload hook's)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self.run_dir = run_dir.resolve()
+        else:
+            self.run_dir = new_run_dir(out or default_out_dir(), name)
         self.console = console or Console(stderr=True)
         self.progress = Progress(self.console, enabled=not quiet)
         self.worker = Worker(log_dir=self.run_dir / "logs", timeout=timeout)

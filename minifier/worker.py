@@ -86,6 +86,9 @@ def prepare_parent() -> int:
         _CHILD_THREADS = threads if threads > 1 else int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
     torch.set_num_threads(1)
     inductor_config.compile_threads = 1
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.repro_after = None  # torch's minifier would dump a repro per failing query
     return _CHILD_THREADS
 
 

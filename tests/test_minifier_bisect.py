@@ -90,10 +90,13 @@ def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(session, tmp_path):
     )
     report = bisect_script(session, script, [])
     culprit = report.culprit
-    assert culprit.case is None and culprit.label == "frame f"
+    assert culprit.label == "frame f"
     assert stages_of(culprit) == {"eager": "compile_error"}
     assert culprit.frame["lineno"] == 9
     assert "Attempting to broadcast a dimension of length 4" in report.failure.failure.signature.message
+    # the frame was lifted (make_fx on its real arguments) into a graph that fails the same way
+    assert "tests.rowsum.default" in culprit.case.op_names()
+    assert culprit.case.modules == [("bad_fake", str(tmp_path))]  # the op lives in the script
 
 
 def test_program_that_does_not_fail(session, model_script):

@@ -1,0 +1,106 @@
+"""Reading repros for ``minify repro``: pt2kit's own, and torch's ``repro.py`` / ``minifier_launcher.py``.
+
+A torch repro is a script: module-level config assignments, ``class Repro``, a
+``load_args(reader)`` that rebuilds the inputs from a content store (or random data
+when the store is missing), and a ``run_repro(...)`` call under ``__main__``. pt2kit
+converts it once, in a worker child (its config assignments must not leak into
+pt2kit's own process): the child executes the module without its ``__main__`` block,
+reads the inputs with torch's own ``InputReader`` (which loads with
+``weights_only=True``), traces ``Repro`` and writes the result as a pt2kit repro. The
+rest of ``minify repro`` then works on that.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .capture import non_default_config
+from .case import GraphCase, GraphInput, TensorMeta
+from .errors import CorruptRecord
+from .session import Session
+from .writer import LoadedRepro, exec_repro, load_repro, trace_module, write_repro
+
+
+def repro_format(source: str) -> str:
+    """``pt2kit``, ``torch-aot``, ``torch-dynamo``, or ``unknown``."""
+    if "\nPT2KIT = " in source:
+        return "pt2kit"
+    if "torch._dynamo.repro.after_aot" in source:
+        return "torch-aot"
+    if "torch._dynamo.repro.after_dynamo" in source:
+        return "torch-dynamo"
+    return "unknown"
+
+
+def _run_repro_kwargs(tree: ast.Module) -> dict[str, Any]:
+    """The literal keyword arguments of the file's ``run_repro(...)`` call."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "run_repro":
+            values = {}
+            for keyword in node.keywords:
+                try:
+                    values[keyword.arg] = ast.literal_eval(keyword.value)
+                except ValueError:
+                    continue
+            return values
+    return {}
+
+
+def convert_torch_repro(path: Path, out_dir: Path) -> str:
+    """(In a worker child) execute torch's repro, rebuild its inputs, write it as a pt2kit repro."""
+    from torch._dynamo.debug_utils import InputReader
+
+    source = path.read_text()
+    kind = repro_format(source)
+    kwargs = _run_repro_kwargs(ast.parse(source))
+    namespace = exec_repro(source, str(path))  # not __main__: its run_repro call does not run
+    config = non_default_config()
+    save_dir = kwargs.get("save_dir")
+    reader = InputReader(save_dir=save_dir if save_dir and Path(save_dir).is_dir() else None)
+    namespace["load_args"](reader)
+    gm = trace_module(namespace["Repro"]())
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    inputs = [
+        GraphInput(str(node.target), value, TensorMeta.of(value)) if isinstance(value, torch.Tensor) else GraphInput(str(node.target), value, None)
+        for node, value in zip(placeholders, reader.args)
+    ]
+    aot = kind == "torch-aot"
+    case = GraphCase(
+        gm=gm,
+        inputs=inputs,
+        boundary="aot" if aot else "dynamo",
+        kind="forward" if aot else "dynamo",
+        backend="inductor" if aot else str(kwargs.get("backend") or "inductor"),
+        config=config,
+        constants={name: t.detach() for name, t in gm.named_buffers()},
+        backward=not aot and any(i.meta is not None and i.meta.requires_grad for i in inputs),
+    )
+    accuracy = bool(kwargs.get("accuracy"))
+    note = f"Converted from torch's {path.name}."
+    return str(write_repro(case, out_dir, stage=case.backend, accuracy=accuracy, note=note))
+
+
+def load_any_repro(path: Path, session: Session) -> LoadedRepro:
+    """Read ``path`` as a pt2kit repro, converting torch's formats first."""
+    try:
+        source = path.read_text()
+    except OSError as e:
+        raise CorruptRecord(f"cannot read {path}: {e.strerror}") from None
+    kind = repro_format(source)
+    if kind == "pt2kit":
+        return load_repro(path)
+    if kind == "unknown":
+        raise CorruptRecord(f"{path}: neither a pt2kit repro nor torch's repro.py / minifier_launcher.py")
+    try:
+        ast.parse(source)
+    except SyntaxError as e:  # torch can write config values that do not parse (pytorch#128830)
+        raise CorruptRecord(f"{path}: not valid Python ({e.msg}, line {e.lineno}); torch wrote a config value it cannot read back") from None
+    out = session.run_dir / "work" / "converted"
+    result = session.query(lambda: convert_torch_repro(path, out), f"reading torch's {path.name}", count=False)
+    if result.value is None:
+        raise CorruptRecord(f"{path}: could not be loaded ({result.failure.signature if result.failure else '?'})")
+    return load_repro(Path(result.value))
