@@ -178,16 +178,23 @@ class Worker:
         sys.stdout.flush()
         sys.stderr.flush()
         start = time.perf_counter()
+        # Ctrl-C stays pending across fork(): delivered inside os.fork's at-fork
+        # callbacks (logging registers some) it would be swallowed as "Exception
+        # ignored". Unblocked below, inside the try, it interrupts us as it should.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         pid = os.fork()
         if pid == 0:  # child
             os.close(read_fd)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides about Ctrl-C
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             self._child(fn, write_fd, log)
         os.close(write_fd)
         try:
-            os.setpgid(pid, pid)  # also here: the child may not have run yet
-        except (PermissionError, ProcessLookupError):
-            pass
-        try:
+            try:
+                os.setpgid(pid, pid)  # also here: the child may not have run yet
+            except (PermissionError, ProcessLookupError):
+                pass
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             payload, status = self._collect(pid, read_fd, timeout, on_wait)
         except BaseException:
             _kill_group(pid)
@@ -213,7 +220,6 @@ class Worker:
         code = 0
         try:
             os.setpgid(0, 0)  # own process group: a timeout kills compilers it spawned too
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides about Ctrl-C
             os.environ[CHILD_ENV] = "1"
             if log is not None:
                 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -18,11 +18,12 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
 - ``planted_dynamo_error``: a plain dynamo backend (no AOTAutograd) that rejects
   graphs calling ``torch.cos`` at compile time.
 
-``PLANTED_LOG``, when set, names a file where every compile appends the graph's code and
+``PLANTED_DELAY`` (seconds) makes every compile that slow. ``PLANTED_LOG``, when set, names a file where every compile appends the graph's code and
 a checksum of its inputs, so tests can count compiles.
 """
 import ctypes
 import os
+import time
 
 import torch
 from torch._dynamo import register_backend
@@ -51,6 +52,7 @@ def _log(gm, example_inputs):
 def _compiler(on_compile=None, on_run=None, trigger=(aten.cos.default,)):
     def compile_graph(gm, example_inputs):
         _log(gm, example_inputs)
+        time.sleep(float(os.environ.get("PLANTED_DELAY", 0)))  # a slow compiler, for Ctrl-C tests
         hit = _has(gm, *trigger)
         if hit and on_compile:
             on_compile(gm, example_inputs)

@@ -1,0 +1,218 @@
+"""The ``minify`` command and the ``TORCHDYNAMO_REPRO_AFTER`` hook, run as a user runs them."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES
+
+MINIFY = [sys.executable, "-m", "minifier"]
+
+
+def minify(*args, cwd=None, env=None, timeout=600):
+    return subprocess.run([*MINIFY, *map(str, args)], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def test_run_writes_a_repro_and_json_report(model_script, tmp_path):
+    done = minify("run", "--json", "--out", tmp_path / "runs", model_script("planted_runtime_error"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # stdout holds the JSON and nothing else
+    assert report["status"] == "minified"
+    assert report["ops_after"] == ["aten.cos.default"]
+    assert report["failure"]["kind"] == "runtime_error"
+    run_dir = Path(report["run_dir"])
+    assert json.loads((run_dir / "report.json").read_text()) == report
+    assert (run_dir / "repro.py").is_file() and Path(report["repro"]) == run_dir / "repro.py"
+
+
+@pytest.mark.parametrize(
+    ("script", "code", "message"),
+    [
+        ("missing.py", 2, "minify: script not found: {path}"),
+        ("fine.py", 1, "ran to the end without failing"),
+        ("early.py", 3, "raised before torch.compile compiled anything: ValueError: bad input"),
+    ],
+)
+def test_bad_input_gets_one_line_and_its_exit_code(tmp_path, script, code, message):
+    (tmp_path / "fine.py").write_text("import torch\nprint(torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2)))\n")
+    (tmp_path / "early.py").write_text("import torch\nraise ValueError('bad input')\n")
+    path = tmp_path / script
+    done = minify("run", "--out", tmp_path / "runs", path)
+    assert done.returncode == code
+    assert message.format(path=path) in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unknown_backend_exit_code(model_script, tmp_path):
+    done = minify("bisect", "--backend", "no_such_backend", "--out", tmp_path / "runs", model_script("planted_compile_error"))
+    assert done.returncode == 4
+    assert "unknown backend 'no_such_backend'" in done.stderr
+
+
+def test_bisect_json(model_script, tmp_path):
+    done = minify("bisect", "--json", "--out", tmp_path / "runs", model_script("planted_backward_error", train=True))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["failure"]["stage"] == "planted_backward_error"
+    assert report["graph"]["kind"] == "backward"
+    rows = {row["label"]: row for row in report["graphs"]}
+    assert rows["g0"]["stages"]["eager"] == "pass"
+    assert rows["g0.forward"]["stages"]["planted_backward_error"] == "pass"
+    assert rows["g0.backward"]["first_failure"] == "planted_backward_error"
+
+
+def test_ctrl_c_leaves_a_repro_and_rerun_resumes(model_script, tmp_path):
+    script = model_script("planted_compile_error")
+    out = tmp_path / "runs"
+    slow = {**os.environ, "PLANTED_DELAY": "0.5"}  # each query takes half a second or more
+    process = subprocess.Popen([*MINIFY, "run", "--out", str(out), str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slow)
+    deadline = time.monotonic() + 300
+    while not list(out.glob("run-*/checkpoint.json")):  # the reduction has started
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert "run the same command again to resume" in stderr
+    first = next(out.glob("run-*"))
+    assert json.loads((first / "checkpoint.json").read_text())["status"] == "interrupted"
+    assert (first / "repro.py").is_file()
+
+    done = minify("run", "--json", "--out", out, script)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["resumed_from"] == str(first)
+    assert report["ops_after"] == ["aten.cos.default"]
+    assert Path(report["run_dir"]) != first
+
+
+def test_repro_after_aot_env_var_arms_pt2kit(model_script, tmp_path):
+    script = model_script("planted_compile_error")
+    repro_dir = tmp_path / "repros"
+    env = {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_DIR": str(repro_dir), "PT2KIT_CHILD": ""}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+    assert done.returncode != 0  # the program still fails as it would have
+    assert "planted: cannot compile aten.cos" in done.stderr
+    (run_dir,) = repro_dir.glob("run-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"]
+    assert report["graph"]["boundary"] == "aot"
+    assert not list(repro_dir.glob("run_*"))  # torch's own minifier stayed out
+
+
+def test_repro_level_1_dumps_without_minifying(model_script, tmp_path):
+    script = model_script("planted_compile_error")
+    env = {"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": "1", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_CHILD": ""}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+    assert done.returncode != 0
+    (run_dir,) = (tmp_path / "repros").glob("run-*")
+    source = (run_dir / "repro.py").read_text()
+    assert "not minified" in source and "torch.ops.aten" not in source  # the whole dynamo graph
+    assert not (run_dir / "report.json").exists()
+
+
+def test_minify_repro_reads_torchs_launcher_format(tmp_path):
+    """A repro in the format torch's after_aot minifier writes (repro.py / minifier_launcher.py)."""
+    launcher = tmp_path / "minifier_launcher.py"
+    launcher.write_text(
+        "import torch\n"
+        "from torch import tensor, device\n"
+        "import torch._inductor.config\n"
+        "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'compile_error'\n"
+        "torch._inductor.config.comprehensive_padding = True\n"
+        "from torch.nn import *\n"
+        "class Repro(torch.nn.Module):\n"
+        "    def __init__(self) -> None:\n"
+        "        super().__init__()\n"
+        "    def forward(self, arg0_1, arg1_1):\n"
+        "        mm = torch.ops.aten.mm.default(arg0_1, arg1_1);  arg0_1 = arg1_1 = None\n"
+        "        sin = torch.ops.aten.sin.default(mm);  mm = None\n"
+        "        relu = torch.ops.aten.relu.default(sin);  sin = None\n"
+        "        exp = torch.ops.aten.exp.default(relu);  relu = None\n"
+        "        return (exp,)\n"
+        "def load_args(reader):\n"
+        "    buf0 = reader.storage(None, 512)\n"
+        "    reader.tensor(buf0, (8, 16), is_leaf=True)  # arg0_1\n"
+        "    buf1 = reader.storage(None, 1024)\n"
+        "    reader.tensor(buf1, (16, 16), is_leaf=True)  # arg1_1\n"
+        "load_args._version = 0\n"
+        "mod = Repro()\n"
+        "if __name__ == '__main__':\n"
+        "    from torch._dynamo.repro.after_aot import run_repro\n"
+        "    with torch.no_grad():\n"
+        "        run_repro(mod, load_args, accuracy=False, command='minify', save_dir=None, tracing_mode='real', check_str=None)\n"
+    )
+    done = minify("repro", "--json", "--out", tmp_path / "runs", launcher)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ops_after"] == ["aten.relu.default"]
+    assert report["failure"]["exception"] == "CppCompileError"
+    # of torch's two config lines, only the one the failure needs is kept
+    assert report["config"] == {"torch._inductor.config": {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}}
+
+
+def test_corrupt_repro_is_a_clear_error(tmp_path):
+    broken = tmp_path / "repro.py"
+    broken.write_text("# pt2kit repro\nPT2KIT = {'version': 1, 'inputs': [\n")
+    done = minify("repro", "--out", tmp_path / "runs", broken)
+    assert done.returncode == 6
+    assert "not valid Python" in done.stderr and "Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------- #
+# Real Inductor, end to end, on the bundled examples (slow)
+# --------------------------------------------------------------------------- #
+
+EXPECTED = {
+    # example: (extra flags, first failing stage, failure kind, culprit graph kind)
+    "relu_compile_error.py": ([], "inductor", "compile_error", "inference"),
+    "relu_runtime_error.py": ([], "inductor", "crash", "forward"),
+    "relu_accuracy.py": (["--accuracy"], "inductor", "accuracy", "inference"),
+    "backward_only.py": ([], "bw_tanh_bug", "compile_error", "backward"),
+    "custom_op_bad_fake.py": ([], "eager", "compile_error", "dynamo"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", sorted(EXPECTED))
+def test_bisect_names_the_first_failing_stage_of_each_example(example, tmp_path):
+    flags, stage, kind, graph_kind = EXPECTED[example]
+    done = minify("bisect", "--json", *flags, "--out", tmp_path / "runs", EXAMPLES / example, cwd=EXAMPLES)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["failure"]["stage"], report["failure"]["kind"], report["graph"]["kind"]) == (stage, kind, graph_kind)
+    culprit = next(row for row in report["graphs"] if row["label"] == report["graph"]["label"])
+    assert culprit["first_failure"] == stage
+    assert all(status == "pass" for s, status in culprit["stages"].items() if s != stage and status is not None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("example", "flags", "ops"),
+    [
+        ("relu_compile_error.py", [], ["aten.relu.default"]),
+        ("relu_runtime_error.py", [], ["aten.relu.default"]),
+        ("relu_accuracy.py", ["--accuracy"], ["aten.relu.default"]),
+    ],
+)
+def test_real_inductor_bugs_minify_to_relu(example, flags, ops, tmp_path):
+    done = minify("run", "--json", *flags, "--out", tmp_path / "runs", EXAMPLES / example, cwd=EXAMPLES)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ops_after"] == ops and report["verified"]
+    assert report["config"] == {"torch._inductor.config": {"cpp.inject_relu_bug_TESTING_ONLY": example.split("relu_")[1].removesuffix(".py")}}
+    # the repro is a bug report: plain torch, runnable on its own, fails the same way
+    repro = Path(report["repro"])
+    blocker = "import sys, runpy\nsys.modules['minifier'] = None\nrunpy.run_path(sys.argv[1], run_name='__main__')\n"
+    ran = subprocess.run([sys.executable, "-c", blocker, str(repro)], capture_output=True, text=True, cwd=repro.parent, timeout=600)
+    assert ran.returncode != 0
+    if report["failure"]["kind"] == "crash":
+        assert ran.returncode == -signal.SIGABRT
+    else:
+        assert (report["failure"]["exception"] + ": " + report["failure"]["message"]) in ran.stderr
