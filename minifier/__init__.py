@@ -1,0 +1,40 @@
+"""minifier: from a failing ``torch.compile`` program to the stage that breaks and a minimal repro.py.
+
+Follow one bug through the modules, in this order:
+
+1. :mod:`minifier.capture` runs the user's program with pt2kit in torch's backend hook
+   (:mod:`minifier.hooks`) and saves every dynamo graph with its real inputs, as a
+   :class:`~minifier.case.GraphCase` written out as a runnable repro
+   (:mod:`minifier.writer`);
+2. :mod:`minifier.stages` runs one graph through one stage (eager → aot_eager →
+   aot_eager_decomp_partition → inductor or the user's backend), and lowers a dynamo
+   graph to the aot graphs its backend compiles;
+3. :mod:`minifier.signature` decides whether two failures are the same failure;
+4. :mod:`minifier.worker` answers every such question in a forked child of a warm
+   process, so segfaults and hangs cannot take pt2kit down (:mod:`minifier.session`
+   adds a run directory and progress);
+5. :mod:`minifier.bisection` finds the first failing graph and stage;
+6. :mod:`minifier.reduce` shrinks that graph through one cached ``consider()``;
+7. :mod:`minifier.minification` ties it together and writes ``repro.py`` and ``report.json``.
+
+The command line is :mod:`minifier.cli` (``minify``); ``TORCHDYNAMO_REPRO_AFTER`` support
+is :mod:`minifier.autoload`. The Python API below is loaded on first use: this package
+is imported by the autoload hook at interpreter start-up and must stay cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import bisect, minify, save_repro
+
+__all__ = ["bisect", "minify", "save_repro"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'minifier' has no attribute {name!r}")

@@ -81,7 +81,7 @@ def _fail(error: UserFacingError, as_json: bool) -> None:
 @_script_arguments
 def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
-    from .bisect import bisect_script
+    from .bisection import bisect_script
     from .report import print_bisect
     from .session import Session
 
@@ -111,7 +111,7 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | N
 @_script_arguments
 def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
     """Run SCRIPT; if it fails, bisect the stages and shrink the failing graph into repro.py."""
-    from .minify import minify_script
+    from .minification import minify_script
     from .session import default_out_dir
 
     out = out or default_out_dir()
@@ -132,7 +132,7 @@ def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def repro(path: Path, after: str, accuracy: bool | None, out: Path | None, run_dir: Path | None, timeout: float, as_json: bool) -> None:
     """Minify an existing repro.py further (one of pt2kit's, or torch's repro.py / minifier_launcher.py)."""
-    from .minify import minify_repro
+    from .minification import minify_repro
     from .session import default_out_dir
 
     out = out or default_out_dir()

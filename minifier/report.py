@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from .bisect import BisectReport, Row
-    from .minify import MinifyResult
+    from .bisection import BisectReport, Row
+    from .minification import MinifyResult
 
 _STYLES = {"pass": "green", "compile_error": "bold red", "runtime_error": "bold red", "accuracy": "bold magenta", "crash": "bold red", "timeout": "bold yellow"}
 

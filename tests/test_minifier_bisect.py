@@ -2,7 +2,7 @@
 
 import pytest
 
-from minifier.bisect import bisect_script
+from minifier.bisection import bisect_script
 from minifier.errors import FlakyFailure, NoFailure, ScriptFailedBeforeCompile, ScriptNotFound, UnknownBackend
 from minifier.script import resolve_script
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from minifier.errors import Interrupted
-from minifier.minify import minify_script
+from minifier.minification import minify_script
 from minifier.session import Session
 from minifier.writer import load_repro
 

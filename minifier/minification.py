@@ -2,7 +2,7 @@
 
 :func:`minify_script` is what ``minify run`` does:
 
-1. :func:`minifier.bisect.bisect_script` captures the program's graphs, finds the
+1. :func:`minifier.bisection.bisect_script` captures the program's graphs, finds the
    first failing graph and stage, and checks the failure is not flaky;
 2. :func:`choose_graph` picks the graph to shrink: the aot graph when the failure
    reproduces after AOTAutograd (``--after auto``), else the dynamo graph;
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bisect import BisectReport, Row, bisect_case, bisect_script
+from .bisection import BisectReport, Row, bisect_case, bisect_script
 from .case import GraphCase
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
 from .reduce import Candidate, Reducer, save_checkpoint

@@ -1,0 +1,122 @@
+"""The Python API: ``save_repro``, ``bisect`` and ``minify`` on a callable and its arguments.
+
+These run inside the user's program, which may be multi-threaded (a training loop
+that has computed for hours), so pt2kit never forks from it. The callable is
+captured here: each dynamo graph it produces is saved, with its real inputs, as a
+runnable ``repro.py`` (:func:`save_repro`, torch RFC #196186: "save a repro at step
+1000 without env vars"). :func:`bisect` and :func:`minify` then hand those files to
+the ``minify`` command in a fresh process, through a small driver script that runs
+them in order, and return its JSON report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .errors import UserFacingError
+
+
+def save_repro(
+    fn: Callable[..., Any],
+    *args: Any,
+    backend: str = "inductor",
+    out: str | os.PathLike[str] | None = None,
+    **kwargs: Any,
+) -> Path:
+    """Save every graph ``fn(*args, **kwargs)`` compiles to as a runnable ``repro.py``.
+
+    ``fn`` runs once, with its graphs executed eagerly (nothing is compiled by
+    ``backend``, which is only written into the repros as the stage to run). Returns
+    the new run directory; graph *N* is at ``<run dir>/g<N>/repro.py``. Already
+    compiled functions and modules (``torch.compile(model)``) are unwrapped.
+    """
+    import torch
+
+    from . import hooks
+    from .capture import describe_backend, learn_dynamo_own_patches, make_case, resolve_backend
+    from .session import default_out_dir, new_run_dir
+    from .writer import write_repro
+
+    info = describe_backend(resolve_backend(backend), backend)  # an unknown name fails here
+    learn_dynamo_own_patches()
+    run_dir = new_run_dir(Path(out) if out is not None else default_out_dir(), getattr(fn, "__name__", type(fn).__name__))
+    saved: list[Path] = []
+
+    @hooks.internal
+    def save_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        case = make_case(gm, example_inputs, backend=info, index=len(saved))
+        saved.append(write_repro(case, run_dir / f"g{case.index}", stage=backend, note="Saved by minifier.save_repro."))
+        return gm.forward
+
+    target = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None) or fn
+    torch.compile(target, backend=save_graph)(*args, **kwargs)
+    (run_dir / "graphs.json").write_text(json.dumps([str(p) for p in saved], indent=2))
+    return run_dir
+
+
+def _driver(run_dir: Path) -> Path:
+    """A script that runs the saved repros in order, as the program ran its graphs."""
+    paths = json.loads((run_dir / "graphs.json").read_text())
+    driver = run_dir / "run_saved_graphs.py"
+    driver.write_text(
+        '"""Runs the graphs minifier.save_repro saved, in the order the program compiled them."""\n'
+        "import runpy\n\n"
+        f"for path in {paths!r}:\n"
+        "    runpy.run_path(path, run_name='__main__')\n"
+    )
+    return driver
+
+
+def _command(command: str, script: Path, options: dict[str, Any]) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "minifier", command, "--json"]
+    for name, value in options.items():
+        if value is True:
+            argv.append(f"--{name}")
+        elif value not in (None, False):
+            argv += [f"--{name}", str(value)]
+    done = subprocess.run([*argv, str(script)], capture_output=True, text=True, env={**os.environ, "PT2KIT_CHILD": "1"})
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"minify {command} failed (exit {done.returncode}):\n{done.stderr[-4000:]}") from None
+    if done.returncode != 0:
+        error = UserFacingError(report.get("message", "minify failed"))
+        error.exit_code = done.returncode
+        error.status = report.get("status", "error")
+        raise error
+    return report
+
+
+def bisect(
+    fn: Callable[..., Any],
+    *args: Any,
+    backend: str = "inductor",
+    accuracy: bool = False,
+    out: str | os.PathLike[str] | None = None,
+    timeout: float = 300.0,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Which graph of ``fn(*args)`` fails, and at which stage: ``minify bisect``'s JSON report."""
+    run_dir = save_repro(fn, *args, backend=backend, out=out, **kwargs)
+    return _command("bisect", _driver(run_dir), {"accuracy": accuracy, "out": run_dir, "timeout": timeout})
+
+
+def minify(
+    fn: Callable[..., Any],
+    *args: Any,
+    backend: str = "inductor",
+    accuracy: bool = False,
+    after: str = "auto",
+    out: str | os.PathLike[str] | None = None,
+    timeout: float = 300.0,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Shrink the first failing graph of ``fn(*args)`` to a minimal repro: ``minify run``'s report.json."""
+    run_dir = save_repro(fn, *args, backend=backend, out=out, **kwargs)
+    return _command("run", _driver(run_dir), {"accuracy": accuracy, "after": after, "out": run_dir, "timeout": timeout})

@@ -1,0 +1,203 @@
+"""The minifier's building blocks: signatures, the accuracy rule, the worker, repro files, the API."""
+
+import ast
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+
+import minifier
+from minifier.case import GraphCase, GraphInput, TensorMeta, clone_tensor, rand_tensor
+from minifier.errors import CorruptRecord
+from minifier.signature import accuracy_divergence, innermost_exception, normalize_message, signature_of_exception
+from minifier.worker import ForkUnsafe, Worker
+from minifier.writer import load_repro, render, trace_module, write_repro
+
+# --------------------------------------------------------------------------- #
+# Signatures
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    ("message", "normalized"),
+    [
+        ("C++ compile error\n\nCommand:\ng++ /tmp/x/abc.cpp", "C++ compile error"),
+        ("bad pointer 0x7ffd3a2b in /tmp/torchinductor_root/xk/cxk2tiw6ldlulrtgaorpqlhfk.cpp:78", "bad pointer 0x? in <path>:78"),
+        ("arg0_1 and add_3 into buf12 via tmp3 for s0", "arg_# and add_# into buf# via tmp# for s#"),
+        ("expected float32 but got float64 for shape [4, 16]", "expected float32 but got float64 for shape [4, 16]"),
+    ],
+)
+def test_messages_are_normalized_but_keep_what_distinguishes_bugs(message, normalized):
+    assert normalize_message(message) == normalized
+
+
+def test_wrapped_backend_errors_keep_their_own_signature():
+    def broken_backend(gm, example_inputs):
+        raise ValueError("cannot lower aten.sin at 0xdeadbeef")
+
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda x: x.sin(), backend=broken_backend)(torch.ones(3))
+    assert type(info.value).__name__ == "BackendCompilerFailed"
+    assert isinstance(innermost_exception(info.value), ValueError)
+    signature = signature_of_exception(info.value).signature
+    assert (signature.kind, signature.exception, signature.message) == ("compile_error", "ValueError", "cannot lower aten.sin at 0x?")
+
+
+def test_plain_exception_is_a_runtime_error():
+    signature = signature_of_exception(IndexError("index 7 is out of bounds")).signature
+    assert (signature.kind, signature.exception) == ("runtime_error", "IndexError")
+
+
+# --------------------------------------------------------------------------- #
+# Accuracy against fp64
+# --------------------------------------------------------------------------- #
+
+
+def test_accuracy_forgives_eager_rounding_but_not_a_real_error():
+    generator = torch.Generator().manual_seed(0)
+    truth = torch.randn(2000, dtype=torch.float64, generator=generator)
+
+    def rounded(scale):  # truth plus rounding noise of a given size, in float32
+        return (truth + scale * 1e-3 * torch.randn(2000, dtype=torch.float64, generator=generator)).float()
+
+    eager, compiled, wrong = [rounded(1)], [rounded(1)], [rounded(10)]
+    assert not torch.allclose(eager[0], compiled[0], atol=1e-4, rtol=1e-4)  # a fixed tolerance would flag it
+    assert accuracy_divergence(eager, compiled, [truth]) is None  # no worse than eager's own error
+    assert accuracy_divergence(eager, wrong, [truth]).startswith("output 0: RMSE vs fp64")
+
+
+def test_accuracy_catches_nan_shape_and_integer_mismatches():
+    ones = torch.ones(4)
+    assert "non-finite" in accuracy_divergence([ones], [torch.tensor([1.0, float("nan"), 1.0, 1.0])], [ones.double()])
+    assert "float32(2,)" in accuracy_divergence([ones], [torch.ones(2)], [ones.double()])
+    ints = torch.arange(4)
+    assert accuracy_divergence([ints], [ints + torch.tensor([0, 0, 1, 0])], [ints]) == "output 0: 1 of 4 values differ from eager"
+
+
+# --------------------------------------------------------------------------- #
+# The worker
+# --------------------------------------------------------------------------- #
+
+
+def test_worker_returns_values_and_survives_crashes_and_hangs():
+    worker = Worker(timeout=3)
+    assert worker.run(lambda: 6 * 7).value == 42
+    assert worker.run(lambda: os.abort()).failure.signature.exception == "SIGABRT"
+    hung = worker.run(lambda: [None for _ in iter(int, 1)])
+    assert hung.failure.signature.kind == "timeout" and hung.seconds < 10
+    assert worker.run(lambda: os._exit(3)).failure.signature.message == "process exited with status 3"
+
+
+def test_worker_refuses_to_fork_from_a_multithreaded_process():
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait)
+    thread.start()
+    try:
+        with pytest.raises(ForkUnsafe, match="running 2 threads"):
+            Worker().run(lambda: 1)
+    finally:
+        release.set()
+        thread.join()
+
+
+# --------------------------------------------------------------------------- #
+# Repro files
+# --------------------------------------------------------------------------- #
+
+
+class Model(torch.nn.Module):
+    def forward(self, x, w, n):
+        zero = torch.ops.aten.full.default([], 0.0)  # a call with no graph inputs
+        return (torch.relu(x @ w) * n + zero,)
+
+
+def test_repro_round_trip_keeps_graph_inputs_and_config(tmp_path):
+    x = torch.randn(1, 5).expand(4, 5)  # an overlapping layout
+    w = torch.randn(5, 3, requires_grad=True)
+    gm = trace_module(Model())
+    case = GraphCase(
+        gm,
+        [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", w, TensorMeta.of(w), seed=7), GraphInput("n", 3, None)],
+        config={"torch._inductor.config": {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}},
+        backend="aot_eager",
+    )
+    path = write_repro(case, tmp_path, stage="aot_eager")
+    loaded = load_repro(path)
+    assert loaded.case.gm.code == case.gm.code  # the full() call was not folded into a constant
+    assert loaded.case.op_names() == ["aten.full.default", "operator.matmul", "torch.relu", "operator.mul", "operator.add"]
+    x_back, w_back, n_back = loaded.case.inputs
+    assert x_back.value.stride() == (0, 1) and torch.equal(x_back.value, x)
+    assert w_back.seed == 7 and w_back.meta.requires_grad and n_back.value == 3
+    assert loaded.case.config == case.config
+    # the data file holds only the real tensor, and loads with weights_only
+    (data_file,) = tmp_path.glob("inputs-*.pt")
+    assert set(torch.load(data_file, weights_only=True)) == {"input:x"}
+
+
+def test_repro_imports_only_torch_stdlib_and_user_modules(tmp_path):
+    x = torch.randn(4, 5)
+    case = GraphCase(trace_module(Model()), [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", x.t(), TensorMeta.of(x.t())), GraphInput("n", 2, None)], modules=[("mylib", "/src")])
+    tree = ast.parse(render(case, stage="inductor", accuracy=True))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"torch", "sys", "pathlib", "mylib"}
+
+
+def test_rand_tensor_keeps_layout_and_is_reproducible():
+    a = rand_tensor((3, 4), (1, 3), torch.float32, True, seed=3)
+    b = rand_tensor((3, 4), (1, 3), torch.float32, True, seed=3)
+    assert a.stride() == (1, 3) and a.requires_grad and a.is_leaf and torch.equal(a, b)
+    index = rand_tensor((100,), (1,), torch.int64, seed=1, low=0, high=9)
+    assert int(index.min()) >= 0 and int(index.max()) <= 9
+    assert clone_tensor(a).stride() == (1, 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("PT2KIT = {", "not valid Python"),
+        ("x = 1\n", "no PT2KIT header"),
+        ("PT2KIT = {'version': 99}\n", "unsupported pt2kit repro version 99"),
+        ("PT2KIT = {'version': 1, 'x': open('/etc/passwd')}\n", "not a plain literal"),
+    ],
+)
+def test_corrupt_repros_are_reported_without_running_them(tmp_path, text, error):
+    path = tmp_path / "repro.py"
+    path.write_text(text)
+    with pytest.raises(CorruptRecord, match=error):
+        load_repro(path)
+
+
+def test_corrupt_data_file_is_reported(tmp_path):
+    x = torch.randn(4, 5)
+    case = GraphCase(trace_module(Model()), [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", x.t(), TensorMeta.of(x.t())), GraphInput("n", 2, None)])
+    path = write_repro(case, tmp_path, stage="eager")
+    (data_file,) = tmp_path.glob("inputs-*.pt")
+    data_file.write_bytes(b"not a tensor file")
+    with pytest.raises(CorruptRecord, match="cannot load"):
+        load_repro(path)
+
+
+# --------------------------------------------------------------------------- #
+# The Python API
+# --------------------------------------------------------------------------- #
+
+
+def test_save_repro_then_minify_from_python(tmp_path):
+    import planted  # noqa: F401  registers planted_compile_error here
+
+    def step(x, w):
+        return torch.cos((x @ w).sin() * 2).exp().sum(0)
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    run_dir = minifier.save_repro(step, x, w, backend="planted_compile_error", out=tmp_path)
+    saved = run_dir / "g0" / "repro.py"
+    assert load_repro(saved).case.op_names() == ["operator.matmul", "Tensor.sin", "operator.mul", "torch.cos", "Tensor.exp", "Tensor.sum"]
+    ran = subprocess.run([sys.executable, str(saved)], capture_output=True, text=True, timeout=300)
+    assert "planted: cannot compile aten.cos" in ran.stderr
+
+    report = minifier.minify(step, x, w, backend="planted_compile_error", out=tmp_path)
+    assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"]
