@@ -80,7 +80,7 @@ def _command(command: str, script: Path, options: dict[str, Any]) -> dict[str, A
             argv.append(f"--{name}")
         elif value not in (None, False):
             argv += [f"--{name}", str(value)]
-    done = subprocess.run([*argv, str(script)], capture_output=True, text=True, env={**os.environ, "PT2KIT_CHILD": "1"})
+    done = subprocess.run([*argv, str(script)], capture_output=True, text=True, env={**os.environ, "PT2KIT_AUTOLOAD": "0"})
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:

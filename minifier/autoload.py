@@ -205,7 +205,7 @@ class ReproOnFailure:
         run_dir = path.parent.parent.parent
         command = [sys.executable, "-m", "minifier", "repro", str(path), "--after", self.after, "--run-dir", str(run_dir)]
         command.append("--accuracy" if accuracy else "--no-accuracy")
-        env = {**os.environ, "PT2KIT_CHILD": "1"}
+        env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
         return subprocess.run(command, env=env, check=False).returncode
 
 

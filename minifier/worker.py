@@ -44,8 +44,8 @@ from .signature import Failure, signature_of_crash, signature_of_exit, signature
 
 T = TypeVar("T")
 
-#: Environment marker for processes pt2kit starts, so its autoload hook stays quiet in them.
-CHILD_ENV = "PT2KIT_CHILD"
+#: Set to "0" in processes pt2kit starts, so its TORCHDYNAMO_REPRO_AFTER hook stays quiet in them.
+AUTOLOAD_ENV = "PT2KIT_AUTOLOAD"
 
 
 @dataclass
@@ -220,7 +220,7 @@ class Worker:
         code = 0
         try:
             os.setpgid(0, 0)  # own process group: a timeout kills compilers it spawned too
-            os.environ[CHILD_ENV] = "1"
+            os.environ[AUTOLOAD_ENV] = "0"
             if log is not None:
                 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                 os.dup2(fd, 1)

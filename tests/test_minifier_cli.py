@@ -95,7 +95,7 @@ def test_ctrl_c_leaves_a_repro_and_rerun_resumes(model_script, tmp_path):
 def test_repro_after_aot_env_var_arms_pt2kit(model_script, tmp_path):
     script = model_script("planted_compile_error")
     repro_dir = tmp_path / "repros"
-    env = {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_DIR": str(repro_dir), "PT2KIT_CHILD": ""}
+    env = {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_DIR": str(repro_dir), "PT2KIT_AUTOLOAD": "1"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
     assert done.returncode != 0  # the program still fails as it would have
     assert "planted: cannot compile aten.cos" in done.stderr
@@ -108,7 +108,7 @@ def test_repro_after_aot_env_var_arms_pt2kit(model_script, tmp_path):
 
 def test_repro_level_1_dumps_without_minifying(model_script, tmp_path):
     script = model_script("planted_compile_error")
-    env = {"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": "1", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_CHILD": ""}
+    env = {"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": "1", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_AUTOLOAD": "1"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
     assert done.returncode != 0
     (run_dir,) = (tmp_path / "repros").glob("run-*")
