@@ -22,6 +22,7 @@ rich table or as DESIGN.md-style JSON.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,6 @@ from .session import Session
 from .signature import Failure, Signature
 from .stages import Outcome, lower_case, run_case, stage_names, stages_for
 from .writer import load_repro
-
-#: How many times the culprit query runs in all before its failure counts as stable.
-CONFIRMATIONS = 3
-
 
 @dataclass
 class Row:
@@ -140,13 +137,19 @@ def _index(row: Row) -> int | None:
 
 
 def capture(session: Session, script: Path, args: list[str], backend: str | None) -> CaptureResult:
-    """Run the user's script once under capture, in a worker."""
+    """Run the user's script once under capture, in a worker, and warm up meanwhile.
+
+    The capture child is forked before pt2kit's own process has warmed up, so the
+    script runs on one core while the warm-up compile runs on the other.
+    """
     out = session.run_dir / "captured"
-    result = session.query(
+    running = session.start(
         lambda: capture_script(script, args, out, backend=backend, timeout=session.timeout),
         f"running {script.name} with capture armed",
         timeout=None,  # the script may run for hours; hangs in compiled code are caught inside
     )
+    session.warm_up(inductor=backend in (None, "inductor"))
+    result = session.wait(running)
     captured = read_capture(out, result.failure)
     if captured.unknown_backend:
         raise UnknownBackend(captured.unknown_backend)
@@ -154,50 +157,43 @@ def capture(session: Session, script: Path, args: list[str], backend: str | None
 
 
 def run_stages(session: Session, case: GraphCase, *, accuracy: bool, path: Path | None = None) -> Row:
-    """Run ``case`` through its stages in order, stopping at the first failure."""
-    row = Row(case.label(), case.boundary, case.kind, case.node_count, case.frame, {}, case, path)
-    for stage in stages_for(case):
-        outcome = run_one(session, case, stage, accuracy=accuracy)
-        row.outcomes[stage] = outcome
-        if not outcome.passed:
-            break
-    return row
+    """Run ``case`` through all its stages, side by side; the first failure in stage order counts."""
+    return run_stages_of(session, [(case, path)], accuracy=accuracy)[0]
 
 
-def run_one(session: Session, case: GraphCase, stage: str, *, accuracy: bool, label: str = "") -> Outcome:
-    """One isolated query: ``case`` through ``stage``; crashes and timeouts become outcomes."""
-    result = session.query(
-        lambda: run_case(case, stage, accuracy=accuracy), label or f"{case.label()} ({case.node_count} nodes) through {stage}"
-    )
-    if result.value is not None:
-        return result.value
-    return Outcome(stage, result.failure, result.seconds)
+def run_stages_of(session: Session, cases: list[tuple[GraphCase, Path | None]], *, accuracy: bool) -> list[Row]:
+    """Rows for several cases, every (case, stage) query in one batch over the cores.
 
-
-def confirm(session: Session, row: Row, *, accuracy: bool) -> list[Signature | None]:
-    """Re-run the culprit's failing query; return every signature seen (the first included)."""
-    outcome = row.first_failure
-    assert outcome is not None and row.case is not None
-    seen: list[Signature | None] = [outcome.failure.signature if outcome.failure else None]
-    for n in range(CONFIRMATIONS - 1):
-        again = run_one(session, row.case, outcome.stage, accuracy=accuracy, label=f"{row.label} through {outcome.stage}: checking it is not flaky ({n + 2}/{CONFIRMATIONS})")
-        seen.append(again.failure.signature if again.failure else None)
-    return seen
-
-
-def lower(session: Session, row: Row, *, accuracy: bool) -> list[Row]:
-    """Rows for the aot graphs of a dynamo graph that fails in its final backend."""
-    case = row.case
-    assert case is not None
-    out = session.run_dir / "captured" / "aot"
-    result = session.query(lambda: lower_case(case, out), f"{row.label}: lowering to aot graphs")
-    if not result.value:
-        return []
+    Each case's final stage goes first: it is usually the slow one (a real compile)
+    and usually where the failure is, so the cheap eager stages run beside it.
+    """
+    plan = [(case, stage) for case, _ in cases for stage in reversed(stages_for(case))]
+    outcomes = run_each(session, plan, accuracy=accuracy)
     rows = []
-    for path in result.value:
-        aot = load_repro(Path(path)).case
-        rows.append(run_stages(session, aot, accuracy=accuracy, path=Path(path)))
+    for case, path in cases:
+        row = Row(case.label(), case.boundary, case.kind, case.node_count, case.frame, {}, case, path)
+        for stage in stages_for(case):
+            row.outcomes[stage] = outcomes[(id(case), stage)]
+        rows.append(row)
     return rows
+
+
+def run_each(session: Session, plan: list[tuple[GraphCase, str]], *, accuracy: bool, labels: list[str] | None = None) -> dict[tuple[int, str], Outcome]:
+    """Isolated queries, one per (case, stage); crashes and timeouts become outcomes."""
+    queries = [
+        (functools.partial(run_case, case, stage, accuracy=accuracy), labels[i] if labels else f"{case.label()} ({case.node_count} nodes) through {stage}")
+        for i, (case, stage) in enumerate(plan)
+    ]
+    results = session.query_all(queries)
+    return {
+        (id(case), stage): result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+        for (case, stage), result in zip(plan, results)
+    }
+
+
+def aot_rows(session: Session, paths: list[str], *, accuracy: bool) -> list[Row]:
+    """Rows for the aot graphs a lowering wrote."""
+    return run_stages_of(session, [(load_repro(Path(p)).case, Path(p)) for p in paths], accuracy=accuracy)
 
 
 def frame_row(session: Session, captured: CaptureResult, *, accuracy: bool) -> Row:
@@ -253,7 +249,7 @@ def bisect_script(
         report.rows.append(row)
         report.culprit = row
         if row.case is not None:
-            return pin_down(session, report, accuracy=accuracy, aot_rows=False)
+            return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=False)
         report.note = "the failing frame could not be lifted to a graph that fails the same way"
         again = read_capture_again(session, script, args, backend)
         if again.failure is None or again.failure.signature != captured.failure.signature:
@@ -272,8 +268,7 @@ def bisect_script(
             "pass --accuracy to check the compiled results against eager"
         )
 
-    for case, path in cases:
-        row = run_stages(session, case, accuracy=accuracy, path=path)
+    for row in run_stages_of(session, cases, accuracy=accuracy):
         report.rows.append(row)
         first = row.first_failure
         session.log(f"  {row.label}: " + ("all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"))  # type: ignore[union-attr]
@@ -283,11 +278,12 @@ def bisect_script(
     if report.culprit is None:
         return no_culprit(session, report, script, args, backend, captured)
 
-    return pin_down(session, report, accuracy=accuracy, aot_rows=aot_rows)
+    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)
 
 
 def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None) -> BisectReport:
     """Stage bisection of one saved graph (``minify repro``): its stages, then its aot graphs."""
+    session.warm_up(inductor=True)
     row = run_stages(session, case, accuracy=accuracy, path=path)
     report = BisectReport(str(path or case.label()), case.backend, accuracy, session.run_dir, None, [row])
     first = row.first_failure
@@ -295,26 +291,33 @@ def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, ao
         raise NoFailure(f"{path or case.label()} passes every stage" + (" (accuracy checked)" if accuracy else ""))
     session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {first.failure.signature}")  # type: ignore[union-attr]
     report.culprit = row
-    return pin_down(session, report, accuracy=accuracy, aot_rows=aot_rows)
+    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)
 
 
-def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows: bool) -> BisectReport:
-    """Make sure the culprit fails the same way every time, then find its failing aot graph."""
+def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows_wanted: bool) -> BisectReport:
+    """Make sure the culprit fails the same way again, and find its failing aot graph.
+
+    The re-run and the lowering are independent, so they run side by side.
+    """
     culprit = report.culprit
-    assert culprit is not None and culprit.first_failure is not None
-    seen = confirm(session, culprit, accuracy=accuracy)
-    if len(set(seen)) > 1:
-        raise FlakyFailure(
-            f"flaky: {culprit.label} through {culprit.first_failure.stage} gave "
-            + ", ".join("pass" if s is None else str(s) for s in seen)
-        )
+    assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
     outcome = culprit.first_failure
-    if aot_rows and culprit.boundary == "dynamo" and outcome.stage == report.backend and culprit.case is not None:
-        rows = lower(session, culprit, accuracy=accuracy)
+    case = culprit.case
+    queries = [(functools.partial(run_case, case, outcome.stage, accuracy=accuracy), f"{culprit.label} through {outcome.stage} again: checking it is not flaky")]
+    lowering = aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend
+    if lowering:
+        out = session.run_dir / "captured" / "aot"
+        queries.append((functools.partial(lower_case, case, out), f"{culprit.label}: lowering to aot graphs"))
+    results = session.query_all(queries)
+    again = results[0].value if results[0].value is not None else Outcome(outcome.stage, results[0].failure, results[0].seconds)
+    if _signature(again) != _signature(outcome):
+        raise FlakyFailure(f"flaky: {culprit.label} through {outcome.stage} gave {_describe(outcome)}, then {_describe(again)}")
+    if lowering and results[1].value:
+        rows = aot_rows(session, results[1].value, accuracy=accuracy)
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
-        target = outcome.failure.signature if outcome.failure else None
-        aot_culprit = next((r for r in rows if r.first_failure and r.first_failure.failure and r.first_failure.failure.signature == target), None)
+        target = _signature(outcome)
+        aot_culprit = next((r for r in rows if r.first_failure and _signature(r.first_failure) == target), None)
         if aot_culprit is not None:
             report.culprit = aot_culprit
         elif rows:
@@ -348,13 +351,13 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     again = read_capture_again(session, script, args, backend)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
-    for row in report.rows:  # a second look at each graph's last stage: does any now fail?
-        if row.case is not None and row.outcomes:
-            stage = list(row.outcomes)[-1]
-            first = row.outcomes[stage]
-            second = run_one(session, row.case, stage, accuracy=report.accuracy, label=f"{row.label} through {stage}: a second look")
-            if _signature(second) != _signature(first):
-                raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(second)}")
+    looked = [row for row in report.rows if row.case is not None and row.outcomes]
+    plan = [(row.case, list(row.outcomes)[-1]) for row in looked]
+    second = run_each(session, plan, accuracy=report.accuracy, labels=[f"{row.label} through {stage}: a second look" for row, (_, stage) in zip(looked, plan)])  # type: ignore[misc]
+    for row, (case, stage) in zip(looked, plan):  # does any graph fail now?
+        first, again = row.outcomes[stage], second[(id(case), stage)]
+        if _signature(again) != _signature(first):
+            raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(again)}")
     detail = (
         f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
         if failing

@@ -84,7 +84,10 @@ def _changed_config() -> dict[str, dict[str, Any]]:
     changed = {}
     for name in CONFIG_MODULES:
         module = importlib.import_module(name)
-        changed[name] = module._get_dict(ignored_keys=list(module._compile_ignored_keys), skip_default=True)
+        values = module._get_dict(ignored_keys=list(module._compile_ignored_keys), skip_default=True)
+        # torch's config.patch() leaves a key "overridden" with its old value when it
+        # exits; a value equal to the default is no change.
+        changed[name] = {k: v for k, v in values.items() if v != module._config[k].default}
     return changed
 
 

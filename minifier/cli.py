@@ -89,7 +89,6 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | N
     try:
         path = resolve_script(script)
         session = Session(path.stem, out=out, timeout=timeout)
-        session.warm_up(inductor=backend in (None, "inductor"))
         report = bisect_script(session, path, list(args), backend=backend, accuracy=accuracy)
         session.close()
         data = report.to_json()
@@ -119,7 +118,7 @@ def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend
     def work(session: Any) -> Any:
         return minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=accuracy, out=out)
 
-    _minify_command(script.stem, work, out=out, timeout=timeout, as_json=as_json, inductor=backend in (None, "inductor"))
+    _minify_command(script.stem, work, out=out, timeout=timeout, as_json=as_json)
 
 
 @main.command(context_settings=CONTEXT)
@@ -140,10 +139,10 @@ def repro(path: Path, after: str, accuracy: bool | None, out: Path | None, run_d
     def work(session: Any) -> Any:
         return minify_repro(session, resolve_script(path), after=after, accuracy=accuracy, out=out)
 
-    _minify_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, inductor=True, run_dir=run_dir)
+    _minify_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)
 
 
-def _minify_command(name: str, work: Any, *, out: Path, timeout: float, as_json: bool, inductor: bool, run_dir: Path | None = None) -> None:
+def _minify_command(name: str, work: Any, *, out: Path, timeout: float, as_json: bool, run_dir: Path | None = None) -> None:
     """Shared by ``run`` and ``repro``: session, errors, and the summary or JSON."""
     from .report import print_minify
     from .session import Session
@@ -151,7 +150,6 @@ def _minify_command(name: str, work: Any, *, out: Path, timeout: float, as_json:
     session = None
     try:
         session = Session(name, out=out, timeout=timeout, run_dir=run_dir)
-        session.warm_up(inductor=inductor)
         result = work(session)
         session.close()
         _finish(lambda console: print_minify(result, console), result.to_json(), as_json, wide_console())

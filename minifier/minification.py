@@ -20,6 +20,7 @@ query cache, in a new run directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from .session import Session
 from .signature import Failure, Signature
 from .stages import Outcome, profile_case, realize, run_case, stage_names
 from .torch_repro import load_any_repro
-from .writer import load_repro, write_repro
+from .writer import load_repro, render, write_repro
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
 CHECKPOINT = "checkpoint.json"
@@ -57,6 +58,7 @@ class MinifyResult:
     resumed_from: str | None = None
     run_dir: Path | None = None
     notes: list[str] = field(default_factory=list)
+    timeline: list[tuple[str, float]] = field(default_factory=list)
 
     def inputs_summary(self) -> str:
         tensors = [i for i in self.after.inputs if i.is_tensor]
@@ -101,6 +103,7 @@ class MinifyResult:
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "resumed_from": self.resumed_from,
             "notes": self.notes,
+            "timeline": [{"step": step, "seconds": seconds} for step, seconds in self.timeline],
         }
 
 
@@ -161,6 +164,7 @@ def minify_case(
     bisect: BisectReport | None = None,
 ) -> MinifyResult:
     """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json."""
+    session.warm_up(inductor=True)  # already done when a bisection came first
     run_dir = session.run_dir
     origin_dir = run_dir / "work" / "origin"
     origin_path = write_repro(case, origin_dir, stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification.")
@@ -169,9 +173,11 @@ def minify_case(
         raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
     accuracy_mode = accuracy and target.signature.kind == "accuracy"
 
-    def query(candidate: GraphCase, label: str) -> Outcome:
-        result = session.query(lambda: run_case(realize(candidate, case), stage, accuracy=accuracy_mode), f"{progress_label()} · {label}")
-        return result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+    def query(candidates: list[tuple[GraphCase, str]]) -> list[Outcome]:
+        results = session.query_all(
+            [(functools.partial(_run_candidate, candidate, case, stage, accuracy_mode), f"{progress_label()} · {label}") for candidate, label in candidates]
+        )
+        return [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in results]
 
     checkpoint = run_dir / CHECKPOINT
     state = {"fingerprint": key, "origin": str(origin_path), "stage": stage, "target": target.signature.to_json(), "accuracy": accuracy, "status": "running"}
@@ -187,6 +193,9 @@ def minify_case(
         reducer.cache, reducer.best = load_checkpoint(resume, reducer)
         resumed_from = str(resume.parent)
         session.log(f"resuming {resume.parent.name}: {len(reducer.cache)} answers cached, best so far has {len(reducer.best.kept)} nodes")
+    if bisect is not None and resume is None and render(reducer.best_case(), stage=stage) == render(case, stage=stage):
+        # The bisection just ran this very graph through this stage and saw the target.
+        reducer.assume(reducer.best, True)
     if not reducer.consider(reducer.best):
         raise NotReproducible(f"the graph does not fail with {target.signature} when pt2kit rebuilds it; see {origin_path}")
     save_checkpoint(reducer, checkpoint, state)
@@ -197,7 +206,7 @@ def minify_case(
         save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
         raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
     path = write_best(session, reducer, case, stage, target, accuracy_mode)
-    verified = verify(session, path, target.signature)
+    verified = verify(session, path, target.signature, reducer.best_case())
     save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
     after = load_repro(path).case
     result = MinifyResult(
@@ -214,10 +223,16 @@ def minify_case(
         resumed_from=resumed_from,
         run_dir=run_dir,
     )
+    result.timeline = session.timeline
     if not verified:
         result.notes.append("the written repro.py did not reproduce the failure when read back; the graph in work/origin does")
     (run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     return result
+
+
+def _run_candidate(candidate: GraphCase, origin: GraphCase, stage: str, accuracy: bool) -> Outcome:
+    """(In a worker child) one reducer question: the candidate, its cut inputs filled in, through the stage."""
+    return run_case(realize(candidate, origin), stage, accuracy=accuracy)
 
 
 def write_best(session: Session, reducer: Reducer, origin: GraphCase, stage: str, target: Failure, accuracy: bool) -> Path:
@@ -238,9 +253,16 @@ def _with_value(i: Any, value: Any) -> Any:
     return replace(i, value=value, source=None)
 
 
-def verify(session: Session, path: Path, target: Signature) -> bool:
-    """Read the written repro back and run it once more: does it fail the same way?"""
+def verify(session: Session, path: Path, target: Signature, asked: GraphCase) -> bool:
+    """Does the written repro fail the same way? ``asked``: the best candidate, as last queried.
+
+    When the file reads back into exactly the code of the reducer's last failing
+    query (same graph, inputs, config and stage call, down to the text), that query
+    already answered; otherwise the file is run once more.
+    """
     loaded = load_repro(path)
+    if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy) == render(asked, stage=loaded.stage, accuracy=loaded.accuracy):
+        return True
     result = session.query(lambda: run_case(loaded.case, loaded.stage, accuracy=loaded.accuracy), "checking the written repro fails the same way")
     outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
     return outcome.failure is not None and outcome.failure.signature == target

@@ -25,7 +25,10 @@ makes progress:
   (an intermediate node becomes the output);
 - :func:`remove_prefix`: binary search for the longest prefix that can be cut away,
   its values fed in as inputs. With the two searches, a single culprit op costs
-  about 2·log2(n) queries;
+  about 2·log2(n) queries. (Running the two searches side by side, two queries a
+  round, was slower on the 2-vCPU machines pt2kit is measured on: two compiles at
+  once each ran at about half speed, and the prefix search's questions are larger
+  before the truncation has happened.);
 - :func:`delta_debugging`: ddmin over the remaining nodes, for failures that need
   several ops;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
@@ -89,7 +92,8 @@ class Candidate:
         )
 
 
-Query = Callable[[GraphCase, str], Outcome]
+#: Runs built cases (side by side, each in an isolated worker) and classifies each.
+Query = Callable[[list[tuple[GraphCase, str]]], list[Outcome]]
 
 
 @dataclass
@@ -99,7 +103,7 @@ class Reducer:
     origin: GraphCase
     info: dict[str, NodeInfo]  # what each op node of the origin produces (see stages.profile_case)
     target: Signature
-    query: Query  # runs a built case in an isolated worker and classifies it
+    query: Query  # runs built cases in isolated workers and classifies them
     on_improve: Callable[[Reducer], None] = lambda reducer: None
     on_pass: Callable[[str, Reducer], None] = lambda name, reducer: None
     cache: dict[str, bool] = field(default_factory=dict)
@@ -248,49 +252,63 @@ class Reducer:
 
     def consider(self, c: Candidate) -> bool:
         """Does ``c`` fail with the target signature? Cached; updates ``best`` on success."""
-        c = self.normalize(c)
-        key = c.key()
-        if key in self.cache:
-            return self.cache[key]
-        if not c.kept:
-            self.cache[key] = False  # an empty graph fails nowhere worth reporting
-            return False
-        self.queries += 1
-        outcome = self.query(self.build(c), f"{len(c.kept)} nodes")
-        interesting = outcome.failure is not None and outcome.failure.signature == self.target
-        self.cache[key] = interesting
-        if interesting and self.size(c) < self.size(self.best):
-            self.best = c
-            self.on_improve(self)
-        return interesting
+        return self.consider_all([c])[0]
+
+    def consider_all(self, candidates: list[Candidate]) -> list[bool]:
+        """:meth:`consider` for independent candidates; the uncached ones run side by side."""
+        normalized = [self.normalize(c) for c in candidates]
+        todo: dict[str, Candidate] = {}
+        for c in normalized:
+            key = c.key()
+            if key not in self.cache and key not in todo:
+                if c.kept:
+                    todo[key] = c
+                else:
+                    self.cache[key] = False  # an empty graph fails nowhere worth reporting
+        if todo:
+            self.queries += len(todo)
+            outcomes = self.query([(self.build(c), f"{len(c.kept)} nodes") for c in todo.values()])
+            for (key, c), outcome in zip(todo.items(), outcomes):
+                interesting = outcome.failure is not None and outcome.failure.signature == self.target
+                self.cache[key] = interesting
+                if interesting and self.size(c) < self.size(self.best):
+                    self.best = c
+                    self.on_improve(self)
+        return [self.cache[c.key()] for c in normalized]
+
+    def assume(self, c: Candidate, interesting: bool) -> None:
+        """Record an answer known without a query (the bisection already asked it)."""
+        self.cache[self.normalize(c).key()] = interesting
 
     # -- candidates near the best ------------------------------------------------ #
 
-    def prefix(self, nodes: tuple[str, ...]) -> Candidate:
-        """Keep only ``nodes`` (a prefix of the best); return whatever of them the rest used."""
-        kept, rest = set(nodes), [n for n in self.best.kept if n not in nodes]
+    def prefix(self, nodes: tuple[str, ...], base: Candidate | None = None) -> Candidate:
+        """Keep only ``nodes`` (a prefix of ``base``, the best by default); return whatever of them the rest used."""
+        base = base or self.best
+        kept, rest = set(nodes), [n for n in base.kept if n not in nodes]
         escaping = {a.name for n in rest for a in self._nodes[n].all_input_nodes if a.name in kept}
-        escaping |= {o for o in self.best.outputs if o in kept}
+        escaping |= {o for o in base.outputs if o in kept}
         outputs = tuple(n for n in nodes if n in escaping)
-        return replace(self.best, kept=nodes, outputs=outputs)
+        return replace(base, kept=nodes, outputs=outputs)
 
-    def without(self, nodes: Iterable[str]) -> Candidate:
-        """Cut ``nodes`` out of the best; their values, where still needed, become inputs.
+    def without(self, nodes: Iterable[str], base: Candidate | None = None) -> Candidate:
+        """Cut ``nodes`` out of ``base`` (the best by default); their values, where still needed, become inputs.
 
         A node whose only users are cut becomes an output rather than dead code: a
         failure may need it computed (two ops that must meet in one graph), and
         :func:`remove_outputs` drops it later if not.
         """
+        base = base or self.best
         drop = set(nodes)
-        kept = tuple(n for n in self.best.kept if n not in drop)
-        best_kept = set(self.best.kept)
+        kept = tuple(n for n in base.kept if n not in drop)
+        base_kept = set(base.kept)
         orphans = tuple(
             n
             for n in kept
-            if (users := [u.name for u in self._nodes[n].users if u.name in best_kept]) and all(u in drop for u in users)
+            if (users := [u.name for u in self._nodes[n].users if u.name in base_kept]) and all(u in drop for u in users)
         )
-        outputs = tuple(o for o in self.best.outputs if o not in drop)
-        return replace(self.best, kept=kept, outputs=outputs + tuple(o for o in orphans if o not in outputs))
+        outputs = tuple(o for o in base.outputs if o not in drop)
+        return replace(base, kept=kept, outputs=outputs + tuple(o for o in orphans if o not in outputs))
 
     def best_case(self) -> GraphCase:
         return self.build(self.normalize(self.best))

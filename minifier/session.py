@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import rich.progress
 from rich.console import Console
 
-from .worker import QueryResult, Worker
+from .worker import QueryResult, Running, Worker
 
 T = TypeVar("T")
 
@@ -120,17 +120,41 @@ class Session:
         self.worker = Worker(log_dir=self.run_dir / "logs", timeout=timeout)
         self.timeout = timeout
         self.queries = 0
+        self.timeline: list[tuple[str, float]] = []  # (what, seconds) of each phase and query
 
     def warm_up(self, inductor: bool = True) -> None:
         self.progress.update("warming up a worker (imports torch and compiles once)")
+        start = time.monotonic()
         self.worker.warm_up(inductor=inductor)
+        self.timeline.append(("warm-up", round(time.monotonic() - start, 2)))
 
     def query(self, fn: Callable[[], T], label: str, *, timeout: float | None = None, count: bool = True) -> QueryResult[T]:
         """Run ``fn`` in an isolated child with the session's timeout, showing ``label``."""
+        return self.query_all([(fn, label)], timeout=timeout, count=count, slots=1)[0]
+
+    def query_all(
+        self, queries: Sequence[tuple[Callable[[], Any], str]], *, timeout: float | None = None, count: bool = True, slots: int | None = None
+    ) -> list[QueryResult[Any]]:
+        """Run independent queries side by side (a child each, one per core at a time)."""
         if count:
-            self.queries += 1
-        self.progress.update(f"{label}  (query {self.queries})" if count else label)
-        return self.worker.run(fn, timeout=self.timeout if timeout is None else timeout, label=label, on_wait=self.progress.tick)
+            self.queries += len(queries)
+        labels = " ‖ ".join(label for _, label in queries)
+        self.progress.update(f"{labels}  (query {self.queries})" if count else labels)
+        results = self.worker.run_all(queries, timeout=self.timeout if timeout is None else timeout, slots=slots, on_wait=self.progress.tick)
+        self.timeline.extend((label, round(result.seconds, 2)) for (_, label), result in zip(queries, results))
+        return results
+
+    def start(self, fn: Callable[[], Any], label: str, *, timeout: float | None = None) -> Running[Any]:
+        """Start one query and return at once (do other work, then :meth:`wait`)."""
+        self.queries += 1
+        self.progress.update(f"{label}  (query {self.queries})")
+        return self.worker.start(fn, timeout=self.timeout if timeout is None else timeout, label=label)
+
+    def wait(self, running: Running[Any]) -> QueryResult[Any]:
+        self.worker.wait([running], on_wait=self.progress.tick)
+        result = running.result()
+        self.timeline.append((running.label, round(result.seconds, 2)))
+        return result
 
     @property
     def seconds(self) -> float:

@@ -51,7 +51,7 @@ EAGER_STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
 
 def stage_names(final: str) -> list[str]:
     """All stages in order, ending with ``final`` (``inductor`` or the user's backend)."""
-    return [*EAGER_STAGES, final]
+    return [*EAGER_STAGES, *([] if final in EAGER_STAGES else [final])]
 
 
 def stages_for(case: GraphCase) -> list[str]:

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -68,6 +68,8 @@ class QueryError(RuntimeError):
 
 _CHILD_THREADS: int | None = None
 _WARMED = 0  # 1: eager and aot stages warmed in this process, 2: Inductor too
+#: Modules a child imported that the parent imports too, so later children start warm.
+LEARNABLE_IMPORTS = ("torch._inductor.", "torch._functorch.", "torch._dynamo.", "torch.fx.", "sympy.")
 
 
 def prepare_parent() -> int:
@@ -125,11 +127,14 @@ def check_fork_safe() -> None:
 class Worker:
     """Runs functions in forked children of this (warm) process, one child per call."""
 
-    def __init__(self, log_dir: Path | None = None, timeout: float | None = None) -> None:
+    def __init__(self, log_dir: Path | None = None, timeout: float | None = None, slots: int | None = None) -> None:
         self.child_threads = prepare_parent()
         self.log_dir = log_dir
         self.timeout = timeout
         self.queries = 0
+        # Queries that may run side by side: one per core (Inductor compiles on one thread).
+        self.slots = slots or int(os.environ.get("PT2KIT_SLOTS") or max(1, min(os.cpu_count() or 1, 4)))
+        self._learned: set[str] = set()
 
     def warm_up(self, inductor: bool = True) -> float:
         """Compile one small training step in this process so that children start warm.
@@ -155,6 +160,119 @@ class Worker:
         _WARMED = 2 if inductor else 1
         return time.perf_counter() - start
 
+    def start(self, fn: Callable[[], T], *, timeout: float | None = None, label: str = "query", threads: int | None = None) -> Running[T]:
+        """Fork a child that runs ``fn()``; collect its result with :meth:`wait`.
+
+        Several children may run at once (the machine's cores are the limit worth
+        using); the parent stays single-threaded and waits on all their pipes.
+        ``threads``: the child's torch threads (default: all cores); children that
+        share the cores must split them, or their OpenMP pools spin against each other.
+        """
+        self._import_learned()
+        check_fork_safe()
+        timeout = self.timeout if timeout is None else timeout
+        self.queries += 1
+        log = self._log_path(label)
+        read_fd, write_fd = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        begun = time.perf_counter()
+        # Ctrl-C stays pending across fork(): delivered inside os.fork's at-fork
+        # callbacks (logging registers some) it would be swallowed as "Exception
+        # ignored". Unblocked below, once the child is ours to kill, it interrupts us.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        pid = os.fork()
+        if pid == 0:  # child
+            os.close(read_fd)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides about Ctrl-C
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            self._child(fn, write_fd, log, threads or self.child_threads)
+        os.close(write_fd)
+        running: Running[T] = Running(pid, read_fd, label, log, begun, None if timeout is None else time.monotonic() + timeout, timeout)
+        try:
+            os.setpgid(pid, pid)  # also here: the child may not have run yet
+        except (PermissionError, ProcessLookupError):
+            pass
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        except BaseException:
+            running.kill()
+            raise
+        return running
+
+    def wait(self, queries: Sequence[Running[Any]], on_wait: Callable[[], None] | None = None, *, any_: bool = False) -> None:
+        """Wait until all (or, with ``any_``, one) of ``queries`` are done. Ctrl-C kills them all."""
+        try:
+            while True:
+                pending = [q for q in queries if not q.done]
+                if not pending or (any_ and len(pending) < len(queries)):
+                    return
+                now = time.monotonic()
+                for q in pending:
+                    if q.deadline is not None and now >= q.deadline:
+                        q.kill()
+                        q.timed_out = True
+                pending = [q for q in pending if not q.done]
+                if not pending:
+                    continue
+                deadlines = [q.deadline - now for q in pending if q.deadline is not None]
+                ready, _, _ = select.select([q.read_fd for q in pending], [], [], max(0.0, min([0.25, *deadlines])))
+                for q in pending:
+                    if q.read_fd in ready:
+                        q.read()
+                if not ready and on_wait is not None:
+                    on_wait()
+        except BaseException:
+            for q in queries:
+                q.kill()
+            raise
+
+    def run_all(
+        self,
+        queries: Sequence[tuple[Callable[[], Any], str]],
+        *,
+        timeout: float | None = None,
+        slots: int | None = None,
+        on_start: Callable[[Running[Any]], None] | None = None,
+        on_wait: Callable[[], None] | None = None,
+    ) -> list[QueryResult[Any]]:
+        """Run independent queries, ``slots`` children at a time (default: the cores); results in order."""
+        slots = min(slots or self.slots, len(queries)) or 1
+        threads = max(1, self.child_threads // slots)
+        running: list[Running[Any]] = []
+        try:
+            for fn, label in queries:
+                while sum(not q.done for q in running) >= slots:
+                    self.wait([q for q in running if not q.done], on_wait, any_=True)
+                running.append(self.start(fn, timeout=timeout, label=label, threads=threads))
+                if on_start is not None:
+                    on_start(running[-1])
+            self.wait(running, on_wait)
+        except BaseException:
+            for q in running:
+                q.kill()
+            raise
+        results = [q.result() for q in running]
+        for q in running:
+            self._learned.update(q.imported)
+        return results
+
+    def _import_learned(self) -> None:
+        """Import, here, the library modules children had to import lazily.
+
+        Inductor and sympy import much of themselves on first use, so every child
+        paid for the same imports again (a tenth of a second and more per query).
+        Importing them once in the parent makes the next children start warmer.
+        """
+        import importlib
+
+        for name in sorted(self._learned - set(sys.modules)):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - a module that only imports in context: leave it to children
+                pass
+        self._learned.clear()
+
     def run(
         self,
         fn: Callable[[], T],
@@ -170,53 +288,11 @@ class Worker:
         ``on_wait`` is called a few times a second while the child runs (progress
         displays refresh from it: the parent must stay single-threaded).
         """
-        check_fork_safe()
-        timeout = self.timeout if timeout is None else timeout
-        self.queries += 1
-        log = self._log_path(label)
-        read_fd, write_fd = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        start = time.perf_counter()
-        # Ctrl-C stays pending across fork(): delivered inside os.fork's at-fork
-        # callbacks (logging registers some) it would be swallowed as "Exception
-        # ignored". Unblocked below, inside the try, it interrupts us as it should.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        pid = os.fork()
-        if pid == 0:  # child
-            os.close(read_fd)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides about Ctrl-C
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            self._child(fn, write_fd, log)
-        os.close(write_fd)
-        try:
-            try:
-                os.setpgid(pid, pid)  # also here: the child may not have run yet
-            except (PermissionError, ProcessLookupError):
-                pass
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            payload, status = self._collect(pid, read_fd, timeout, on_wait)
-        except BaseException:
-            _kill_group(pid)
-            raise
-        finally:
-            os.close(read_fd)
-        seconds = time.perf_counter() - start
-        if status is None:
-            return QueryResult(None, signature_of_timeout(timeout or 0.0), seconds, log)
-        if payload:
-            tag, value = pickle.loads(payload)
-            if tag == "raised":
-                raise QueryError(f"{label} raised inside its worker:\n{value}")
-            return QueryResult(value, None, seconds, log)
-        tail = _tail(log)
-        if os.WIFSIGNALED(status):
-            return QueryResult(None, signature_of_crash(os.WTERMSIG(status), tail), seconds, log)
-        return QueryResult(None, signature_of_exit(os.WEXITSTATUS(status), tail), seconds, log)
+        return self.run_all([(fn, label)], timeout=timeout, slots=1, on_wait=on_wait)[0]
 
     # -- child side --------------------------------------------------------- #
 
-    def _child(self, fn: Callable[[], Any], write_fd: int, log: Path | None) -> None:
+    def _child(self, fn: Callable[[], Any], write_fd: int, log: Path | None, threads: int) -> None:
         code = 0
         try:
             os.setpgid(0, 0)  # own process group: a timeout kills compilers it spawned too
@@ -228,11 +304,13 @@ class Worker:
                 os.close(fd)
             import torch
 
-            torch.set_num_threads(self.child_threads)
+            torch.set_num_threads(threads)
+            before = set(sys.modules)
             try:
-                message: tuple[str, Any] = ("ok", fn())
+                message: tuple[str, Any, list[str]] = ("ok", fn(), [])
             except BaseException:  # noqa: BLE001 - everything goes back to the parent
-                message = ("raised", traceback.format_exc())
+                message = ("raised", traceback.format_exc(), [])
+            message[2].extend(m for m in set(sys.modules) - before if m.startswith(LEARNABLE_IMPORTS))
             data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
             with io.FileIO(write_fd, "w", closefd=True) as pipe:
                 pipe.write(data)
@@ -244,45 +322,62 @@ class Worker:
             sys.stderr.flush()
             os._exit(code)
 
-    # -- parent side -------------------------------------------------------- #
-
-    @staticmethod
-    def _collect(
-        pid: int, read_fd: int, timeout: float | None, on_wait: Callable[[], None] | None
-    ) -> tuple[bytes, int | None]:
-        """Read the child's result until EOF, then reap it; ``status is None`` means timed out."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        chunks: list[bytes] = []
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([read_fd], [], [], 0.25 if left is None else min(0.25, left))
-            if not ready:
-                if left is not None and left <= 0:
-                    _kill_group(pid)
-                    return b"", None
-                if on_wait is not None:
-                    on_wait()
-                continue
-            chunk = os.read(read_fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        while True:
-            wait = None if deadline is None else deadline - time.monotonic()
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return b"".join(chunks), status
-            if wait is not None and wait <= 0:
-                _kill_group(pid)
-                return b"", None
-            time.sleep(0.01)
-
     def _log_path(self, label: str) -> Path | None:
         if self.log_dir is None:
             return None
         self.log_dir.mkdir(parents=True, exist_ok=True)
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)[:60]
         return self.log_dir / f"{self.queries:04d}-{safe}.log"
+
+
+class Running(Generic[T]):
+    """A query's child while it runs: its pipe, its deadline, and what it sent so far."""
+
+    def __init__(self, pid: int, read_fd: int, label: str, log: Path | None, begun: float, deadline: float | None, timeout: float | None) -> None:
+        self.pid, self.read_fd, self.label, self.log = pid, read_fd, label, log
+        self.begun, self.deadline, self.timeout = begun, deadline, timeout
+        self.chunks: list[bytes] = []
+        self.status: int | None = None
+        self.timed_out = False
+        self.done = False
+        self.imported: list[str] = []  # library modules the child imported (see Worker._import_learned)
+        self.ended = begun
+
+    def read(self) -> None:
+        """Take what the child wrote; at EOF, reap it."""
+        chunk = os.read(self.read_fd, 1 << 20)
+        if chunk:
+            self.chunks.append(chunk)
+            return
+        _, self.status = os.waitpid(self.pid, 0)  # EOF: the child has exited or is exiting
+        self._close()
+
+    def kill(self) -> None:
+        if not self.done:
+            _kill_group(self.pid)
+            self._close()
+
+    def _close(self) -> None:
+        os.close(self.read_fd)
+        self.done = True
+        self.ended = time.perf_counter()
+
+    def result(self) -> QueryResult[T]:
+        seconds = (self.ended if self.done else time.perf_counter()) - self.begun
+        if self.timed_out:
+            return QueryResult(None, signature_of_timeout(self.timeout or 0.0), seconds, self.log)
+        payload = b"".join(self.chunks)
+        if payload and self.status is not None and os.WIFEXITED(self.status) and os.WEXITSTATUS(self.status) == 0:
+            tag, value, imported = pickle.loads(payload)
+            self.imported = imported
+            if tag == "raised":
+                raise QueryError(f"{self.label} raised inside its worker:\n{value}")
+            return QueryResult(value, None, seconds, self.log)
+        tail = _tail(self.log)
+        assert self.status is not None
+        if os.WIFSIGNALED(self.status):
+            return QueryResult(None, signature_of_crash(os.WTERMSIG(self.status), tail), seconds, self.log)
+        return QueryResult(None, signature_of_exit(os.WEXITSTATUS(self.status), tail), seconds, self.log)
 
 
 def _kill_group(pid: int) -> None:

@@ -91,7 +91,8 @@ def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(session, tmp_path):
     report = bisect_script(session, script, [])
     culprit = report.culprit
     assert culprit.label == "frame f"
-    assert stages_of(culprit) == {"eager": "compile_error"}
+    assert culprit.first_failure.stage == "eager"
+    assert stages_of(culprit)["eager"] == "compile_error"
     assert culprit.frame["lineno"] == 9
     assert "Attempting to broadcast a dimension of length 4" in report.failure.failure.signature.message
     # the frame was lifted (make_fx on its real arguments) into a graph that fails the same way

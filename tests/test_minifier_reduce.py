@@ -134,17 +134,17 @@ def test_after_dynamo_minifies_the_dynamo_graph(session, model_script, tmp_path)
 
 def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(session, model_script, tmp_path, monkeypatch):
     script = model_script("planted_compile_error")
-    real_query = Session.query
+    real_query_all = Session.query_all
     calls = {"n": 0}
 
-    def query_then_ctrl_c(self, fn, label, **kwargs):
-        if "queries" in label:  # a reduction query
+    def query_then_ctrl_c(self, queries, **kwargs):
+        if any("queries" in label for _, label in queries):  # the reducer's questions
             calls["n"] += 1
             if calls["n"] == 4:
                 raise KeyboardInterrupt
-        return real_query(self, fn, label, **kwargs)
+        return real_query_all(self, queries, **kwargs)
 
-    monkeypatch.setattr(Session, "query", query_then_ctrl_c)
+    monkeypatch.setattr(Session, "query_all", query_then_ctrl_c)
     with pytest.raises(Interrupted, match="run the same command again to resume"):
         minify(session, script, tmp_path)
     first_run = session.run_dir
@@ -154,7 +154,7 @@ def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(session, model_scrip
     assert partial.node_count < 30  # the best so far, usable as it is
     cached = len(checkpoint["cache"])
 
-    monkeypatch.setattr(Session, "query", real_query)
+    monkeypatch.setattr(Session, "query_all", real_query_all)
     rerun = Session("test", out=tmp_path / "runs", timeout=60, quiet=True)
     result = minify(rerun, script, tmp_path)
     assert rerun.run_dir != first_run  # a new directory: nothing is overwritten

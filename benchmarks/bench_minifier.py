@@ -1,0 +1,134 @@
+"""pt2kit's ``minify run`` against torch 2.13's own minifier, on the bundled failing programs.
+
+For each case, in one run and on the same machine:
+
+- **pt2kit**: ``minify run --json`` end to end (capture, bisection, minification, repro);
+- **torch, isolated**: the program under ``TORCHDYNAMO_REPRO_AFTER`` (it dumps
+  ``minifier_launcher.py``), then ``python minifier_launcher.py`` (torch's default, one fresh
+  process per query);
+- **torch, --no-isolate**: the same launcher with ``--no-isolate`` (queries in-process).
+
+torch runs with ``PT2KIT_AUTOLOAD=0``, so its own minifier is in charge. Reported per tool:
+seconds (both torch steps summed), queries, op nodes left in the repro, and whether the repro
+fails the same way when run with plain torch. Ratios are torch's seconds over pt2kit's.
+
+    python benchmarks/bench_minifier.py [--cases relu_compile_error,...] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+
+# case: (pt2kit flags, torch's TORCHDYNAMO_REPRO_AFTER, torch's level, the error text a repro must print)
+CASES = {
+    "relu_compile_error": ([], "aot", 2, "CppCompileError"),
+    "relu_runtime_error": ([], "aot", 2, None),  # an abort: the repro must die of SIGABRT
+    "relu_accuracy": (["--accuracy"], "aot", 4, "AccuracyError"),
+    "backward_only": ([], "dynamo", 2, "bw_tanh_bug: cannot lower aten.tanh_backward"),  # torch's after-aot hook is Inductor-only
+    "custom_op_bad_fake": ([], "dynamo", 2, "Attempting to broadcast a dimension of length 4"),
+}
+
+
+def env(**extra: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
+    return {**base, "PT2KIT_AUTOLOAD": "0", **extra}
+
+
+def op_nodes(repro: Path) -> int | None:
+    """Op nodes in a repro's ``Repro.forward``: each assignment of a call."""
+    try:
+        tree = ast.parse(repro.read_text())
+    except (OSError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "Repro":
+            forward = next(f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "forward")
+            return sum(1 for s in forward.body if isinstance(s, ast.Assign) and isinstance(s.value, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)))
+    return None
+
+
+def reproduces(repro: Path, expected: str | None) -> bool:
+    done = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, cwd=repro.parent, env=env(), timeout=900)
+    if expected is None:
+        return done.returncode == -6  # SIGABRT
+    return done.returncode != 0 and expected in done.stderr
+
+
+def workdir(case: str) -> Path:
+    where = Path(tempfile.mkdtemp(prefix=f"bench-{case}-"))
+    shutil.copy(EXAMPLES / f"{case}.py", where)
+    shutil.copy(EXAMPLES / "buggy_backends.py", where)
+    return where
+
+
+def run_pt2kit(case: str, flags: list[str], expected: str | None) -> dict:
+    where = workdir(case)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "minifier", "run", "--json", *flags, "--out", "runs", f"{case}.py"], capture_output=True, text=True, cwd=where, env=env(), timeout=3600)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        return {"seconds": seconds, "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    report = json.loads(done.stdout)
+    repro = Path(report["repro"])
+    return {"seconds": seconds, "queries": report["queries"], "reduction_queries": report["reduction_queries"], "nodes": op_nodes(repro), "reproduces": reproduces(repro, expected), "repro": str(repro)}
+
+
+def run_torch(case: str, after: str, level: int, expected: str | None, isolate: bool) -> dict:
+    where = workdir(case)
+    start = time.perf_counter()
+    dump = subprocess.run([sys.executable, f"{case}.py"], capture_output=True, text=True, cwd=where, env=env(TORCHDYNAMO_REPRO_AFTER=after, TORCHDYNAMO_REPRO_LEVEL=str(level)), timeout=3600)
+    launchers = sorted(where.glob("torch_compile_debug/run_*/minifier/minifier_launcher.py"))
+    if not launchers:
+        return {"seconds": time.perf_counter() - start, "error": "torch wrote no minifier_launcher.py" + (" (the failure happens before the backend)" if dump.returncode else "")}
+    command = [sys.executable, str(launchers[0])] + ([] if isolate else ["minify", "--no-isolate"])
+    done = subprocess.run(command, capture_output=True, text=True, cwd=where, env=env(), timeout=3600)
+    seconds = time.perf_counter() - start
+    queries = re.findall(r"Made (\d+) queries", done.stderr)
+    repro = where / "repro.py"
+    if done.returncode != 0 or not repro.exists():
+        tail = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or [f"exit {done.returncode}"]
+        return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "error": tail[0][:200]}
+    return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "nodes": op_nodes(repro), "reproduces": reproduces(repro, expected), "repro": str(repro)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    options = parser.parse_args()
+    results = {}
+    for case in options.cases.split(","):
+        flags, after, level, expected = CASES[case]
+        row = results[case] = {
+            "pt2kit": run_pt2kit(case, flags, expected),
+            "torch_isolated": run_torch(case, after, level, expected, isolate=True),
+            "torch_no_isolate": run_torch(case, after, level, expected, isolate=False),
+        }
+        ours = row["pt2kit"]["seconds"]
+        for tool in ("torch_isolated", "torch_no_isolate"):
+            row[f"{tool}_over_pt2kit"] = round(row[tool]["seconds"] / ours, 2)
+        print(f"\n{case}")
+        for tool in ("pt2kit", "torch_isolated", "torch_no_isolate"):
+            r = row[tool]
+            detail = r.get("error") or f"{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
+            print(f"  {tool:17s} {r['seconds']:7.1f} s  {detail}")
+        print(f"  ratios: torch isolated / pt2kit = {row['torch_isolated_over_pt2kit']}x, torch --no-isolate / pt2kit = {row['torch_no_isolate_over_pt2kit']}x")
+    if options.json:
+        options.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
