@@ -29,7 +29,10 @@ test-fast: setup
 	$(PY) -m pytest -q -m 'not slow'
 
 bench: setup
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/bench_bisect.py
+	$(PY) benchmarks/bench_minifier.py
+	$(PY) benchmarks/bench_explain.py
+	$(PY) benchmarks/bench_opcheck.py
 
 clean:
 	rm -rf $(VENV) .cache runs build *.egg-info

@@ -8,7 +8,10 @@ For each case, in one run and on the same machine:
   process per query);
 - **torch, --no-isolate**: the same launcher with ``--no-isolate`` (queries in-process).
 
-torch runs with ``PT2KIT_AUTOLOAD=0``, so its own minifier is in charge. Reported per tool:
+torch runs with ``PT2KIT_AUTOLOAD=0``, so its own minifier is in charge. Every tool starts
+from its own copy of one Inductor cache, primed by running the program once: all three
+find the same warm start (precompiled headers, the original graph's kernels) and none
+profits from kernels another tool compiled. Reported per tool:
 seconds (both torch steps summed), queries, op nodes left in the repro, and whether the repro
 fails the same way when run with plain torch. Ratios are torch's seconds over pt2kit's.
 
@@ -35,16 +38,33 @@ EXAMPLES = REPO / "examples"
 # case: (pt2kit flags, torch's TORCHDYNAMO_REPRO_AFTER, torch's level, the error text a repro must print)
 CASES = {
     "relu_compile_error": ([], "aot", 2, "CppCompileError"),
-    "relu_runtime_error": ([], "aot", 2, None),  # an abort: the repro must die of SIGABRT
+    "relu_runtime_error": ([], "aot", 3, None),  # an abort: torch needs level 3 to dump before it; the repro must die of SIGABRT
     "relu_accuracy": (["--accuracy"], "aot", 4, "AccuracyError"),
     "backward_only": ([], "dynamo", 2, "bw_tanh_bug: cannot lower aten.tanh_backward"),  # torch's after-aot hook is Inductor-only
     "custom_op_bad_fake": ([], "dynamo", 2, "Attempting to broadcast a dimension of length 4"),
 }
 
 
+CACHE = {"dir": ""}  # the Inductor cache of the tool being measured
+
+
 def env(**extra: str) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
-    return {**base, "PT2KIT_AUTOLOAD": "0", **extra}
+    return {**base, "PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": CACHE["dir"], **extra}
+
+
+def primed_cache(case: str) -> Path:
+    """An Inductor cache warmed by one plain run of the program (its failure included)."""
+    where = workdir(case)
+    CACHE["dir"] = str(where / "inductor-cache")
+    subprocess.run([sys.executable, f"{case}.py"], capture_output=True, cwd=where, env=env(), timeout=3600)
+    return Path(CACHE["dir"])
+
+
+def use_copy_of(cache: Path, tool: str) -> None:
+    copy = cache.parent / f"inductor-cache-{tool}"
+    shutil.copytree(cache, copy)
+    CACHE["dir"] = str(copy)
 
 
 def op_nodes(repro: Path) -> int | None:
@@ -74,13 +94,20 @@ def workdir(case: str) -> Path:
     return where
 
 
+def last_error(stderr: str, code: int) -> str:
+    """The line of a failed run's stderr that says what went wrong."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith(" ")]
+    errors = [line for line in lines if "Error" in line or "error" in line or line.startswith("minify:")]
+    return (errors or lines or [f"exit {code}"])[-1][:200]
+
+
 def run_pt2kit(case: str, flags: list[str], expected: str | None) -> dict:
     where = workdir(case)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "minifier", "run", "--json", *flags, "--out", "runs", f"{case}.py"], capture_output=True, text=True, cwd=where, env=env(), timeout=3600)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
-        return {"seconds": seconds, "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+        return {"seconds": seconds, "error": last_error(done.stderr, done.returncode)}
     report = json.loads(done.stdout)
     repro = Path(report["repro"])
     return {"seconds": seconds, "queries": report["queries"], "reduction_queries": report["reduction_queries"], "nodes": op_nodes(repro), "reproduces": reproduces(repro, expected), "repro": str(repro)}
@@ -99,8 +126,7 @@ def run_torch(case: str, after: str, level: int, expected: str | None, isolate: 
     queries = re.findall(r"Made (\d+) queries", done.stderr)
     repro = where / "repro.py"
     if done.returncode != 0 or not repro.exists():
-        tail = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:] or [f"exit {done.returncode}"]
-        return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "error": tail[0][:200]}
+        return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "error": last_error(done.stderr, done.returncode)}
     return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "nodes": op_nodes(repro), "reproduces": reproduces(repro, expected), "repro": str(repro)}
 
 
@@ -112,11 +138,14 @@ def main() -> None:
     results = {}
     for case in options.cases.split(","):
         flags, after, level, expected = CASES[case]
-        row = results[case] = {
-            "pt2kit": run_pt2kit(case, flags, expected),
-            "torch_isolated": run_torch(case, after, level, expected, isolate=True),
-            "torch_no_isolate": run_torch(case, after, level, expected, isolate=False),
-        }
+        cache = primed_cache(case)
+        row = results[case] = {}
+        use_copy_of(cache, "pt2kit")
+        row["pt2kit"] = run_pt2kit(case, flags, expected)
+        use_copy_of(cache, "torch_isolated")
+        row["torch_isolated"] = run_torch(case, after, level, expected, isolate=True)
+        use_copy_of(cache, "torch_no_isolate")
+        row["torch_no_isolate"] = run_torch(case, after, level, expected, isolate=False)
         ours = row["pt2kit"]["seconds"]
         for tool in ("torch_isolated", "torch_no_isolate"):
             row[f"{tool}_over_pt2kit"] = round(row[tool]["seconds"] / ours, 2)

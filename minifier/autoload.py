@@ -100,7 +100,10 @@ def arm() -> None:
     except ValueError as e:
         print(f"pt2kit: {e}; leaving torch's minifier in charge", file=sys.stderr)
         return
-    dynamo_config.repro_after = None  # torch's own wrappers stand down
+    # torch's own wrappers stand down, in every thread: torch 2.13 keeps config per
+    # context, and a new thread starts from the default it read from the environment.
+    dynamo_config._config["repro_after"].default = None
+    dynamo_config.repro_after = None
     guard = ReproOnFailure(after, level, out)
     context = hooks.dynamo_backends(guard.wrap_backend)
     context.__enter__()  # for the life of the process

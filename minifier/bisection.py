@@ -6,18 +6,22 @@ graph:
 
 1. **capture** the program's dynamo graphs with their real inputs
    (:mod:`minifier.capture`); how the program itself ended is the *original* failure;
-2. run each graph through the stages in order, each in an isolated query
-   (:mod:`minifier.stages`, :mod:`minifier.worker`), until one fails;
+2. run each graph through every stage, each in an isolated query
+   (:mod:`minifier.stages`, :mod:`minifier.worker`), side by side on the cores; the
+   first failure in stage order is the graph's;
 3. take as culprit the first graph whose failure has the original signature (with
-   ``--accuracy``, the first graph that fails at all), and re-run that query to make
-   sure it fails the same way every time, reporting ``flaky`` otherwise;
+   ``--accuracy``, the first graph that fails at all);
 4. when the culprit fails in an AOTAutograd backend, lower it to its forward/backward
    graphs and run those too, so the table says whether the forward or the backward
-   breaks.
+   breaks;
+5. make sure the failure repeats: the failing compile seen again in an aot graph, or
+   else the culprit's query re-run; ``flaky`` otherwise (a program that fails while no
+   graph does gets a second look at both).
 
-A failure inside dynamo's own tracing has no graph: it is reported as its frame
-failing at the ``eager`` stage. The result is a :class:`BisectReport`, printed as a
-rich table or as DESIGN.md-style JSON.
+A failure inside dynamo's own tracing has no dynamo graph: it is reported as its
+frame failing at the ``eager`` stage, with the graph capture lifted from that frame
+(``make_fx`` on its real arguments) when that graph fails the same way. The result
+is a :class:`BisectReport`, printed as a rich table or as DESIGN.md-style JSON.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from .session import Session
 from .signature import Failure, Signature
 from .stages import Outcome, lower_case, run_case, stage_names, stages_for
 from .writer import load_repro
+
 
 @dataclass
 class Row:
@@ -297,32 +302,43 @@ def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, ao
 def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows_wanted: bool) -> BisectReport:
     """Make sure the culprit fails the same way again, and find its failing aot graph.
 
-    The re-run and the lowering are independent, so they run side by side.
+    A culprit failing in its final AOTAutograd backend is lowered, and its aot graphs
+    run through that backend's compiler: when one fails with the same signature, the
+    failing compile has happened again, and that is the check for flakiness. Otherwise
+    the culprit's query simply runs once more.
     """
     culprit = report.culprit
     assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
     outcome = culprit.first_failure
     case = culprit.case
-    queries = [(functools.partial(run_case, case, outcome.stage, accuracy=accuracy), f"{culprit.label} through {outcome.stage} again: checking it is not flaky")]
-    lowering = aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend
-    if lowering:
-        out = session.run_dir / "captured" / "aot"
-        queries.append((functools.partial(lower_case, case, out), f"{culprit.label}: lowering to aot graphs"))
-    results = session.query_all(queries)
-    again = results[0].value if results[0].value is not None else Outcome(outcome.stage, results[0].failure, results[0].seconds)
-    if _signature(again) != _signature(outcome):
-        raise FlakyFailure(f"flaky: {culprit.label} through {outcome.stage} gave {_describe(outcome)}, then {_describe(again)}")
-    if lowering and results[1].value:
-        rows = aot_rows(session, results[1].value, accuracy=accuracy)
+    target = _signature(outcome)
+    if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
+        lowered = session.query(functools.partial(lower_case, case, session.run_dir / "captured" / "aot"), f"{culprit.label}: lowering to aot graphs")
+        rows = aot_rows(session, lowered.value, accuracy=accuracy) if lowered.value else []
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
-        target = _signature(outcome)
         aot_culprit = next((r for r in rows if r.first_failure and _signature(r.first_failure) == target), None)
         if aot_culprit is not None:
             report.culprit = aot_culprit
-        elif rows:
+            return finish(session, report)
+        if rows:
             report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
+        second_look(session, [culprit, *rows], accuracy=accuracy)
+    else:
+        second_look(session, [culprit], accuracy=accuracy)
     return finish(session, report)
+
+
+def second_look(session: Session, rows: list[Row], *, accuracy: bool) -> None:
+    """Run each row's last stage again; :class:`FlakyFailure` if any outcome changes."""
+    looked = [row for row in rows if row.case is not None and row.outcomes]
+    plan = [(row.case, list(row.outcomes)[-1]) for row in looked]
+    labels = [f"{row.label} through {stage} again: checking it is not flaky" for row, (_, stage) in zip(looked, plan)]
+    again = run_each(session, plan, accuracy=accuracy, labels=labels)  # type: ignore[arg-type]
+    for row, (case, stage) in zip(looked, plan):
+        first, second = row.outcomes[stage], again[(id(case), stage)]
+        if _signature(second) != _signature(first):
+            raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(second)}")
 
 
 def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
@@ -351,13 +367,7 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     again = read_capture_again(session, script, args, backend)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
-    looked = [row for row in report.rows if row.case is not None and row.outcomes]
-    plan = [(row.case, list(row.outcomes)[-1]) for row in looked]
-    second = run_each(session, plan, accuracy=report.accuracy, labels=[f"{row.label} through {stage}: a second look" for row, (_, stage) in zip(looked, plan)])  # type: ignore[misc]
-    for row, (case, stage) in zip(looked, plan):  # does any graph fail now?
-        first, again = row.outcomes[stage], second[(id(case), stage)]
-        if _signature(again) != _signature(first):
-            raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(again)}")
+    second_look(session, report.rows, accuracy=report.accuracy)  # does any graph fail now?
     detail = (
         f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
         if failing

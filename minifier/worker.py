@@ -90,7 +90,9 @@ def prepare_parent() -> int:
     inductor_config.compile_threads = 1
     import torch._dynamo.config as dynamo_config
 
-    dynamo_config.repro_after = None  # torch's minifier would dump a repro per failing query
+    # torch's minifier would dump a repro per failing query (in any thread: see autoload)
+    dynamo_config._config["repro_after"].default = None
+    dynamo_config.repro_after = None
     return _CHILD_THREADS
 
 
@@ -165,8 +167,7 @@ class Worker:
 
         Several children may run at once (the machine's cores are the limit worth
         using); the parent stays single-threaded and waits on all their pipes.
-        ``threads``: the child's torch threads (default: all cores); children that
-        share the cores must split them, or their OpenMP pools spin against each other.
+        ``threads``: the child's torch threads (default: what the program had).
         """
         self._import_learned()
         check_fork_safe()
@@ -238,13 +239,15 @@ class Worker:
     ) -> list[QueryResult[Any]]:
         """Run independent queries, ``slots`` children at a time (default: the cores); results in order."""
         slots = min(slots or self.slots, len(queries)) or 1
-        threads = max(1, self.child_threads // slots)
         running: list[Running[Any]] = []
         try:
             for fn, label in queries:
                 while sum(not q.done for q in running) >= slots:
                     self.wait([q for q in running if not q.done], on_wait, any_=True)
-                running.append(self.start(fn, timeout=timeout, label=label, threads=threads))
+                # Every child keeps the program's thread count, even when two share the
+                # cores: a kernel's failure can depend on it (a C++ exception thrown in
+                # an OpenMP region aborts; on one thread it surfaces as a RuntimeError).
+                running.append(self.start(fn, timeout=timeout, label=label))
                 if on_start is not None:
                     on_start(running[-1])
             self.wait(running, on_wait)

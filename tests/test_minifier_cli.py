@@ -96,21 +96,23 @@ def test_repro_after_aot_env_var_arms_pt2kit(model_script, tmp_path):
     script = model_script("planted_compile_error")
     repro_dir = tmp_path / "repros"
     env = {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_DIR": str(repro_dir), "PT2KIT_AUTOLOAD": "1"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp_path, timeout=600)
     assert done.returncode != 0  # the program still fails as it would have
     assert "planted: cannot compile aten.cos" in done.stderr
     (run_dir,) = repro_dir.glob("run-*")
     report = json.loads((run_dir / "report.json").read_text())
     assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"]
     assert report["graph"]["boundary"] == "aot"
-    assert not list(repro_dir.glob("run_*"))  # torch's own minifier stayed out
+    # torch's own minifier stayed out, in every thread (it writes run_* dirs, checkpoints/ and repro.py)
+    assert not list(repro_dir.glob("run_*")) and not (tmp_path / "checkpoints").exists() and not (tmp_path / "repro.py").exists()
 
 
 def test_repro_level_1_dumps_without_minifying(model_script, tmp_path):
     script = model_script("planted_compile_error")
     env = {"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": "1", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_AUTOLOAD": "1"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp_path, timeout=600)
     assert done.returncode != 0
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "repro.py").exists()  # torch's minifier stayed out
     (run_dir,) = (tmp_path / "repros").glob("run-*")
     source = (run_dir / "repro.py").read_text()
     assert "not minified" in source and "torch.ops.aten" not in source  # the whole dynamo graph
