@@ -77,7 +77,7 @@ def main() -> None:
     start = time.perf_counter()
     torch_run = subprocess.run([sys.executable, "-c", TORCH_BISECT, str(where)], capture_output=True, text=True, cwd=where, env=env(where / "cache-torch"), timeout=3600)
     theirs = time.perf_counter() - start
-    found = json.loads(torch_run.stdout.strip().splitlines()[-1])
+    found = json.loads(next(line for line in torch_run.stdout.splitlines() if line.startswith("{")))
 
     print(f"pt2kit minify bisect:        {ours:6.1f} s, {report['queries']} queries: first failure {report['failure']['stage']} "
           f"({report['failure']['kind']}: {report['failure']['exception']}) on {report['graph']['label']}")

@@ -29,12 +29,14 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from .capture import CaptureResult, capture_script, read_capture
 from .case import GraphCase
 from .errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, UnknownBackend
 from .session import Session
+from .worker import QueryResult
 from .signature import Failure, Signature
 from .stages import Outcome, lower_case, run_case, stage_names, stages_for
 from .writer import load_repro
@@ -166,39 +168,68 @@ def run_stages(session: Session, case: GraphCase, *, accuracy: bool, path: Path 
     return run_stages_of(session, [(case, path)], accuracy=accuracy)[0]
 
 
-def run_stages_of(session: Session, cases: list[tuple[GraphCase, Path | None]], *, accuracy: bool) -> list[Row]:
+def run_stages_of(
+    session: Session, cases: list[tuple[GraphCase, Path | None]], *, accuracy: bool, stop_at: Signature | None = None
+) -> list[Row]:
     """Rows for several cases, every (case, stage) query in one batch over the cores.
 
     Each case's final stage goes first: it is usually the slow one (a real compile)
-    and usually where the failure is, so the cheap eager stages run beside it.
+    and usually where the failure is, so the cheap eager stages run beside it. With
+    ``stop_at``, the batch ends once some case's first failure has that signature
+    (the stages of the rest are left unrun: their rows say so).
     """
     plan = [(case, stage) for case, _ in cases for stage in reversed(stages_for(case))]
-    outcomes = run_each(session, plan, accuracy=accuracy)
+
+    def found(results: list[QueryResult[Any] | None]) -> bool:
+        done = {key: _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}
+        return any(_signature(first) == stop_at for case, _ in cases if (first := _first_failure(case, done)) is not None)
+
+    outcomes = run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None)
     rows = []
     for case, path in cases:
         row = Row(case.label(), case.boundary, case.kind, case.node_count, case.frame, {}, case, path)
         for stage in stages_for(case):
-            row.outcomes[stage] = outcomes[(id(case), stage)]
+            if (id(case), stage) in outcomes:
+                row.outcomes[stage] = outcomes[(id(case), stage)]
         rows.append(row)
     return rows
 
 
-def run_each(session: Session, plan: list[tuple[GraphCase, str]], *, accuracy: bool, labels: list[str] | None = None) -> dict[tuple[int, str], Outcome]:
+def _first_failure(case: GraphCase, outcomes: dict[tuple[int, str], Outcome]) -> Outcome | None:
+    """The first failing stage of a case, once every stage before it is known to pass."""
+    for stage in stages_for(case):
+        outcome = outcomes.get((id(case), stage))
+        if outcome is None:
+            return None
+        if not outcome.passed:
+            return outcome
+    return None
+
+
+def _as_outcome(stage: str, result: QueryResult[Any]) -> Outcome:
+    return result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+
+
+def run_each(
+    session: Session,
+    plan: list[tuple[GraphCase, str]],
+    *,
+    accuracy: bool,
+    labels: list[str] | None = None,
+    enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
+) -> dict[tuple[int, str], Outcome]:
     """Isolated queries, one per (case, stage); crashes and timeouts become outcomes."""
     queries = [
         (functools.partial(run_case, case, stage, accuracy=accuracy), labels[i] if labels else f"{case.label()} ({case.node_count} nodes) through {stage}")
         for i, (case, stage) in enumerate(plan)
     ]
-    results = session.query_all(queries)
-    return {
-        (id(case), stage): result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
-        for (case, stage), result in zip(plan, results)
-    }
+    results = session.query_all(queries, enough=enough)
+    return {(id(case), stage): _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None}
 
 
-def aot_rows(session: Session, paths: list[str], *, accuracy: bool) -> list[Row]:
-    """Rows for the aot graphs a lowering wrote."""
-    return run_stages_of(session, [(load_repro(Path(p)).case, Path(p)) for p in paths], accuracy=accuracy)
+def aot_rows(session: Session, paths: list[str], *, accuracy: bool, stop_at: Signature | None) -> list[Row]:
+    """Rows for the aot graphs a lowering wrote, until one fails with ``stop_at``."""
+    return run_stages_of(session, [(load_repro(Path(p)).case, Path(p)) for p in paths], accuracy=accuracy, stop_at=stop_at)
 
 
 def frame_row(session: Session, captured: CaptureResult, *, accuracy: bool) -> Row:
@@ -314,7 +345,7 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
     target = _signature(outcome)
     if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
         lowered = session.query(functools.partial(lower_case, case, session.run_dir / "captured" / "aot"), f"{culprit.label}: lowering to aot graphs")
-        rows = aot_rows(session, lowered.value, accuracy=accuracy) if lowered.value else []
+        rows = aot_rows(session, lowered.value, accuracy=accuracy, stop_at=target) if lowered.value else []
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and _signature(r.first_failure) == target), None)

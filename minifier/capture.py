@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib
 import inspect
 import json
 import os
@@ -50,9 +51,8 @@ from .script import is_internal_file, main_module_file, run_script
 from .signature import (
     COMPILE_PHASE_ATTR,
     Failure,
-    exception_chain,
     Signature,
-    mark_compile_phase,
+    exception_chain,
     signature_of_exception,
     signature_of_timeout,
     tagging_compile_errors,
@@ -79,8 +79,6 @@ def _is_literal(value: Any) -> bool:
 
 
 def _changed_config() -> dict[str, dict[str, Any]]:
-    import importlib
-
     changed = {}
     for name in CONFIG_MODULES:
         module = importlib.import_module(name)
@@ -225,8 +223,6 @@ def resolve_backend(name: str) -> Callable[..., Any]:
     from torch._dynamo.backends.registry import lookup_backend
 
     if ":" in name:
-        import importlib
-
         module, _, attr = name.partition(":")
         try:
             return getattr(importlib.import_module(module), attr)
@@ -441,7 +437,7 @@ def lift_frame(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase
 
     gm = make_fx(flat_call, tracing_mode="real")(*flat)
     case = make_case(gm, flat, backend=BackendInfo("eager", []), index=0, frame=frame, in_backend=False)
-    return case.replace(backward=False, modules=list(dict.fromkeys(case.modules + [m for m in [module_import_spec("__main__")] if m])))
+    return case.replace(backward=False)
 
 
 # --------------------------------------------------------------------------- #
@@ -459,7 +455,7 @@ class Recorder:
         self.cases: list[GraphCase] = []
         self._events = open(out_dir / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - closed in close()
         self._lock = threading.Lock()
-        self._busy_since: dict[int, float] = {}  # active compiled regions -> start time
+        self._busy_since: dict[int, tuple[float, str]] = {}  # active compiled regions -> (start, what)
         self._watchdog: threading.Thread | None = None
 
     # events ------------------------------------------------------------------
@@ -485,11 +481,7 @@ class Recorder:
             info = describe_backend(backend_fn, backend_name)
             case = recorder.record(gm, example_inputs, info)
             with recorder.busy(f"compiling {case.label()}"):
-                try:
-                    compiled = backend_fn(gm, example_inputs, **kwargs)
-                except BaseException as e:
-                    mark_compile_phase(e)
-                    raise
+                compiled = tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs)
             return recorder.watch(compiled, case.label())
 
         pt2kit_capture.__name__ = getattr(fn, "__name__", "pt2kit_capture")
@@ -573,7 +565,7 @@ class _Busy:
 
     def __enter__(self) -> None:
         with self.recorder._lock:
-            self.recorder._busy_since[id(self)] = (time.monotonic(), self.what)  # type: ignore[assignment]
+            self.recorder._busy_since[id(self)] = (time.monotonic(), self.what)
 
     def __exit__(self, *exc: object) -> None:
         with self.recorder._lock:

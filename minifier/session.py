@@ -130,18 +130,30 @@ class Session:
 
     def query(self, fn: Callable[[], T], label: str, *, timeout: float | None = None, count: bool = True) -> QueryResult[T]:
         """Run ``fn`` in an isolated child with the session's timeout, showing ``label``."""
-        return self.query_all([(fn, label)], timeout=timeout, count=count, slots=1)[0]
+        result = self.query_all([(fn, label)], timeout=timeout, count=count, slots=1)[0]
+        assert result is not None
+        return result
 
     def query_all(
-        self, queries: Sequence[tuple[Callable[[], Any], str]], *, timeout: float | None = None, count: bool = True, slots: int | None = None
-    ) -> list[QueryResult[Any]]:
-        """Run independent queries side by side (a child each, one per core at a time)."""
-        if count:
-            self.queries += len(queries)
+        self,
+        queries: Sequence[tuple[Callable[[], Any], str]],
+        *,
+        timeout: float | None = None,
+        count: bool = True,
+        slots: int | None = None,
+        enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
+    ) -> list[QueryResult[Any] | None]:
+        """Run independent queries side by side (a child each, one per core at a time).
+
+        With ``enough``, stop as soon as the results so far answer the question; the
+        queries that did not get to finish come back as None (see :meth:`Worker.run_all`).
+        """
         labels = " ‖ ".join(label for _, label in queries)
-        self.progress.update(f"{labels}  (query {self.queries})" if count else labels)
-        results = self.worker.run_all(queries, timeout=self.timeout if timeout is None else timeout, slots=slots, on_wait=self.progress.tick)
-        self.timeline.extend((label, round(result.seconds, 2)) for (_, label), result in zip(queries, results))
+        self.progress.update(f"{labels}  (from query {self.queries + 1})" if count else labels)
+        results = self.worker.run_all(queries, timeout=self.timeout if timeout is None else timeout, slots=slots, enough=enough, on_wait=self.progress.tick)
+        if count:
+            self.queries += sum(r is not None for r in results)
+        self.timeline.extend((label, round(result.seconds, 2)) for (_, label), result in zip(queries, results) if result is not None)
         return results
 
     def start(self, fn: Callable[[], Any], label: str, *, timeout: float | None = None) -> Running[Any]:

@@ -234,30 +234,51 @@ class Worker:
         *,
         timeout: float | None = None,
         slots: int | None = None,
-        on_start: Callable[[Running[Any]], None] | None = None,
+        enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
         on_wait: Callable[[], None] | None = None,
-    ) -> list[QueryResult[Any]]:
-        """Run independent queries, ``slots`` children at a time (default: the cores); results in order."""
+    ) -> list[QueryResult[Any] | None]:
+        """Run independent queries, ``slots`` children at a time (default: the cores); results in order.
+
+        ``enough(results)`` is asked whenever a query finishes (``results`` holds None
+        for queries not finished yet); once it says yes, running queries are killed,
+        the rest never start, and their results stay None.
+        """
         slots = min(slots or self.slots, len(queries)) or 1
         running: list[Running[Any]] = []
+        results: list[QueryResult[Any] | None] = [None] * len(queries)
+
+        def collect() -> bool:
+            for i, q in enumerate(running):
+                if q.done and results[i] is None:
+                    results[i] = q.result()
+                    self._learned.update(q.imported)
+            return enough is not None and enough(results)
+
         try:
             for fn, label in queries:
                 while sum(not q.done for q in running) >= slots:
                     self.wait([q for q in running if not q.done], on_wait, any_=True)
+                    if collect():
+                        return self._stop(running, results)
                 # Every child keeps the program's thread count, even when two share the
                 # cores: a kernel's failure can depend on it (a C++ exception thrown in
                 # an OpenMP region aborts; on one thread it surfaces as a RuntimeError).
                 running.append(self.start(fn, timeout=timeout, label=label))
-                if on_start is not None:
-                    on_start(running[-1])
-            self.wait(running, on_wait)
+            while not all(q.done for q in running):
+                self.wait([q for q in running if not q.done], on_wait, any_=True)
+                if collect():
+                    return self._stop(running, results)
+            collect()
         except BaseException:
             for q in running:
                 q.kill()
             raise
-        results = [q.result() for q in running]
+        return results
+
+    @staticmethod
+    def _stop(running: list[Running[Any]], results: list[QueryResult[Any] | None]) -> list[QueryResult[Any] | None]:
         for q in running:
-            self._learned.update(q.imported)
+            q.kill()  # no-op for the finished ones
         return results
 
     def _import_learned(self) -> None:
@@ -291,7 +312,9 @@ class Worker:
         ``on_wait`` is called a few times a second while the child runs (progress
         displays refresh from it: the parent must stay single-threaded).
         """
-        return self.run_all([(fn, label)], timeout=timeout, slots=1, on_wait=on_wait)[0]
+        result = self.run_all([(fn, label)], timeout=timeout, slots=1, on_wait=on_wait)[0]
+        assert result is not None
+        return result
 
     # -- child side --------------------------------------------------------- #
 
