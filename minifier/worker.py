@@ -26,6 +26,7 @@ Ctrl-C in the parent kills the running child's process group and re-raises
 
 from __future__ import annotations
 
+import faulthandler
 import io
 import os
 import pickle
@@ -328,6 +329,8 @@ class Worker:
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
                 os.close(fd)
+                if faulthandler.is_enabled():  # a crash's stack goes to the query's log, not the user's terminal
+                    faulthandler.enable(file=open(2, "w", closefd=False), all_threads=False)
             import torch
 
             torch.set_num_threads(threads)

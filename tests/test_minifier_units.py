@@ -82,10 +82,12 @@ def test_accuracy_catches_nan_shape_and_integer_mismatches():
 # --------------------------------------------------------------------------- #
 
 
-def test_worker_returns_values_and_survives_crashes_and_hangs():
-    worker = Worker(timeout=3)
+def test_worker_returns_values_and_survives_crashes_and_hangs(tmp_path):
+    worker = Worker(log_dir=tmp_path, timeout=3)
     assert worker.run(lambda: 6 * 7).value == 42
     assert worker.run(lambda: os.abort()).failure.signature.exception == "SIGABRT"
+    # the crash's Python stack lands in that query's log (pytest arms faulthandler)
+    assert "Fatal Python error: Aborted" in (tmp_path / "0002-query.log").read_text()
     hung = worker.run(lambda: [None for _ in iter(int, 1)])
     assert hung.failure.signature.kind == "timeout" and hung.seconds < 10
     assert worker.run(lambda: os._exit(3)).failure.signature.message == "process exited with status 3"
