@@ -27,18 +27,18 @@ is a :class:`BisectReport`, printed as a rich table or as DESIGN.md-style JSON.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from .capture import CaptureResult, capture_script, read_capture
 from .case import GraphCase
 from .errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, UnknownBackend
 from .session import Session
-from .worker import QueryResult
 from .signature import Failure, Signature
 from .stages import Outcome, lower_case, run_case, stage_names, stages_for
+from .worker import QueryResult
 from .writer import load_repro
 
 

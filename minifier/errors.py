@@ -1,6 +1,6 @@
 """The errors pt2kit reports to a user, each with one clear line and its own exit code.
 
-Every command-line entry point (``minify``, ``python -m explain``, ``python -m replay``, ...)
+Every command-line entry point (``minify``, ``python -m minifier``, ``python -m explain``)
 catches :class:`UserFacingError`, prints its message on one line and exits with its
 ``exit_code``. Anything else that escapes is a pt2kit bug and gets a traceback.
 

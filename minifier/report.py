@@ -49,8 +49,7 @@ def bisect_table(report: BisectReport) -> Table:
             row.kind,
             "?" if row.nodes is None else str(row.nodes),
         ]
-        stages = report.stages if row.boundary == "dynamo" else report.stages
-        table.add_row(*cells, *(_cell(row, s, culprit) for s in stages))
+        table.add_row(*cells, *(_cell(row, s, culprit) for s in report.stages))
     return table
 
 

@@ -1,7 +1,7 @@
 """Running a user's script as ``python SCRIPT ARGS...`` would, inside the current process.
 
 Every pt2kit command that takes a SCRIPT (``minify run``, ``minify bisect``,
-``python -m explain``, ``python -m replay record``) goes through :func:`run_script`, so
+``python -m explain``) goes through :func:`run_script`, so
 they all agree on what "running the script" means: ``__name__ == "__main__"``,
 ``sys.argv`` set, the script's directory first on ``sys.path``, and the working
 directory left alone.
