@@ -1,4 +1,4 @@
 """``python -m minifier`` is the ``minify`` command."""
-from .cli import main
+from .cli import entry_point
 
-main(prog_name="minify")
+entry_point()
