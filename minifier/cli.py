@@ -81,27 +81,24 @@ def _fail(error: UserFacingError, as_json: bool) -> None:
 @_script_arguments
 def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
+    import json
+
     from .bisection import bisect_script
     from .report import print_bisect
-    from .session import Session
 
-    session = None
     try:
         path = resolve_script(script)
-        session = Session(path.stem, out=out, timeout=timeout)
-        report = bisect_script(session, path, list(args), backend=backend, accuracy=accuracy)
-        session.close()
-        data = report.to_json()
-        (session.run_dir / "report.json").write_text(__import__("json").dumps(data, indent=2, default=str))
-        _finish(lambda console: print_bisect(report, console), data, as_json, wide_console())
-    except KeyboardInterrupt:
-        if session:
-            session.close()
-        _fail(Interrupted(f"interrupted; partial results are in {session.run_dir if session else '(nothing yet)'}"), as_json)
     except UserFacingError as error:
-        if session:
-            session.close()
         _fail(error, as_json)
+
+    def work(session: Any) -> tuple[dict[str, Any], Any]:
+        report = bisect_script(session, path, list(args), backend=backend, accuracy=accuracy)
+        data = report.to_json()
+        (session.run_dir / "report.json").write_text(json.dumps(data, indent=2, default=str))
+        return data, lambda console: print_bisect(report, console)
+
+    # bisect leaves no report.json for an error (run and repro do)
+    _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, error_report=False)
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -115,10 +112,10 @@ def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend
 
     out = out or default_out_dir()
 
-    def work(session: Any) -> Any:
-        return minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=accuracy, out=out)
+    def work(session: Any) -> tuple[dict[str, Any], Any]:
+        return _minified(minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=accuracy, out=out))
 
-    _minify_command(script.stem, work, out=out, timeout=timeout, as_json=as_json)
+    _session_command(script.stem, work, out=out, timeout=timeout, as_json=as_json)
 
 
 @main.command(context_settings=CONTEXT)
@@ -136,23 +133,38 @@ def repro(path: Path, after: str, accuracy: bool | None, out: Path | None, run_d
 
     out = out or default_out_dir()
 
-    def work(session: Any) -> Any:
-        return minify_repro(session, resolve_script(path), after=after, accuracy=accuracy, out=out)
+    def work(session: Any) -> tuple[dict[str, Any], Any]:
+        return _minified(minify_repro(session, resolve_script(path), after=after, accuracy=accuracy, out=out))
 
-    _minify_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)
+    _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)
 
 
-def _minify_command(name: str, work: Any, *, out: Path, timeout: float, as_json: bool, run_dir: Path | None = None) -> None:
-    """Shared by ``run`` and ``repro``: session, errors, and the summary or JSON."""
+def _minified(result: Any) -> tuple[dict[str, Any], Any]:
+    """``run`` and ``repro``: the report and the summary of a :class:`~minifier.minification.MinifyResult`."""
     from .report import print_minify
+
+    return result.to_json(), lambda console: print_minify(result, console)
+
+
+def _session_command(
+    name: str,
+    work: Any,
+    *,
+    out: Path | None,
+    timeout: float,
+    as_json: bool,
+    run_dir: Path | None = None,
+    error_report: bool = True,
+) -> None:
+    """Every command's frame: a session, ``work(session) -> (report, render)``, errors, and the summary or JSON."""
     from .session import Session
 
     session = None
     try:
         session = Session(name, out=out, timeout=timeout, run_dir=run_dir)
-        result = work(session)
+        data, render = work(session)
         session.close()
-        _finish(lambda console: print_minify(result, console), result.to_json(), as_json, wide_console())
+        _finish(render, data, as_json, wide_console())
     except KeyboardInterrupt:
         if session:
             session.close()
@@ -160,7 +172,8 @@ def _minify_command(name: str, work: Any, *, out: Path, timeout: float, as_json:
     except UserFacingError as error:
         if session:
             session.close()
-            _write_error_report(session, error)
+            if error_report:
+                _write_error_report(session, error)
         _fail(error, as_json)
 
 
