@@ -380,33 +380,28 @@ def remove_prefix(r: Reducer) -> None:
             hi = mid
 
 
-def delta_debugging(r: Reducer) -> None:
-    """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph."""
+def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate]) -> None:
+    """ddmin over ``items(r.best)``: drop chunks of decreasing size while one can go (at least one item stays)."""
     chunks = 2
-    while len(r.best.kept) > 1:
-        kept = r.best.kept
-        size = math.ceil(len(kept) / chunks)
-        if any(r.consider(r.without(kept[i : i + size])) for i in range(0, len(kept), size)):
+    while len(items(r.best)) > 1:
+        current = items(r.best)
+        size = math.ceil(len(current) / chunks)
+        if any(r.consider(drop(current[i : i + size])) for i in range(0, len(current), size)):
             chunks = max(chunks - 1, 2)
             continue
         if size == 1:
             return
-        chunks = min(len(kept), chunks * 2)
+        chunks = min(len(current), chunks * 2)
+
+
+def delta_debugging(r: Reducer) -> None:
+    """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph."""
+    _ddmin(r, lambda c: c.kept, r.without)
 
 
 def remove_outputs(r: Reducer) -> None:
     """ddmin over the outputs (the graph keeps at least one)."""
-    chunks = 2
-    while len(r.best.outputs) > 1:
-        outputs = r.best.outputs
-        size = math.ceil(len(outputs) / chunks)
-        tried = [replace(r.best, outputs=outputs[:i] + outputs[i + size :]) for i in range(0, len(outputs), size)]
-        if any(r.consider(c) for c in tried):
-            chunks = max(chunks - 1, 2)
-            continue
-        if size == 1:
-            return
-        chunks = min(len(outputs), chunks * 2)
+    _ddmin(r, lambda c: c.outputs, lambda chunk: replace(r.best, outputs=tuple(o for o in r.best.outputs if o not in chunk)))
 
 
 def consolidate_inputs(r: Reducer) -> None:
