@@ -158,6 +158,8 @@ class ReproOnFailure:
 
     def check_accuracy(self, compiled: Callable[..., Any], case: Any, args: Sequence[Any]) -> Any:
         """Level 4: a graph's first call is compared with eager, in fp32 and fp64."""
+        import copy
+
         import torch
 
         from .case import clone_tensor
@@ -176,7 +178,7 @@ class ReproOnFailure:
             raise
         with torch.no_grad():
             expected = case.gm(*inputs)
-            fp64 = _as_list(copy_module(case.gm).to(torch.float64)(*to_float64(fresh())))
+            fp64 = _as_list(copy.deepcopy(case.gm).to(torch.float64)(*to_float64(fresh())))
         problem = accuracy_divergence(_as_list(expected), _as_list(result), fp64)
         if problem:
             path = self.save(failing, f"diverges from the fp64 reference ({problem})")
@@ -214,12 +216,6 @@ class ReproOnFailure:
 
 def _as_list(outputs: Any) -> list[Any]:
     return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-
-
-def copy_module(module: Any) -> Any:
-    import copy
-
-    return copy.deepcopy(module)
 
 
 def _with_values(inputs: list[Any], args: Sequence[Any]) -> list[Any]:

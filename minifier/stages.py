@@ -44,9 +44,7 @@ from .signature import (
     signature_of_exception,
     tagging_compile_errors,
 )
-from .writer import data_of, exec_repro, render, write_repro
-
-EAGER_STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
+from .writer import EAGER_STAGES, data_of, exec_repro, render, write_repro
 
 
 def stage_names(final: str) -> list[str]:
