@@ -111,6 +111,17 @@ def test_repro_after_aot_env_var_arms_pt2kit(model_script, tmp_path):
     assert not list(repro_dir.glob("run_*")) and not (tmp_path / "checkpoints").exists() and not (tmp_path / "repro.py").exists()
 
 
+def test_repro_level_4_catches_a_wrong_answer_and_minifies_it(model_script, tmp_path):
+    script = model_script("planted_accuracy")
+    env = {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": "4", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_AUTOLOAD": "1"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp_path, timeout=600)
+    assert done.returncode != 0 and "AccuracyError" in done.stderr  # the wrong answer now stops the program
+    (run_dir,) = (tmp_path / "repros").glob("run-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["failure"]["kind"] == "accuracy" and report["verified"]
+    assert "aten.cos.default" in report["ops_after"]
+
+
 def test_repro_level_1_dumps_without_minifying(model_script, tmp_path):
     script = model_script("planted_compile_error")
     env = {"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": "1", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_AUTOLOAD": "1"}
