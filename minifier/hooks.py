@@ -27,52 +27,12 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-BackendWrapper = Callable[[Callable[..., Any], "str | None"], Callable[..., Any]]
+from .seams.after_dynamo import INTERNAL, BackendWrapper, dynamo_backends
+
 InnerCompileWrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 CompilerWrapper = Callable[[str, Callable[..., Any]], Callable[..., Any]]
 
-#: Attribute marking a backend pt2kit compiles with for its own purposes; hooks let it through.
-INTERNAL = "_pt2kit_internal"
-
 AOT_COMPILER_KINDS = {"fw_compiler": "forward", "bw_compiler": "backward", "inference_compiler": "inference"}
-
-
-def _identity_backend_wrapper(fn: Callable[..., Any], name: str | None) -> Callable[..., Any]:
-    return fn
-
-
-@contextlib.contextmanager
-def dynamo_backends(wrap: BackendWrapper) -> Iterator[None]:
-    """Within the block, each backend torch.compile resolves becomes ``wrap(backend, name)``.
-
-    ``backend`` is the resolved compiler function (a registered name already looked up)
-    and ``name`` the string the user gave, if any. The result must be a dynamo backend;
-    attributes dynamo reads off backends (``backend_ctx_ctor``, ``get_compiler_config``,
-    ``compiler_name``) are copied onto it if it lacks them.
-    """
-    import torch._dynamo.repro.after_dynamo as after_dynamo
-
-    original = after_dynamo.wrap_backend_debug
-
-    def wrap_backend_debug(fn: Callable[..., Any], name: str | None) -> Callable[..., Any]:
-        if getattr(fn, INTERNAL, False) or getattr(getattr(fn, "compiler_fn", None), INTERNAL, False):
-            return original(fn, name)  # (torch.compile wraps callables in _TorchCompileWrapper)
-        wrapped = wrap(fn, name)
-        for attr in ("backend_ctx_ctor", "get_compiler_config", "compiler_name", "reset"):
-            if hasattr(fn, attr) and not hasattr(wrapped, attr):
-                try:
-                    setattr(wrapped, attr, getattr(fn, attr))
-                except AttributeError:
-                    pass
-        # torch's own debug wrapper still runs inside ours, so TORCHDYNAMO_REPRO_* keep
-        # their meaning when pt2kit is not the one handling them.
-        return original(wrapped, name)
-
-    after_dynamo.wrap_backend_debug = wrap_backend_debug
-    try:
-        yield
-    finally:
-        after_dynamo.wrap_backend_debug = original
 
 
 @contextlib.contextmanager
@@ -133,4 +93,4 @@ def internal(backend: Callable[..., Any]) -> Callable[..., Any]:
     return backend
 
 
-__all__ = ["dynamo_backends", "inductor_inner_compile", "aot_compilers", "internal", "AOT_COMPILER_KINDS"]
+__all__ = ["dynamo_backends", "inductor_inner_compile", "aot_compilers", "internal", "AOT_COMPILER_KINDS", "INTERNAL"]

@@ -1,0 +1,127 @@
+"""One seam to torch: every private torch name pt2kit touches, one module per hook point.
+
+pt2kit reaches into torch's internals (the debug hooks torch's own minifier uses,
+dynamo's config store, ShapeEnv, the guard tree...). torch changes them between
+releases without notice, so every such touch lives here, in one module per torch
+hook point, named after what it wraps (depyf's layout). Nothing outside this
+package names a private torch attribute; public torch APIs stay where they are used.
+
+Each seam module defines
+
+- ``SEAM``: a :class:`Seam` naming what it wraps, the torch versions it was
+  written against, and the pt2kit features that need it;
+- ``probe()``: a cheap check (no compile) that raises when torch moved or changed
+  what the seam relies on. ``minify doctor`` runs every probe; the tests run them
+  as smoke tests.
+
+A feature asks for its seams with :func:`require` before it does anything. When
+the installed torch is inside the tested range that costs nothing; outside it, the
+probes run once and a broken seam becomes one line (:class:`SeamBroken`, exit 9)
+naming the feature, the torch name that changed, and ``minify doctor``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+import re
+import time
+from dataclasses import dataclass, field
+
+from ..errors import UserFacingError
+
+#: torch minor versions every seam was written and tested against.
+TESTED_TORCH = ((2, 13),)
+
+
+class SeamBroken(UserFacingError):
+    """The installed torch changed an internal a pt2kit feature needs (exit 9)."""
+
+    exit_code = 9
+
+
+@dataclass(frozen=True)
+class Seam:
+    """What one seam module wraps, and who depends on it."""
+
+    wraps: str  # the torch names, e.g. "torch._dynamo.repro.after_dynamo.wrap_backend_debug"
+    features: tuple[str, ...]  # pt2kit features that stop working without it
+    tested: str = "2.13"  # torch versions it was written against
+
+
+@dataclass
+class SeamStatus:
+    """The result of one seam's probe."""
+
+    name: str
+    seam: Seam | None
+    ok: bool
+    error: str = ""
+    seconds: float = 0.0
+    features: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "seam": self.name,
+            "wraps": self.seam.wraps if self.seam else None,
+            "tested": self.seam.tested if self.seam else None,
+            "features": list(self.features),
+            "ok": self.ok,
+            "error": self.error,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def names() -> list[str]:
+    """Every seam module of this package, by name."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def torch_version() -> tuple[int, int]:
+    import torch
+
+    match = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def in_tested_range() -> bool:
+    return torch_version() in TESTED_TORCH
+
+
+@functools.cache
+def check(name: str) -> SeamStatus:
+    """Import seam ``name`` and run its probe; never raises."""
+    start = time.perf_counter()
+    seam = None
+    try:
+        module = importlib.import_module(f"{__name__}.{name}")
+        seam = module.SEAM
+        module.probe()
+    except Exception as e:  # noqa: BLE001 - a broken seam is data here
+        return SeamStatus(name, seam, False, f"{type(e).__name__}: {e}".splitlines()[0][:300], time.perf_counter() - start, seam.features if seam else ())
+    return SeamStatus(name, seam, True, "", time.perf_counter() - start, seam.features)
+
+
+def check_all() -> list[SeamStatus]:
+    return [check(name) for name in names()]
+
+
+def require(feature: str, *seams: str) -> None:
+    """Fail with one line when the installed torch breaks a seam ``feature`` needs.
+
+    Inside the tested torch range this does nothing (the test suite runs every probe);
+    outside it, the probes of ``seams`` run once per process.
+    """
+    if in_tested_range():
+        return
+    for name in seams:
+        status = check(name)
+        if not status.ok:
+            import torch
+
+            wraps = status.seam.wraps if status.seam else name
+            raise SeamBroken(
+                f"torch {torch.__version__} is not supported by pt2kit's {feature}: {wraps} changed "
+                f"({status.error}); run `minify doctor` for what still works"
+            )

@@ -1,0 +1,77 @@
+"""Seam: ``torch._dynamo.repro.after_dynamo.wrap_backend_debug``, the seat of every dynamo backend.
+
+``torch._dynamo.eval_frame.get_compiler_fn`` passes each backend that
+``torch.compile`` / ``torch._dynamo.optimize`` resolves through
+``after_dynamo.wrap_backend_debug(fn, name)``, looked up at call time. torch's own
+minifier sits there; pt2kit takes the same seat (:func:`dynamo_backends`), so it
+sees every dynamo graph with its real example inputs without patching deeper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch._dynamo.repro.after_dynamo.wrap_backend_debug",
+    features=("minify run/bisect capture", "TORCHDYNAMO_REPRO_AFTER hook", "minifier.save_repro"),
+)
+
+BackendWrapper = Callable[[Callable[..., Any], "str | None"], Callable[..., Any]]
+
+#: Attribute marking a backend pt2kit compiles with for its own purposes; hooks let it through.
+INTERNAL = "_pt2kit_internal"
+
+#: Attributes dynamo reads off a backend object; a wrapper must carry them over.
+BACKEND_ATTRIBUTES = ("backend_ctx_ctor", "get_compiler_config", "compiler_name", "reset")
+
+
+def probe() -> None:
+    import torch._dynamo.eval_frame as eval_frame
+    import torch._dynamo.repro.after_dynamo as after_dynamo
+
+    parameters = list(inspect.signature(after_dynamo.wrap_backend_debug).parameters)
+    if parameters[:2] != ["unconfigured_compiler_fn", "compiler_name"]:
+        raise AttributeError(f"wrap_backend_debug takes {parameters}, expected (unconfigured_compiler_fn, compiler_name)")
+    if "wrap_backend_debug" not in inspect.getsource(eval_frame.get_compiler_fn):
+        raise AttributeError("eval_frame.get_compiler_fn no longer calls wrap_backend_debug")
+
+
+def is_internal(fn: Callable[..., Any]) -> bool:
+    return bool(getattr(fn, INTERNAL, False) or getattr(getattr(fn, "compiler_fn", None), INTERNAL, False))
+
+
+@contextlib.contextmanager
+def dynamo_backends(wrap: BackendWrapper) -> Iterator[None]:
+    """Within the block, each backend torch.compile resolves becomes ``wrap(backend, name)``.
+
+    ``backend`` is the resolved compiler function (a registered name already looked up)
+    and ``name`` the string the user gave, if any. The result must be a dynamo backend;
+    attributes dynamo reads off backends (:data:`BACKEND_ATTRIBUTES`) are copied onto it
+    if it lacks them. Backends marked :data:`INTERNAL` pass through unwrapped.
+    """
+    import torch._dynamo.repro.after_dynamo as after_dynamo
+
+    original = after_dynamo.wrap_backend_debug
+
+    def wrap_backend_debug(fn: Callable[..., Any], name: str | None) -> Callable[..., Any]:
+        if is_internal(fn):  # (torch.compile wraps callables in _TorchCompileWrapper)
+            return original(fn, name)
+        wrapped = wrap(fn, name)
+        for attr in BACKEND_ATTRIBUTES:
+            if hasattr(fn, attr) and not hasattr(wrapped, attr):
+                try:
+                    setattr(wrapped, attr, getattr(fn, attr))
+                except AttributeError:
+                    pass
+        return original(wrapped, name)
+
+    after_dynamo.wrap_backend_debug = wrap_backend_debug
+    try:
+        yield
+    finally:
+        after_dynamo.wrap_backend_debug = original
