@@ -151,7 +151,7 @@ def capture(session: Session, script: Path, args: list[str], backend: str | None
     """
     out = session.run_dir / "captured"
     running = session.start(
-        lambda: capture_script(script, args, out, backend=backend, timeout=session.timeout),
+        functools.partial(capture_script, script, args, out, backend=backend, timeout=session.timeout),
         f"running {script.name} with capture armed",
         timeout=None,  # the script may run for hours; hangs in compiled code are caught inside
     )
@@ -319,7 +319,7 @@ def bisect_script(
 
 def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None) -> BisectReport:
     """Stage bisection of one saved graph (``minify repro``): its stages, then its aot graphs."""
-    session.warm_up(inductor=True)
+    session.warm_up(inductor=case.backend == "inductor")
     row = run_stages(session, case, accuracy=accuracy, path=path)
     report = BisectReport(str(path or case.label()), case.backend, accuracy, session.run_dir, None, [row])
     first = row.first_failure
@@ -383,7 +383,7 @@ def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
 
 def read_capture_again(session: Session, script: Path, args: list[str], backend: str | None) -> CaptureResult:
     out = session.run_dir / "captured-again"
-    result = session.query(lambda: capture_script(script, args, out, backend=backend, timeout=session.timeout), f"running {script.name} again: checking it is not flaky", timeout=None)
+    result = session.query(functools.partial(capture_script, script, args, out, backend=backend, timeout=session.timeout), f"running {script.name} again: checking it is not flaky", timeout=None)
     return read_capture(out, result.failure)
 
 

@@ -193,6 +193,16 @@ class GraphCase:
             return f"g{self.index if self.parent is None else self.parent}.{self.kind}"
         return f"g{self.index}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its repro text and tensors, the one format pt2kit reads cases from.
+
+        (An ``fx.GraphModule`` pickles as code that is re-traced on load, which runs
+        constant calls at trace time and so changes the graph.)
+        """
+        from .writer import case_payload, read_case
+
+        return (read_case, case_payload(self))
+
     def replace(self, **changes: Any) -> GraphCase:
         """A shallow copy with some fields changed (the graph module is shared unless given)."""
         return dataclasses.replace(self, **changes)

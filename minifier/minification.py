@@ -164,11 +164,11 @@ def minify_case(
     bisect: BisectReport | None = None,
 ) -> MinifyResult:
     """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json."""
-    session.warm_up(inductor=True)  # already done when a bisection came first
+    session.warm_up(inductor=stage == "inductor")  # already asked for when a bisection came first
     run_dir = session.run_dir
     origin_dir = run_dir / "work" / "origin"
     origin_path = write_repro(case, origin_dir, stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification.")
-    profiled = session.query(lambda: profile_case(case), "profiling the graph (one eager run)")
+    profiled = session.query(functools.partial(profile_case, case), "profiling the graph (one eager run)")
     if profiled.value is None:
         raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
     accuracy_mode = accuracy and target.signature.kind == "accuracy"
@@ -223,7 +223,8 @@ def minify_case(
         resumed_from=resumed_from,
         run_dir=run_dir,
     )
-    result.timeline = session.timeline
+    result.timeline = session.full_timeline()
+    result.notes.extend(session.notes)
     if not verified:
         result.notes.append("the written repro.py did not reproduce the failure when read back; the graph in work/origin does")
     (run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
@@ -240,11 +241,16 @@ def write_best(session: Session, reducer: Reducer, origin: GraphCase, stage: str
     best = reducer.best_case()
     needed = [i for i in best.inputs if i.source is not None and not i.is_random]
     if needed:
-        result = session.query(lambda: {i.name: i.value for i in realize(best, origin).inputs if i.source is not None}, "saving the inputs the repro needs", count=False)
+        result = session.query(functools.partial(realized_values, best, origin), "saving the inputs the repro needs", count=False)
         if result.value is None:
             raise NotReproducible(f"the original graph no longer runs in eager: {result.failure.signature if result.failure else '?'}")
         best = best.replace(inputs=[i if i.name not in result.value or i.is_random else _with_value(i, result.value[i.name]) for i in best.inputs])
     return write_repro(best, session.run_dir, stage=stage, failure=target.signature, accuracy=accuracy)
+
+
+def realized_values(case: GraphCase, origin: GraphCase) -> dict[str, Any]:
+    """(In a worker child) the values of a candidate's cut inputs, computed by the original graph."""
+    return {i.name: i.value for i in realize(case, origin).inputs if i.source is not None}
 
 
 def _with_value(i: Any, value: Any) -> Any:
@@ -263,7 +269,7 @@ def verify(session: Session, path: Path, target: Signature, asked: GraphCase) ->
     loaded = load_repro(path)
     if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy) == render(asked, stage=loaded.stage, accuracy=loaded.accuracy):
         return True
-    result = session.query(lambda: run_case(loaded.case, loaded.stage, accuracy=loaded.accuracy), "checking the written repro fails the same way")
+    result = session.query(functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy), "checking the written repro fails the same way")
     outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
     return outcome.failure is not None and outcome.failure.signature == target
 

@@ -123,10 +123,8 @@ class Session:
         self.timeline: list[tuple[str, float]] = []  # (what, seconds) of each phase and query
 
     def warm_up(self, inductor: bool = True) -> None:
-        self.progress.update("warming up a worker (imports torch and compiles once)")
-        start = time.monotonic()
-        self.worker.warm_up(inductor=inductor)
-        self.timeline.append(("warm-up", round(time.monotonic() - start, 2)))
+        """Have pt2kit's worker process warm up (in the background) before its next query."""
+        self.worker.warm_up("inductor" if inductor else "eager")
 
     def query(self, fn: Callable[[], T], label: str, *, timeout: float | None = None, count: bool = True) -> QueryResult[T]:
         """Run ``fn`` in an isolated child with the session's timeout, showing ``label``."""
@@ -175,8 +173,17 @@ class Session:
     def log(self, message: str) -> None:
         self.progress.log(message)
 
+    @property
+    def notes(self) -> list[str]:
+        """What degraded along the way (a worker restarted, a warm-up that failed)."""
+        return self.worker.notes
+
+    def full_timeline(self) -> list[tuple[str, float]]:
+        return [*((what, round(s, 2)) for what, s in self.worker.warm_seconds.items()), *self.timeline]
+
     def close(self) -> None:
         self.progress.clear()
+        self.worker.close()
 
 
 def print_json(data: Any) -> None:

@@ -13,6 +13,7 @@ rest of ``minify repro`` then works on that.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ def load_any_repro(path: Path, session: Session) -> LoadedRepro:
     except SyntaxError as e:  # torch can write config values that do not parse (pytorch#128830)
         raise CorruptRecord(f"{path}: not valid Python ({e.msg}, line {e.lineno}); torch wrote a config value it cannot read back") from None
     out = session.run_dir / "work" / "converted"
-    result = session.query(lambda: convert_torch_repro(path, out), f"reading torch's {path.name}", count=False)
+    result = session.query(functools.partial(convert_torch_repro, path, out), f"reading torch's {path.name}", count=False)
     if result.value is None:
         raise CorruptRecord(f"{path}: could not be loaded ({result.failure.signature if result.failure else '?'})")
     return load_repro(Path(result.value))

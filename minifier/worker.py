@@ -1,52 +1,46 @@
-"""Isolated queries on a warm process: one ``fork()`` per question.
+"""Isolated queries: every question runs in a child forked from pt2kit's own warm process.
 
-Every question pt2kit asks ("does this graph still fail under Inductor?") may
-segfault, ``abort()``, or spin forever inside compiled code, so it cannot run in
-pt2kit's own process. torch's minifier isolates by starting a fresh interpreter per
-query and pays about 6 s of ``import torch`` each time. pt2kit imports torch (and
-Inductor, and warms its compile path) once in the parent, then forks a child per
-query: the child starts warm, runs one function, sends its picklable result back
-through a pipe, and exits. The parent only waits, with a deadline.
+:class:`Worker` is the controller's side of :mod:`minifier.zygote`. It starts the
+zygote (a fresh ``python -P -m minifier.zygote`` with its thread pools pinned), sends
+it pickled query functions, and collects what the children report. The process
+that uses a ``Worker`` (the ``minify`` command, a test session, a user's training
+job through the Python API) may run any number of threads and any user code: it
+never forks. Only the zygote does, and it never runs user code.
 
-What the parent must never do is leave threads or OpenMP pools behind, because a
-forked child inherits their locks but not the threads. So the parent runs with
-``torch.set_num_threads(1)`` and Inductor's compile pool off (``compile_threads=1``),
-and asserts that it is single-threaded before each fork. Children get the
-machine's thread count back.
-
-Outcomes of a query that did not return normally:
+A query is a picklable callable (a module-level function, or a ``functools.partial``
+of one); it should catch the failures it is asked about and return them as data. The
+outcomes of a query that did not return normally:
 
 - killed by a signal → a ``crash`` signature naming the signal;
 - exited early (``sys.exit``/``os._exit`` inside the query) → ``crash`` too;
-- past its deadline → the whole process group is killed → ``timeout``.
+- past its deadline → its process group is killed → ``timeout``;
+- raised → :class:`QueryError` (a pt2kit bug, with the child's traceback).
 
-Ctrl-C in the parent kills the running child's process group and re-raises
-``KeyboardInterrupt`` so callers can checkpoint.
+Ctrl-C kills the running children's process groups and re-raises
+``KeyboardInterrupt``, so callers can checkpoint.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import io
+import atexit
 import os
 import pickle
 import select
+import shutil
 import signal
+import subprocess
 import sys
-import threading
+import tempfile
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from .signature import Failure, signature_of_crash, signature_of_exit, signature_of_timeout
+from .zygote import AUTOLOAD_ENV, PINNED_ENV, Reader, send
 
 T = TypeVar("T")
-
-#: Set to "0" in processes pt2kit starts, so its TORCHDYNAMO_REPRO_AFTER hook stays quiet in them.
-AUTOLOAD_ENV = "PT2KIT_AUTOLOAD"
 
 
 @dataclass
@@ -67,139 +61,167 @@ class QueryError(RuntimeError):
     """A query function raised inside the child: a pt2kit bug, reported with the child's traceback."""
 
 
-_CHILD_THREADS: int | None = None
-_WARMED = 0  # 1: eager and aot stages warmed in this process, 2: Inductor too
-#: Modules a child imported that the parent imports too, so later children start warm.
-LEARNABLE_IMPORTS = ("torch._inductor.", "torch._functorch.", "torch._dynamo.", "torch.fx.", "sympy.")
+class WorkerDied(RuntimeError):
+    """pt2kit's zygote process went away (killed from outside, or a pt2kit bug)."""
 
 
-def prepare_parent() -> int:
-    """Make this process safe to fork from; returns the thread count children should use.
-
-    Must run before torch computes anything in this process. Idempotent.
-    """
-    global _CHILD_THREADS
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+def program_threads() -> int:
+    """The thread count the user's program runs with: what queries get back in their child."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
     import torch
-    import torch._inductor.config as inductor_config
 
-    if _CHILD_THREADS is None:
-        # torch's default, unless someone (a test session) already pinned this process to 1
-        threads = torch.get_num_threads()
-        _CHILD_THREADS = threads if threads > 1 else int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
-    torch.set_num_threads(1)
-    inductor_config.compile_threads = 1
-    import torch._dynamo.config as dynamo_config
-
-    # torch's minifier would dump a repro per failing query (in any thread: see autoload)
-    dynamo_config._config["repro_after"].default = None
-    dynamo_config.repro_after = None
-    return _CHILD_THREADS
+    threads = torch.get_num_threads()
+    # torch's default, unless someone (a test session) already pinned this process to 1
+    return threads if threads > 1 else os.cpu_count() or 1
 
 
-class ForkUnsafe(RuntimeError):
-    """This process runs other threads, so a forked child could deadlock on their locks."""
+def python_command(module: str, *args: str) -> list[str]:
+    """``python -m module args`` that files in the current directory cannot shadow.
 
-
-def native_thread_count() -> int:
-    """Threads of this process, OpenMP/MKL pools included (Python only sees its own)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:  # not Linux: Python's view is the best we have
-        return threading.active_count()
-
-
-def check_fork_safe() -> None:
-    """Refuse to fork from a multi-threaded process instead of deadlocking the child.
-
-    A child forked from a process whose OpenMP pool has started hangs in its first
-    parallel region. :func:`prepare_parent` keeps pt2kit's own processes
-    single-threaded; a process that already computed with several threads (a
-    user's training script, a test session) must hand the work to a fresh one.
+    (``-P``, Python 3.11+, keeps the working directory off ``sys.path``; on 3.10
+    ``PYTHONSAFEPATH`` is not known either, so callers also run with ``cwd`` set to
+    a pt2kit directory there.)
     """
-    threads = native_thread_count()
-    if threads > 1:
-        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
-        raise ForkUnsafe(
-            f"pt2kit cannot fork workers from a process running {threads} threads"
-            + (f" ({names})" if names else " (an OpenMP/MKL pool from earlier torch computation)")
-            + "; run it in a fresh process (the minify command does)"
-        )
+    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", module, *args]
+
+
+def pt2kit_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process pt2kit starts: the hook quiet, torch's minifier off."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL")}
+    env[AUTOLOAD_ENV] = "0"
+    env.update(extra or {})
+    return env
+
+
+class _Zygote:
+    """One zygote process and the pipes to it."""
+
+    def __init__(self, log: Path | None, neutral: Path) -> None:
+        to_zygote, self.in_fd = os.pipe()  # we write self.in_fd
+        self.out_fd, from_zygote = os.pipe()  # we read self.out_fd
+        env = pt2kit_env(PINNED_ENV)
+        stderr = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+        # (Python 3.10 has no -P: an empty working directory of pt2kit's keeps the
+        # user's files from shadowing pt2kit's modules; children go back to the caller's.)
+        try:
+            self.process = subprocess.Popen(
+                python_command("minifier.zygote", str(to_zygote), str(from_zygote)),
+                pass_fds=(to_zygote, from_zygote),
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                env=env,
+                cwd=neutral,
+                start_new_session=True,  # the terminal's Ctrl-C is the controller's to handle
+            )
+        finally:
+            if stderr is not subprocess.DEVNULL:
+                stderr.close()
+            os.close(to_zygote)
+            os.close(from_zygote)
+        self.reader = Reader(self.out_fd)
+        self.ready = False
+        self.closed = False
+        self.retired = False  # refused a fork: no new queries go here
+        self.running: dict[int, Running[Any]] = {}
+
+    def send(self, message: object) -> None:
+        try:
+            send(self.in_fd, message)
+        except (BrokenPipeError, OSError) as e:
+            raise WorkerDied(f"pt2kit's worker process is gone ({e})") from None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self.in_fd, self.out_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 class Worker:
-    """Runs functions in forked children of this (warm) process, one child per call."""
+    """Runs picklable functions in forked children of pt2kit's zygote, one child per call."""
 
-    def __init__(self, log_dir: Path | None = None, timeout: float | None = None, slots: int | None = None) -> None:
-        self.child_threads = prepare_parent()
+    def __init__(self, log_dir: Path | None = None, timeout: float | None = None, slots: int | None = None, threads: int | None = None) -> None:
         self.log_dir = log_dir
         self.timeout = timeout
         self.queries = 0
         # Queries that may run side by side: one per core (Inductor compiles on one thread).
         self.slots = slots or int(os.environ.get("PT2KIT_SLOTS") or max(1, min(os.cpu_count() or 1, 4)))
+        self.child_threads = threads or program_threads()
+        self.warm_seconds: dict[str, float] = {}
+        self.notes: list[str] = []
+        self._results = Path(tempfile.mkdtemp(prefix="pt2kit-results-"))
+        self._zygotes: list[_Zygote] = []
         self._learned: set[str] = set()
+        self._next_qid = 0
+        self._warming: set[str] = set()
+        atexit.register(self.close)
 
-    def warm_up(self, inductor: bool = True) -> float:
-        """Compile one small training step in this process so that children start warm.
+    # -- the zygote ------------------------------------------------------------ #
 
-        The lazy imports and first-compile work of dynamo, AOTAutograd and Inductor
-        (about 2 s per query otherwise) then happen once here instead of in every child.
-        Runs single-threaded; see the module docstring.
+    def _zygote(self) -> _Zygote:
+        live = [z for z in self._zygotes if not z.closed and not z.retired]
+        if live:
+            return live[-1]
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        zygote = _Zygote(self.log_dir / "zygote.log" if self.log_dir else None, self._results)
+        self._zygotes.append(zygote)
+        return zygote
+
+    def warm_up(self, level: str = "inductor") -> None:
+        """Ask the zygote to warm up to ``level`` (``eager`` or ``inductor``) before the next fork.
+
+        Returns at once: queries sent later wait in the zygote until it is warm, while
+        queries already running (the capture run) go on. :attr:`warm_seconds` fills in
+        when the zygote reports.
         """
-        import torch
+        if level in self._warming:
+            return
+        self._warming.add(level)
+        self._zygote().send(("warm", level))
 
-        global _WARMED
-        if _WARMED >= (2 if inductor else 1):
-            return 0.0
-        start = time.perf_counter()
-        x = torch.randn(4, 4, requires_grad=True)
+    def close(self) -> None:
+        """Stop every child and the zygote; remove the result scratch directory."""
+        for zygote in self._zygotes:
+            for running in list(zygote.running.values()):
+                running.kill()
+            zygote.close()
+        shutil.rmtree(self._results, ignore_errors=True)
 
-        def step(t: torch.Tensor) -> torch.Tensor:
-            return (torch.relu(t) * t.sin()).sum(dim=-1)
-
-        for backend in ("eager", "aot_eager", "aot_eager_decomp_partition") + (("inductor",) if inductor else ()):
-            torch.compile(step, backend=backend)(x).sum().backward()
-        torch._dynamo.reset()
-        _WARMED = 2 if inductor else 1
-        return time.perf_counter() - start
+    # -- starting and waiting ------------------------------------------------------ #
 
     def start(self, fn: Callable[[], T], *, timeout: float | None = None, label: str = "query", threads: int | None = None) -> Running[T]:
-        """Fork a child that runs ``fn()``; collect its result with :meth:`wait`.
+        """Start a child that runs ``fn()``; collect its result with :meth:`wait`.
 
-        Several children may run at once (the machine's cores are the limit worth
-        using); the parent stays single-threaded and waits on all their pipes.
-        ``threads``: the child's torch threads (default: what the program had).
+        ``fn`` must be picklable. ``threads``: the child's torch threads (default: what
+        the program had).
         """
-        self._import_learned()
-        check_fork_safe()
+        payload = pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
         timeout = self.timeout if timeout is None else timeout
         self.queries += 1
+        self._next_qid += 1
+        qid = self._next_qid
         log = self._log_path(label)
-        read_fd, write_fd = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        begun = time.perf_counter()
-        # Ctrl-C stays pending across fork(): delivered inside os.fork's at-fork
-        # callbacks (logging registers some) it would be swallowed as "Exception
-        # ignored". Unblocked below, once the child is ours to kill, it interrupts us.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        pid = os.fork()
-        if pid == 0:  # child
-            os.close(read_fd)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides about Ctrl-C
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            self._child(fn, write_fd, log, threads or self.child_threads)
-        os.close(write_fd)
-        running: Running[T] = Running(pid, read_fd, label, log, begun, None if timeout is None else time.monotonic() + timeout, timeout)
-        try:
-            os.setpgid(pid, pid)  # also here: the child may not have run yet
-        except (PermissionError, ProcessLookupError):
-            pass
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        except BaseException:
-            running.kill()
-            raise
+        result = self._results / f"{qid}.pkl"
+        zygote = self._zygote()
+        if self._learned:
+            zygote.send(("import", sorted(self._learned)))
+            self._learned.clear()
+        running: Running[T] = Running(self, zygote, qid, label, log, result, timeout, payload, threads or self.child_threads)
+        zygote.running[qid] = running
+        zygote.send(running.message())
         return running
 
     def wait(self, queries: Sequence[Running[Any]], on_wait: Callable[[], None] | None = None, *, any_: bool = False) -> None:
@@ -212,22 +234,76 @@ class Worker:
                 now = time.monotonic()
                 for q in pending:
                     if q.deadline is not None and now >= q.deadline:
-                        q.kill()
                         q.timed_out = True
-                pending = [q for q in pending if not q.done]
-                if not pending:
-                    continue
-                deadlines = [q.deadline - now for q in pending if q.deadline is not None]
-                ready, _, _ = select.select([q.read_fd for q in pending], [], [], max(0.0, min([0.25, *deadlines])))
-                for q in pending:
-                    if q.read_fd in ready:
-                        q.read()
-                if not ready and on_wait is not None:
+                        q.kill()
+                deadlines = [q.deadline - now for q in pending if q.deadline is not None and not q.done]
+                if not self._pump(max(0.0, min([0.25, *deadlines]))) and on_wait is not None:
                     on_wait()
         except BaseException:
             for q in queries:
                 q.kill()
             raise
+
+    def _pump(self, timeout: float) -> bool:
+        """Handle the zygotes' messages that arrive within ``timeout``; True if any did."""
+        live = {z.out_fd: z for z in self._zygotes if not z.closed}
+        if not live:
+            return False
+        ready, _, _ = select.select(list(live), [], [], timeout)
+        for fd in ready:
+            zygote = live[fd]
+            for message in zygote.reader.read():
+                self._on_message(zygote, message)
+            if zygote.reader.closed:
+                self._on_zygote_death(zygote)
+        return bool(ready)
+
+    def _on_message(self, zygote: _Zygote, message: Any) -> None:
+        tag = message[0]
+        if tag == "ready":
+            zygote.ready = True
+        elif tag == "started":
+            running = zygote.running.get(message[1])
+            if running is not None:
+                running.pid = message[2]
+                running.started = time.perf_counter()
+                if running.deadline is None and running.timeout is not None:
+                    running.deadline = time.monotonic() + running.timeout
+                if running.killed:  # killed before the zygote forked it
+                    _kill_group(running.pid)
+        elif tag == "exited":
+            running = zygote.running.pop(message[1], None)
+            if running is not None:
+                running.status = message[2]
+                running.done = True
+                running.ended = time.perf_counter()
+        elif tag == "refused":
+            # Something left a thread in the zygote: retire it, resend to a fresh (cold) one.
+            running = zygote.running.pop(message[1], None)
+            zygote.retired = True
+            self.notes.append(f"pt2kit restarted its worker process: {message[2]}")
+            if running is not None:
+                fresh = self._zygote()
+                running.zygote = fresh
+                fresh.running[running.qid] = running
+                fresh.send(running.message())
+        elif tag == "warmed":
+            seconds, threads, error = message[1:]
+            self.warm_seconds[f"warm-up{'' if not self.warm_seconds else len(self.warm_seconds)}"] = seconds
+            if error:
+                self.notes.append(f"warm-up failed ({error}); queries start cold")
+            if threads > 1:
+                zygote.retired = True  # running children finish; new queries go to a fresh zygote
+                self._warming.clear()
+                self.notes.append(f"warm-up left {threads} threads in pt2kit's worker process; continuing with a cold one")
+
+    def _on_zygote_death(self, zygote: _Zygote) -> None:
+        zygote.close()
+        for running in list(zygote.running.values()):
+            running.done = True
+            running.died = True
+            running.ended = time.perf_counter()
+        zygote.running.clear()
 
     def run_all(
         self,
@@ -252,7 +328,6 @@ class Worker:
             for i, q in enumerate(running):
                 if q.done and results[i] is None:
                     results[i] = q.result()
-                    self._learned.update(q.imported)
             return enough is not None and enough(results)
 
         try:
@@ -276,80 +351,25 @@ class Worker:
             raise
         return results
 
+    def run(self, fn: Callable[[], T], *, timeout: float | None = None, label: str = "query", on_wait: Callable[[], None] | None = None) -> QueryResult[T]:
+        """Run ``fn()`` in a child and return its result (see :meth:`run_all`)."""
+        result = self.run_all([(fn, label)], timeout=timeout, slots=1, on_wait=on_wait)[0]
+        assert result is not None
+        return result
+
     @staticmethod
     def _stop(running: list[Running[Any]], results: list[QueryResult[Any] | None]) -> list[QueryResult[Any] | None]:
         for q in running:
             q.kill()  # no-op for the finished ones
         return results
 
-    def _import_learned(self) -> None:
-        """Import, here, the library modules children had to import lazily.
+    def learn(self, modules: list[str]) -> None:
+        """Library modules a child imported: the zygote imports them before the next fork.
 
         Inductor and sympy import much of themselves on first use, so every child
         paid for the same imports again (a tenth of a second and more per query).
-        Importing them once in the parent makes the next children start warmer.
         """
-        import importlib
-
-        for name in sorted(self._learned - set(sys.modules)):
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - a module that only imports in context: leave it to children
-                pass
-        self._learned.clear()
-
-    def run(
-        self,
-        fn: Callable[[], T],
-        *,
-        timeout: float | None = None,
-        label: str = "query",
-        on_wait: Callable[[], None] | None = None,
-    ) -> QueryResult[T]:
-        """Run ``fn()`` in a forked child and return its (pickled) result.
-
-        ``fn`` should catch the failures it is asked about and return them as data;
-        an exception escaping it is a pt2kit bug and raises :class:`QueryError` here.
-        ``on_wait`` is called a few times a second while the child runs (progress
-        displays refresh from it: the parent must stay single-threaded).
-        """
-        result = self.run_all([(fn, label)], timeout=timeout, slots=1, on_wait=on_wait)[0]
-        assert result is not None
-        return result
-
-    # -- child side --------------------------------------------------------- #
-
-    def _child(self, fn: Callable[[], Any], write_fd: int, log: Path | None, threads: int) -> None:
-        code = 0
-        try:
-            os.setpgid(0, 0)  # own process group: a timeout kills compilers it spawned too
-            os.environ[AUTOLOAD_ENV] = "0"
-            if log is not None:
-                fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                os.dup2(fd, 1)
-                os.dup2(fd, 2)
-                os.close(fd)
-                if faulthandler.is_enabled():  # a crash's stack goes to the query's log, not the user's terminal
-                    faulthandler.enable(file=open(2, "w", closefd=False), all_threads=False)
-            import torch
-
-            torch.set_num_threads(threads)
-            before = set(sys.modules)
-            try:
-                message: tuple[str, Any, list[str]] = ("ok", fn(), [])
-            except BaseException:  # noqa: BLE001 - everything goes back to the parent
-                message = ("raised", traceback.format_exc(), [])
-            message[2].extend(m for m in set(sys.modules) - before if m.startswith(LEARNABLE_IMPORTS))
-            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-            with io.FileIO(write_fd, "w", closefd=True) as pipe:
-                pipe.write(data)
-        except BaseException:  # noqa: BLE001
-            traceback.print_exc()
-            code = 70
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+        self._learned.update(modules)
 
     def _log_path(self, label: str) -> Path | None:
         if self.log_dir is None:
@@ -360,53 +380,64 @@ class Worker:
 
 
 class Running(Generic[T]):
-    """A query's child while it runs: its pipe, its deadline, and what it sent so far."""
+    """A query while it runs: its zygote, its child's pid once forked, its deadline."""
 
-    def __init__(self, pid: int, read_fd: int, label: str, log: Path | None, begun: float, deadline: float | None, timeout: float | None) -> None:
-        self.pid, self.read_fd, self.label, self.log = pid, read_fd, label, log
-        self.begun, self.deadline, self.timeout = begun, deadline, timeout
-        self.chunks: list[bytes] = []
+    def __init__(self, worker: Worker, zygote: _Zygote, qid: int, label: str, log: Path | None, result_path: Path, timeout: float | None, payload: bytes, threads: int) -> None:
+        self.worker, self.zygote, self.qid, self.label, self.log = worker, zygote, qid, label, log
+        self.result_path, self.timeout, self.payload, self.threads = result_path, timeout, payload, threads
+        self.begun = self.started = self.ended = time.perf_counter()
+        self.deadline: float | None = None  # set once the child exists (a query may wait for warm-up)
+        self.pid: int | None = None
         self.status: int | None = None
         self.timed_out = False
+        self.killed = False
+        self.died = False
         self.done = False
-        self.imported: list[str] = []  # library modules the child imported (see Worker._import_learned)
-        self.ended = begun
+        self.cwd = os.getcwd()
+        self.sys_path = list(sys.path)  # the child unpickles what this process could import
+        self.env = pt2kit_env()  # and runs in this process's environment, not the zygote's pinned one
 
-    def read(self) -> None:
-        """Take what the child wrote; at EOF, reap it."""
-        chunk = os.read(self.read_fd, 1 << 20)
-        if chunk:
-            self.chunks.append(chunk)
-            return
-        _, self.status = os.waitpid(self.pid, 0)  # EOF: the child has exited or is exiting
-        self._close()
+    def message(self) -> tuple[Any, ...]:
+        """The zygote's ``run`` message for this query."""
+        return ("run", self.qid, self.payload, None if self.log is None else str(self.log), str(self.result_path), self.threads, self.cwd, self.sys_path, self.env)
 
     def kill(self) -> None:
-        if not self.done:
+        if self.done:
+            return
+        self.killed = True
+        if self.pid is not None:
             _kill_group(self.pid)
-            self._close()
-
-    def _close(self) -> None:
-        os.close(self.read_fd)
-        self.done = True
-        self.ended = time.perf_counter()
+        else:  # not forked yet: the zygote will report it; forget it now
+            self.zygote.running.pop(self.qid, None)
+            self.done = True
+            self.ended = time.perf_counter()
+        if self.pid is not None:
+            # wait for the zygote to reap it, so its slot is really free
+            deadline = time.monotonic() + 5
+            while not self.done and time.monotonic() < deadline and not self.zygote.closed:
+                self.worker._pump(0.05)
+            self.done = True
 
     def result(self) -> QueryResult[T]:
-        seconds = (self.ended if self.done else time.perf_counter()) - self.begun
+        seconds = (self.ended if self.done else time.perf_counter()) - self.started
         if self.timed_out:
             return QueryResult(None, signature_of_timeout(self.timeout or 0.0), seconds, self.log)
-        payload = b"".join(self.chunks)
-        if payload and self.status is not None and os.WIFEXITED(self.status) and os.WEXITSTATUS(self.status) == 0:
-            tag, value, imported = pickle.loads(payload)
-            self.imported = imported
+        if self.died:
+            raise WorkerDied(f"{self.label}: pt2kit's worker process died; see {self.log.parent / 'zygote.log' if self.log else 'its log'}")
+        status = self.status
+        if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and self.result_path.exists():
+            tag, value, imported = pickle.loads(self.result_path.read_bytes())
+            self.result_path.unlink(missing_ok=True)
+            self.worker.learn(imported)
             if tag == "raised":
                 raise QueryError(f"{self.label} raised inside its worker:\n{value}")
             return QueryResult(value, None, seconds, self.log)
         tail = _tail(self.log)
-        assert self.status is not None
-        if os.WIFSIGNALED(self.status):
-            return QueryResult(None, signature_of_crash(os.WTERMSIG(self.status), tail), seconds, self.log)
-        return QueryResult(None, signature_of_exit(os.WEXITSTATUS(self.status), tail), seconds, self.log)
+        if status is None:  # killed before it started
+            return QueryResult(None, signature_of_crash(signal.SIGKILL, tail), seconds, self.log)
+        if os.WIFSIGNALED(status):
+            return QueryResult(None, signature_of_crash(os.WTERMSIG(status), tail), seconds, self.log)
+        return QueryResult(None, signature_of_exit(os.WEXITSTATUS(status), tail), seconds, self.log)
 
 
 def _kill_group(pid: int) -> None:
@@ -415,10 +446,6 @@ def _kill_group(pid: int) -> None:
             kill()
         except (ProcessLookupError, PermissionError):
             pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 def _tail(log: Path | None, limit: int = 4000) -> str:

@@ -55,7 +55,7 @@ AOT_COMPILER_KEYS = {"forward": "fw_compiler", "backward": "bw_compiler", "infer
 
 def data_of(case: GraphCase) -> dict[str, torch.Tensor]:
     """The tensors a case's repro reads from its data file: real inputs and constants."""
-    data = {f"input:{i.name}": compact_tensor(i.value) for i in case.inputs if i.is_tensor and not i.is_random}
+    data = {f"input:{i.name}": compact_tensor(i.value) for i in case.inputs if i.is_tensor and not i.is_random and i.value is not None}
     data.update({f"constant:{name}": compact_tensor(t) for name, t in case.constants.items()})
     return data
 
@@ -149,6 +149,7 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
                 "value": None if i.is_tensor else i.value,
                 "seed": i.seed,
                 "symbolic_dims": list(i.symbolic_dims),
+                **({"source": i.source} if i.source is not None else {}),
             }
             for i in case.inputs
         ],
@@ -467,11 +468,19 @@ def load_repro(path: Path) -> LoadedRepro:
     if meta["data_file"]:
         data_path = path.with_name(meta["data_file"])
         try:
-            data = torch.load(data_path, weights_only=True)
+            data = torch.load(data_path, weights_only=True, map_location="cpu")
         except Exception as e:  # noqa: BLE001 - any failure to read it means a bad record
             raise CorruptRecord(f"cannot load {data_path}: {type(e).__name__}: {e}") from None
         if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
             raise CorruptRecord(f"{data_path}: expected a dict of tensors")
+    case = read_case(source, data, path, meta)
+    failure = Signature.from_json(meta["failure"]) if meta["failure"] else None
+    return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path)
+
+
+def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<case>", meta: dict[str, Any] | None = None) -> GraphCase:
+    """The :class:`GraphCase` a repro's text and its tensors describe."""
+    meta = meta or read_metadata(source, path)
     namespace = exec_repro(source, str(path))
     gm = trace_module(namespace["Repro"](data))
     inputs = []
@@ -480,12 +489,12 @@ def load_repro(path: Path) -> LoadedRepro:
         value = spec["value"]
         if tensor_meta is not None and spec["seed"] is None:
             key = f"input:{spec['name']}"
-            if key not in data:
+            if key not in data and spec.get("source") is None:
                 raise CorruptRecord(f"{path}: data file has no tensor for input {spec['name']!r}")
-            value = data[key]
-        inputs.append(GraphInput(spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"])))
+            value = data.get(key)
+        inputs.append(GraphInput(spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source")))
     constants = {name: data[f"constant:{name}"] for name in meta["constants"]}
-    case = GraphCase(
+    return GraphCase(
         gm=gm,
         inputs=inputs,
         boundary=meta["boundary"],
@@ -502,5 +511,8 @@ def load_repro(path: Path) -> LoadedRepro:
         parent=meta["parent"],
         frame=meta["frame"],
     )
-    failure = Signature.from_json(meta["failure"]) if meta["failure"] else None
-    return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path)
+
+
+def case_payload(case: GraphCase) -> tuple[str, dict[str, torch.Tensor]]:
+    """A case as (repro text, tensors): how it crosses to a worker child (see ``GraphCase.__reduce__``)."""
+    return render(case, stage=case.backend), data_of(case)

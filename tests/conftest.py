@@ -1,9 +1,7 @@
 """Shared test setup.
 
-Every test process (and every worker pt2kit forks) uses one Inductor cache for the
-whole run, so each distinct kernel is compiled once per run. Inductor compiles in
-the calling thread: pt2kit forks warm workers, and a compile thread pool in the
-parent would deadlock them.
+Every test process (and every process pt2kit starts) uses one Inductor cache for
+the whole run, so each distinct kernel is compiled once per run.
 """
 import os
 from pathlib import Path
@@ -12,18 +10,8 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "inductor"))
-os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 pytest_plugins = ["pytester"]
-
-# pt2kit's minifier tests fork warm workers from this process. A child forked after
-# an OpenMP pool has started deadlocks, so this process computes single-threaded
-# from the start (workers get the machine's threads back). See minifier/worker.py.
-import torch  # noqa: E402
-
-torch.set_num_threads(1)
-
-
 
 import pytest  # noqa: E402
 

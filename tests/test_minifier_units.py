@@ -1,6 +1,8 @@
 """The minifier's building blocks: signatures, the accuracy rule, the worker, repro files, the API."""
 
 import ast
+import functools
+import operator
 import os
 import subprocess
 import sys
@@ -13,7 +15,7 @@ import minifier
 from minifier.case import GraphCase, GraphInput, TensorMeta, clone_tensor, rand_tensor
 from minifier.errors import CorruptRecord
 from minifier.signature import accuracy_divergence, innermost_exception, normalize_message, signature_of_exception
-from minifier.worker import ForkUnsafe, Worker
+from minifier.worker import Worker
 from minifier.writer import load_repro, render, trace_module, write_repro
 
 # --------------------------------------------------------------------------- #
@@ -82,27 +84,50 @@ def test_accuracy_catches_nan_shape_and_integer_mismatches():
 # --------------------------------------------------------------------------- #
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
 def test_worker_returns_values_and_survives_crashes_and_hangs(tmp_path):
     worker = Worker(log_dir=tmp_path, timeout=3)
-    assert worker.run(lambda: 6 * 7).value == 42
-    assert worker.run(lambda: os.abort()).failure.signature.exception == "SIGABRT"
-    # the crash's Python stack lands in that query's log (pytest arms faulthandler)
-    assert "Fatal Python error: Aborted" in (tmp_path / "0002-query.log").read_text()
-    hung = worker.run(lambda: [None for _ in iter(int, 1)])
-    assert hung.failure.signature.kind == "timeout" and hung.seconds < 10
-    assert worker.run(lambda: os._exit(3)).failure.signature.message == "process exited with status 3"
-
-
-def test_worker_refuses_to_fork_from_a_multithreaded_process():
-    release = threading.Event()
-    thread = threading.Thread(target=release.wait)
-    thread.start()
     try:
-        with pytest.raises(ForkUnsafe, match="running 2 threads"):
-            Worker().run(lambda: 1)
+        assert worker.run(functools.partial(operator.mul, 6, 7)).value == 42
+        assert worker.run(os.abort).failure.signature.exception == "SIGABRT"
+        # the crash's Python stack lands in that query's log
+        assert "Fatal Python error: Aborted" in (tmp_path / "0002-query.log").read_text()
+        hung = worker.run(_spin)
+        assert hung.failure.signature.kind == "timeout" and hung.seconds < 10
+        assert worker.run(functools.partial(os._exit, 3)).failure.signature.message == "process exited with status 3"
+    finally:
+        worker.close()
+
+
+def _child_threads() -> tuple[int, int, str | None]:
+    import numpy
+
+    return torch.get_num_threads(), int(numpy.ones((64, 64)).dot(numpy.ones(64)).sum()), os.environ.get("OMP_NUM_THREADS")
+
+
+def test_worker_works_from_a_process_running_threads_openmp_and_numpy(tmp_path):
+    """A training job calls pt2kit: OpenMP pool live, a data-loader thread, numpy loaded."""
+    numpy = pytest.importorskip("numpy")
+    torch.set_num_threads(2)
+    torch.randn(256, 256) @ torch.randn(256, 256)  # starts the OpenMP pool
+    numpy.ones((128, 128)) @ numpy.ones((128, 128))  # and OpenBLAS's
+    release = threading.Event()
+    loader = threading.Thread(target=release.wait, name="data-loader")
+    loader.start()
+    worker = Worker(log_dir=tmp_path, timeout=60, threads=3)
+    try:
+        threads, total, omp = worker.run(_child_threads).value
+        assert (threads, total) == (3, 64 * 64)
+        assert omp == os.environ.get("OMP_NUM_THREADS")  # the program's environment, not the pinned one
     finally:
         release.set()
-        thread.join()
+        loader.join()
+        worker.close()
+        torch.set_num_threads(1)
 
 
 # --------------------------------------------------------------------------- #

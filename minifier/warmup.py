@@ -1,0 +1,43 @@
+"""Warming the zygote, so that every query's child starts with torch's compile path loaded.
+
+The first compile in a process pays for lazy imports and one-time set-up of dynamo,
+AOTAutograd and Inductor: about two seconds that every forked child would pay again.
+:func:`warm_up` pays it once, in the zygote, by compiling one small training step
+through the stages the queries will use. ``level`` says how far: ``"eager"`` warms
+dynamo and AOTAutograd (a run whose final backend is not Inductor never needs more),
+``"inductor"`` adds Inductor's C++ path.
+
+It runs single-threaded, in a process that then forks: see :mod:`minifier.zygote`.
+"""
+
+from __future__ import annotations
+
+import time
+
+LEVELS = ("eager", "inductor")
+_warmed: set[str] = set()
+
+
+def warm_up(level: str) -> tuple[float, str | None]:
+    """Compile a small step through the stages up to ``level``; returns (seconds, error or None)."""
+    if level not in LEVELS:
+        return 0.0, f"unknown warm-up level {level!r}"
+    if level in _warmed:
+        return 0.0, None
+    start = time.perf_counter()
+    try:
+        import torch
+
+        backends = ["eager", "aot_eager", "aot_eager_decomp_partition"] + (["inductor"] if level == "inductor" else [])
+        x = torch.randn(4, 4, requires_grad=True)
+
+        def step(t: torch.Tensor) -> torch.Tensor:
+            return (torch.relu(t) * t.sin()).sum(dim=-1)
+
+        for backend in backends:
+            torch.compile(step, backend=backend)(x).sum().backward()
+        torch._dynamo.reset()
+    except Exception as e:  # noqa: BLE001 - a failed warm-up only makes queries slower
+        return time.perf_counter() - start, f"{type(e).__name__}: {e}"
+    _warmed.update(LEVELS[: LEVELS.index(level) + 1])
+    return time.perf_counter() - start, None
