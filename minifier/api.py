@@ -66,25 +66,30 @@ def _driver(run_dir: Path) -> Path:
     driver = run_dir / "run_saved_graphs.py"
     driver.write_text(
         '"""Runs the graphs minifier.save_repro saved, in the order the program compiled them."""\n'
-        "import runpy\n\n"
+        "import os\nimport runpy\nimport sys\n\n"
         f"for path in {paths!r}:\n"
+        "    sys.path.insert(0, os.path.dirname(path))  # the user modules copied beside it\n"
         "    runpy.run_path(path, run_name='__main__')\n"
     )
     return driver
 
 
 def _command(command: str, script: Path, options: dict[str, Any]) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "minifier", command, "--json"]
+    from .worker import pt2kit_env, python_command
+
+    argv = python_command("minifier", command, "--json")
     for name, value in options.items():
         if value is True:
             argv.append(f"--{name}")
         elif value not in (None, False):
             argv += [f"--{name}", str(value)]
-    done = subprocess.run([*argv, str(script)], capture_output=True, text=True, env={**os.environ, "PT2KIT_AUTOLOAD": "0"})
+    done = subprocess.run([*argv, str(script)], capture_output=True, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL)
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
-        raise RuntimeError(f"minify {command} failed (exit {done.returncode}):\n{done.stderr[-4000:]}") from None
+        from .errors import InternalError
+
+        raise InternalError(f"minify {command} gave no report (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}") from None
     if done.returncode != 0:
         error = UserFacingError(report.get("message", "minify failed"))
         error.exit_code = done.returncode

@@ -1,44 +1,58 @@
-"""``TORCHDYNAMO_REPRO_AFTER`` on any script: pt2kit instead of torch's built-in minifier.
+"""``TORCHDYNAMO_REPRO_AFTER`` on any script: pt2kit in charge instead of torch's built-in minifier.
 
 ``pt2kit-autoload.pth`` (installed at the root of site-packages) runs one line at
-interpreter start-up: when ``TORCHDYNAMO_REPRO_AFTER`` is set it calls
-:func:`install`, otherwise it does nothing and imports nothing. :func:`install` puts
-a finder on ``sys.meta_path`` that waits for ``torch._dynamo.repro.after_dynamo``,
-the module ``torch.compile`` imports to wrap backends, and arms pt2kit right after
-it loads: a process that never compiles pays nothing more than that finder.
+interpreter start-up: unless ``PT2KIT_AUTOLOAD=0``, it calls :func:`install`, which
+puts a finder on ``sys.meta_path`` and imports nothing. The finder waits for
+``torch._dynamo.repro.after_dynamo``, the module ``torch.compile`` imports to wrap
+backends, and arms pt2kit right after it loads (:func:`arm`). A process that never
+compiles pays for one name comparison per import until then.
 
-Armed, pt2kit sets torch's own ``repro_after`` to None (torch's minifier stands
-down) and wraps every backend torch.compile resolves (:func:`minifier.hooks.dynamo_backends`).
-The wrapper follows torch's levels (``TORCHDYNAMO_REPRO_LEVEL``, default 2):
+Armed, every backend ``torch.compile`` resolves still gets torch's own debug wrapper,
+with one change (:class:`_OneMinifier`): at each compile it reads the user's intent,
+torch's way (``TORCHDYNAMO_REPRO_AFTER`` / ``_LEVEL`` in the environment, or
+``torch._dynamo.config.repro_after`` / ``repro_level`` set in code, however late).
+No intent: torch's wrapper runs exactly as it would without pt2kit. An intent:
+torch's minifier stands down for that compile (and for Inductor's lazy backward
+compile, :func:`_quiet_torch_after_aot`), and pt2kit's :class:`ReproOnFailure`
+follows torch's levels:
 
 - **1**: when a graph fails to compile or run, save it as an unminified ``repro.py``;
-- **2**: the same, then minify it in a fresh ``python -m minifier repro`` process and
-  write the minimal ``repro.py`` directly (no launcher step);
+- **2** (torch's default): the same, then minify it in a fresh ``python -m minifier
+  repro`` process and write the minimal ``repro.py`` directly (no launcher step);
 - **3**: save every graph before it is compiled, so a segfault still leaves a repro
   (``minify repro`` on it minifies it);
 - **4**: also check each compiled graph's first result against an fp64 reference, and
   minify an accuracy failure.
 
-Each failure gets a new run directory under ``TORCHDYNAMO_REPRO_DIR`` (default
-``./torch_compile_debug``). The original exception is re-raised, so the program
-fails as it would have.
+Each failure gets a new run directory under ``TORCHDYNAMO_REPRO_DIR`` (else
+``torch._dynamo.config.debug_dir_root``'s ``./torch_compile_debug``).
+
+**First, do no harm.** A debugging hook must never change what a healthy program
+does: the user's backend gets the very graph and inputs it would have; nothing of
+pt2kit's own may raise into the program (its failures become one line on stderr);
+the user's exception is re-raised unchanged; level 4 clones the inputs *before* the
+compiled call (graphs mutate buffers and inputs in place), runs its references on the
+clones, and puts the RNG state back afterwards, so the program's random stream is the
+one it would have had.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.util
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 ARM_AFTER = "torch._dynamo.repro.after_dynamo"
-_state: dict[str, Any] = {"installed": False, "armed": False, "hooks": None, "counter": 0}
+_state: dict[str, Any] = {"installed": False, "armed": False, "counter": 0, "aot_quieted": False}
 _lock = threading.Lock()
 
 
@@ -63,7 +77,7 @@ class _ArmAfterImport(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Called by the ``.pth`` line when ``TORCHDYNAMO_REPRO_AFTER`` is set. Idempotent."""
+    """Called by the ``.pth`` line at start-up. Idempotent; imports nothing heavy."""
     with _lock:
         if _state["installed"]:
             return
@@ -74,144 +88,274 @@ def install() -> None:
         sys.meta_path.insert(0, _ArmAfterImport())
 
 
-def settings() -> tuple[str, int, Path]:
-    """``(after, level, repro_dir)`` from the environment, validated."""
-    after = os.environ.get("TORCHDYNAMO_REPRO_AFTER", "")
+@dataclass(frozen=True)
+class Intent:
+    """What the user asked torch's minifier for, read torch's way."""
+
+    after: str  # dynamo | aot
+    level: int  # 1..4
+    out: Path
+
+
+def read_intent() -> Intent | None:
+    """The user's repro settings right now, or None when they asked for nothing.
+
+    ``torch._dynamo.config.repro_after`` starts from ``TORCHDYNAMO_REPRO_AFTER`` (read
+    when torch is imported) and may be set in code; the variable set later, before
+    the compile, counts too. Invalid values leave torch in charge (it reports them).
+    """
+    import torch._dynamo.config as dynamo_config
+
+    after = os.environ.get("TORCHDYNAMO_REPRO_AFTER") or dynamo_config.repro_after
     if after not in ("dynamo", "aot"):
-        raise ValueError(f"TORCHDYNAMO_REPRO_AFTER must be 'dynamo' or 'aot', not {after!r}")
-    level = int(os.environ.get("TORCHDYNAMO_REPRO_LEVEL", "2"))
+        return None
+    level_text = os.environ.get("TORCHDYNAMO_REPRO_LEVEL")
+    try:
+        level = int(level_text) if level_text else int(dynamo_config.repro_level)
+    except ValueError:
+        return None
     if level not in (1, 2, 3, 4):
-        raise ValueError(f"TORCHDYNAMO_REPRO_LEVEL must be 1, 2, 3 or 4, not {level}")
-    return after, level, Path(os.environ.get("TORCHDYNAMO_REPRO_DIR") or "torch_compile_debug")
+        return None
+    out = os.environ.get("TORCHDYNAMO_REPRO_DIR") or dynamo_config.debug_dir_root or "torch_compile_debug"
+    return Intent(after, level, Path(out))
 
 
 def arm() -> None:
-    """Take over from torch's minifier (see the module docstring)."""
+    """Sit in torch's backend seat for the life of the process (see the module docstring)."""
     with _lock:
         if _state["armed"]:
             return
         _state["armed"] = True
+    try:
+        from .seams.after_dynamo import debug_wrapper_class
+
+        torch_class = debug_wrapper_class()
+    except Exception as e:  # noqa: BLE001 - a torch pt2kit does not know: leave torch alone
+        print(f"pt2kit: not armed ({type(e).__name__}: {e}); torch's own minifier stays in charge", file=sys.stderr)
+        return
+
+    class _OneMinifier(torch_class):  # type: ignore[misc, valid-type]
+        """torch's backend debug wrapper, with pt2kit in charge whenever the user asks for a repro."""
+
+        def __call__(self, gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
+            intent = _safe(read_intent, None)
+            if intent is None:
+                return super().__call__(gm, example_inputs, **kwargs)
+            guard = ReproOnFailure(intent)
+            with quiet_torch_minifier():
+                return guard.compile(self._torchdynamo_orig_backend, self._compiler_name, gm, example_inputs, **kwargs)
+
+    from .seams.after_dynamo import replace_debug_wrapper_class
+
+    replace_debug_wrapper_class(_OneMinifier)
+
+
+@contextlib.contextmanager
+def quiet_torch_minifier() -> Iterator[None]:
+    """torch's own minifier off for this compile and for Inductor's later (backward) compiles."""
     import torch._dynamo.config as dynamo_config
 
-    from . import hooks
+    _quiet_torch_after_aot()
+    with dynamo_config.patch(repro_after=None):
+        yield
 
+
+def _quiet_torch_after_aot() -> None:
+    """Inductor compiles a backward graph lazily, outside the dynamo compile: quiet it there too."""
+    with _lock:
+        if _state["aot_quieted"]:
+            return
+        _state["aot_quieted"] = True
+    from .seams.compile_fx import wrap_inner_compile_debug
+
+    def quieted(inner: Callable[..., Any]) -> Callable[..., Any]:
+        def compile_quietly(*args: Any, **kwargs: Any) -> Any:
+            if _safe(read_intent, None) is None:
+                return inner(*args, **kwargs)
+            with quiet_torch_minifier():
+                return inner(*args, **kwargs)
+
+        return compile_quietly
+
+    wrap_inner_compile_debug(quieted)
+
+
+def _safe(fn: Callable[..., Any], default: Any, *args: Any) -> Any:
+    """pt2kit's own step, which must never raise into the user's program."""
     try:
-        after, level, out = settings()
-    except ValueError as e:
-        print(f"pt2kit: {e}; leaving torch's minifier in charge", file=sys.stderr)
-        return
-    # torch's own wrappers stand down, in every thread: torch 2.13 keeps config per
-    # context, and a new thread starts from the default it read from the environment.
-    dynamo_config._config["repro_after"].default = None
-    dynamo_config.repro_after = None
-    guard = ReproOnFailure(after, level, out)
-    context = hooks.dynamo_backends(guard.wrap_backend)
-    context.__enter__()  # for the life of the process
-    _state["hooks"] = context
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - first, do no harm
+        _say(f"internal error in {getattr(fn, '__name__', 'a step')} ({type(e).__name__}: {e}); the program continues as without pt2kit")
+        return default
+
+
+def _say(message: str) -> None:
+    try:
+        print(f"pt2kit: {message}", file=sys.stderr)
+    except Exception:  # noqa: BLE001 - a closed stderr is not the program's problem
+        pass
 
 
 class ReproOnFailure:
-    """The backend wrapper the autoload hook installs."""
+    """One compile of one graph under the user's intent."""
 
-    def __init__(self, after: str, level: int, out: Path) -> None:
-        self.after, self.level, self.out = after, level, out
+    def __init__(self, intent: Intent) -> None:
+        self.intent = intent
 
-    def wrap_backend(self, fn: Callable[..., Any], name: str | None) -> Callable[..., Any]:
+    def compile(self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
         from .capture import learn_dynamo_own_patches
 
-        learn_dynamo_own_patches()  # here: torch.compile time, outside any compile or import
-        guard = self
+        _safe(learn_dynamo_own_patches, None)
+        case = _safe(self._case, None, backend, name, gm, example_inputs)
+        if case is not None and self.intent.level == 3:
+            _safe(self.save, None, case, "saved before compiling (TORCHDYNAMO_REPRO_LEVEL=3)")
+        try:
+            compiled = backend(gm, example_inputs, **kwargs)
+        except Exception:
+            if case is not None:
+                self.handle(case)
+            raise
+        if case is None:
+            return compiled
+        return self.watch(compiled, case)
 
-        def pt2kit_repro_on_failure(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
-            from .capture import describe_backend, make_case
+    def _case(self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any]) -> Any:
+        from .capture import describe_backend, make_case
 
-            with _lock:
-                index = _state["counter"]
-                _state["counter"] += 1
-            case = make_case(gm, example_inputs, backend=describe_backend(fn, name), index=index)
-            if guard.level == 3:
-                guard.save(case, "saved before compiling (TORCHDYNAMO_REPRO_LEVEL=3)")
-            try:
-                compiled = fn(gm, example_inputs, **kwargs)
-            except Exception:
-                guard.handle(case)
-                raise
-            return guard.watch(compiled, case)
-
-        return pt2kit_repro_on_failure
+        with _lock:
+            index = _state["counter"]
+            _state["counter"] += 1
+        info = describe_backend(backend, name)
+        if info.unrecoverable:
+            _say(f"{info.unrecoverable}; a repro of graph g{index} would not be runnable")
+        return make_case(gm, example_inputs, backend=info, index=index)
 
     def watch(self, compiled: Callable[..., Any], case: Any) -> Callable[..., Any]:
+        """The compiled graph, with its failures (and, at level 4, its first result) looked at."""
         guard = self
-        checked = [self.level != 4]
+        first = [self.intent.level == 4]
 
         def pt2kit_watched(*args: Any) -> Any:
-            if not checked[0]:
-                checked[0] = True
+            if first[0]:
+                first[0] = False
                 return guard.check_accuracy(compiled, case, args)
             try:
                 return compiled(*args)
             except Exception:
-                guard.handle(case.replace(inputs=_with_values(case.inputs, args)))
+                guard.handle(case, args)
                 raise
 
+        for attr in ("_boxed_call", "zero_grad", "_torchdynamo_orig_backend"):
+            if hasattr(compiled, attr):
+                try:
+                    setattr(pt2kit_watched, attr, getattr(compiled, attr))
+                except AttributeError:
+                    pass
         return pt2kit_watched
 
     def check_accuracy(self, compiled: Callable[..., Any], case: Any, args: Sequence[Any]) -> Any:
-        """Level 4: a graph's first call is compared with eager, in fp32 and fp64."""
-        import copy
-
-        import torch
-
-        from .case import clone_tensor
-        from .signature import ACCURACY_MESSAGE, accuracy_divergence
-        from .stages import to_float64
-
-        def fresh() -> list[Any]:
-            return [clone_tensor(a.detach()) if isinstance(a, torch.Tensor) else a for a in args]
-
-        failing = case.replace(inputs=_with_values(case.inputs, args))
-        inputs = fresh()
+        """Level 4: a graph's first call is compared with eager, in fp32 and fp64, on clones of its inputs."""
+        references = _safe(_clone_args, None, args)  # before the call: it may mutate its inputs
+        rng = _safe(_rng_state, None)
         try:
             result = compiled(*args)
         except Exception:
-            self.handle(failing)
+            self.handle(case, references if references is not None else args)
             raise
-        with torch.no_grad():
-            expected = case.gm(*inputs)
-            fp64 = _as_list(copy.deepcopy(case.gm).to(torch.float64)(*to_float64(fresh())))
-        problem = accuracy_divergence(_as_list(expected), _as_list(result), fp64)
+        if references is None or rng is None:
+            return result
+        problem = _safe(self._divergence, None, case, references, result, rng)
         if problem:
-            path = self.save(failing, f"diverges from the fp64 reference ({problem})")
-            self.minify(path, accuracy=True)
+            path = _safe(self.save, None, case.replace(inputs=_with_values(case.inputs, references)), f"diverges from the fp64 reference ({problem})")
+            if path is not None:
+                _safe(self.minify, None, path, True)
             from torch._dynamo.debug_utils import AccuracyError
 
-            raise AccuracyError(f"pt2kit: {ACCURACY_MESSAGE} in graph {case.label()}: {problem}; repro in {path.parent.parent.parent}")
+            raise AccuracyError(f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}" + (f"; repro in {path.parent.parent.parent}" if path else ""))
         return result
 
-    def handle(self, case: Any) -> None:
-        path = self.save(case, "failed")
-        if self.level in (2, 4):
-            self.minify(path, accuracy=False)
+    def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any) -> str | None:
+        from .signature import accuracy_divergence, reference_outputs
 
-    def save(self, case: Any, why: str, quiet: bool = False) -> Path:
+        if _has_random_ops(case.gm):
+            return None  # compiled RNG differs from eager's by design: not comparable
+        after = _rng_state()
+        try:
+            expected, fp64 = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state)
+        finally:
+            _set_rng_state(after)  # the program's random stream goes on as if nothing ran
+        return accuracy_divergence(expected, _as_list(result), fp64)
+
+    def handle(self, case: Any, args: Sequence[Any] | None = None) -> None:
+        """A graph failed to compile or run: save it (levels 1-4) and minify it (2 and 4)."""
+        failing = case if args is None else case.replace(inputs=_with_values(case.inputs, args))
+        path = _safe(self.save, None, failing, "failed")
+        if path is not None and self.intent.level in (2, 4):
+            _safe(self.minify, None, path, False)
+
+    def save(self, case: Any, why: str) -> Path:
         from .session import new_run_dir
         from .writer import write_repro
 
-        run_dir = new_run_dir(self.out, Path(sys.argv[0]).stem or "python")
+        run_dir = new_run_dir(self.intent.out, run_name())
         path = write_repro(case, run_dir / "captured" / f"g{case.index}", stage=case.backend)
-        if self.level in (1, 3):
+        if self.intent.level in (1, 3):
             write_repro(case, run_dir, stage=case.backend, note="Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook; not minified.")
-        if not quiet:
-            print(f"pt2kit: graph {case.label()} {why}; repro in {run_dir}", file=sys.stderr)
+        _say(f"graph {case.label()} {why}; repro in {run_dir}")
         return path
 
-    def minify(self, path: Path, *, accuracy: bool) -> int:
-        """Minify a saved graph in a fresh process (this one may be multi-threaded)."""
+    def minify(self, path: Path, accuracy: bool) -> int:
+        """Minify a saved graph in a fresh process (this one runs the user's threads)."""
+        from .worker import pt2kit_env, python_command
+
         run_dir = path.parent.parent.parent
-        command = [sys.executable, "-m", "minifier", "repro", str(path), "--after", self.after, "--run-dir", str(run_dir)]
+        command = python_command("minifier", "repro", str(path), "--after", self.intent.after, "--run-dir", str(run_dir))
         command.append("--accuracy" if accuracy else "--no-accuracy")
-        env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
-        return subprocess.run(command, env=env, check=False).returncode
+        roots = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
+        env = pt2kit_env({"PYTHONPATH": os.pathsep.join(roots)})
+        return subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL).returncode
+
+
+def run_name() -> str:
+    """The run directory's name: the script, and the rank under torchrun."""
+    name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
+    rank = os.environ.get("RANK")
+    return f"{name}-rank{rank}" if rank is not None and os.environ.get("WORLD_SIZE") else name
+
+
+RANDOM_OPS = ("rand", "randn", "randint", "randperm", "bernoulli", "dropout", "native_dropout", "multinomial", "normal", "uniform", "exponential", "poisson", "rrelu")
+
+
+def _has_random_ops(gm: Any) -> bool:
+    for node in gm.graph.nodes:
+        name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+        if node.op in ("call_function", "call_method") and name.lstrip("_").rstrip("_").startswith(RANDOM_OPS):
+            return True
+    return False
+
+
+def _clone_args(args: Sequence[Any]) -> list[Any]:
+    import torch
+
+    from .case import clone_tensor
+
+    return [clone_tensor(a.detach(), a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _rng_state() -> tuple[Any, Any]:
+    import torch
+
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state: tuple[Any, Any]) -> None:
+    import torch
+
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
 
 
 def _as_list(outputs: Any) -> list[Any]:

@@ -27,6 +27,7 @@ is a :class:`BisectReport`, printed as a rich table or as DESIGN.md-style JSON.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from .errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBefore
 from .session import Session
 from .signature import Failure, Signature
 from .stages import Outcome, lower_case, run_case, stage_names, stages_for
-from .worker import QueryResult
+from .worker import QueryError, QueryResult
 from .writer import load_repro
 
 
@@ -160,6 +161,9 @@ def capture(session: Session, script: Path, args: list[str], backend: str | None
     captured = read_capture(out, result.failure)
     if captured.unknown_backend:
         raise UnknownBackend(captured.unknown_backend)
+    # The graphs import the user's modules as the script did: from its directory and
+    # wherever those modules live (queries inherit this process's sys.path).
+    sys.path.extend(p for p in (str(script.parent), *captured.roots) if p not in sys.path)
     return captured
 
 
@@ -344,8 +348,8 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
     case = culprit.case
     target = _signature(outcome)
     if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
-        lowered = session.query(functools.partial(lower_case, case, session.run_dir / "captured" / "aot"), f"{culprit.label}: lowering to aot graphs")
-        rows = aot_rows(session, lowered.value, accuracy=accuracy, stop_at=target) if lowered.value else []
+        paths, lowering_note = lower(session, culprit)
+        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target) if paths else []
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and _signature(r.first_failure) == target), None)
@@ -354,10 +358,31 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
             return finish(session, report)
         if rows:
             report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
+        elif lowering_note:
+            report.note = lowering_note
         second_look(session, [culprit, *rows], accuracy=accuracy)
     else:
         second_look(session, [culprit], accuracy=accuracy)
     return finish(session, report)
+
+
+def lower(session: Session, row: Row) -> tuple[list[str], str | None]:
+    """The aot graphs of a dynamo graph (see :func:`minifier.stages.lower_case`); degrades to none.
+
+    A backend that crashes or hangs while being lowered, or a lowering that fails for
+    a reason of pt2kit's own, leaves the dynamo graph as the unit to minify, with a note.
+    """
+    assert row.case is not None
+    try:
+        lowered = session.query(functools.partial(lower_case, row.case, session.run_dir / "captured" / "aot"), f"{row.label}: lowering to aot graphs")
+    except QueryError as e:
+        (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (session.run_dir / "logs" / f"{row.label}-lowering-error.txt").write_text(str(e))
+        return [], f"lowering {row.label} to aot graphs failed inside pt2kit; the dynamo graph is the unit to minify"
+    if lowered.value is None:
+        assert lowered.failure is not None
+        return [], f"lowering {row.label} to aot graphs ended in {lowered.failure.signature}; the dynamo graph is the unit to minify"
+    return lowered.value
 
 
 def second_look(session: Session, rows: list[Row], *, accuracy: bool) -> None:
@@ -404,8 +429,22 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
         if failing
         else ""
     )
+    hint = ""
+    if captured.unrecoverable:
+        hint = "; " + "; ".join(captured.unrecoverable) + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
+    elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
+        hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     raise NotReproducible(
-        f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}"
+        f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}"
+    )
+
+
+def looks_like_wrong_answer(failure: Failure) -> bool:
+    """An assertion about values (``assert torch.allclose``, ``torch.testing.assert_close``)."""
+    signature = failure.signature
+    text = f"{signature.message} {failure.details}".lower()
+    return signature.exception in ("AssertionError", "AccuracyError") or any(
+        phrase in text for phrase in ("not close", "mismatched elements", "allclose", "not equal")
     )
 
 

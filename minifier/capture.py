@@ -47,7 +47,8 @@ import torch.fx as fx
 from . import hooks
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import UnknownBackend
-from .script import is_internal_file, main_module_file, run_script
+from .extract import merge_definitions
+from .script import is_internal_file, is_launcher_file, main_module_file, run_script
 from .signature import (
     COMPILE_PHASE_ATTR,
     Failure,
@@ -147,25 +148,50 @@ def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_bac
 
 @dataclass
 class BackendInfo:
-    """How to name a backend in a repro and what must be imported for the name to resolve."""
+    """How to name a backend in a repro and what must be imported or carried for the name to resolve."""
 
-    name: str  # a registered name ("inductor", "bw_tanh_bug") or "module:function"
+    name: str  # a registered name ("inductor", "bw_tanh_bug"), "module:function", or a display name
     modules: list[tuple[str, str]]
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # from torch.compile(mode=, options=)
     dynamic: bool | None = None
+    definitions: str = ""  # source the repro carries (see minifier.extract); may bind BACKEND_NAME
+    unrecoverable: str | None = None  # why the backend cannot be written into a repro, if it cannot
+
+
+MAIN_MODULES = ("__main__", "__mp_main__")
+
+
+def script_source() -> str | None:
+    """The text of the user's script (the program's ``__main__``), if it can be read."""
+    path = main_module_file()
+    try:
+        return Path(path).read_text() if path else None
+    except OSError:
+        return None
+
+
+def is_user_module(module_name: str) -> bool:
+    """A module of the user's (not torch, the standard library, site-packages or pt2kit itself)."""
+    if module_name in MAIN_MODULES or module_name.split(".")[0] in ("torch", "functorch", "minifier", "replay", "validation", "explain", "opcheck"):
+        return False
+    return module_import_spec(module_name) is not None
 
 
 def module_import_spec(module_name: str) -> tuple[str, str] | None:
-    """``(import name, sys.path root)`` for a user module, or None for torch/stdlib/site-packages."""
+    """``(import name, sys.path root)`` for a user module, or None for torch/stdlib/site-packages.
+
+    The user's script itself (``__main__``) is never a module to import: a repro that
+    imported it would run the whole program again (see :mod:`minifier.extract`).
+    """
+    if module_name in MAIN_MODULES:
+        return None
     module = sys.modules.get(module_name)
-    path = main_module_file() if module_name == "__main__" else getattr(module, "__file__", None)
+    path = getattr(module, "__file__", None)
     if path is None:
         return None
     path = os.path.abspath(path)
-    if any(part in path for part in ("site-packages", "dist-packages")) or path.startswith(sys.base_prefix):
+    if any(part in path for part in ("site-packages", "dist-packages")) or path.startswith(sys.base_prefix) or is_launcher_file(path):
         return None
-    if module_name == "__main__":
-        return Path(path).stem, str(Path(path).parent)
     root = Path(path).parent
     for _ in range(module_name.count(".") + (1 if path.endswith("__init__.py") else 0)):
         root = root.parent
@@ -194,28 +220,45 @@ def _defining_modules(obj: Any) -> list[str]:
 
 
 def describe_backend(fn: Callable[..., Any], name: str | None) -> BackendInfo:
-    """Name a resolved backend so that a repro in another process can get it back."""
+    """Name a resolved backend so that a repro in another process can get it back.
+
+    A registered name or an importable ``module:function`` is used as is (with the
+    user modules that define it imported). A backend defined in the script, a lambda,
+    a partial or a closure is carried as source (:func:`minifier.extract.backend_definition`);
+    when even that fails, ``unrecoverable`` says why. Never raises.
+    """
     from torch._dynamo.backends.registry import _COMPILER_FNS
 
-    modules = list(dict.fromkeys(spec for m in _defining_modules(fn) if (spec := module_import_spec(m))))
+    from .extract import Unrecoverable, backend_definition, slice_script
+
+    defining = _defining_modules(fn)
+    modules = list(dict.fromkeys(spec for m in defining if (spec := module_import_spec(m))))
+    in_script = any(m in MAIN_MODULES for m in defining)
     if type(fn).__name__ == "_TorchCompileInductorWrapper":
         return BackendInfo("inductor", [], {"torch._inductor.config": dict(fn.config)}, fn.dynamic)
     if type(fn).__name__ == "_TorchCompileWrapper":  # torch.compile(backend=<anything but inductor>)
         fn = fn.compiler_fn
-    for registered, candidate in _COMPILER_FNS.items():
-        if candidate is fn:
-            return BackendInfo(registered, modules)
-    if isinstance(name, str) and ":" not in name and name in _COMPILER_FNS:
-        return BackendInfo(name, modules)
+    registered = next((r for r, candidate in _COMPILER_FNS.items() if candidate is fn), None)
+    if registered is None and isinstance(name, str) and ":" not in name and name in _COMPILER_FNS:
+        registered = name
+    if registered is not None:
+        definitions = ""
+        if in_script:  # registered by the script itself: carry the registration
+            source = script_source()
+            definitions = slice_script(source, [getattr(fn, "__name__", "")], [registered]) if source else ""
+            if not definitions:
+                return BackendInfo(registered, modules, unrecoverable=f"backend {registered!r} is registered by the script, whose source cannot be read")
+        return BackendInfo(registered, modules, definitions=definitions)
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if module and qualname and "<" not in qualname:
+    if module and qualname and "<" not in qualname and module not in MAIN_MODULES:
         spec = module_import_spec(module)
-        import_name = spec[0] if spec else module
-        return BackendInfo(f"{import_name}:{qualname}", modules)
-    raise UnknownBackend(
-        f"the backend {fn!r} cannot be named in a repro: register it with "
-        "torch._dynamo.register_backend or define it at module level"
-    )
+        return BackendInfo(f"{spec[0] if spec else module}:{qualname}", modules)
+    display = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None), "__qualname__", None) or type(fn).__name__
+    try:
+        definitions = backend_definition(fn, script_source())
+    except Unrecoverable as e:
+        return BackendInfo(display, modules, unrecoverable=f"the backend {display} cannot be written into a repro: {e}")
+    return BackendInfo(display, modules, definitions=definitions)
 
 
 def resolve_backend(name: str) -> Callable[..., Any]:
@@ -238,18 +281,22 @@ def resolve_backend(name: str) -> Callable[..., Any]:
         ) from None
 
 
-def custom_op_modules(gm: fx.GraphModule) -> list[tuple[str, str]]:
-    """User modules that define the custom ops a graph calls.
+def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
+    """Where the custom ops a graph calls are defined: user modules to import, and script source to carry.
 
-    ``torch.library.custom_op`` remembers the function it decorated; for ops
-    registered some other way (``Library.define``), every user module the program
-    imported is a candidate and all are listed.
+    ``torch.library.custom_op`` remembers the function it decorated. For ops registered
+    some other way (``Library.define``), the user modules whose source mentions the
+    op's namespace are the candidates. An op defined in the user's script is carried
+    as a slice of the script (:func:`minifier.extract.slice_script`), never imported.
     """
     from torch._library.custom_ops import OPDEFS
 
-    namespaces = set()
+    from .extract import slice_script
+
+    unknown: set[str] = set()
+    in_script: set[str] = set()
     modules: list[tuple[str, str]] = []
-    for node in gm.graph.nodes:
+    for node in _all_nodes(gm):
         target = node.target
         if node.op != "call_function" or not isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
             continue
@@ -257,16 +304,39 @@ def custom_op_modules(gm: fx.GraphModule) -> list[tuple[str, str]]:
         if namespace in TORCH_OP_NAMESPACES:
             continue
         qualname = target._schema.name if isinstance(target, torch._ops.OpOverload) else target._qualified_op_name
-        opdef = OPDEFS.get(qualname)
-        fn = getattr(opdef, "_init_fn", None)
-        spec = module_import_spec(fn.__module__) if fn is not None else None
-        if spec:
+        fn = getattr(OPDEFS.get(qualname), "_init_fn", None)
+        if fn is not None and fn.__module__ in MAIN_MODULES:
+            in_script.add(namespace)
+        elif fn is not None and (spec := module_import_spec(fn.__module__)):
             modules.append(spec)
         else:
-            namespaces.add(namespace)
-    if namespaces:
-        modules += [spec for name in list(sys.modules) if (spec := module_import_spec(name))]
-    return list(dict.fromkeys(modules))
+            unknown.add(namespace)
+    source = script_source() if (in_script or unknown) else None
+    definitions = slice_script(source, (), in_script | unknown) if source else ""
+    for namespace in unknown:
+        if definitions and f'"{namespace}' in definitions or f"'{namespace}" in definitions:
+            continue  # the script defines it
+        for name in list(sys.modules):
+            if is_user_module(name) and _mentions(sys.modules[name], namespace):
+                modules.append(module_import_spec(name))  # type: ignore[arg-type]
+    return list(dict.fromkeys(modules)), definitions
+
+
+def _all_nodes(gm: fx.GraphModule) -> list[fx.Node]:
+    """The nodes of a graph and of its subgraphs (higher-order ops' bodies)."""
+    nodes = list(gm.graph.nodes)
+    for child in gm.children():
+        if isinstance(child, fx.GraphModule):
+            nodes += _all_nodes(child)
+    return nodes
+
+
+def _mentions(module: Any, namespace: str) -> bool:
+    try:
+        text = Path(module.__file__).read_text()
+    except (OSError, TypeError, AttributeError):
+        return False
+    return f'"{namespace}' in text or f"'{namespace}" in text
 
 
 # --------------------------------------------------------------------------- #
@@ -322,6 +392,7 @@ def make_case(
     dynamic = any(i.symbolic_dims for i in inputs) or any(
         isinstance(n.meta.get("example_value"), torch.SymInt) for n in placeholders
     )
+    op_modules, op_definitions = custom_op_sources(gm)
     return GraphCase(
         gm=gm,
         inputs=inputs,
@@ -329,7 +400,8 @@ def make_case(
         kind="dynamo",
         backend=backend.name,
         config=non_default_config(backend.config, in_backend=in_backend),
-        modules=list(dict.fromkeys(backend.modules + custom_op_modules(gm))),
+        modules=list(dict.fromkeys(backend.modules + op_modules)),
+        definitions=merge_definitions(op_definitions, backend.definitions),
         constants=constants,
         backward=any(i.meta is not None and i.meta.requires_grad for i in inputs),
         dynamic=bool(dynamic or backend.dynamic),
@@ -480,6 +552,8 @@ class Recorder:
                 backend_fn, backend_name = resolve_backend(recorder.backend_override), recorder.backend_override
             info = describe_backend(backend_fn, backend_name)
             case = recorder.record(gm, example_inputs, info)
+            if info.unrecoverable:
+                recorder.event(event="unrecoverable", index=case.index, message=info.unrecoverable)
             with recorder.busy(f"compiling {case.label()}"):
                 compiled = tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs)
             return recorder.watch(compiled, case.label())
@@ -503,7 +577,7 @@ class Recorder:
         case = make_case(gm, example_inputs, backend=backend, index=index, frame=current_frame(gm))
         self.cases.append(case)
         path = write_repro(case, self.out_dir / f"g{index}", stage=case.backend)
-        self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend)
+        self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend, roots=[root for _, root in case.modules])
         return case
 
     def record_failing_frame(self, exc: BaseException, frame: dict[str, Any] | None) -> None:
@@ -586,6 +660,8 @@ class CaptureResult:
     failure_frame: dict[str, Any] | None = None  # user frame of a failure in dynamo's tracing
     graphs_at_failure: int = 0  # graphs captured before the failure
     unknown_backend: str | None = None
+    unrecoverable: list[str] = field(default_factory=list)  # backends that cannot be written into a repro
+    roots: list[str] = field(default_factory=list)  # sys.path entries of the user modules the graphs import
     frame_path: Path | None = None  # a frame dynamo failed to trace, lifted to a graph
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -670,7 +746,8 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             except json.JSONDecodeError:
                 continue  # a line cut short by a crash
     paths = [Path(e["path"]) for e in events if e["event"] == "graph"]
-    result = CaptureResult(graph_paths=paths, failure=None, events=events, graphs_at_failure=len(paths))
+    roots = list(dict.fromkeys(root for e in events if e["event"] == "graph" for root in e.get("roots", ())))
+    result = CaptureResult(graph_paths=paths, failure=None, events=events, graphs_at_failure=len(paths), roots=roots)
     for e in events:
         if e["event"] == "failed":
             result.failure = Failure(Signature.from_json(e["failure"]), e.get("details", ""))
@@ -680,6 +757,8 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.failure = Failure(Signature("runtime_error", "SystemExit", f"exit status {e['code']}"))
         elif e["event"] == "unknown_backend":
             result.unknown_backend = e["message"]
+        elif e["event"] == "unrecoverable" and e["message"] not in result.unrecoverable:
+            result.unrecoverable.append(e["message"])
         elif e["event"] == "frame" and e.get("path"):
             result.frame_path = Path(e["path"])
     if crash is not None and result.failure is None:

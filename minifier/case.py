@@ -49,6 +49,7 @@ class TensorMeta:
     requires_grad: bool
     low: float | None = None  # value range of the real data (integer tensors only)
     high: float | None = None
+    is_leaf: bool = True  # False: a non-leaf requiring grad (the output of a differentiable op)
 
     @classmethod
     def of(cls, t: torch.Tensor) -> TensorMeta:
@@ -63,6 +64,7 @@ class TensorMeta:
             requires_grad=bool(t.requires_grad),
             low=low,
             high=high,
+            is_leaf=bool(t.is_leaf) or not t.requires_grad,
         )
 
     @property
@@ -70,7 +72,7 @@ class TensorMeta:
         return getattr(torch, self.dtype)
 
     def describe(self) -> str:
-        grad = ", requires_grad" if self.requires_grad else ""
+        grad = (", requires_grad" if self.is_leaf else ", requires_grad, non-leaf") if self.requires_grad else ""
         return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}"
 
 
@@ -116,13 +118,18 @@ class GraphInput:
         """A fresh value for one run: a clone of the real tensor, or the random stand-in."""
         if self.meta is None:
             return self.value
+        m = self.meta
         if self.seed is not None:
-            m = self.meta
-            return rand_tensor(m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device)
-        return clone_tensor(self.value, self.meta.requires_grad)
+            value = rand_tensor(m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device)
+        else:
+            value = clone_tensor(self.value, m.requires_grad, device=m.device)  # placed here, in the child
+        if m.requires_grad and not m.is_leaf:  # as the program passed it: the output of a differentiable op
+            with torch.enable_grad():
+                value = value.clone(memory_format=torch.preserve_format)
+        return value
 
 
-def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None) -> torch.Tensor:
+def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None, device: str | torch.device | None = None) -> torch.Tensor:
     """A leaf copy of ``t`` with the same shape and strides, owning only the memory they reach.
 
     Copying the reachable memory rather than the elements keeps overlapping layouts
@@ -131,7 +138,7 @@ def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None) -> torch.Te
     requires_grad = t.requires_grad if requires_grad is None else requires_grad
     span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
     with torch.no_grad():
-        memory = torch.empty(span, dtype=t.dtype, device=t.device)
+        memory = torch.empty(span, dtype=t.dtype, device=t.device if device is None else device)
         if span:
             memory.copy_(t.detach().as_strided((span,), (1,)))
     return memory.as_strided(t.shape, t.stride()).detach().requires_grad_(requires_grad)
@@ -161,6 +168,7 @@ class GraphCase:
     index: int = 0  # position among the program's captured graphs
     parent: int | None = None  # aot graphs: index of the dynamo graph they were lowered from
     frame: dict[str, Any] | None = None  # the user frame dynamo compiled: name, filename, lineno
+    definitions: str = ""  # user source the repro carries: backends/ops with no importable name (see extract)
 
     def __post_init__(self) -> None:
         if self.boundary not in BOUNDARIES:
@@ -169,8 +177,19 @@ class GraphCase:
             raise ValueError(f"kind must be one of {GRAPH_KINDS}, not {self.kind!r}")
         # Type annotations only clutter the repro, and some (strings, Parameter) do not
         # survive a round trip through its text.
-        for node in self.gm.graph.nodes:
-            node.type = None
+        modules = [self.gm]
+        while modules:
+            module = modules.pop()
+            for node in module.graph.nodes:
+                node.type = None
+            modules += [m for m in module.children() if isinstance(m, fx.GraphModule)]
+
+    @property
+    def backend_is_defined(self) -> bool:
+        """Is the final backend bound by :attr:`definitions` (it has no importable name)?"""
+        from .extract import BACKEND_NAME
+
+        return f"{BACKEND_NAME} = " in self.definitions
 
     @property
     def op_nodes(self) -> list[fx.Node]:
@@ -199,9 +218,9 @@ class GraphCase:
         (An ``fx.GraphModule`` pickles as code that is re-traced on load, which runs
         constant calls at trace time and so changes the graph.)
         """
-        from .writer import case_payload, read_case
+        from .writer import case_payload, read_case_payload
 
-        return (read_case, case_payload(self))
+        return (read_case_payload, case_payload(self))
 
     def replace(self, **changes: Any) -> GraphCase:
         """A shallow copy with some fields changed (the graph module is shared unless given)."""

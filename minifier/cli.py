@@ -24,7 +24,7 @@ for _variable in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
     os.environ.pop(_variable, None)
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from .errors import Interrupted, UserFacingError  # noqa: E402
+from .errors import InternalError, Interrupted, UserFacingError  # noqa: E402
 from .script import resolve_script  # noqa: E402
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -41,8 +41,14 @@ def _common_options(func: Any) -> Any:
     func = click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query before it counts as a hang.")(func)
     func = click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go [default: $TORCHDYNAMO_REPRO_DIR or ./torch_compile_debug].")(func)
     func = click.option("--backend", default=None, help="Final stage: a registered backend name or module:function [default: what the script asks for].")(func)
+    func = click.option("--strict-accuracy", is_flag=True, help="Like --accuracy, but compiled outputs must equal eager's bit for bit.")(func)
     func = click.option("--accuracy", is_flag=True, help="Also treat wrong answers (against an fp64 reference) as failures.")(func)
     return func
+
+
+def _accuracy(accuracy: bool | None, strict: bool) -> bool | str | None:
+    """``--accuracy`` / ``--strict-accuracy`` as one value: False, True or "strict"."""
+    return "strict" if strict else accuracy
 
 
 @click.group(context_settings=CONTEXT)
@@ -79,7 +85,7 @@ def _fail(error: UserFacingError, as_json: bool) -> None:
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
 @_common_options
 @_script_arguments
-def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
+def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
     import json
 
@@ -92,7 +98,7 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | N
         _fail(error, as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        report = bisect_script(session, path, list(args), backend=backend, accuracy=accuracy)
+        report = bisect_script(session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy))
         data = report.to_json()
         (session.run_dir / "report.json").write_text(json.dumps(data, indent=2, default=str))
         return data, lambda console: print_bisect(report, console)
@@ -105,7 +111,7 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, backend: str | N
 @click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True, help="Minify the dynamo graph, the aot graph, or the aot one when it reproduces.")
 @_common_options
 @_script_arguments
-def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
+def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
     """Run SCRIPT; if it fails, bisect the stages and shrink the failing graph into repro.py."""
     from .minification import minify_script
     from .session import default_out_dir
@@ -113,7 +119,7 @@ def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend
     out = out or default_out_dir()
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        return _minified(minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=accuracy, out=out))
+        return _minified(minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), out=out))
 
     _session_command(script.stem, work, out=out, timeout=timeout, as_json=as_json)
 
@@ -121,12 +127,13 @@ def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, backend
 @main.command(context_settings=CONTEXT)
 @click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True, help="For a dynamo graph: minify it, or its failing aot graph.")
 @click.option("--accuracy/--no-accuracy", default=None, help="Judge wrong answers [default: as the repro says].")
+@click.option("--strict-accuracy", is_flag=True, help="Judge wrong answers bit for bit against eager.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-def repro(path: Path, after: str, accuracy: bool | None, out: Path | None, run_dir: Path | None, timeout: float, as_json: bool) -> None:
+def repro(path: Path, after: str, accuracy: bool | None, strict_accuracy: bool, out: Path | None, run_dir: Path | None, timeout: float, as_json: bool) -> None:
     """Minify an existing repro.py further (one of pt2kit's, or torch's repro.py / minifier_launcher.py)."""
     from .minification import minify_repro
     from .session import default_out_dir
@@ -134,7 +141,7 @@ def repro(path: Path, after: str, accuracy: bool | None, out: Path | None, run_d
     out = out or default_out_dir()
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        return _minified(minify_repro(session, resolve_script(path), after=after, accuracy=accuracy, out=out))
+        return _minified(minify_repro(session, resolve_script(path), after=after, accuracy=_accuracy(accuracy, strict_accuracy), out=out))
 
     _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)
 
@@ -175,6 +182,26 @@ def _session_command(
             if error_report:
                 _write_error_report(session, error)
         _fail(error, as_json)
+    except Exception as bug:  # noqa: BLE001 - pt2kit's own failure: one line, its own exit code, nothing lost
+        error = internal_error(bug, session.run_dir if session else None)
+        if session:
+            session.close()
+            _write_error_report(session, error)
+        _fail(error, as_json)
+
+
+def internal_error(bug: BaseException, run_dir: Path | None) -> InternalError:
+    """pt2kit's own failure as a one-line error; the traceback goes to the run directory."""
+    import traceback
+
+    where = "no run directory was created"
+    if run_dir is not None:
+        log = run_dir / "logs" / "internal-error.txt"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(traceback.format_exception(bug)))
+        where = f"details in {log}"
+    first = (str(bug).strip().splitlines() or [""])[0][:200]
+    return InternalError(f"internal error ({type(bug).__name__}: {first}); this is a pt2kit bug, {where}")
 
 
 def _write_error_report(session: Any, error: UserFacingError) -> None:

@@ -2,7 +2,9 @@
 
 Every command-line entry point (``minify``, ``python -m minifier``, ``python -m explain``)
 catches :class:`UserFacingError`, prints its message on one line and exits with its
-``exit_code``. Anything else that escapes is a pt2kit bug and gets a traceback.
+``exit_code``. Anything else that escapes is a pt2kit bug: it becomes an
+:class:`InternalError` (exit 70), one line too, with the traceback kept in the run
+directory.
 
 Exit codes follow DESIGN.md where it speaks (0 written, 1 nothing to minify or flaky,
 2 usage); the other bad inputs get codes of their own so scripts can tell them apart.
@@ -67,6 +69,12 @@ class CorruptRecord(UserFacingError):
     """A saved repro, record or checkpoint cannot be read (exit 6)."""
 
     exit_code = 6
+
+
+class InternalError(UserFacingError):
+    """pt2kit's own machinery failed (exit 70, EX_SOFTWARE); the traceback is in the run directory."""
+
+    exit_code = 70
 
 
 class Interrupted(UserFacingError):

@@ -33,7 +33,7 @@ from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, Usag
 from .reduce import Candidate, Reducer, save_checkpoint
 from .session import Session
 from .signature import Failure, Signature
-from .stages import Outcome, profile_case, realize, run_case, stage_names
+from .stages import Outcome, Reach, profile_case, realize, run_case, stage_names
 from .torch_repro import load_any_repro
 from .writer import load_repro, render, write_repro
 
@@ -171,11 +171,16 @@ def minify_case(
     profiled = session.query(functools.partial(profile_case, case), "profiling the graph (one eager run)")
     if profiled.value is None:
         raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
-    accuracy_mode = accuracy and target.signature.kind == "accuracy"
+    accuracy_mode = accuracy if target.signature.kind == "accuracy" else False  # True, or "strict" (bitwise)
+    strict = accuracy_mode == "strict"
+    origin_ref = OriginRef(origin_path)
 
-    def query(candidates: list[tuple[GraphCase, str]]) -> list[Outcome]:
+    def query(candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
         results = session.query_all(
-            [(functools.partial(_run_candidate, candidate, case, stage, accuracy_mode), f"{progress_label()} · {label}") for candidate, label in candidates]
+            [
+                (functools.partial(_run_candidate, candidate, origin_ref, stage, accuracy_mode, strict, outputs), f"{progress_label()} · {label}")
+                for candidate, label, outputs in candidates
+            ]
         )
         return [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in results]
 
@@ -231,9 +236,22 @@ def minify_case(
     return result
 
 
-def _run_candidate(candidate: GraphCase, origin: GraphCase, stage: str, accuracy: bool) -> Outcome:
+def _run_candidate(candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool, strict: bool, outputs: tuple[str, ...]) -> Outcome:
     """(In a worker child) one reducer question: the candidate, its cut inputs filled in, through the stage."""
-    return run_case(realize(candidate, origin), stage, accuracy=accuracy)
+    original = origin.load()
+    reach = Reach(original, outputs) if accuracy else None
+    return run_case(realize(candidate, original), stage, accuracy=accuracy, strict=strict, reach=reach)
+
+
+@dataclass(frozen=True)
+class OriginRef:
+    """The graph being minified, by the path of its saved repro: children read it from disk
+    (once per query) instead of receiving all of its tensors in every query's payload."""
+
+    path: Path
+
+    def load(self) -> GraphCase:
+        return load_repro(self.path).case
 
 
 def write_best(session: Session, reducer: Reducer, origin: GraphCase, stage: str, target: Failure, accuracy: bool) -> Path:
@@ -245,7 +263,7 @@ def write_best(session: Session, reducer: Reducer, origin: GraphCase, stage: str
         if result.value is None:
             raise NotReproducible(f"the original graph no longer runs in eager: {result.failure.signature if result.failure else '?'}")
         best = best.replace(inputs=[i if i.name not in result.value or i.is_random else _with_value(i, result.value[i.name]) for i in best.inputs])
-    return write_repro(best, session.run_dir, stage=stage, failure=target.signature, accuracy=accuracy)
+    return write_repro(best, session.run_dir, stage=stage, failure=target.signature, accuracy=bool(accuracy), strict=accuracy == "strict")
 
 
 def realized_values(case: GraphCase, origin: GraphCase) -> dict[str, Any]:
@@ -267,9 +285,9 @@ def verify(session: Session, path: Path, target: Signature, asked: GraphCase) ->
     already answered; otherwise the file is run once more.
     """
     loaded = load_repro(path)
-    if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy) == render(asked, stage=loaded.stage, accuracy=loaded.accuracy):
+    if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict) == render(asked, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict):
         return True
-    result = session.query(functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy), "checking the written repro fails the same way")
+    result = session.query(functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), "checking the written repro fails the same way")
     outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
     return outcome.failure is not None and outcome.failure.signature == target
 

@@ -93,8 +93,9 @@ class Candidate:
         )
 
 
-#: Runs built cases (side by side, each in an isolated worker) and classifies each.
-Query = Callable[[list[tuple[GraphCase, str]]], list[Outcome]]
+#: Runs built cases (side by side, each in an isolated worker) and classifies each; each
+#: comes with a label and the original graph's nodes that are its outputs.
+Query = Callable[[list[tuple[GraphCase, str, tuple[str, ...]]]], list[Outcome]]
 
 
 @dataclass
@@ -268,7 +269,7 @@ class Reducer:
                     self.cache[key] = False  # an empty graph fails nowhere worth reporting
         if todo:
             self.queries += len(todo)
-            outcomes = self.query([(self.build(c), f"{len(c.kept)} nodes") for c in todo.values()])
+            outcomes = self.query([(self.build(c), f"{len(c.kept)} nodes", c.outputs) for c in todo.values()])
             for (key, c), outcome in zip(todo.items(), outcomes):
                 interesting = outcome.failure is not None and outcome.failure.signature == self.target
                 self.cache[key] = interesting

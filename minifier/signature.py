@@ -199,8 +199,107 @@ def signature_of_timeout(seconds: float) -> Failure:
     return Failure(Signature("timeout", "Timeout", "no result within the time limit"), details=f"killed after {seconds:g} s")
 
 
-def signature_of_accuracy(details: str) -> Failure:
-    return Failure(Signature("accuracy", "AccuracyError", ACCURACY_MESSAGE), details=details)
+def accuracy_category(problem: str) -> str:
+    """What kind of wrong answer :func:`accuracy_divergence` found: part of an accuracy failure's identity.
+
+    A NaN bug is not a rounding bug, and a shape bug is neither; the minifier keeps
+    the kind of divergence the program had (as well as keeping it reaching the
+    program's outputs, see :func:`minifier.stages.run_case`).
+    """
+    if "non-finite" in problem:
+        return "non-finite values"
+    if " != eager " in problem and ("(" in problem.split(" != eager ")[1]):
+        return "shape or dtype"
+    if "outputs, eager gives" in problem or "got " in problem:
+        return "output structure"
+    if "values differ" in problem:
+        return "exact values"
+    if "RMSE" in problem:
+        return "values"
+    return "non-tensor values"
+
+
+def signature_of_accuracy(problem: str) -> Failure:
+    return Failure(Signature("accuracy", "AccuracyError", f"{ACCURACY_MESSAGE} ({accuracy_category(problem)})"), details=problem)
+
+
+#: Methods that cast to a low-precision float, and what the fp64 reference calls instead.
+_FLOAT_CASTS = {"half": "double", "float": "double", "bfloat16": "double"}
+
+
+def float64_graph(gm: Any) -> Any:
+    """A copy of ``gm`` computing in float64: parameters, buffers *and* the dtypes written in the graph.
+
+    torch's ``same(fp64_ref=...)`` rule needs a reference computed in real fp64; casting
+    only the inputs leaves ``torch.tensor(655, dtype=torch.half)`` or ``x.to(torch.half)``
+    in low precision, and the reference then disagrees with a compiler that keeps
+    more precision (pytorch's ``test_rmse_improves_over_atol``). Like torch's
+    ``cast_dtype_args_to_fp64``, every floating dtype argument becomes float64; unlike
+    it, positional dtypes and ``.half()``-style methods are promoted too.
+    """
+    import copy
+
+    import torch
+
+    gm = copy.deepcopy(gm).to(torch.float64)
+
+    def promote(value: Any) -> Any:
+        if isinstance(value, torch.dtype) and value.is_floating_point and value != torch.float64:
+            return torch.float64
+        if isinstance(value, (list, tuple)):
+            return type(value)(promote(v) for v in value)
+        return value
+
+    def visit(module: Any) -> None:
+        for node in module.graph.nodes:
+            if node.op in ("call_function", "call_method"):
+                node.args = promote(node.args)
+                node.kwargs = {k: promote(v) for k, v in node.kwargs.items()}
+            if node.op == "call_method" and node.target in _FLOAT_CASTS:
+                node.target = _FLOAT_CASTS[node.target]
+        module.recompile()
+        for child in module.children():
+            if isinstance(child, torch.fx.GraphModule):
+                visit(child)
+
+    visit(gm)
+    return gm
+
+
+def to_float64(values: list[Any]) -> list[Any]:
+    """Floating tensors as float64 (``requires_grad`` kept); everything else as it is."""
+    import torch
+
+    return [
+        v.detach().to(torch.float64).requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for v in values
+    ]
+
+
+def reference_outputs(gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: Callable[[Any], None] | None = None) -> tuple[list[Any], list[Any]]:
+    """The eager outputs of ``gm`` on ``inputs`` in working precision and in float64: the one fp64 driver.
+
+    Runs on clones (graphs mutate inputs in place), without autograd. With ``rng`` and
+    ``set_rng``, both runs start from that random state.
+    """
+    import torch
+
+    from .case import clone_tensor
+
+    def clones() -> list[Any]:
+        return [clone_tensor(v.detach(), False) if isinstance(v, torch.Tensor) else v for v in inputs]
+
+    def as_list(out: Any) -> list[Any]:
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+    with torch.no_grad():
+        if set_rng is not None:
+            set_rng(rng)
+        expected = as_list(gm(*clones()))
+        if set_rng is not None:
+            set_rng(rng)
+        fp64 = as_list(float64_graph(gm)(*to_float64(clones())))
+    return expected, fp64
 
 
 # --------------------------------------------------------------------------- #
@@ -208,7 +307,7 @@ def signature_of_accuracy(details: str) -> Failure:
 # --------------------------------------------------------------------------- #
 
 
-def accuracy_divergence(eager, compiled, fp64, tol=1e-4):
+def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False):
     """Compare ``compiled`` outputs with an fp64 eager reference, forgiving eager's own error.
 
     ``eager``, ``compiled`` and ``fp64`` are lists of the same outputs (tensors or
@@ -217,7 +316,8 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4):
     or when its RMSE against fp64 is at most ``multiplier`` times eager's own RMSE
     against fp64 (plus ``tol / 10``): compiled code may round differently, but not
     worse than eager does. NaN or inf where eager and fp64 are finite always fails.
-    Integer and bool outputs must match exactly. Returns None when everything
+    Integer and bool outputs must match exactly. With ``strict``, every output must
+    equal eager's bit for bit (``--strict-accuracy``). Returns None when everything
     passes, else one line naming the first output that does not.
 
     This is torch's ``same(..., fp64_ref=...)`` rule without its fixed-tolerance
@@ -236,8 +336,9 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4):
         if res.shape != ref.shape or res.dtype != ref.dtype:
             return f"output {i}: {res.dtype}{tuple(res.shape)} != eager {ref.dtype}{tuple(ref.shape)}"
         ref, res = ref.detach(), res.detach()
-        if not (ref.is_floating_point() or ref.is_complex()):
-            if not torch.equal(ref, res):
+        if strict or not (ref.is_floating_point() or ref.is_complex()):
+            same = torch.equal(ref, res) or (ref.is_floating_point() and torch.allclose(ref, res, atol=0.0, rtol=0.0, equal_nan=True))
+            if not same:
                 bad = int((ref != res).sum())
                 return f"output {i}: {bad} of {ref.numel()} values differ from eager"
             continue

@@ -35,12 +35,15 @@ import torch
 import torch.fx as fx
 
 from . import hooks
-from .capture import _flat_constants, module_import_spec, resolve_backend
+from .capture import MAIN_MODULES, _flat_constants, module_import_spec
 from .case import GraphCase, GraphInput, TensorMeta, clone_tensor
 from .signature import (
     Failure,
+    Signature,
     accuracy_divergence,
+    reference_outputs,
     signature_of_accuracy,
+    to_float64,
     signature_of_exception,
     tagging_compile_errors,
 )
@@ -86,25 +89,34 @@ class Outcome:
 # --------------------------------------------------------------------------- #
 
 
-def to_float64(values: list[Any]) -> list[Any]:
-    return [
-        v.detach().to(torch.float64).requires_grad_(v.requires_grad)
-        if isinstance(v, torch.Tensor) and v.is_floating_point()
-        else v
-        for v in values
-    ]
+@dataclass(frozen=True)
+class Reach:
+    """Where a reduced candidate came from: the identity of an accuracy failure.
+
+    Two wrong answers are the same failure only if both reach the program's outputs.
+    A candidate's outputs are nodes of the original graph; :func:`reaches_outputs`
+    puts the candidate's compiled values in their place in an eager run of the
+    original, and asks whether the original's outputs still diverge. A compiled op
+    whose error no output of the program can see (a flipped boolean mask that a
+    ``where`` ignores) is then not the bug being minified.
+    """
+
+    origin: GraphCase
+    outputs: tuple[str, ...]
 
 
-def run_case(case: GraphCase, stage: str, *, accuracy: bool = False) -> Outcome:
+def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: bool = False, reach: Reach | None = None) -> Outcome:
     """Run ``case`` through ``stage`` the way its repro.py would; classify what happens."""
     start = time.perf_counter()
-    namespace = exec_repro(render(case, stage=stage, accuracy=accuracy))
+    strict = strict or accuracy == "strict"
+    namespace = exec_repro(render(case, stage=stage, accuracy=accuracy, strict=strict))
     namespace["apply_config"]()
     Repro, make_inputs = namespace["Repro"], namespace["make_inputs"]
+    Float64 = namespace.get("ReproFloat64", Repro)
 
-    def fresh() -> tuple[torch.nn.Module, list[Any]]:
+    def fresh(cls: Any = Repro) -> tuple[torch.nn.Module, list[Any]]:
         data = data_of(case)
-        return Repro(data), make_inputs(data)
+        return cls(data), make_inputs(data)
 
     namespace["compile_graph"] = tagging_compile_errors(namespace["compile_graph"])
     try:
@@ -112,14 +124,46 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False) -> Outcome:
             actual = namespace["run"](*fresh())
         if accuracy:
             expected = namespace["run_eager"](*fresh())
-            module, inputs = fresh()
+            module, inputs = fresh(Float64)
             fp64 = namespace["run_eager"](module.to(torch.float64), to_float64(inputs))
-            problem = accuracy_divergence(expected, actual, fp64)
+            problem = accuracy_divergence(expected, actual, fp64, strict=strict)
+            if problem and reach is not None and not any(i.is_random for i in case.inputs):
+                seen = reaches_outputs(reach, actual, strict)
+                if seen is None:
+                    return Outcome(stage, Failure(Signature("accuracy", "AccuracyError", UNSEEN_MESSAGE), problem), time.perf_counter() - start)
             if problem:
                 return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start)
     except Exception as e:  # noqa: BLE001 - classifying failures is the job
         return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
     return Outcome(stage, None, time.perf_counter() - start)
+
+
+#: The signature of a divergence that the program's own outputs do not see (never a target).
+UNSEEN_MESSAGE = "compiled output diverges, but not where the program's outputs can see it"
+
+
+class _Substituting(fx.Interpreter):
+    """Runs a graph eagerly, with some nodes' values replaced (by a candidate's compiled outputs)."""
+
+    def __init__(self, gm: fx.GraphModule, values: dict[str, Any]) -> None:
+        super().__init__(gm)
+        self.values = values
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.name in self.values:
+            return self.values[n.name]
+        return super().run_node(n)
+
+
+def reaches_outputs(reach: Reach, actual: list[Any], strict: bool) -> str | None:
+    """Does the divergence of a candidate's outputs reach the original graph's outputs? (See :class:`Reach`.)"""
+    origin = reach.origin
+    inputs = origin.materialize_inputs()
+    expected, fp64 = reference_outputs(origin.gm, inputs)
+    with torch.no_grad():
+        substituted = _Substituting(origin.gm, dict(zip(reach.outputs, actual))).run(*[v.detach() if isinstance(v, torch.Tensor) else v for v in inputs])
+    substituted = list(substituted) if isinstance(substituted, (list, tuple)) else [substituted]
+    return accuracy_divergence(expected, substituted, fp64, strict=strict)
 
 
 # --------------------------------------------------------------------------- #
@@ -165,12 +209,12 @@ class _AotRecorder:
 
         return record_inner_compile
 
-    def __init__(self, backend: str) -> None:
+    def __init__(self, backend: Any) -> None:
         self.graphs = []
         # A registered aot_autograd backend is named by its kwargs in the repro
         # (lookup_backend(name).kwargs["bw_compiler"]); other backends that call
         # AOTAutograd themselves by the compiler's importable name.
-        self.by_kwargs = hasattr(resolve_backend(backend), "kwargs") if backend != "inductor" else False
+        self.by_kwargs = isinstance(getattr(backend, "kwargs", None), dict)
 
     def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
         reference = None if self.by_kwargs else _importable_name(compiler)
@@ -184,31 +228,41 @@ class _AotRecorder:
 
 
 def _importable_name(fn: Callable[..., Any]) -> str | None:
-    """``module:qualname`` of a module-level function, if a repro can import it."""
+    """``module:qualname`` of a module-level function a repro can import, or its bare name
+    when the script defines it (the repro carries the script's definitions)."""
     while hasattr(fn, "__wrapped__"):
         fn = fn.__wrapped__  # type: ignore[assignment]
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
     if not module or not qualname or "<" in qualname or module.startswith("torch"):
         return None
+    if module in MAIN_MODULES:
+        return qualname
     spec = module_import_spec(module)
     return f"{spec[0] if spec else module}:{qualname}"
 
 
-def lower_case(case: GraphCase, out_dir: Path) -> list[str]:
-    """Write the aot graphs the final backend compiles for ``case``; returns their repro paths.
+def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
+    """Write the aot graphs the final backend compiles for ``case``: (their repro paths, a note).
 
-    Returns an empty list when the backend does not go through AOTAutograd.
+    The paths are empty when the backend does not go through AOTAutograd (a plain
+    ``(gm, example_inputs)`` backend); the note says why lowering stopped short
+    when the backend failed before AOTAutograd handed it a graph.
     """
-    recorder = _AotRecorder(case.backend)
     namespace = exec_repro(render(case, stage=case.backend))
     namespace["apply_config"]()
+    recorder = _AotRecorder(eval(namespace_backend_expression(case), namespace))  # noqa: S307 - our own repro text
     data = data_of(case)
     if case.backend == "inductor":
         hook = hooks.inductor_inner_compile(recorder.inductor_inner)
     else:
         hook = hooks.aot_compilers(recorder.aot_compiler)
-    with hook:
-        namespace["run"](namespace["Repro"](data), namespace["make_inputs"](data))
+    note = None
+    try:
+        with hook:
+            namespace["run"](namespace["Repro"](data), namespace["make_inputs"](data))
+    except Exception as e:  # noqa: BLE001 - a backend that fails outside AOTAutograd: no aot graphs to show
+        if not recorder.graphs:
+            note = f"{case.backend} failed before AOTAutograd produced a graph ({type(e).__name__}); the dynamo graph is the unit to minify"
     paths = []
     counts: dict[str, int] = {}
     for record in recorder.graphs:
@@ -218,7 +272,16 @@ def lower_case(case: GraphCase, out_dir: Path) -> list[str]:
         aot_case = aot_case_of(case, record)
         name = f"g{case.index}.{record.kind}" + (f"{number}" if number > 1 else "")
         paths.append(str(write_repro(aot_case, out_dir / name, stage=case.backend)))
-    return paths
+    if not paths and note is None and case.backend != "inductor":
+        note = f"{case.backend} does not compile through AOTAutograd; the dynamo graph is the unit to minify"
+    return paths, note
+
+
+def namespace_backend_expression(case: GraphCase) -> str:
+    """The expression that evaluates to the final backend inside the case's repro namespace."""
+    from .writer import backend_expression
+
+    return backend_expression(case, case.backend)
 
 
 def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
@@ -234,6 +297,7 @@ def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
     if record.compiler and (spec := module_import_spec(record.compiler.partition(":")[0])):
         modules.append(spec)
     return GraphCase(
+        definitions=case.definitions,
         gm=gm,
         inputs=inputs,
         boundary="aot",

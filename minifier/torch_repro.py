@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,10 @@ def load_any_repro(path: Path, session: Session) -> LoadedRepro:
     except OSError as e:
         raise CorruptRecord(f"cannot read {path}: {e.strerror}") from None
     kind = repro_format(source)
+    # A repro imports the user modules beside it (copied there) or on PYTHONPATH, as
+    # `python repro.py` would; queries inherit this process's sys.path.
+    if str(path.parent.resolve()) not in sys.path:
+        sys.path.append(str(path.parent.resolve()))
     if kind == "pt2kit":
         return load_repro(path)
     if kind == "unknown":

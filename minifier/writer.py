@@ -40,10 +40,13 @@ import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
 from .case import GraphCase, GraphInput, TensorMeta, compact_tensor, rand_tensor
+from .graphio import GraphFormatError, dump_graph, load_graph, subgraphs
 from .errors import CorruptRecord
-from .signature import ACCURACY_MESSAGE, Signature, accuracy_divergence
+from .signature import ACCURACY_MESSAGE, Signature, accuracy_divergence, float64_graph
 
 FORMAT_VERSION = 1
+#: Said beside each user-module import; :func:`write_repro` copies small modules beside the repro.
+MODULE_COMMENT = " (beside this file, or on PYTHONPATH)"
 EAGER_STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
 AOT_COMPILER_KEYS = {"forward": "fw_compiler", "backward": "bw_compiler", "inference": "inference_compiler"}
 
@@ -68,25 +71,43 @@ def render(
     accuracy: bool = False,
     data_file: str | None = None,
     note: str = "",
+    strict: bool = False,
 ) -> str:
-    """The full text of ``repro.py`` for ``case`` run through ``stage``."""
+    """The full text of ``repro.py`` for ``case`` run through ``stage``.
+
+    ``accuracy``: also check the result against an fp64 reference (``"strict"``: bit for bit).
+    """
+    strict = strict or accuracy == "strict"
     parts = [
         _header(case, stage, failure, accuracy, note),
         _imports(case, stage, accuracy, data_file),
+        _definitions(case),
         _config_function(case),
         _module_class(case),
         _data_function(data_file),
         _inputs_function(case),
         _run_functions(case, stage),
     ]
+    if subgraphs(case.gm):
+        parts.append(inspect.getsource(graph_module).strip())
+        parts.append(inspect.getsource(call_hop).strip())
     if any(i.is_random for i in case.inputs):
         parts.append(inspect.getsource(rand_tensor).strip())
+    if any(i.is_tensor and not i.is_random for i in case.inputs):
+        parts.append(inspect.getsource(clone_input).strip())
+    if any(i.meta is not None and i.meta.requires_grad and not i.meta.is_leaf for i in case.inputs):
+        parts.append(inspect.getsource(non_leaf).strip())
     if accuracy:
+        fp64 = float64_graph(case.gm)
+        if fp64.code != case.gm.code:  # dtypes written in the graph: the reference promotes them too
+            parts.insert(parts.index(_module_class(case)) + 1, _module_class(case, fp64, "ReproFloat64"))
         parts.append(f"ACCURACY_MESSAGE = {ACCURACY_MESSAGE!r}")
+        parts.append(f"STRICT = {strict!r}  # True: outputs must equal eager's bit for bit")
         parts.append(inspect.getsource(accuracy_divergence).strip())
-    metadata = _metadata(case, stage, failure, accuracy, data_file)
+    metadata = _metadata(case, stage, failure, bool(accuracy), data_file)
+    metadata["strict"] = strict
     parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + pprint.pformat(metadata, width=110, compact=True, sort_dicts=False))
-    parts.append(_main(accuracy))
+    parts.append(_main(accuracy, "ReproFloat64" if "class ReproFloat64(" in "".join(parts) else "Repro"))
     return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
 
@@ -112,17 +133,25 @@ def _imports(case: GraphCase, stage: str, accuracy: bool, data_file: str | None)
     lines = ["import torch"]
     if case.boundary == "aot" and stage not in EAGER_STAGES:
         lines.append("from torch.fx.experimental.proxy_tensor import make_fx")
-    if data_file or case.modules or accuracy:
+    if data_file or accuracy:
         lines.insert(0, "import sys" if not data_file else "import pathlib\nimport sys")
     code = case.gm.graph.python_code(root_module="self")
     block = _format_import_block(code.globals, sys_importer)
     # FX lists every name its codegen might need; keep the ones the graph uses.
     used = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code.src))
     lines += [line for line in block.splitlines() if line and line != "import torch" and _bound_name(line) in used]
-    for name, root in case.modules:
-        lines.append(f"sys.path.insert(0, {root!r})")
-        lines.append(f"import {name}  # noqa: E402,F401  defines a custom backend or op this graph needs")
+    for name, _ in case.modules:
+        lines.append(f"import {name}  # noqa: F401  defines a custom backend or op this graph needs{MODULE_COMMENT}")
     return "\n".join(lines)
+
+
+def _definitions(case: GraphCase) -> str:
+    if not case.definitions.strip():
+        return ""
+    return (
+        "# The user's own definitions this failure needs (a backend or custom op with no\n"
+        "# importable name), carried over from their program.\n" + case.definitions.strip("\n")
+    )
 
 
 def _bound_name(import_line: str) -> str:
@@ -155,7 +184,7 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
         ],
         "constants": {name: vars(TensorMeta.of(t)) for name, t in case.constants.items()},
         "config": case.config,
-        "modules": [list(m) for m in case.modules],
+        "modules": [name for name, _ in case.modules],
         "compile_kwargs": case.compile_kwargs,
         "compiler": case.compiler,
         "backward": case.backward,
@@ -163,7 +192,17 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
         "index": case.index,
         "parent": case.parent,
         "frame": case.frame,
+        "definitions": case.definitions,
+        "graph": _graph_literal(case.gm),
     }
+
+
+def _graph_literal(gm: fx.GraphModule) -> dict[str, Any] | None:
+    """The graph's structure for reading back (None: it holds something only its code can say)."""
+    try:
+        return dump_graph(gm)
+    except GraphFormatError:
+        return None
 
 
 def _config_function(case: GraphCase) -> str:
@@ -178,13 +217,60 @@ def _config_function(case: GraphCase) -> str:
     return "\n".join(lines)
 
 
-def _module_class(case: GraphCase) -> str:
-    code = case.gm.graph.python_code(root_module="self")
-    lines = ["class Repro(torch.nn.Module):", "    def __init__(self, data):", "        super().__init__()"]
-    for name in case.constants:
-        lines.append(f"        self.register_buffer({name!r}, data[{('constant:' + name)!r}])")
-    body = textwrap.indent(code.src.strip("\n"), "    ")
-    return "\n".join(lines) + "\n\n" + body
+def _module_class(case: GraphCase, gm: fx.GraphModule | None = None, name: str = "Repro") -> str:
+    """``class Repro``: the graph as FX's readable code, its constants, and its subgraph modules."""
+    gm = case.gm if gm is None else gm
+    code = gm.graph.python_code(root_module="self")
+    lines = [f"class {name}(torch.nn.Module):", "    def __init__(self, data):", "        super().__init__()"]
+    for constant in case.constants:
+        lines.append(f"        self.register_buffer({constant!r}, data[{('constant:' + constant)!r}])")
+    for attr in subgraphs(gm):
+        lines.append(f"        self.{attr} = graph_module({_subgraph_class(name, attr)}())")
+    body = textwrap.indent(code.src.strip().rstrip(), "    ")
+    return "".join(_subgraph_classes(gm, name)) + "\n".join(lines) + "\n\n" + body
+
+
+def _subgraph_class(owner: str, attr: str) -> str:
+    return f"{owner}_{attr}"
+
+
+def _subgraph_classes(gm: fx.GraphModule, owner: str) -> list[str]:
+    """A class per subgraph module (the body of a higher-order op), innermost first."""
+    out = []
+    for attr, sub in subgraphs(gm).items():
+        name = _subgraph_class(owner, attr)
+        out += _subgraph_classes(sub, name)
+        code = sub.graph.python_code(root_module="self").src.strip("\n")
+        code = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", code)  # a body's own higher-order ops
+        lines = [f"class {name}(torch.nn.Module):"]
+        nested = subgraphs(sub)
+        if nested:
+            lines += ["    def __init__(self):", "        super().__init__()"]
+            lines += [f"        self.{inner} = graph_module({_subgraph_class(name, inner)}())" for inner in nested]
+            lines.append("")
+        out.append("\n".join(lines) + "\n" + textwrap.indent(code.rstrip(), "    ") + "\n\n\n")
+    return out
+
+
+#: A higher-order op called in a body's code: routed through ``call_hop`` so that FX can trace the body.
+HOP_CALL = re.compile(r"torch\.ops\.higher_order\.(\w+)\(")
+
+
+def graph_module(module):
+    """A higher-order op takes its body as a torch.fx.GraphModule: trace one from the body's code."""
+
+    class BodyTracer(torch.fx.Tracer):
+        def getattr(self, attr, attr_val, parameter_proxy_cache):
+            if isinstance(attr_val, torch.fx.GraphModule):  # a nested body stays a module attribute
+                return self.create_proxy("get_attr", attr, (), {})
+            return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+    return torch.fx.GraphModule(module, BodyTracer(autowrap_functions=(call_hop,)).trace(module))
+
+
+def call_hop(name, *args, **kwargs):
+    """Call the higher-order op ``torch.ops.higher_order.<name>`` (FX records this call in a body)."""
+    return getattr(torch.ops.higher_order, name)(*args, **kwargs)
 
 
 def _data_function(data_file: str | None) -> str:
@@ -205,9 +291,12 @@ def _input_expression(i: GraphInput) -> str:
         extra = "".join(
             f", {k}={v!r}" for k, v in (("low", m.low), ("high", m.high)) if v is not None
         ) + ("" if m.device == "cpu" else f", device={m.device!r}")
-        grad = ", requires_grad=True" if m.requires_grad else ""
-        return f"rand_tensor({m.shape!r}, {m.stride!r}, torch.{m.dtype}{grad}, seed={i.seed}{extra})"
-    expr = f"data[{('input:' + i.name)!r}]"
+        grad = ", requires_grad=True" if m.requires_grad and m.is_leaf else ""
+        expr = f"rand_tensor({m.shape!r}, {m.stride!r}, torch.{m.dtype}{grad}, seed={i.seed}{extra})"
+        return f"non_leaf({expr})" if m.requires_grad and not m.is_leaf else expr
+    expr = f"clone_input(data[{('input:' + i.name)!r}])"
+    if m.requires_grad and not m.is_leaf:
+        return f"non_leaf({expr})"
     return expr + (".requires_grad_()" if m.requires_grad else "")
 
 
@@ -246,7 +335,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         "def compile_graph(mod, inputs):\n"
         f'    """The failing stage: torch.compile with backend {stage!r}."""\n'
         + "".join(marks)
-        + f"    return torch.compile(mod, backend={_backend_expression(case, stage)}{options})\n\n\n"
+        + f"    return torch.compile(mod, backend={backend_expression(case, stage)}{options})\n\n\n"
         "def forward_backward(fn, inputs):\n"
         '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
         "    outputs = fn(*inputs)\n"
@@ -260,7 +349,12 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
     )
 
 
-def _backend_expression(case: GraphCase, stage: str) -> str:
+def backend_expression(case: GraphCase, stage: str) -> str:
+    """The expression a repro passes as ``backend=`` for ``stage``."""
+    if stage == case.backend and case.backend_is_defined:
+        from .extract import BACKEND_NAME
+
+        return BACKEND_NAME
     if stage != case.backend or ":" not in stage:
         return repr(stage)
     module, _, attr = stage.partition(":")
@@ -277,19 +371,22 @@ def _run_aot(case: GraphCase, stage: str) -> str:
         doc = f"the {case.kind} graph through Inductor's inner compiler"
         body = trace + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, inputs{kwargs})\n"
     elif case.compiler:
-        module, _, attr = case.compiler.partition(":")
+        module, _, attr = case.compiler.rpartition(":")
         doc = f"the {case.kind} graph through {stage}'s compiler"
-        body = trace + f"    from {module} import {attr}\n    return {attr}(gm, inputs)\n"
+        load = f"    from {module} import {attr}\n" if module else ""  # (else: defined above, from the user's script)
+        body = trace + f"{load}    return {attr}(gm, inputs)\n"
     else:
         doc = f"the {case.kind} graph through {stage}'s compiler"
         key = AOT_COMPILER_KEYS[case.kind]
+        backend = backend_expression(case, stage)
+        backend = f"torch._dynamo.lookup_backend({backend})" if backend.startswith(("'", '"')) else backend
         fallback = "" if key == "fw_compiler" else f'.get({key!r}) or kwargs["fw_compiler"]'
         lookup = f"kwargs{fallback}" if fallback else f"kwargs[{key!r}]"
         body = trace + (
-            f"    kwargs = torch._dynamo.lookup_backend({stage!r}).kwargs\n"
+            f"    kwargs = {backend}.kwargs\n"
             f"    compiler = {lookup}  # AOTAutograd's default when the backend gives none\n"
             if fallback
-            else f"    compiler = torch._dynamo.lookup_backend({stage!r}).kwargs[{key!r}]\n"
+            else f"    compiler = {backend}.kwargs[{key!r}]\n"
         ) + "    return compiler(gm, inputs)\n"
     return (
         "def compile_graph(mod, inputs):\n"
@@ -308,7 +405,7 @@ def _run_aot(case: GraphCase, stage: str) -> str:
     )
 
 
-def _main(accuracy: bool) -> str:
+def _main(accuracy: bool, fp64_class: str = "Repro") -> str:
     if not accuracy:
         return (
             'if __name__ == "__main__":\n'
@@ -323,14 +420,27 @@ def _main(accuracy: bool) -> str:
         "            if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]\n\n\n"
         'if __name__ == "__main__":\n'
         "    apply_config()\n"
-        "    expected = run_eager(Repro(load_data()), make_inputs(load_data()))\n"
-        "    fp64 = run_eager(Repro(load_data()).to(torch.float64), to_float64(make_inputs(load_data())))\n"
-        "    actual = run(Repro(load_data()), make_inputs(load_data()))\n"
-        "    problem = accuracy_divergence(expected, actual, fp64)\n"
+        "    data = load_data()\n"
+        "    expected = run_eager(Repro(data), make_inputs(data))\n"
+        f"    fp64 = run_eager({fp64_class}(data).to(torch.float64), to_float64(make_inputs(data)))\n"
+        "    actual = run(Repro(data), make_inputs(data))\n"
+        "    problem = accuracy_divergence(expected, actual, fp64, strict=STRICT)\n"
         "    if problem:\n"
         '        sys.exit(f"AccuracyError: {ACCURACY_MESSAGE}: {problem}")\n'
         '    print("no divergence")'
     )
+
+
+def clone_input(t):
+    """A fresh copy of a saved input, strides and all (a graph may write into its inputs)."""
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    return t.as_strided((span,), (1,)).clone().as_strided(t.shape, t.stride())
+
+
+def non_leaf(t):
+    """``t`` as a non-leaf that requires grad, the way the program passed it (as torch's repros do)."""
+    with torch.enable_grad():
+        return t.requires_grad_().clone(memory_format=torch.preserve_format)
 
 
 # --------------------------------------------------------------------------- #
@@ -361,6 +471,7 @@ def write_repro(
     accuracy: bool = False,
     name: str = "repro.py",
     note: str = "",
+    strict: bool = False,
 ) -> Path:
     """Write ``case`` as ``directory/name`` (and its data file when it needs real values).
 
@@ -368,11 +479,43 @@ def write_repro(
     replaced atomically so a checkpoint is never half-written.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    copy_modules(case, directory)
     data_file = save_data(data_of(case), directory)
-    source = render(case, stage=stage, failure=failure, accuracy=accuracy, data_file=data_file, note=note)
+    source = render(case, stage=stage, failure=failure, accuracy=accuracy, data_file=data_file, note=note, strict=strict)
     path = directory / name
     _atomic_write(path, source.encode())
     return path
+
+
+#: User modules up to this size are copied beside a repro, so that it runs anywhere.
+COPY_LIMIT = 256 * 1024
+
+
+def copy_modules(case: GraphCase, directory: Path) -> None:
+    """Copy the single-file user modules a repro imports beside it (packages stay on PYTHONPATH)."""
+    for name, root in case.modules:
+        source = Path(root, *name.split(".")).with_suffix(".py") if root else None
+        if source is None or "." in name or not source.is_file() or source.stat().st_size > COPY_LIMIT:
+            continue
+        target = directory / source.name
+        if not target.exists():
+            _atomic_write(target, source.read_bytes())
+
+
+def module_root(name: str) -> str:
+    """The ``sys.path`` entry a user module is imported from ("" when it cannot be found)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.origin:
+        return ""
+    root = Path(spec.origin).parent
+    for _ in range(name.count(".") + (1 if spec.origin.endswith("__init__.py") else 0)):
+        root = root.parent
+    return str(root)
 
 
 def _atomic_write(path: Path, payload: bytes) -> None:
@@ -395,6 +538,7 @@ class LoadedRepro:
     failure: Signature | None
     accuracy: bool
     path: Path
+    strict: bool = False
 
 
 def exec_repro(source: str, filename: str = "<pt2kit repro>") -> dict[str, Any]:
@@ -475,14 +619,21 @@ def load_repro(path: Path) -> LoadedRepro:
             raise CorruptRecord(f"{data_path}: expected a dict of tensors")
     case = read_case(source, data, path, meta)
     failure = Signature.from_json(meta["failure"]) if meta["failure"] else None
-    return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path)
+    return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path, bool(meta.get("strict")))
 
 
 def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<case>", meta: dict[str, Any] | None = None) -> GraphCase:
     """The :class:`GraphCase` a repro's text and its tensors describe."""
     meta = meta or read_metadata(source, path)
-    namespace = exec_repro(source, str(path))
-    gm = trace_module(namespace["Repro"](data))
+    namespace = exec_repro(source, str(path))  # imports the user's modules, runs carried definitions
+    constants = {name: data[f"constant:{name}"] for name in meta["constants"]}
+    if meta.get("graph"):
+        try:
+            gm = load_graph(meta["graph"], constants)
+        except GraphFormatError as e:
+            raise CorruptRecord(f"{path}: {e}") from None
+    else:  # a repro whose graph only its code can say (written from torch's, or by an older pt2kit)
+        gm = trace_module(namespace["Repro"](data))
     inputs = []
     for spec in meta["inputs"]:
         tensor_meta = TensorMeta(**{**spec["meta"], "shape": tuple(spec["meta"]["shape"]), "stride": tuple(spec["meta"]["stride"])}) if spec["meta"] else None
@@ -493,7 +644,6 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
                 raise CorruptRecord(f"{path}: data file has no tensor for input {spec['name']!r}")
             value = data.get(key)
         inputs.append(GraphInput(spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source")))
-    constants = {name: data[f"constant:{name}"] for name in meta["constants"]}
     return GraphCase(
         gm=gm,
         inputs=inputs,
@@ -501,7 +651,7 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
         kind=meta["kind"],
         backend=meta["backend"],
         config=meta["config"],
-        modules=[tuple(m) for m in meta["modules"]],
+        modules=[(name, module_root(name)) for name in meta["modules"]],
         compile_kwargs=meta["compile_kwargs"],
         compiler=meta["compiler"],
         constants=constants,
@@ -510,9 +660,18 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
         index=meta["index"],
         parent=meta["parent"],
         frame=meta["frame"],
+        definitions=meta.get("definitions", ""),
     )
 
 
-def case_payload(case: GraphCase) -> tuple[str, dict[str, torch.Tensor]]:
-    """A case as (repro text, tensors): how it crosses to a worker child (see ``GraphCase.__reduce__``)."""
-    return render(case, stage=case.backend), data_of(case)
+def case_payload(case: GraphCase) -> tuple[str, dict[str, torch.Tensor], str, list[str]]:
+    """A case as (repro text, tensors, ...): how it crosses to a worker child (see ``GraphCase.__reduce__``)."""
+    return render(case, stage=case.backend), data_of(case), "<case>", [root for _, root in case.modules if root]
+
+
+def read_case_payload(source: str, data: dict[str, torch.Tensor], path: str, roots: list[str]) -> GraphCase:
+    """The other end of :func:`case_payload`: the user modules' roots go on ``sys.path`` first."""
+    import sys
+
+    sys.path.extend(root for root in roots if root not in sys.path)
+    return read_case(source, data, path)
