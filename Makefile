@@ -26,7 +26,7 @@ test: setup
 	$(PY) -m pytest -q
 
 test-fast: setup
-	$(PY) -m pytest -q -m 'not slow'
+	$(PY) -m pytest -q -m 'not slow and not e2e'
 
 bench: setup
 	$(PY) benchmarks/bench_bisect.py

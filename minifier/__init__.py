@@ -24,9 +24,10 @@ is imported by the autoload hook at interpreter start-up and must stay cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # (typing is not imported: this package loads at interpreter start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .api import bisect, minify, save_repro
 
 __all__ = ["bisect", "minify", "save_repro"]

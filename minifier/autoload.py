@@ -1,11 +1,12 @@
 """``TORCHDYNAMO_REPRO_AFTER`` on any script: pt2kit in charge instead of torch's built-in minifier.
 
 ``pt2kit-autoload.pth`` (installed at the root of site-packages) runs one line at
-interpreter start-up: unless ``PT2KIT_AUTOLOAD=0``, it calls :func:`install`, which
-puts a finder on ``sys.meta_path`` and imports nothing. The finder waits for
+interpreter start-up: unless ``PT2KIT_AUTOLOAD=0``, it puts a tiny finder on
+``sys.meta_path`` and imports nothing. The finder waits for
 ``torch._dynamo.repro.after_dynamo``, the module ``torch.compile`` imports to wrap
-backends, and arms pt2kit right after it loads (:func:`arm`). A process that never
-compiles pays for one name comparison per import until then.
+backends, hands over to :func:`find_spec_armed`, and pt2kit is armed right after that
+module loads (:func:`arm`). A process that never compiles pays for one name
+comparison per import. (:func:`install` does the same from Python.)
 
 Armed, every backend ``torch.compile`` resolves still gets torch's own debug wrapper,
 with one change (:class:`_OneMinifier`): at each compile it reads the user's intent,
@@ -38,42 +39,52 @@ one it would have had.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.abc
-import importlib.util
 import os
-import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
-from typing import Any
+
+# This module is imported at every interpreter start-up (by the .pth line): it
+# imports only what start-up has loaded anyway, and the rest where it is used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from pathlib import Path
+    from types import ModuleType
+    from typing import Any
 
 ARM_AFTER = "torch._dynamo.repro.after_dynamo"
 _state: dict[str, Any] = {"installed": False, "armed": False, "counter": 0, "aot_quieted": False}
-_lock = threading.Lock()
 
 
-class _ArmAfterImport(importlib.abc.MetaPathFinder):
-    """Arms pt2kit as soon as torch's repro hook module has been imported."""
+class _Lock:
+    """A lock made on first use (``threading`` is not loaded at start-up)."""
 
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != ARM_AFTER:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
+    _lock = None
 
-        def exec_then_arm(module: ModuleType) -> None:
-            exec_module(module)
-            arm()
+    def __enter__(self) -> None:
+        if _Lock._lock is None:
+            import threading
 
-        spec.loader.exec_module = exec_then_arm  # type: ignore[method-assign]
-        return spec
+            _Lock._lock = threading.Lock()
+        _Lock._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        _Lock._lock.release()  # type: ignore[union-attr]
+
+
+_lock = _Lock()
+
+
+def find_spec_armed(name: str, path: Any = None, target: Any = None) -> Any:
+    """The ``.pth`` line's finder hands over here when torch's repro hook module is first imported.
+
+    (The ``.pth`` line imports nothing of pt2kit's at start-up: pytest, for one, warns
+    about a plugin distribution's modules imported before it starts.)
+    """
+    from .import_hooks import _AfterImport
+
+    with _lock:
+        _state["installed"] = True
+    return _AfterImport(name, lambda module: arm()).find_spec(name, path, target)
 
 
 def install() -> None:
@@ -82,19 +93,18 @@ def install() -> None:
         if _state["installed"]:
             return
         _state["installed"] = True
-    if ARM_AFTER in sys.modules:
-        arm()
-    else:
-        sys.meta_path.insert(0, _ArmAfterImport())
+    from .import_hooks import after_import
+
+    after_import(ARM_AFTER, lambda module: arm())
 
 
-@dataclass(frozen=True)
 class Intent:
     """What the user asked torch's minifier for, read torch's way."""
 
-    after: str  # dynamo | aot
-    level: int  # 1..4
-    out: Path
+    def __init__(self, after: str, level: int, out: Path) -> None:
+        self.after = after  # dynamo | aot
+        self.level = level  # 1..4
+        self.out = out
 
 
 def read_intent() -> Intent | None:
@@ -109,6 +119,8 @@ def read_intent() -> Intent | None:
     after = os.environ.get("TORCHDYNAMO_REPRO_AFTER") or dynamo_config.repro_after
     if after not in ("dynamo", "aot"):
         return None
+    from pathlib import Path
+
     level_text = os.environ.get("TORCHDYNAMO_REPRO_LEVEL")
     try:
         level = int(level_text) if level_text else int(dynamo_config.repro_level)
@@ -127,7 +139,7 @@ def arm() -> None:
             return
         _state["armed"] = True
     try:
-        from .seams.after_dynamo import debug_wrapper_class
+        from .seams.after_dynamo import debug_wrapper_class, is_internal
 
         torch_class = debug_wrapper_class()
     except Exception as e:  # noqa: BLE001 - a torch pt2kit does not know: leave torch alone
@@ -137,7 +149,21 @@ def arm() -> None:
     class _OneMinifier(torch_class):  # type: ignore[misc, valid-type]
         """torch's backend debug wrapper, with pt2kit in charge whenever the user asks for a repro."""
 
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if is_internal(self._torchdynamo_orig_backend):
+                return  # pt2kit's own compile (learning dynamo's patches): not the user's
+            if _safe(read_intent, None) is not None:
+                # here, when torch.compile resolves the backend: learning compiles a no-op
+                # on a thread, which would wait forever for dynamo's lock inside a compile
+                from .capture import learn_dynamo_own_patches
+
+                _safe(learn_dynamo_own_patches, None)
+
         def __call__(self, gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
+            if is_internal(self._torchdynamo_orig_backend):  # pt2kit's own compile: no minifier at all
+                with quiet_torch_minifier():
+                    return super().__call__(gm, example_inputs, **kwargs)
             intent = _safe(read_intent, None)
             if intent is None:
                 return super().__call__(gm, example_inputs, **kwargs)
@@ -150,14 +176,12 @@ def arm() -> None:
     replace_debug_wrapper_class(_OneMinifier)
 
 
-@contextlib.contextmanager
-def quiet_torch_minifier() -> Iterator[None]:
+def quiet_torch_minifier() -> Any:
     """torch's own minifier off for this compile and for Inductor's later (backward) compiles."""
     import torch._dynamo.config as dynamo_config
 
     _quiet_torch_after_aot()
-    with dynamo_config.patch(repro_after=None):
-        yield
+    return dynamo_config.patch(repro_after=None)
 
 
 def _quiet_torch_after_aot() -> None:
@@ -203,9 +227,6 @@ class ReproOnFailure:
         self.intent = intent
 
     def compile(self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
-        from .capture import learn_dynamo_own_patches
-
-        _safe(learn_dynamo_own_patches, None)
         case = _safe(self._case, None, backend, name, gm, example_inputs)
         if case is not None and self.intent.level == 3:
             _safe(self.save, None, case, "saved before compiling (TORCHDYNAMO_REPRO_LEVEL=3)")
@@ -269,9 +290,9 @@ class ReproOnFailure:
             path = _safe(self.save, None, case.replace(inputs=_with_values(case.inputs, references)), f"diverges from the fp64 reference ({problem})")
             if path is not None:
                 _safe(self.minify, None, path, True)
-            from torch._dynamo.debug_utils import AccuracyError
+            from .seams.dynamo_exc import accuracy_error
 
-            raise AccuracyError(f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}" + (f"; repro in {path.parent.parent.parent}" if path else ""))
+            raise accuracy_error()(f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}" + (f"; repro in {path.parent.parent.parent}" if path else ""))
         return result
 
     def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any) -> str | None:
@@ -294,6 +315,8 @@ class ReproOnFailure:
             _safe(self.minify, None, path, False)
 
     def save(self, case: Any, why: str) -> Path:
+        from pathlib import Path  # noqa: F401
+
         from .session import new_run_dir
         from .writer import write_repro
 
@@ -306,11 +329,15 @@ class ReproOnFailure:
 
     def minify(self, path: Path, accuracy: bool) -> int:
         """Minify a saved graph in a fresh process (this one runs the user's threads)."""
+        import subprocess
+
         from .worker import pt2kit_env, python_command
 
         run_dir = path.parent.parent.parent
         command = python_command("minifier", "repro", str(path), "--after", self.intent.after, "--run-dir", str(run_dir))
         command.append("--accuracy" if accuracy else "--no-accuracy")
+        from pathlib import Path
+
         roots = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
         env = pt2kit_env({"PYTHONPATH": os.pathsep.join(roots)})
         return subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL).returncode
@@ -318,6 +345,8 @@ class ReproOnFailure:
 
 def run_name() -> str:
     """The run directory's name: the script, and the rank under torchrun."""
+    from pathlib import Path
+
     name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
     rank = os.environ.get("RANK")
     return f"{name}-rank{rank}" if rank is not None and os.environ.get("WORLD_SIZE") else name

@@ -45,6 +45,8 @@ import torch
 import torch.fx as fx
 
 from . import hooks
+from .seams import backend_registry, dynamo_exc, ops, symbolic_shapes
+from .seams import config as config_seam
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import UnknownBackend
 from .extract import merge_definitions
@@ -60,7 +62,6 @@ from .signature import (
 )
 from .writer import load_repro, write_repro
 
-CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
 #: Config pt2kit itself changes, or that only steers torch's own debug tooling.
 IGNORED_CONFIG = {"compile_threads", "repro_after", "repro_level", "debug_dir_root"}
 #: Namespaces of ops that ship with torch; anything else is a custom op from user code.
@@ -80,14 +81,7 @@ def _is_literal(value: Any) -> bool:
 
 
 def _changed_config() -> dict[str, dict[str, Any]]:
-    changed = {}
-    for name in CONFIG_MODULES:
-        module = importlib.import_module(name)
-        values = module._get_dict(ignored_keys=list(module._compile_ignored_keys), skip_default=True)
-        # torch's config.patch() leaves a key "overridden" with its old value when it
-        # exits; a value equal to the default is no change.
-        changed[name] = {k: v for k, v in values.items() if v != module._config[k].default}
-    return changed
+    return {name: config_seam.changed_values(name) for name in config_seam.MODULES}
 
 
 _DYNAMO_OWN_PATCHES: dict[str, dict[str, Any]] = {}
@@ -104,8 +98,21 @@ def learn_dynamo_own_patches() -> None:
     a backend, never from inside a compile or an import: the thread would wait forever
     for dynamo's compile lock or the import lock.
     """
-    if _LEARNED.is_set():
-        return
+    with _LEARNING:
+        if _LEARNED.is_set() or _LEARNING_NOW:
+            return
+        _LEARNING_NOW.append(True)  # a compile in the learning thread must not learn again
+    try:
+        _learn()
+    finally:
+        _LEARNING_NOW.clear()
+
+
+_LEARNING = threading.Lock()
+_LEARNING_NOW: list[bool] = []
+
+
+def _learn() -> None:
     seen: list[dict[str, dict[str, Any]]] = []
 
     @hooks.internal
@@ -116,9 +123,11 @@ def learn_dynamo_own_patches() -> None:
     def compile_noop() -> None:
         torch.compile(lambda x: x + 1, backend=snapshot_backend)(torch.zeros(1))
 
-    thread = threading.Thread(target=compile_noop, name="pt2kit-config-baseline")
+    thread = threading.Thread(target=compile_noop, name="pt2kit-config-baseline", daemon=True)
     thread.start()
-    thread.join()
+    thread.join(timeout=60)  # (a guard: called from the wrong place, it would wait for dynamo's lock forever)
+    if thread.is_alive():
+        return
     _DYNAMO_OWN_PATCHES.clear()
     _DYNAMO_OWN_PATCHES.update(seen[0] if seen else {})
     _LEARNED.set()
@@ -227,19 +236,18 @@ def describe_backend(fn: Callable[..., Any], name: str | None) -> BackendInfo:
     a partial or a closure is carried as source (:func:`minifier.extract.backend_definition`);
     when even that fails, ``unrecoverable`` says why. Never raises.
     """
-    from torch._dynamo.backends.registry import _COMPILER_FNS
-
     from .extract import Unrecoverable, backend_definition, slice_script
 
     defining = _defining_modules(fn)
     modules = list(dict.fromkeys(spec for m in defining if (spec := module_import_spec(m))))
     in_script = any(m in MAIN_MODULES for m in defining)
-    if type(fn).__name__ == "_TorchCompileInductorWrapper":
-        return BackendInfo("inductor", [], {"torch._inductor.config": dict(fn.config)}, fn.dynamic)
-    if type(fn).__name__ == "_TorchCompileWrapper":  # torch.compile(backend=<anything but inductor>)
-        fn = fn.compiler_fn
-    registered = next((r for r, candidate in _COMPILER_FNS.items() if candidate is fn), None)
-    if registered is None and isinstance(name, str) and ":" not in name and name in _COMPILER_FNS:
+    inductor = backend_registry.inductor_wrapper(fn)
+    if inductor is not None:
+        return BackendInfo("inductor", [], {"torch._inductor.config": inductor[0]}, inductor[1])
+    fn = backend_registry.unwrap(fn)  # torch.compile(backend=<anything but inductor>)
+    compiler_fns = backend_registry.registered()
+    registered = next((r for r, candidate in compiler_fns.items() if candidate is fn), None)
+    if registered is None and isinstance(name, str) and ":" not in name and name in compiler_fns:
         registered = name
     if registered is not None:
         definitions = ""
@@ -263,8 +271,6 @@ def describe_backend(fn: Callable[..., Any], name: str | None) -> BackendInfo:
 
 def resolve_backend(name: str) -> Callable[..., Any]:
     """Look up a backend by registered name or ``module:function``; :class:`UnknownBackend` if neither."""
-    from torch._dynamo.backends.registry import lookup_backend
-
     if ":" in name:
         module, _, attr = name.partition(":")
         try:
@@ -272,12 +278,10 @@ def resolve_backend(name: str) -> Callable[..., Any]:
         except (ImportError, AttributeError) as e:
             raise UnknownBackend(f"unknown backend {name!r}: {e}") from None
     try:
-        return lookup_backend(name)
+        return backend_registry.lookup(name)
     except Exception:  # noqa: BLE001 - torch raises InvalidBackend (a dynamo exception)
-        from torch._dynamo import list_backends
-
         raise UnknownBackend(
-            f"unknown backend {name!r}; registered backends: {', '.join(list_backends(exclude_tags=()))}"
+            f"unknown backend {name!r}; registered backends: {', '.join(backend_registry.names())}"
         ) from None
 
 
@@ -289,8 +293,6 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
     op's namespace are the candidates. An op defined in the user's script is carried
     as a slice of the script (:func:`minifier.extract.slice_script`), never imported.
     """
-    from torch._library.custom_ops import OPDEFS
-
     from .extract import slice_script
 
     unknown: set[str] = set()
@@ -298,13 +300,13 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
     modules: list[tuple[str, str]] = []
     for node in _all_nodes(gm):
         target = node.target
-        if node.op != "call_function" or not isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        if node.op != "call_function" or not (ops.is_overload(target) or ops.is_packet(target)):
             continue
-        namespace = target.namespace if isinstance(target, torch._ops.OpOverload) else target._qualified_op_name.split("::")[0]
+        qualname = ops.schema_name(target)
+        namespace = qualname.split("::")[0]
         if namespace in TORCH_OP_NAMESPACES:
             continue
-        qualname = target._schema.name if isinstance(target, torch._ops.OpOverload) else target._qualified_op_name
-        fn = getattr(OPDEFS.get(qualname), "_init_fn", None)
+        fn = ops.custom_op_function(qualname)
         if fn is not None and fn.__module__ in MAIN_MODULES:
             in_script.add(namespace)
         elif fn is not None and (spec := module_import_spec(fn.__module__)):
@@ -362,12 +364,42 @@ def _flat_constants(gm: fx.GraphModule) -> dict[str, torch.Tensor]:
     return constants
 
 
+def _example(node: fx.Node) -> Any:
+    """A placeholder's traced value: ``example_value`` (dynamo graphs) or ``val`` (aot graphs)."""
+    return node.meta.get("example_value", node.meta.get("val"))
+
+
+_is_symbolic = symbolic_shapes.is_symbolic
+
+
 def symbolic_dims(node: fx.Node) -> tuple[int, ...]:
-    """Dims of a placeholder's example value that dynamo made symbolic."""
-    value = node.meta.get("example_value")
+    """Dims of a placeholder's traced value that are symbolic (dynamic shapes)."""
+    value = _example(node)
     if not isinstance(value, torch.Tensor):
         return ()
-    return tuple(d for d, size in enumerate(value.shape) if isinstance(size, torch.SymInt))
+    return tuple(d for d, size in enumerate(value.shape) if _is_symbolic(size))
+
+
+def derived_sizes(placeholders: list[fx.Node]) -> dict[str, tuple[str, int]]:
+    """Symbolic-int placeholders that are a tensor placeholder's size: name -> (tensor's name, dim).
+
+    dynamo (and AOTAutograd) pass the free symbols of a dynamic graph as inputs of their
+    own (``s0``); a repro reads them off the tensors instead, so that torch.compile
+    sees them as the same symbol, as the program did.
+    """
+    sizes: dict[Any, tuple[str, int]] = {}
+    for node in placeholders:
+        value = _example(node)
+        if isinstance(value, torch.Tensor):
+            for d, size in enumerate(value.shape):
+                if _is_symbolic(size):
+                    sizes.setdefault(symbolic_shapes.expression(size), (str(node.target), d))
+    derived = {}
+    for node in placeholders:
+        value = _example(node)
+        if _is_symbolic(value) and symbolic_shapes.expression(value) in sizes:
+            derived[str(node.target)] = sizes[symbolic_shapes.expression(value)]
+    return derived
 
 
 def make_case(
@@ -383,15 +415,8 @@ def make_case(
     gm = fx.GraphModule(gm, copy.deepcopy(gm.graph))  # the backend still gets the original
     constants = _flat_constants(gm)
     placeholders = gm.graph.find_nodes(op="placeholder")
-    inputs = []
-    for node, value in zip(placeholders, example_inputs):
-        if isinstance(value, torch.Tensor):
-            inputs.append(GraphInput(str(node.target), value.detach().requires_grad_(value.requires_grad), TensorMeta.of(value), None, symbolic_dims(node)))
-        else:
-            inputs.append(GraphInput(str(node.target), int(value) if isinstance(value, torch.SymInt) else value, None))
-    dynamic = any(i.symbolic_dims for i in inputs) or any(
-        isinstance(n.meta.get("example_value"), torch.SymInt) for n in placeholders
-    )
+    inputs = graph_inputs(placeholders, example_inputs)
+    dynamic = any(i.symbolic_dims or i.derived_from or _is_symbolic(_example(n)) for i, n in zip(inputs, placeholders))
     op_modules, op_definitions = custom_op_sources(gm)
     return GraphCase(
         gm=gm,
@@ -408,6 +433,22 @@ def make_case(
         index=index,
         frame=frame,
     )
+
+
+def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[GraphInput]:
+    """One :class:`GraphInput` per placeholder: the real value, its metadata and its dynamic dims."""
+    derived = derived_sizes(placeholders)
+    inputs = []
+    for node, value in zip(placeholders, values):
+        name = str(node.target)
+        if isinstance(value, torch.Tensor):
+            inputs.append(GraphInput(name, value.detach().requires_grad_(value.requires_grad), TensorMeta.of(value), None, symbolic_dims(node)))
+        else:
+            symbolic = _is_symbolic(_example(node))
+            # (never int(value): that would add a guard and specialize the program's graph)
+            plain = symbolic_shapes.hint(value) if isinstance(value, torch.SymInt) else value
+            inputs.append(GraphInput(name, plain, None, derived_from=derived.get(name), symbolic_int=symbolic and name not in derived))
+    return inputs
 
 
 _STACK_LINE = re.compile(r'File "(?P<filename>[^"]+)", line (?P<lineno>\d+), in (?P<name>\S+)')
@@ -440,7 +481,7 @@ def current_frame(gm: fx.GraphModule | None = None) -> dict[str, Any] | None:
 
 def frame_of_exception(exc: BaseException) -> dict[str, Any] | None:
     """The user frame a dynamo error points at (its ``real_stack``), if it has one."""
-    stack = getattr(exc, "real_stack", None)
+    stack = dynamo_exc.user_stack(exc)
     if stack:
         last = stack[-1]
         return {"name": last.name, "filename": last.filename, "lineno": last.lineno, "line": last.line}
@@ -725,12 +766,10 @@ def capture_script(
 
 def where_it_failed(exc: BaseException) -> str:
     """``backend`` (a compiler raised), ``tracing`` (dynamo itself raised) or ``runtime``."""
-    from torch._dynamo.exc import BackendCompilerFailed, TorchDynamoException
-
     chain = list(exception_chain(exc))
-    if any(isinstance(e, BackendCompilerFailed) or getattr(e, COMPILE_PHASE_ATTR, False) for e in chain):
+    if any(dynamo_exc.is_backend_failure(e) or getattr(e, COMPILE_PHASE_ATTR, False) for e in chain):
         return "backend"
-    if isinstance(exc, TorchDynamoException):
+    if isinstance(exc, dynamo_exc.dynamo_exception()):
         return "tracing"
     return "runtime"
 

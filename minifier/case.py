@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 import torch.fx as fx
-from torch.fx.node import _get_qualified_name
 
 BOUNDARIES = ("dynamo", "aot")
 GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
@@ -105,6 +104,8 @@ class GraphInput:
     seed: int | None = None  # when set, a random tensor replaces ``value``
     symbolic_dims: tuple[int, ...] = ()  # dims that were dynamic when dynamo captured the graph
     source: str | None = None  # minifier: the origin graph's node whose value this input takes
+    derived_from: tuple[str, int] | None = None  # a symbolic size: (tensor input, dim) it is read from
+    symbolic_int: bool = False  # a symbolic int that no tensor input's size gives (compile with dynamic=True)
 
     @property
     def is_tensor(self) -> bool:
@@ -205,7 +206,12 @@ class GraphCase:
         return [op_name(n, self.gm) for n in self.op_nodes]
 
     def materialize_inputs(self) -> list[Any]:
-        return [i.materialize() for i in self.inputs]
+        values = [i.materialize() for i in self.inputs]
+        names = [i.name for i in self.inputs]
+        for k, i in enumerate(self.inputs):  # a symbolic size is the size of its tensor, whatever that is now
+            if i.derived_from and i.derived_from[0] in names:
+                values[k] = values[names.index(i.derived_from[0])].size(i.derived_from[1])
+        return values
 
     def label(self) -> str:
         if self.boundary == "aot":
@@ -252,13 +258,15 @@ def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
         return f"{module_type.__module__}.{module_type.__qualname__}"
     if node.op != "call_function":
         raise ValueError(f"not an op node: {node.op}")
+    from .seams import ops
+
     target = node.target
-    if isinstance(target, torch._ops.OpOverload):
-        return f"{target.namespace}.{target._opname}.{target._overloadname}"
-    if isinstance(target, torch._ops.OpOverloadPacket):
-        return target._qualified_op_name.replace("::", ".")
+    if ops.is_overload(target):
+        return ".".join(ops.overload_name(target))
+    if ops.is_packet(target):
+        return ".".join(ops.packet_name(target))
     try:
-        name = _get_qualified_name(target)  # type: ignore[arg-type]
+        name = ops.qualified_name(target)
     except Exception:  # noqa: BLE001 - torch raises for callables it did not create (lambdas)
         name = getattr(target, "__qualname__", None) or repr(target)
     # builtins live in C modules with a leading underscore; users import them without it

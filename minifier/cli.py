@@ -146,6 +146,34 @@ def repro(path: Path, after: str, accuracy: bool | None, strict_accuracy: bool, 
     _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)
 
 
+@main.command(context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
+def doctor(as_json: bool) -> None:
+    """Check the installed torch against every torch internal pt2kit relies on."""
+    from . import seams
+    from .report import print_doctor
+    from .session import print_json
+
+    statuses = seams.check_all()
+    working = seams.features(statuses)
+    import torch
+
+    data = {
+        "status": "ok" if all(s.ok for s in statuses) else "broken",
+        "torch": torch.__version__,
+        "tested": [".".join(map(str, v)) for v in seams.TESTED_TORCH],
+        "in_tested_range": seams.in_tested_range(),
+        "seams": [s.to_json() for s in statuses],
+        "features": working,
+    }
+    if as_json:
+        print_json(data)
+    else:
+        print_doctor(data, wide_console())
+    if data["status"] != "ok":
+        sys.exit(seams.SeamBroken.exit_code)
+
+
 def _minified(result: Any) -> tuple[dict[str, Any], Any]:
     """``run`` and ``repro``: the report and the summary of a :class:`~minifier.minification.MinifyResult`."""
     from .report import print_minify
@@ -166,8 +194,11 @@ def _session_command(
     """Every command's frame: a session, ``work(session) -> (report, render)``, errors, and the summary or JSON."""
     from .session import Session
 
+    from . import seams
+
     session = None
     try:
+        seams.require("the minifier")  # outside the tested torch range: one line, not a traceback deep inside
         session = Session(name, out=out, timeout=timeout, run_dir=run_dir)
         data, render = work(session)
         session.close()
@@ -225,6 +256,13 @@ def entry_point(prog_name: str = "minify") -> None:
         main(prog_name=prog_name)
     except SystemExit as e:
         code = e.code
+    except KeyboardInterrupt:
+        print(f"{prog_name}: interrupted", file=sys.stderr)
+        code = Interrupted.exit_code
+    except BaseException as bug:  # noqa: BLE001 - even a failure to start is one line, never a traceback
+        error = internal_error(bug, None)
+        print(f"{prog_name}: {error}", file=sys.stderr)
+        code = error.exit_code
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1

@@ -228,6 +228,24 @@ def _function_source(fn: Callable[..., Any]) -> str:
     return ast.get_source_segment(text, found[0]) or ast.unparse(found[0])
 
 
+def _instance_expression(obj: Any, script_source: str | None) -> tuple[str, str]:
+    """A callable object: its class (imported, or sliced from the script) and its literal state."""
+    cls = type(obj)
+    if "<" in cls.__qualname__ or cls.__module__ == "builtins":
+        raise Unrecoverable(f"a backend of type {cls.__qualname__} cannot be written as source")
+    state = {k: _literal_repr(v) for k, v in vars(obj).items()} if hasattr(obj, "__dict__") else {}
+    if cls.__module__ in ("__main__", "__mp_main__"):
+        if script_source is None:
+            raise Unrecoverable("its class is defined in a script whose source is not available")
+        prelude = slice_script(script_source, [cls.__qualname__.split(".")[0]])
+    else:
+        prelude = f"from {cls.__module__} import {cls.__qualname__.split('.')[0]}\n"
+    name = f"{cls.__qualname__.split('.')[-1].lower()}_object"
+    # the object is made without calling __init__, then given its fields
+    made = f"{name} = {cls.__qualname__}.__new__({cls.__qualname__})\n" + "".join(f"{name}.{k} = {v}\n" for k, v in state.items())
+    return prelude + made, name
+
+
 def _globals_used(code: Any) -> set[str]:
     names = set(code.co_names)
     for const in code.co_consts:
@@ -265,6 +283,8 @@ def _expression(fn: Any, script_source: str | None) -> tuple[str, str]:
         prelude, inner = _expression(fn.func, script_source)
         args = [_literal_repr(a) for a in fn.args] + [f"{k}={_literal_repr(v)}" for k, v in fn.keywords.items()]
         return "import functools\n" + prelude, f"functools.partial({', '.join([inner, *args])})"
+    if not inspect.isfunction(fn) and not isinstance(fn, type) and callable(fn) and inspect.isclass(type(fn)):
+        return _instance_expression(fn, script_source)
     if not inspect.isfunction(fn):
         raise Unrecoverable(f"a backend of type {type(fn).__name__} (not a function) cannot be written as source")
     module = fn.__module__

@@ -31,6 +31,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
+from .seams import ops
+
 
 class GraphFormatError(ValueError):
     """A graph holds something this format cannot write, or a written graph cannot be read."""
@@ -43,17 +45,14 @@ class GraphFormatError(ValueError):
 
 def target_name(target: Any) -> str:
     """The qualified name of a ``call_function`` target, the way :func:`resolve` reads it back."""
-    if isinstance(target, torch._ops.OpOverload):
-        return f"torch.ops.{target.namespace}.{target._opname}.{target._overloadname}"
-    if isinstance(target, torch._ops.OpOverloadPacket):
-        namespace, name = target._qualified_op_name.split("::")
-        return f"torch.ops.{namespace}.{name}"
-    if isinstance(target, torch._ops.HigherOrderOperator):
+    if ops.is_overload(target):
+        return "torch.ops." + ".".join(ops.overload_name(target))
+    if ops.is_packet(target):
+        return "torch.ops." + ".".join(ops.packet_name(target))
+    if ops.is_higher_order(target):
         return f"torch.ops.higher_order.{target.name()}"
-    from torch.fx.node import _get_qualified_name
-
     try:
-        name = _get_qualified_name(target)
+        name = ops.qualified_name(target)
     except Exception as e:  # noqa: BLE001 - torch raises for callables it did not create
         raise GraphFormatError(f"cannot name the function {target!r}: {e}") from None
     if name.startswith(("__main__.", "__mp_main__.")) or "<locals>" in name or "<lambda>" in name:
@@ -67,7 +66,13 @@ def resolve(name: str) -> Any:
     if parts[0] == "torch" and len(parts) > 1 and parts[1] == "ops":
         value: Any = torch.ops
         for part in parts[2:]:
-            value = getattr(value, part)
+            try:
+                value = getattr(value, part)
+            except AttributeError:
+                if parts[2] != "prims":
+                    raise
+                ops.load_inductor_prims()  # one of Inductor's own prims: registered by its module
+                value = getattr(value, part)
         return value
     for cut in range(len(parts), 0, -1):
         try:
@@ -180,12 +185,36 @@ def dump_graph(gm: fx.GraphModule) -> dict[str, Any]:
     nodes = []
     for node in gm.graph.nodes:
         target = node.target if node.op != "call_function" else target_name(node.target)
-        nodes.append([node.name, node.op, str(target), encode(node.args), encode(node.kwargs)])
+        entry = [node.name, node.op, str(target), encode(node.args), encode(node.kwargs)]
+        meta = node_meta(node)
+        if meta:
+            entry.append(meta)
+        nodes.append(entry)
     out: dict[str, Any] = {"nodes": nodes}
     children = {name: dump_graph(child) for name, child in subgraphs(gm).items()}
     if children:
         out["subgraphs"] = children
     return out
+
+
+#: The ``node.meta`` keys pt2kit keeps (and where it keeps them): what dynamic shapes looked like.
+DYNAMIC_DIMS = "pt2kit_dynamic_dims"  # a tensor value's symbolic dims
+SYMINT = "pt2kit_symint"  # the value is a symbolic int
+
+
+def node_meta(node: fx.Node) -> dict[str, Any]:
+    """What pt2kit keeps of a node's traced value: which of its sizes were symbolic."""
+    if DYNAMIC_DIMS in node.meta or SYMINT in node.meta:
+        return {k: node.meta[k] for k in (DYNAMIC_DIMS, SYMINT) if k in node.meta}
+    from .seams.symbolic_shapes import is_symbolic
+
+    value = node.meta.get("example_value", node.meta.get("val"))
+    if isinstance(value, torch.Tensor):
+        dims = [d for d, size in enumerate(value.shape) if is_symbolic(size)]
+        return {DYNAMIC_DIMS: dims} if dims else {}
+    if is_symbolic(value):
+        return {SYMINT: True}
+    return {}
 
 
 def load_graph(data: dict[str, Any], constants: dict[str, torch.Tensor] | None = None) -> fx.GraphModule:
@@ -198,9 +227,10 @@ def load_graph(data: dict[str, Any], constants: dict[str, torch.Tensor] | None =
     graph = fx.Graph()
     nodes: dict[str, fx.Node] = {}
     try:
-        for name, op, target, args, kwargs in data["nodes"]:
+        for name, op, target, args, kwargs, *meta in data["nodes"]:
             fn = resolve(target) if op == "call_function" else target
             node = graph.create_node(op, fn, decode(args, nodes), decode(kwargs, nodes), name=name)
+            node.meta.update(meta[0] if meta else {})
             if node.name != name:
                 raise GraphFormatError(f"node {name!r} was renamed to {node.name!r}")
             nodes[name] = node

@@ -29,6 +29,7 @@ from typing import Any
 
 from .bisection import BisectReport, Row, bisect_case, bisect_script
 from .case import GraphCase
+from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
 from .reduce import Candidate, Reducer, save_checkpoint
 from .session import Session
@@ -92,6 +93,16 @@ class MinifyResult:
             "nodes_before": self.before.node_count,
             "nodes_after": self.after.node_count,
             "ops_after": self.after.op_names(),
+            "inputs_after": [
+                {
+                    "name": i.name,
+                    "shape": list(i.meta.shape) if i.meta else None,
+                    "stride": list(i.meta.stride) if i.meta else None,
+                    "dtype": i.meta.dtype if i.meta else type(i.value).__name__,
+                    "dynamic_dims": list(i.symbolic_dims),
+                }
+                for i in self.after.inputs
+            ],
             "queries": self.queries,
             "reduction_queries": self.reduction_queries,
             "seconds": round(self.seconds, 2),
@@ -166,6 +177,9 @@ def minify_case(
     """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json."""
     session.warm_up(inductor=stage == "inductor")  # already asked for when a bisection came first
     run_dir = session.run_dir
+    before = case
+    if resume is None:
+        case = flatten(session, case, stage=stage, target=target, accuracy=accuracy)
     origin_dir = run_dir / "work" / "origin"
     origin_path = write_repro(case, origin_dir, stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification.")
     profiled = session.query(functools.partial(profile_case, case), "profiling the graph (one eager run)")
@@ -216,7 +230,7 @@ def minify_case(
     after = load_repro(path).case
     result = MinifyResult(
         failure=Outcome(stage, target, 0.0),
-        before=case,
+        before=before,
         after=after,
         repro=path,
         queries=session.queries,
@@ -234,6 +248,18 @@ def minify_case(
         result.notes.append("the written repro.py did not reproduce the failure when read back; the graph in work/origin does")
     (run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     return result
+
+
+def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, accuracy: Any) -> GraphCase:
+    """The case with its higher-order ops inlined, when that still fails the same way (see :mod:`minifier.inline`)."""
+    for flat in variants(case.gm):
+        candidate = case.replace(gm=flat)
+        result = session.query(functools.partial(run_case, candidate, stage, accuracy=accuracy), f"{case.label()}: inlining its higher-order ops")
+        outcome = result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+        if outcome.failure is not None and outcome.failure.signature == target.signature:
+            session.log(f"{case.label()}: higher-order ops inlined ({case.node_count} → {candidate.node_count} nodes); the failure holds")
+            return candidate
+    return case
 
 
 def _run_candidate(candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool, strict: bool, outputs: tuple[str, ...]) -> Outcome:

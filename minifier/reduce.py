@@ -50,7 +50,9 @@ import torch.fx as fx
 
 from .case import GraphCase, GraphInput
 from .signature import Signature
+from .graphio import node_meta
 from .stages import NodeInfo, Outcome
+from .writer import is_symbolic
 
 OP_KINDS = ("call_function", "call_method", "call_module")
 
@@ -65,10 +67,12 @@ class Candidate:
     config: frozenset[tuple[str, str]] = frozenset()  # (config module, key) entries kept
     backward: bool = True
     merged: frozenset[tuple[str, str]] = frozenset()  # (input, equal-valued input it reads instead)
+    static: bool = False  # every size concrete (the original's symbolic sizes dropped)
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs given smaller (random, contiguous) values
 
     def key(self) -> str:
         return json.dumps(
-            [self.kept, self.outputs, sorted(self.random), sorted(self.config), self.backward, sorted(self.merged)]
+            [self.kept, self.outputs, sorted(self.random), sorted(self.config), self.backward, sorted(self.merged), self.static, sorted(self.shapes)]
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -79,6 +83,8 @@ class Candidate:
             "config": sorted(list(c) for c in self.config),
             "backward": self.backward,
             "merged": sorted(list(m) for m in self.merged),
+            "static": self.static,
+            "shapes": [[name, list(shape)] for name, shape in self.shapes],
         }
 
     @classmethod
@@ -90,6 +96,8 @@ class Candidate:
             config=frozenset(tuple(c) for c in data["config"]),
             backward=data["backward"],
             merged=frozenset(tuple(m) for m in data["merged"]),
+            static=data.get("static", False),
+            shapes=tuple((name, tuple(shape)) for name, shape in data.get("shapes", ())),
         )
 
 
@@ -132,15 +140,21 @@ class Reducer:
             outputs=outputs,
             config=config,
             backward=self.origin.backward,
+            static=not is_symbolic(self.origin),
         )
 
-    def _is_cut_value(self, name: str) -> bool:
-        """Can a kept node read this (not kept) node's value as an input or a literal?"""
+    def _is_cut_value(self, name: str, static: bool) -> bool:
+        """Can a kept node read this (not kept) node's value as an input or a literal?
+
+        A symbolic int (``x.size(0)`` under dynamic shapes) is inlined as a literal only
+        in a fully static candidate: inlined, it would be a constant where the failure
+        may need a symbol.
+        """
         node = self._nodes[name]
         if node.op in ("placeholder", "get_attr"):
             return True
-        kind = self.info.get(name, NodeInfo("other")).kind
-        return kind in ("tensor", "literal")
+        info = self.info.get(name, NodeInfo("other"))
+        return info.kind == "tensor" or (info.kind == "literal" and (static or not info.symint))
 
     def normalize(self, c: Candidate) -> Candidate:
         """The canonical version of ``c``: buildable, no dead code, no stale references."""
@@ -152,7 +166,7 @@ class Reducer:
             changed = False
             for name in sorted(kept, key=self._order.__getitem__):
                 node = self._nodes[name]
-                if any(a.name not in kept and not self._is_cut_value(a.name) for a in node.all_input_nodes):
+                if any(a.name not in kept and not self._is_cut_value(a.name, c.static) for a in node.all_input_nodes):
                     kept.discard(name)
                     changed = True
         outputs = tuple(o for o in dict.fromkeys(c.outputs) if o in kept and self.info.get(o, NodeInfo("other")).kind == "tensor")
@@ -173,6 +187,7 @@ class Reducer:
             kept=kept_order,
             outputs=outputs,
             random=frozenset(r for r in c.random if r in inputs),
+            shapes=tuple(sorted((n, shape) for n, shape in c.shapes if n in inputs and n in c.random)),
             merged=merged,
             backward=c.backward and self.origin.boundary == "dynamo" and self.origin.backward,
         )
@@ -191,7 +206,17 @@ class Reducer:
         """Smaller is better: op nodes, then outputs, inputs, real-data inputs, config, backward."""
         inputs = self.input_names(c.kept)
         real = [i for i in inputs if i not in c.random and self._input_is_tensor(i)]
-        return (len(c.kept), len(c.outputs), len(inputs) - len(c.merged), len(real), len(c.config), int(c.backward))
+        numel = sum(math.prod(shape) for _, shape in c.shapes) - sum(math.prod(self._shape(n)) for n, _ in c.shapes)
+        return (len(c.kept), len(c.outputs), len(inputs) - len(c.merged), len(real), len(c.config), int(c.backward), int(not c.static), numel)
+
+    def _shape(self, name: str) -> tuple[int, ...]:
+        """The size an input has in the original graph (a placeholder's, or a cut node's)."""
+        node = self._nodes[name]
+        if node.op == "placeholder":
+            meta = next(i for i in self.origin.inputs if i.name == node.target).meta
+        else:
+            meta = self.info[name].meta
+        return meta.shape if meta is not None else ()
 
     def _input_is_tensor(self, name: str) -> bool:
         node = self._nodes[name]
@@ -220,7 +245,8 @@ class Reducer:
             else:
                 placeholder = graph.placeholder(name)
                 info = self.info[name]
-                inputs.append(GraphInput(name, None, info.meta, _seed(name) if name in c.random else None, source=name))
+                inputs.append(GraphInput(name, None, info.meta, _seed(name) if name in c.random else None, info.dynamic_dims, source=name))
+            placeholder.meta.update(node_meta(node))
             env[node] = placeholder
         for alias, target in aliases.items():
             env[self._nodes[alias]] = env[self._nodes[target]]
@@ -239,6 +265,12 @@ class Reducer:
             env[self._nodes[name]] = graph.node_copy(self._nodes[name], arg)
         graph.output(tuple(env[self._nodes[o]] for o in c.outputs))
         graph.lint()
+        shapes = dict(c.shapes)
+        inputs = [_reshaped(i, shapes[i.name]) if i.name in shapes else i for i in inputs]
+        if c.static:
+            inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
+        else:
+            inputs = _derive_sizes(inputs, graph)
         gm = fx.GraphModule(self.origin.gm, graph)
         constants = {str(n.target): self.origin.constants[str(n.target)] for n in graph.find_nodes(op="get_attr") if str(n.target) in self.origin.constants}
         config = {m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()}
@@ -325,6 +357,19 @@ class Reducer:
                 reduction(self)
             if self.best == before:
                 return self.best
+
+
+def _reshaped(i: GraphInput, shape: tuple[int, ...]) -> GraphInput:
+    """A random input given a new (contiguous) shape."""
+    assert i.meta is not None
+    stride = tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
+    return replace(i, meta=replace(i.meta, shape=shape, stride=stride), value=None)
+
+
+def _derive_sizes(inputs: list[GraphInput], graph: fx.Graph) -> list[GraphInput]:
+    """Keep a symbolic-int input derived from a tensor input's size only while that tensor is an input."""
+    names = {i.name for i in inputs}
+    return [replace(i, derived_from=None, symbolic_int=True) if i.derived_from and i.derived_from[0] not in names else i for i in inputs]
 
 
 def _flat_nodes(arg: Any) -> list[fx.Node]:
@@ -439,6 +484,56 @@ def randomize_inputs(r: Reducer) -> None:
     _shrink_set(r, names, lambda group: replace(r.best, random=r.best.random | set(group)))
 
 
+def make_static(r: Reducer) -> None:
+    """Try every size concrete: a static repro is the simpler one, when the failure allows it."""
+    if not r.best.static:
+        r.consider(replace(r.best, static=True))
+
+
+def shrink_shapes(r: Reducer) -> None:
+    """Make each random input's sizes as small as the failure allows.
+
+    Dims with the same size across the inputs are shrunk together (a matmul's inner
+    dims must stay equal); each group first tries 1, then the divisors of its size in
+    increasing order (a bug that needs a multiple of k lands on k), then a binary search
+    below the smallest size found (in the spirit of minithesis's ``bin_search_down``).
+    """
+    for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
+        members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
+        if members:
+            _shrink_group(r, members, size)
+
+
+def _current_shapes(r: Reducer) -> list[tuple[str, tuple[int, ...]]]:
+    """The random tensor inputs of the best candidate and their current shapes."""
+    shapes = dict(r.best.shapes)
+    return [(name, shapes.get(name, r._shape(name))) for name in r.input_names(r.best.kept) if name in r.best.random and r._input_is_tensor(name)]
+
+
+def _resized(r: Reducer, members: list[tuple[str, int]], size: int) -> Candidate:
+    shapes = dict(_current_shapes(r))
+    for name, d in members:
+        shape = list(shapes[name])
+        shape[d] = size
+        shapes[name] = tuple(shape)
+    merged = {**dict(r.best.shapes), **{name: shapes[name] for name, _ in members}}
+    return replace(r.best, shapes=tuple(sorted(merged.items())))
+
+
+def _shrink_group(r: Reducer, members: list[tuple[str, int]], size: int) -> None:
+    tried = [1] + [d for d in range(2, size) if size % d == 0]
+    found = next((n for n in tried if r.consider(_resized(r, members, n))), None)
+    if found is None or found <= 2:
+        return
+    lo, hi = max(n for n in tried if n < found), found  # lo does not fail (it was tried), hi does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if r.consider(_resized(r, members, mid)):
+            hi = mid
+        else:
+            lo = mid
+
+
 def minimize_config(r: Reducer) -> None:
     """Drop the non-default config entries the failure does not need."""
     entries = sorted(r.best.config)
@@ -453,7 +548,9 @@ PASSES: list[Callable[[Reducer], None]] = [
     remove_outputs,
     consolidate_inputs,
     drop_backward,
+    make_static,
     randomize_inputs,
+    shrink_shapes,
     minimize_config,
 ]
 

@@ -89,3 +89,22 @@ def print_minify(result: MinifyResult, console: Console) -> None:
     table.add_row("queries", f"{data['queries']} in {data['seconds']:.1f} s")
     table.add_row("repro", str(data["repro"]))
     console.print(table)
+
+
+def print_doctor(data: dict[str, Any], console: Console) -> None:
+    """``minify doctor``: each seam and what it serves; each feature and whether it works."""
+    tested = ", ".join(data["tested"])
+    console.print(f"torch {data['torch']} (pt2kit is tested with {tested})" + ("" if data["in_tested_range"] else " [bold yellow]outside the tested range[/]"))
+    table = Table(title="torch internals pt2kit relies on", title_justify="left")
+    for column in ("seam", "wraps", "status"):
+        table.add_column(column, overflow="fold")
+    for seam in data["seams"]:
+        status = Text("ok", style="green") if seam["ok"] else Text(f"broken: {seam['error']}", style="bold red")
+        table.add_row(seam["seam"], Text(seam["wraps"] or "?"), status)
+    console.print(table)
+    features = Table(title="features", title_justify="left", show_header=False)
+    features.add_column("feature")
+    features.add_column("")
+    for feature, ok in sorted(data["features"].items()):
+        features.add_row(feature, Text("works", style="green") if ok else Text("broken by this torch", style="bold red"))
+    console.print(features)

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .seams import dynamo_exc
+
 KINDS = ("compile_error", "runtime_error", "accuracy", "crash", "timeout")
 
 #: The message of every accuracy signature; details (which output, how far) vary as
@@ -111,8 +113,8 @@ def innermost_exception(exc: BaseException) -> BaseException:
     seen: set[int] = set()
     while id(exc) not in seen:
         seen.add(id(exc))
-        inner = getattr(exc, "inner_exception", None)
-        if isinstance(inner, BaseException):
+        inner = dynamo_exc.inner_exception(exc)
+        if inner is not None:
             exc = inner
             continue
         underneath = exc.__cause__ or exc.__context__
@@ -123,12 +125,8 @@ def innermost_exception(exc: BaseException) -> BaseException:
     return exc
 
 
-def _dynamo_exception_type() -> type[BaseException] | tuple[()]:
-    try:
-        from torch._dynamo.exc import TorchDynamoException
-    except ImportError:  # pragma: no cover - torch is a hard dependency
-        return ()
-    return TorchDynamoException
+def _dynamo_exception_type() -> type[BaseException]:
+    return dynamo_exc.dynamo_exception()
 
 
 def exception_chain(exc: BaseException) -> Iterator[BaseException]:
@@ -138,7 +136,7 @@ def exception_chain(exc: BaseException) -> Iterator[BaseException]:
     while node is not None and id(node) not in seen:
         seen.add(id(node))
         yield node
-        node = getattr(node, "inner_exception", None) or node.__cause__ or node.__context__
+        node = dynamo_exc.inner_exception(node) or node.__cause__ or node.__context__
 
 
 def _raised_while_compiling(exc: BaseException) -> bool:

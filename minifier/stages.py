@@ -27,7 +27,7 @@ import copy
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import torch
 import torch.fx as fx
 
 from . import hooks
-from .capture import MAIN_MODULES, _flat_constants, module_import_spec
+from .capture import MAIN_MODULES, _flat_constants, graph_inputs, module_import_spec
 from .case import GraphCase, GraphInput, TensorMeta, clone_tensor
 from .signature import (
     Failure,
@@ -47,6 +47,8 @@ from .signature import (
     signature_of_exception,
     tagging_compile_errors,
 )
+from .graphio import DYNAMIC_DIMS, SYMINT, node_meta
+from .seams.aot_autograd import compiler_kwargs
 from .writer import EAGER_STAGES, data_of, exec_repro, render, write_repro
 
 
@@ -214,7 +216,7 @@ class _AotRecorder:
         # A registered aot_autograd backend is named by its kwargs in the repro
         # (lookup_backend(name).kwargs["bw_compiler"]); other backends that call
         # AOTAutograd themselves by the compiler's importable name.
-        self.by_kwargs = isinstance(getattr(backend, "kwargs", None), dict)
+        self.by_kwargs = compiler_kwargs(backend) is not None
 
     def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
         reference = None if self.by_kwargs else _importable_name(compiler)
@@ -289,12 +291,13 @@ def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
     constants = _flat_constants(gm)
     placeholders = gm.graph.find_nodes(op="placeholder")
     assert record.inputs is not None
-    inputs = [
-        GraphInput(str(node.target), value, TensorMeta.of(value) if isinstance(value, torch.Tensor) else None)
-        for node, value in zip(placeholders, record.inputs)
-    ]
+    # the recorded values are real (and detached); the placeholders' traced values say
+    # which sizes the compiler saw as symbolic
+    inputs = graph_inputs(placeholders, record.inputs)
+    if not case.dynamic and not any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in case.inputs):
+        inputs = [replace(i, symbolic_dims=(), derived_from=None, symbolic_int=False) for i in inputs]
     modules = list(case.modules)
-    if record.compiler and (spec := module_import_spec(record.compiler.partition(":")[0])):
+    if record.compiler and ":" in record.compiler and (spec := module_import_spec(record.compiler.partition(":")[0])):
         modules.append(spec)
     return GraphCase(
         definitions=case.definitions,
@@ -309,7 +312,7 @@ def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
         compiler=record.compiler,
         constants=constants,
         backward=False,
-        dynamic=False,
+        dynamic=any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in inputs),
         index=case.index,
         parent=case.index,
         frame=case.frame,
@@ -337,6 +340,8 @@ class NodeInfo:
     meta: TensorMeta | None = None
     literal: Any = None
     digest: str | None = None  # tensors: hash of the bytes, to spot inputs with equal values
+    dynamic_dims: tuple[int, ...] = ()  # tensors: the dims that were symbolic when the graph was traced
+    symint: bool = False  # a symbolic int: inlined as a literal only in a fully static candidate
 
 
 def _literal(value: Any) -> tuple[bool, Any]:
@@ -384,12 +389,14 @@ def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, An
 def profile_case(case: GraphCase) -> dict[str, NodeInfo]:
     """Describe what each op node of ``case`` produces (one eager run)."""
     info = {}
+    nodes = {n.name: n for n in case.gm.graph.nodes}
     for name, value in eager_values(case).items():
+        traced = node_meta(nodes[name])
         if isinstance(value, torch.Tensor):
-            info[name] = NodeInfo("tensor", TensorMeta.of(value), digest=_digest(value))
+            info[name] = NodeInfo("tensor", TensorMeta.of(value), digest=_digest(value), dynamic_dims=tuple(traced.get(DYNAMIC_DIMS, ())))
         else:
             ok, literal = _literal(value)
-            info[name] = NodeInfo("literal", literal=literal) if ok else NodeInfo("other")
+            info[name] = NodeInfo("literal", literal=literal, symint=bool(traced.get(SYMINT))) if ok else NodeInfo("other")
     return info
 
 

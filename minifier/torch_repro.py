@@ -29,13 +29,11 @@ from .writer import LoadedRepro, exec_repro, load_repro, trace_module, write_rep
 
 def repro_format(source: str) -> str:
     """``pt2kit``, ``torch-aot``, ``torch-dynamo``, or ``unknown``."""
+    from .seams.torch_repro import torch_repro_kind
+
     if "\nPT2KIT = " in source:
         return "pt2kit"
-    if "torch._dynamo.repro.after_aot" in source:
-        return "torch-aot"
-    if "torch._dynamo.repro.after_dynamo" in source:
-        return "torch-dynamo"
-    return "unknown"
+    return torch_repro_kind(source) or "unknown"
 
 
 def _run_repro_kwargs(tree: ast.Module) -> dict[str, Any]:
@@ -54,15 +52,17 @@ def _run_repro_kwargs(tree: ast.Module) -> dict[str, Any]:
 
 def convert_torch_repro(path: Path, out_dir: Path) -> str:
     """(In a worker child) execute torch's repro, rebuild its inputs, write it as a pt2kit repro."""
-    from torch._dynamo.debug_utils import InputReader
+    from .seams.ops import load_inductor_prims
+    from .seams.torch_repro import input_reader
 
+    load_inductor_prims()  # torch's repros may call Inductor's own prims without importing them
     source = path.read_text()
     kind = repro_format(source)
     kwargs = _run_repro_kwargs(ast.parse(source))
     namespace = exec_repro(source, str(path))  # not __main__: its run_repro call does not run
     config = non_default_config()
     save_dir = kwargs.get("save_dir")
-    reader = InputReader(save_dir=save_dir if save_dir and Path(save_dir).is_dir() else None)
+    reader = input_reader(save_dir if save_dir and Path(save_dir).is_dir() else None)
     namespace["load_args"](reader)
     gm = trace_module(namespace["Repro"]())
     placeholders = gm.graph.find_nodes(op="placeholder")

@@ -36,7 +36,7 @@ def warm_up(level: str) -> tuple[float, str | None]:
 
         for backend in backends:
             torch.compile(step, backend=backend)(x).sum().backward()
-        torch._dynamo.reset()
+        torch.compiler.reset()
     except Exception as e:  # noqa: BLE001 - a failed warm-up only makes queries slower
         return time.perf_counter() - start, f"{type(e).__name__}: {e}"
     _warmed.update(LEVELS[: LEVELS.index(level) + 1])

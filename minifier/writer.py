@@ -84,6 +84,8 @@ def render(
         _definitions(case),
         _config_function(case),
         _module_class(case),
+        _program_class(case),
+        _symbolic_inputs_function(case) if case.boundary == "aot" and is_symbolic(case) and stage not in EAGER_STAGES else "",
         _data_function(data_file),
         _inputs_function(case),
         _run_functions(case, stage),
@@ -127,8 +129,7 @@ def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: bo
 
 
 def _imports(case: GraphCase, stage: str, accuracy: bool, data_file: str | None) -> str:
-    from torch.fx.graph_module import _format_import_block
-    from torch.package import sys_importer
+    from .seams.ops import import_block
 
     lines = ["import torch"]
     if case.boundary == "aot" and stage not in EAGER_STAGES:
@@ -136,13 +137,24 @@ def _imports(case: GraphCase, stage: str, accuracy: bool, data_file: str | None)
     if data_file or accuracy:
         lines.insert(0, "import sys" if not data_file else "import pathlib\nimport sys")
     code = case.gm.graph.python_code(root_module="self")
-    block = _format_import_block(code.globals, sys_importer)
+    block = import_block(code.globals)
     # FX lists every name its codegen might need; keep the ones the graph uses.
     used = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code.src))
     lines += [line for line in block.splitlines() if line and line != "import torch" and _bound_name(line) in used]
+    from .seams.ops import INDUCTOR_PRIMS, needs_inductor_prims
+
+    if any(needs_inductor_prims(n.target) for n in _all_call_nodes(case.gm)):
+        lines.append(f"import {INDUCTOR_PRIMS}  # noqa: F401  registers Inductor's own prims, which this graph calls")
     for name, _ in case.modules:
         lines.append(f"import {name}  # noqa: F401  defines a custom backend or op this graph needs{MODULE_COMMENT}")
     return "\n".join(lines)
+
+
+def _all_call_nodes(gm: fx.GraphModule) -> list[fx.Node]:
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    for sub in subgraphs(gm).values():
+        nodes += _all_call_nodes(sub)
+    return nodes
 
 
 def _definitions(case: GraphCase) -> str:
@@ -179,6 +191,8 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
                 "seed": i.seed,
                 "symbolic_dims": list(i.symbolic_dims),
                 **({"source": i.source} if i.source is not None else {}),
+                **({"derived_from": list(i.derived_from)} if i.derived_from else {}),
+                **({"symbolic_int": True} if i.symbolic_int else {}),
             }
             for i in case.inputs
         ],
@@ -300,13 +314,47 @@ def _input_expression(i: GraphInput) -> str:
     return expr + (".requires_grad_()" if m.requires_grad else "")
 
 
+def program_inputs(case: GraphCase) -> list[GraphInput]:
+    """The inputs a repro makes: a dynamo graph's symbolic sizes are read off its tensors instead."""
+    if case.boundary == "dynamo":
+        return [i for i in case.inputs if i.derived_from is None]
+    return list(case.inputs)
+
+
 def _inputs_function(case: GraphCase) -> str:
-    lines = ["def make_inputs(data):", "    return ["]
-    for i in case.inputs:
-        comment = f"  # {i.name}: {i.meta.describe()}" if i.meta else f"  # {i.name}"
+    made = program_inputs(case)
+    names = [i.name for i in made]
+    sizes = [(k, i) for k, i in enumerate(made) if i.derived_from and i.derived_from[0] in names]
+    lines = ["def make_inputs(data):", "    inputs = [" if sizes else "    return ["]
+    for i in made:
+        comment = f"  # {i.name}: {i.meta.describe()}" if i.meta else f"  # {i.name}" + (" (a symbolic int)" if i.symbolic_int else "")
+        if i.meta and i.symbolic_dims:
+            comment += f", dynamic dims {list(i.symbolic_dims)}"
         lines.append(f"        {_input_expression(i)},{comment}")
     lines.append("    ]")
+    for k, i in sizes:
+        tensor, dim = i.derived_from  # type: ignore[misc]
+        lines.append(f"    inputs[{k}] = inputs[{names.index(tensor)}].size({dim})  # {i.name}: the size of {tensor}, dim {dim}")
+    if sizes:
+        lines.append("    return inputs")
     return "\n".join(lines)
+
+
+def _program_class(case: GraphCase) -> str:
+    """``Program``: what torch.compile is handed when the graph also takes sizes of its tensors."""
+    if not any(i.derived_from for i in case.inputs):
+        return ""
+    names = [i.name for i in program_inputs(case)]
+    arguments = [f"{i.derived_from[0]}.size({i.derived_from[1]})" if i.derived_from else i.name for i in case.inputs]
+    return (
+        "class Program(torch.nn.Module):\n"
+        '    """The program\'s view of the graph: tensors in; the symbolic sizes the graph takes are read off them."""\n\n'
+        "    def __init__(self, graph):\n"
+        "        super().__init__()\n"
+        "        self.graph = graph\n\n"
+        f"    def forward(self, {', '.join(names)}):\n"
+        f"        return self.graph({', '.join(arguments)})"
+    )
 
 
 def _run_functions(case: GraphCase, stage: str) -> str:
@@ -316,13 +364,19 @@ def _run_functions(case: GraphCase, stage: str) -> str:
 
 
 def _run_dynamo(case: GraphCase, stage: str) -> str:
-    marks = [
-        f"    torch._dynamo.mark_dynamic(inputs[{k}], {d})\n"
-        for k, i in enumerate(case.inputs)
-        for d in i.symbolic_dims
-        if not case.dynamic
-    ]
-    options = ", dynamic=True" if case.dynamic else ""
+    made = program_inputs(case)
+    dynamic = any(i.symbolic_int for i in case.inputs)  # an int no tensor's size gives: only dynamic=True makes it symbolic
+    marks = [f"    torch._dynamo.mark_dynamic(inputs[{k}], {d})\n" for k, i in enumerate(made) for d in i.symbolic_dims]
+    if dynamic:  # ... and then every other dim must be pinned
+        marks += [
+            f"    torch._dynamo.mark_static(inputs[{k}], {d})\n"
+            for k, i in enumerate(made)
+            if i.meta is not None
+            for d in range(len(i.meta.shape))
+            if d not in i.symbolic_dims
+        ]
+    options = ", dynamic=True" if dynamic else ""
+    wrap = "Program(mod)" if any(i.derived_from for i in case.inputs) else "mod"
     backward = (
         "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
         "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
@@ -335,7 +389,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         "def compile_graph(mod, inputs):\n"
         f'    """The failing stage: torch.compile with backend {stage!r}."""\n'
         + "".join(marks)
-        + f"    return torch.compile(mod, backend={backend_expression(case, stage)}{options})\n\n\n"
+        + f"    return torch.compile({wrap}, backend={backend_expression(case, stage)}{options})\n\n\n"
         "def forward_backward(fn, inputs):\n"
         '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
         "    outputs = fn(*inputs)\n"
@@ -345,7 +399,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         "def run(mod, inputs):\n"
         "    return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
         "def run_eager(mod, inputs):\n"
-        "    return forward_backward(mod, inputs)"
+        f"    return forward_backward({wrap}, inputs)"
     )
 
 
@@ -364,6 +418,9 @@ def backend_expression(case: GraphCase, stage: str) -> str:
 def _run_aot(case: GraphCase, stage: str) -> str:
     kwargs = "".join(f", {k}={v!r}" for k, v in sorted(case.compile_kwargs.items()))
     trace = "    gm = make_fx(mod, tracing_mode='real')(*inputs)\n"
+    symbolic = is_symbolic(case)
+    if symbolic:  # the compiler sees fake inputs with the program's symbolic sizes, as it did then
+        trace = "    mode, inputs = symbolic_inputs(inputs)\n    with mode:\n        gm = make_fx(mod, tracing_mode='real')(*inputs)\n"
     if stage in EAGER_STAGES:
         doc = f"{stage} runs aot graphs as they are"
         body = "    return mod\n"
@@ -402,6 +459,41 @@ def _run_aot(case: GraphCase, stage: str) -> str:
         "    with torch.no_grad():\n"
         "        outputs = mod(*inputs)\n"
         "    return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]"
+    )
+
+
+def is_symbolic(case: GraphCase) -> bool:
+    """Does the case keep symbolic sizes (dynamic shapes)?"""
+    return any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in case.inputs)
+
+
+def _symbolic_inputs_function(case: GraphCase) -> str:
+    """``symbolic_inputs``: an aot graph's fake inputs with exactly the dims that were symbolic."""
+    dims = {k: list(i.symbolic_dims) for k, i in enumerate(case.inputs) if i.symbolic_dims}
+    names = [i.name for i in case.inputs]
+    sizes = {k: (names.index(i.derived_from[0]), i.derived_from[1]) for k, i in enumerate(case.inputs) if i.derived_from}
+    free = [k for k, i in enumerate(case.inputs) if i.symbolic_int]
+    return (
+        f"DYNAMIC_DIMS = {dims!r}  # input -> its symbolic dims\n"
+        f"SIZES_OF = {sizes!r}  # symbolic-int input -> (tensor input, dim) whose size it is\n"
+        f"FREE_SYMBOLS = {free!r}  # symbolic-int inputs no tensor's size gives\n\n\n"
+        "def symbolic_inputs(inputs):\n"
+        '    """Fake inputs with exactly the symbolic sizes the compiler saw in the program."""\n'
+        "    from torch._subclasses.fake_tensor import FakeTensorMode\n"
+        "    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext\n\n"
+        "    mode = FakeTensorMode(shape_env=ShapeEnv())\n"
+        "    fakes = []\n"
+        "    for k, value in enumerate(inputs):\n"
+        "        if isinstance(value, torch.Tensor):\n"
+        "            sizes = [DimDynamic.DYNAMIC if d in DYNAMIC_DIMS.get(k, ()) else DimDynamic.STATIC for d in range(value.dim())]\n"
+        "            fakes.append(mode.from_tensor(value, symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes)))\n"
+        "        elif k in FREE_SYMBOLS:\n"
+        "            fakes.append(mode.shape_env.create_unspecified_symint_and_symbol(value, None, DimDynamic.DYNAMIC))\n"
+        "        else:\n"
+        "            fakes.append(value)\n"
+        "    for k, (tensor, dim) in SIZES_OF.items():\n"
+        "        fakes[k] = fakes[tensor].shape[dim]\n"
+        "    return mode, fakes"
     )
 
 
@@ -643,7 +735,8 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
             if key not in data and spec.get("source") is None:
                 raise CorruptRecord(f"{path}: data file has no tensor for input {spec['name']!r}")
             value = data.get(key)
-        inputs.append(GraphInput(spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source")))
+        derived = tuple(spec["derived_from"]) if spec.get("derived_from") else None
+        inputs.append(GraphInput(spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source"), derived, bool(spec.get("symbolic_int"))))
     return GraphCase(
         gm=gm,
         inputs=inputs,

@@ -17,6 +17,10 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
 - ``planted_flaky``: fails two compiles out of three (a counter file decides), on graphs with cos.
 - ``planted_dynamo_error``: a plain dynamo backend (no AOTAutograd) that rejects
   graphs calling ``torch.cos`` at compile time.
+- ``planted_dynamic_aot`` / ``planted_dynamic_dynamo``: reject cos only in graphs with
+  symbolic sizes (an automatic-dynamic recompile), after aot / after dynamo.
+- ``planted_multiple_of_7``: the compiled cos fails when an input's first dim is a
+  multiple of 7 (a size-dependent bug, for shape shrinking).
 
 ``PLANTED_DELAY`` (seconds) makes every compile that slow. ``PLANTED_LOG``, when set, names a file where every compile appends the graph's code and
 a checksum of its inputs, so tests can count compiles.
@@ -137,9 +141,50 @@ _register("planted_value", fw=_compiler(on_run=_values_above_100))
 _register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))
 
 
+def _all_nodes(gm):
+    """A graph's nodes and those of its subgraphs (the bodies of higher-order ops)."""
+    nodes = list(gm.graph.nodes)
+    for child in gm.children():
+        if isinstance(child, torch.fx.GraphModule):
+            nodes += _all_nodes(child)
+    return nodes
+
+
 @register_backend(name="planted_dynamo_error")
 def planted_dynamo_error(gm, example_inputs):
     _log(gm, example_inputs)
-    if any(n.op == "call_function" and n.target is torch.cos for n in gm.graph.nodes):
+    if any(n.op == "call_function" and n.target is torch.cos for n in _all_nodes(gm)):
         raise RuntimeError("planted: torch.cos is not supported")
+    return gm.forward
+
+
+def _symbolic(gm, key):
+    """Does the graph take any symbolic size (dynamic shapes)?"""
+    for n in gm.graph.find_nodes(op="placeholder"):
+        v = n.meta.get(key)
+        if isinstance(v, torch.SymInt) or (isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape)):
+            return True
+    return False
+
+
+def _raise_symbolic(gm, inputs):
+    if _symbolic(gm, "val"):
+        raise RuntimeError("planted: symbolic cos is not supported")
+
+
+def _multiple_of_7(run, values):
+    if any(isinstance(v, torch.Tensor) and v.dim() and v.shape[0] % 7 == 0 for v in values):
+        raise RuntimeError("planted: cos kernel fails on a multiple of 7 rows")
+    return run(*values)
+
+
+_register("planted_dynamic_aot", fw=_compiler(on_compile=_raise_symbolic))
+_register("planted_multiple_of_7", fw=_compiler(on_run=_multiple_of_7))
+
+
+@register_backend(name="planted_dynamic_dynamo")
+def planted_dynamic_dynamo(gm, example_inputs):
+    """A plain backend that rejects torch.cos only in graphs with symbolic sizes."""
+    if _symbolic(gm, "example_value") and any(n.op == "call_function" and n.target is torch.cos for n in gm.graph.nodes):
+        raise RuntimeError("planted: symbolic torch.cos is not supported")
     return gm.forward

@@ -6,6 +6,8 @@ from minifier.bisection import bisect_script
 from minifier.errors import FlakyFailure, NoFailure, ScriptFailedBeforeCompile, ScriptNotFound, UnknownBackend
 from minifier.script import resolve_script
 
+pytestmark = pytest.mark.e2e  # every test here runs queries in pt2kit's worker processes
+
 
 def stages_of(row):
     return {stage: outcome.status for stage, outcome in row.outcomes.items()}
@@ -97,7 +99,9 @@ def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(session, tmp_path):
     assert "Attempting to broadcast a dimension of length 4" in report.failure.failure.signature.message
     # the frame was lifted (make_fx on its real arguments) into a graph that fails the same way
     assert "tests.rowsum.default" in culprit.case.op_names()
-    assert culprit.case.modules == [("bad_fake", str(tmp_path))]  # the op lives in the script
+    # the op lives in the script: the repro carries its definition, never imports the script
+    assert culprit.case.modules == []
+    assert "@rowsum.register_fake" in culprit.case.definitions and "torch.compile(f" not in culprit.case.definitions
 
 
 def test_program_that_does_not_fail(session, model_script):

@@ -20,6 +20,7 @@ def minify(*args, cwd=None, env=None, timeout=600):
     return subprocess.run([*MINIFY, *map(str, args)], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
+@pytest.mark.e2e
 def test_run_writes_a_repro_and_json_report(model_script, tmp_path):
     done = minify("run", "--json", "--out", tmp_path / "runs", model_script("planted_runtime_error"))
     assert done.returncode == 0, done.stderr
@@ -50,12 +51,14 @@ def test_bad_input_gets_one_line_and_its_exit_code(tmp_path, script, code, messa
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.e2e
 def test_unknown_backend_exit_code(model_script, tmp_path):
     done = minify("bisect", "--backend", "no_such_backend", "--out", tmp_path / "runs", model_script("planted_compile_error"))
     assert done.returncode == 4
     assert "unknown backend 'no_such_backend'" in done.stderr
 
 
+@pytest.mark.e2e
 def test_bisect_json(model_script, tmp_path):
     done = minify("bisect", "--json", "--out", tmp_path / "runs", model_script("planted_backward_error", train=True))
     assert done.returncode == 0, done.stderr
@@ -68,6 +71,7 @@ def test_bisect_json(model_script, tmp_path):
     assert rows["g0.backward"]["first_failure"] == "planted_backward_error"
 
 
+@pytest.mark.e2e
 def test_ctrl_c_leaves_a_repro_and_rerun_resumes(model_script, tmp_path):
     script = model_script("planted_compile_error")
     out = tmp_path / "runs"
@@ -96,6 +100,7 @@ def test_ctrl_c_leaves_a_repro_and_rerun_resumes(model_script, tmp_path):
     assert Path(report["run_dir"]) != first
 
 
+@pytest.mark.e2e
 def test_repro_after_aot_env_var_arms_pt2kit(model_script, tmp_path):
     script = model_script("planted_compile_error")
     repro_dir = tmp_path / "repros"
@@ -111,6 +116,7 @@ def test_repro_after_aot_env_var_arms_pt2kit(model_script, tmp_path):
     assert not list(repro_dir.glob("run_*")) and not (tmp_path / "checkpoints").exists() and not (tmp_path / "repro.py").exists()
 
 
+@pytest.mark.e2e
 def test_repro_level_4_catches_a_wrong_answer_and_minifies_it(model_script, tmp_path):
     script = model_script("planted_accuracy")
     env = {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": "4", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_AUTOLOAD": "1"}
@@ -122,6 +128,7 @@ def test_repro_level_4_catches_a_wrong_answer_and_minifies_it(model_script, tmp_
     assert "aten.cos.default" in report["ops_after"]
 
 
+@pytest.mark.e2e
 def test_repro_level_1_dumps_without_minifying(model_script, tmp_path):
     script = model_script("planted_compile_error")
     env = {"TORCHDYNAMO_REPRO_AFTER": "dynamo", "TORCHDYNAMO_REPRO_LEVEL": "1", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_AUTOLOAD": "1"}
@@ -134,6 +141,7 @@ def test_repro_level_1_dumps_without_minifying(model_script, tmp_path):
     assert not (run_dir / "report.json").exists()
 
 
+@pytest.mark.e2e
 def test_minify_repro_reads_torchs_launcher_format(tmp_path):
     """A repro in the format torch's after_aot minifier writes (repro.py / minifier_launcher.py)."""
     launcher = tmp_path / "minifier_launcher.py"
@@ -271,3 +279,26 @@ def test_env_var_hook_works_after_a_plain_pip_install(model_script, tmp_path):
     report = json.loads((run_dir / "report.json").read_text())
     assert report["ops_after"] == ["aten.cos.default"]
     assert str(build) not in (run_dir / "repro.py").read_text()  # nothing of pt2kit's in the repro
+
+
+def test_a_pt2kit_bug_is_one_line_exit_70_and_keeps_the_run_directory(tmp_path, monkeypatch):
+    """pt2kit's own failure: never a traceback, never exit 1 ("nothing failed"); JSON says error."""
+    from click.testing import CliRunner
+
+    import minifier.minification
+    from minifier.cli import main
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(minifier.minification, "minify_script", broken)
+    script = tmp_path / "any.py"
+    script.write_text("print('hi')\n")
+    result = CliRunner().invoke(main, ["run", "--json", "--out", str(tmp_path / "runs"), str(script)])
+    assert result.exit_code == 70
+    report = json.loads(result.stdout)
+    assert report["status"] == "error" and "internal error (KeyError" in report["message"]
+    assert "Traceback" not in result.output
+    (run_dir,) = (tmp_path / "runs").glob("run-*")
+    assert json.loads((run_dir / "report.json").read_text())["status"] == "error"
+    assert "a bug of ours" in (run_dir / "logs" / "internal-error.txt").read_text()

@@ -13,6 +13,8 @@ from minifier.minification import minify_script
 from minifier.session import Session
 from minifier.writer import load_repro
 
+pytestmark = pytest.mark.e2e  # every test here runs queries in pt2kit's worker processes
+
 
 def minify(session, script, tmp_path, **options):
     return minify_script(session, script, [], out=tmp_path / "runs", **options)

@@ -213,6 +213,7 @@ def test_corrupt_data_file_is_reported(tmp_path):
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.e2e
 def test_save_repro_then_minify_from_python(tmp_path):
     import planted  # noqa: F401  registers planted_compile_error here
 

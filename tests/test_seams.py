@@ -16,3 +16,56 @@ def test_seam_probe_passes_on_the_pinned_torch(name: str) -> None:
 
 def test_every_seam_module_is_discovered() -> None:
     assert "after_dynamo" in seams.names()
+
+
+def _doctor(*args: str):
+    from click.testing import CliRunner
+
+    from minifier.cli import main
+
+    seams.check.cache_clear()
+    return CliRunner().invoke(main, ["doctor", *args])
+
+
+def test_doctor_passes_on_the_pinned_torch_and_lists_every_feature():
+    import json
+
+    result = _doctor("--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "ok" and data["in_tested_range"]
+    assert {s["seam"] for s in data["seams"]} == set(seams.names())
+    assert all(data["features"].values()) and "naming the user's backend in a repro" in data["features"]
+
+
+def test_a_missing_torch_internal_is_reported_with_the_feature_it_breaks(monkeypatch):
+    import torch._dynamo.backends.registry as registry
+
+    monkeypatch.delattr(registry, "_COMPILER_FNS")
+    try:
+        result = _doctor()
+        assert result.exit_code == seams.SeamBroken.exit_code
+        assert "naming the user's backend in a repro" in result.output and "broken by this torch" in result.output
+        assert "Traceback" not in result.output
+    finally:
+        seams.check.cache_clear()
+
+
+def test_outside_the_tested_torch_range_a_broken_seam_stops_a_command_in_one_line(monkeypatch, tmp_path):
+    import torch._dynamo.backends.registry as registry
+    from click.testing import CliRunner
+
+    from minifier.cli import main
+
+    monkeypatch.setattr(seams, "TESTED_TORCH", ((9, 99),))
+    monkeypatch.delattr(registry, "_COMPILER_FNS")
+    seams.check.cache_clear()
+    script = tmp_path / "any.py"
+    script.write_text("print('hi')\n")
+    try:
+        result = CliRunner().invoke(main, ["run", "--out", str(tmp_path / "runs"), str(script)])
+    finally:
+        seams.check.cache_clear()
+    assert result.exit_code == seams.SeamBroken.exit_code
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "is not supported by pt2kit's the minifier" in line and "_COMPILER_FNS" in line and "minify doctor" in line

@@ -97,7 +97,8 @@ def check(name: str) -> SeamStatus:
     try:
         module = importlib.import_module(f"{__name__}.{name}")
         seam = module.SEAM
-        module.probe()
+        with _quietly():
+            module.probe()
     except Exception as e:  # noqa: BLE001 - a broken seam is data here
         return SeamStatus(name, seam, False, f"{type(e).__name__}: {e}".splitlines()[0][:300], time.perf_counter() - start, seam.features if seam else ())
     return SeamStatus(name, seam, True, "", time.perf_counter() - start, seam.features)
@@ -107,15 +108,44 @@ def check_all() -> list[SeamStatus]:
     return [check(name) for name in names()]
 
 
+def features(statuses: list[SeamStatus]) -> dict[str, bool]:
+    """Each pt2kit feature a seam serves, and whether all of its seams work."""
+    out: dict[str, bool] = {}
+    for status in statuses:
+        for feature in status.features:
+            out[feature] = out.get(feature, True) and status.ok
+    return out
+
+
+class _quietly:
+    """Probes exercise torch a little: its warnings and log lines are not the user's business."""
+
+    def __enter__(self) -> None:
+        import logging
+        import warnings
+
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.simplefilter("ignore")
+        self._logger = logging.getLogger("torch")
+        self._level = self._logger.level
+        self._logger.setLevel(logging.CRITICAL)
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.setLevel(self._level)
+        self._warnings.__exit__(*exc)
+
+
 def require(feature: str, *seams: str) -> None:
     """Fail with one line when the installed torch breaks a seam ``feature`` needs.
 
     Inside the tested torch range this does nothing (the test suite runs every probe);
-    outside it, the probes of ``seams`` run once per process.
+    outside it, the probes of ``seams`` (all of them when none are named) run once
+    per process.
     """
     if in_tested_range():
         return
-    for name in seams:
+    for name in seams or names():
         status = check(name)
         if not status.ok:
             import torch

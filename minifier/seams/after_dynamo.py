@@ -75,3 +75,19 @@ def dynamo_backends(wrap: BackendWrapper) -> Iterator[None]:
         yield
     finally:
         after_dynamo.wrap_backend_debug = original
+
+
+def debug_wrapper_class() -> type:
+    """torch's ``WrapBackendDebug``: the object ``wrap_backend_debug`` puts around every backend."""
+    import torch._dynamo.repro.after_dynamo as after_dynamo
+
+    return after_dynamo.WrapBackendDebug
+
+
+def replace_debug_wrapper_class(cls: type) -> None:
+    """From now on ``wrap_backend_debug`` makes ``cls`` (a subclass of torch's) around every backend."""
+    import torch._dynamo.repro.after_dynamo as after_dynamo
+
+    if not issubclass(cls, after_dynamo.WrapBackendDebug):
+        raise TypeError(f"{cls.__name__} must subclass torch's WrapBackendDebug")
+    after_dynamo.WrapBackendDebug = cls  # looked up when wrap_backend_debug is called

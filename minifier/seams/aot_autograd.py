@@ -1,0 +1,79 @@
+"""Seam: ``torch._dynamo.backends.common.aot_module_simplified``, where every AOTAutograd backend starts.
+
+``aot_eager``, Inductor and a user's ``aot_autograd(fw_compiler=..., bw_compiler=...)``
+all call ``aot_module_simplified`` from ``torch._dynamo.backends.common`` (looked up at
+call time), with their forward, backward and inference compilers as keyword
+arguments. Wrapping it wraps those compilers (:func:`aot_compilers`). A registered
+``aot_autograd`` backend is an ``AotAutograd`` object whose ``kwargs`` hold them
+(:func:`compiler_kwargs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch._dynamo.backends.common.aot_module_simplified, AotAutograd.kwargs",
+    features=("aot graphs of any AOTAutograd backend", "compile errors of lazy backward compiles"),
+)
+
+CompilerWrapper = Callable[[str, Callable[..., Any]], Callable[..., Any]]
+
+#: AOTAutograd's compiler keyword arguments, and the kind of graph each compiles.
+AOT_COMPILER_KINDS = {"fw_compiler": "forward", "bw_compiler": "backward", "inference_compiler": "inference"}
+
+
+def probe() -> None:
+    import torch._dynamo.backends.common as common
+
+    parameters = inspect.signature(common.aot_module_simplified).parameters
+    for key in AOT_COMPILER_KINDS:
+        if key not in parameters and not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            raise AttributeError(f"aot_module_simplified no longer takes {key}")
+    if "aot_module_simplified(" not in inspect.getsource(common.AotAutograd.__call__):
+        raise AttributeError("AotAutograd no longer calls aot_module_simplified")
+    backend = common.aot_autograd(fw_compiler=lambda gm, example_inputs: gm)
+    if compiler_kwargs(backend) is None:
+        raise AttributeError("aot_autograd backends no longer keep their compilers in .kwargs")
+
+
+def compiler_kwargs(backend: Any) -> dict[str, Any] | None:
+    """The compilers of an ``aot_autograd`` backend object (None: not one)."""
+    kwargs = getattr(backend, "kwargs", None)
+    return kwargs if isinstance(kwargs, dict) and "fw_compiler" in kwargs else None
+
+
+@contextlib.contextmanager
+def aot_compilers(wrap: CompilerWrapper) -> Iterator[None]:
+    """Within the block, the fw/bw/inference compilers of every AOTAutograd backend go through ``wrap``.
+
+    ``wrap(kind, compiler)`` gets ``kind`` in ``forward | backward | inference`` and the
+    backend's compiler ``(gm, example_inputs) -> callable``. A backend that gives no
+    inference (or backward) compiler uses its forward compiler, as AOTAutograd does.
+    """
+    import torch._dynamo.backends.common as common
+
+    original = common.aot_module_simplified
+
+    @functools.wraps(original)
+    def aot_module_simplified(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+        if kwargs.get("inference_compiler") is None and kwargs.get("fw_compiler") is not None:
+            kwargs["inference_compiler"] = kwargs["fw_compiler"]
+        if kwargs.get("bw_compiler") is None and kwargs.get("fw_compiler") is not None:
+            kwargs["bw_compiler"] = kwargs["fw_compiler"]
+        for key, kind in AOT_COMPILER_KINDS.items():
+            if kwargs.get(key) is not None:
+                kwargs[key] = wrap(kind, kwargs[key])
+        return original(gm, example_inputs, **kwargs)
+
+    common.aot_module_simplified = aot_module_simplified
+    try:
+        yield
+    finally:
+        common.aot_module_simplified = original

@@ -1,0 +1,80 @@
+"""Seam: ``torch._inductor.compile_fx.wrap_compiler_debug``, the seat of Inductor's inner compile.
+
+``compile_fx_inner`` wraps ``_compile_fx_inner`` with ``wrap_compiler_debug`` (torch's
+after-aot minifier), looked up in ``compile_fx``'s namespace at call time. Whatever sits
+there sees each forward/backward/inference graph exactly as Inductor compiles it, with
+the inner-compile keyword arguments (``is_backward``, ``is_inference``...), including the
+backward graphs Inductor compiles lazily, long after dynamo's compile returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch._inductor.compile_fx.wrap_compiler_debug",
+    features=("bisection's aot graphs of Inductor", "TORCHDYNAMO_REPRO_AFTER=aot with Inductor"),
+)
+
+MODULE = "torch._inductor.compile_fx"
+InnerCompileWrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def probe() -> None:
+    import torch._inductor.compile_fx as compile_fx
+
+    if not callable(getattr(compile_fx, "wrap_compiler_debug", None)):
+        raise AttributeError("compile_fx.wrap_compiler_debug is gone")
+    if "wrap_compiler_debug(" not in inspect.getsource(compile_fx.compile_fx_inner):
+        raise AttributeError("compile_fx_inner no longer calls wrap_compiler_debug")
+
+
+def _install(wrap: InnerCompileWrapper) -> Callable[[], None]:
+    import torch._inductor.compile_fx as compile_fx
+
+    original = compile_fx.wrap_compiler_debug
+
+    def wrap_compiler_debug(inner: Callable[..., Any], compiler_name: str) -> Callable[..., Any]:
+        return wrap(original(inner, compiler_name=compiler_name))
+
+    compile_fx.wrap_compiler_debug = wrap_compiler_debug
+
+    def restore() -> None:
+        compile_fx.wrap_compiler_debug = original
+
+    return restore
+
+
+@contextlib.contextmanager
+def inductor_inner_compile(wrap: InnerCompileWrapper) -> Iterator[None]:
+    """Within the block, Inductor's inner compile of each aot graph goes through ``wrap``.
+
+    ``wrap(inner)`` gets ``_compile_fx_inner`` (already wrapped by torch's own debug
+    wrapper) and returns a function with the same signature:
+    ``(gm, example_inputs, compile_region_name=None, **kwargs) -> OutputCode``.
+    """
+    restore = _install(wrap)
+    try:
+        yield
+    finally:
+        restore()
+
+
+def wrap_inner_compile_debug(wrap: InnerCompileWrapper) -> None:
+    """For the life of the process, Inductor's inner compiles go through ``wrap``.
+
+    Inductor is not imported for this: if it is not loaded yet, the wrapper goes in
+    when it is (a process whose backend is not Inductor never loads it).
+    """
+    if MODULE in sys.modules:
+        _install(wrap)
+        return
+    from ..import_hooks import after_import
+
+    after_import(MODULE, lambda module: _install(wrap))

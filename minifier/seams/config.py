@@ -1,0 +1,46 @@
+"""Seam: torch's config stores (``torch._dynamo.config``, ``torch._inductor.config``, ``torch._functorch.config``).
+
+A repro must carry the non-default compiler config a failure needs. torch's
+``ConfigModule`` keeps each key's default in ``_config[key].default`` and lists the
+keys that do not change what gets compiled in ``_compile_ignored_keys``; ``_get_dict``
+reads the current values. Reading and patching config by attribute
+(``torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY``) is public.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch.utils._config_module.ConfigModule (_get_dict, _compile_ignored_keys, _config[k].default)",
+    features=("config carried into repros",),
+)
+
+#: The config modules whose non-default values a repro carries.
+MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
+
+
+def probe() -> None:
+    for name in MODULES:
+        module = importlib.import_module(name)
+        values = module._get_dict(ignored_keys=list(module._compile_ignored_keys), skip_default=True)
+        if not isinstance(values, dict):
+            raise TypeError(f"{name}._get_dict returned {type(values).__name__}")
+        key = next(iter(module._config))
+        _ = module._config[key].default
+
+
+def module(name: str) -> Any:
+    return importlib.import_module(name)
+
+
+def changed_values(name: str) -> dict[str, Any]:
+    """Keys of config module ``name`` whose value differs from torch's default (compile-relevant ones only)."""
+    config = importlib.import_module(name)
+    values = config._get_dict(ignored_keys=list(config._compile_ignored_keys), skip_default=True)
+    # torch's config.patch() leaves a key "overridden" with its old value when it
+    # exits; a value equal to the default is no change.
+    return {k: v for k, v in values.items() if v != config._config[k].default}

@@ -1,0 +1,116 @@
+"""Seam: torch's operator objects (``torch._ops``), custom-op definitions and FX's naming of targets.
+
+A graph's ``call_function`` targets are ``OpOverload`` / ``OpOverloadPacket`` (aten and
+custom ops), ``HigherOrderOperator`` (``cond``, checkpointing, ...) or plain functions.
+pt2kit names them (``aten.relu.default``, ``torch.ops.higher_order.cond``), finds which
+user function defined a custom op (``torch._library.custom_ops.OPDEFS``), and writes
+FX's import block for a graph's code (``torch.fx.graph_module._format_import_block``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch._ops.OpOverload/OpOverloadPacket/HigherOrderOperator, torch._library.custom_ops.OPDEFS, torch.fx.node._get_qualified_name, torch.fx.graph_module._format_import_block",
+    features=("reading and writing graphs", "custom ops in repros"),
+)
+
+
+def probe() -> None:
+    import torch
+
+    relu = torch.ops.aten.relu.default
+    if not is_overload(relu) or overload_name(relu) != ("aten", "relu", "default"):
+        raise AttributeError("aten overloads no longer expose namespace/_opname/_overloadname")
+    if not is_packet(torch.ops.aten.relu) or packet_name(torch.ops.aten.relu) != ("aten", "relu"):
+        raise AttributeError("op packets no longer expose _qualified_op_name")
+    if not is_higher_order(torch.ops.higher_order.cond) or torch.ops.higher_order.cond.name() != "cond":
+        raise AttributeError("higher-order ops changed")
+    if qualified_name(torch.sin) != "torch.sin":
+        raise AttributeError("fx's _get_qualified_name changed")
+    from torch._library.custom_ops import OPDEFS
+
+    if not hasattr(OPDEFS, "get"):
+        raise TypeError("OPDEFS is no longer a mapping")
+    import_block({"torch": torch})
+
+
+def is_overload(target: Any) -> bool:
+    import torch
+
+    return isinstance(target, torch._ops.OpOverload)
+
+
+def is_packet(target: Any) -> bool:
+    import torch
+
+    return isinstance(target, torch._ops.OpOverloadPacket)
+
+
+def is_higher_order(target: Any) -> bool:
+    import torch
+
+    return isinstance(target, torch._ops.HigherOrderOperator)
+
+
+def overload_name(target: Any) -> tuple[str, str, str]:
+    """``(namespace, op, overload)`` of an ``OpOverload``."""
+    return target.namespace, target._opname, target._overloadname
+
+
+def packet_name(target: Any) -> tuple[str, str]:
+    """``(namespace, op)`` of an ``OpOverloadPacket``."""
+    namespace, name = target._qualified_op_name.split("::")
+    return namespace, name
+
+
+def schema_name(target: Any) -> str:
+    """``namespace::op`` of an overload or a packet."""
+    return target._schema.name if is_overload(target) else target._qualified_op_name
+
+
+def custom_op_function(qualname: str) -> Any:
+    """The Python function ``torch.library.custom_op`` decorated for ``namespace::op``, if any."""
+    from torch._library.custom_ops import OPDEFS
+
+    return getattr(OPDEFS.get(qualname), "_init_fn", None)
+
+
+def qualified_name(fn: Any) -> str:
+    """FX's name for a function target (``torch.sin``, ``_operator.add``); raises for lambdas and the like."""
+    from torch.fx.node import _get_qualified_name
+
+    return _get_qualified_name(fn)
+
+
+def import_block(globals_: dict[str, Any]) -> str:
+    """The import lines FX's generated code needs for ``globals_``."""
+    from torch.fx.graph_module import _format_import_block
+    from torch.package import sys_importer
+
+    return _format_import_block(globals_, sys_importer)
+
+
+#: The module that registers Inductor's own prims (``prims._low_memory_max_pool_with_offsets``...):
+#: a graph that holds one needs it imported, torch alone does not import it.
+INDUCTOR_PRIMS = "torch._inductor.inductor_prims"
+
+
+def needs_inductor_prims(target: Any) -> bool:
+    """Is ``target`` a prim that only exists once Inductor's prims module is imported?"""
+    if not is_overload(target) or target.namespace != "prims":
+        return False
+    import importlib
+
+    module = importlib.import_module(INDUCTOR_PRIMS)
+    return hasattr(module, target._opname)
+
+
+def load_inductor_prims() -> None:
+    """Register Inductor's own prims (so ``torch.ops.prims.<name>`` resolves)."""
+    import importlib
+
+    importlib.import_module(INDUCTOR_PRIMS)

@@ -1,0 +1,52 @@
+"""Seam: symbolic sizes (``torch.SymInt``) as dynamo and AOTAutograd trace them.
+
+Which sizes of a graph's inputs are symbolic, and which symbolic-int inputs are the
+size of which tensor, come from the sympy expression behind each ``SymInt``
+(``size.node.expr``). A backend must read a symbolic value's concrete hint without
+``int()``, which would add a guard and specialize the user's graph
+(``optimization_hint`` adds none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch.SymInt.node.expr, torch.fx.experimental.symbolic_shapes.optimization_hint",
+    features=("dynamic shapes in repros",),
+)
+
+
+def probe() -> None:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fake = mode.from_tensor(torch.zeros(5, 3), symbolic_context=StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]))
+    size = fake.shape[0]
+    if not is_symbolic(size) or is_symbolic(fake.shape[1]) or hint(size) != 5:
+        raise AttributeError("SymInt expressions or hints changed")
+    if expression(size) != expression(fake.shape[0]):
+        raise AttributeError("the same size no longer has the same expression")
+
+
+def is_symbolic(value: Any) -> bool:
+    """A ``SymInt`` that is not a known constant."""
+    import torch
+
+    return isinstance(value, torch.SymInt) and not value.node.expr.is_number
+
+
+def expression(value: Any) -> Any:
+    """The sympy expression of a ``SymInt``: equal expressions are the same size."""
+    return value.node.expr
+
+
+def hint(value: Any) -> int:
+    """A symbolic int's concrete value, without adding a guard."""
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+    return optimization_hint(value)

@@ -1,0 +1,177 @@
+"""Every shape of backend a user writes is minified, and its repro runs with torch alone.
+
+A registered name in a module, a plain ``(gm, example_inputs)`` function defined in the
+script (with or without ``if __name__ == "__main__":``), a lambda, a
+``functools.partial`` and a closure: the last four have no importable name, so the
+repro carries their source (minifier/extract.py). Each script compiles a small
+function whose graph holds many ops; the backend raises only when cos and exp meet
+in one graph (a two-op bug), at dynamo level, with no AOTAutograd underneath.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+PROGRAM = '''
+import functools
+import torch
+
+SECRET = "cannot fuse cos with exp"
+
+
+def rejects_pair(gm, example_inputs):
+    targets = {{n.target for n in gm.graph.nodes}}
+    if torch.cos in targets and torch.exp in targets:
+        raise RuntimeError(f"pair backend: {{SECRET}}")
+    return gm.forward
+
+
+def make_backend(message):
+    def closure_backend(gm, example_inputs):
+        targets = {{n.target for n in gm.graph.nodes}}
+        if torch.cos in targets and torch.exp in targets:
+            raise RuntimeError(f"pair backend: {{message}}")
+        return gm.forward
+    return closure_backend
+
+
+def f(x, w):
+    y = torch.sin(x @ w) * 2 + 1
+    y = torch.cos(y)
+    y = torch.tanh(y) - y.mean()
+    y = torch.exp(y)
+    return torch.sigmoid(y).sum(dim=0)
+
+
+{setup}
+x, w = torch.randn(8, 16), torch.randn(16, 16)
+{call}
+'''
+
+SHAPES = {
+    "script_function": ("", "print(torch.compile(f, backend=rejects_pair)(x, w))"),
+    "lambda": ("", "print(torch.compile(f, backend=lambda gm, ex: rejects_pair(gm, ex))(x, w))"),
+    "partial": ("", "print(torch.compile(f, backend=functools.partial(rejects_pair))(x, w))"),
+    "closure": ("", 'print(torch.compile(f, backend=make_backend("cannot fuse cos with exp"))(x, w))'),
+    "registered_in_script": (
+        "torch._dynamo.register_backend(rejects_pair, name='pair_backend_in_script')",
+        'print(torch.compile(f, backend="pair_backend_in_script")(x, w))',
+    ),
+}
+
+
+def minify(script: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    done = subprocess.run(
+        [sys.executable, "-m", "minifier", "run", "--json", "--timeout", "120", "--out", str(out), str(script)],
+        capture_output=True, text=True, timeout=900, cwd=script.parent,
+    )
+    return done, json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_each_backend_shape_is_minified_to_the_pair_and_travels(shape, tmp_path):
+    setup, call = SHAPES[shape]
+    # no `if __name__ == "__main__":` on purpose: importing this script runs the program
+    script = tmp_path / "user_program.py"
+    script.write_text(PROGRAM.format(setup=setup, call=call))
+    done, report = minify(script, tmp_path / "runs")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["status"] == "minified"
+    assert report["failure"]["kind"] == "compile_error" and "cannot fuse cos with exp" in report["failure"]["message"]
+    assert report["graph"]["boundary"] == "dynamo"
+    assert sorted(report["ops_after"]) == ["torch.cos", "torch.exp"]
+
+    repro = Path(report["repro"])
+    source = repro.read_text()
+    assert "import user_program" not in source  # the program never runs again
+    assert str(tmp_path) not in source and os.path.expanduser("~") + "/" not in source
+    # on "another machine": a fresh directory holding only the run's files, torch alone
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for item in repro.parent.iterdir():
+        if item.is_file():
+            (elsewhere / item.name).write_bytes(item.read_bytes())
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ran = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import runpy, sys
+        for name in ("minifier", "replay", "validation", "explain", "opcheck"):
+            sys.modules[name] = None
+        sys.argv = ["repro.py"]
+        runpy.run_path("repro.py", run_name="__main__")
+    """)], capture_output=True, text=True, cwd=elsewhere, env={**env, "PT2KIT_AUTOLOAD": "0"}, timeout=300)
+    assert ran.returncode != 0 and "cannot fuse cos with exp" in ran.stderr, ran.stderr[-2000:]
+
+
+def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path):
+    counter = tmp_path / "calls"
+    script = tmp_path / "flaky.py"
+    script.write_text(textwrap.dedent(f'''
+        import pathlib
+        import torch
+
+        def sometimes(gm, example_inputs):
+            path = pathlib.Path({str(counter)!r})
+            calls = int(path.read_text()) if path.exists() else 0
+            path.write_text(str(calls + 1))
+            if calls == 0:
+                raise RuntimeError("sometimes: a bad day")
+            return gm.forward
+
+        if __name__ == "__main__":
+            print(torch.compile(lambda x: torch.cos(x).exp(), backend=sometimes)(torch.randn(4)))
+    '''))
+    done, report = minify(script, tmp_path / "runs")
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert report["status"] == "flaky"
+
+
+def test_a_callable_object_backend_is_carried_with_its_state(tmp_path):
+    script = tmp_path / "callable_object.py"
+    script.write_text(textwrap.dedent('''
+        import torch
+
+        class Picky:
+            def __init__(self, word):
+                self.word = word
+
+            def __call__(self, gm, example_inputs):
+                if any(n.target is torch.exp for n in gm.graph.nodes):
+                    raise RuntimeError(f"picky: {self.word}")
+                return gm.forward
+
+        if __name__ == "__main__":
+            print(torch.compile(lambda x: torch.cos(x).exp().sin(), backend=Picky("no thanks"))(torch.randn(4)))
+    '''))
+    done, report = minify(script, tmp_path / "runs")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert report["ops_after"] == ["torch.exp"] and "picky: no thanks" in report["failure"]["message"]
+
+
+def test_a_backend_whose_source_cannot_be_carried_is_named(tmp_path):
+    """A closure over a tensor has no source form: exit 5, saying what to do."""
+    script = tmp_path / "tensor_closure.py"
+    script.write_text(textwrap.dedent('''
+        import torch
+
+        def make(limit):
+            def picky(gm, example_inputs):
+                if limit.item() > 0:
+                    raise RuntimeError("picky: no thanks")
+                return gm.forward
+            return picky
+
+        if __name__ == "__main__":
+            print(torch.compile(lambda x: torch.cos(x).exp(), backend=make(torch.tensor(1)))(torch.randn(4)))
+    '''))
+    done, report = minify(script, tmp_path / "runs")
+    assert done.returncode == 5, done.stderr[-2000:]
+    assert "cannot be written into a repro" in report["message"] and "register" in report["message"]

@@ -1,0 +1,223 @@
+"""What real models add: higher-order ops, dynamic shapes, size-dependent bugs, and real models.
+
+The e2e tests use planted backends (tests/planted.py); the slow ones real Inductor with
+torch's own ``inject_relu_bug_TESTING_ONLY`` and transformers models built from small
+configs with random weights (no download).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def minify(script: Path, *flags: str, timeout: int = 1500) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "minifier", "run", "--json", "--out", str(script.parent / "runs"), *flags, str(script)],
+        capture_output=True, text=True, timeout=timeout, cwd=script.parent,
+    )
+    assert done.stdout.strip(), done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, (report, done.stderr[-3000:])
+    return report
+
+
+def torch_alone(repro: Path) -> subprocess.CompletedProcess[str]:
+    """Run a repro with pt2kit's packages unimportable."""
+    blocker = textwrap.dedent(f"""
+        import runpy, sys
+        for name in ("minifier", "replay", "validation", "explain", "opcheck"):
+            sys.modules[name] = None
+        sys.argv = [{str(repro)!r}]
+        runpy.run_path({str(repro)!r}, run_name="__main__")
+    """)
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "PYTHONPATH": str(TESTS)}
+    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=repro.parent, env=env, timeout=900)
+
+
+def write(tmp_path: Path, body: str, name: str = "program.py") -> Path:
+    script = tmp_path / name
+    script.write_text(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport planted  # noqa: F401\nimport torch\n" + textwrap.dedent(body))
+    return script
+
+
+# --------------------------------------------------------------------------- #
+# Planted backends (e2e)
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("after", ["dynamo", "aot"])
+def test_a_failure_only_on_the_automatic_dynamic_recompile_keeps_its_symbolic_sizes(after, tmp_path):
+    backend = "planted_dynamic_dynamo" if after == "dynamo" else "planted_dynamic_aot"
+    script = write(tmp_path, f"""
+        def f(x, w):
+            y = torch.sin(x @ w) * 2
+            y = torch.cos(y) + y.shape[0]
+            return torch.tanh(y).sum(0)
+
+        if __name__ == "__main__":
+            fn = torch.compile(f, backend={backend!r})
+            w = torch.randn(16, 16)
+            for n in (4, 6, 8):  # the second call recompiles with a symbolic batch size
+                print(fn(torch.randn(n, 16), w).sum())
+    """)
+    report = minify(script, "--after", after)
+    assert report["graph"]["index"] == 1  # the recompile, not the first (static) graph
+    assert report["graph"]["boundary"] == after
+    assert report["ops_after"] == (["torch.cos"] if after == "dynamo" else ["aten.cos.default"])
+    assert any(i["dynamic_dims"] for i in report["inputs_after"])  # the failure needs a symbolic size: kept
+    repro = Path(report["repro"])
+    assert "mark_dynamic" in repro.read_text() or "symbolic_inputs" in repro.read_text()
+    ran = torch_alone(repro)
+    assert ran.returncode != 0 and "symbolic" in ran.stderr and "not supported" in ran.stderr, ran.stderr[-2000:]
+
+
+@pytest.mark.e2e
+def test_a_static_failure_of_a_dynamic_graph_becomes_a_static_repro(tmp_path):
+    script = write(tmp_path, """
+        def f(x):
+            return torch.cos(torch.sin(x) * x.shape[0]).sum()
+
+        if __name__ == "__main__":
+            print(torch.compile(f, backend="planted_compile_error", dynamic=True)(torch.randn(6, 5)))
+    """)
+    report = minify(script)
+    assert report["ops_after"] == ["aten.cos.default"]
+    assert not any(i["dynamic_dims"] for i in report["inputs_after"])  # "fully static" kept: the simpler repro
+    assert "mark_dynamic" not in Path(report["repro"]).read_text()
+
+
+@pytest.mark.e2e
+def test_a_size_dependent_bug_shrinks_to_the_smallest_failing_sizes(tmp_path):
+    script = write(tmp_path, """
+        def f(x):
+            y = torch.sin(x) * 2 + 1
+            return torch.cos(y).exp().sum(1)
+
+        if __name__ == "__main__":
+            print(torch.compile(f, backend="planted_multiple_of_7")(torch.randn(56, 40)))
+    """)
+    report = minify(script)
+    assert report["ops_after"] == ["aten.cos.default"]
+    (only,) = report["inputs_after"]
+    assert only["shape"] == [7, 1], report["inputs_after"]
+    ran = torch_alone(Path(report["repro"]))
+    assert ran.returncode != 0 and "multiple of 7" in ran.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("wrapper", ["checkpoint", "autograd_function"])
+def test_higher_order_ops_round_trip_and_minify_to_the_op_inside(wrapper, tmp_path):
+    """Activation checkpointing and an autograd.Function around the culprit, after dynamo (plain backend)."""
+    script = write(tmp_path, """
+        from torch.utils.checkpoint import checkpoint
+
+        class Square(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return torch.cos(x) * x
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * 2 * x
+
+        def block(t):
+            return torch.cos(t.sin() * 2).exp()
+
+        def f(x):
+            y = x.tanh() + 1
+            y = """ + ("checkpoint(block, y, use_reentrant=False)" if wrapper == "checkpoint" else "Square.apply(y)") + """
+            return (y * 3).sum()
+
+        if __name__ == "__main__":
+            x = torch.randn(8, 8, requires_grad=True)
+            torch.compile(f, backend="planted_dynamo_error")(x).backward()
+    """)
+    report = minify(script, "--after", "dynamo")
+    assert report["graph"]["boundary"] == "dynamo"
+    assert report["ops_after"] == ["torch.cos"], report["ops_after"]  # inlined, then shrunk to the op inside
+    ran = torch_alone(Path(report["repro"]))
+    assert ran.returncode != 0 and "torch.cos is not supported" in ran.stderr
+
+
+# --------------------------------------------------------------------------- #
+# Real Inductor and real models (slow)
+# --------------------------------------------------------------------------- #
+
+RELU_BUG = "import torch._inductor.config\ntorch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'compile_error'\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrapper", ["checkpoint", "cond", "autograd_function"])
+def test_inductor_relu_bug_inside_a_higher_order_op_minifies_to_relu(wrapper, tmp_path):
+    body = {
+        "checkpoint": "y = checkpoint(lambda t: torch.relu(t @ w).sin(), x, use_reentrant=False)",
+        "cond": "y = torch.cond(x.sum() > 0, lambda t: torch.relu(t @ w).sin(), lambda t: torch.relu(t @ w).cos(), (x,))",
+        "autograd_function": "y = Relu.apply(x @ w).sin()",
+    }[wrapper]
+    script = tmp_path / "program.py"
+    script.write_text(RELU_BUG + textwrap.dedent(f"""
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+        class Relu(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return torch.relu(x)
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * (x > 0)
+
+        def f(x, w):
+            {body}
+            return (y * 2).sum()
+
+        if __name__ == "__main__":
+            torch.manual_seed(0)
+            x, w = torch.randn(8, 8), torch.randn(8, 8)
+            print(torch.compile(f)(x, w))
+    """))
+    report = minify(script)
+    assert report["failure"]["stage"] == "inductor"
+    assert report["ops_after"] == ["aten.relu.default"], report["ops_after"]
+    ran = torch_alone(Path(report["repro"]))
+    assert ran.returncode != 0 and "CppCompileError" in ran.stderr
+
+
+@pytest.mark.slow
+def test_a_dynamic_gpt2_training_step_minifies_to_relu(tmp_path):
+    pytest.importorskip("transformers")
+    script = tmp_path / "gpt2_dynamic.py"
+    script.write_text(RELU_BUG + textwrap.dedent("""
+        import torch
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        if __name__ == "__main__":
+            torch.manual_seed(0)
+            config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=32, activation_function="relu")
+            model = GPT2LMHeadModel(config)
+            step = torch.compile(model, dynamic=True)
+            ids = torch.randint(0, 64, (2, 12))
+            out = step(input_ids=ids, labels=ids)
+            out.loss.backward()
+            print(out.loss.item())
+    """))
+    report = minify(script, timeout=2400)
+    assert report["failure"]["stage"] == "inductor"
+    assert report["ops_after"] == ["aten.relu.default"], report["ops_after"]
+    ran = torch_alone(Path(report["repro"]))
+    assert ran.returncode != 0 and "CppCompileError" in ran.stderr
