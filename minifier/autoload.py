@@ -178,30 +178,14 @@ def arm() -> None:
 
 def quiet_torch_minifier() -> Any:
     """torch's own minifier off for this compile and for Inductor's later (backward) compiles."""
-    import torch._dynamo.config as dynamo_config
+    from .seams.after_dynamo import torch_minifier_off
+    from .seams.compile_fx import keep_torch_aot_minifier_off
 
-    _quiet_torch_after_aot()
-    return dynamo_config.patch(repro_after=None)
-
-
-def _quiet_torch_after_aot() -> None:
-    """Inductor compiles a backward graph lazily, outside the dynamo compile: quiet it there too."""
     with _lock:
-        if _state["aot_quieted"]:
-            return
-        _state["aot_quieted"] = True
-    from .seams.compile_fx import wrap_inner_compile_debug
-
-    def quieted(inner: Callable[..., Any]) -> Callable[..., Any]:
-        def compile_quietly(*args: Any, **kwargs: Any) -> Any:
-            if _safe(read_intent, None) is None:
-                return inner(*args, **kwargs)
-            with quiet_torch_minifier():
-                return inner(*args, **kwargs)
-
-        return compile_quietly
-
-    wrap_inner_compile_debug(quieted)
+        if not _state["aot_quieted"]:
+            _state["aot_quieted"] = True
+            keep_torch_aot_minifier_off(lambda: _safe(read_intent, None) is not None)
+    return torch_minifier_off()
 
 
 def _safe(fn: Callable[..., Any], default: Any, *args: Any) -> Any:

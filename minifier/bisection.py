@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .capture import CaptureResult, capture_script, read_capture
+from .capture import CaptureResult, capture_command, read_capture
 from .case import GraphCase
 from .errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, UnknownBackend
 from .session import Session
@@ -144,21 +144,19 @@ def _index(row: Row) -> int | None:
 # --------------------------------------------------------------------------- #
 
 
-def capture(session: Session, script: Path, args: list[str], backend: str | None) -> CaptureResult:
-    """Run the user's script once under capture, in a worker, and warm up meanwhile.
+def capture(session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False) -> CaptureResult:
+    """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
 
-    The capture child is forked before pt2kit's own process has warmed up, so the
-    script runs on one core while the warm-up compile runs on the other.
+    The script runs on one core while pt2kit's worker warms up on the other. (The
+    script may run for hours; hangs in compiled code are caught inside.)
     """
-    out = session.run_dir / "captured"
-    running = session.start(
-        functools.partial(capture_script, script, args, out, backend=backend, timeout=session.timeout),
-        f"running {script.name} with capture armed",
-        timeout=None,  # the script may run for hours; hangs in compiled code are caught inside
-    )
-    session.warm_up(inductor=backend in (None, "inductor"))
-    result = session.wait(running)
-    captured = read_capture(out, result.failure)
+    out = session.run_dir / ("captured-again" if again else "captured")
+    if not again:
+        session.warm_up(inductor=backend in (None, "inductor"))
+    command = capture_command(script, args, out, backend=backend, timeout=session.timeout)
+    label = f"running {script.name} again: checking it is not flaky" if again else f"running {script.name} with capture armed"
+    ended = session.run_program(command, label, log=session.run_dir / "logs" / f"{out.name}.log")
+    captured = read_capture(out, ended)
     if captured.unknown_backend:
         raise UnknownBackend(captured.unknown_backend)
     # The graphs import the user's modules as the script did: from its directory and
@@ -407,9 +405,7 @@ def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
 
 
 def read_capture_again(session: Session, script: Path, args: list[str], backend: str | None) -> CaptureResult:
-    out = session.run_dir / "captured-again"
-    result = session.query(functools.partial(capture_script, script, args, out, backend=backend, timeout=session.timeout), f"running {script.name} again: checking it is not flaky", timeout=None)
-    return read_capture(out, result.failure)
+    return capture(session, script, args, backend, again=True)
 
 
 def no_culprit(session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult) -> BisectReport:
@@ -432,6 +428,9 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     hint = ""
     if captured.unrecoverable:
         hint = "; " + "; ".join(captured.unrecoverable) + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
+    elif captured.patches:
+        patched = ", ".join(f"{target} (by {fn})" for target, fn in sorted(captured.patches.items()))
+        hint = f"; the program patches torch ({patched})" + ("" if captured.patches_carried else ", and the repro cannot carry that patch: move it to a module the repro can import")
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     raise NotReproducible(

@@ -49,7 +49,7 @@ from .seams import backend_registry, dynamo_exc, ops, symbolic_shapes
 from .seams import config as config_seam
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import UnknownBackend
-from .extract import merge_definitions
+from .extract import merge_definitions, slice_script
 from .script import is_internal_file, is_launcher_file, main_module_file, run_script
 from .signature import (
     COMPILE_PHASE_ATTR,
@@ -324,6 +324,38 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
     return list(dict.fromkeys(modules)), definitions
 
 
+def script_patches() -> dict[str, str]:
+    """Functions of the user's script installed into torch's modules: ``{torch target: function name}``.
+
+    A program can break torch on purpose (a test planting a bug in Inductor's
+    codegen) or by accident. Such a patch lives in the script, not in any graph, so a
+    repro must carry it (:func:`minifier.extract.slice_script` keeps the assignment)
+    or the failure cannot reproduce on its own.
+    """
+    found: dict[str, str] = {}
+
+    # Only raw dict entries and type checks: touching arbitrary attributes of torch's
+    # modules runs lazy initializers (CUDA, deprecated aliases) in the user's program.
+    def user_function(value: Any) -> str | None:
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, types.FunctionType) and value.__module__ in MAIN_MODULES:
+            return value.__name__
+        return None
+
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("torch.") or not isinstance(module, types.ModuleType):
+            continue
+        for attr, value in list(module.__dict__.items()):
+            if (fn := user_function(value)) is not None:
+                found[f"{name}.{attr}"] = fn
+            elif isinstance(value, type) and value.__dict__.get("__module__") == name:
+                for member, inner in list(value.__dict__.items()):
+                    if (fn := user_function(inner)) is not None:
+                        found[f"{name}.{attr}.{member}"] = fn
+    return found
+
+
 def _all_nodes(gm: fx.GraphModule) -> list[fx.Node]:
     """The nodes of a graph and of its subgraphs (higher-order ops' bodies)."""
     nodes = list(gm.graph.nodes)
@@ -570,6 +602,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._busy_since: dict[int, tuple[float, str]] = {}  # active compiled regions -> (start, what)
         self._watchdog: threading.Thread | None = None
+        self._patches: dict[str, str] = {}
 
     # events ------------------------------------------------------------------
 
@@ -616,6 +649,14 @@ class Recorder:
     def record(self, gm: fx.GraphModule, example_inputs: Sequence[Any], backend: BackendInfo) -> GraphCase:
         index = len(self.cases)
         case = make_case(gm, example_inputs, backend=backend, index=index, frame=current_frame(gm))
+        patches = script_patches()
+        if patches:  # the program patched torch: the repro carries the patch
+            source = script_source()
+            carried = slice_script(source, sorted(set(patches.values()))) if source else ""
+            case = case.replace(definitions=merge_definitions(case.definitions, carried))
+            if patches != self._patches:
+                self._patches = patches
+                self.event(event="patches", patches=patches, carried=bool(carried))
         self.cases.append(case)
         path = write_repro(case, self.out_dir / f"g{index}", stage=case.backend)
         self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend, roots=[root for _, root in case.modules])
@@ -703,11 +744,21 @@ class CaptureResult:
     unknown_backend: str | None = None
     unrecoverable: list[str] = field(default_factory=list)  # backends that cannot be written into a repro
     roots: list[str] = field(default_factory=list)  # sys.path entries of the user modules the graphs import
+    patches: dict[str, str] = field(default_factory=dict)  # torch targets the script replaced -> its function
+    patches_carried: bool = True
     frame_path: Path | None = None  # a frame dynamo failed to trace, lifted to a graph
     events: list[dict[str, Any]] = field(default_factory=list)
 
     def load_cases(self) -> list[GraphCase]:
         return [load_repro(p).case for p in self.graph_paths]
+
+
+def capture_command(script: Path, args: Sequence[str], out_dir: Path, *, backend: str | None, timeout: float | None) -> list[str]:
+    """The command that runs :func:`capture_script` in a fresh process (``minify _capture``)."""
+    from .worker import python_command
+
+    options = ["--out", str(out_dir)] + (["--backend", backend] if backend else []) + (["--timeout", str(timeout)] if timeout else [])
+    return python_command("minifier", "_capture", *options, "--", str(script), *args)
 
 
 def capture_script(
@@ -724,8 +775,11 @@ def capture_script(
     every event to ``out_dir/events.jsonl``; :func:`read_capture` assembles the result,
     even after this process died mid-run.
     """
+    from .seams.compile_fx import keep_torch_aot_minifier_off
+
     out_dir.mkdir(parents=True, exist_ok=True)
     recorder = Recorder(out_dir, backend_override=backend, timeout=timeout)
+    keep_torch_aot_minifier_off()  # the program may turn torch's minifier on in code
     learn_dynamo_own_patches()
     recorder.start_watchdog()
     try:
@@ -796,6 +850,8 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.failure = Failure(Signature("runtime_error", "SystemExit", f"exit status {e['code']}"))
         elif e["event"] == "unknown_backend":
             result.unknown_backend = e["message"]
+        elif e["event"] == "patches":
+            result.patches, result.patches_carried = e["patches"], e["carried"]
         elif e["event"] == "unrecoverable" and e["message"] not in result.unrecoverable:
             result.unrecoverable.append(e["message"])
         elif e["event"] == "frame" and e.get("path"):

@@ -174,6 +174,18 @@ def doctor(as_json: bool) -> None:
         sys.exit(seams.SeamBroken.exit_code)
 
 
+@main.command("_capture", hidden=True, context_settings={**CONTEXT, "ignore_unknown_options": True})
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--backend", default=None)
+@click.option("--timeout", type=float, default=None)
+@_script_arguments
+def capture_(out: Path, backend: str | None, timeout: float | None, script: Path, args: tuple[str, ...]) -> None:
+    """(pt2kit's own) run SCRIPT with capture armed; events and graphs go to OUT."""
+    from .capture import capture_script
+
+    capture_script(script.resolve(), list(args), out, backend=backend, timeout=timeout)
+
+
 def _minified(result: Any) -> tuple[dict[str, Any], Any]:
     """``run`` and ``repro``: the report and the summary of a :class:`~minifier.minification.MinifyResult`."""
     from .report import print_minify

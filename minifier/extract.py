@@ -74,8 +74,8 @@ def _bound_names(node: ast.stmt) -> set[str]:
     elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
         targets = [node.target]
     names: set[str] = set()
-    for target in targets:
-        names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    for target in targets:  # (``a.b = ...`` binds nothing: it uses ``a``)
+        names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     return names
 
 
@@ -118,6 +118,9 @@ def _statements(source: str) -> list[_Statement]:
 def _registers_on(statement: _Statement, defined: set[str]) -> bool:
     """Does this statement register something on an already kept name (``@rowsum.register_fake``)?"""
     node = statement.node
+    if isinstance(node, ast.Assign) and all(isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets):
+        # a patch: ``torch.some.module.function = user_function``
+        return bool({n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} & defined)
     calls: list[ast.expr] = list(getattr(node, "decorator_list", []))
     if isinstance(node, ast.Expr):
         calls.append(node.value)
@@ -129,7 +132,7 @@ def _registers_on(statement: _Statement, defined: set[str]) -> bool:
                 root = root.value
             if isinstance(root, ast.Name) and root.id in defined:
                 return True
-        if isinstance(call, ast.Call) and _call_name(call) == "register_backend":
+        if isinstance(call, ast.Call) and _call_name(call) in ("register_backend", "setattr"):
             if {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} & defined:
                 return True
     return False

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import rich.progress
 from rich.console import Console
 
+from .signature import Failure
 from .worker import QueryResult, Running, Worker
 
 T = TypeVar("T")
@@ -153,6 +154,45 @@ class Session:
             self.queries += sum(r is not None for r in results)
         self.timeline.extend((label, round(result.seconds, 2)) for (_, label), result in zip(queries, results) if result is not None)
         return results
+
+    def run_program(self, command: list[str], label: str, *, log: Path) -> Failure | None:
+        """Run a whole program (the user's script under capture) as a fresh process; how it ended.
+
+        A fresh interpreter, in the user's own environment, every time: a second run
+        starts from the same state as the first (a warm worker would not), so a failure
+        is judged flaky only when the program itself is. None: it exited normally.
+        """
+        import signal
+        import subprocess
+
+        from .signature import signature_of_crash, signature_of_exit
+        from .worker import pt2kit_env
+
+        self.progress.update(label)
+        start = time.monotonic()
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as output:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=pt2kit_env(), start_new_session=True)
+        try:
+            while process.poll() is None:
+                try:
+                    process.wait(timeout=0.25)
+                except subprocess.TimeoutExpired:
+                    self.progress.tick()
+        except BaseException:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+            raise
+        self.timeline.append((label, round(time.monotonic() - start, 2)))
+        tail = log.read_bytes()[-4000:].decode(errors="replace")
+        if process.returncode < 0:
+            return signature_of_crash(-process.returncode, tail)
+        if process.returncode not in (0,):
+            return signature_of_exit(process.returncode, tail)
+        return None
 
     def start(self, fn: Callable[[], Any], label: str, *, timeout: float | None = None) -> Running[Any]:
         """Start one query and return at once (do other work, then :meth:`wait`)."""

@@ -717,7 +717,10 @@ def load_repro(path: Path) -> LoadedRepro:
 def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<case>", meta: dict[str, Any] | None = None) -> GraphCase:
     """The :class:`GraphCase` a repro's text and its tensors describe."""
     meta = meta or read_metadata(source, path)
-    namespace = exec_repro(source, str(path))  # imports the user's modules, runs carried definitions
+    try:
+        namespace = exec_repro(source, str(path))  # imports the user's modules, runs carried definitions
+    except Exception as e:  # noqa: BLE001 - a module that will not import, definitions that will not run
+        raise CorruptRecord(f"{path}: its imports or carried definitions fail ({type(e).__name__}: {e})") from None
     constants = {name: data[f"constant:{name}"] for name in meta["constants"]}
     if meta.get("graph"):
         try:

@@ -10,6 +10,7 @@ sees every dynamo graph with its real example inputs without patching deeper.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -45,14 +46,39 @@ def is_internal(fn: Callable[..., Any]) -> bool:
     return bool(getattr(fn, INTERNAL, False) or getattr(getattr(fn, "compiler_fn", None), INTERNAL, False))
 
 
+def torch_minifier_off() -> contextlib.AbstractContextManager[None]:
+    """torch's own minifier off within the block: the one switch pt2kit turns it off with.
+
+    torch's debug wrappers read ``torch._dynamo.config.repro_after`` at each compile
+    (after dynamo, and after aot for Inductor's inner compiles).
+    """
+    import torch._dynamo.config as dynamo_config
+
+    return dynamo_config.patch(repro_after=None)
+
+
+@functools.cache
+def _quiet_class(torch_class: type) -> type:
+    """torch's backend debug wrapper with its minifier off (``repro_after`` is read per call)."""
+
+    class QuietWrapBackendDebug(torch_class):  # type: ignore[misc, valid-type]
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            with torch_minifier_off():
+                return super().__call__(*args, **kwargs)
+
+    return QuietWrapBackendDebug
+
+
 @contextlib.contextmanager
-def dynamo_backends(wrap: BackendWrapper) -> Iterator[None]:
+def dynamo_backends(wrap: BackendWrapper, *, quiet_torch: bool = True) -> Iterator[None]:
     """Within the block, each backend torch.compile resolves becomes ``wrap(backend, name)``.
 
     ``backend`` is the resolved compiler function (a registered name already looked up)
     and ``name`` the string the user gave, if any. The result must be a dynamo backend;
     attributes dynamo reads off backends (:data:`BACKEND_ATTRIBUTES`) are copied onto it
-    if it lacks them. Backends marked :data:`INTERNAL` pass through unwrapped.
+    if it lacks them. Backends marked :data:`INTERNAL` pass through unwrapped. With
+    ``quiet_torch``, torch's own minifier stays off for these compiles even when the
+    program turns it on (``torch._dynamo.config.repro_after`` set in code).
     """
     import torch._dynamo.repro.after_dynamo as after_dynamo
 
@@ -68,7 +94,10 @@ def dynamo_backends(wrap: BackendWrapper) -> Iterator[None]:
                     setattr(wrapped, attr, getattr(fn, attr))
                 except AttributeError:
                     pass
-        return original(wrapped, name)
+        debug = original(wrapped, name)
+        if quiet_torch and type(debug) is after_dynamo.WrapBackendDebug:
+            debug.__class__ = _quiet_class(type(debug))  # torch's minifier stays out, however it was asked for
+        return debug
 
     after_dynamo.wrap_backend_debug = wrap_backend_debug
     try:

@@ -78,3 +78,20 @@ def wrap_inner_compile_debug(wrap: InnerCompileWrapper) -> None:
     from ..import_hooks import after_import
 
     after_import(MODULE, lambda module: _install(wrap))
+
+
+def keep_torch_aot_minifier_off(when: Callable[[], bool] = lambda: True) -> None:
+    """For the life of the process, torch's after-aot minifier stays off in Inductor's inner compiles
+    (whenever ``when()`` says so), lazy backward compiles included."""
+    from .after_dynamo import torch_minifier_off
+
+    def quieted(inner: Callable[..., Any]) -> Callable[..., Any]:
+        def compile_quietly(*args: Any, **kwargs: Any) -> Any:
+            if not when():
+                return inner(*args, **kwargs)
+            with torch_minifier_off():
+                return inner(*args, **kwargs)
+
+        return compile_quietly
+
+    wrap_inner_compile_debug(quieted)
