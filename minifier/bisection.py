@@ -408,6 +408,31 @@ def read_capture_again(session: Session, script: Path, args: list[str], backend:
     return capture(session, script, args, backend, again=True)
 
 
+def inlined_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
+    """A graph that fails the program's way once its higher-order ops are inlined.
+
+    torch.compile cannot trace some higher-order ops when a repro calls them directly
+    (``autograd_function_apply``: it breaks the graph there), so such a graph can pass
+    in isolation. Inlined (see :mod:`minifier.inline`), it runs its bodies' ops
+    itself; if it then fails the same way it becomes the culprit, with a note.
+    """
+    from .inline import variants
+
+    cases = [(row, flat) for row in report.rows if row.case is not None for flat in variants(row.case.gm)]
+    for row, flat in cases:
+        assert row.case is not None
+        candidate = row.case.replace(gm=flat)
+        (new,) = run_stages_of(session, [(candidate, None)], accuracy=report.accuracy)
+        first = new.first_failure
+        if first is not None and matches(first, captured.failure, report.accuracy):
+            new.label = f"{row.label} (inlined)"
+            report.rows.insert(report.rows.index(row) + 1, new)
+            report.culprit = new
+            report.note = f"{row.label} fails this way only with its higher-order ops inlined (torch.compile cannot trace them when called directly)"
+            return new
+    return None
+
+
 def no_culprit(session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult) -> BisectReport:
     """No graph fails like the program did: flaky, or a failure that needs the whole program."""
     failing = [r for r in report.rows if r.first_failure is not None]
@@ -416,6 +441,9 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
             report.culprit = failing[0]
             return finish(session, report)
         raise NoFailure(f"every graph of {script.name} passes every stage" + (" (accuracy checked)" if report.accuracy else ""))
+    inlined = inlined_culprit(session, report, captured)
+    if inlined is not None:
+        return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
     again = read_capture_again(session, script, args, backend)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
