@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,10 @@ def save_repro(
     import torch
 
     from . import hooks
-    from .capture import describe_backend, learn_dynamo_own_patches, make_case, resolve_backend
+    from .casemaker import make_case
+    from .context import describe_backend, learn_dynamo_own_patches, resolve_backend
     from .session import default_out_dir, new_run_dir
-    from .writer import write_repro
+    from .repro_files import write_repro
 
     info = describe_backend(resolve_backend(backend), backend)  # an unknown name fails here
     learn_dynamo_own_patches()

@@ -46,9 +46,8 @@ import sys
 # imports only what start-up has loaded anyway, and the rest where it is used.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
-    from types import ModuleType
     from typing import Any
 
 ARM_AFTER = "torch._dynamo.repro.after_dynamo"
@@ -156,7 +155,7 @@ def arm() -> None:
             if _safe(read_intent, None) is not None:
                 # here, when torch.compile resolves the backend: learning compiles a no-op
                 # on a thread, which would wait forever for dynamo's lock inside a compile
-                from .capture import learn_dynamo_own_patches
+                from .context import learn_dynamo_own_patches
 
                 _safe(learn_dynamo_own_patches, None)
 
@@ -225,7 +224,8 @@ class ReproOnFailure:
         return self.watch(compiled, case)
 
     def _case(self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any]) -> Any:
-        from .capture import describe_backend, make_case
+        from .casemaker import make_case
+        from .context import describe_backend
 
         with _lock:
             index = _state["counter"]
@@ -299,10 +299,8 @@ class ReproOnFailure:
             _safe(self.minify, None, path, False)
 
     def save(self, case: Any, why: str) -> Path:
-        from pathlib import Path  # noqa: F401
-
         from .session import new_run_dir
-        from .writer import write_repro
+        from .repro_files import write_repro
 
         run_dir = new_run_dir(self.intent.out, run_name())
         path = write_repro(case, run_dir / "captured" / f"g{case.index}", stage=case.backend)

@@ -40,7 +40,7 @@ from .session import Session
 from .signature import Failure, Signature
 from .stages import Outcome, lower_case, run_case, stage_names, stages_for
 from .worker import QueryError, QueryResult
-from .writer import load_repro
+from .repro_files import load_repro
 
 
 @dataclass
@@ -343,7 +343,6 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
     culprit = report.culprit
     assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
     outcome = culprit.first_failure
-    case = culprit.case
     target = _signature(outcome)
     if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
         paths, lowering_note = lower(session, culprit)

@@ -16,8 +16,8 @@ A :class:`GraphCase` is everything needed to ask "does this graph still fail?":
 Captured graphs, checkpoints, and the final ``repro.py`` are all the same thing on
 disk: :mod:`minifier.writer` renders a case as a runnable script and reads it back.
 
-:func:`rand_tensor` makes the random stand-ins. It uses only torch, because the repro
-writer copies its source into ``repro.py``.
+:func:`~minifier.repro_runtime.rand_tensor` makes the random stand-ins (every repro
+that needs one carries a copy).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+
+from .repro_runtime import rand_tensor
 
 BOUNDARIES = ("dynamo", "aot")
 GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
@@ -73,25 +75,6 @@ class TensorMeta:
     def describe(self) -> str:
         grad = (", requires_grad" if self.is_leaf else ", requires_grad, non-leaf") if self.requires_grad else ""
         return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}"
-
-
-def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu"):
-    """A seeded random tensor with exactly this shape, stride, dtype and requires_grad.
-
-    Floats are standard normal; integers stay within the real data's [low, high]
-    (so index tensors stay valid); bools are fair coins. The result is a leaf.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    numel = 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(n > 0 for n in shape) else 0
-    if dtype.is_floating_point or dtype.is_complex:
-        base = torch.randn(numel, generator=generator, dtype=dtype)
-    elif dtype == torch.bool:
-        base = torch.randint(0, 2, (numel,), generator=generator).bool()
-    else:
-        lo = 0 if low is None else int(low)
-        hi = lo if high is None else int(high)
-        base = torch.randint(lo, hi + 1, (numel,), generator=generator, dtype=dtype)
-    return base.to(device).as_strided(shape, stride).detach().requires_grad_(requires_grad)
 
 
 @dataclass
@@ -224,7 +207,7 @@ class GraphCase:
         (An ``fx.GraphModule`` pickles as code that is re-traced on load, which runs
         constant calls at trace time and so changes the graph.)
         """
-        from .writer import case_payload, read_case_payload
+        from .repro_files import case_payload, read_case_payload
 
         return (read_case_payload, case_payload(self))
 

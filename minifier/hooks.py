@@ -35,4 +35,4 @@ def internal(backend: Callable[..., Any]) -> Callable[..., Any]:
     return backend
 
 
-__all__ = ["dynamo_backends", "inductor_inner_compile", "aot_compilers", "internal", "AOT_COMPILER_KINDS", "INTERNAL"]
+__all__ = ["dynamo_backends", "inductor_inner_compile", "aot_compilers", "internal", "AOT_COMPILER_KINDS", "INTERNAL", "BackendWrapper", "CompilerWrapper", "InnerCompileWrapper"]

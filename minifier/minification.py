@@ -31,15 +31,17 @@ from .bisection import BisectReport, Row, bisect_case, bisect_script
 from .case import GraphCase
 from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
-from .reduce import Candidate, Reducer, save_checkpoint
+from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, load_checkpoint, save_checkpoint
+from .reduce import Reducer
 from .session import Session
 from .signature import Failure, Signature
-from .stages import Outcome, Reach, profile_case, realize, run_case, stage_names
+from .profile import profile_case, realize
+from .stages import Outcome, Reach, run_case, stage_names
 from .torch_repro import load_any_repro
-from .writer import load_repro, render, write_repro
+from .repro_files import load_repro, write_repro
+from .writer import render
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
-CHECKPOINT = "checkpoint.json"
 
 
 @dataclass
@@ -145,24 +147,6 @@ def choose_graph(report: BisectReport, after: str) -> Row:
 # --------------------------------------------------------------------------- #
 
 
-def fingerprint(*parts: Any) -> str:
-    """Identifies "the same minification" across runs, for resuming."""
-    return hashlib.sha256(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()[:20]
-
-
-def find_checkpoint(out: Path, key: str) -> Path | None:
-    """The newest interrupted run under ``out`` with this fingerprint, if any."""
-    found = []
-    for path in out.glob(f"run-*/{CHECKPOINT}"):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if data.get("fingerprint") == key and data.get("status") != "done":
-            found.append((path.stat().st_mtime, path))
-    return max(found)[1] if found else None
-
-
 def minify_case(
     session: Session,
     case: GraphCase,
@@ -209,7 +193,7 @@ def minify_case(
 
     resumed_from = None
     if resume is not None:
-        reducer.cache, reducer.best = load_checkpoint(resume, reducer)
+        reducer.cache, reducer.best = load_checkpoint(resume)
         resumed_from = str(resume.parent)
         session.log(f"resuming {resume.parent.name}: {len(reducer.cache)} answers cached, best so far has {len(reducer.best.kept)} nodes")
     if bisect is not None and resume is None and render(reducer.best_case(), stage=stage) == render(case, stage=stage):
@@ -316,14 +300,6 @@ def verify(session: Session, path: Path, target: Signature, asked: GraphCase) ->
     result = session.query(functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), "checking the written repro fails the same way")
     outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
     return outcome.failure is not None and outcome.failure.signature == target
-
-
-def load_checkpoint(path: Path, reducer: Reducer) -> tuple[dict[str, bool], Candidate]:
-    try:
-        data = json.loads(path.read_text())
-        return dict(data["cache"]), Candidate.from_json(data["best"])
-    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
-        raise CorruptRecord(f"cannot resume from {path}: {e}") from None
 
 
 # --------------------------------------------------------------------------- #

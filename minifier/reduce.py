@@ -16,25 +16,8 @@ whether the candidate fails with the *target signature*. The same candidate is
 never compiled twice, however many passes propose it. Whatever succeeds and is
 smaller (:meth:`Reducer.size`) becomes the new best, and is checkpointed.
 
-The passes are short functions over the current best, run in order until none
-makes progress:
-
-- :func:`eliminate_dead_code` and the input clean-ups happen in normalization, so
-  they cost one query at most;
-- :func:`truncate_suffix`: binary search for the shortest prefix that still fails
-  (an intermediate node becomes the output);
-- :func:`remove_prefix`: one query for "the last node alone" (a single culprit op is
-  done then), else a binary search for the longest prefix that can be cut away, its
-  values fed in as inputs. A single culprit op costs about log2(n) + 1 queries, at
-  worst about 2·log2(n). (Running the two searches side by side, two queries a
-  round, was slower on the 2-vCPU machines pt2kit is measured on: two compiles at
-  once each ran at about half speed, and the prefix search's questions are larger
-  before the truncation has happened.);
-- :func:`delta_debugging`: ddmin over the remaining nodes, for failures that need
-  several ops;
-- :func:`remove_outputs`, :func:`consolidate_inputs`;
-- :func:`drop_backward`, :func:`randomize_inputs` (so the repro needs no data file
-  when random values reproduce the failure), :func:`minimize_config`.
+The passes (:mod:`minifier.passes`) are short functions over the current best,
+run in order until none makes progress (:meth:`Reducer.run`).
 """
 
 from __future__ import annotations
@@ -43,7 +26,6 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch.fx as fx
@@ -51,7 +33,8 @@ import torch.fx as fx
 from .case import GraphCase, GraphInput
 from .signature import Signature
 from .graphio import node_meta
-from .stages import NodeInfo, Outcome
+from .profile import NodeInfo
+from .stages import Outcome
 from .writer import is_symbolic
 
 OP_KINDS = ("call_function", "call_method", "call_module")
@@ -349,6 +332,8 @@ class Reducer:
 
     def run(self, passes: list[Callable[[Reducer], None]] | None = None) -> Candidate:
         """Run the passes until none of them shrinks the best candidate."""
+        from .passes import PASSES
+
         passes = passes or PASSES
         while True:
             before = self.best
@@ -383,181 +368,3 @@ def _seed(name: str) -> int:
     import zlib
 
     return zlib.crc32(name.encode()) % 10_000
-
-
-# --------------------------------------------------------------------------- #
-# The passes
-# --------------------------------------------------------------------------- #
-
-
-def eliminate_dead_code(r: Reducer) -> None:
-    """Normalization removes dead nodes and unused inputs; check the result still fails."""
-    r.consider(r.best)
-
-
-def truncate_suffix(r: Reducer) -> None:
-    """Binary search for the shortest prefix of the graph that still fails."""
-    kept = r.best.kept
-    lo, hi = 0, len(kept)  # prefix(lo) is known not to fail (or untested); prefix(hi) fails
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if r.consider(r.prefix(kept[:mid])):
-            hi = mid
-        else:
-            lo = mid
-
-
-def remove_prefix(r: Reducer) -> None:
-    """Binary search for the longest run of leading nodes that can be cut into inputs.
-
-    After :func:`truncate_suffix` the last node is the one the failure needs most, and
-    usually the only one: cutting everything before it is tried first, one query that
-    ends the search at once for a single-op culprit.
-    """
-    kept = r.best.kept
-    if len(kept) > 2 and r.consider(r.without(kept[:-1])):
-        return
-    lo, hi = 0, len(kept)  # cutting lo nodes fails; cutting hi does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if r.consider(r.without(kept[:mid])):
-            lo = mid
-        else:
-            hi = mid
-
-
-def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate]) -> None:
-    """ddmin over ``items(r.best)``: drop chunks of decreasing size while one can go (at least one item stays)."""
-    chunks = 2
-    while len(items(r.best)) > 1:
-        current = items(r.best)
-        size = math.ceil(len(current) / chunks)
-        if any(r.consider(drop(current[i : i + size])) for i in range(0, len(current), size)):
-            chunks = max(chunks - 1, 2)
-            continue
-        if size == 1:
-            return
-        chunks = min(len(current), chunks * 2)
-
-
-def delta_debugging(r: Reducer) -> None:
-    """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph."""
-    _ddmin(r, lambda c: c.kept, r.without)
-
-
-def remove_outputs(r: Reducer) -> None:
-    """ddmin over the outputs (the graph keeps at least one)."""
-    _ddmin(r, lambda c: c.outputs, lambda chunk: replace(r.best, outputs=tuple(o for o in r.best.outputs if o not in chunk)))
-
-
-def consolidate_inputs(r: Reducer) -> None:
-    """Inputs with equal values (e.g. two cuts of the same tensor) are read from one input."""
-    groups: dict[str, list[str]] = {}
-    for name in r.input_names(r.best.kept):
-        digest = r.info[name].digest if name in r.info else None
-        if digest is not None:
-            groups.setdefault(digest, []).append(name)
-    merges = [frozenset((alias, names[0]) for alias in names[1:]) for names in groups.values() if len(names) > 1]
-    if merges and not r.consider(replace(r.best, merged=r.best.merged.union(*merges))):
-        for merge in merges:
-            r.consider(replace(r.best, merged=r.best.merged | merge))
-
-
-def drop_backward(r: Reducer) -> None:
-    """A dynamo graph that fails without running backward needs no backward in its repro."""
-    if r.best.backward:
-        r.consider(replace(r.best, backward=False))
-
-
-def _shrink_set(r: Reducer, items: list[Any], attempt: Callable[[list[Any]], Candidate]) -> None:
-    """Try ``attempt(items)``; if that does not fail, halve ``items`` and recurse."""
-    if not items or r.consider(attempt(items)) or len(items) == 1:
-        return
-    half = len(items) // 2
-    _shrink_set(r, items[:half], attempt)
-    _shrink_set(r, items[half:], attempt)
-
-
-def randomize_inputs(r: Reducer) -> None:
-    """Replace real input values by seeded random ones wherever the failure survives it."""
-    names = [n for n in r.input_names(r.best.kept) if r._input_is_tensor(n) and n not in r.best.random]
-    _shrink_set(r, names, lambda group: replace(r.best, random=r.best.random | set(group)))
-
-
-def make_static(r: Reducer) -> None:
-    """Try every size concrete: a static repro is the simpler one, when the failure allows it."""
-    if not r.best.static:
-        r.consider(replace(r.best, static=True))
-
-
-def shrink_shapes(r: Reducer) -> None:
-    """Make each random input's sizes as small as the failure allows.
-
-    Dims with the same size across the inputs are shrunk together (a matmul's inner
-    dims must stay equal); each group first tries 1, then the divisors of its size in
-    increasing order (a bug that needs a multiple of k lands on k), then a binary search
-    below the smallest size found (in the spirit of minithesis's ``bin_search_down``).
-    """
-    for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
-        members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
-        if members:
-            _shrink_group(r, members, size)
-
-
-def _current_shapes(r: Reducer) -> list[tuple[str, tuple[int, ...]]]:
-    """The random tensor inputs of the best candidate and their current shapes."""
-    shapes = dict(r.best.shapes)
-    return [(name, shapes.get(name, r._shape(name))) for name in r.input_names(r.best.kept) if name in r.best.random and r._input_is_tensor(name)]
-
-
-def _resized(r: Reducer, members: list[tuple[str, int]], size: int) -> Candidate:
-    shapes = dict(_current_shapes(r))
-    for name, d in members:
-        shape = list(shapes[name])
-        shape[d] = size
-        shapes[name] = tuple(shape)
-    merged = {**dict(r.best.shapes), **{name: shapes[name] for name, _ in members}}
-    return replace(r.best, shapes=tuple(sorted(merged.items())))
-
-
-def _shrink_group(r: Reducer, members: list[tuple[str, int]], size: int) -> None:
-    tried = [1] + [d for d in range(2, size) if size % d == 0]
-    found = next((n for n in tried if r.consider(_resized(r, members, n))), None)
-    if found is None or found <= 2:
-        return
-    lo, hi = max(n for n in tried if n < found), found  # lo does not fail (it was tried), hi does
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if r.consider(_resized(r, members, mid)):
-            hi = mid
-        else:
-            lo = mid
-
-
-def minimize_config(r: Reducer) -> None:
-    """Drop the non-default config entries the failure does not need."""
-    entries = sorted(r.best.config)
-    _shrink_set(r, entries, lambda group: replace(r.best, config=r.best.config - set(group)))
-
-
-PASSES: list[Callable[[Reducer], None]] = [
-    eliminate_dead_code,
-    truncate_suffix,
-    remove_prefix,
-    delta_debugging,
-    remove_outputs,
-    consolidate_inputs,
-    drop_backward,
-    make_static,
-    randomize_inputs,
-    shrink_shapes,
-    minimize_config,
-]
-
-
-def save_checkpoint(r: Reducer, path: Path, extra: dict[str, Any]) -> None:
-    """Write the best candidate and the cache, atomically (a rerun resumes from it)."""
-    data = {**extra, "best": r.best.to_json(), "cache": r.cache, "queries": r.queries}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)

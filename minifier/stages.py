@@ -24,7 +24,6 @@ the thing that crashes.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -35,8 +34,9 @@ import torch
 import torch.fx as fx
 
 from . import hooks
-from .capture import MAIN_MODULES, _flat_constants, graph_inputs, module_import_spec
-from .case import GraphCase, GraphInput, TensorMeta, clone_tensor
+from .casemaker import _flat_constants, graph_inputs
+from .context import MAIN_MODULES, module_import_spec
+from .case import GraphCase, clone_tensor
 from .signature import (
     Failure,
     Signature,
@@ -47,9 +47,9 @@ from .signature import (
     signature_of_exception,
     tagging_compile_errors,
 )
-from .graphio import DYNAMIC_DIMS, SYMINT, node_meta
 from .seams.aot_autograd import compiler_kwargs
-from .writer import EAGER_STAGES, data_of, exec_repro, render, write_repro
+from .repro_files import exec_repro, write_repro
+from .writer import EAGER_STAGES, data_of, render
 
 
 def stage_names(final: str) -> list[str]:
@@ -317,97 +317,3 @@ def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
         parent=case.index,
         frame=case.frame,
     )
-
-
-# --------------------------------------------------------------------------- #
-# What the minifier needs from eager runs of the original graph (in a worker child)
-# --------------------------------------------------------------------------- #
-
-#: Values an FX graph can take as a literal argument when the node producing them is cut.
-LITERAL_TYPES = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """What an op node of the original graph produces, as the minifier needs to know it.
-
-    ``kind`` is ``tensor`` (a cut here becomes a new graph input of ``meta``),
-    ``literal`` (a cut inlines ``literal``) or ``other`` (tuples of tensors and the
-    like: a cut must happen at their ``getitem`` users instead).
-    """
-
-    kind: str
-    meta: TensorMeta | None = None
-    literal: Any = None
-    digest: str | None = None  # tensors: hash of the bytes, to spot inputs with equal values
-    dynamic_dims: tuple[int, ...] = ()  # tensors: the dims that were symbolic when the graph was traced
-    symint: bool = False  # a symbolic int: inlined as a literal only in a fully static candidate
-
-
-def _literal(value: Any) -> tuple[bool, Any]:
-    if isinstance(value, LITERAL_TYPES):
-        return True, value
-    if isinstance(value, (tuple, list, torch.Size)) and all(isinstance(v, LITERAL_TYPES) for v in value):
-        return True, tuple(value) if isinstance(value, (tuple, torch.Size)) else list(value)
-    return False, None
-
-
-def _digest(t: torch.Tensor) -> str:
-    """A fingerprint of a tensor's values. Equal fingerprints only propose merging two
-    inputs; the merged candidate must still fail to be kept, so a collision costs a
-    query, never correctness."""
-    values = t.detach().to(torch.float64)
-    return repr((tuple(t.shape), str(t.dtype), float(values.sum()), float(values.abs().sum()), float(values.square().sum())))
-
-
-class _Recording(fx.Interpreter):
-    """Runs a graph eagerly and keeps (clones of) the values of the nodes asked for."""
-
-    def __init__(self, gm: fx.GraphModule, keep: set[str] | None) -> None:
-        super().__init__(gm)
-        self.keep = keep
-        self.values: dict[str, Any] = {}
-
-    def run_node(self, n: fx.Node) -> Any:
-        result = super().run_node(n)
-        if n.op in ("call_function", "call_method", "call_module") and (self.keep is None or n.name in self.keep):
-            # clone now: a later in-place op may change the tensor
-            self.values[n.name] = torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: clone_tensor(t.detach(), t.requires_grad), result)
-        return result
-
-
-def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, Any]:
-    """Values of ``case``'s op nodes in one eager run (all of them when ``names`` is None)."""
-    torch.manual_seed(0)
-    recording = _Recording(case.gm, names)
-    grad = torch.enable_grad() if case.boundary == "dynamo" else torch.no_grad()
-    with grad:
-        recording.run(*case.materialize_inputs())
-    return recording.values
-
-
-def profile_case(case: GraphCase) -> dict[str, NodeInfo]:
-    """Describe what each op node of ``case`` produces (one eager run)."""
-    info = {}
-    nodes = {n.name: n for n in case.gm.graph.nodes}
-    for name, value in eager_values(case).items():
-        traced = node_meta(nodes[name])
-        if isinstance(value, torch.Tensor):
-            info[name] = NodeInfo("tensor", TensorMeta.of(value), digest=_digest(value), dynamic_dims=tuple(traced.get(DYNAMIC_DIMS, ())))
-        else:
-            ok, literal = _literal(value)
-            info[name] = NodeInfo("literal", literal=literal, symint=bool(traced.get(SYMINT))) if ok else NodeInfo("other")
-    return info
-
-
-def realize(case: GraphCase, origin: GraphCase) -> GraphCase:
-    """Fill in the inputs of a minifier candidate that take values from ``origin``'s nodes."""
-    needed = {i.source for i in case.inputs if i.source is not None and i.seed is None}
-    if not needed:
-        return case
-    values = eager_values(origin, needed)
-    inputs = [
-        dataclasses.replace(i, value=values[i.source]) if i.source in needed else i
-        for i in case.inputs
-    ]
-    return case.replace(inputs=inputs)

@@ -20,11 +20,11 @@ from typing import Any
 
 import torch
 
-from .capture import non_default_config
+from .context import non_default_config
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import CorruptRecord
 from .session import Session
-from .writer import LoadedRepro, exec_repro, load_repro, trace_module, write_repro
+from .repro_files import LoadedRepro, exec_repro, load_repro, trace_module, write_repro
 
 
 def repro_format(source: str) -> str:

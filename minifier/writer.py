@@ -1,4 +1,4 @@
-"""Graph cases as ``repro.py`` files: rendering, writing and reading them back.
+"""Rendering a graph case as the text of a ``repro.py`` (docs/repro-format.md).
 
 A repro is a bug report that must run anywhere, so the file pt2kit writes imports
 torch and nothing else of ours (plus the user's own modules when the failing
@@ -16,32 +16,29 @@ backend or a custom op lives there). Its parts, top to bottom:
 - ``run(mod, inputs)``: the one stage call that fails;
 - for accuracy failures, an fp64 reference check (:func:`accuracy_divergence`).
 
-The same text is what a worker executes for each query (:func:`exec_repro`), with
-``data`` handed over in memory instead of loaded from disk: every question the
-minifier asks is answered by the code the user will finally run.
+The same text is what a worker executes for each query
+(:func:`minifier.repro_files.exec_repro`), with ``data`` handed over in memory
+instead of loaded from disk: every question the minifier asks is answered by the
+code the user will finally run. Writing it to disk and reading it back is
+:mod:`minifier.repro_files`; the helpers a repro carries live in
+:mod:`minifier.repro_runtime`.
 """
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import inspect
-import io
 import os
 import pprint
 import re
 import textwrap
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.fx as fx
-from torch.overrides import TorchFunctionMode
 
-from .case import GraphCase, GraphInput, TensorMeta, compact_tensor, rand_tensor
-from .graphio import GraphFormatError, dump_graph, load_graph, subgraphs
-from .errors import CorruptRecord
+from .case import GraphCase, GraphInput, TensorMeta, compact_tensor
+from .graphio import GraphFormatError, dump_graph, subgraphs
+from .repro_runtime import call_hop, clone_input, graph_module, non_leaf, rand_tensor
 from .signature import ACCURACY_MESSAGE, Signature, accuracy_divergence, float64_graph
 
 FORMAT_VERSION = 1
@@ -205,10 +202,17 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
         "dynamic": case.dynamic,
         "index": case.index,
         "parent": case.parent,
-        "frame": case.frame,
+        "frame": _portable_frame(case.frame),
         "definitions": case.definitions,
         "graph": _graph_literal(case.gm),
     }
+
+
+def _portable_frame(frame: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The user frame, with its file named without this machine's directories."""
+    if not frame or not frame.get("filename"):
+        return frame
+    return {**frame, "filename": os.path.basename(str(frame["filename"]))}
 
 
 def _graph_literal(gm: fx.GraphModule) -> dict[str, Any] | None:
@@ -268,23 +272,6 @@ def _subgraph_classes(gm: fx.GraphModule, owner: str) -> list[str]:
 
 #: A higher-order op called in a body's code: routed through ``call_hop`` so that FX can trace the body.
 HOP_CALL = re.compile(r"torch\.ops\.higher_order\.(\w+)\(")
-
-
-def graph_module(module):
-    """A higher-order op takes its body as a torch.fx.GraphModule: trace one from the body's code."""
-
-    class BodyTracer(torch.fx.Tracer):
-        def getattr(self, attr, attr_val, parameter_proxy_cache):
-            if isinstance(attr_val, torch.fx.GraphModule):  # a nested body stays a module attribute
-                return self.create_proxy("get_attr", attr, (), {})
-            return super().getattr(attr, attr_val, parameter_proxy_cache)
-
-    return torch.fx.GraphModule(module, BodyTracer(autowrap_functions=(call_hop,)).trace(module))
-
-
-def call_hop(name, *args, **kwargs):
-    """Call the higher-order op ``torch.ops.higher_order.<name>`` (FX records this call in a body)."""
-    return getattr(torch.ops.higher_order, name)(*args, **kwargs)
 
 
 def _data_function(data_file: str | None) -> str:
@@ -521,253 +508,3 @@ def _main(accuracy: bool, fp64_class: str = "Repro") -> str:
         '        sys.exit(f"AccuracyError: {ACCURACY_MESSAGE}: {problem}")\n'
         '    print("no divergence")'
     )
-
-
-def clone_input(t):
-    """A fresh copy of a saved input, strides and all (a graph may write into its inputs)."""
-    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
-    return t.as_strided((span,), (1,)).clone().as_strided(t.shape, t.stride())
-
-
-def non_leaf(t):
-    """``t`` as a non-leaf that requires grad, the way the program passed it (as torch's repros do)."""
-    with torch.enable_grad():
-        return t.requires_grad_().clone(memory_format=torch.preserve_format)
-
-
-# --------------------------------------------------------------------------- #
-# Writing
-# --------------------------------------------------------------------------- #
-
-
-def save_data(data: dict[str, torch.Tensor], directory: Path) -> str | None:
-    """Save tensors content-addressed beside a repro; returns the file name, or None if empty."""
-    if not data:
-        return None
-    buffer = io.BytesIO()
-    torch.save(dict(sorted(data.items())), buffer)
-    payload = buffer.getvalue()
-    name = f"inputs-{hashlib.sha256(payload).hexdigest()[:16]}.pt"
-    path = directory / name
-    if not path.exists():
-        _atomic_write(path, payload)
-    return name
-
-
-def write_repro(
-    case: GraphCase,
-    directory: Path,
-    *,
-    stage: str,
-    failure: Signature | None = None,
-    accuracy: bool = False,
-    name: str = "repro.py",
-    note: str = "",
-    strict: bool = False,
-) -> Path:
-    """Write ``case`` as ``directory/name`` (and its data file when it needs real values).
-
-    pt2kit only writes inside its own run directories, but an existing file there is
-    replaced atomically so a checkpoint is never half-written.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    copy_modules(case, directory)
-    data_file = save_data(data_of(case), directory)
-    source = render(case, stage=stage, failure=failure, accuracy=accuracy, data_file=data_file, note=note, strict=strict)
-    path = directory / name
-    _atomic_write(path, source.encode())
-    return path
-
-
-#: User modules up to this size are copied beside a repro, so that it runs anywhere.
-COPY_LIMIT = 256 * 1024
-
-
-def copy_modules(case: GraphCase, directory: Path) -> None:
-    """Copy the single-file user modules a repro imports beside it (packages stay on PYTHONPATH)."""
-    for name, root in case.modules:
-        source = Path(root, *name.split(".")).with_suffix(".py") if root else None
-        if source is None or "." in name or not source.is_file() or source.stat().st_size > COPY_LIMIT:
-            continue
-        target = directory / source.name
-        if not target.exists():
-            _atomic_write(target, source.read_bytes())
-
-
-def module_root(name: str) -> str:
-    """The ``sys.path`` entry a user module is imported from ("" when it cannot be found)."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return ""
-    if spec is None or not spec.origin:
-        return ""
-    root = Path(spec.origin).parent
-    for _ in range(name.count(".") + (1 if spec.origin.endswith("__init__.py") else 0)):
-        root = root.parent
-    return str(root)
-
-
-def _atomic_write(path: Path, payload: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(payload)
-    os.replace(tmp, path)
-
-
-# --------------------------------------------------------------------------- #
-# Reading back
-# --------------------------------------------------------------------------- #
-
-
-@dataclass
-class LoadedRepro:
-    """A repro read back from disk."""
-
-    case: GraphCase
-    stage: str
-    failure: Signature | None
-    accuracy: bool
-    path: Path
-    strict: bool = False
-
-
-def exec_repro(source: str, filename: str = "<pt2kit repro>") -> dict[str, Any]:
-    """Execute a repro's text as a module (not as ``__main__``) and return its namespace."""
-    namespace: dict[str, Any] = {"__name__": "pt2kit_repro", "__file__": filename}
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - running the repro is the point
-    return namespace
-
-
-def read_metadata(source: str, path: Path | str = "<repro>") -> dict[str, Any]:
-    """The ``PT2KIT = {...}`` literal of a pt2kit repro, parsed without executing anything."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as e:
-        raise CorruptRecord(f"{path}: not valid Python ({e.msg}, line {e.lineno})") from None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PT2KIT" for t in node.targets):
-            try:
-                meta = ast.literal_eval(node.value)
-            except ValueError:
-                raise CorruptRecord(f"{path}: its PT2KIT header is not a plain literal") from None
-            if not isinstance(meta, dict) or meta.get("version") != FORMAT_VERSION:
-                raise CorruptRecord(f"{path}: unsupported pt2kit repro version {meta.get('version') if isinstance(meta, dict) else '?'}")
-            return meta
-    raise CorruptRecord(f"{path}: not a pt2kit repro (no PT2KIT header)")
-
-
-class _RecordConstantCalls(TorchFunctionMode):
-    """Record torch calls whose arguments hold no proxy, instead of running them.
-
-    FX's symbolic tracer runs such calls (``torch.ops.aten.full.default([], 0.0)``,
-    ``torch._C._set_grad_enabled(False)``) at trace time and bakes in the result,
-    which would change the graph we read back. Classes (``torch.device(...)``) are
-    still called: they are literal arguments, not ops.
-    """
-
-    def __init__(self, tracer: fx.Tracer) -> None:
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
-        if isinstance(func, type) or any(isinstance(a, fx.Proxy) for a in leaves):
-            return func(*args, **kwargs)
-        return self.tracer.create_proxy("call_function", func, args, kwargs)
-
-
-class _FaithfulTracer(fx.Tracer):
-    def trace(self, root: Any, concrete_args: Any = None) -> fx.Graph:
-        with _RecordConstantCalls(self):
-            return super().trace(root, concrete_args)
-
-
-def trace_module(module: torch.nn.Module) -> fx.GraphModule:
-    """An FX graph of ``module.forward`` with every call in it, constants included."""
-    tracer = _FaithfulTracer()
-    graph = tracer.trace(module)
-    return fx.GraphModule(tracer.root, graph)
-
-
-def load_repro(path: Path) -> LoadedRepro:
-    """Read a pt2kit ``repro.py`` (and its data file) back into a :class:`GraphCase`."""
-    path = Path(path)
-    try:
-        source = path.read_text()
-    except OSError as e:
-        raise CorruptRecord(f"cannot read {path}: {e.strerror}") from None
-    meta = read_metadata(source, path)
-    data: dict[str, torch.Tensor] = {}
-    if meta["data_file"]:
-        data_path = path.with_name(meta["data_file"])
-        try:
-            data = torch.load(data_path, weights_only=True, map_location="cpu")
-        except Exception as e:  # noqa: BLE001 - any failure to read it means a bad record
-            raise CorruptRecord(f"cannot load {data_path}: {type(e).__name__}: {e}") from None
-        if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
-            raise CorruptRecord(f"{data_path}: expected a dict of tensors")
-    case = read_case(source, data, path, meta)
-    failure = Signature.from_json(meta["failure"]) if meta["failure"] else None
-    return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path, bool(meta.get("strict")))
-
-
-def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<case>", meta: dict[str, Any] | None = None) -> GraphCase:
-    """The :class:`GraphCase` a repro's text and its tensors describe."""
-    meta = meta or read_metadata(source, path)
-    try:
-        namespace = exec_repro(source, str(path))  # imports the user's modules, runs carried definitions
-    except Exception as e:  # noqa: BLE001 - a module that will not import, definitions that will not run
-        raise CorruptRecord(f"{path}: its imports or carried definitions fail ({type(e).__name__}: {e})") from None
-    constants = {name: data[f"constant:{name}"] for name in meta["constants"]}
-    if meta.get("graph"):
-        try:
-            gm = load_graph(meta["graph"], constants)
-        except GraphFormatError as e:
-            raise CorruptRecord(f"{path}: {e}") from None
-    else:  # a repro whose graph only its code can say (written from torch's, or by an older pt2kit)
-        gm = trace_module(namespace["Repro"](data))
-    inputs = []
-    for spec in meta["inputs"]:
-        tensor_meta = TensorMeta(**{**spec["meta"], "shape": tuple(spec["meta"]["shape"]), "stride": tuple(spec["meta"]["stride"])}) if spec["meta"] else None
-        value = spec["value"]
-        if tensor_meta is not None and spec["seed"] is None:
-            key = f"input:{spec['name']}"
-            if key not in data and spec.get("source") is None:
-                raise CorruptRecord(f"{path}: data file has no tensor for input {spec['name']!r}")
-            value = data.get(key)
-        derived = tuple(spec["derived_from"]) if spec.get("derived_from") else None
-        inputs.append(GraphInput(spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source"), derived, bool(spec.get("symbolic_int"))))
-    return GraphCase(
-        gm=gm,
-        inputs=inputs,
-        boundary=meta["boundary"],
-        kind=meta["kind"],
-        backend=meta["backend"],
-        config=meta["config"],
-        modules=[(name, module_root(name)) for name in meta["modules"]],
-        compile_kwargs=meta["compile_kwargs"],
-        compiler=meta["compiler"],
-        constants=constants,
-        backward=meta["backward"],
-        dynamic=meta["dynamic"],
-        index=meta["index"],
-        parent=meta["parent"],
-        frame=meta["frame"],
-        definitions=meta.get("definitions", ""),
-    )
-
-
-def case_payload(case: GraphCase) -> tuple[str, dict[str, torch.Tensor], str, list[str]]:
-    """A case as (repro text, tensors, ...): how it crosses to a worker child (see ``GraphCase.__reduce__``)."""
-    return render(case, stage=case.backend), data_of(case), "<case>", [root for _, root in case.modules if root]
-
-
-def read_case_payload(source: str, data: dict[str, torch.Tensor], path: str, roots: list[str]) -> GraphCase:
-    """The other end of :func:`case_payload`: the user modules' roots go on ``sys.path`` first."""
-    import sys
-
-    sys.path.extend(root for root in roots if root not in sys.path)
-    return read_case(source, data, path)

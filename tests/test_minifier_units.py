@@ -12,11 +12,13 @@ import pytest
 import torch
 
 import minifier
-from minifier.case import GraphCase, GraphInput, TensorMeta, clone_tensor, rand_tensor
+from minifier.case import GraphCase, GraphInput, TensorMeta, clone_tensor
+from minifier.repro_runtime import rand_tensor
 from minifier.errors import CorruptRecord
 from minifier.signature import accuracy_divergence, innermost_exception, normalize_message, signature_of_exception
 from minifier.worker import Worker
-from minifier.writer import load_repro, render, trace_module, write_repro
+from minifier.repro_files import load_repro, trace_module, write_repro
+from minifier.writer import render
 
 # --------------------------------------------------------------------------- #
 # Signatures

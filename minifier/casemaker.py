@@ -1,0 +1,126 @@
+"""From a graph torch hands a backend to a :class:`~minifier.case.GraphCase`.
+
+:func:`make_case` turns a dynamo graph and the real example inputs dynamo passes with
+it into a case: its inputs (values, layout, ``requires_grad``, leafness), the dims that
+were symbolic and the symbolic ints that are sizes of its tensors
+(:func:`graph_inputs`), its constants, and its context (:mod:`minifier.context`).
+:mod:`minifier.stages` and :mod:`minifier.capture` make aot-graph cases the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .case import GraphCase, GraphInput, TensorMeta
+from .context import BackendInfo, custom_op_sources, non_default_config
+from .extract import merge_definitions
+from .seams import symbolic_shapes
+
+def _flat_constants(gm: fx.GraphModule) -> dict[str, torch.Tensor]:
+    """Give every tensor ``get_attr`` a flat name, so the repro can register it as a buffer."""
+    constants: dict[str, torch.Tensor] = {}
+    for node in gm.graph.find_nodes(op="get_attr"):
+        value = gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            continue  # submodules of higher-order ops stay as they are
+        name = str(node.target).replace(".", "_")
+        if name != node.target:
+            gm.register_buffer(name, value)
+            node.target = name
+        constants[name] = value.detach()
+    gm.recompile()
+    return constants
+
+
+def _example(node: fx.Node) -> Any:
+    """A placeholder's traced value: ``example_value`` (dynamo graphs) or ``val`` (aot graphs)."""
+    return node.meta.get("example_value", node.meta.get("val"))
+
+
+_is_symbolic = symbolic_shapes.is_symbolic
+
+
+def symbolic_dims(node: fx.Node) -> tuple[int, ...]:
+    """Dims of a placeholder's traced value that are symbolic (dynamic shapes)."""
+    value = _example(node)
+    if not isinstance(value, torch.Tensor):
+        return ()
+    return tuple(d for d, size in enumerate(value.shape) if _is_symbolic(size))
+
+
+def derived_sizes(placeholders: list[fx.Node]) -> dict[str, tuple[str, int]]:
+    """Symbolic-int placeholders that are a tensor placeholder's size: name -> (tensor's name, dim).
+
+    dynamo (and AOTAutograd) pass the free symbols of a dynamic graph as inputs of their
+    own (``s0``); a repro reads them off the tensors instead, so that torch.compile
+    sees them as the same symbol, as the program did.
+    """
+    sizes: dict[Any, tuple[str, int]] = {}
+    for node in placeholders:
+        value = _example(node)
+        if isinstance(value, torch.Tensor):
+            for d, size in enumerate(value.shape):
+                if _is_symbolic(size):
+                    sizes.setdefault(symbolic_shapes.expression(size), (str(node.target), d))
+    derived = {}
+    for node in placeholders:
+        value = _example(node)
+        if _is_symbolic(value) and symbolic_shapes.expression(value) in sizes:
+            derived[str(node.target)] = sizes[symbolic_shapes.expression(value)]
+    return derived
+
+
+def make_case(
+    gm: fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    backend: BackendInfo,
+    index: int,
+    frame: dict[str, Any] | None = None,
+    in_backend: bool = True,
+) -> GraphCase:
+    """A :class:`GraphCase` of a dynamo graph and the real values dynamo passed with it."""
+    gm = fx.GraphModule(gm, copy.deepcopy(gm.graph))  # the backend still gets the original
+    constants = _flat_constants(gm)
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    inputs = graph_inputs(placeholders, example_inputs)
+    dynamic = any(i.symbolic_dims or i.derived_from or _is_symbolic(_example(n)) for i, n in zip(inputs, placeholders))
+    op_modules, op_definitions = custom_op_sources(gm)
+    return GraphCase(
+        gm=gm,
+        inputs=inputs,
+        boundary="dynamo",
+        kind="dynamo",
+        backend=backend.name,
+        config=non_default_config(backend.config, in_backend=in_backend),
+        modules=list(dict.fromkeys(backend.modules + op_modules)),
+        definitions=merge_definitions(op_definitions, backend.definitions),
+        constants=constants,
+        backward=any(i.meta is not None and i.meta.requires_grad for i in inputs),
+        dynamic=bool(dynamic or backend.dynamic),
+        index=index,
+        frame=frame,
+    )
+
+
+def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[GraphInput]:
+    """One :class:`GraphInput` per placeholder: the real value, its metadata and its dynamic dims."""
+    derived = derived_sizes(placeholders)
+    inputs = []
+    for node, value in zip(placeholders, values):
+        name = str(node.target)
+        if isinstance(value, torch.Tensor):
+            inputs.append(GraphInput(name, value.detach().requires_grad_(value.requires_grad), TensorMeta.of(value), None, symbolic_dims(node)))
+        else:
+            symbolic = _is_symbolic(_example(node))
+            # (never int(value): that would add a guard and specialize the program's graph)
+            plain = symbolic_shapes.hint(value) if isinstance(value, torch.SymInt) else value
+            inputs.append(GraphInput(name, plain, None, derived_from=derived.get(name), symbolic_int=symbolic and name not in derived))
+    return inputs
