@@ -193,7 +193,7 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
         "torch": torch.__version__,
         "python": platform.python_version(),
         "frame": {
-            "function": resume_functions.user_function_name(code),
+            "function": frame_label(snapshot),
             "qualname": getattr(code, "co_qualname", code.co_name),
             "file": code.co_filename,
             "line": code.co_firstlineno,
@@ -222,6 +222,21 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
         "tensors": {},
     }
     return manifest, encoder.tensors
+
+
+def frame_label(snapshot: Snapshot) -> str:
+    """The function a person would name: ``f`` for f's resume functions, and for torch's
+    own wrapper frames (``torch.compile(module)`` compiles one around ``forward``) the
+    module or function they wrap."""
+    from minifier.script import is_internal_file
+
+    name = resume_functions.user_function_name(snapshot.code)
+    wrapped = snapshot.closure.get("fn")
+    if is_internal_file(snapshot.code.co_filename) and wrapped is not None:
+        if isinstance(wrapped, torch.nn.Module):
+            return f"{type(wrapped).__name__}.forward"
+        return str(getattr(wrapped, "__qualname__", name))
+    return name
 
 
 def failing_stage(exc: BaseException) -> str:
@@ -314,23 +329,26 @@ class Recorder:
     def _watch(self, compiled: Callable[..., Any], snapshot: Snapshot) -> Callable[..., Any]:
         recorder = self
         first: list[Snapshot | None] = [snapshot]
+        # wrap what dynamo would call, so a cache hit pays for our one frame and no more
+        inner = convert_frame.as_installed(compiled)
 
-        @functools.wraps(compiled)
         def pt2kit_replay_watch(*args: Any, **kwargs: Any) -> Any:
-            entry_snapshot, first[0] = first[0], None
-            if not recorder.active:
-                return compiled(*args, **kwargs)
             try:
-                return compiled(*args, **kwargs)
+                return inner(*args, **kwargs)
             except Exception as exc:
-                taken = entry_snapshot
-                if taken is None:
-                    frame = _user_frame(snapshot.code)
-                    taken = snapshot.late(frame) if frame is not None else None
-                if taken is not None:
-                    recorder.save(taken, exc, "compiled run")
+                entry_snapshot, first[0] = first[0], None
+                if recorder.active:
+                    taken = entry_snapshot
+                    if taken is None:
+                        frame = _user_frame(snapshot.code)
+                        taken = snapshot.late(frame) if frame is not None else None
+                    if taken is not None:
+                        recorder.save(taken, exc, "compiled run")
                 raise
+            finally:
+                first[0] = None
 
+        functools.update_wrapper(pt2kit_replay_watch, compiled, updated=())
         return pt2kit_replay_watch
 
     # -- writing -----------------------------------------------------------------

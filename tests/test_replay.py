@@ -323,7 +323,18 @@ def test_a_healthy_program_runs_unchanged_while_recording(tmp_path):
     assert not any(tmp_path.iterdir()), "nothing is written for frames that do not fail"
 
 
-def test_record_and_run_from_the_command_line(tmp_path):
+def test_run_from_the_command_line_prints_one_json_document_and_exits_1_when_reproduced(tmp_path):
+    records = record_failing(tmp_path, lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    ran = subprocess.run([sys.executable, "-P", "-m", "replay", "run", "--json", str(records[0].path)], capture_output=True, text=True, env=env)
+    assert ran.returncode == 1, ran.stderr
+    result = json.loads(ran.stdout)
+    assert result["status"] == "reproduced" and result["failure"]["message"] == "planted: cannot compile aten.cos"
+    assert result["backend"] == "planted_compile_error" and result["record"] == str(records[0].path)
+
+
+@pytest.mark.slow
+def test_record_from_the_command_line(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text(
         f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport replay_programs as P\n"
@@ -339,10 +350,29 @@ def test_record_and_run_from_the_command_line(tmp_path):
     assert entry["function"] == "frame" and entry["status"] == "complete" and entry["unrecordable"] == []
     assert Path(entry["path"]).name.startswith("rec-frame-")
     assert set(os.listdir(entry["path"])) == {"manifest.json", "tensors.pt"}
-    ran = subprocess.run([sys.executable, "-P", "-m", "replay", "run", "--json", entry["path"]], capture_output=True, text=True, env=env)
-    assert ran.returncode == 1, ran.stderr
-    result = json.loads(ran.stdout)
-    assert result["status"] == "reproduced" and result["failure"]["message"] == entry["failure"]["message"]
+    healthy = tmp_path / "healthy.py"
+    healthy.write_text("import torch\nprint(torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2)))\n")
+    nothing = subprocess.run([sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path / "out2"), str(healthy)], capture_output=True, text=True, env=env)
+    assert nothing.returncode == 1 and json.loads(nothing.stdout) == {"status": "no-failure", "records": []}
+    early = tmp_path / "early.py"
+    early.write_text("raise ValueError('before any compile')\n")
+    raised = subprocess.run([sys.executable, "-P", "-m", "replay", "record", str(early)], capture_output=True, text=True, env=env)
+    assert raised.returncode == 3 and "before torch.compile compiled anything" in raised.stderr
+
+
+@pytest.mark.slow
+def test_real_inductor_failure_replays_with_its_recorded_config(tmp_path):
+    """examples/relu_compile_error.py plants an Inductor codegen bug through a config flag."""
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    recorded = subprocess.run([sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path), str(REPO / "examples" / "relu_compile_error.py")], capture_output=True, text=True, env=env)
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    path = json.loads(recorded.stdout)["records"][0]["path"]
+    manifest = replay.load(path).manifest
+    assert manifest["config"]["torch._inductor.config"]["cpp.inject_relu_bug_TESTING_ONLY"] == "compile_error"
+    assert manifest["compile"]["backend"]["name"] == "inductor"
+    reproduced = replay.run(path)
+    assert reproduced.status == "reproduced" and reproduced.failure["exception"] == "CppCompileError"
+    assert replay.run(path, backend="eager").status == "passed"
 
 
 def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp_path):

@@ -54,8 +54,13 @@ def probe() -> None:
     source = inspect.getsource(convert_frame.ConvertFrame.__call__)
     if "soft_fail = isinstance(e, (Unsupported, UserError))" not in source:
         raise AttributeError("ConvertFrame.__call__ changed how it decides to fall back to eager")
-    if not callable(getattr(eval_frame, "innermost_backend", None)):
-        raise AttributeError("eval_frame.innermost_backend is gone")
+    for name in ("innermost_backend", "innermost_fn"):
+        if not callable(getattr(eval_frame, name, None)):
+            raise AttributeError(f"eval_frame.{name} is gone")
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    if not callable(getattr(_LazyGraphModule, "force_recompile", None)):
+        raise AttributeError("_LazyGraphModule.force_recompile is gone")
 
 
 @dataclass
@@ -217,6 +222,25 @@ def innermost_backend(compiler_fn: Callable[..., Any]) -> tuple[Callable[..., An
         name = getattr(node, "_compiler_name", None) or name
         node = node._torchdynamo_orig_backend
     return unwrap(compiler_fn), name if isinstance(name, str) else None
+
+
+def as_installed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What dynamo actually calls for a compiled graph ``fn`` a backend returned.
+
+    dynamo installs ``disable(innermost_fn(compiled))``, and first turns a lazy graph
+    module's ``_lazy_forward`` into its real ``forward``. A wrapper of ours around a
+    compiled graph wraps that, or every call pays for a second ``disable`` layer and the
+    lazy-recompile check.
+    """
+    from torch._dynamo.eval_frame import innermost_fn
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    fn = innermost_fn(fn)
+    module = fn if isinstance(fn, _LazyGraphModule) else getattr(fn, "__self__", None)
+    if isinstance(module, _LazyGraphModule) and (fn is module or getattr(fn, "__name__", "") == "_lazy_forward"):
+        _LazyGraphModule.force_recompile(module)
+        return module if fn is module else module.forward
+    return fn
 
 
 def wrap_backend(compiler_fn: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[..., Any]:
