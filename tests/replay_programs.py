@@ -145,3 +145,32 @@ def uses_unrecordable(x, gen):
 
 def counter():
     yield 1
+
+
+# -- a tensor subclass ------------------------------------------------------------------
+
+
+class ScaledTensor(torch.Tensor):
+    """A wrapper subclass holding ``data`` and a Python ``scale``: its value is data * scale."""
+
+    @staticmethod
+    def __new__(cls, data, scale):
+        return torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=data.dtype, device=data.device, strides=data.stride())
+
+    def __init__(self, data, scale):
+        self.data_ = data
+        self.scale = scale
+
+    def __tensor_flatten__(self):
+        return ["data_"], {"scale": self.scale}
+
+    @staticmethod
+    def __tensor_unflatten__(inner, ctx, outer_size, outer_stride):
+        return ScaledTensor(inner["data_"], ctx["scale"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        def unwrap(value):
+            return value.data_ * value.scale if isinstance(value, ScaledTensor) else value
+
+        return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in (kwargs or {}).items()})
