@@ -79,15 +79,18 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
     from .recorder import default_out, recording
 
     raised: BaseException | None = None
-    with _stdout_to_stderr(as_json), recording(out or default_out(), quiet=True) as recorder:
-        try:
-            run_script(path, args)
-        except SystemExit:
-            pass
-        except Exception as exc:  # the script's own failure: recorded if a frame failed
-            raised = exc
-            if not recorder.records:
-                traceback.print_exc(file=sys.stderr)
+    try:
+        with _stdout_to_stderr(as_json), recording(out or default_out(), quiet=True) as recorder:
+            try:
+                run_script(path, args)
+            except SystemExit:
+                pass
+            except Exception as exc:  # the script's own failure: recorded if a frame failed
+                raised = exc
+                if not recorder.records:
+                    traceback.print_exc(file=sys.stderr)
+    except UserFacingError as error:  # a torch pt2kit does not support (seams.SeamBroken)
+        _fail(error, as_json)
     if raised is not None and recorder.frames_seen == 0:
         _fail(ScriptFailedBeforeCompile(f"the script raised {type(raised).__name__} before torch.compile compiled anything: {str(raised).splitlines()[0] if str(raised) else ''}"), as_json)
     summary = {"status": "recorded" if recorder.records else "no-failure", "records": [r.summary() for r in recorder.records]}

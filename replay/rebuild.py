@@ -444,6 +444,8 @@ def rebuild_frame(manifest: dict[str, Any], tensors: list[torch.Tensor], interna
     frame = manifest["frame"]
     code_spec = frame["code"]
     namespace_key = frame.get("namespace")
+    if "unavailable" in code_spec:
+        raise RebuildError(f"the source of the recorded function was not available when it was recorded ({code_spec['unavailable']})")
     if "ref" in code_spec:
         original = resolve(code_spec["ref"])
         code = getattr(original, "__code__", None)
@@ -549,7 +551,12 @@ def resolve_backend(name: str) -> Any:
     return name
 
 
-def replay_call(
+def replay_call(manifest: dict[str, Any], tensors: list[torch.Tensor], internals: dict[str, Any], **options: Any) -> Any:
+    """Rebuild the frame and call it compiled, as it was called when it failed (see :func:`prepare_call`)."""
+    return prepare_call(manifest, tensors, internals, **options)()
+
+
+def prepare_call(
     manifest: dict[str, Any],
     tensors: list[torch.Tensor],
     internals: dict[str, Any],
@@ -559,12 +566,13 @@ def replay_call(
     static: bool = False,
     allow_unrecordable: bool = False,
 ) -> Any:
-    """Rebuild the frame and call it compiled, as it was called when it failed.
+    """Everything up to the call; returns the call itself (no arguments).
 
-    In order: reset dynamo, set the recorded config and global state, rebuild the frame,
-    restore automatic-dynamic state (``--static``: drop it and every ``mark_dynamic`` mark
-    instead), restore the RNGs, then ``torch.compile(fn, backend=..., fullgraph=...)`` and
-    one call. Returns its outputs; whatever it raises propagates.
+    In order: reset dynamo, import the backend's modules, rebuild the frame, set the
+    recorded config and global state, restore automatic-dynamic state (``static``: drop
+    it and every ``mark_dynamic`` mark instead) and wrap the function with
+    ``torch.compile(fn, backend=..., fullgraph=...)``. The returned call restores the RNGs
+    and calls it once; it returns the outputs, and whatever it raises propagates.
     """
     import torch._dynamo
 
@@ -600,9 +608,13 @@ def replay_call(
     if options:
         kwargs["options"] = options
     compiled = torch.compile(frame.fn, **kwargs)
-    restore_rng(manifest, frame.decoder)
-    with contexts:
-        return compiled(*frame.args, **frame.kwargs)
+
+    def call() -> Any:
+        restore_rng(manifest, frame.decoder)
+        with contexts:
+            return compiled(*frame.args, **frame.kwargs)
+
+    return call
 
 
 def flat_outputs(value: Any) -> list[Any]:
@@ -643,6 +655,7 @@ __all__ = [
     "digest",
     "find_code",
     "flat_outputs",
+    "prepare_call",
     "rebuild_frame",
     "replay_call",
     "resolve",

@@ -377,6 +377,9 @@ class Recorder:
 
     def start(self) -> None:
         global _explicit
+        from minifier import seams
+
+        seams.require("replay record", "convert_frame", "automatic_dynamic", "config_module", "resume_functions")
         if not self.switch:
             with _explicit_lock:
                 _explicit += 1

@@ -237,9 +237,14 @@ def replay_here(
     recorded = Signature.from_json(record.failure)
     started = time.perf_counter()
     try:
-        outputs = rebuild.replay_call(record.manifest, record.tensors, internals(), backend=chosen, fullgraph=fullgraph, static=static, allow_unrecordable=allow_partial)
+        call = rebuild.prepare_call(record.manifest, record.tensors, internals(), backend=chosen, fullgraph=fullgraph, static=static, allow_unrecordable=allow_partial)
     except rebuild.RebuildError as e:
         raise record_format.CannotRebuild(f"cannot rebuild the frame {record.function}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - an import, a class statement... of the user's program failed
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise record_format.CannotRebuild(f"cannot rebuild the frame {record.function}: {type(e).__name__}: {first}") from None
+    try:
+        outputs = call()
     except Exception as exc:  # noqa: BLE001 - the replayed frame's failure is the result
         failure = signature_of_exception(exc).signature
         status = "reproduced" if failure == recorded else "different-failure"
