@@ -4,11 +4,14 @@
 set to get a record of the frame that failed; in torch 2.13 it records nothing useful
 (issue 13). With pt2kit installed, the autoload ``.pth`` line puts a finder on
 ``sys.meta_path`` at interpreter start-up that waits for ``torch._dynamo.convert_frame``
-to be imported (:func:`install` does the same from Python); then :func:`arm` puts a switch-mode :class:`~replay.recorder.Recorder` at dynamo's frame
-seat. From then on, every frame compile checks the switch (one attribute read; a cache
-hit never gets there): off, nothing else happens and the program runs exactly as it
-would; on, failing frames are recorded into ``$TORCHDYNAMO_REPRO_DIR`` (default
-``./torch_compile_debug``) and torch's own recorder stays out of the way.
+to be imported (:func:`install` does the same from Python); then :func:`arm` watches the
+switch (a hook on ``torch._dynamo.config`` writes, see
+:func:`minifier.seams.config_module.when_set`). Until the switch is turned on nothing
+else is installed and the program runs exactly as it would without pt2kit. Once it is on,
+:func:`start` puts a switch-mode :class:`~replay.recorder.Recorder` at dynamo's frame
+seat: failing frames are recorded into ``$TORCHDYNAMO_REPRO_DIR`` (default
+``./torch_compile_debug``) while the switch stays on, and torch's own recorder stays out
+of the way.
 
 This module is imported only once dynamo is: the start-up cost is the ``.pth`` line's finder.
 """
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 ARM_AFTER = "torch._dynamo.convert_frame"
-_state = {"installed": False, "armed": False}
+_state = {"installed": False, "armed": False, "started": False}
 _lock = allocate_lock()
 
 
@@ -56,7 +59,10 @@ class _ArmAfterImport:
         if name != ARM_AFTER:
             return None
         sys.meta_path.remove(self)
-        return spec_then_arm(name)
+        try:
+            return spec_then_arm(name)
+        except Exception:  # noqa: BLE001 - the import goes on without pt2kit
+            return None
 
 
 def install() -> None:
@@ -72,16 +78,43 @@ def install() -> None:
 
 
 def arm() -> None:
-    """Install the switch-mode recorder at dynamo's frame seat (see the module docstring)."""
+    """Make torch's switch record through pt2kit (see the module docstring); once per process.
+
+    Nothing is installed in the compile path until the switch is on: a program that never
+    turns it on compiles exactly as without pt2kit (its tracebacks show no frame of ours).
+    """
     with _lock:
         if _state["armed"]:
             return
         _state["armed"] = True
     try:
+        import torch._dynamo.config as dynamo_config
+
+        from minifier.seams import config_module
+
+        if dynamo_config.replay_record_enabled:  # TORCH_COMPILE_REPLAY_RECORD=1
+            start()
+        else:
+            config_module.when_set("torch._dynamo.config", "replay_record_enabled", start)
+    except Exception:  # noqa: BLE001 - a broken pt2kit (or a torch it does not know) must never break the program
+        _stay_torchs()
+
+
+def start() -> None:
+    """The switch was turned on: put a switch-mode recorder at dynamo's frame seat (once)."""
+    with _lock:
+        if _state["started"]:
+            return
+        _state["started"] = True
+    try:
         from .recorder import Recorder
 
         Recorder(None, switch=True).start()
-    except Exception:  # noqa: BLE001 - a broken pt2kit (or a torch it does not know) must never break the program
-        import logging
+    except Exception:  # noqa: BLE001
+        _stay_torchs()
 
-        logging.getLogger(__name__).debug("pt2kit: torch's replay_record_enabled switch stays torch's", exc_info=True)
+
+def _stay_torchs() -> None:
+    import logging
+
+    logging.getLogger(__name__).debug("pt2kit: torch's replay_record_enabled switch stays torch's", exc_info=True)

@@ -7,6 +7,7 @@
   [--allow-partial] [--timeout S] [--json] RECORD``: replay in a fresh process; exit 1
   reproduced, 0 passed, 5 a different failure.
 - ``show [--json] RECORD``, ``script RECORD [-o FILE]``, ``minify [--out DIR] [--json] RECORD``.
+- ``python -m replay RECORD`` is ``run RECORD``.
 
 Bad input is one line and an exit code: 2 usage, 4 unknown backend, 6 a record that
 cannot be read (truncated, corrupt, unsafe), 7 a frame that cannot be rebuilt here
@@ -216,8 +217,11 @@ def minify(out: Path | None, timeout: float | None, as_json: bool, record_path: 
 def entry_point() -> None:
     """``python -m replay``: :func:`main`, then exit without tearing torch down."""
     code: Any = 0
+    argv = sys.argv[1:]
+    if argv and argv[0] not in main.commands and Path(argv[0], "manifest.json").is_file():
+        argv.insert(0, "run")  # `python -m replay RECORD` is `run RECORD`
     try:
-        main(prog_name="python -m replay")
+        main(args=argv, prog_name="python -m replay")
     except SystemExit as e:
         code = e.code
     if code is not None and not isinstance(code, int):

@@ -381,6 +381,7 @@ def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp
     script.write_text(
         f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport replay_programs as P\n"
         "x = torch.ones(2)\nprint(torch.equal(torch.compile(P.grows, backend='eager')(x), P.grows(x)))  # healthy, switch off\n"
+        "print(torch._dynamo.convert_frame._compile.__module__)  # nothing of pt2kit in the compile path yet\n"
         "torch._dynamo.config.replay_record_enabled = True\n"
         "torch.compile(P.big_values_fail, backend='planted_compile_error')(torch.ones(3))\n"
     )
@@ -390,7 +391,7 @@ def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp
     env.pop("PT2KIT_AUTOLOAD", None)
     done = subprocess.run([sys.executable, "-c", startup], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode != 0 and "planted: cannot compile aten.cos" in done.stderr
-    assert done.stdout.strip() == "True", "the healthy call ran as without pt2kit"
+    assert done.stdout.split() == ["True", "torch._dynamo.convert_frame"], "the healthy call ran as without pt2kit"
     records = list((tmp_path / "records").iterdir())
     assert len(records) == 1 and records[0].name.startswith("rec-big_values_fail-"), records
     assert replay.load(records[0]).failure["message"] == "planted: cannot compile aten.cos"

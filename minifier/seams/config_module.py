@@ -20,8 +20,8 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch.utils._config_module.ConfigModule._get_dict / _config",
-    features=("replay record (non-default config)",),
+    wraps="torch.utils._config_module.ConfigModule._get_dict / _config / __setattr__",
+    features=("replay record (non-default config)", "replay_record_enabled switch"),
 )
 
 #: Every config module that steers what torch.compile does, by import name.
@@ -35,6 +35,12 @@ CONFIG_MODULES = (
 
 
 def probe() -> None:
+    import inspect
+
+    from torch.utils._config_module import ConfigModule
+
+    if "config.__setattr__(k, v)" not in inspect.getsource(ConfigModule.patch):
+        raise AttributeError("ConfigModule.patch no longer sets values through __setattr__")
     for name in CONFIG_MODULES:
         module = importlib.import_module(name)
         if not callable(getattr(module, "_get_dict", None)) or not isinstance(getattr(module, "_config", None), dict):
@@ -65,3 +71,22 @@ def non_default(ignored: frozenset[str] = frozenset()) -> dict[str, dict[str, An
 def default(module_name: str, key: str) -> Any:
     """The default of one config value."""
     return importlib.import_module(module_name)._config[key].default
+
+
+def when_set(module_name: str, key: str, callback: Any) -> None:
+    """Call ``callback()`` whenever ``key`` of a config module is set to a true value.
+
+    Catches ``config.key = value`` and ``config.patch(key=value)`` (both go through the
+    module's ``__setattr__``, which lives on a class of that one module's own), at the cost of
+    one Python call per config write; reading config is untouched.
+    """
+    module = importlib.import_module(module_name)
+    cls = type(module)
+    original = cls.__setattr__
+
+    def __setattr__(self: Any, name: str, value: object) -> None:
+        original(self, name, value)
+        if name == key and value:
+            callback()
+
+    cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
