@@ -556,8 +556,10 @@ def failing_frame(exc: BaseException) -> FailingFrame | None:
     """The frame whose tracing raised ``exc``, from dynamo's ``_compile`` on the traceback."""
     from torch._dynamo import convert_frame
 
+    # inspect.unwrap: other tools (explain/, replay/) may have wrapped _compile
+    compile_code = inspect.unwrap(convert_frame._compile).__code__
     for frame, _ in traceback.walk_tb(exc.__traceback__):
-        if frame.f_code is convert_frame._compile.__code__:
+        if frame.f_code is compile_code:
             local = frame.f_locals
             return FailingFrame(local["code"], local["globals"], dict(local["locals"]), local["closure"])
     return None
