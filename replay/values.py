@@ -32,7 +32,6 @@ import dataclasses
 import dis
 import enum
 import functools
-import importlib
 import inspect
 import io
 import itertools
@@ -165,35 +164,31 @@ class Encoder:
             self.namespaces[key] = {"module": module, "file": globals_dict.get("__file__"), "globals": {}}
         return key
 
-    def source_entry(self, code: types.CodeType, globals_dict: dict[str, Any], kind: str = "function", name: str | None = None) -> int:
-        """Keep the source block of ``code`` (or of a class), check it rebuilds, and queue its globals.
+    def source_entry(self, code: types.CodeType, globals_dict: dict[str, Any]) -> int:
+        """Keep the source block of a function's ``code``, check that it rebuilds, queue its globals.
 
         Raises ``OSError``/``TypeError`` when the source cannot be found, ``rebuild.RebuildError``
-        when it no longer compiles to the same bytecode.
+        when it no longer compiles to the bytecode that ran.
         """
-        cache_key = (kind, code.co_filename, code.co_firstlineno, name or code.co_name)
+        cache_key = ("function", code.co_filename, code.co_firstlineno, code.co_name)
         if cache_key in self._source_index:
             return self._source_index[cache_key]
         lines, start = inspect.getsourcelines(code)
-        if kind == "class" and name is not None:
-            entry_name = name
-        else:
-            entry_name = code.co_name
-        qualname = getattr(code, "co_qualname", code.co_name) if kind == "function" else (name or code.co_name)
+        qualname = getattr(code, "co_qualname", code.co_name)
         parts = qualname.split(".")
-        wrap_class = None
-        if kind == "function" and len(parts) >= 2 and parts[-2] != "<locals>":
-            wrap_class = parts[-2]
-        freevars = [v for v in code.co_freevars if not (wrap_class and v == "__class__")] if kind == "function" else []
+        # a method compiles inside a class of its name (super(), name mangling); a closure
+        # inside a factory that binds its free variables
+        wrap_class = parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else None
+        freevars = [v for v in code.co_freevars if not (wrap_class and v == "__class__")]
         entry: dict[str, Any] = {
-            "kind": kind,
-            "name": entry_name,
+            "kind": "function",
+            "name": code.co_name,
             "qualname": qualname,
             "module": globals_dict.get("__name__"),
             "namespace": self.namespace_key(globals_dict),
             "file": code.co_filename,
             "firstlineno": max(start, 1),
-            "code_firstlineno": code.co_firstlineno if kind == "function" else None,
+            "code_firstlineno": code.co_firstlineno,
             "text": "".join(lines),
             "wrap_class": wrap_class,
             "freevars": freevars,
@@ -201,10 +196,9 @@ class Encoder:
             "imports": module_imports(code.co_filename),
         }
         module_code = rebuild.compile_source(entry)
-        if kind == "function":
-            rebuilt = rebuild.find_code(module_code, code.co_name, code.co_firstlineno)
-            if not rebuild.same_bytecode(rebuilt, code):
-                raise rebuild.RebuildError(f"the source of {qualname} in {code.co_filename} no longer compiles to the code that ran (was the file edited?)")
+        rebuilt = rebuild.find_code(module_code, code.co_name, code.co_firstlineno)
+        if not rebuild.same_bytecode(rebuilt, code):
+            raise rebuild.RebuildError(f"the source of {qualname} in {code.co_filename} no longer compiles to the code that ran (was the file edited?)")
         index = len(self.sources)
         self.sources.append(entry)
         self._source_index[cache_key] = index
@@ -397,10 +391,7 @@ class Encoder:
         return {"t": "pymodule", "name": name}
 
     def _class(self, cls: type, path: str) -> dict[str, Any]:
-        known = self._memo.get(id(cls))
-        if known is not None:
-            return {"t": "ref", "id": known}
-        node = self._identity(cls, path)
+        node: dict[str, Any] = self._encode(cls, path)
         return node
 
     def _class_node(self, cls: type, path: str) -> dict[str, Any]:
