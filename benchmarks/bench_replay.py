@@ -7,10 +7,10 @@ function that never fails:
 - **cache hits**: seconds per call of an already compiled function, compiled without
   recording (plain) and compiled while recording (its graph carries replay's wrapper),
   batches interleaved; the best batch of each and their ratio;
-- **compiles**: milliseconds per compile of fresh code objects (``backend=eager``) with
-  nothing armed, with torch's own ``replay_record_enabled`` recorder (pt2kit not armed),
-  and with pt2kit's switch armed and ``replay_record_enabled`` on (pt2kit records,
-  torch's recorder stands down); medians, and the ratios to the plain compile.
+- **compiles**: milliseconds per compile of fresh code objects (``backend=eager``), in
+  interleaved pairs: switch off against torch's own ``replay_record_enabled`` recorder
+  (pt2kit not armed); then, with pt2kit's switch armed, switch off against switch on
+  (pt2kit snapshots every frame, torch's recorder stands down); medians and ratios.
 
     PT2KIT_AUTOLOAD=0 python benchmarks/bench_replay.py [--calls 2000] [--rounds 15] [--compiles 30] [--json]
 
@@ -91,17 +91,24 @@ def main() -> None:
                 samples.append(time_batch(fn, x, args.calls))
     assert recorder.records == [], "a healthy program leaves no record"
 
-    # -- compiles ----------------------------------------------------------------------
+    # -- compiles: interleaved pairs, one fresh code object per compile --------------
     compile_times(3, x)  # warm dynamo's own first-compile costs
-    plain_compiles = compile_times(args.compiles, x)
-    dynamo_config.replay_record_enabled = True
-    try:
-        torch_compiles = compile_times(args.compiles, x)
-        os.environ["TORCHDYNAMO_REPRO_DIR"] = out
-        replay.autoload.install()  # pt2kit's switch: from now on it records, torch's recorder stands down
-        pt2kit_compiles = compile_times(args.compiles, x)
-    finally:
-        dynamo_config.replay_record_enabled = False
+    plain_compiles: list[float] = []
+    torch_compiles: list[float] = []
+    for round_ in range(args.compiles):
+        for switch in (False, True) if round_ % 2 == 0 else (True, False):
+            dynamo_config.replay_record_enabled = switch
+            (torch_compiles if switch else plain_compiles).extend(compile_times(1, x))
+    dynamo_config.replay_record_enabled = False
+    os.environ["TORCHDYNAMO_REPRO_DIR"] = out
+    replay.autoload.install()  # pt2kit's switch: from now on, with the flag on, pt2kit records
+    idle_compiles: list[float] = []
+    pt2kit_compiles: list[float] = []
+    for round_ in range(args.compiles):
+        for switch in (False, True) if round_ % 2 == 0 else (True, False):
+            dynamo_config.replay_record_enabled = switch
+            (pt2kit_compiles if switch else idle_compiles).extend(compile_times(1, x))
+    dynamo_config.replay_record_enabled = False
     assert not os.listdir(out), "nothing is written for frames that compile and run"
 
     plain_ms = statistics.median(plain_compiles) * 1e3
@@ -115,9 +122,10 @@ def main() -> None:
         "compiles": args.compiles,
         "ms_per_compile_plain": plain_ms,
         "ms_per_compile_torch_replay_record": statistics.median(torch_compiles) * 1e3,
+        "ms_per_compile_switch_off_after_arming": statistics.median(idle_compiles) * 1e3,
         "ms_per_compile_pt2kit_switch": statistics.median(pt2kit_compiles) * 1e3,
         "compile_ratio_torch_over_plain": statistics.median(torch_compiles) * 1e3 / plain_ms,
-        "compile_ratio_pt2kit_over_plain": statistics.median(pt2kit_compiles) * 1e3 / plain_ms,
+        "compile_ratio_pt2kit_over_switch_off": statistics.median(pt2kit_compiles) / statistics.median(idle_compiles),
     }
     if args.json:
         print(json.dumps(figures, indent=2))
@@ -126,10 +134,11 @@ def main() -> None:
     print(f"  plain:                       {figures['us_per_call_plain']:8.2f} us/call")
     print(f"  compiled while recording:    {figures['us_per_call_compiled_while_recording']:8.2f} us/call")
     print(f"  ratio: {figures['cache_hit_ratio_recording_over_plain']:.3f} (median of batches {figures['cache_hit_median_ratio']:.3f})")
-    print(f"compiles of a fresh code object (median of {args.compiles}, backend=eager)")
-    print(f"  plain:                                {plain_ms:8.2f} ms")
-    print(f"  torch's replay_record_enabled:        {figures['ms_per_compile_torch_replay_record']:8.2f} ms  ({figures['compile_ratio_torch_over_plain']:.3f}x)")
-    print(f"  pt2kit's switch (records on failure): {figures['ms_per_compile_pt2kit_switch']:8.2f} ms  ({figures['compile_ratio_pt2kit_over_plain']:.3f}x)")
+    print(f"compiles of a fresh code object (median of {args.compiles}, backend=eager, pairs interleaved)")
+    print(f"  plain (switch off):                       {plain_ms:8.2f} ms")
+    print(f"  torch's replay_record_enabled:            {figures['ms_per_compile_torch_replay_record']:8.2f} ms  ({figures['compile_ratio_torch_over_plain']:.3f}x plain)")
+    print(f"  pt2kit armed, switch off:                 {figures['ms_per_compile_switch_off_after_arming']:8.2f} ms")
+    print(f"  pt2kit's switch on (records on failure): {figures['ms_per_compile_pt2kit_switch']:8.2f} ms  ({figures['compile_ratio_pt2kit_over_switch_off']:.3f}x switch off)")
 
 
 if __name__ == "__main__":
