@@ -101,7 +101,7 @@ def main() -> None:
             (torch_compiles if switch else plain_compiles).extend(compile_times(1, x))
     dynamo_config.replay_record_enabled = False
     os.environ["TORCHDYNAMO_REPRO_DIR"] = out
-    replay.autoload.install()  # pt2kit's switch: from now on, with the flag on, pt2kit records
+    replay.autoload.arm()  # pt2kit's switch: from now on, with the flag on, pt2kit records
     idle_compiles: list[float] = []
     pt2kit_compiles: list[float] = []
     for round_ in range(args.compiles):

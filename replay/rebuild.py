@@ -544,11 +544,42 @@ def restore_rng(manifest: dict[str, Any], decoder: Decoder) -> None:
 # --------------------------------------------------------------------------- #
 
 
+class BackendNotFound(RebuildError):
+    """The recorded backend cannot be had here (its module, its name or its definition)."""
+
+
 def resolve_backend(name: str) -> Any:
-    """A registered backend name, or ``module:function``."""
+    """A registered backend name (checked), or ``module:function``."""
     if ":" in name:
         return resolve(name)
+    from torch._dynamo import list_backends
+
+    if name not in list_backends(exclude_tags=()):
+        raise BackendNotFound(f"no backend is registered as {name!r} (registered: {', '.join(list_backends(exclude_tags=()))})")
     return name
+
+
+def recorded_backend(recorded: dict[str, Any]) -> Any:
+    """The backend the record names: import its modules, run its carried definitions, resolve it."""
+    if not recorded.get("name"):
+        raise BackendNotFound(f"the recorded backend cannot be rebuilt ({recorded.get('why') or 'it has no name'}); choose one with --backend")
+    for name, root in recorded.get("modules", []):
+        if root and root not in sys.path:
+            sys.path.insert(0, root)
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001
+            raise BackendNotFound(f"the recorded backend {recorded['name']!r} lives in {name}, which does not import here: {type(e).__name__}: {e}") from None
+    if recorded.get("definitions"):
+        # the backend's own source, carried from the user's program (a script, a lambda...)
+        namespace: dict[str, Any] = {"__name__": "__pt2kit_backend__", "__builtins__": builtins}
+        try:
+            exec(compile(recorded["definitions"], "<the recorded backend's definitions>", "exec"), namespace)  # noqa: S102
+        except Exception as e:  # noqa: BLE001
+            raise BackendNotFound(f"the recorded backend's definitions fail here: {type(e).__name__}: {e}") from None
+        if recorded.get("binds"):
+            return namespace[recorded["binds"]]
+    return resolve_backend(recorded["name"])
 
 
 def replay_call(manifest: dict[str, Any], tensors: list[torch.Tensor], internals: dict[str, Any], **options: Any) -> Any:
@@ -578,10 +609,12 @@ def prepare_call(
 
     torch._dynamo.reset()
     compile_options = manifest.get("compile", {})
-    for name, root in compile_options.get("backend", {}).get("modules", []):
-        if root and root not in sys.path:
-            sys.path.insert(0, root)
-        importlib.import_module(name)
+    recorded = compile_options.get("backend", {})
+    if backend is None:
+        backend = recorded_backend(recorded)
+        options = recorded.get("config", {}).get("torch._inductor.config") or None
+    else:
+        options = None
     frame = rebuild_frame(manifest, tensors, internals, allow_unrecordable=allow_unrecordable)
     apply_config(manifest, frame.decoder)
     contexts = apply_global_state(manifest.get("global_state", {}))
@@ -592,14 +625,6 @@ def prepare_call(
         automatic = manifest.get("dynamic", {}).get("automatic")
         if automatic:
             internals["restore_automatic_dynamic"](frame.fn.__code__, frame.fn.__closure__, automatic)
-    if backend is None:
-        recorded = compile_options.get("backend", {})
-        if not recorded.get("name"):
-            raise RebuildError("the recorded backend has no name; choose one with --backend")
-        backend = resolve_backend(recorded["name"])
-        options = recorded.get("config", {}).get("torch._inductor.config") or None
-    else:
-        options = None
     if fullgraph is None:
         fullgraph = bool(compile_options.get("fullgraph"))
     kwargs: dict[str, Any] = {"backend": backend, "fullgraph": fullgraph}
@@ -648,6 +673,7 @@ __all__ = [
     "Frame",
     "RebuildError",
     "Unrecordable",
+    "BackendNotFound",
     "apply_config",
     "apply_global_state",
     "call_arguments",
@@ -657,6 +683,7 @@ __all__ = [
     "flat_outputs",
     "prepare_call",
     "rebuild_frame",
+    "recorded_backend",
     "replay_call",
     "resolve",
     "restore_rng",

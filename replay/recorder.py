@@ -141,8 +141,6 @@ def _versions(args: dict[str, Any]) -> dict[str, int]:
 
 def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """The manifest and tensors of a record of ``snapshot`` failing with ``exc`` at ``stage``."""
-    from minifier.capture import describe_backend
-    from minifier.errors import UnknownBackend
     from minifier.script import is_internal_file
 
     code = snapshot.code
@@ -178,12 +176,7 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
     for name, version in snapshot.versions.items():
         if snapshot.args[name]._version != version:
             notes.append(f"argument {name} was modified in place between frame entry and the failure; the record holds its later value")
-    backend_fn, backend_name = convert_frame.innermost_backend(snapshot.compiler_fn)
-    try:
-        info = describe_backend(backend_fn, backend_name)
-        backend = {"name": info.name, "modules": [list(m) for m in info.modules], "config": info.config}
-    except UnknownBackend as e:
-        backend = {"name": None, "modules": [], "config": {}, "why": str(e)}
+    backend = describe_compile_backend(snapshot.compiler_fn)
     failure = signature_of_exception(exc)
     manifest: dict[str, Any] = {
         "format": record.FORMAT,
@@ -222,6 +215,29 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
         "tensors": {},
     }
     return manifest, encoder.tensors
+
+
+def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:
+    """The manifest's ``compile.backend``: how a replay in another process gets the backend back.
+
+    The minifier's naming (:func:`minifier.capture.describe_backend`): a registered name or
+    ``module:function`` (with the user modules to import), or, for a backend defined in the
+    script, a lambda, a partial or a closure, its source (``definitions``) which binds it to
+    ``binds`` or registers it by name. ``name`` is None when none of that works (``why``).
+    """
+    from minifier.capture import describe_backend
+    from minifier.extract import BACKEND_NAME
+
+    backend_fn, backend_name = convert_frame.innermost_backend(compiler_fn)
+    info = describe_backend(backend_fn, backend_name)
+    return {
+        "name": None if info.unrecoverable else info.name,
+        "modules": [list(m) for m in info.modules],
+        "config": info.config,
+        "definitions": info.definitions,
+        "binds": BACKEND_NAME if f"{BACKEND_NAME} = " in info.definitions else None,
+        "why": info.unrecoverable,
+    }
 
 
 def frame_label(snapshot: Snapshot) -> str:
@@ -379,7 +395,7 @@ class Recorder:
         global _explicit
         from minifier import seams
 
-        seams.require("replay record", "convert_frame", "automatic_dynamic", "config_module", "resume_functions")
+        seams.require("replay record", "convert_frame", "automatic_dynamic", "config", "resume_functions")
         if not self.switch:
             with _explicit_lock:
                 _explicit += 1

@@ -17,6 +17,8 @@ failure signature (:mod:`minifier.signature`):
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import signal
@@ -216,28 +218,24 @@ def replay_here(
     record = record_format.load(path)
     if record.partial and not allow_partial:
         raise _partial(record.manifest)
-    recorded_backend = record.manifest.get("compile", {}).get("backend", {})
-    for name, root in recorded_backend.get("modules", []):
-        if root and root not in sys.path:
-            sys.path.insert(0, root)
     chosen: Any = None
     if backend is not None:
+        # a backend registered by the recorded backend's module is known by name once it is imported
+        for name, root in record.manifest.get("compile", {}).get("backend", {}).get("modules", []):
+            if root and root not in sys.path:
+                sys.path.insert(0, root)
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
         chosen = resolve_backend(backend)  # UnknownBackend (exit 4)
         backend_name = backend
     else:
-        backend_name = recorded_backend.get("name")
-        if not backend_name:
-            raise UnknownBackend(f"the recorded backend cannot be named ({recorded_backend.get('why', 'unnamed')}); choose one with --backend")
-        for name, _ in recorded_backend.get("modules", []):
-            try:
-                __import__(name)
-            except Exception as e:  # noqa: BLE001
-                raise UnknownBackend(f"the recorded backend {backend_name!r} lives in {name}, which does not import here: {e}") from None
-        resolve_backend(backend_name)
+        backend_name = record.manifest.get("compile", {}).get("backend", {}).get("name")
     recorded = Signature.from_json(record.failure)
     started = time.perf_counter()
     try:
         call = rebuild.prepare_call(record.manifest, record.tensors, internals(), backend=chosen, fullgraph=fullgraph, static=static, allow_unrecordable=allow_partial)
+    except rebuild.BackendNotFound as e:
+        raise UnknownBackend(str(e)) from None
     except rebuild.RebuildError as e:
         raise record_format.CannotRebuild(f"cannot rebuild the frame {record.function}: {e}") from None
     except Exception as e:  # noqa: BLE001 - an import, a class statement... of the user's program failed

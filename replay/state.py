@@ -3,16 +3,16 @@
 Taken at frame entry, cheaply (a few microseconds, plus about half a millisecond for the
 config), because it is taken for every frame dynamo compiles and thrown away for every
 frame that does not fail. Only public torch APIs are used here, except reading which
-config values differ from their defaults (:mod:`minifier.seams.config_module`).
+config values differ from their defaults (:mod:`minifier.seams.config`).
 
 - **Global state**: grad mode, inference mode, autocast (per device, with its dtype and
   cache flag), the default dtype, deterministic algorithms, float32 matmul precision and
   the cuDNN/TF32 backend flags: what dynamo's ``GlobalStateGuard`` checks, and more.
 - **RNG**: torch's CPU generator (and CUDA's, once initialized), Python's ``random``, and
   numpy's global generator if the program imported numpy.
-- **Config**: every value of dynamo, Inductor, functorch, ``torch.fx.experimental`` and
-  ``torch.compiler`` config that differs from its default, minus the switches that only
-  steer torch's debug tooling (and pt2kit itself).
+- **Config**: every compile-relevant value of dynamo, Inductor, functorch,
+  ``torch.fx.experimental`` and ``torch.compiler`` config that differs from its
+  default, minus the switches that only steer torch's debug tooling.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from minifier.seams import config_module
+from minifier.seams import config
 
 #: Config that steers recording and debug tooling rather than what gets compiled.
 IGNORED_CONFIG = frozenset({"replay_record_enabled", "repro_after", "repro_level", "debug_dir_root", "compile_threads"})
@@ -94,8 +94,20 @@ class RngState:
 
 
 def non_default_config() -> dict[str, dict[str, Any]]:
-    """Config values that differ from their defaults, live (encode them before they change)."""
-    return config_module.non_default(IGNORED_CONFIG)
+    """Compile-relevant config values that differ from their defaults, per module (live: encode them soon).
+
+    Modules never imported are all defaults and are not read. Keys torch marks
+    ``compile_ignored`` (``suppress_errors``, ``verbose``...) are left out: they do not
+    change what gets compiled, and a replay must show the failure, not suppress it.
+    """
+    changed: dict[str, dict[str, Any]] = {}
+    for name in config.REPLAY_MODULES:
+        if name not in sys.modules:
+            continue
+        values = {k: v for k, v in config.changed_values(name).items() if k not in IGNORED_CONFIG}
+        if values:
+            changed[name] = values
+    return changed
 
 
 def _dtype(dtype: torch.dtype) -> str:
