@@ -3,8 +3,9 @@
 Frames come from ``replay_programs.py`` and fail under small purpose-built backends
 (``planted.py``), so recording runs in this process (fast) and each replay runs in a
 child forked from it (:func:`replay_forked`: ``replay.runner.replay_here``, what the
-``python -m replay run`` child does). A few tests go through the real command line and
-its ``python -P -m replay`` child; the replay script and ``replay minify`` are ``slow``.
+``python -m replay run`` child does). The tests that start fresh torch processes (the
+command line and its ``python -P -m replay`` child, the autoload ``.pth`` line) are ``e2e``;
+real Inductor, the replay script and ``replay minify`` are ``slow``.
 """
 
 from __future__ import annotations
@@ -249,9 +250,24 @@ def test_pickle_bomb_and_truncated_tensors_are_refused_with_nothing_executed(tmp
     with pytest.raises(CorruptRecord, match="not valid JSON"):
         replay.load(cut_manifest)
 
-    # the command line: one line, exit 6, still nothing executed
-    done = subprocess.run([sys.executable, "-P", "-m", "replay", "run", str(bomb)], capture_output=True, text=True, env={**os.environ, "PT2KIT_AUTOLOAD": "0"})
+
+
+@pytest.mark.e2e
+def test_a_pickle_bomb_through_the_command_line_is_one_line_and_exit_6(tmp_path):
+    records = record_failing(tmp_path / "records", lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    marker = tmp_path / "pwned"
+
+    class Bomb:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    bomb = tmp_path / "bomb"
+    shutil.copytree(records[0].path, bomb)
+    torch.save([torch.ones(1), Bomb()], bomb / "tensors.pt")
+    _fix_checksum(bomb)
+    done = subprocess.run([sys.executable, "-P", "-m", "replay", "run", "--json", str(bomb)], capture_output=True, text=True, env={**os.environ, "PT2KIT_AUTOLOAD": "0"})
     assert done.returncode == 6, done.stderr
+    assert json.loads(done.stdout)["exit_code"] == 6
     assert "unsafe to load" in done.stderr and "Traceback" not in done.stderr
     assert not marker.exists()
 
@@ -324,6 +340,7 @@ def test_a_healthy_program_runs_unchanged_while_recording(tmp_path):
     assert not any(tmp_path.iterdir()), "nothing is written for frames that do not fail"
 
 
+@pytest.mark.e2e
 def test_run_from_the_command_line_prints_one_json_document_and_exits_1_when_reproduced(tmp_path):
     records = record_failing(tmp_path, lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
@@ -376,6 +393,7 @@ def test_real_inductor_failure_replays_with_its_recorded_config(tmp_path):
     assert replay.run(path, backend="eager").status == "passed"
 
 
+@pytest.mark.e2e
 def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp_path):
     script = tmp_path / "switch.py"
     script.write_text(
