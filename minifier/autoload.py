@@ -137,6 +137,7 @@ def arm() -> None:
         if _state["armed"]:
             return
         _state["armed"] = True
+    _arm_replay_switch()
     try:
         from .seams.after_dynamo import debug_wrapper_class, is_internal
 
@@ -173,6 +174,16 @@ def arm() -> None:
     from .seams.after_dynamo import replace_debug_wrapper_class
 
     replace_debug_wrapper_class(_OneMinifier)
+
+
+def _arm_replay_switch() -> None:
+    """torch's ``replay_record_enabled`` switch records through replay/ (:mod:`replay.autoload`)."""
+    try:
+        from replay.autoload import arm as arm_replay
+
+        arm_replay()
+    except Exception as e:  # noqa: BLE001 - leave torch alone
+        print(f"pt2kit: replay_record_enabled stays torch's ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def quiet_torch_minifier() -> Any:

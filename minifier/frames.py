@@ -24,7 +24,7 @@ from .case import GraphCase
 from .casemaker import make_case
 from .context import BackendInfo
 from .script import is_internal_file
-from .seams import dynamo_exc
+from .seams import convert_frame, dynamo_exc
 from .signature import COMPILE_PHASE_ATTR, exception_chain
 
 
@@ -38,11 +38,8 @@ def current_frame(gm: fx.GraphModule | None = None) -> dict[str, Any] | None:
     starts in a wrapper), the first user frame of the graph's stack traces stands in
     for it, else the user's line that called the compiled function.
     """
-    try:
-        from torch._dynamo.symbolic_convert import InstructionTranslator
-
-        code = InstructionTranslator.current_tx().f_code
-    except (AttributeError, ImportError):
+    code = convert_frame.code_being_compiled()
+    if code is None:
         return None
     if not is_internal_file(code.co_filename):
         return {"name": code.co_name, "filename": code.co_filename, "lineno": code.co_firstlineno}
@@ -99,13 +96,10 @@ class FailingFrame:
 
 def failing_frame(exc: BaseException) -> FailingFrame | None:
     """The frame whose tracing raised ``exc``, from dynamo's ``_compile`` on the traceback."""
-    from torch._dynamo import convert_frame
-
-    for frame, _ in traceback.walk_tb(exc.__traceback__):
-        if frame.f_code is convert_frame._compile.__code__:
-            local = frame.f_locals
-            return FailingFrame(local["code"], local["globals"], dict(local["locals"]), local["closure"])
-    return None
+    local = convert_frame.failing_compile_locals(exc)
+    if local is None:
+        return None
+    return FailingFrame(local["code"], local["globals"], dict(local["locals"]), local["closure"])
 
 
 def lift_frame(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase:

@@ -5,6 +5,12 @@ A repro must carry the non-default compiler config a failure needs. torch's
 keys that do not change what gets compiled in ``_compile_ignored_keys``; ``_get_dict``
 reads the current values. Reading and patching config by attribute
 (``torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY``) is public.
+
+replay/ also records the shape-environment and ``torch.compiler`` stores
+(:data:`REPLAY_MODULES`), and watches one key being set (:func:`when_set`: the
+``replay_record_enabled`` switch). Every write, ``config.x = v`` as well as
+``config.patch(x=v)``, goes through the module's ``__setattr__``, which lives on a class
+of that one module's own.
 """
 
 from __future__ import annotations
@@ -15,16 +21,25 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch.utils._config_module.ConfigModule (_get_dict, _compile_ignored_keys, _config[k].default)",
-    features=("config carried into repros",),
+    wraps="torch.utils._config_module.ConfigModule (_get_dict, _compile_ignored_keys, _config[k].default, __setattr__)",
+    features=("config carried into repros", "replay record (non-default config)", "replay_record_enabled switch"),
 )
 
 #: The config modules whose non-default values a repro carries.
 MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
 
+#: What a replay record carries: those, and the stores of ShapeEnv and torch.compiler.
+REPLAY_MODULES = (*MODULES, "torch.fx.experimental._config", "torch.compiler.config")
+
 
 def probe() -> None:
-    for name in MODULES:
+    import inspect
+
+    from torch.utils._config_module import ConfigModule
+
+    if "config.__setattr__(k, v)" not in inspect.getsource(ConfigModule.patch):
+        raise AttributeError("ConfigModule.patch no longer sets values through __setattr__")
+    for name in REPLAY_MODULES:
         module = importlib.import_module(name)
         values = module._get_dict(ignored_keys=list(module._compile_ignored_keys), skip_default=True)
         if not isinstance(values, dict):
@@ -44,3 +59,20 @@ def changed_values(name: str) -> dict[str, Any]:
     # torch's config.patch() leaves a key "overridden" with its old value when it
     # exits; a value equal to the default is no change.
     return {k: v for k, v in values.items() if v != config._config[k].default}
+
+
+def when_set(module_name: str, key: str, callback: Any) -> None:
+    """Call ``callback()`` whenever ``key`` of config module ``module_name`` is set to a true value.
+
+    One Python call more per config write; reading config is untouched.
+    """
+    config = importlib.import_module(module_name)
+    cls = type(config)
+    original = cls.__setattr__
+
+    def __setattr__(self: Any, name: str, value: object) -> None:
+        original(self, name, value)
+        if name == key and value:
+            callback()
+
+    cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]

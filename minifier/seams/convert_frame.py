@@ -1,0 +1,288 @@
+"""Seam: ``torch._dynamo.convert_frame._compile``, where dynamo compiles one Python frame.
+
+Every frame dynamo decides to compile (a cache miss: the first call, a recompile, a
+resume function after a graph break) reaches ``_compile`` from dynamo's eval-frame
+callback *before the frame runs*, with its code object, the live ``f_locals`` (the
+arguments as the frame was entered), ``f_globals``, the closure cells, the backend
+(``compiler_fn``), ``one_graph`` (``fullgraph=True``) and the compile id. Errors of
+tracing and of the backend's compile step come out of it; dynamo then decides whether
+the user sees them (:func:`skipped_softly`).
+
+pt2kit's replay recorder takes this seat (:func:`frame_compiles`). It is looked up at
+call time, so it sees functions that were wrapped by ``torch.compile`` before it was
+installed; and it runs only on cache misses, so a call that hits dynamo's cache never
+reaches it. We wrap ``_compile`` and not the callback classes around it on purpose:
+``ConvertFrameAssert.__call__`` walks the Python stack back through
+``torch/_dynamo/convert_frame.py`` frames to detect ``torch._dynamo.disable(recursive=False)``,
+and a wrapper frame of ours above it would hide that caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import logging
+import threading
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch._dynamo.convert_frame._compile",
+    features=("replay record", "replay.recording", "replay_record_enabled switch"),
+)
+
+log = logging.getLogger(__name__)
+
+#: Parameters of ``_compile`` the seam reads by name.
+PARAMETERS = ("code", "globals", "locals", "builtins", "closure", "compiler_fn", "one_graph", "export", "frame_state", "compile_id", "convert_frame_box")
+
+
+def probe() -> None:
+    import torch._dynamo.convert_frame as convert_frame
+    import torch._dynamo.eval_frame as eval_frame
+
+    parameters = inspect.signature(convert_frame._compile).parameters
+    missing = [p for p in PARAMETERS if p not in parameters]
+    if missing:
+        raise AttributeError(f"convert_frame._compile no longer takes {missing}")
+    source = inspect.getsource(convert_frame.ConvertFrame.__call__)
+    if "soft_fail = isinstance(e, (Unsupported, UserError))" not in source:
+        raise AttributeError("ConvertFrame.__call__ changed how it decides to fall back to eager")
+    for name in ("innermost_backend", "innermost_fn"):
+        if not callable(getattr(eval_frame, name, None)):
+            raise AttributeError(f"eval_frame.{name} is gone")
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    if not callable(getattr(_LazyGraphModule, "force_recompile", None)):
+        raise AttributeError("_LazyGraphModule.force_recompile is gone")
+
+
+@dataclass
+class FrameEntry:
+    """One frame as dynamo is about to compile it (arguments of ``_compile``)."""
+
+    code: types.CodeType
+    f_globals: dict[str, Any]
+    f_locals: dict[str, Any]
+    builtins: dict[str, Any]
+    closure: tuple[types.CellType, ...]
+    compiler_fn: Callable[..., Any]
+    one_graph: bool
+    export: bool
+    compile_id: str
+    box: Any = field(repr=False, default=None)
+    contexts: list[Any] = field(default_factory=list, repr=False)
+    """Context managers an observer wants entered around this one compile."""
+
+    @property
+    def error_on_graph_break(self) -> bool:
+        """Whether a graph break is an error for this frame (``fullgraph=True`` or
+        ``torch._dynamo.error_on_graph_break(True)``); known once ``_compile`` has ended."""
+        return bool(self.one_graph or getattr(self.box, "error_on_graph_break", False))
+
+
+class FrameObserver(Protocol):
+    """Told about every frame compile while installed (see :func:`frame_compiles`)."""
+
+    def entering(self, entry: FrameEntry) -> Callable[..., Any] | None:
+        """Called before dynamo compiles the frame; may return a replacement backend."""
+
+    def failed(self, entry: FrameEntry, exc: BaseException) -> None:
+        """Tracing or the backend's compile step raised ``exc`` (it is re-raised)."""
+
+    def compiled(self, entry: FrameEntry) -> None:
+        """The compile ended without an error."""
+
+
+_lock = threading.Lock()
+_observers: tuple[FrameObserver, ...] = ()
+_installed: dict[str, Any] = {}
+
+
+def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def _compile(*args: Any, **kwargs: Any) -> Any:
+        observers = _observers
+        if not observers:
+            return original(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+            arguments = bound.arguments
+            entry = FrameEntry(
+                code=arguments["code"],
+                f_globals=arguments["globals"],
+                f_locals=arguments["locals"],
+                builtins=arguments["builtins"],
+                closure=tuple(arguments["closure"] or ()),
+                compiler_fn=arguments["compiler_fn"],
+                one_graph=bool(arguments["one_graph"]),
+                export=bool(arguments.get("export", False)),
+                compile_id=str(arguments.get("compile_id")),
+                box=arguments.get("convert_frame_box"),
+            )
+            for observer in observers:
+                replacement = observer.entering(entry)
+                if replacement is not None:
+                    entry.compiler_fn = replacement
+            arguments["compiler_fn"] = entry.compiler_fn
+            args, kwargs = bound.args, bound.kwargs
+        except Exception:  # never let an observer break the user's compile
+            log.exception("pt2kit: a frame observer failed on entry")
+            return original(*args, **kwargs)
+        try:
+            with contextlib.ExitStack() as stack:
+                for context in entry.contexts:
+                    stack.enter_context(context)
+                result = original(*args, **kwargs)
+        except BaseException as exc:
+            for observer in observers:
+                try:
+                    observer.failed(entry, exc)
+                except Exception:
+                    log.exception("pt2kit: a frame observer failed")
+            raise
+        for observer in observers:
+            try:
+                observer.compiled(entry)
+            except Exception:
+                log.exception("pt2kit: a frame observer failed")
+        return result
+
+    return _compile
+
+
+def add_observer(observer: FrameObserver) -> None:
+    """Install the seat (once) and tell ``observer`` about every frame compile."""
+    global _observers
+    import torch._dynamo.convert_frame as convert_frame
+
+    with _lock:
+        if not _installed:
+            original = convert_frame._compile
+            wrapper = _wrap(original)
+            convert_frame._compile = wrapper
+            _installed.update(original=original, wrapper=wrapper)
+        _observers = (*_observers, observer)
+
+
+def remove_observer(observer: FrameObserver) -> None:
+    """Stop telling ``observer``; the seat stays (idle it costs one tuple check per compile)."""
+    global _observers
+    with _lock:
+        _observers = tuple(o for o in _observers if o is not observer)
+
+
+@contextmanager
+def frame_compiles(observer: FrameObserver) -> Iterator[None]:
+    """Within the block, ``observer`` sees every frame dynamo compiles, on any thread."""
+    add_observer(observer)
+    try:
+        yield
+    finally:
+        remove_observer(observer)
+
+
+def skipped_softly(entry: FrameEntry, exc: BaseException) -> bool:
+    """Will dynamo swallow ``exc`` and run the frame eagerly (a frame-level graph break)?
+
+    That is ``ConvertFrame.__call__``'s rule: ``Unsupported`` and ``UserError`` are "soft"
+    failures unless graph breaks are errors for this frame (``fullgraph=True``,
+    ``error_on_graph_break``) or the error is one dynamo never suppresses. Such a frame
+    did not fail: the program runs it without compiling it.
+    """
+    from torch._dynamo.exc import ResumePrologueTracingError, UncapturedHigherOrderOpError, Unsupported, UserError
+
+    if entry.error_on_graph_break or isinstance(exc, (ResumePrologueTracingError, UncapturedHigherOrderOpError)):
+        return False
+    return isinstance(exc, (Unsupported, UserError))
+
+
+def suppressed(entry: FrameEntry, exc: BaseException) -> bool:
+    """Will dynamo swallow this hard error because ``config.suppress_errors`` is on?"""
+    import torch._dynamo.config as dynamo_config
+
+    return not entry.one_graph and bool(dynamo_config.suppress_errors) and not skipped_softly(entry, exc)
+
+
+def innermost_backend(compiler_fn: Callable[..., Any]) -> tuple[Callable[..., Any], str | None]:
+    """The backend the user gave ``torch.compile`` behind dynamo's wrappers, and its name if a string named it."""
+    from torch._dynamo.eval_frame import innermost_backend as unwrap
+
+    name = None
+    node: Any = compiler_fn
+    while hasattr(node, "_torchdynamo_orig_backend"):
+        name = getattr(node, "_compiler_name", None) or name
+        node = node._torchdynamo_orig_backend
+    return unwrap(compiler_fn), name if isinstance(name, str) else None
+
+
+def as_installed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """What dynamo actually calls for a compiled graph ``fn`` a backend returned.
+
+    dynamo installs ``disable(innermost_fn(compiled))``, and first turns a lazy graph
+    module's ``_lazy_forward`` into its real ``forward``. A wrapper of ours around a
+    compiled graph wraps that, or every call pays for a second ``disable`` layer and the
+    lazy-recompile check.
+    """
+    from torch._dynamo.eval_frame import innermost_fn
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    fn = innermost_fn(fn)
+    module = fn if isinstance(fn, _LazyGraphModule) else getattr(fn, "__self__", None)
+    if isinstance(module, _LazyGraphModule) and (fn is module or getattr(fn, "__name__", "") == "_lazy_forward"):
+        _LazyGraphModule.force_recompile(module)
+        return module if fn is module else module.forward
+    return fn
+
+
+def wrap_backend(compiler_fn: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """Make ``wrapper`` stand in for ``compiler_fn`` without dynamo noticing.
+
+    dynamo names backends in its error messages by ``__name__`` and finds the user's
+    backend behind wrappers through ``_torchdynamo_orig_backend``; both are carried over.
+    """
+    functools.update_wrapper(wrapper, compiler_fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
+    for attribute in ("__name__", "compiler_name", "get_compiler_config", "_compiler_name"):
+        if hasattr(compiler_fn, attribute):
+            try:
+                setattr(wrapper, attribute, getattr(compiler_fn, attribute))
+            except (AttributeError, TypeError):
+                pass
+    wrapper._torchdynamo_orig_backend = compiler_fn  # type: ignore[attr-defined]
+    return wrapper
+
+
+def failing_compile_locals(exc: BaseException) -> dict[str, Any] | None:
+    """``_compile``'s arguments for the frame whose tracing raised ``exc`` (from its traceback).
+
+    ``code``, ``globals``, ``locals`` (the frame's arguments) and ``closure``: what the
+    minifier needs to trace a frame dynamo could not (``minifier.frames.lift_frame``).
+    """
+    import traceback
+
+    import torch._dynamo.convert_frame as convert_frame
+
+    # inspect.unwrap: replay/ and explain/ may have wrapped _compile
+    compile_code = inspect.unwrap(convert_frame._compile).__code__
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code is compile_code:
+            return {name: frame.f_locals[name] for name in ("code", "globals", "locals", "closure")}
+    return None
+
+
+def code_being_compiled() -> types.CodeType | None:
+    """The code object dynamo is tracing right now (inside a backend call), if any."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        return InstructionTranslator.current_tx().f_code
+    except (AttributeError, ImportError):
+        return None

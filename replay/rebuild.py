@@ -1,0 +1,692 @@
+"""Rebuilding a recorded frame: the value tree back into objects, and one compiled call.
+
+A record (:mod:`replay.record`) describes a frame declaratively. This module is the
+other half of :mod:`replay.values`: it turns that description back into a function, its
+arguments and closure, its globals, and the torch state around the call, then calls it
+through ``torch.compile``. It imports only torch and the standard library, because
+``replay script`` copies this file whole into the scripts it writes; in pt2kit it runs
+only in the isolated replay process.
+
+**The value tree.** Plain JSON values stand for themselves (``None``, bools, ints, strings,
+finite floats). Everything else is an object ``{"t": kind, ...}``. Objects whose identity
+matters (lists, dicts, sets, tensors, modules, functions, user objects...) live once in
+the manifest's ``objects`` table and are referred to as ``{"t": "ref", "id": "12"}``, so
+aliasing survives and the table can be rebuilt in any order (containers are created
+empty first, which also makes cycles work). Tensors point into ``tensors.pt`` (loaded
+with ``weights_only=True`` by the caller): a view is rebuilt from its base with
+``as_strided``, so views of one storage stay views of one storage.
+
+**Code.** Functions and classes of the user's own modules come back from their *source*
+(``sources``): the function's block is compiled (never executed) and its code object is
+taken out of the result, so decorators such as ``@torch.compile`` are not applied; a
+class statement is executed, in a namespace holding the recorded globals. Methods are
+compiled inside a class of the same name (for ``super()`` and name mangling) and
+closures inside a factory function that names the free variables. Everything else
+(torch, libraries, the standard library, importable user modules) is a reference
+``module:qualname`` that is imported here, at replay, and only here.
+
+Nothing in this module runs when a record is merely *read*: loading validates JSON and
+tensors; executing sources and importing classes happen when a frame is rebuilt.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import importlib
+import random
+import sys
+import types
+from typing import Any
+
+import torch
+
+FORMAT = "pt2kit-replay"
+VERSION = 1
+
+
+class RebuildError(Exception):
+    """A record cannot be turned back into a frame (a missing class, a changed source...)."""
+
+
+class Unrecordable:
+    """Stands in, in a partial replay, for a value that could not be recorded."""
+
+    def __init__(self, name: str, type_name: str, reason: str) -> None:
+        self.name, self.type_name, self.reason = name, type_name, reason
+
+    def __repr__(self) -> str:
+        return f"<unrecordable {self.type_name} {self.name}: {self.reason}>"
+
+
+# --------------------------------------------------------------------------- #
+# References and sources
+# --------------------------------------------------------------------------- #
+
+
+def resolve(ref: str) -> Any:
+    """Import ``module:qualname`` (``qualname`` may be dotted) and return the object."""
+    module_name, _, qualname = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as e:  # noqa: BLE001 - any import failure means the same to the user
+        raise RebuildError(f"cannot import {module_name} (for {ref}): {type(e).__name__}: {e}") from None
+    for part in qualname.split(".") if qualname else ():
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise RebuildError(f"{ref} does not exist: {module_name} has no {qualname}") from None
+    return obj
+
+
+def source_text(entry: dict[str, Any]) -> str:
+    """The text compiled for a source entry: its block at its own line numbers, wrapped as needed."""
+    lines = entry["text"].splitlines()
+    first = lines[0] if lines else ""
+    indent = first[: len(first) - len(first.lstrip())]
+    # Lines that do not start with the block's indentation are inside a string literal.
+    body = [line[len(indent) :] if line.startswith(indent) else line for line in lines]
+    header: list[str] = []
+    prefix = ""
+    if entry.get("imports"):
+        # Never runs; it tells the compiler which globals are modules bound by ``import``,
+        # which changes the bytecode it emits for ``F.relu(x)`` (CPython 3.11+).
+        header.append(f"if 0: import {', '.join(entry['imports'])}")
+    if entry.get("freevars"):
+        header.append(f"def __pt2kit_factory__({', '.join(entry['freevars'])}):")
+        prefix += "    "
+    if entry.get("wrap_class"):
+        header.append(f"{prefix}class {entry['wrap_class']}:")
+        prefix += "    "
+    if header:
+        body = [prefix + line if line.strip() else line for line in body]
+    pad = max(0, int(entry.get("firstlineno", 1)) - 1 - len(header))
+    return "\n" * pad + "\n".join(header + body) + "\n"
+
+
+def compile_source(entry: dict[str, Any]) -> types.CodeType:
+    """Compile a source entry (nothing runs): the module-level code object."""
+    try:
+        return compile(source_text(entry), entry.get("file") or "<replay>", "exec", flags=int(entry.get("flags", 0)), dont_inherit=True)
+    except SyntaxError as e:
+        raise RebuildError(f"the recorded source of {entry.get('qualname')} does not compile: {e}") from None
+
+
+def all_code_objects(code: types.CodeType) -> list[types.CodeType]:
+    """``code`` and every code object nested in it, outermost first."""
+    found, todo = [], [code]
+    while todo:
+        current = todo.pop(0)
+        found.append(current)
+        todo.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+    return found
+
+
+def find_code(module_code: types.CodeType, name: str, firstlineno: int | None) -> types.CodeType:
+    """The code object named ``name`` (at ``firstlineno``) inside compiled source."""
+    candidates = [c for c in all_code_objects(module_code)[1:] if c.co_name == name]
+    exact = [c for c in candidates if firstlineno is None or c.co_firstlineno == firstlineno]
+    chosen = exact or candidates
+    if len(chosen) != 1:
+        raise RebuildError(f"the recorded source holds {len(chosen)} functions named {name}")
+    return chosen[0]
+
+
+def same_bytecode(a: types.CodeType, b: types.CodeType) -> bool:
+    """Do two code objects run the same instructions on the same names?"""
+    return (a.co_code, a.co_names, a.co_varnames, a.co_freevars, a.co_argcount, a.co_kwonlyargcount) == (
+        b.co_code,
+        b.co_names,
+        b.co_varnames,
+        b.co_freevars,
+        b.co_argcount,
+        b.co_kwonlyargcount,
+    )
+
+
+def bytecode_digest(code: types.CodeType) -> str:
+    return hashlib.sha256(code.co_code + repr((code.co_names, code.co_varnames)).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- #
+# The value tree
+# --------------------------------------------------------------------------- #
+
+_SHELLS = {"list", "dict", "odict", "defaultdict", "set", "module", "object"}
+
+
+class Decoder:
+    """Turns the manifest's value tree back into objects (one decoder per rebuilt frame)."""
+
+    def __init__(self, manifest: dict[str, Any], tensors: list[torch.Tensor], *, allow_unrecordable: bool = False) -> None:
+        self.manifest = manifest
+        self.tensors = tensors
+        self.objects: dict[str, Any] = manifest.get("objects", {})
+        self.sources: list[dict[str, Any]] = manifest.get("sources", [])
+        self.allow_unrecordable = allow_unrecordable
+        self.done: dict[str, Any] = {}
+        self.in_progress: set[str] = set()
+        self.namespaces: dict[str, dict[str, Any]] = {}
+        self.ns_in_progress: set[tuple[str, str]] = set()
+        self.codes: dict[int, types.CodeType] = {}
+        self.classes: dict[int, type] = {}
+        self.tensor_nodes: list[torch.Tensor] = []
+
+    # -- namespaces ------------------------------------------------------------------
+
+    def namespace(self, key: str) -> dict[str, Any]:
+        """The globals dict of a recorded module; names are filled in as they are needed."""
+        ns = self.namespaces.get(key)
+        if ns is None:
+            spec = self.manifest["namespaces"][key]
+            ns = {"__name__": spec.get("module", key), "__builtins__": builtins, "__file__": spec.get("file")}
+            self.namespaces[key] = ns
+        return ns
+
+    def global_value(self, key: str, name: str) -> Any:
+        ns = self.namespace(key)
+        recorded = self.manifest["namespaces"][key]["globals"]
+        if name in recorded and name not in ns and (key, name) not in self.ns_in_progress:
+            self.ns_in_progress.add((key, name))
+            ns[name] = self.value(recorded[name])
+        return ns.get(name)
+
+    def fill_namespace(self, key: str) -> dict[str, Any]:
+        for name in self.manifest["namespaces"][key]["globals"]:
+            self.global_value(key, name)
+        return self.namespace(key)
+
+    # -- code ------------------------------------------------------------------------
+
+    def code(self, index: int) -> types.CodeType:
+        """The code object of source ``index`` (compiled, not run)."""
+        if index not in self.codes:
+            entry = self.sources[index]
+            self.codes[index] = find_code(compile_source(entry), entry["name"], entry.get("code_firstlineno"))
+        return self.codes[index]
+
+    def klass(self, index: int) -> type:
+        """Execute a recorded class statement in its namespace and return the class."""
+        if index in self.classes:
+            return self.classes[index]
+        entry = self.sources[index]
+        key = entry["namespace"]
+        ns = self.namespace(key)
+        module_code = compile_source(entry)
+        # The names the class statement itself evaluates (bases, decorators, class body).
+        for code in all_code_objects(module_code):
+            if code is module_code or not (code.co_flags & 0x2):  # not CO_NEWLOCALS: module or class body
+                for name in code.co_names:
+                    self.global_value(key, name)
+        try:
+            exec(module_code, ns)  # noqa: S102 - replay runs the user's class statement, by design
+        except Exception as e:  # noqa: BLE001
+            raise RebuildError(f"the class statement of {entry['qualname']} raised {type(e).__name__}: {e}") from None
+        cls = ns[entry["name"]]
+        self.classes[index] = cls
+        return cls
+
+    def function(self, node: dict[str, Any], key: str | None) -> types.FunctionType:
+        entry = self.sources[node["source"]]
+        code = self.code(node["source"])
+        ns = self.namespace(entry["namespace"])
+        closure_values = node.get("closure", {})
+        cells = [types.CellType() for _ in code.co_freevars]
+        fn = types.FunctionType(code, ns, code.co_name, None, tuple(cells) or None)
+        if key is not None:
+            self.done[key] = fn
+        for name, cell in zip(code.co_freevars, cells):
+            if name in closure_values:
+                cell.cell_contents = self.value(closure_values[name])
+        if node.get("defaults") is not None:
+            fn.__defaults__ = tuple(self.value(node["defaults"]))
+        if node.get("kwdefaults") is not None:
+            fn.__kwdefaults__ = self.value(node["kwdefaults"])
+        fn.__qualname__ = entry.get("qualname", fn.__qualname__)
+        fn.__module__ = ns.get("__name__")
+        for name, value in node.get("attrs", {}).items():
+            setattr(fn, name, self.value(value))
+        return fn
+
+    # -- values ----------------------------------------------------------------------
+
+    def value(self, node: Any) -> Any:
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            raise RebuildError("malformed record: a bare JSON list in the value tree")
+        kind = node.get("t")
+        if kind == "ref":
+            return self.ref(node["id"])
+        return self.build(node, None)
+
+    def ref(self, key: str) -> Any:
+        if key in self.done:
+            return self.done[key]
+        if key in self.in_progress:
+            raise RebuildError(f"malformed record: object {key} contains itself through an immutable value")
+        node = self.objects.get(key)
+        if node is None:
+            raise RebuildError(f"malformed record: object {key} is missing")
+        self.in_progress.add(key)
+        value = self.build(node, key)
+        self.done[key] = value
+        self.in_progress.discard(key)
+        return value
+
+    def build(self, node: dict[str, Any], key: str | None) -> Any:  # noqa: C901 - one branch per kind
+        kind = node.get("t")
+        v = self.value
+        if kind == "float":
+            return float(node["v"])
+        if kind == "complex":
+            return complex(node["re"], node["im"])
+        if kind == "bytes":
+            return bytes.fromhex(node["hex"])
+        if kind == "tuple":
+            return tuple(v(item) for item in node["items"])
+        if kind == "frozenset":
+            return frozenset(v(item) for item in node["items"])
+        if kind == "ellipsis":
+            return ...
+        if kind == "slice":
+            return slice(v(node["start"]), v(node["stop"]), v(node["step"]))
+        if kind == "range":
+            return range(node["start"], node["stop"], node["step"])
+        if kind == "list":
+            out: list[Any] = []
+            self._remember(key, out)
+            out.extend(v(item) for item in node["items"])
+            return out
+        if kind in ("dict", "odict", "defaultdict"):
+            if kind == "dict":
+                mapping: Any = {}
+            elif kind == "odict":
+                import collections
+
+                mapping = collections.OrderedDict()
+            else:
+                import collections
+
+                mapping = collections.defaultdict(None)
+            self._remember(key, mapping)
+            if kind == "defaultdict":
+                mapping.default_factory = v(node["factory"])
+            for k, item in node["items"]:
+                mapping[v(k)] = v(item)
+            return mapping
+        if kind == "set":
+            out_set: set[Any] = set()
+            self._remember(key, out_set)
+            out_set.update(v(item) for item in node["items"])
+            return out_set
+        if kind == "dtype":
+            return getattr(torch, node["name"])
+        if kind == "device":
+            return torch.device(node["name"])
+        if kind == "size":
+            return torch.Size(node["items"])
+        if kind in ("layout", "memory_format", "qscheme"):
+            return getattr(torch, node["name"])
+        if kind == "tensor":
+            return self.tensor(node, key)
+        if kind == "subclass":
+            cls = v(node["class"])
+            inner = {name: v(item) for name, item in node["inner"].items()}
+            t = cls.__tensor_unflatten__(inner, v(node["ctx"]), torch.Size(node["size"]), tuple(node["stride"]))
+            if node.get("requires_grad"):
+                t.requires_grad_(True)
+            return t
+        if kind == "generator":
+            g = torch.Generator(device=node["device"])
+            g.set_state(v(node["state"]))
+            return g
+        if kind == "ndarray":
+            return v(node["tensor"]).numpy()
+        if kind == "class":
+            return self.klass(node["source"]) if "source" in node else resolve(node["ref"])
+        if kind == "function":
+            if "ref" in node:
+                return resolve(node["ref"])
+            return self.function(node, key)
+        if kind == "pymodule":
+            return importlib.import_module(node["name"])
+        if kind == "op":
+            op: Any = torch.ops
+            for part in node["name"].split("."):
+                op = getattr(op, part)
+            return op
+        if kind == "attr":
+            return getattr(v(node["of"]), node["name"])
+        if kind == "method":
+            return getattr(v(node["self"]), node["name"])
+        if kind == "partial":
+            import functools
+
+            return functools.partial(v(node["func"]), *v(node["args"]), **v(node["keywords"]))
+        if kind == "enum":
+            cls = v(node["class"])
+            return cls[node["name"]] if node.get("name") is not None else cls(v(node["value"]))
+        if kind == "namedtuple":
+            return tuple.__new__(v(node["class"]), [v(item) for item in node["items"]])
+        if kind == "structseq":
+            return v(node["class"])([v(item) for item in node["items"]])
+        if kind in ("module", "object"):
+            cls = v(node["class"])
+            obj = cls.__new__(cls)
+            self._remember(key, obj)
+            for name, item in node["state"].items():
+                object.__setattr__(obj, name, v(item))
+            return obj
+        if kind == "unrecordable":
+            if not self.allow_unrecordable:
+                raise RebuildError(f"{node.get('name')} ({node.get('type')}) was not recorded: {node.get('reason')}")
+            return Unrecordable(node.get("name", "?"), node.get("type", "?"), node.get("reason", ""))
+        raise RebuildError(f"malformed record: unknown value kind {kind!r}")
+
+    def _remember(self, key: str | None, value: Any) -> None:
+        if key is not None:
+            self.done[key] = value
+
+    def tensor(self, node: dict[str, Any], key: str | None) -> torch.Tensor:
+        if "view" in node:
+            view = node["view"]
+            base = self.value(view["base"])
+            t = base.as_strided(view["size"], view["stride"], view["offset"])
+        else:
+            index = node["data"]
+            if not isinstance(index, int) or not 0 <= index < len(self.tensors):
+                raise RebuildError(f"malformed record: tensor {index} is not in tensors.pt")
+            t = self.tensors[index]
+            if node.get("parameter"):
+                t = torch.nn.Parameter(t, requires_grad=bool(node.get("requires_grad")))
+            elif node.get("requires_grad"):
+                t = t.detach().requires_grad_(True)
+        if key is not None:
+            self.done[key] = t
+        if "grad" in node:
+            t.grad = self.value(node["grad"])
+        for name, item in node.get("attrs", {}).items():
+            t.__dict__[name] = self.value(item)
+        self.tensor_nodes.append(t)
+        return t
+
+
+# --------------------------------------------------------------------------- #
+# The frame
+# --------------------------------------------------------------------------- #
+
+
+class Frame:
+    """A rebuilt frame: the function and the arguments it was entered with."""
+
+    def __init__(self, fn: Any, args: list[Any], kwargs: dict[str, Any], decoder: Decoder) -> None:
+        self.fn, self.args, self.kwargs, self.decoder = fn, args, kwargs, decoder
+
+    @property
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor rebuilt for this frame (arguments, globals, closure)."""
+        return self.decoder.tensor_nodes
+
+
+def rebuild_frame(manifest: dict[str, Any], tensors: list[torch.Tensor], internals: dict[str, Any], *, allow_unrecordable: bool = False) -> Frame:
+    """The recorded frame's function, arguments and globals, ready to call.
+
+    ``internals`` holds the few private torch hooks replay needs (pt2kit passes its seams;
+    a script written by ``replay script`` passes copies): ``regenerate_resume`` rebuilds a
+    resume function from the original function's code.
+    """
+    for name, root in manifest.get("imports", []):
+        if root and root not in sys.path:
+            sys.path.insert(0, root)
+    decoder = Decoder(manifest, tensors, allow_unrecordable=allow_unrecordable)
+    frame = manifest["frame"]
+    code_spec = frame["code"]
+    namespace_key = frame.get("namespace")
+    if "unavailable" in code_spec:
+        raise RebuildError(f"the source of the recorded function was not available when it was recorded ({code_spec['unavailable']})")
+    if "ref" in code_spec:
+        original = resolve(code_spec["ref"])
+        code = getattr(original, "__code__", None)
+        if code is None:
+            raise RebuildError(f"{code_spec['ref']} is not a Python function")
+        ns = original.__globals__
+    else:
+        code = decoder.code(code_spec["source"])
+        ns = decoder.fill_namespace(namespace_key) if namespace_key else {"__builtins__": builtins}
+    if frame.get("resume"):
+        code = internals["regenerate_resume"](code, frame["resume"])
+    for key in manifest.get("namespaces", {}):
+        decoder.fill_namespace(key)
+    closure_values = frame.get("closure", {})
+    cells = tuple(types.CellType() for _ in code.co_freevars)
+    for name, cell in zip(code.co_freevars, cells):
+        if name in closure_values:
+            cell.cell_contents = decoder.value(closure_values[name])
+    fn = types.FunctionType(code, ns, code.co_name, None, cells or None)
+    fn.__qualname__ = frame.get("qualname", code.co_name)
+    values = {name: decoder.value(node) for name, node in frame["args"].items()}
+    args, kwargs = call_arguments(code, values)
+    return Frame(fn, args, kwargs, decoder)
+
+
+def call_arguments(code: types.CodeType, values: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Positional and keyword arguments that enter ``code`` with its locals set to ``values``."""
+    names = code.co_varnames
+    positional = [values[n] for n in names[: code.co_argcount]]
+    kwargs = {n: values[n] for n in names[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]}
+    index = code.co_argcount + code.co_kwonlyargcount
+    if code.co_flags & 0x04:  # CO_VARARGS
+        positional.extend(values[names[index]])
+        index += 1
+    if code.co_flags & 0x08:  # CO_VARKEYWORDS
+        kwargs.update(values[names[index]])
+    return positional, kwargs
+
+
+# --------------------------------------------------------------------------- #
+# State around the call: config, global state, RNG
+# --------------------------------------------------------------------------- #
+
+
+def apply_config(manifest: dict[str, Any], decoder: Decoder) -> None:
+    """Set every recorded non-default compiler config value."""
+    for module_name, values in manifest.get("config", {}).items():
+        module = importlib.import_module(module_name)
+        for name, node in values.items():
+            setattr(module, name, decoder.value(node))
+
+
+def apply_global_state(state: dict[str, Any]) -> contextlib.ExitStack:
+    """Set the process-wide state and return the contexts (grad, autocast...) to call inside."""
+    torch.set_default_dtype(getattr(torch, state.get("default_dtype", "float32")))
+    if state.get("deterministic") is not None:
+        torch.use_deterministic_algorithms(bool(state["deterministic"]), warn_only=bool(state.get("deterministic_warn_only")))
+    if state.get("float32_matmul_precision"):
+        torch.set_float32_matmul_precision(state["float32_matmul_precision"])
+    for name, value in state.get("backends", {}).items():
+        owner: Any = torch.backends
+        *path, attr = name.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        with contextlib.suppress(Exception):
+            setattr(owner, attr, value)
+    stack = contextlib.ExitStack()
+    if state.get("inference_mode"):
+        stack.enter_context(torch.inference_mode(True))
+    stack.enter_context(torch.set_grad_enabled(bool(state.get("grad_enabled", True))))
+    for device, autocast in state.get("autocast", {}).items():
+        if autocast.get("enabled"):
+            stack.enter_context(torch.autocast(device, dtype=getattr(torch, autocast["dtype"]), cache_enabled=state.get("autocast_cache_enabled", True)))
+    return stack
+
+
+def restore_rng(manifest: dict[str, Any], decoder: Decoder) -> None:
+    """Put every random number generator back where it was when the frame was entered."""
+    rng = manifest.get("rng", {})
+    if "torch" in rng:
+        torch.set_rng_state(decoder.value(rng["torch"]))
+    if "python" in rng:
+        state = decoder.value(rng["python"])
+        random.setstate((state[0], tuple(state[1]), state[2]))
+    if rng.get("numpy") is not None:
+        import numpy as np
+
+        name, keys, pos, has_gauss, cached = rng["numpy"]
+        np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    if rng.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([decoder.value(s) for s in rng["cuda"]])
+
+
+# --------------------------------------------------------------------------- #
+# The call
+# --------------------------------------------------------------------------- #
+
+
+class BackendNotFound(RebuildError):
+    """The recorded backend cannot be had here (its module, its name or its definition)."""
+
+
+def resolve_backend(name: str) -> Any:
+    """A registered backend name (checked), or ``module:function``."""
+    if ":" in name:
+        return resolve(name)
+    from torch._dynamo import list_backends
+
+    if name not in list_backends(exclude_tags=()):
+        raise BackendNotFound(f"no backend is registered as {name!r} (registered: {', '.join(list_backends(exclude_tags=()))})")
+    return name
+
+
+def recorded_backend(recorded: dict[str, Any]) -> Any:
+    """The backend the record names: import its modules, run its carried definitions, resolve it."""
+    if not recorded.get("name"):
+        raise BackendNotFound(f"the recorded backend cannot be rebuilt ({recorded.get('why') or 'it has no name'}); choose one with --backend")
+    for name, root in recorded.get("modules", []):
+        if root and root not in sys.path:
+            sys.path.insert(0, root)
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001
+            raise BackendNotFound(f"the recorded backend {recorded['name']!r} lives in {name}, which does not import here: {type(e).__name__}: {e}") from None
+    if recorded.get("definitions"):
+        # the backend's own source, carried from the user's program (a script, a lambda...)
+        namespace: dict[str, Any] = {"__name__": "__pt2kit_backend__", "__builtins__": builtins}
+        try:
+            exec(compile(recorded["definitions"], "<the recorded backend's definitions>", "exec"), namespace)  # noqa: S102
+        except Exception as e:  # noqa: BLE001
+            raise BackendNotFound(f"the recorded backend's definitions fail here: {type(e).__name__}: {e}") from None
+        if recorded.get("binds"):
+            return namespace[recorded["binds"]]
+    return resolve_backend(recorded["name"])
+
+
+def replay_call(manifest: dict[str, Any], tensors: list[torch.Tensor], internals: dict[str, Any], **options: Any) -> Any:
+    """Rebuild the frame and call it compiled, as it was called when it failed (see :func:`prepare_call`)."""
+    return prepare_call(manifest, tensors, internals, **options)()
+
+
+def prepare_call(
+    manifest: dict[str, Any],
+    tensors: list[torch.Tensor],
+    internals: dict[str, Any],
+    *,
+    backend: Any = None,
+    fullgraph: bool | None = None,
+    static: bool = False,
+    allow_unrecordable: bool = False,
+) -> Any:
+    """Everything up to the call; returns the call itself (no arguments).
+
+    In order: reset dynamo, import the backend's modules, rebuild the frame, set the
+    recorded config and global state, restore automatic-dynamic state (``static``: drop
+    it and every ``mark_dynamic`` mark instead) and wrap the function with
+    ``torch.compile(fn, backend=..., fullgraph=...)``. The returned call restores the RNGs
+    and calls it once; it returns the outputs, and whatever it raises propagates.
+    """
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    compile_options = manifest.get("compile", {})
+    recorded = compile_options.get("backend", {})
+    if backend is None:
+        backend = recorded_backend(recorded)
+        options = recorded.get("config", {}).get("torch._inductor.config") or None
+    else:
+        options = None
+    frame = rebuild_frame(manifest, tensors, internals, allow_unrecordable=allow_unrecordable)
+    apply_config(manifest, frame.decoder)
+    contexts = apply_global_state(manifest.get("global_state", {}))
+    if static:
+        for t in frame.tensors:
+            internals["strip_dynamic_marks"](t)
+    else:
+        automatic = manifest.get("dynamic", {}).get("automatic")
+        if automatic:
+            internals["restore_automatic_dynamic"](frame.fn.__code__, frame.fn.__closure__, automatic)
+    if fullgraph is None:
+        fullgraph = bool(compile_options.get("fullgraph"))
+    kwargs: dict[str, Any] = {"backend": backend, "fullgraph": fullgraph}
+    if static:
+        kwargs["dynamic"] = False
+    if options:
+        kwargs["options"] = options
+    compiled = torch.compile(frame.fn, **kwargs)
+
+    def call() -> Any:
+        restore_rng(manifest, frame.decoder)
+        with contexts:
+            return compiled(*frame.args, **frame.kwargs)
+
+    return call
+
+
+def flat_outputs(value: Any) -> list[Any]:
+    """The leaves of an output: tensors and plain values, in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in flat_outputs(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in flat_outputs(item)]
+    return [value]
+
+
+def digest(value: Any) -> dict[str, Any]:
+    """Shape, dtype and the sha256 of an output's contiguous CPU bytes (or of a plain value's repr)."""
+    if not isinstance(value, torch.Tensor):
+        return {"shape": None, "dtype": type(value).__name__, "sha256": hashlib.sha256(repr(value).encode()).hexdigest()}
+    t = value.detach()
+    if t.is_meta:
+        return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "sha256": None}
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    t = t.cpu().resolve_conj().resolve_neg().clone(memory_format=torch.contiguous_format)
+    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "sha256": hashlib.sha256(bytes(t.untyped_storage())).hexdigest()}
+
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "Decoder",
+    "Frame",
+    "RebuildError",
+    "Unrecordable",
+    "BackendNotFound",
+    "apply_config",
+    "apply_global_state",
+    "call_arguments",
+    "compile_source",
+    "digest",
+    "find_code",
+    "flat_outputs",
+    "prepare_call",
+    "rebuild_frame",
+    "recorded_backend",
+    "replay_call",
+    "resolve",
+    "restore_rng",
+    "same_bytecode",
+    "source_text",
+]

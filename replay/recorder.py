@@ -1,0 +1,465 @@
+"""Recording: snapshot every frame dynamo compiles, keep the ones that fail.
+
+A :class:`Recorder` sits at dynamo's frame seat (:mod:`minifier.seams.convert_frame`),
+which every compiled frame passes *before it runs*: a function's first call, a
+recompile, a resume function after a graph break. There it takes a :class:`Snapshot`:
+references to the arguments, closure and globals, plus what would be lost by the time a
+failure is known (RNG state, global state, config, automatic-dynamic state, the
+versions of the argument tensors). That costs microseconds on a cache miss and nothing on
+a cache hit, where dynamo never calls into Python.
+
+A frame fails at one of three levels, and each leaves one record (once per function and
+failure signature):
+
+- **tracing** and **backend compile**: the exception comes out of ``_compile``. A
+  frame-level graph break that dynamo answers by running the frame eagerly is not a
+  failure (:func:`~minifier.seams.convert_frame.skipped_softly`); an error
+  ``suppress_errors`` swallows is recorded, and marked so;
+- **compiled run**: the recorder stands in for the backend and wraps the compiled
+  function it returns. If the first call (the one that compiled it) raises, the entry
+  snapshot is used; a later call that raises is snapshotted from its live frame at that
+  moment (``snapshot: at-failure``: RNG state is then as the failed call left it).
+
+Only then is the snapshot *described* (:mod:`replay.values`) and written
+(:mod:`replay.record`). Recording never changes what the program does: the original
+exception propagates (with a note naming the record), and a recorder bug is logged, not
+raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import functools
+import logging
+import os
+import platform
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from minifier.seams import automatic_dynamic, convert_frame, resume_functions
+from minifier.signature import signature_of_exception
+
+from . import rebuild, record, state, values
+
+log = logging.getLogger(__name__)
+
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+
+#: How many explicit recorders (``replay record``, ``replay.recording()``) are active;
+#: torch's ``replay_record_enabled`` switch stands down while one is.
+_explicit = 0
+_explicit_lock = threading.Lock()
+
+
+def argument_names(code: types.CodeType) -> tuple[str, ...]:
+    """The names a frame's arguments are bound to on entry (positional, keyword-only, *args, **kwargs)."""
+    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & _CO_VARARGS) + bool(code.co_flags & _CO_VARKEYWORDS)
+    return code.co_varnames[:count]
+
+
+@dataclass
+class Snapshot:
+    """A frame as it was entered, kept by reference until we know whether it fails."""
+
+    code: types.CodeType
+    f_globals: dict[str, Any]
+    args: dict[str, Any]
+    closure: dict[str, Any]
+    compiler_fn: Callable[..., Any]
+    one_graph: bool
+    compile_id: str
+    rng: state.RngState
+    global_state: dict[str, Any]
+    config: dict[str, dict[str, Any]]
+    automatic_dynamic: dict[str, Any]
+    versions: dict[str, int]
+    taken: str = "frame-entry"
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def at_entry(cls, entry: convert_frame.FrameEntry) -> Snapshot:
+        code = entry.code
+        args = {name: entry.f_locals[name] for name in argument_names(code) if name in entry.f_locals}
+        closure = {}
+        for name, cell in zip(code.co_freevars, entry.closure):
+            with contextlib.suppress(ValueError):
+                closure[name] = cell.cell_contents
+        return cls(
+            code=code,
+            f_globals=entry.f_globals,
+            args=args,
+            closure=closure,
+            compiler_fn=entry.compiler_fn,
+            one_graph=entry.one_graph,
+            compile_id=entry.compile_id,
+            rng=state.RngState.take(),
+            global_state=state.global_state(),
+            config=state.non_default_config(),
+            automatic_dynamic=automatic_dynamic.snapshot(code, entry.closure),
+            versions=_versions(args),
+        )
+
+    def late(self, frame: types.FrameType) -> Snapshot:
+        """The same frame, snapshotted from its live Python frame at a later failing call."""
+        f_locals = frame.f_locals
+        args = {name: f_locals[name] for name in argument_names(self.code) if name in f_locals}
+        closure = {name: f_locals[name] for name in self.code.co_freevars if name in f_locals}
+        return Snapshot(
+            code=self.code,
+            f_globals=frame.f_globals,
+            args=args,
+            closure=closure,
+            compiler_fn=self.compiler_fn,
+            one_graph=self.one_graph,
+            compile_id=self.compile_id,
+            rng=state.RngState.take(),
+            global_state=state.global_state(),
+            config=self.config,
+            automatic_dynamic=self.automatic_dynamic,
+            versions=_versions(args),
+            taken="at-failure",
+            notes=["snapshotted when a later call of the compiled frame failed: RNG state is as that call left it"],
+        )
+
+
+def _versions(args: dict[str, Any]) -> dict[str, int]:
+    return {name: value._version for name, value in args.items() if isinstance(value, torch.Tensor)}
+
+
+# --------------------------------------------------------------------------- #
+# Describing a snapshot
+# --------------------------------------------------------------------------- #
+
+
+def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    """The manifest and tensors of a record of ``snapshot`` failing with ``exc`` at ``stage``."""
+    from minifier.script import is_internal_file
+
+    code = snapshot.code
+    module_name = str(snapshot.f_globals.get("__name__", "?"))
+    encoder = values.Encoder(source_modules={module_name})
+    notes = list(snapshot.notes)
+    source_code, resume = code, None
+    if resume_functions.is_resume_function(code):
+        try:
+            source_code, resume = resume_functions.origin(code)
+        except (LookupError, ValueError) as e:
+            encoder.unrecordable.append({"name": "<code>", "type": "resume function", "reason": str(e)})
+    code_spec: dict[str, Any]
+    function_object = snapshot.f_globals.get(code.co_name)
+    reference = values.reference_of(function_object) if getattr(function_object, "__code__", None) is source_code and is_internal_file(code.co_filename) else None
+    if reference is not None:
+        code_spec = {"ref": reference}
+    else:
+        try:
+            code_spec = {"source": encoder.source_entry(source_code, snapshot.f_globals)}
+        except (OSError, TypeError, SyntaxError, IndexError, rebuild.RebuildError) as e:
+            code_spec = {"unavailable": str(e)}
+            encoder.unrecordable.append({"name": "<code>", "type": "code", "reason": f"no source for {code.co_name}: {e}"})
+    namespace = encoder.namespace_key(snapshot.f_globals)
+    args = {name: encoder.encode(value, name) for name, value in snapshot.args.items()}
+    closure = {name: encoder.encode(value, f"closure {name}") for name, value in snapshot.closure.items()}
+    encoder.record_globals(snapshot.f_globals, values.global_names(source_code))
+    config: dict[str, dict[str, Any]] = {}
+    for module, settings in snapshot.config.items():
+        config[module] = {key: encoder.encode(value, f"config {module}.{key}") for key, value in settings.items()}
+    rng = snapshot.rng.describe(encoder)
+    encoder.finish()
+    for name, version in snapshot.versions.items():
+        if snapshot.args[name]._version != version:
+            notes.append(f"argument {name} was modified in place between frame entry and the failure; the record holds its later value")
+    backend = describe_compile_backend(snapshot.compiler_fn)
+    failure = signature_of_exception(exc)
+    manifest: dict[str, Any] = {
+        "format": record.FORMAT,
+        "version": record.VERSION,
+        "status": "partial" if encoder.unrecordable else "complete",
+        "created": datetime.datetime.now().isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "frame": {
+            "function": frame_label(snapshot),
+            "qualname": getattr(code, "co_qualname", code.co_name),
+            "file": code.co_filename,
+            "line": code.co_firstlineno,
+            "code_name": code.co_name,
+            "compile_id": snapshot.compile_id,
+            "code": code_spec,
+            "resume": resume,
+            "bytecode_sha256": rebuild.bytecode_digest(code),
+            "namespace": namespace,
+            "args": args,
+            "closure": closure,
+        },
+        "snapshot": snapshot.taken,
+        "failure": {**failure.signature.to_json(), "stage": stage, "suppressed": suppressed, "details": failure.details[:2000]},
+        "compile": {"backend": backend, "fullgraph": snapshot.one_graph},
+        "config": config,
+        "global_state": snapshot.global_state,
+        "rng": rng,
+        "dynamic": {"automatic": snapshot.automatic_dynamic},
+        "imports": sorted([name, root] for name, root in encoder.imports.items()),
+        "sources": encoder.sources,
+        "namespaces": encoder.namespaces,
+        "objects": encoder.objects,
+        "unrecordable": encoder.unrecordable,
+        "notes": notes,
+        "tensors": {},
+    }
+    return manifest, encoder.tensors
+
+
+def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:
+    """The manifest's ``compile.backend``: how a replay in another process gets the backend back.
+
+    The minifier's naming (:func:`minifier.capture.describe_backend`): a registered name or
+    ``module:function`` (with the user modules to import), or, for a backend defined in the
+    script, a lambda, a partial or a closure, its source (``definitions``) which binds it to
+    ``binds`` or registers it by name. ``name`` is None when none of that works (``why``).
+    """
+    from minifier.capture import describe_backend
+    from minifier.extract import BACKEND_NAME
+
+    backend_fn, backend_name = convert_frame.innermost_backend(compiler_fn)
+    info = describe_backend(backend_fn, backend_name)
+    return {
+        "name": None if info.unrecoverable else info.name,
+        "modules": [list(m) for m in info.modules],
+        "config": info.config,
+        "definitions": info.definitions,
+        "binds": BACKEND_NAME if f"{BACKEND_NAME} = " in info.definitions else None,
+        "why": info.unrecoverable,
+    }
+
+
+def frame_label(snapshot: Snapshot) -> str:
+    """The function a person would name: ``f`` for f's resume functions, and for torch's
+    own wrapper frames (``torch.compile(module)`` compiles one around ``forward``) the
+    module or function they wrap."""
+    from minifier.script import is_internal_file
+
+    name = resume_functions.user_function_name(snapshot.code)
+    wrapped = snapshot.closure.get("fn")
+    if is_internal_file(snapshot.code.co_filename) and wrapped is not None:
+        if isinstance(wrapped, torch.nn.Module):
+            return f"{type(wrapped).__name__}.forward"
+        return str(getattr(wrapped, "__qualname__", name))
+    return name
+
+
+def failing_stage(exc: BaseException) -> str:
+    """``backend compile`` when the backend raised while compiling, else ``tracing``."""
+    from minifier.signature import exception_chain
+
+    if any(type(e).__name__ == "BackendCompilerFailed" for e in exception_chain(exc)):
+        return "backend compile"
+    return "tracing"
+
+
+# --------------------------------------------------------------------------- #
+# The recorder
+# --------------------------------------------------------------------------- #
+
+
+class Recorder:
+    """Sees every frame dynamo compiles and writes a record for each one that fails.
+
+    ``switch=True`` is the mode of torch's ``replay_record_enabled`` flag (installed at
+    start-up by :mod:`replay.autoload`): it does nothing unless the flag is on, and stands
+    down while an explicit recorder runs.
+    """
+
+    def __init__(self, out: Path | None, *, switch: bool = False, quiet: bool = False) -> None:
+        self._out = Path(out) if out is not None else None
+        self.switch = switch
+        self.quiet = quiet
+        self.active = False
+        self.records: list[record.Record] = []
+        self.frames_seen = 0
+        self._seen: set[tuple[Any, ...]] = set()
+        self._tls = threading.local()
+        self._lock = threading.Lock()
+
+    @property
+    def out(self) -> Path:
+        """Where records go (``None`` at construction: ``$TORCHDYNAMO_REPRO_DIR`` when a record is written)."""
+        return self._out if self._out is not None else default_out()
+
+    # -- the frame seat ----------------------------------------------------------
+
+    def _stack(self) -> list[Snapshot]:
+        stack = getattr(self._tls, "stack", None)
+        if stack is None:
+            stack = self._tls.stack = []
+        return stack
+
+    def entering(self, entry: convert_frame.FrameEntry) -> Callable[..., Any] | None:
+        if not self.active or entry.export:
+            return None
+        if self.switch:
+            import torch._dynamo.config as dynamo_config
+
+            if not dynamo_config.replay_record_enabled or _explicit:
+                return None
+        self.frames_seen += 1
+        snapshot = Snapshot.at_entry(entry)
+        self._stack().append(snapshot)
+        # torch's own recorder (needs dill, and crashes on some frames) stays out of frames we record
+        entry.contexts.append(_torch_recorder_off())
+        return convert_frame.wrap_backend(entry.compiler_fn, self._watching_backend(entry.compiler_fn, snapshot))
+
+    def failed(self, entry: convert_frame.FrameEntry, exc: BaseException) -> None:
+        snapshot = self._pop(entry)
+        if snapshot is None or convert_frame.skipped_softly(entry, exc):
+            return
+        self.save(snapshot, exc, failing_stage(exc), suppressed=convert_frame.suppressed(entry, exc))
+
+    def compiled(self, entry: convert_frame.FrameEntry) -> None:
+        self._pop(entry)
+
+    def _pop(self, entry: convert_frame.FrameEntry) -> Snapshot | None:
+        stack = self._stack()
+        if stack and stack[-1].code is entry.code:
+            return stack.pop()
+        return None
+
+    # -- compiled runs -----------------------------------------------------------
+
+    def _watching_backend(self, compiler_fn: Callable[..., Any], snapshot: Snapshot) -> Callable[..., Any]:
+        recorder = self
+
+        def pt2kit_replay_backend(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+            compiled = compiler_fn(gm, example_inputs, **kwargs)
+            return recorder._watch(compiled, snapshot) if callable(compiled) else compiled
+
+        return pt2kit_replay_backend
+
+    def _watch(self, compiled: Callable[..., Any], snapshot: Snapshot) -> Callable[..., Any]:
+        recorder = self
+        first: list[Snapshot | None] = [snapshot]
+        # wrap what dynamo would call, so a cache hit pays for our one frame and no more
+        inner = convert_frame.as_installed(compiled)
+
+        def pt2kit_replay_watch(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return inner(*args, **kwargs)
+            except Exception as exc:
+                entry_snapshot, first[0] = first[0], None
+                if recorder.active:
+                    taken = entry_snapshot
+                    if taken is None:
+                        frame = _user_frame(snapshot.code)
+                        taken = snapshot.late(frame) if frame is not None else None
+                    if taken is not None:
+                        recorder.save(taken, exc, "compiled run")
+                raise
+            finally:
+                first[0] = None
+
+        functools.update_wrapper(pt2kit_replay_watch, compiled, updated=())
+        return pt2kit_replay_watch
+
+    # -- writing -----------------------------------------------------------------
+
+    def save(self, snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False) -> None:
+        """Describe and write one record; never raises (the user's exception matters more)."""
+        try:
+            failure = signature_of_exception(exc).signature
+            key = (snapshot.code.co_filename, snapshot.code.co_firstlineno, snapshot.code.co_name, failure)
+            with self._lock:
+                if key in self._seen:
+                    return
+                self._seen.add(key)
+            manifest, tensors = describe(snapshot, exc, stage, suppressed=suppressed)
+            path = record.write(self.out, manifest, tensors)
+            self.records.append(record.Record(path, manifest))
+            note = f"pt2kit: the failing frame {manifest['frame']['function']} was recorded in {path} (replay it: python -m replay run {path})"
+            with contextlib.suppress(Exception):
+                exc.add_note(note)
+            if not self.quiet:
+                print(note, file=sys.stderr)
+        except Exception:
+            log.warning("pt2kit: could not record the failing frame %s", snapshot.code.co_name, exc_info=True)
+
+    # -- installation ------------------------------------------------------------
+
+    def start(self) -> None:
+        global _explicit
+        from minifier import seams
+
+        seams.require("replay record", "convert_frame", "automatic_dynamic", "config", "resume_functions")
+        if not self.switch:
+            with _explicit_lock:
+                _explicit += 1
+        self.active = True
+        convert_frame.add_observer(self)
+
+    def stop(self) -> None:
+        global _explicit
+        self.active = False
+        convert_frame.remove_observer(self)
+        if not self.switch:
+            with _explicit_lock:
+                _explicit -= 1
+
+
+def _torch_recorder_off() -> Any:
+    import torch._dynamo.config as dynamo_config
+
+    return dynamo_config.patch(replay_record_enabled=False) if dynamo_config.replay_record_enabled else contextlib.nullcontext()
+
+
+def _user_frame(code: types.CodeType) -> types.FrameType | None:
+    """The live frame running (dynamo's transformed version of) ``code``, up the stack."""
+    frame = sys._getframe(2)
+    for _ in range(64):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == code.co_name and frame.f_code.co_filename == code.co_filename:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def default_out() -> Path:
+    """Where records go: ``$TORCHDYNAMO_REPRO_DIR``, else ``./torch_compile_debug``."""
+    return Path(os.environ.get("TORCHDYNAMO_REPRO_DIR") or "torch_compile_debug")
+
+
+@contextlib.contextmanager
+def recording(out: str | os.PathLike[str] | None = None, *, quiet: bool = False) -> Iterator[Recorder]:
+    """Record every frame that fails to compile or run compiled inside the block.
+
+    ``rec.records`` lists what was written. Exceptions pass through unchanged (with a
+    note naming the record). ``out`` defaults to ``$TORCHDYNAMO_REPRO_DIR`` or
+    ``./torch_compile_debug``.
+    """
+    recorder = Recorder(Path(out) if out is not None else default_out(), quiet=quiet)
+    recorder.start()
+    try:
+        yield recorder
+    finally:
+        recorder.stop()
+
+
+def record_call(fn: Callable[..., Any], *args: Any, out: str | os.PathLike[str] | None = None, **kwargs: Any) -> list[record.Record]:
+    """Call ``fn(*args, **kwargs)`` while recording; return the records of what failed.
+
+    The exception of a failing call is swallowed here (it is in the records); an empty
+    list means nothing failed.
+    """
+    with recording(out, quiet=True) as recorder:
+        try:
+            fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - the failure is what we came to record
+            if not recorder.records:
+                raise
+    return recorder.records

@@ -1,0 +1,574 @@
+"""Describing live Python values as a JSON value tree plus one list of tensors.
+
+The recording half of the record format (:mod:`replay.rebuild` is the other half and
+documents the tree). An :class:`Encoder` walks a frame's arguments, closure cells and
+globals and writes down *what* each value is, never *how to run code that makes it*:
+
+- scalars, strings, containers, ``torch.dtype``/``device``/``Size``, enums, slices...
+  as they are;
+- tensors as an index into ``tensors.pt`` plus what ``torch.save`` does not keep the way
+  dynamo sees it: ``Parameter``-ness, ``requires_grad``, the view relationship to a base
+  (rebuilt with ``as_strided``), ``.grad`` and the tensor's ``__dict__`` (where
+  ``mark_dynamic`` leaves its marks); tensor subclasses through ``__tensor_flatten__``;
+- ``nn.Module`` objects, dataclasses and plain Python objects as their class and
+  ``__dict__`` (rebuilt with ``cls.__new__``, ``__init__`` never runs), NamedTuples as
+  class and fields;
+- functions, classes and modules by reference (``module:qualname``, imported at replay)
+  when an import gives back the very same object, and from *source* when they belong to
+  the program itself (``__main__`` or the module of the frame): the source block is
+  kept, with the globals its code reads, and those globals are recorded in turn.
+
+Objects with identity (containers, tensors, modules, functions...) are described once
+and referred to by id, so aliasing and cycles survive. A value that cannot be described
+(a generator, a lock, an open file, a C object) becomes an ``unrecordable`` node with a
+reason, and is listed by name (``x``, ``global LOCK``, ``self.cache[0]``): the record is
+then *partial*.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import dis
+import enum
+import functools
+import inspect
+import io
+import itertools
+import math
+import sys
+import threading
+import types
+from typing import Any
+
+import torch
+
+from . import rebuild
+
+#: Python classes whose instances are C objects bound to the running process.
+_PROCESS_BOUND: tuple[tuple[tuple[type, ...], str, str], ...] = (
+    ((types.GeneratorType, types.AsyncGeneratorType), "generator", "a running generator's position cannot be written down"),
+    ((types.CoroutineType,), "coroutine", "a running coroutine's position cannot be written down"),
+    ((type(threading.Lock()), type(threading.RLock())), "lock", "a lock belongs to the running process"),
+    ((io.IOBase,), "file", "an open file belongs to the running process"),
+    ((types.FrameType, types.TracebackType), "frame", "a live interpreter frame cannot be written down"),
+)
+
+_GLOBAL_OPS = {"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"}
+_FUTURE_FLAGS = 0
+for _feature in __import__("__future__").all_feature_names:
+    _FUTURE_FLAGS |= getattr(__import__("__future__"), _feature).compiler_flag
+
+#: Modules whose callables are always referenced by name, never rebuilt.
+_SEARCH_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "operator", "math", "builtins")
+
+
+def global_names(code: types.CodeType, *, module_level: bool = True) -> list[str]:
+    """Every global name ``code`` and the code nested in it load or store, in order.
+
+    ``module_level=False`` skips the outermost code object: for a function's source
+    block that is the ``def`` statement itself (decorators, the name it binds), which
+    replay never runs.
+    """
+    names: dict[str, None] = {}
+    for current in rebuild.all_code_objects(code)[0 if module_level else 1 :]:
+        for instruction in dis.get_instructions(current):
+            if instruction.opname in _GLOBAL_OPS and isinstance(instruction.argval, str):
+                names[instruction.argval] = None
+    return list(names)
+
+
+@functools.lru_cache(maxsize=256)
+def module_imports(filename: str) -> list[str]:
+    """Names a source file binds with ``import`` at module level (they change the bytecode of calls on them)."""
+    import ast
+    import linecache
+
+    text = "".join(linecache.getlines(filename))
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    names: dict[str, None] = {}
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = None
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = None
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return sorted(names)
+
+
+class Encoder:
+    """Builds the value tree of one record: objects, tensors, sources, namespaces."""
+
+    def __init__(self, source_modules: set[str] | None = None) -> None:
+        #: Modules whose functions are rebuilt from source (the frame's, and ``__main__``).
+        self.source_modules = {"__main__", *(source_modules or ())}
+        self.objects: dict[str, Any] = {}
+        self.tensors: list[torch.Tensor] = []
+        self.sources: list[dict[str, Any]] = []
+        self.namespaces: dict[str, dict[str, Any]] = {}
+        self.unrecordable: list[dict[str, str]] = []
+        self.imports: dict[str, str] = {}
+        self.notes: list[str] = []
+        self._memo: dict[int, str] = {}
+        self._ids = itertools.count(1)
+        self._alive: list[Any] = []  # keeps ids unique while encoding
+        self._source_index: dict[tuple[Any, ...], int] = {}
+        self._ns_of: dict[int, str] = {}
+        self._ns_dicts: dict[str, dict[str, Any]] = {}
+        self._pending: list[tuple[str, str]] = []
+
+    # -- the public surface ------------------------------------------------------
+
+    def encode(self, value: Any, path: str) -> Any:
+        """The node for ``value``; ``path`` names it in the list of unrecordable values."""
+        try:
+            return self._encode(value, path)
+        except RecursionError:
+            return self._unrecordable(path, value, "nested too deeply to describe")
+
+    def record_globals(self, globals_dict: dict[str, Any], names: list[str]) -> str:
+        """Record ``names`` of a module's globals (those that exist); returns the namespace key."""
+        key = self.namespace_key(globals_dict)
+        self._pending.extend((key, name) for name in names)
+        self.finish()
+        return key
+
+    def finish(self) -> None:
+        """Record the globals that sources found along the way read, until none are left."""
+        while self._pending:
+            key, name = self._pending.pop(0)
+            recorded = self.namespaces[key]["globals"]
+            scope = self._ns_dicts[key]
+            if name in recorded or name not in scope or name.startswith("__") and name.endswith("__"):
+                continue
+            recorded[name] = None  # placeholder: a global that reaches itself stops here
+            recorded[name] = self.encode(scope[name], f"global {name}")
+
+    def namespace_key(self, globals_dict: dict[str, Any]) -> str:
+        key = self._ns_of.get(id(globals_dict))
+        if key is None:
+            module = str(globals_dict.get("__name__", "?"))
+            key = module if module not in self.namespaces else f"{module}#{len(self.namespaces)}"
+            self._ns_of[id(globals_dict)] = key
+            self._ns_dicts[key] = globals_dict
+            self._alive.append(globals_dict)
+            self.namespaces[key] = {"module": module, "file": globals_dict.get("__file__"), "globals": {}}
+        return key
+
+    def source_entry(self, code: types.CodeType, globals_dict: dict[str, Any]) -> int:
+        """Keep the source block of a function's ``code``, check that it rebuilds, queue its globals.
+
+        Raises ``OSError``/``TypeError`` when the source cannot be found, ``rebuild.RebuildError``
+        when it no longer compiles to the bytecode that ran.
+        """
+        cache_key = ("function", code.co_filename, code.co_firstlineno, code.co_name)
+        if cache_key in self._source_index:
+            return self._source_index[cache_key]
+        lines, start = inspect.getsourcelines(code)
+        qualname = getattr(code, "co_qualname", code.co_name)
+        parts = qualname.split(".")
+        # a method compiles inside a class of its name (super(), name mangling); a closure
+        # inside a factory that binds its free variables
+        wrap_class = parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else None
+        freevars = [v for v in code.co_freevars if not (wrap_class and v == "__class__")]
+        entry: dict[str, Any] = {
+            "kind": "function",
+            "name": code.co_name,
+            "qualname": qualname,
+            "module": globals_dict.get("__name__"),
+            "namespace": self.namespace_key(globals_dict),
+            "file": code.co_filename,
+            "firstlineno": max(start, 1),
+            "code_firstlineno": code.co_firstlineno,
+            "text": "".join(lines),
+            "wrap_class": wrap_class,
+            "freevars": freevars,
+            "flags": code.co_flags & _FUTURE_FLAGS,
+            "imports": module_imports(code.co_filename),
+        }
+        module_code = rebuild.compile_source(entry)
+        rebuilt = rebuild.find_code(module_code, code.co_name, code.co_firstlineno)
+        if not rebuild.same_bytecode(rebuilt, code):
+            raise rebuild.RebuildError(f"the source of {qualname} in {code.co_filename} no longer compiles to the code that ran (was the file edited?)")
+        index = len(self.sources)
+        self.sources.append(entry)
+        self._source_index[cache_key] = index
+        key = entry["namespace"]
+        self._pending.extend((key, n) for n in global_names(module_code, module_level=False))
+        return index
+
+    # -- values ------------------------------------------------------------------
+
+    def _encode(self, value: Any, path: str) -> Any:  # noqa: C901 - one branch per kind
+        kind = type(value)
+        if value is None or kind in (bool, int, str):
+            return value
+        if kind is float:
+            return value if math.isfinite(value) else {"t": "float", "v": repr(value)}
+        if kind is complex:
+            return {"t": "complex", "re": self._encode(value.real, path), "im": self._encode(value.imag, path)}
+        if kind is bytes:
+            return {"t": "bytes", "hex": value.hex()}
+        if value is Ellipsis:
+            return {"t": "ellipsis"}
+        if kind is slice:
+            return {"t": "slice", "start": self.encode(value.start, path), "stop": self.encode(value.stop, path), "step": self.encode(value.step, path)}
+        if kind is range:
+            return {"t": "range", "start": value.start, "stop": value.stop, "step": value.step}
+        if kind is torch.dtype:
+            return {"t": "dtype", "name": str(value).removeprefix("torch.")}
+        if kind is torch.device:
+            return {"t": "device", "name": str(value)}
+        if kind is torch.Size:
+            return {"t": "size", "items": list(value)}
+        if kind is torch.layout:
+            return {"t": "layout", "name": str(value).removeprefix("torch.")}
+        if kind is torch.memory_format:
+            return {"t": "memory_format", "name": str(value).removeprefix("torch.")}
+        if kind is tuple:
+            return {"t": "tuple", "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+        if kind is frozenset:
+            return {"t": "frozenset", "items": [self.encode(v, f"{path}[...]") for v in value]}
+        if isinstance(value, enum.Enum):
+            return self._enum(value, path)
+        if isinstance(value, tuple) and hasattr(kind, "_fields"):
+            return {"t": "namedtuple", "class": self._class(kind, path), "items": [self.encode(v, f"{path}.{f}") for f, v in zip(kind._fields, value)]}
+        if isinstance(value, tuple) and hasattr(kind, "n_fields") and kind.__module__.startswith("torch"):
+            return {"t": "structseq", "class": self._class(kind, path), "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+        # everything below has an identity worth keeping
+        known = self._memo.get(id(value))
+        if known is not None:
+            return {"t": "ref", "id": known}
+        return self._identity(value, path)
+
+    def _identity(self, value: Any, path: str) -> Any:  # noqa: C901
+        kind = type(value)
+        if isinstance(value, torch.Tensor):
+            return self._define(value, lambda: self._tensor(value, path))
+        if kind is list:
+            return self._define(value, lambda: {"t": "list", "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(value)]})
+        if kind in (dict, collections.OrderedDict, collections.defaultdict):
+            tag = {dict: "dict", collections.OrderedDict: "odict", collections.defaultdict: "defaultdict"}[kind]
+
+            def mapping() -> dict[str, Any]:
+                node: dict[str, Any] = {"t": tag, "items": [[self.encode(k, f"{path} key"), self.encode(v, f"{path}[{k!r}]")] for k, v in list(value.items())]}
+                if tag == "defaultdict":
+                    node["factory"] = self.encode(value.default_factory, f"{path}.default_factory")
+                return node
+
+            return self._define(value, mapping)
+        if kind is set:
+            return self._define(value, lambda: {"t": "set", "items": [self.encode(v, f"{path}[...]") for v in value]})
+        if isinstance(value, type):
+            return self._define(value, lambda: self._class_node(value, path))
+        if isinstance(value, types.ModuleType):
+            return self._module_object(value, path)
+        if isinstance(value, types.FunctionType):
+            return self._define(value, lambda: self._function(value, path))
+        if isinstance(value, types.MethodType):
+            return self._define(value, lambda: {"t": "method", "self": self.encode(value.__self__, f"{path}.__self__"), "name": value.__func__.__name__})
+        if isinstance(value, functools.partial) and kind is functools.partial:
+            return self._define(
+                value,
+                lambda: {"t": "partial", "func": self.encode(value.func, f"{path}.func"), "args": self.encode(value.args, f"{path}.args"), "keywords": self.encode(dict(value.keywords), f"{path}.keywords")},
+            )
+        if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            return {"t": "op", "name": str(value) if isinstance(value, torch._ops.OpOverload) else value._qualified_op_name.replace("::", ".")}
+        if kind is torch.Generator:
+            return self._define(value, lambda: {"t": "generator", "device": str(value.device), "state": self.encode(value.get_state(), f"{path}.state")})
+        if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
+            return self._callable_reference(value, path)
+        for classes, name, reason in _PROCESS_BOUND:
+            if isinstance(value, classes):
+                return self._unrecordable(path, value, reason, name)
+        if _is_ndarray(value):
+            return self._define(value, lambda: self._ndarray(value, path))
+        if isinstance(value, torch.nn.Module):
+            return self._define(value, lambda: self._object(value, path, "module"))
+        if dataclasses.is_dataclass(value) or _plain_object(kind):
+            return self._define(value, lambda: self._object(value, path, "object"))
+        reference = reference_of(value)
+        if reference is not None:
+            return {"t": "function", "ref": reference}
+        return self._unrecordable(path, value, f"pt2kit cannot describe a {_type_name(value)}")
+
+    def _define(self, value: Any, make: Any) -> Any:
+        """Describe ``value`` once, in the objects table, and return a reference to it."""
+        key = str(next(self._ids))
+        self._memo[id(value)] = key
+        self._alive.append(value)
+        node = make()
+        if not isinstance(node, dict) or node.get("t") == "unrecordable":
+            # referred to again, it is unrecordable again (and named once)
+            self._memo.pop(id(value), None)
+            return node
+        self.objects[key] = node
+        return {"t": "ref", "id": key}
+
+    def _unrecordable(self, path: str, value: Any, reason: str, type_name: str | None = None) -> dict[str, Any]:
+        type_name = type_name or _type_name(value)
+        self.unrecordable.append({"name": path, "type": type_name, "reason": reason})
+        return {"t": "unrecordable", "name": path, "type": type_name, "reason": reason}
+
+    # -- kinds -------------------------------------------------------------------
+
+    def _tensor(self, t: torch.Tensor, path: str) -> dict[str, Any]:
+        kind = type(t)
+        if kind not in (torch.Tensor, torch.nn.Parameter):
+            if hasattr(t, "__tensor_flatten__") and hasattr(kind, "__tensor_unflatten__"):
+                names, ctx = t.__tensor_flatten__()
+                return {
+                    "t": "subclass",
+                    "class": self._class(kind, path),
+                    "inner": {n: self.encode(getattr(t, n), f"{path}.{n}") for n in names},
+                    "ctx": self.encode(ctx, f"{path} (flatten context)"),
+                    "size": list(t.size()),
+                    "stride": list(t.stride()),
+                    "requires_grad": t.requires_grad,
+                }
+            return self._unrecordable(path, t, f"a {kind.__name__} tensor has no __tensor_flatten__")
+        node: dict[str, Any] = {
+            "t": "tensor",
+            "shape": list(t.shape),
+            "dtype": str(t.dtype).removeprefix("torch."),
+            "device": str(t.device),
+            "requires_grad": t.requires_grad,
+            "parameter": kind is torch.nn.Parameter,
+            "leaf": t.is_leaf,
+        }
+        base = t._base
+        if base is not None and type(base) in (torch.Tensor, torch.nn.Parameter) and base.dtype == t.dtype and t.layout == torch.strided:
+            node["view"] = {"base": self.encode(base, f"{path}._base"), "size": list(t.size()), "stride": list(t.stride()), "offset": t.storage_offset()}
+        else:
+            node["data"] = len(self.tensors)
+            self.tensors.append(t.detach())
+        if t.is_leaf and t.grad is not None:
+            node["grad"] = self.encode(t.grad, f"{path}.grad")
+        attrs = {k: v for k, v in vars(t).items()}
+        if attrs:
+            node["attrs"] = {k: self.encode(v, f"{path}.{k}") for k, v in attrs.items()}
+        return node
+
+    def _ndarray(self, array: Any, path: str) -> dict[str, Any]:
+        try:
+            tensor = torch.from_numpy(array.copy())
+        except TypeError as e:
+            return self._unrecordable(path, array, f"numpy array of {array.dtype}: {e}")
+        return {"t": "ndarray", "tensor": self.encode(tensor, path)}
+
+    def _enum(self, value: enum.Enum, path: str) -> dict[str, Any]:
+        node: dict[str, Any] = {"t": "enum", "class": self._class(type(value), path), "name": value.name}
+        if value.name is None:
+            node["value"] = self.encode(value.value, path)
+        return node
+
+    def _object(self, value: Any, path: str, tag: str) -> dict[str, Any]:
+        state: dict[str, Any] = {}
+        for name, item in vars(value).items() if hasattr(value, "__dict__") else ():
+            state[name] = item
+        for name in _slot_names(type(value)):
+            if name not in state and hasattr(value, name):
+                state[name] = getattr(value, name)
+        cls = self._class(type(value), path)
+        if cls.get("t") == "unrecordable":
+            return cls
+        return {"t": tag, "class": cls, "state": {k: self.encode(v, f"{path}.{k}") for k, v in state.items()}}
+
+    def _module_object(self, module: types.ModuleType, path: str) -> Any:
+        name = module.__name__
+        if name == "__main__" or sys.modules.get(name) is not module:
+            return self._unrecordable(path, module, f"the module {name} cannot be imported by name")
+        self._note_import(name)
+        return {"t": "pymodule", "name": name}
+
+    def _class(self, cls: type, path: str) -> dict[str, Any]:
+        node: dict[str, Any] = self._encode(cls, path)
+        return node
+
+    def _class_node(self, cls: type, path: str) -> dict[str, Any]:
+        module = getattr(cls, "__module__", None)
+        if module not in self.source_modules:
+            reference = reference_of(cls)
+            if reference is not None:
+                self._note_import(reference.partition(":")[0])
+                return {"t": "class", "ref": reference}
+        globals_dict = getattr(sys.modules.get(module or ""), "__dict__", None)
+        if globals_dict is None or cls.__qualname__ != cls.__name__ or globals_dict.get(cls.__name__) is not cls:
+            return self._unrecordable(path, cls, f"the class {cls.__qualname__} is neither importable nor defined at the top of a module")
+        try:
+            lines, start = inspect.getsourcelines(cls)
+        except (OSError, TypeError) as e:
+            return self._unrecordable(path, cls, f"no source for the class {cls.__qualname__}: {e}")
+        filename = inspect.getsourcefile(cls) or "<replay>"
+        code = types.SimpleNamespace(co_filename=filename, co_firstlineno=start, co_name=cls.__name__, co_freevars=(), co_flags=_module_flags(globals_dict))
+        try:
+            index = self._class_source(code, lines, start, globals_dict, cls)
+        except (SyntaxError, rebuild.RebuildError) as e:
+            return self._unrecordable(path, cls, str(e))
+        return {"t": "class", "source": index}
+
+    def _class_source(self, code: Any, lines: list[str], start: int, globals_dict: dict[str, Any], cls: type) -> int:
+        cache_key = ("class", code.co_filename, start, cls.__name__)
+        if cache_key in self._source_index:
+            return self._source_index[cache_key]
+        entry = {
+            "kind": "class",
+            "name": cls.__name__,
+            "qualname": cls.__qualname__,
+            "module": cls.__module__,
+            "namespace": self.namespace_key(globals_dict),
+            "file": code.co_filename,
+            "firstlineno": start,
+            "code_firstlineno": None,
+            "text": "".join(lines),
+            "wrap_class": None,
+            "freevars": [],
+            "flags": code.co_flags,
+            "imports": module_imports(code.co_filename),
+        }
+        module_code = rebuild.compile_source(entry)
+        index = len(self.sources)
+        self.sources.append(entry)
+        self._source_index[cache_key] = index
+        self._pending.extend((entry["namespace"], n) for n in global_names(module_code) if n != cls.__name__)
+        return index
+
+    def _function(self, fn: types.FunctionType, path: str) -> dict[str, Any]:
+        module = fn.__module__
+        if module not in self.source_modules and fn.__globals__.get("__name__") not in self.source_modules:
+            reference = reference_of(fn)
+            if reference is not None:
+                self._note_import(reference.partition(":")[0])
+                return {"t": "function", "ref": reference}
+        try:
+            index = self.source_entry(fn.__code__, fn.__globals__)
+        except (OSError, TypeError, SyntaxError, IndexError) as e:
+            return self._unrecordable(path, fn, f"no source for {fn.__qualname__}: {e}")
+        except rebuild.RebuildError as e:
+            return self._unrecordable(path, fn, str(e))
+        node: dict[str, Any] = {"t": "function", "source": index, "name": fn.__name__}
+        closure = {}
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                continue
+            closure[name] = self.encode(contents, f"{path} closure {name}")
+        if closure:
+            node["closure"] = closure
+        if fn.__defaults__:
+            node["defaults"] = self.encode(fn.__defaults__, f"{path} defaults")
+        if fn.__kwdefaults__:
+            node["kwdefaults"] = self.encode(dict(fn.__kwdefaults__), f"{path} defaults")
+        attrs = {k: v for k, v in vars(fn).items() if k not in ("__wrapped__",)}
+        if attrs:
+            node["attrs"] = {k: self.encode(v, f"{path}.{k}") for k, v in attrs.items()}
+        return node
+
+    def _callable_reference(self, value: Any, path: str) -> Any:
+        owner = getattr(value, "__objclass__", None)
+        if owner is not None and getattr(owner, getattr(value, "__name__", ""), None) is value:
+            return {"t": "attr", "of": self._class(owner, path), "name": value.__name__}
+        bound = getattr(value, "__self__", None)
+        if bound is not None and not isinstance(bound, types.ModuleType) and getattr(bound, getattr(value, "__name__", ""), None) == value:
+            return {"t": "method", "self": self.encode(bound, f"{path}.__self__"), "name": value.__name__}
+        reference = reference_of(value)
+        if reference is None:
+            return self._unrecordable(path, value, f"the builtin {getattr(value, '__qualname__', value)!r} cannot be found by name")
+        return {"t": "function", "ref": reference}
+
+    def _note_import(self, module_name: str) -> None:
+        """Remember the sys.path root a user module needs (none for torch, stdlib, site-packages)."""
+        top = module_name.split(".")[0]
+        if top in self.imports or top in sys.builtin_module_names:
+            return
+        from minifier.capture import module_import_spec
+
+        spec = module_import_spec(module_name)
+        if spec is not None:
+            self.imports[module_name] = spec[1]
+
+
+# --------------------------------------------------------------------------- #
+# Helpers
+# --------------------------------------------------------------------------- #
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _slot_names(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__"):
+                names.append(name)
+    return names
+
+
+def _plain_object(cls: type) -> bool:
+    """Is an instance of ``cls`` fully described by its ``__dict__``/slots (a Python class, default pickling)?"""
+    heap = 1 << 9
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        if not klass.__flags__ & heap:
+            return False  # a C type in the bases keeps state we cannot see
+    return cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__ and "__setstate__" not in dir(cls) or dataclasses.is_dataclass(cls)
+
+
+def _module_flags(globals_dict: dict[str, Any]) -> int:
+    annotations = globals_dict.get("annotations")
+    feature = __import__("__future__").annotations
+    return feature.compiler_flag if annotations is feature else 0
+
+
+def _is_ndarray(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.ndarray)
+
+
+def reference_of(obj: Any) -> str | None:
+    """``module:qualname`` that imports back to this very object, or None."""
+    module = getattr(obj, "__module__", None)
+    candidates = []
+    qualname = getattr(obj, "__qualname__", None)
+    name = getattr(obj, "__name__", None)
+    if isinstance(module, str) and module != "__main__":
+        if isinstance(qualname, str) and "<" not in qualname:
+            candidates.append((module, qualname))
+        if isinstance(name, str):
+            candidates.append((module, name))
+    if isinstance(name, str):
+        candidates.extend((ns, name) for ns in _SEARCH_NAMESPACES)
+    for module_name, attr in candidates:
+        found = _lookup(module_name, attr)
+        if found is obj:
+            return f"{module_name}:{attr}"
+    return None
+
+
+def _lookup(module_name: str, qualname: str) -> Any:
+    """``module.qualname`` if the program imported ``module`` (we never import on its behalf)."""
+    obj: Any = sys.modules.get(module_name)
+    if obj is None:
+        return None
+    for part in qualname.split("."):
+        obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            return None
+    return obj
+
+
+_MISSING = object()

@@ -1,0 +1,538 @@
+"""replay/: failing frames recorded with real dynamo, replayed in isolation, bit for bit.
+
+Frames come from ``replay_programs.py`` and fail under small purpose-built backends
+(``planted.py``), so recording runs in this process (fast) and each replay runs in a
+child forked from it (:func:`replay_forked`: ``replay.runner.replay_here``, what the
+``python -m replay run`` child does). The tests that start fresh torch processes (the
+command line and its ``python -P -m replay`` child, the autoload ``.pth`` line) are ``e2e``;
+real Inductor, the replay script and ``replay minify`` are ``slow``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import replay
+import replay_programs as P
+from minifier.errors import CorruptRecord, UnknownBackend, UserFacingError
+from replay import rebuild, runner
+from replay.record import PartialRecord, _file_sha256
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+
+def record_failing(out: Path, call) -> list[replay.Record]:
+    """Run ``call`` with recording armed from a clean dynamo; swallow what it raises."""
+    torch._dynamo.reset()
+    with replay.recording(out=out, quiet=True) as recorder:
+        with contextlib.suppress(Exception):
+            call()
+    return recorder.records
+
+
+def replay_forked(path: Path, **options) -> dict:
+    """``replay_here`` in a child forked from this (warm) process; its JSON result."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read_fd)
+        try:
+            data = runner.replay_here(path, **options).to_json()
+        except UserFacingError as e:
+            data = {"status": "error", "exit_code": e.exit_code, "message": str(e)}
+        except BaseException:  # noqa: BLE001
+            data = {"status": "crash", "message": traceback.format_exc()}
+        with os.fdopen(write_fd, "w") as f:
+            f.write(json.dumps(data, default=str))
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+def sha(value) -> str:
+    return rebuild.digest(value)["sha256"]
+
+
+def node(record: replay.Record, value_node):
+    """Follow a reference in a record's value tree."""
+    if isinstance(value_node, dict) and value_node.get("t") == "ref":
+        return record.manifest["objects"][value_node["id"]]
+    return value_node
+
+
+# -- the done criteria -------------------------------------------------------------------
+
+
+def test_backend_error_is_recorded_once_and_replays_under_its_backend_and_eager(tmp_path):
+    frame = P.make_frame(torch.ones(4))
+    torch.manual_seed(0)
+    x = torch.randn(4)
+    expected = frame(x, 2, 0.5, P.TABLE)
+    compiled = torch.compile(frame, backend="planted_compile_error")
+
+    def twice():
+        for _ in range(2):
+            with contextlib.suppress(Exception):
+                compiled(x, 2, 0.5, P.TABLE)
+
+    records = record_failing(tmp_path, twice)
+    assert len(records) == 1, "the same failure of the same frame is recorded once"
+    record = replay.load(records[0].path)
+    assert record.status == "complete" and record.function == "frame"
+    assert record.failure["kind"] == "compile_error" and "planted: cannot compile aten.cos" in record.failure["message"]
+    args = record.manifest["frame"]["args"]
+    assert node(record, args["x"])["t"] == "tensor" and args["n"] == 2 and args["alpha"] == 0.5
+    assert node(record, args["nested"])["t"] == "dict"
+    assert node(record, record.manifest["frame"]["closure"]["bias"])["t"] == "tensor"
+    recorded_globals = record.manifest["namespaces"][record.manifest["frame"]["namespace"]]["globals"]
+    assert recorded_globals["F"] == {"t": "pymodule", "name": "torch.nn.functional"}, "a module alias is recorded by name"
+    assert recorded_globals["SCALE"] == 3.0 and node(record, recorded_globals["helper"])["source"] is not None
+    assert "TABLE" in recorded_globals
+
+    own = replay_forked(record.path)
+    assert own["status"] == "reproduced", own
+    eager = replay_forked(record.path, backend="eager")
+    assert eager["status"] == "passed", eager
+    assert eager["outputs"][0]["sha256"] == sha(expected), "eager replay gives the program's own eager bits"
+
+
+def test_module_forward_replays_without_init_with_exact_parameters_and_buffers(tmp_path):
+    torch.manual_seed(1)
+    block = P.make_block()
+    x = torch.randn(2, 4)
+    expected = block(x)
+    records = record_failing(tmp_path, lambda: torch.compile(block, backend="planted_runtime_error")(x))
+    assert len(records) == 1
+    record = replay.load(records[0].path)
+    assert record.function == "forward" and record.failure["kind"] == "runtime_error"
+    module = node(record, record.manifest["frame"]["args"]["self"])
+    assert module["t"] == "module"
+    state = module["state"]
+    parameters = node(record, node(record, state["_modules"])["items"][0][1])["state"]["_parameters"]
+    assert [k for k, _ in node(record, parameters)["items"]] == ["weight", "bias"]
+    assert [k for k, _ in node(record, state["_buffers"])["items"]] == ["scale", "offset"]
+    # Block.__init__ raises outside make_block(): a replay that ran it would not reproduce
+    assert replay_forked(record.path)["status"] == "reproduced"
+    eager = replay_forked(record.path, backend="eager")
+    assert eager["status"] == "passed", eager
+    assert eager["outputs"][0]["sha256"] == sha(expected)
+
+
+def test_fullgraph_graph_break_reproduces_and_passes_without_fullgraph(tmp_path):
+    x = torch.randn(3)
+    records = record_failing(tmp_path, lambda: torch.compile(P.breaks_graph, backend="eager", fullgraph=True)(x))
+    assert len(records) == 1
+    record = replay.load(records[0].path)
+    assert record.failure["exception"] == "Unsupported" and record.manifest["compile"]["fullgraph"] is True
+    assert replay_forked(record.path)["status"] == "reproduced"
+    passed = replay_forked(record.path, fullgraph=False)
+    assert passed["status"] == "passed", passed
+    assert passed["outputs"][0]["sha256"] == sha(P.breaks_graph(x))
+
+
+def test_a_graph_break_that_only_skips_the_frame_is_not_a_failure(tmp_path):
+    records = record_failing(tmp_path, lambda: torch.compile(P.breaks_graph, backend="eager")(torch.randn(3)))
+    assert records == []
+
+
+def test_failure_only_on_the_dynamic_recompile_reproduces_in_one_call_and_passes_static(tmp_path):
+    compiled = torch.compile(P.grows, backend="fails_when_dynamic")
+    big = torch.randn(6, 3)
+
+    def calls():
+        compiled(torch.randn(4, 3))
+        compiled(big)
+
+    records = record_failing(tmp_path, calls)
+    assert len(records) == 1
+    record = replay.load(records[0].path)
+    assert record.manifest["frame"]["compile_id"] == "0/1", "the recompile failed, not the first compile"
+    assert record.manifest["dynamic"]["automatic"], "what automatic dynamic had seen is recorded"
+    reproduced = replay_forked(record.path)
+    assert reproduced["status"] == "reproduced", reproduced
+    static = replay_forked(record.path, static=True)
+    assert static["status"] == "passed", static
+    assert static["outputs"][0] == {"shape": [6, 3], "dtype": "float32", "sha256": sha(P.grows(big))}
+
+
+def test_mark_dynamic_marks_are_recorded_with_the_tensor_and_static_drops_them(tmp_path):
+    x = torch.randn(5, 3)
+    torch._dynamo.mark_dynamic(x, 0)
+    records = record_failing(tmp_path, lambda: torch.compile(P.grows, backend="fails_when_dynamic")(x))
+    assert len(records) == 1
+    record = replay.load(records[0].path)
+    assert "_dynamo_dynamic_indices" in node(record, record.manifest["frame"]["args"]["x"])["attrs"]
+    assert replay_forked(record.path)["status"] == "reproduced"
+    assert replay_forked(record.path, static=True)["status"] == "passed"
+
+
+def test_rng_and_aliasing_replay_bit_for_bit_twice(tmp_path):
+    def inputs():
+        torch.manual_seed(5)
+        x = torch.randn(6)
+        return x, x[2:]
+
+    expected = [sha(o) for o in P.random_and_aliased(*inputs())]
+    compiled = torch.compile(P.random_and_aliased, backend="planted_compile_error")
+    records = record_failing(tmp_path, lambda: compiled(*inputs()))
+    assert len(records) == 1
+    record = replay.load(records[0].path)
+    view = node(record, record.manifest["frame"]["args"]["view"])
+    assert "view" in view and view["view"]["base"] == record.manifest["frame"]["args"]["x"], "the view keeps its base"
+    first = replay_forked(record.path, backend="eager")
+    second = replay_forked(record.path, backend="eager")
+    assert first["status"] == second["status"] == "passed", (first, second)
+    assert [o["sha256"] for o in first["outputs"]] == [o["sha256"] for o in second["outputs"]] == expected
+
+
+def test_generator_and_lock_are_named_unrecordable_and_the_record_is_partial(tmp_path):
+    compiled = torch.compile(P.uses_unrecordable, backend="planted_compile_error")
+    records = record_failing(tmp_path, lambda: compiled(torch.randn(3), P.counter()))
+    assert len(records) == 1
+    record = replay.load(records[0].path)
+    assert record.status == "partial"
+    named = {(u["name"], u["type"]) for u in record.unrecordable}
+    assert ("gen", "generator") in named and ("global LOCK", "lock") in named
+    with pytest.raises(PartialRecord) as refused:
+        replay.run(record.path)
+    assert refused.value.exit_code == 8
+    allowed = replay_forked(record.path, allow_partial=True, backend="eager")
+    assert allowed["status"] == "passed", allowed
+
+
+def test_pickle_bomb_and_truncated_tensors_are_refused_with_nothing_executed(tmp_path):
+    records = record_failing(tmp_path / "records", lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    good = records[0].path
+    marker = tmp_path / "pwned"
+
+    class Bomb:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    bomb = tmp_path / "bomb"
+    shutil.copytree(good, bomb)
+    torch.save([torch.ones(1), Bomb()], bomb / "tensors.pt")
+    _fix_checksum(bomb)  # an attacker controls the manifest too
+    with pytest.raises(CorruptRecord, match="unsafe to load"):
+        replay.load(bomb)
+    assert not marker.exists()
+
+    truncated = tmp_path / "truncated"
+    shutil.copytree(good, truncated)
+    data = (truncated / "tensors.pt").read_bytes()
+    (truncated / "tensors.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptRecord, match="checksum"):
+        replay.load(truncated)
+    _fix_checksum(truncated)
+    with pytest.raises(CorruptRecord, match="truncated or corrupt"):
+        replay.load(truncated)
+
+    cut_manifest = tmp_path / "cut-manifest"
+    shutil.copytree(good, cut_manifest)
+    text = (cut_manifest / "manifest.json").read_text()
+    (cut_manifest / "manifest.json").write_text(text[: len(text) // 3])
+    with pytest.raises(CorruptRecord, match="not valid JSON"):
+        replay.load(cut_manifest)
+
+
+
+@pytest.mark.e2e
+def test_a_pickle_bomb_through_the_command_line_is_one_line_and_exit_6(tmp_path):
+    records = record_failing(tmp_path / "records", lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    marker = tmp_path / "pwned"
+
+    class Bomb:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    bomb = tmp_path / "bomb"
+    shutil.copytree(records[0].path, bomb)
+    torch.save([torch.ones(1), Bomb()], bomb / "tensors.pt")
+    _fix_checksum(bomb)
+    done = subprocess.run([sys.executable, "-P", "-m", "replay", "run", "--json", str(bomb)], capture_output=True, text=True, env={**os.environ, "PT2KIT_AUTOLOAD": "0"})
+    assert done.returncode == 6, done.stderr
+    assert json.loads(done.stdout)["exit_code"] == 6
+    assert "unsafe to load" in done.stderr and "Traceback" not in done.stderr
+    assert not marker.exists()
+
+
+def _fix_checksum(directory: Path) -> None:
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["tensors"]["sha256"] = _file_sha256(directory / "tensors.pt")
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+# -- beyond the done criteria ------------------------------------------------------------
+
+
+def test_dataclass_namedtuple_and_enum_values_replay(tmp_path):
+    pair = P.Pair(torch.randn(3), 2.0)
+    settings = P.Settings(P.Mode.SCALE, 0.5, [1.5])
+    expected = P.structured(pair, settings)
+    records = record_failing(tmp_path, lambda: torch.compile(P.structured, backend="planted_compile_error")(pair, settings))
+    record = replay.load(records[0].path)
+    args = record.manifest["frame"]["args"]
+    assert args["pair"]["t"] == "namedtuple" and node(record, args["settings"])["t"] == "object"
+    assert node(record, args["settings"])["state"]["mode"]["t"] == "enum"
+    eager = replay_forked(record.path, backend="eager")
+    assert eager["status"] == "passed", eager
+    assert eager["outputs"][0]["sha256"] == sha(expected)
+
+
+def test_a_resume_function_after_a_graph_break_is_recorded_and_replayed(tmp_path):
+    x = torch.randn(3)
+    records = record_failing(tmp_path, lambda: torch.compile(P.breaks_then_fails, backend="planted_compile_error")(x, 2.0))
+    assert len(records) == 1
+    record = replay.load(records[0].path)
+    assert record.function == "breaks_then_fails" and record.manifest["frame"]["resume"]
+    assert record.manifest["frame"]["code_name"].startswith("torch_dynamo_resume_in_breaks_then_fails")
+    assert replay_forked(record.path)["status"] == "reproduced"
+    eager = replay_forked(record.path, backend="eager")
+    assert eager["outputs"][0]["sha256"] == sha(torch.cos(x.sin() * 2.0) + x)
+
+
+def test_a_later_call_that_fails_at_run_time_is_snapshotted_when_it_fails(tmp_path):
+    compiled = torch.compile(P.big_values_fail, backend="planted_value")
+
+    def calls():
+        compiled(torch.ones(3))
+        compiled(torch.full((3,), 200.0))
+
+    records = record_failing(tmp_path, calls)
+    assert len(records) == 1
+    record = replay.load(records[0].path)
+    assert record.manifest["snapshot"] == "at-failure" and record.failure["kind"] == "runtime_error"
+    assert replay_forked(record.path)["status"] == "reproduced"
+
+
+def test_an_unknown_backend_is_one_line_with_exit_4(tmp_path):
+    records = record_failing(tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    with pytest.raises(UnknownBackend) as unknown:
+        runner.replay_here(records[0].path, backend="no_such_backend")
+    assert unknown.value.exit_code == 4 and "no_such_backend" in str(unknown.value)
+
+
+def test_a_healthy_program_runs_unchanged_while_recording(tmp_path):
+    x = torch.randn(5)
+    expected = P.grows(x)
+    torch._dynamo.reset()
+    with replay.recording(out=tmp_path, quiet=True) as recorder:
+        got = torch.compile(P.grows, backend="aot_eager")(x)
+        again = torch.compile(P.grows, backend="aot_eager")(x)
+    assert torch.equal(got, expected) and torch.equal(again, expected)
+    assert recorder.records == [] and recorder.frames_seen >= 1
+    assert not any(tmp_path.iterdir()), "nothing is written for frames that do not fail"
+
+
+@pytest.mark.e2e
+def test_run_from_the_command_line_prints_one_json_document_and_exits_1_when_reproduced(tmp_path):
+    records = record_failing(tmp_path, lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    ran = subprocess.run([sys.executable, "-P", "-m", "replay", "run", "--json", str(records[0].path)], capture_output=True, text=True, env=env)
+    assert ran.returncode == 1, ran.stderr
+    result = json.loads(ran.stdout)
+    assert result["status"] == "reproduced" and result["failure"]["message"] == "planted: cannot compile aten.cos"
+    assert result["backend"] == "planted_compile_error" and result["record"] == str(records[0].path)
+
+
+@pytest.mark.slow
+def test_record_from_the_command_line(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport replay_programs as P\n"
+        "frame = P.make_frame(torch.ones(4))\n"
+        "torch.compile(frame, backend='planted_compile_error')(torch.randn(4), 2, 0.5, P.TABLE)\n"
+    )
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    recorded = subprocess.run([sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path / "out"), str(script)], capture_output=True, text=True, env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    summary = json.loads(recorded.stdout)
+    assert summary["status"] == "recorded" and len(summary["records"]) == 1
+    entry = summary["records"][0]
+    assert entry["function"] == "frame" and entry["status"] == "complete" and entry["unrecordable"] == []
+    assert Path(entry["path"]).name.startswith("rec-frame-")
+    assert set(os.listdir(entry["path"])) == {"manifest.json", "tensors.pt"}
+    healthy = tmp_path / "healthy.py"
+    healthy.write_text("import torch\nprint(torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2)))\n")
+    nothing = subprocess.run([sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path / "out2"), str(healthy)], capture_output=True, text=True, env=env)
+    assert nothing.returncode == 1 and json.loads(nothing.stdout) == {"status": "no-failure", "records": []}
+    early = tmp_path / "early.py"
+    early.write_text("raise ValueError('before any compile')\n")
+    raised = subprocess.run([sys.executable, "-P", "-m", "replay", "record", str(early)], capture_output=True, text=True, env=env)
+    assert raised.returncode == 3 and "before torch.compile compiled anything" in raised.stderr
+
+
+@pytest.mark.slow
+def test_real_inductor_failure_replays_with_its_recorded_config(tmp_path):
+    """examples/relu_compile_error.py plants an Inductor codegen bug through a config flag."""
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    recorded = subprocess.run([sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path), str(REPO / "examples" / "relu_compile_error.py")], capture_output=True, text=True, env=env)
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    path = json.loads(recorded.stdout)["records"][0]["path"]
+    manifest = replay.load(path).manifest
+    assert manifest["config"]["torch._inductor.config"]["cpp.inject_relu_bug_TESTING_ONLY"] == "compile_error"
+    assert manifest["compile"]["backend"]["name"] == "inductor"
+    reproduced = replay.run(path)
+    assert reproduced.status == "reproduced" and reproduced.failure["exception"] == "CppCompileError"
+    assert replay.run(path, backend="eager").status == "passed"
+
+
+@pytest.mark.e2e
+def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp_path):
+    script = tmp_path / "switch.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport replay_programs as P\n"
+        "x = torch.ones(2)\nprint(torch.equal(torch.compile(P.grows, backend='eager')(x), P.grows(x)))  # healthy, switch off\n"
+        "print(torch._dynamo.convert_frame._compile.__module__)  # nothing of pt2kit in the compile path yet\n"
+        "torch._dynamo.config.replay_record_enabled = True\n"
+        "torch.compile(P.big_values_fail, backend='planted_compile_error')(torch.ones(3))\n"
+    )
+    pth = (REPO / "minifier" / "pt2kit-autoload.pth").read_text().strip()
+    startup = f"{pth}\nimport runpy\nrunpy.run_path({str(script)!r}, run_name='__main__')"
+    env = {**os.environ, "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "records")}
+    env.pop("PT2KIT_AUTOLOAD", None)
+    done = subprocess.run([sys.executable, "-c", startup], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode != 0 and "planted: cannot compile aten.cos" in done.stderr
+    assert done.stdout.split() == ["True", "torch._dynamo.convert_frame"], "the healthy call ran as without pt2kit"
+    records = list((tmp_path / "records").iterdir())
+    assert len(records) == 1 and records[0].name.startswith("rec-big_values_fail-"), records
+    assert replay.load(records[0]).failure["message"] == "planted: cannot compile aten.cos"
+    assert not list(tmp_path.rglob("*.rec")), "torch's own (broken) recorder stayed out"
+
+
+@pytest.mark.slow
+def test_replay_script_needs_only_torch_and_fails_the_same_way(tmp_path):
+    records = record_failing(tmp_path / "records", lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
+    from replay.script import write_script
+
+    script = write_script(records[0].path, tmp_path / "replay_frame.py")
+    text = script.read_text()
+    assert "import replay" not in text and "from replay" not in text and "minifier" not in text.split("# --- rebuilding")[1]
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    failed = subprocess.run([sys.executable, "-P", str(script)], capture_output=True, text=True, env=env)
+    assert failed.returncode != 0 and "planted: cannot compile aten.cos" in failed.stderr
+    passed = subprocess.run([sys.executable, "-P", str(script), "--backend", "eager"], capture_output=True, text=True, env=env)
+    assert passed.returncode == 0, passed.stderr
+    assert "sha256" in passed.stdout
+
+
+@pytest.mark.slow
+def test_replay_minify_turns_a_recorded_frame_into_a_minimal_repro(tmp_path):
+    records = record_failing(tmp_path / "records", lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-P", "-m", "replay", "minify", "--json", "--out", str(tmp_path / "runs"), str(records[0].path)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"]
+    assert Path(report["repro"]).is_file()
+
+
+@pytest.mark.slow
+def test_show_lists_what_the_record_holds(tmp_path):
+    records = record_failing(tmp_path, lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
+    done = subprocess.run([sys.executable, "-P", "-m", "replay", "show", "--json", str(records[0].path)], capture_output=True, text=True, env={**os.environ, "PT2KIT_AUTOLOAD": "0"})
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["args"]["x"] == "tensor float32[4]" and data["closure"]["bias"] == "tensor float32[4]"
+    assert data["globals"]["F"] == "module torch.nn.functional" and data["stage"] == "backend compile"
+
+
+def test_records_are_never_overwritten_and_identical_ones_are_reused(tmp_path):
+    first = record_failing(tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    second = record_failing(tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    assert first[0].path == second[0].path
+    assert [p.name for p in tmp_path.iterdir()] == [first[0].path.name], "no staging directories are left behind"
+    pickle.dumps(first[0].manifest)  # the manifest is plain data
+
+
+def test_the_value_tree_round_trips_identity_views_cycles_and_structured_values(tmp_path):
+    """Encoder -> manifest pieces + tensors.pt (weights_only) -> Decoder, without compiling anything."""
+    import collections
+    import functools
+
+    import numpy as np
+
+    from replay import values
+
+    base = torch.arange(12.0).reshape(3, 4).clone()
+    weight = torch.nn.Parameter(torch.randn(2, 2))
+    weight.grad = torch.ones(2, 2)
+    marked = torch.zeros(5, 2)
+    torch._dynamo.mark_dynamic(marked, 0)
+    cyclic: list = [1]
+    cyclic.append(cyclic)
+    shared = {"a": 1}
+    generator = torch.Generator().manual_seed(3)
+    linear = torch.nn.Linear(2, 3)
+    original = {
+        "base": base,
+        "view": base[1:, ::2],
+        "transposed": base.t(),
+        "weight": weight,
+        "marked": marked,
+        "cyclic": cyclic,
+        "shared": (shared, shared),
+        "floats": (float("nan"), float("inf"), -0.0, 1e300),
+        "misc": (b"\x00\xff", slice(1, None, 2), range(0, 10, 3), 2 + 3j, ..., frozenset({1, 2}), {3, 4}),
+        "torch": (torch.float16, torch.device("cpu"), torch.Size([2, 3]), torch.channels_last, torch.ops.aten.add.Tensor),
+        "collections": (collections.OrderedDict(b=1, a=2), collections.defaultdict(list, {"k": [1]})),
+        "structured": (P.Pair(base, 2.0), P.Settings(P.Mode.SHIFT, 0.5, [base]), P.Mode.SCALE),
+        "callables": (functools.partial(P.helper, base), linear.forward, torch.sin, F.relu, torch.Tensor.add, P.helper),
+        "module": linear,
+        "generator": generator,
+        "numpy": np.arange(4, dtype=np.float32),
+        "subclass": P.ScaledTensor(torch.ones(3), 2.5),
+    }
+    encoder = values.Encoder(source_modules={"replay_programs"})
+    root = encoder.encode(original, "value")
+    encoder.finish()
+    assert encoder.unrecordable == [], encoder.unrecordable
+    torch.save(encoder.tensors, tmp_path / "t.pt")
+    tensors = torch.load(tmp_path / "t.pt", weights_only=True)
+    manifest = json.loads(json.dumps({"objects": encoder.objects, "sources": encoder.sources, "namespaces": encoder.namespaces}))
+    decoded = rebuild.Decoder(manifest, tensors).value(json.loads(json.dumps(root)))
+
+    assert torch.equal(decoded["base"], base) and torch.equal(decoded["view"], base[1:, ::2])
+    assert decoded["view"]._base is decoded["base"] and decoded["transposed"]._base is decoded["base"]
+    decoded["base"][2, 0] = 100.0
+    assert decoded["view"][1, 0] == 100.0, "a view still shares its base's storage"
+    assert type(decoded["weight"]) is torch.nn.Parameter and decoded["weight"].requires_grad
+    assert torch.equal(decoded["weight"], weight) and torch.equal(decoded["weight"].grad, weight.grad)
+    assert decoded["marked"]._dynamo_dynamic_indices == {0}
+    assert decoded["cyclic"][1] is decoded["cyclic"]
+    assert decoded["shared"][0] is decoded["shared"][1]
+    nan, inf, negative_zero, big = decoded["floats"]
+    assert nan != nan and inf == float("inf") and str(negative_zero) == "-0.0" and big == 1e300
+    assert decoded["misc"] == original["misc"]
+    assert decoded["torch"] == original["torch"]
+    assert decoded["collections"][0] == original["collections"][0] and list(decoded["collections"][0]) == ["b", "a"]
+    assert decoded["collections"][1]["missing"] == [] and decoded["collections"][1]["k"] == [1]
+    pair, settings, mode = decoded["structured"]
+    assert type(pair).__name__ == "Pair" and pair.second == 2.0 and pair.first is decoded["base"]
+    assert settings.mode.name == "SHIFT" and settings.extra[0] is decoded["base"] and mode.name == "SCALE"
+    partial, method, sin, relu, add, helper = decoded["callables"]
+    assert partial.args[0] is decoded["base"] and partial.func.__code__.co_code == P.helper.__code__.co_code
+    assert method.__self__ is decoded["module"] and sin is torch.sin and relu is F.relu and add is torch.Tensor.add
+    assert helper.__globals__["SCALE"] == 3.0, "a function from source gets the recorded globals it reads"
+    module = decoded["module"]
+    assert type(module) is torch.nn.Linear and torch.equal(module.weight, linear.weight) and torch.equal(module(torch.ones(2)), linear(torch.ones(2)))
+    assert torch.equal(torch.rand(3, generator=decoded["generator"]), torch.rand(3, generator=generator))
+    assert decoded["numpy"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    subclass = decoded["subclass"]
+    assert type(subclass).__name__ == "ScaledTensor" and subclass.scale == 2.5 and torch.equal(subclass.data_, torch.ones(3))
