@@ -220,12 +220,12 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
 def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:
     """The manifest's ``compile.backend``: how a replay in another process gets the backend back.
 
-    The minifier's naming (:func:`minifier.capture.describe_backend`): a registered name or
+    The minifier's naming (:func:`minifier.context.describe_backend`): a registered name or
     ``module:function`` (with the user modules to import), or, for a backend defined in the
     script, a lambda, a partial or a closure, its source (``definitions``) which binds it to
     ``binds`` or registers it by name. ``name`` is None when none of that works (``why``).
     """
-    from minifier.capture import describe_backend
+    from minifier.context import describe_backend
     from minifier.extract import BACKEND_NAME
 
     backend_fn, backend_name = convert_frame.innermost_backend(compiler_fn)

@@ -210,7 +210,7 @@ def replay_here(
     allow_partial: bool = False,
 ) -> ReplayResult:
     """Load, rebuild and replay a record *in this process* (it changes global torch state)."""
-    from minifier.capture import resolve_backend
+    from minifier.context import resolve_backend
     from minifier.signature import Signature, signature_of_exception
 
     from . import rebuild

@@ -491,7 +491,7 @@ class Encoder:
         top = module_name.split(".")[0]
         if top in self.imports or top in sys.builtin_module_names:
             return
-        from minifier.capture import module_import_spec
+        from minifier.context import module_import_spec
 
         spec = module_import_spec(module_name)
         if spec is not None:
