@@ -171,22 +171,30 @@ def run_stages(session: Session, case: GraphCase, *, accuracy: bool, path: Path 
 
 
 def run_stages_of(
-    session: Session, cases: list[tuple[GraphCase, Path | None]], *, accuracy: bool, stop_at: Signature | None = None
+    session: Session,
+    cases: list[tuple[GraphCase, Path | None]],
+    *,
+    accuracy: bool,
+    stop_at: Signature | None = None,
+    known: dict[tuple[int, str], Outcome] | None = None,
 ) -> list[Row]:
     """Rows for several cases, every (case, stage) query in one batch over the cores.
 
     Each case's final stage goes first: it is usually the slow one (a real compile)
     and usually where the failure is, so the cheap eager stages run beside it. With
     ``stop_at``, the batch ends once some case's first failure has that signature
-    (the stages of the rest are left unrun: their rows say so).
+    (the stages of the rest are left unrun: their rows say so). ``known``: outcomes
+    already seen, by ``(id(case), stage)`` (the program's own run of its final stage),
+    which are not asked again.
     """
-    plan = [(case, stage) for case, _ in cases for stage in reversed(stages_for(case))]
+    known = known or {}
+    plan = [(case, stage) for case, _ in cases for stage in reversed(stages_for(case)) if (id(case), stage) not in known]
 
     def found(results: list[QueryResult[Any] | None]) -> bool:
         done = {key: _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}
         return any(_signature(first) == stop_at for case, _ in cases if (first := _first_failure(case, done)) is not None)
 
-    outcomes = run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None)
+    outcomes = {**known, **run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None)}
     rows = []
     for case, path in cases:
         row = Row(case.label(), case.boundary, case.kind, case.node_count, case.frame, {}, case, path)
@@ -229,9 +237,15 @@ def run_each(
     return {(id(case), stage): _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None}
 
 
-def aot_rows(session: Session, paths: list[str], *, accuracy: bool, stop_at: Signature | None) -> list[Row]:
-    """Rows for the aot graphs a lowering wrote, until one fails with ``stop_at``."""
-    return run_stages_of(session, [(load_repro(Path(p)).case, Path(p)) for p in paths], accuracy=accuracy, stop_at=stop_at)
+def aot_rows(session: Session, paths: list[str], *, accuracy: bool, stop_at: Signature | None, passed: set[str] = frozenset()) -> list[Row]:  # type: ignore[assignment]
+    """Rows for aot graphs (captured, or written by a lowering), until one fails with ``stop_at``.
+
+    ``passed``: graphs the program compiled and ran without failing; their final stage
+    is known to pass and is not asked again (unless answers are judged for accuracy).
+    """
+    cases = [(load_repro(Path(p)).case, Path(p)) for p in paths]
+    known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed and not accuracy}
+    return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known)
 
 
 def frame_row(session: Session, captured: CaptureResult, *, accuracy: bool) -> Row:
@@ -306,7 +320,7 @@ def bisect_script(
             "pass --accuracy to check the compiled results against eager"
         )
 
-    for row in run_stages_of(session, cases, accuracy=accuracy):
+    for row in run_stages_of(session, cases, accuracy=accuracy, known=seen_in_the_program(captured, cases, final, accuracy)):
         report.rows.append(row)
         first = row.first_failure
         session.log(f"  {row.label}: " + ("all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"))  # type: ignore[union-attr]
@@ -316,7 +330,25 @@ def bisect_script(
     if report.culprit is None:
         return no_culprit(session, report, script, args, backend, captured)
 
-    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)
+    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured)
+
+
+def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool) -> dict[tuple[int, str], Outcome]:
+    """The final-stage outcome the program's own run already showed, so it is not paid for again.
+
+    The program compiled the graph it failed in with its final backend, and failed:
+    that graph's row gets that outcome without compiling the whole graph once more
+    (the expensive query of a bisection). Its eager stages still run, to say whether
+    an earlier stage fails too; its failing aot graph runs once, alone, next.
+    """
+    if captured.failure is None or accuracy or captured.failed_graph is None:
+        return {}
+    owner = captured.failed_graph.split(".")[0]
+    return {
+        (id(case), final): Outcome(final, captured.failure, 0.0)
+        for case, _ in cases
+        if case.label() == owner and case.backend == final
+    }
 
 
 def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None) -> BisectReport:
@@ -332,7 +364,7 @@ def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, ao
     return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)
 
 
-def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows_wanted: bool) -> BisectReport:
+def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows_wanted: bool, captured: CaptureResult | None = None) -> BisectReport:
     """Make sure the culprit fails the same way again, and find its failing aot graph.
 
     A culprit failing in its final AOTAutograd backend is lowered, and its aot graphs
@@ -344,9 +376,11 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
     assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
     outcome = culprit.first_failure
     target = _signature(outcome)
+    captured_aot = captured_aot_graphs(captured, culprit)
     if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
-        paths, lowering_note = lower(session, culprit)
-        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target) if paths else []
+        paths, lowering_note = (captured_aot[0], None) if captured_aot else lower(session, culprit)
+        passed = captured_aot[1] if captured_aot else set()
+        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed) if paths else []
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and _signature(r.first_failure) == target), None)
@@ -361,6 +395,18 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
     else:
         second_look(session, [culprit], accuracy=accuracy)
     return finish(session, report)
+
+
+def captured_aot_graphs(captured: CaptureResult | None, row: Row) -> tuple[list[str], set[str]] | None:
+    """The aot graphs the program itself compiled for ``row``'s dynamo graph, and those that ran fine."""
+    if captured is None or row.case is None or row.label.endswith("(inlined)"):
+        return None
+    graphs = captured.aot.get(row.case.index) or []
+    if not graphs:
+        return None
+    failed = captured.failed_graph
+    passed = {g["path"] for g in graphs if not g.get("failure") and Path(g["path"]).parent.name in captured.ran and Path(g["path"]).parent.name != failed}
+    return [g["path"] for g in graphs], passed
 
 
 def lower(session: Session, row: Row) -> tuple[list[str], str | None]:

@@ -22,12 +22,13 @@ that process died mid-run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,13 +36,14 @@ from typing import Any
 import torch.fx as fx
 
 from . import hooks
-from .case import GraphCase
-from .casemaker import make_case
+from .case import GraphCase, clone_tensor
+from .casemaker import aot_case, make_case
 from .context import BackendInfo, describe_backend, learn_dynamo_own_patches, patch_definitions, resolve_backend
 from .extract import merge_definitions
 from .errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
 from .script import run_script
+from .seams import symbolic_shapes
 from .signature import Failure, Signature, exception_chain, signature_of_exception, signature_of_timeout, tagging_compile_errors
 from .repro_files import load_repro, write_repro
 
@@ -59,6 +61,9 @@ class Recorder:
         self._busy_since: dict[int, tuple[float, str]] = {}  # active compiled regions -> (start, what)
         self._watchdog: threading.Thread | None = None
         self._patches: dict[str, str] = {}
+        self._local = threading.local()  # per thread: the dynamo graph being compiled, the aot graphs
+        self._aot_counts: dict[tuple[int, str], int] = {}
+        self.input_limit = int(os.environ.get("PT2KIT_CAPTURE_INPUT_BYTES") or 1 << 30)
 
     # events ------------------------------------------------------------------
 
@@ -84,23 +89,92 @@ class Recorder:
             case = recorder.record(gm, example_inputs, info)
             if info.unrecoverable:
                 recorder.event(event="unrecoverable", index=case.index, message=info.unrecoverable)
-            with recorder.busy(f"compiling {case.label()}"):
+            with recorder.owning(case), recorder.busy(f"compiling {case.label()}"):
                 compiled = tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs)
             return recorder.watch(compiled, case.label())
 
         pt2kit_capture.__name__ = getattr(fn, "__name__", "pt2kit_capture")
         return pt2kit_capture
 
+    # the aot graphs ------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def owning(self, case: GraphCase | None) -> Iterator[None]:
+        """Compiles within the block belong to dynamo graph ``case`` (AOTAutograd's compile its aot graphs)."""
+        previous = getattr(self._local, "owner", None)
+        self._local.owner = case
+        try:
+            yield
+        finally:
+            self._local.owner = previous
+
     def wrap_aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
-        """Mark errors of AOTAutograd's (lazy) compiles as compile errors; watch for hangs."""
+        """Record each aot graph the program compiles, as it compiles (:class:`AotGraph`).
+
+        Called once per AOTAutograd invocation, during its dynamo graph's compile: the
+        owner is known now, and kept for a backward that compiles lazily, later. The
+        graph is saved before it compiles (with random stand-ins for its inputs), its
+        real inputs at its first run; a compile error is tagged as one.
+        """
         tagged = tagging_compile_errors(compiler)
+        owner = getattr(self._local, "owner", None)
+        reference = None if is_inductor_compiler(compiler) else compiler_reference(compiler)
         recorder = self
 
         def pt2kit_aot_compiler(gm: fx.GraphModule, example_inputs: Any) -> Any:
-            with recorder.busy(f"compiling a {kind} graph"):
-                return recorder.watch(tagged(gm, example_inputs), f"a {kind} graph")
+            graph = AotGraph(owner, kind, gm, list(example_inputs), {}, reference) if owner is not None else None
+            stack = recorder._aot_stack()
+            stack.append(graph)
+            try:
+                with recorder.owning(owner), recorder.busy(f"compiling a {kind} graph"):
+                    compiled = tagged(gm, example_inputs)
+            except BaseException as e:
+                if graph is not None:
+                    recorder.save_aot(graph, failure=signature_of_exception(e).signature)
+                raise
+            finally:
+                stack.pop()
+            if graph is None:
+                return recorder.watch(compiled, f"a {kind} graph")
+            recorder.save_aot(graph)
+            label = graph.directory.name if graph.directory is not None else f"{owner.label()}.{graph.kind}"
+            return recorder.watch(compiled, label, first_call=graph)
 
         return pt2kit_aot_compiler
+
+    def wrap_inner_compile(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        """Inductor's inner compile: the aot graph exactly as Inductor compiles it, with its flags."""
+        recorder = self
+
+        def pt2kit_inner_compile(gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any) -> Any:
+            stack = recorder._aot_stack()
+            graph = stack[-1] if stack else None
+            if graph is not None and not graph.inner:
+                graph.inner = True
+                graph.gm, graph.values = gm, list(example_inputs)
+                graph.kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+                graph.compile_kwargs = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
+            return inner(gm, example_inputs, compile_region_name, **kwargs)
+
+        return pt2kit_inner_compile
+
+    def _aot_stack(self) -> list[AotGraph | None]:
+        if not hasattr(self._local, "aot"):
+            self._local.aot = []
+        return self._local.aot
+
+    def save_aot(self, graph: AotGraph, *, failure: Signature | None = None, real: bool = False) -> None:
+        """Write an aot graph's repro (again, with real inputs once it has them) and log it."""
+        try:
+            if graph.path is None:
+                n = self._aot_counts[(graph.owner.index, graph.kind)] = self._aot_counts.get((graph.owner.index, graph.kind), 0) + 1
+                graph.directory = self.out_dir / f"g{graph.owner.index}.{graph.kind}{n if n > 1 else ''}"
+            case = aot_case(graph.owner, graph.gm, graph.values, kind=graph.kind, compile_kwargs=graph.compile_kwargs, compiler=graph.compiler)
+            graph.path = write_repro(case, graph.directory, stage=graph.owner.backend)
+        except Exception as e:  # noqa: BLE001 - an aot graph pt2kit cannot write: the dynamo graph stands
+            self.event(event="aot_graph", owner=graph.owner.index, kind=graph.kind, path=None, error=f"{type(e).__name__}: {e}")
+            return
+        self.event(event="aot_graph", owner=graph.owner.index, kind=graph.kind, path=str(graph.path), real=real, failure=failure.to_json() if failure else None)
 
     def record(self, gm: fx.GraphModule, example_inputs: Sequence[Any], backend: BackendInfo) -> GraphCase:
         index = len(self.cases)
@@ -131,20 +205,54 @@ class Recorder:
 
     # hang detection ----------------------------------------------------------
 
-    def watch(self, compiled: Callable[..., Any], label: str) -> Callable[..., Any]:
-        """Wrap a compiled callable so the watchdog can see time spent inside it."""
-        if self.timeout is None:
-            return compiled
+    def watch(self, compiled: Callable[..., Any], label: str, first_call: AotGraph | None = None) -> Callable[..., Any]:
+        """Wrap a compiled callable: the watchdog sees time spent in it, and a failure in it names it.
+
+        With ``first_call``, the aot graph's real inputs are saved at its first run, before
+        the call (it may crash, or write into its inputs).
+        """
         recorder = self
+        pending = [first_call, True]
 
         def pt2kit_watched(*args: Any, **kwargs: Any) -> Any:
-            with recorder.busy(f"running {label}"):
-                return compiled(*args, **kwargs)
+            graph, first = pending
+            try:
+                if first:  # (a crash in the first run leaves "running" without "ran": that graph crashed)
+                    pending[:] = [None, False]
+                    if graph is not None:
+                        recorder.save_real_inputs(graph, args)
+                    recorder.event(event="running", graph=label)
+                    with recorder.busy(f"running {label}"):
+                        out = compiled(*args, **kwargs)
+                    recorder.event(event="ran", graph=label)
+                    return out
+                with recorder.busy(f"running {label}"):
+                    return compiled(*args, **kwargs)
+            except BaseException as e:
+                if not getattr(e, "_pt2kit_graph", None):
+                    try:
+                        e._pt2kit_graph = label  # type: ignore[attr-defined]
+                    except (AttributeError, TypeError):
+                        pass
+                raise
 
         for attr in ("_boxed_call", "zero_grad"):
             if hasattr(compiled, attr):
                 setattr(pt2kit_watched, attr, getattr(compiled, attr))
         return pt2kit_watched
+
+    def save_real_inputs(self, graph: AotGraph, args: tuple[Any, ...]) -> None:
+        """At an aot graph's first run: its repro gets the values it really runs on."""
+        import torch
+
+        values = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)  # boxed or not
+        tensors = [v for v in values if isinstance(v, torch.Tensor)]
+        size = sum(t.untyped_storage().nbytes() for t in tensors if not symbolic_shapes.is_fake(t))
+        if len(values) != len(graph.values) or size > self.input_limit:
+            self.event(event="aot_inputs", path=str(graph.path) if graph.path else None, saved=False, bytes=size)
+            return
+        graph.values = [clone_tensor(v.detach(), v.requires_grad) if isinstance(v, torch.Tensor) else v for v in values]
+        self.save_aot(graph, real=True)
 
     def busy(self, what: str) -> _Busy:
         return _Busy(self, what)
@@ -167,6 +275,34 @@ class Recorder:
                     failure = signature_of_timeout(self.timeout)
                     self.event(event="failed", failure=failure.signature.to_json(), details=f"{what}: {failure.details}", graphs=len(self.cases))
                     os._exit(124)
+
+
+@dataclass
+class AotGraph:
+    """An AOTAutograd graph the program compiled, as the compiler got it."""
+
+    owner: GraphCase  # the dynamo graph it belongs to
+    kind: str  # forward | backward | inference
+    gm: fx.GraphModule
+    values: list[Any]  # fake at compile time, real after the first run
+    compile_kwargs: dict[str, Any]
+    compiler: str | None  # how a repro names the compiler (None: through the backend)
+    inner: bool = False  # taken from Inductor's inner compile
+    directory: Path | None = None
+    path: Path | None = None
+
+
+def is_inductor_compiler(compiler: Callable[..., Any]) -> bool:
+    """Is this AOTAutograd compiler Inductor's (whose graphs the inner-compile hook records)?"""
+    fn = getattr(compiler, "func", compiler)
+    return str(getattr(fn, "__module__", "")).startswith("torch._inductor")
+
+
+def compiler_reference(compiler: Callable[..., Any]) -> str | None:
+    """How a repro names a user backend's aot compiler (see :func:`minifier.stages._importable_name`)."""
+    from .stages import _importable_name
+
+    return _importable_name(compiler)
 
 
 class _Busy:
@@ -200,6 +336,9 @@ class CaptureResult:
     roots: list[str] = field(default_factory=list)  # sys.path entries of the user modules the graphs import
     patches: dict[str, str] = field(default_factory=dict)  # torch targets the script replaced -> its function
     patches_carried: bool = True
+    aot: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # dynamo graph -> its aot graphs as compiled
+    failed_graph: str | None = None  # the graph the program failed in ("g0", "g0.backward"), when known
+    ran: set[str] = field(default_factory=set)  # graphs whose first run returned
     frame_path: Path | None = None  # a frame dynamo failed to trace, lifted to a graph
     events: list[dict[str, Any]] = field(default_factory=list)
 
@@ -229,7 +368,7 @@ def capture_script(
     every event to ``out_dir/events.jsonl``; :func:`read_capture` assembles the result,
     even after this process died mid-run.
     """
-    from .seams.compile_fx import keep_torch_aot_minifier_off
+    from .seams.compile_fx import keep_torch_aot_minifier_off, wrap_inner_compile_debug
 
     out_dir.mkdir(parents=True, exist_ok=True)
     recorder = Recorder(out_dir, backend_override=backend, timeout=timeout)
@@ -237,6 +376,7 @@ def capture_script(
     learn_dynamo_own_patches()
     recorder.start_watchdog()
     try:
+        wrap_inner_compile_debug(recorder.wrap_inner_compile)  # (this process only captures: for good)
         with hooks.dynamo_backends(recorder.wrap_backend), hooks.aot_compilers(recorder.wrap_aot_compiler):
             run_script(script, args)
     except SystemExit as e:
@@ -262,6 +402,7 @@ def capture_script(
                 traceback="".join(traceback.format_exception(e))[-8000:],
                 frame=frame,
                 graphs=len(recorder.cases),
+                graph=next((g for x in exception_chain(e) if (g := getattr(x, "_pt2kit_graph", None))), None),
             )
             if where == "tracing":
                 recorder.record_failing_frame(e, frame)
@@ -285,15 +426,31 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
     paths = [Path(e["path"]) for e in events if e["event"] == "graph"]
     roots = list(dict.fromkeys(root for e in events if e["event"] == "graph" for root in e.get("roots", ())))
     result = CaptureResult(graph_paths=paths, failure=None, events=events, graphs_at_failure=len(paths), roots=roots)
+    running: list[str] = []
     for e in events:
         if e["event"] == "failed":
             result.failure = Failure(Signature.from_json(e["failure"]), e.get("details", ""))
             result.failure_frame = e.get("frame")
             result.graphs_at_failure = e.get("graphs", len(paths))
+            result.failed_graph = e.get("graph") or result.failed_graph
         elif e["event"] == "exit":
             result.failure = Failure(Signature("runtime_error", "SystemExit", f"exit status {e['code']}"))
         elif e["event"] == "unknown_backend":
             result.unknown_backend = e["message"]
+        elif e["event"] == "aot_graph" and e.get("path"):
+            graphs = result.aot.setdefault(e["owner"], [])
+            known = [k for k, g in enumerate(graphs) if g["path"] == e["path"]]
+            if known:  # its latest version (with real inputs)
+                graphs[known[0]] = {**e, "failure": e.get("failure") or graphs[known[0]].get("failure")}
+            else:
+                graphs.append(e)
+            if e.get("failure"):
+                result.failed_graph = Path(e["path"]).parent.name
+        elif e["event"] == "running":
+            running.append(e["graph"])
+        elif e["event"] == "ran" and e["graph"] in running:
+            running.remove(e["graph"])
+            result.ran.add(e["graph"])
         elif e["event"] == "patches":
             result.patches, result.patches_carried = e["patches"], e["carried"]
         elif e["event"] == "unrecoverable" and e["message"] not in result.unrecoverable:
@@ -302,4 +459,6 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.frame_path = Path(e["path"])
     if crash is not None and result.failure is None:
         result.failure = crash
+    if result.failure is not None and result.failed_graph is None and running:
+        result.failed_graph = running[-1]  # a first run that never returned: a crash or a hang
     return result

@@ -111,12 +111,19 @@ def make_case(
 
 
 def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[GraphInput]:
-    """One :class:`GraphInput` per placeholder: the real value, its metadata and its dynamic dims."""
+    """One :class:`GraphInput` per placeholder: the real value, its metadata and its dynamic dims.
+
+    A fake value (what a compiler got at compile time) becomes a seeded random
+    stand-in with its layout; the real value replaces it once the graph has run.
+    """
     derived = derived_sizes(placeholders)
     inputs = []
     for node, value in zip(placeholders, values):
         name = str(node.target)
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and symbolic_shapes.is_fake(value):
+            meta = fake_meta(value)
+            inputs.append(GraphInput(name, None, meta, random_seed(name), symbolic_dims(node)))
+        elif isinstance(value, torch.Tensor):
             inputs.append(GraphInput(name, value.detach().requires_grad_(value.requires_grad), TensorMeta.of(value), None, symbolic_dims(node)))
         else:
             symbolic = _is_symbolic(_example(node))
@@ -124,3 +131,69 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
             plain = symbolic_shapes.hint(value) if isinstance(value, torch.SymInt) else value
             inputs.append(GraphInput(name, plain, None, derived_from=derived.get(name), symbolic_int=symbolic and name not in derived))
     return inputs
+
+
+def fake_meta(value: torch.Tensor) -> TensorMeta:
+    """The layout of a fake tensor, its symbolic sizes at their hints."""
+    return TensorMeta(
+        shape=symbolic_shapes.concrete(value.shape),
+        stride=symbolic_shapes.concrete(value.stride()),
+        dtype=str(value.dtype).removeprefix("torch."),
+        device=str(value.device),
+        requires_grad=bool(value.requires_grad),
+    )
+
+
+def random_seed(name: str) -> int:
+    """A stable seed per input name, so a random stand-in never changes between runs."""
+    import zlib
+
+    return zlib.crc32(name.encode()) % 10_000
+
+
+def aot_case(
+    parent: GraphCase,
+    gm: fx.GraphModule,
+    values: Sequence[Any],
+    *,
+    kind: str,
+    compile_kwargs: dict[str, Any],
+    compiler: str | None,
+) -> GraphCase:
+    """A case of an AOTAutograd graph (``kind``: forward, backward, inference) of dynamo graph ``parent``.
+
+    ``values``: what the graph runs on, real or (at compile time) fake. The
+    placeholders' traced values say which sizes the compiler saw as symbolic; a
+    parent captured with static sizes keeps its aot graphs static.
+    """
+    from dataclasses import replace
+
+    from .context import module_import_spec
+
+    gm = fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    constants = _flat_constants(gm)
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    inputs = graph_inputs(placeholders, values)
+    if not parent.dynamic and not any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in parent.inputs):
+        inputs = [replace(i, symbolic_dims=(), derived_from=None, symbolic_int=False) for i in inputs]
+    modules = list(parent.modules)
+    if compiler and ":" in compiler and (spec := module_import_spec(compiler.partition(":")[0])):
+        modules.append(spec)
+    return GraphCase(
+        definitions=parent.definitions,
+        gm=gm,
+        inputs=inputs,
+        boundary="aot",
+        kind=kind,
+        backend=parent.backend,
+        config=parent.config,
+        modules=list(dict.fromkeys(modules)),
+        compile_kwargs=compile_kwargs,
+        compiler=compiler,
+        constants=constants,
+        backward=False,
+        dynamic=any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in inputs),
+        index=parent.index,
+        parent=parent.index,
+        frame=parent.frame,
+    )

@@ -32,6 +32,7 @@ import torch.fx as fx
 
 from .case import GraphCase, GraphInput
 from .signature import Signature
+from .casemaker import random_seed
 from .graphio import node_meta
 from .profile import NodeInfo
 from .stages import Outcome
@@ -224,11 +225,11 @@ class Reducer:
             if node.op == "placeholder":
                 original = origin_inputs[str(node.target)]
                 placeholder = graph.placeholder(str(node.target))
-                inputs.append(replace(original, seed=_seed(original.name) if name in c.random else None))
+                inputs.append(replace(original, seed=random_seed(original.name) if name in c.random else None))
             else:
                 placeholder = graph.placeholder(name)
                 info = self.info[name]
-                inputs.append(GraphInput(name, None, info.meta, _seed(name) if name in c.random else None, info.dynamic_dims, source=name))
+                inputs.append(GraphInput(name, None, info.meta, random_seed(name) if name in c.random else None, info.dynamic_dims, source=name))
             placeholder.meta.update(node_meta(node))
             env[node] = placeholder
         for alias, target in aliases.items():
@@ -361,10 +362,3 @@ def _flat_nodes(arg: Any) -> list[fx.Node]:
     out: list[fx.Node] = []
     fx.node.map_arg(arg, out.append)
     return out
-
-
-def _seed(name: str) -> int:
-    """A stable seed per input name, so a candidate's random values never change."""
-    import zlib
-
-    return zlib.crc32(name.encode()) % 10_000

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import torch
 import torch.fx as fx
 
 from . import hooks
-from .casemaker import _flat_constants, graph_inputs
+from .casemaker import aot_case
 from .context import MAIN_MODULES, module_import_spec
 from .case import GraphCase, clone_tensor
 from .signature import (
@@ -287,33 +287,5 @@ def namespace_backend_expression(case: GraphCase) -> str:
 
 
 def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
-    gm = fx.GraphModule(record.gm, record.gm.graph)
-    constants = _flat_constants(gm)
-    placeholders = gm.graph.find_nodes(op="placeholder")
     assert record.inputs is not None
-    # the recorded values are real (and detached); the placeholders' traced values say
-    # which sizes the compiler saw as symbolic
-    inputs = graph_inputs(placeholders, record.inputs)
-    if not case.dynamic and not any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in case.inputs):
-        inputs = [replace(i, symbolic_dims=(), derived_from=None, symbolic_int=False) for i in inputs]
-    modules = list(case.modules)
-    if record.compiler and ":" in record.compiler and (spec := module_import_spec(record.compiler.partition(":")[0])):
-        modules.append(spec)
-    return GraphCase(
-        definitions=case.definitions,
-        gm=gm,
-        inputs=inputs,
-        boundary="aot",
-        kind=record.kind,
-        backend=case.backend,
-        config=case.config,
-        modules=list(dict.fromkeys(modules)),
-        compile_kwargs=record.compile_kwargs,
-        compiler=record.compiler,
-        constants=constants,
-        backward=False,
-        dynamic=any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in inputs),
-        index=case.index,
-        parent=case.index,
-        frame=case.frame,
-    )
+    return aot_case(case, record.gm, record.inputs, kind=record.kind, compile_kwargs=record.compile_kwargs, compiler=record.compiler)

@@ -14,7 +14,7 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
 - ``planted_pair``: fails only when a graph holds both cos and exp (a two-op bug).
 - ``planted_value``: fails only when an input to cos holds a value above 100, so
   random inputs do not reproduce it and the repro needs the real data.
-- ``planted_flaky``: fails two compiles out of three (a counter file decides), on graphs with cos.
+- ``planted_flaky``: fails every other compile (a counter file decides), on graphs with cos.
 - ``planted_dynamo_error``: a plain dynamo backend (no AOTAutograd) that rejects
   graphs calling ``torch.cos`` at compile time.
 - ``planted_dynamic_aot`` / ``planted_dynamic_dynamo``: reject cos only in graphs with
@@ -120,7 +120,7 @@ def _flaky_compile(gm, inputs):
         f.seek(0)
         count = len(f.read())
         f.write("x")
-    if count % 3 != 2:  # fails, fails, passes, ...: the third look at it differs
+    if count % 2 == 0:  # fails, passes, fails, ...: a second look at it differs
         raise RuntimeError("planted: flaky failure")
 
 

@@ -50,3 +50,17 @@ def hint(value: Any) -> int:
     from torch.fx.experimental.symbolic_shapes import optimization_hint
 
     return optimization_hint(value)
+
+
+def is_fake(value: Any) -> bool:
+    """A fake tensor (what a compiler gets at compile time: metadata, no data)."""
+    from torch._subclasses.fake_tensor import is_fake as torch_is_fake
+
+    return bool(torch_is_fake(value))
+
+
+def concrete(sizes: Any) -> tuple[int, ...]:
+    """A shape or stride with every symbolic entry replaced by its hint (no guard added)."""
+    import torch
+
+    return tuple(hint(s) if isinstance(s, torch.SymInt) else int(s) for s in sizes)
