@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +36,7 @@ from typing import Any
 
 from .capture import CaptureResult, capture_command, read_capture
 from .case import GraphCase
-from .errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, UnknownBackend
+from .errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, UnknownBackend
 from .session import Session
 from .signature import Failure, Signature
 from .stages import Outcome, lower_case, run_case, stage_names, stages_for
@@ -95,6 +96,15 @@ class BisectReport:
     queries: int = 0
     seconds: float = 0.0
     note: str = ""
+    nproc: int = 1  # a distributed job's ranks
+    rank: int | None = None  # the rank minified
+    ranks: dict[int, str] = field(default_factory=dict)  # how each rank ended
+
+    def distributed(self) -> dict[str, Any] | None:
+        """DESIGN.md's ``distributed`` entry of a report."""
+        if self.nproc <= 1:
+            return None
+        return {"world_size": self.nproc, "rank": self.rank, "process_group": "fake", "ranks": {str(k): v for k, v in self.ranks.items()}}
 
     @property
     def stages(self) -> list[str]:
@@ -123,6 +133,7 @@ class BisectReport:
             "seconds": round(self.seconds, 2),
             "run_dir": str(self.run_dir),
             "note": self.note,
+            **({"distributed": self.distributed()} if self.nproc > 1 else {}),
         }
 
 
@@ -144,25 +155,62 @@ def _index(row: Row) -> int | None:
 # --------------------------------------------------------------------------- #
 
 
-def capture(session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False) -> CaptureResult:
+def capture(session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False, nproc: int = 1) -> CaptureResult:
     """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
 
     The script runs on one core while pt2kit's worker warms up on the other. (The
-    script may run for hours; hangs in compiled code are caught inside.)
+    script may run for hours; hangs in compiled code are caught inside.) With
+    ``nproc`` > 1 it is a distributed job: every rank runs under capture (see
+    :func:`capture_ranks`), and the lowest failing rank is the one minified.
     """
     out = session.run_dir / ("captured-again" if again else "captured")
     if not again:
         session.warm_up(inductor=backend in (None, "inductor"))
-    command = capture_command(script, args, out, backend=backend, timeout=session.timeout)
     label = f"running {script.name} again: checking it is not flaky" if again else f"running {script.name} with capture armed"
-    ended = session.run_program(command, label, log=session.run_dir / "logs" / f"{out.name}.log")
-    captured = read_capture(out, ended)
+    if nproc > 1:
+        captured = capture_ranks(session, script, args, backend, out, nproc, label)
+    else:
+        command = capture_command(script, args, out, backend=backend, timeout=session.timeout)
+        ended = session.run_program(command, label, log=session.run_dir / "logs" / f"{out.name}.log")
+        captured = read_capture(out, ended)
     if captured.unknown_backend:
         raise UnknownBackend(captured.unknown_backend)
     # The graphs import the user's modules as the script did: from its directory and
     # wherever those modules live (queries inherit this process's sys.path).
     sys.path.extend(p for p in (str(script.parent), *captured.roots) if p not in sys.path)
     return captured
+
+
+def capture_ranks(session: Session, script: Path, args: list[str], backend: str | None, out: Path, nproc: int, label: str) -> CaptureResult:
+    """Every rank of the job under capture (``captured/rank<r>``); the lowest rank that failed is the result."""
+    from .distributed import launch_ranks
+    from .signature import signature_of_crash, signature_of_exit
+    from .worker import pt2kit_env
+
+    outs = [out / f"rank{rank}" for rank in range(nproc)]
+    commands = [capture_command(script, args, o, backend=backend, timeout=session.timeout) for o in outs]
+    logs = [session.run_dir / "logs" / f"{out.name}-rank{rank}.log" for rank in range(nproc)]
+    session.progress.update(f"{label} ({nproc} ranks)")
+    start = time.monotonic()
+    codes = launch_ranks(commands, pt2kit_env(), logs, failed=lambda rank: _logged_failure(outs[rank]), on_wait=session.progress.tick)
+    session.timeline.append((f"{label} ({nproc} ranks)", round(time.monotonic() - start, 2)))
+    results = []
+    for o, code, log in zip(outs, codes, logs):
+        tail = log.read_bytes()[-4000:].decode(errors="replace") if log.exists() else ""
+        ended = signature_of_crash(-code, tail) if code < 0 and code != -9 else signature_of_exit(code, tail) if code > 0 else None
+        results.append(read_capture(o, ended))
+    failing = [rank for rank, r in enumerate(results) if r.failure is not None]
+    chosen = results[failing[0]] if failing else results[0]
+    chosen.rank = failing[0] if failing else 0
+    chosen.ranks = {rank: (str(r.failure.signature) if r.failure else "ran to the end or was stopped") for rank, r in enumerate(results)}
+    return chosen
+
+
+def _logged_failure(out: Path) -> bool:
+    try:
+        return '"event": "failed"' in (out / "events.jsonl").read_text()
+    except OSError:
+        return False
 
 
 def run_stages(session: Session, case: GraphCase, *, accuracy: bool, path: Path | None = None) -> Row:
@@ -286,12 +334,13 @@ def bisect_script(
     backend: str | None = None,
     accuracy: bool = False,
     aot_rows: bool = True,
+    nproc: int = 1,
 ) -> BisectReport:
-    """Capture ``script``'s graphs and find the first graph and stage that fail."""
-    captured = capture(session, script, args, backend)
-    cases = [(load_repro(p).case, p) for p in captured.graph_paths]
+    """Capture ``script``'s graphs and find the first graph and stage that fail (``nproc``: a torchrun job's ranks)."""
+    captured = capture(session, script, args, backend, nproc=nproc)
+    cases, unreadable = readable_cases(captured.graph_paths)
     final = backend or (cases[0][0].backend if cases else "inductor")
-    report = BisectReport(str(script), final, accuracy, session.run_dir, captured.failure)
+    report = BisectReport(str(script), final, accuracy, session.run_dir, captured.failure, nproc=nproc, rank=captured.rank, ranks=captured.ranks)
     if captured.failure is not None:
         session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
 
@@ -303,12 +352,14 @@ def bisect_script(
         if row.case is not None:
             return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=False)
         report.note = "the failing frame could not be lifted to a graph that fails the same way"
-        again = read_capture_again(session, script, args, backend)
+        again = read_capture_again(session, script, args, backend, report.nproc)
         if again.failure is None or again.failure.signature != captured.failure.signature:
             raise FlakyFailure(f"flaky: {script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {again.failure.signature if again.failure else 'passed'}")
         return finish(session, report)
 
-    if not cases:
+    if unreadable:
+        report.note = "some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable)
+    if not captured.graph_paths:
         if captured.failure is not None:
             raise ScriptFailedBeforeCompile(
                 f"{script.name} raised before torch.compile compiled anything: {captured.failure.signature.exception}: {captured.failure.signature.message}"
@@ -316,7 +367,7 @@ def bisect_script(
         raise NoFailure(f"{script.name} ran to the end without compiling anything")
     if captured.failure is None and not accuracy:
         raise NoFailure(
-            f"{script.name} ran to the end without failing ({len(cases)} graphs compiled); "
+            f"{script.name} ran to the end without failing ({len(captured.graph_paths)} graphs compiled); "
             "pass --accuracy to check the compiled results against eager"
         )
 
@@ -331,6 +382,34 @@ def bisect_script(
         return no_culprit(session, report, script, args, backend, captured)
 
     return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured)
+
+
+def readable_cases(paths: list[Path]) -> tuple[list[tuple[GraphCase, Path]], list[str]]:
+    """The captured graphs pt2kit can read back; the others, named (their aot graphs may still do)."""
+    cases, unreadable = [], []
+    for path in paths:
+        try:
+            cases.append((load_repro(path).case, path))
+        except CorruptRecord as e:
+            unreadable.append(f"{path.parent.name}: {e}")
+    return cases, unreadable
+
+
+def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
+    """The failing aot graph the program itself compiled, when no dynamo graph stands for it.
+
+    (The dynamo graph may hold inputs a repro cannot rebuild yet, such as DTensors.)
+    """
+    if captured.failure is None or captured.failed_graph is None or "." not in captured.failed_graph:
+        return None
+    owner = int(captured.failed_graph.split(".")[0].removeprefix("g"))
+    paths = [g["path"] for g in captured.aot.get(owner, []) if Path(g["path"]).parent.name == captured.failed_graph]
+    rows = aot_rows(session, paths, accuracy=report.accuracy, stop_at=captured.failure.signature) if paths else []
+    row = next((r for r in rows if r.first_failure is not None and matches(r.first_failure, captured.failure, report.accuracy)), None)
+    if row is not None:
+        report.rows.extend(rows)
+        report.culprit = row
+    return row
 
 
 def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool) -> dict[tuple[int, str], Outcome]:
@@ -449,8 +528,8 @@ def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
     return outcome.failure.signature == original.signature or (accuracy and outcome.failure.signature.kind == "accuracy")
 
 
-def read_capture_again(session: Session, script: Path, args: list[str], backend: str | None) -> CaptureResult:
-    return capture(session, script, args, backend, again=True)
+def read_capture_again(session: Session, script: Path, args: list[str], backend: str | None, nproc: int = 1) -> CaptureResult:
+    return capture(session, script, args, backend, again=True, nproc=nproc)
 
 
 def inlined_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
@@ -489,7 +568,10 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     inlined = inlined_culprit(session, report, captured)
     if inlined is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
-    again = read_capture_again(session, script, args, backend)
+    if aot_culprit(session, report, captured) is not None:
+        report.note = "the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)"
+        return finish(session, report)
+    again = read_capture_again(session, script, args, backend, report.nproc)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
     second_look(session, report.rows, accuracy=report.accuracy)  # does any graph fail now?

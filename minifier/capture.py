@@ -339,6 +339,8 @@ class CaptureResult:
     aot: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # dynamo graph -> its aot graphs as compiled
     failed_graph: str | None = None  # the graph the program failed in ("g0", "g0.backward"), when known
     ran: set[str] = field(default_factory=set)  # graphs whose first run returned
+    rank: int | None = None  # a distributed job: the rank this is
+    ranks: dict[int, str] = field(default_factory=dict)  # a distributed job: how each rank ended
     frame_path: Path | None = None  # a frame dynamo failed to trace, lifted to a graph
     events: list[dict[str, Any]] = field(default_factory=list)
 

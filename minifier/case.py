@@ -89,6 +89,8 @@ class GraphInput:
     source: str | None = None  # minifier: the origin graph's node whose value this input takes
     derived_from: tuple[str, int] | None = None  # a symbolic size: (tensor input, dim) it is read from
     symbolic_int: bool = False  # a symbolic int that no tensor input's size gives (compile with dynamic=True)
+    dtensor: dict[str, Any] | None = None  # a DTensor: ``value``/``meta`` are its local shard; placements and mesh here
+    opaque: str | None = None  # a value pt2kit cannot write (a DeviceMesh, a script object): its type
 
     @property
     def is_tensor(self) -> bool:
@@ -99,9 +101,23 @@ class GraphInput:
         return self.seed is not None
 
     def materialize(self) -> Any:
-        """A fresh value for one run: a clone of the real tensor, or the random stand-in."""
+        """A fresh value for one run: a clone of the real tensor, or the random stand-in.
+
+        A DTensor is rebuilt from its local shard (and a DeviceMesh made) over the
+        process group of the running query (a fake one).
+        """
+        if self.dtensor is not None:
+            from .seams import dtensor
+
+            if self.meta is None:
+                return dtensor.mesh(self.dtensor["mesh_shape"], self.dtensor.get("device_type", "cpu"))
+            return dtensor.rebuild(self._materialize_tensor(), self.dtensor)
         if self.meta is None:
             return self.value
+        return self._materialize_tensor()
+
+    def _materialize_tensor(self) -> Any:
+        assert self.meta is not None
         m = self.meta
         if self.seed is not None:
             value = rand_tensor(m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device)
@@ -152,6 +168,7 @@ class GraphCase:
     index: int = 0  # position among the program's captured graphs
     parent: int | None = None  # aot graphs: index of the dynamo graph they were lowered from
     frame: dict[str, Any] | None = None  # the user frame dynamo compiled: name, filename, lineno
+    distributed: dict[str, int] | None = None  # {"rank", "world_size"} of the job it comes from
     definitions: str = ""  # user source the repro carries: backends/ops with no importable name (see extract)
 
     def __post_init__(self) -> None:
@@ -167,6 +184,15 @@ class GraphCase:
             for node in module.graph.nodes:
                 node.type = None
             modules += [m for m in module.children() if isinstance(m, fx.GraphModule)]
+
+    @property
+    def unsupported(self) -> list[str]:
+        """Inputs a repro cannot rebuild yet (as ``name: type``)."""
+        return [f"{i.name}: {i.opaque}" for i in self.inputs if i.opaque and i.name in self.used_inputs()]
+
+    def used_inputs(self) -> set[str]:
+        """Placeholders some node of the graph reads."""
+        return {str(n.target) for n in self.gm.graph.find_nodes(op="placeholder") if n.users}
 
     @property
     def backend_is_defined(self) -> bool:

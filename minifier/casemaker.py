@@ -19,7 +19,10 @@ import torch.fx as fx
 from .case import GraphCase, GraphInput, TensorMeta
 from .context import BackendInfo, custom_op_sources, non_default_config
 from .extract import merge_definitions
-from .seams import symbolic_shapes
+from .seams import dtensor, symbolic_shapes
+
+#: Plain values a repro writes as literals.
+LITERAL_INPUTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
 
 def _flat_constants(gm: fx.GraphModule) -> dict[str, torch.Tensor]:
     """Give every tensor ``get_attr`` a flat name, so the repro can register it as a buffer."""
@@ -107,6 +110,7 @@ def make_case(
         dynamic=bool(dynamic or backend.dynamic),
         index=index,
         frame=frame,
+        distributed=job_of_this_process(),
     )
 
 
@@ -120,9 +124,20 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
     inputs = []
     for node, value in zip(placeholders, values):
         name = str(node.target)
-        if isinstance(value, torch.Tensor) and symbolic_shapes.is_fake(value):
+        if dtensor.is_dtensor(value):  # its local shard, and where it lives on the mesh
+            shard = dtensor.local(value)
+            meta = fake_meta(shard) if symbolic_shapes.is_fake(shard) else TensorMeta.of(shard)
+            real = None if symbolic_shapes.is_fake(shard) else shard.detach()
+            inputs.append(GraphInput(name, real, meta, random_seed(name) if real is None else None, dtensor=dtensor.describe(value)))
+        elif isinstance(value, torch.Tensor) and symbolic_shapes.is_fake(value):
             meta = fake_meta(value)
             inputs.append(GraphInput(name, None, meta, random_seed(name), symbolic_dims(node)))
+        elif isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
+            inputs.append(GraphInput(name, None, None, opaque=f"tensor subclass {type(value).__name__} (not supported yet)"))
+        elif dtensor.is_mesh(value):
+            inputs.append(GraphInput(name, None, None, dtensor={"mesh_shape": list(value.shape), "device_type": value.device_type}))
+        elif not isinstance(value, (torch.Tensor, torch.SymInt, *LITERAL_INPUTS)):
+            inputs.append(GraphInput(name, None, None, opaque=type(value).__name__))
         elif isinstance(value, torch.Tensor):
             inputs.append(GraphInput(name, value.detach().requires_grad_(value.requires_grad), TensorMeta.of(value), None, symbolic_dims(node)))
         else:
@@ -196,4 +211,11 @@ def aot_case(
         index=parent.index,
         parent=parent.index,
         frame=parent.frame,
+        distributed=parent.distributed,
     )
+
+
+def job_of_this_process() -> dict[str, int] | None:
+    """``{"rank", "world_size"}`` when this process is one rank of a distributed job."""
+    job = dtensor.world()
+    return None if job is None else {"rank": job[0], "world_size": job[1]}

@@ -37,6 +37,7 @@ def _script_arguments(func: Any) -> Any:
 
 
 def _common_options(func: Any) -> Any:
+    func = click.option("--nproc-per-node", "nproc", type=click.IntRange(1), default=1, show_default=True, help="SCRIPT is a distributed job: launch it as `torchrun --nproc-per-node N` would.")(func)
     func = click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")(func)
     func = click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query before it counts as a hang.")(func)
     func = click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go [default: $TORCHDYNAMO_REPRO_DIR or ./torch_compile_debug].")(func)
@@ -85,7 +86,7 @@ def _fail(error: UserFacingError, as_json: bool) -> None:
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
 @_common_options
 @_script_arguments
-def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
+def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int) -> None:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
     import json
 
@@ -98,7 +99,7 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy:
         _fail(error, as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        report = bisect_script(session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy))
+        report = bisect_script(session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc)
         data = report.to_json()
         (session.run_dir / "report.json").write_text(json.dumps(data, indent=2, default=str))
         return data, lambda console: print_bisect(report, console)
@@ -111,7 +112,7 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy:
 @click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True, help="Minify the dynamo graph, the aot graph, or the aot one when it reproduces.")
 @_common_options
 @_script_arguments
-def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool) -> None:
+def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int) -> None:
     """Run SCRIPT; if it fails, bisect the stages and shrink the failing graph into repro.py."""
     from .minification import minify_script
     from .session import default_out_dir
@@ -119,7 +120,7 @@ def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, strict_
     out = out or default_out_dir()
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        return _minified(minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), out=out))
+        return _minified(minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), out=out, nproc=nproc))
 
     _session_command(script.stem, work, out=out, timeout=timeout, as_json=as_json)
 

@@ -14,7 +14,8 @@ Values are plain literals (``ast.literal_eval`` reads them). Anything that is no
 node, ``("t", [...])`` a tuple, ``("l", [...])`` a list, ``("d", [[k, v], ...])`` a dict,
 ``("dtype", "float32")``, ``("device", "cpu")``, ``("layout", ...)``,
 ``("memory_format", ...)``, ``("slice", [start, stop, step])``, ``("size", [...])``,
-``("float", "inf")``, ``("complex", [re, im])``, ``("ellipsis",)``.
+``("float", "inf")``, ``("complex", [re, im])``, ``("ellipsis",)``, ``("placement", "Shard(0)")``
+(a DTensor placement).
 
 Targets are qualified names (``torch.ops.aten.relu.default``, ``torch.sin``,
 ``_operator.add``, ``torch.ops.higher_order.cond``) resolved by import; a custom op
@@ -122,6 +123,10 @@ def encode(value: Any) -> Any:
         return ("complex", [encode(value.real), encode(value.imag)])
     if value is Ellipsis:
         return ("ellipsis",)
+    if type(value).__name__ in ("Shard", "Replicate", "Partial") and type(value).__module__.startswith("torch.distributed"):
+        from .seams.dtensor import placement_code
+
+        return ("placement", placement_code(value))
     raise GraphFormatError(f"cannot write a graph argument of type {type(value).__name__}: {value!r}")
 
 
@@ -152,6 +157,10 @@ def decode(value: Any, nodes: dict[str, fx.Node]) -> Any:
         return complex(*(decode(v, nodes) for v in rest[0]))
     if tag == "ellipsis":
         return Ellipsis
+    if tag == "placement":
+        from .seams.dtensor import placement
+
+        return placement(rest[0])
     raise GraphFormatError(f"unknown tag {tag!r} in a written graph")
 
 

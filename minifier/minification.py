@@ -63,6 +63,16 @@ class MinifyResult:
     notes: list[str] = field(default_factory=list)
     timeline: list[tuple[str, float]] = field(default_factory=list)
 
+    def distributed(self) -> dict[str, Any]:
+        """Where a distributed job's repro comes from, and what it runs its collectives on."""
+        from .writer import needs_process_group
+
+        job = self.after.distributed or {}
+        out = dict(self.bisect.distributed() or {}) if self.bisect is not None else {}
+        out.update({k: v for k, v in job.items()})
+        out["process_group"] = "fake" if needs_process_group(self.after) else None  # none left: the repro needs none
+        return out
+
     def inputs_summary(self) -> str:
         tensors = [i for i in self.after.inputs if i.is_tensor]
         real = [i.name for i in tensors if not i.is_random]
@@ -112,6 +122,7 @@ class MinifyResult:
             "verified": self.verified,
             "accuracy": self.accuracy,
             "inputs": "random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
+            **({"distributed": self.distributed()} if self.after.distributed or (self.bisect and self.bisect.nproc > 1) else {}),
             "config": self.after.config,
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "resumed_from": self.resumed_from,
@@ -316,15 +327,16 @@ def minify_script(
     backend: str | None = None,
     accuracy: bool = False,
     out: Path,
+    nproc: int = 1,
 ) -> MinifyResult:
     """``minify run``: bisect the program, pick the failing graph, shrink it, write the repro."""
     if after not in AFTER_CHOICES:
         raise UsageError(f"--after must be one of {', '.join(AFTER_CHOICES)}")
-    key = fingerprint("run", str(script), args, after, backend, accuracy, hashlib.sha256(script.read_bytes()).hexdigest())
+    key = fingerprint("run", str(script), args, after, backend, accuracy, nproc, hashlib.sha256(script.read_bytes()).hexdigest())
     resume = find_checkpoint(out, key)
     if resume is not None:
         return resume_minification(session, resume, key)
-    report = bisect_script(session, script, args, backend=backend, accuracy=accuracy, aot_rows=after != "dynamo")
+    report = bisect_script(session, script, args, backend=backend, accuracy=accuracy, aot_rows=after != "dynamo", nproc=nproc)
     row = choose_graph(report, after)
     outcome = row.first_failure
     assert outcome is not None and outcome.failure is not None and row.case is not None

@@ -75,6 +75,9 @@ class _Recording(fx.Interpreter):
 
 def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, Any]:
     """Values of ``case``'s op nodes in one eager run (all of them when ``names`` is None)."""
+    from .distributed import join_fake_group
+
+    join_fake_group(case)  # its collectives run on a fake process group
     torch.manual_seed(0)
     recording = _Recording(case.gm, names)
     grad = torch.enable_grad() if case.boundary == "dynamo" else torch.no_grad()

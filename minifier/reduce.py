@@ -119,9 +119,12 @@ class Reducer:
         output = next(n for n in self.origin.gm.graph.nodes if n.op == "output")
         outputs = tuple(dict.fromkeys(a.name for a in _flat_nodes(output.args[0])))
         config = frozenset((module, key) for module, values in self.origin.config.items() for key in values)
+        # inputs the program's run never gave real values (a graph whose compile failed) stay random
+        random_from_the_start = {i.name for i in self.origin.inputs if i.is_random}
         return Candidate(
             kept=tuple(n.name for n in self.origin.op_nodes),
             outputs=outputs,
+            random=frozenset(n.name for n in self.origin.gm.graph.find_nodes(op="placeholder") if str(n.target) in random_from_the_start),
             config=config,
             backward=self.origin.backward,
             static=not is_symbolic(self.origin),

@@ -225,12 +225,17 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
         tensor_meta = TensorMeta(**{**spec["meta"], "shape": tuple(spec["meta"]["shape"]), "stride": tuple(spec["meta"]["stride"])}) if spec["meta"] else None
         value = spec["value"]
         if tensor_meta is not None and spec["seed"] is None:
-            key = f"input:{spec['name']}"
+            key = f"input:{spec['name']}"  # (a DTensor's: its local shard)
             if key not in data and spec.get("source") is None:
                 raise CorruptRecord(f"{path}: data file has no tensor for input {spec['name']!r}")
             value = data.get(key)
         derived = tuple(spec["derived_from"]) if spec.get("derived_from") else None
-        inputs.append(GraphInput(spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source"), derived, bool(spec.get("symbolic_int"))))
+        inputs.append(
+            GraphInput(
+                spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source"), derived,
+                bool(spec.get("symbolic_int")), spec.get("dtensor"), spec.get("opaque"),
+            )
+        )
     return GraphCase(
         gm=gm,
         inputs=inputs,
@@ -248,6 +253,7 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
         parent=meta["parent"],
         frame=meta["frame"],
         definitions=meta.get("definitions", ""),
+        distributed=meta.get("distributed"),
     )
 
 

@@ -35,6 +35,7 @@ import torch.fx as fx
 
 from . import hooks
 from .casemaker import aot_case
+from .distributed import join_fake_group
 from .context import MAIN_MODULES, module_import_spec
 from .case import GraphCase, clone_tensor
 from .signature import (
@@ -113,6 +114,7 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: boo
     strict = strict or accuracy == "strict"
     namespace = exec_repro(render(case, stage=stage, accuracy=accuracy, strict=strict))
     namespace["apply_config"]()
+    join_fake_group(case)
     Repro, make_inputs = namespace["Repro"], namespace["make_inputs"]
     Float64 = namespace.get("ReproFloat64", Repro)
 
@@ -252,6 +254,7 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
     """
     namespace = exec_repro(render(case, stage=case.backend))
     namespace["apply_config"]()
+    join_fake_group(case)
     recorder = _AotRecorder(eval(namespace_backend_expression(case), namespace))  # noqa: S307 - our own repro text
     data = data_of(case)
     if case.backend == "inductor":

@@ -27,6 +27,7 @@ code the user will finally run. Writing it to disk and reading it back is
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import pprint
 import re
@@ -87,6 +88,8 @@ def render(
         _inputs_function(case),
         _run_functions(case, stage),
     ]
+    if needs_process_group(case):
+        parts.insert(parts.index(_config_function(case)) + 1, _process_group_functions(case))
     if subgraphs(case.gm):
         parts.append(inspect.getsource(graph_module).strip())
         parts.append(inspect.getsource(call_hop).strip())
@@ -106,7 +109,7 @@ def render(
     metadata = _metadata(case, stage, failure, bool(accuracy), data_file)
     metadata["strict"] = strict
     parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + pprint.pformat(metadata, width=110, compact=True, sort_dicts=False))
-    parts.append(_main(accuracy, "ReproFloat64" if "class ReproFloat64(" in "".join(parts) else "Repro"))
+    parts.append(_main(accuracy, "ReproFloat64" if "class ReproFloat64(" in "".join(parts) else "Repro", distributed=needs_process_group(case)))
     return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
 
@@ -184,12 +187,14 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
             {
                 "name": i.name,
                 "meta": None if i.meta is None else vars(i.meta),
-                "value": None if i.is_tensor else i.value,
+                "value": None if i.is_tensor or i.opaque or i.dtensor is not None else i.value,
                 "seed": i.seed,
                 "symbolic_dims": list(i.symbolic_dims),
                 **({"source": i.source} if i.source is not None else {}),
                 **({"derived_from": list(i.derived_from)} if i.derived_from else {}),
                 **({"symbolic_int": True} if i.symbolic_int else {}),
+                **({"dtensor": i.dtensor} if i.dtensor is not None else {}),
+                **({"opaque": i.opaque} if i.opaque else {}),
             }
             for i in case.inputs
         ],
@@ -200,6 +205,7 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
         "compiler": case.compiler,
         "backward": case.backward,
         "dynamic": case.dynamic,
+        "distributed": case.distributed,
         "index": case.index,
         "parent": case.parent,
         "frame": _portable_frame(case.frame),
@@ -285,8 +291,21 @@ def _data_function(data_file: str | None) -> str:
 
 
 def _input_expression(i: GraphInput) -> str:
+    if i.opaque:
+        return "None  # not supported yet: " + i.opaque
+    if i.dtensor is not None and i.meta is None:  # a DeviceMesh
+        return f"make_mesh({tuple(i.dtensor['mesh_shape'])!r})"
     if i.meta is None:
         return repr(i.value)
+    if i.dtensor is not None:
+        placements = ", ".join(i.dtensor["placements"])
+        local = _tensor_expression(i)
+        return f"DTensor.from_local({local}, make_mesh({tuple(i.dtensor['mesh_shape'])!r}), [{placements}], run_check=False)"
+    return _tensor_expression(i)
+
+
+def _tensor_expression(i: GraphInput) -> str:
+    assert i.meta is not None
     m = i.meta
     if i.seed is not None:
         extra = "".join(
@@ -449,6 +468,50 @@ def _run_aot(case: GraphCase, stage: str) -> str:
     )
 
 
+#: Namespaces of the functional collectives a compiled graph calls.
+COLLECTIVES = ("_c10d_functional", "c10d_functional")
+
+
+def needs_process_group(case: GraphCase) -> bool:
+    """Does the repro need the job's process group: a collective in the graph, or a DTensor input?"""
+    from .seams.ops import is_overload
+
+    collective = any(is_overload(n.target) and n.target.namespace in COLLECTIVES for n in _all_call_nodes(case.gm))
+    return collective or any(i.dtensor is not None for i in case.inputs)
+
+
+def _process_group_functions(case: GraphCase) -> str:
+    from .seams.dtensor import FAKE_GROUP_SETUP
+
+    job = case.distributed or {}
+    meshes = {tuple(i.dtensor["mesh_shape"]) for i in case.inputs if i.dtensor is not None}
+    world = job.get("world_size") or max((math.prod(m) for m in meshes), default=1)
+    lines = [
+        f"RANK = {job.get('rank', 0)!r}  # this rank of the job",
+        f"WORLD_SIZE = {world!r}",
+        "",
+        "",
+        FAKE_GROUP_SETUP,
+    ]
+    if meshes:
+        lines += [
+            "",
+            "",
+            "def make_mesh(shape):",
+            '    """A device mesh of this shape over the fake process group (made once per shape)."""',
+            "    from torch.distributed.device_mesh import init_device_mesh",
+            "",
+            "    if shape not in MESHES:",
+            '        MESHES[shape] = init_device_mesh("cpu", shape)',
+            "    return MESHES[shape]",
+            "",
+            "",
+            "MESHES = {}",
+            "from torch.distributed.tensor import DTensor, Partial, Replicate, Shard  # noqa: E402,F401",
+        ]
+    return "\n".join(lines)
+
+
 def is_symbolic(case: GraphCase) -> bool:
     """Does the case keep symbolic sizes (dynamic shapes)?"""
     return any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in case.inputs)
@@ -484,11 +547,12 @@ def _symbolic_inputs_function(case: GraphCase) -> str:
     )
 
 
-def _main(accuracy: bool, fp64_class: str = "Repro") -> str:
+def _main(accuracy: bool, fp64_class: str = "Repro", distributed: bool = False) -> str:
+    setup = "    setup_process_group()\n" if distributed else ""
     if not accuracy:
         return (
             'if __name__ == "__main__":\n'
-            "    apply_config()\n"
+            "    apply_config()\n" + setup +
             "    data = load_data()\n"
             "    run(Repro(data), make_inputs(data))\n"
             '    print("did not fail")'
@@ -498,7 +562,7 @@ def _main(accuracy: bool, fp64_class: str = "Repro") -> str:
         "    return [v.detach().to(torch.float64).requires_grad_(v.requires_grad)\n"
         "            if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]\n\n\n"
         'if __name__ == "__main__":\n'
-        "    apply_config()\n"
+        "    apply_config()\n" + setup +
         "    data = load_data()\n"
         "    expected = run_eager(Repro(data), make_inputs(data))\n"
         f"    fp64 = run_eager({fp64_class}(data).to(torch.float64), to_float64(make_inputs(data)))\n"

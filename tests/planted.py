@@ -21,6 +21,8 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
   symbolic sizes (an automatic-dynamic recompile), after aot / after dynamo.
 - ``planted_multiple_of_7``: the compiled cos fails when an input's first dim is a
   multiple of 7 (a size-dependent bug, for shape shrinking).
+- ``planted_no_all_reduce``: cannot compile a graph holding a functional all_reduce
+  (distributed jobs).
 
 ``PLANTED_DELAY`` (seconds) makes every compile that slow. ``PLANTED_LOG``, when set, names a file where every compile appends the graph's code and
 a checksum of its inputs, so tests can count compiles.
@@ -188,3 +190,10 @@ def planted_dynamic_dynamo(gm, example_inputs):
     if _symbolic(gm, "example_value") and any(n.op == "call_function" and n.target is torch.cos for n in gm.graph.nodes):
         raise RuntimeError("planted: symbolic torch.cos is not supported")
     return gm.forward
+
+
+def _raise_all_reduce(gm, inputs):
+    raise RuntimeError("planted: cannot lower _c10d_functional.all_reduce")
+
+
+_register("planted_no_all_reduce", fw=_compiler(on_compile=_raise_all_reduce, trigger=(torch.ops._c10d_functional.all_reduce.default,)))

@@ -1,0 +1,138 @@
+"""Distributed jobs: real 2-rank gloo jobs on CPU, minified into one-process repros over a fake process group."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+TESTS = Path(__file__).resolve().parent
+
+TP_JOB = '''
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+import planted  # noqa: F401
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.down(torch.cos(self.up(x))).tanh()
+
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    torch.manual_seed(0)
+    model = parallelize_module(MLP(), mesh, {{"up": ColwiseParallel(), "down": RowwiseParallel()}})
+    with torch.no_grad():
+        out = torch.compile(model, backend={backend!r})(torch.randn(4, 8))
+    print(dist.get_rank(), out.sum())
+    dist.destroy_process_group()
+'''
+
+ALL_REDUCE_JOB = '''
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+import planted  # noqa: F401
+
+
+def step(x):
+    y = torch.sin(x) * 2
+    y = funcol.all_reduce(y, "sum", dist.group.WORLD)
+    return torch.cos(y).exp().sum()
+
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    print(torch.compile(step, backend={backend!r})(torch.ones(4, 4) * (dist.get_rank() + 1)))
+    dist.destroy_process_group()
+'''
+
+
+def job(tmp_path: Path, template: str, backend: str) -> Path:
+    script = tmp_path / "job.py"
+    script.write_text(template.format(tests=str(TESTS), backend=backend))
+    return script
+
+
+def minify_job(script: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "minifier", "run", "--nproc-per-node", "2", "--json", "--timeout", "120", "--out", str(script.parent / "runs"), str(script)],
+        capture_output=True, text=True, timeout=900, cwd=script.parent,
+    )
+    assert done.stdout.strip(), done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, (report, done.stderr[-3000:])
+    return report
+
+
+def alone(repro: Path) -> subprocess.CompletedProcess[str]:
+    """The repro, in one plain process: no torchrun, no rank environment, pt2kit unimportable."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK")}
+    env.update({"PT2KIT_AUTOLOAD": "0", "PYTHONPATH": str(TESTS)})
+    blocker = textwrap.dedent(f"""
+        import runpy, sys
+        for name in ("minifier", "replay", "validation", "explain", "opcheck"):
+            sys.modules[name] = None
+        sys.argv = [{str(repro)!r}]
+        runpy.run_path({str(repro)!r}, run_name="__main__")
+    """)
+    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=repro.parent, env=env, timeout=600)
+
+
+def test_a_tensor_parallel_job_failing_on_its_all_reduce_becomes_a_one_process_repro_that_keeps_it(tmp_path):
+    report = minify_job(job(tmp_path, TP_JOB, "planted_no_all_reduce"))
+    assert report["ops_after"] == ["_c10d_functional.all_reduce.default"]
+    assert report["distributed"]["world_size"] == 2 and report["distributed"]["process_group"] == "fake"
+    assert set(report["distributed"]["ranks"]) == {"0", "1"}
+    repro = Path(report["repro"])
+    assert "setup_process_group()" in repro.read_text() and "torchrun" not in repro.read_text()
+    ran = alone(repro)
+    assert ran.returncode != 0 and "cannot lower _c10d_functional.all_reduce" in ran.stderr, ran.stderr[-2000:]
+
+
+def test_a_failure_that_does_not_need_the_collective_shrinks_to_a_repro_with_no_process_group(tmp_path):
+    report = minify_job(job(tmp_path, ALL_REDUCE_JOB, "planted_compile_error"))
+    assert report["ops_after"] == ["aten.cos.default"]
+    repro = Path(report["repro"])
+    assert "process_group" not in repro.read_text() and report["distributed"]["process_group"] is None
+    ran = alone(repro)
+    assert ran.returncode != 0 and "planted: cannot compile aten.cos" in ran.stderr
+
+
+def test_the_env_var_hook_under_torchrun_keeps_the_users_error_and_leaves_a_repro_per_rank(tmp_path):
+    script = job(tmp_path, TP_JOB, "planted_no_all_reduce")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
+    env.update({"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "repros"), "PT2KIT_AUTOLOAD": "1"})
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script)]
+    done = subprocess.run(torchrun, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert done.returncode != 0
+    assert "RuntimeError: planted: cannot lower _c10d_functional.all_reduce" in done.stderr  # the user's own error
+    runs = sorted((tmp_path / "repros").glob("run-*"))
+    assert [r.name.rsplit("-", 1)[-1] for r in runs] == ["rank0", "rank1"]
+    for run in runs:
+        report = json.loads((run / "report.json").read_text())
+        assert report["ops_after"] == ["_c10d_functional.all_reduce.default"], report
+        ran = alone(run / "repro.py")
+        assert ran.returncode != 0 and "cannot lower _c10d_functional.all_reduce" in ran.stderr
