@@ -227,16 +227,6 @@ class GraphCase:
             return f"g{self.index if self.parent is None else self.parent}.{self.kind}"
         return f"g{self.index}"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as its repro text and tensors, the one format pt2kit reads cases from.
-
-        (An ``fx.GraphModule`` pickles as code that is re-traced on load, which runs
-        constant calls at trace time and so changes the graph.)
-        """
-        from .repro_files import case_payload, read_case_payload
-
-        return (read_case_payload, case_payload(self))
-
     def replace(self, **changes: Any) -> GraphCase:
         """A shallow copy with some fields changed (the graph module is shared unless given)."""
         return dataclasses.replace(self, **changes)

@@ -32,6 +32,7 @@ from .case import GraphCase
 from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
 from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, load_checkpoint, save_checkpoint
+from .passes import PASSES
 from .reduce import Reducer
 from .session import Session
 from .signature import Failure, Signature
@@ -214,7 +215,7 @@ def minify_case(
         raise NotReproducible(f"the graph does not fail with {target.signature} when pt2kit rebuilds it; see {origin_path}")
     save_checkpoint(reducer, checkpoint, state)
     try:
-        reducer.run()
+        reducer.run(PASSES)
     except KeyboardInterrupt:
         path = write_best(session, reducer, case, stage, target, accuracy_mode)
         save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})

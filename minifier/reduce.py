@@ -334,11 +334,8 @@ class Reducer:
     def best_case(self) -> GraphCase:
         return self.build(self.normalize(self.best))
 
-    def run(self, passes: list[Callable[[Reducer], None]] | None = None) -> Candidate:
-        """Run the passes until none of them shrinks the best candidate."""
-        from .passes import PASSES
-
-        passes = passes or PASSES
+    def run(self, passes: list[Callable[[Reducer], None]]) -> Candidate:
+        """Run the passes (:data:`minifier.passes.PASSES`) until none of them shrinks the best candidate."""
         while True:
             before = self.best
             for reduction in passes:

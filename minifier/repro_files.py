@@ -13,6 +13,7 @@ how a case crosses to a worker child, as the same text and tensors.
 from __future__ import annotations
 
 import ast
+import copyreg
 import hashlib
 import io
 import os
@@ -268,3 +269,15 @@ def read_case_payload(source: str, data: dict[str, torch.Tensor], path: str, roo
 
     sys.path.extend(root for root in roots if root not in sys.path)
     return read_case(source, data, path)
+
+
+def _reduce_case(case: GraphCase) -> tuple[Any, ...]:
+    """A case pickles as its repro text and tensors, the one format pt2kit reads cases from.
+
+    (An ``fx.GraphModule`` pickles as code that is re-traced on load, which runs
+    constant calls at trace time and so changes the graph.)
+    """
+    return (read_case_payload, case_payload(case))
+
+
+copyreg.pickle(GraphCase, _reduce_case)
