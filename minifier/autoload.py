@@ -113,21 +113,22 @@ def read_intent() -> Intent | None:
     when torch is imported) and may be set in code; the variable set later, before
     the compile, counts too. Invalid values leave torch in charge (it reports them).
     """
-    import torch._dynamo.config as dynamo_config
-
-    after = os.environ.get("TORCHDYNAMO_REPRO_AFTER") or dynamo_config.repro_after
-    if after not in ("dynamo", "aot"):
-        return None
     from pathlib import Path
 
+    from .seams.config import repro_settings
+
+    in_code = repro_settings()
+    after = os.environ.get("TORCHDYNAMO_REPRO_AFTER") or in_code["repro_after"]
+    if after not in ("dynamo", "aot"):
+        return None
     level_text = os.environ.get("TORCHDYNAMO_REPRO_LEVEL")
     try:
-        level = int(level_text) if level_text else int(dynamo_config.repro_level)
+        level = int(level_text) if level_text else int(in_code["repro_level"])
     except ValueError:
         return None
     if level not in (1, 2, 3, 4):
         return None
-    out = os.environ.get("TORCHDYNAMO_REPRO_DIR") or dynamo_config.debug_dir_root or "torch_compile_debug"
+    out = os.environ.get("TORCHDYNAMO_REPRO_DIR") or in_code["debug_dir_root"] or "torch_compile_debug"
     return Intent(after, level, Path(out))
 
 

@@ -178,12 +178,13 @@ def minify_case(
         case = flatten(session, case, stage=stage, target=target, accuracy=accuracy)
     origin_dir = run_dir / "work" / "origin"
     origin_path = write_repro(case, origin_dir, stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification.")
-    profiled = session.query(functools.partial(profile_case, case), "profiling the graph (one eager run)")
+    values = run_dir / "work" / "values.pt"
+    profiled = session.query(functools.partial(profile_case, case, values), "profiling the graph (one eager run)")
     if profiled.value is None:
         raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
     accuracy_mode = accuracy if target.signature.kind == "accuracy" else False  # True, or "strict" (bitwise)
     strict = accuracy_mode == "strict"
-    origin_ref = OriginRef(origin_path)
+    origin_ref = OriginRef(origin_path, values)
 
     def query(candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
         results = session.query_all(
@@ -217,10 +218,10 @@ def minify_case(
     try:
         reducer.run(PASSES)
     except KeyboardInterrupt:
-        path = write_best(session, reducer, case, stage, target, accuracy_mode)
+        path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
         save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
         raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
-    path = write_best(session, reducer, case, stage, target, accuracy_mode)
+    path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
     verified = verify(session, path, target.signature, reducer.best_case())
     save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
     after = load_repro(path).case
@@ -260,9 +261,8 @@ def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, a
 
 def _run_candidate(candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool, strict: bool, outputs: tuple[str, ...]) -> Outcome:
     """(In a worker child) one reducer question: the candidate, its cut inputs filled in, through the stage."""
-    original = origin.load()
-    reach = Reach(original, outputs) if accuracy else None
-    return run_case(realize(candidate, original), stage, accuracy=accuracy, strict=strict, reach=reach)
+    reach = Reach(origin.load(), outputs) if accuracy else None
+    return run_case(origin.realize(candidate), stage, accuracy=accuracy, strict=strict, reach=reach)
 
 
 @dataclass(frozen=True)
@@ -271,12 +271,20 @@ class OriginRef:
     (once per query) instead of receiving all of its tensors in every query's payload."""
 
     path: Path
+    values: Path | None = None  # the original graph's node values, saved by the profiling query
 
     def load(self) -> GraphCase:
         return load_repro(self.path).case
 
+    def realize(self, candidate: GraphCase) -> GraphCase:
+        """The candidate's cut inputs filled in: from the saved values, else from the original graph."""
+        realized = realize(candidate, None, self.values)
+        if any(i.source is not None and i.seed is None and i.value is None for i in realized.inputs):
+            realized = realize(candidate, self.load(), self.values)
+        return realized
 
-def write_best(session: Session, reducer: Reducer, origin: GraphCase, stage: str, target: Failure, accuracy: bool) -> Path:
+
+def write_best(session: Session, reducer: Reducer, origin: OriginRef, stage: str, target: Failure, accuracy: bool) -> Path:
     """Write the best candidate as the run's repro.py, filling cut inputs with their values."""
     best = reducer.best_case()
     needed = [i for i in best.inputs if i.source is not None and not i.is_random]
@@ -288,9 +296,9 @@ def write_best(session: Session, reducer: Reducer, origin: GraphCase, stage: str
     return write_repro(best, session.run_dir, stage=stage, failure=target.signature, accuracy=bool(accuracy), strict=accuracy == "strict")
 
 
-def realized_values(case: GraphCase, origin: GraphCase) -> dict[str, Any]:
+def realized_values(case: GraphCase, origin: OriginRef) -> dict[str, Any]:
     """(In a worker child) the values of a candidate's cut inputs, computed by the original graph."""
-    return {i.name: i.value for i in realize(case, origin).inputs if i.source is not None}
+    return {i.name: i.value for i in origin.realize(case).inputs if i.source is not None}
 
 
 def _with_value(i: Any, value: Any) -> Any:

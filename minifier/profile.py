@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -53,8 +54,14 @@ def _digest(t: torch.Tensor) -> str:
     """A fingerprint of a tensor's values. Equal fingerprints only propose merging two
     inputs; the merged candidate must still fail to be kept, so a collision costs a
     query, never correctness."""
-    values = t.detach().to(torch.float64)
-    return repr((tuple(t.shape), str(t.dtype), float(values.sum()), float(values.abs().sum()), float(values.square().sum())))
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    # (sums accumulated in float64, without making a float64 copy of the tensor)
+    sums = [float(x.sum(dtype=torch.float64)) for x in (t, t.abs(), t * t)] if t.numel() else [0.0, 0.0, 0.0]
+    return repr((tuple(t.shape), str(t.dtype), *sums))
 
 
 class _Recording(fx.Interpreter):
@@ -86,11 +93,22 @@ def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, An
     return recording.values
 
 
-def profile_case(case: GraphCase) -> dict[str, NodeInfo]:
-    """Describe what each op node of ``case`` produces (one eager run)."""
+def profile_case(case: GraphCase, values_path: Path | None = None) -> dict[str, NodeInfo]:
+    """Describe what each op node of ``case`` produces (one eager run).
+
+    With ``values_path``, the tensor values are also saved there, once: every later
+    query reads the values its cut inputs need from that file (memory-mapped) instead
+    of running the whole original graph again (:func:`realize`).
+    """
     info = {}
     nodes = {n.name: n for n in case.gm.graph.nodes}
-    for name, value in eager_values(case).items():
+    values = eager_values(case)
+    if values_path is not None:
+        tensors = {name: v.detach() for name, v in values.items() if isinstance(v, torch.Tensor)}
+        tmp = values_path.with_name(values_path.name + ".tmp")
+        torch.save(tensors, tmp)
+        tmp.replace(values_path)
+    for name, value in values.items():
         traced = node_meta(nodes[name])
         if isinstance(value, torch.Tensor):
             info[name] = NodeInfo("tensor", TensorMeta.of(value), digest=_digest(value), dynamic_dims=tuple(traced.get(DYNAMIC_DIMS, ())))
@@ -100,12 +118,23 @@ def profile_case(case: GraphCase) -> dict[str, NodeInfo]:
     return info
 
 
-def realize(case: GraphCase, origin: GraphCase) -> GraphCase:
-    """Fill in the inputs of a minifier candidate that take values from ``origin``'s nodes."""
+def realize(case: GraphCase, origin: GraphCase | None, values_path: Path | None = None) -> GraphCase:
+    """Fill in the inputs of a minifier candidate that take values from ``origin``'s nodes.
+
+    From the values :func:`profile_case` saved, when it did (and they are all there);
+    otherwise from an eager run of the original graph.
+    """
     needed = {i.source for i in case.inputs if i.source is not None and i.seed is None}
     if not needed:
         return case
-    values = eager_values(origin, needed)
+    values: dict[str, Any] = {}
+    if values_path is not None and values_path.exists():
+        saved = torch.load(values_path, mmap=True, weights_only=True)
+        values = {name: clone_tensor(saved[name], saved[name].requires_grad) for name in needed if name in saved}
+    if set(values) != needed:
+        if origin is None:
+            return case  # (the caller runs the original graph for them)
+        values = eager_values(origin, needed)
     inputs = [
         dataclasses.replace(i, value=values[i.source]) if i.source in needed else i
         for i in case.inputs

@@ -46,6 +46,7 @@ def probe() -> None:
             raise TypeError(f"{name}._get_dict returned {type(values).__name__}")
         key = next(iter(module._config))
         _ = module._config[key].default
+    repro_settings()
 
 
 def module(name: str) -> Any:
@@ -76,3 +77,10 @@ def when_set(module_name: str, key: str, callback: Any) -> None:
             callback()
 
     cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
+
+
+def repro_settings() -> dict[str, Any]:
+    """torch's own minifier settings as the program left them: ``repro_after``, ``repro_level``, ``debug_dir_root``."""
+    import torch._dynamo.config as dynamo_config
+
+    return {key: getattr(dynamo_config, key) for key in ("repro_after", "repro_level", "debug_dir_root")}
