@@ -57,11 +57,16 @@ def env(**extra: str) -> dict[str, str]:
 
 def primed_cache(case: str, pt2kit_warm_up: bool) -> Path:
     """An Inductor cache warmed by one plain run of the program (its failure included)."""
+    return primed_cache_for(case, [], pt2kit_warm_up)
+
+
+def primed_cache_for(case: str, args: list[str], pt2kit_warm_up: bool = True) -> Path:
+    """:func:`primed_cache` for ``case`` (``name`` or ``name@variant``) run with ``args``."""
     where = workdir(case)
     CACHE["dir"] = str(where / "inductor-cache")
-    subprocess.run([sys.executable, f"{case}.py"], capture_output=True, cwd=where, env=env(), timeout=3600)
+    subprocess.run([sys.executable, f"{case.split('@')[0]}.py", *args], capture_output=True, cwd=where, env=env(), timeout=3600)
     if pt2kit_warm_up:
-        warm = "from minifier.worker import Worker; Worker().warm_up()"
+        warm = "from minifier.worker import Worker; Worker().warm_up(wait=True)"
         subprocess.run([sys.executable, "-c", warm], capture_output=True, cwd=where, env=env(), timeout=3600)
     return Path(CACHE["dir"])
 

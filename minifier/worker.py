@@ -180,17 +180,17 @@ class Worker:
         self._zygotes.append(zygote)
         return zygote
 
-    def warm_up(self, level: str = "inductor") -> None:
+    def warm_up(self, level: str = "inductor", *, wait: bool = False) -> None:
         """Ask the zygote to warm up to ``level`` (``eager`` or ``inductor``) before the next fork.
 
-        Returns at once: queries sent later wait in the zygote until it is warm, while
-        queries already running (the capture run) go on. :attr:`warm_seconds` fills in
-        when the zygote reports.
+        Returns at once (unless ``wait``): queries sent later wait in the zygote until it
+        is warm. :attr:`warm_seconds` fills in when the zygote reports.
         """
-        if level in self._warming:
-            return
-        self._warming.add(level)
-        self._zygote().send(("warm", level))
+        if level not in self._warming:
+            self._warming.add(level)
+            self._zygote().send(("warm", level))
+        while wait and len(self.warm_seconds) < len(self._warming) and any(not z.closed for z in self._zygotes):
+            self._pump(0.25)
 
     def close(self) -> None:
         """Stop every child and the zygote; remove the result scratch directory."""
