@@ -30,7 +30,8 @@ from . import Seam
 SEAM = Seam(
     wraps=(
         "torch.fx.experimental._config.inject_EVALUATE_EXPR_flip_equality_TESTING_ONLY, "
-        "ShapeEnv.produce_guards_verbose, torch.utils._sympy.value_ranges.SymPyValueRangeAnalysis.mod"
+        "ShapeEnv.produce_guards_verbose, torch.utils._sympy.value_ranges.SymPyValueRangeAnalysis.mod, "
+        "symbolic_shapes._maybe_evaluate_static_worker (its cache)"
     ),
     features=("validation tests (planted unsound compiles)", "benchmarks/bench_validation.py"),
 )
@@ -47,6 +48,10 @@ def probe() -> None:
         raise AttributeError("ShapeEnv.produce_guards_verbose is gone")
     if not hasattr(SymPyValueRangeAnalysis, "mod"):
         raise AttributeError("SymPyValueRangeAnalysis.mod is gone")
+    from torch.fx.experimental import symbolic_shapes
+
+    if not hasattr(symbolic_shapes._maybe_evaluate_static_worker, "cache_clear"):
+        raise AttributeError("_maybe_evaluate_static_worker is no longer an lru_cache")
 
 
 @contextlib.contextmanager
@@ -100,8 +105,15 @@ def wrong_mod_bounds(modulus: int = 2) -> Iterator[None]:
             return ValueRanges(0, 0)
         return original.__func__(cls, x, y)
 
+    # Static answers are memoized process-wide (_maybe_evaluate_static_worker's lru_cache):
+    # clear them on the way in, so the planted bound is consulted, and on the way out, so
+    # no wrong answer outlives the block.
+    from torch.fx.experimental import symbolic_shapes
+
+    symbolic_shapes._maybe_evaluate_static_worker.cache_clear()
     SymPyValueRangeAnalysis.mod = classmethod(mod)
     try:
         yield
     finally:
         SymPyValueRangeAnalysis.mod = original
+        symbolic_shapes._maybe_evaluate_static_worker.cache_clear()
