@@ -544,35 +544,86 @@ def _parameter_names(fn: Callable[..., Any], count: int) -> list[str]:
     return names
 
 
-def recompile_forecast(fn: Callable[..., Any], ranks: Sequence[int], box: Any, guard_managers: Sequence[Any] = (), **options: Any) -> dict[str, Any]:
-    """Which classes of ``box`` the given cache entries (guard managers) do not cover yet: those will recompile.
+def recompile_forecast(fn: Callable[..., Any], ranks: Sequence[int], box: Any, **options: Any) -> dict[str, Any]:
+    """Which sizes of ``box`` will still make ``fn`` recompile, given the cache entries it has now.
 
-    For ``explain``'s recompile report: after a run, pass the guard managers of the
-    function's cache entries; each class whose minimal representative no entry accepts
-    will cost a compile when the program reaches it.
+    Enumerates ``fn``'s size classes (:func:`sizes`), reads the shape guards of every cache
+    entry dynamo installed on ``fn``'s code (:mod:`minifier.seams.guard_code`), and asks Z3,
+    for each class that compiles, whether some of its sizes pass no entry's guards. Those
+    sizes will cost a compile (a recompile, or a refusal at the recompile limit) when the
+    program reaches them; each comes with its smallest example. Guards pt2kit cannot read
+    as integer conditions count as rejecting, so the forecast can only err towards more
+    recompiles. ``fn``'s parameters must be named as in the compiled frame (they are: the
+    same function).
     """
-    from minifier.seams import guard_code
+    from minifier.seams import convert_frame, guard_code
 
-    import torch
+    from . import pyexpr
+    from .translate import Vocabulary
+    from .z3ops import Untranslatable
 
     report = sizes(fn, ranks, box, **options)
     dims = Dims(report.names, report.ranks)
-    will_recompile = []
+    target = convert_frame.original_callable(fn)
+    code = getattr(getattr(target, "forward", target), "__code__", None)
+    entries = guard_code.cache_entries(code) if code is not None else []
+    accepted: list[z3.BoolRef] = []
+    for entry in entries:
+        vocab = Vocabulary()
+        parts: list[z3.BoolRef] = []
+        readable_entry = True
+        for part in guard_code.code_parts(entry.guard_manager):
+            pinned = pyexpr.static_sizes(part.code)
+            if pinned is not None:
+                parts += [vocab.source(name) == value for name, value in pinned if ".size()" in name]
+                continue
+            try:
+                leaves = pyexpr.leaves(part.code)
+                if not part.epilogue and not (leaves and all(vocab.known_source(leaf) for leaf in leaves)):
+                    continue
+                parts.append(vocab.code(part.code))
+            except Untranslatable:
+                if part.epilogue:
+                    readable_entry = False
+        if readable_entry:
+            # strides and offsets of the contiguous inputs a class stands for
+            accepted.append(_contiguous(z3.And(*parts) if parts else z3.BoolVal(True), vocab, dims))
+    lo, hi = report.box
+    in_box = z3.And(*[z3.And(v >= lo, v <= hi) for v in dims.vars()]) if dims.all else z3.BoolVal(True)
+    forecast = []
     for cls in report.classes:
         if cls.outcome != "ok":
             continue
-        f_locals = {name: torch.empty(shape) for name, shape in zip(dims.names, cls.representative)}
-        covered = False
-        for manager in guard_managers:
-            try:
-                covered = guard_code.passes(manager, f_locals)
-            except Exception:  # noqa: BLE001 - a guard that raises does not cover
-                covered = False
-            if covered:
-                break
-        if not covered:
-            will_recompile.append({"condition": cls.condition, "representative": [list(s) for s in cls.representative]})
-    return {"will_recompile": will_recompile, "classes": len(report.classes), "status": report.status}
+        leftover = z3.And(cls.region, in_box, z3.Not(z3.Or(*accepted))) if accepted else z3.And(cls.region, in_box)
+        values = smallest([leftover], dims.vars(), timeout_ms=10_000) if dims.all else None
+        if values is not None or (not dims.all and not accepted):
+            example = dims.shapes_of({k: v for k, v in values.items() if v is not None}) if values else ()
+            forecast.append({"condition": cls.condition, "example": [list(shape) for shape in example]})
+    return {
+        "status": report.status,
+        "entries": len(entries),
+        "classes": sum(1 for cls in report.classes if cls.outcome == "ok"),
+        "will_recompile": forecast,
+    }
+
+
+def _contiguous(formula: z3.BoolRef, vocab: Any, dims: Dims) -> z3.BoolRef:
+    """``formula`` for contiguous inputs at offset 0: stride and offset terms become what the sizes make them."""
+    substitutions = []
+    for i, rank in enumerate(dims.ranks):
+        name = f"L['{dims.names[i]}']"
+        for j in range(rank):
+            term = vocab.sources.get(f"{name}.stride()[{j}]")
+            if term is not None:
+                contiguous: z3.ArithRef = z3.IntVal(1)
+                for k in range(j + 1, rank):
+                    var = dims.var(i, k)
+                    contiguous = contiguous * z3.If(var > 1, var, 1)
+                substitutions.append((term, contiguous))
+        offset = vocab.sources.get(f"{name}.storage_offset()")
+        if offset is not None:
+            substitutions.append((offset, z3.IntVal(0)))
+    return z3.substitute(formula, *substitutions) if substitutions else formula
 
 
 __all__ = ["sizes", "enumerate_sizes", "representatives", "recompile_forecast", "SizeReport", "SizeClass", "parse_box", "DEFAULT_MAX_CLASSES"]
