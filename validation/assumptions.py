@@ -46,6 +46,7 @@ class Assumption:
     hypotheses: tuple[Any, ...] = ()  # extra facts the question was asked under
     ranges: tuple[tuple[Any, Any, Any], ...] = ()
     binding: tuple[str, Any] | None = None  # for bindings: (source name, expression it equals)
+    where: str | None = None  # the user's line that led to it, when known
 
     @property
     def text(self) -> str:
@@ -62,10 +63,12 @@ class Recorder:
     question many times) are kept once.
     """
 
-    def __init__(self, *, any_trace: bool = False) -> None:
+    def __init__(self, *, any_trace: bool = False, locate: bool = True) -> None:
         self._lock = threading.Lock()
         self._decisions: dict[int, tuple[Any, dict[tuple[Any, ...], shape_env_seam.Decision]]] = {}
         self._any_trace = any_trace
+        self._locate = locate
+        self.where: dict[tuple[Any, ...], str | None] = {}
 
     def decided(self, decision: shape_env_seam.Decision) -> None:
         if not self._any_trace and frame_seam.current() is None:
@@ -78,6 +81,8 @@ class Recorder:
             known = entry[1].get(key)
             if known is None:
                 entry[1][key] = decision
+                if self._locate and key not in self.where:
+                    self.where[key] = shape_env_seam.user_location(decision.shape_env)
             elif decision.guarded and not known.guarded:
                 entry[1][key] = decision  # the guarded evaluation of a question first answered statically
 
@@ -92,10 +97,19 @@ class Recorder:
     def forget(self) -> None:
         with self._lock:
             self._decisions.clear()
+            self.where.clear()
+
+    def location(self, decision: shape_env_seam.Decision) -> str | None:
+        return self.where.get((decision.expr, decision.value, decision.hypotheses, decision.ranges))
 
 
-def gather(shape_env: Any, decisions: list[shape_env_seam.Decision]) -> tuple[list[Assumption], list[Any]]:
-    """The trace's assumptions, and the facts (sympy booleans) that hold without guards."""
+def gather(
+    shape_env: Any, decisions: list[shape_env_seam.Decision], where: Any = lambda decision: None
+) -> tuple[list[Assumption], list[Any]]:
+    """The trace's assumptions, and the facts (sympy booleans) that hold without guards.
+
+    ``where(decision)`` gives the user's line of a decision, if known.
+    """
     import sympy
 
     assumptions: list[Assumption] = []
@@ -151,7 +165,7 @@ def gather(shape_env: Any, decisions: list[shape_env_seam.Decision]) -> tuple[li
         kind = "unsound-guard" if decision.guarded else "static-decision"
         if decision.deferred:
             continue  # became a runtime assert: the graph checks it itself (a fact, below)
-        add(Assumption(kind, decision.via, formula, decision.hypotheses, decision.ranges))
+        add(Assumption(kind, decision.via, formula, decision.hypotheses, decision.ranges, where=where(decision)))
 
     facts: list[Any] = list(shape_env_seam.runtime_asserts(shape_env))
     for symbol, (lower, upper) in shape_env_seam.value_ranges(shape_env).items():

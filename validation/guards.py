@@ -174,13 +174,14 @@ class GuardValidator:
                 self._recorder.forget()
 
     def _check(self, frame: frame_seam.FrameCompile, guard_manager: Any, shape_env: Any, refused: BaseException | None) -> None:
-        decisions = self._recorder.take(shape_env)
         started = time.perf_counter()
+        decisions = self._recorder.take(shape_env)
         try:
             check = check_compile(
                 shape_env=shape_env,
                 decisions=decisions,
                 guard_manager=guard_manager,
+                where=self._recorder.location,
                 f_locals=frame.f_locals,
                 timeout_ms=self.timeout_ms,
                 function=frame.function,

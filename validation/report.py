@@ -51,6 +51,8 @@ def guards_renderable(report: GuardReport) -> Any:
                 f" ({finding.origin}): {finding.readable or finding.assumption}",
             )
             parts.append(line)
+            if finding.where:
+                parts.append(Text(f"    at {finding.where}", style="dim"))
             if finding.counterexample:
                 sizes = ", ".join(f"{name} = {value}" for name, value in finding.counterexample.items())
                 parts.append(Text(f"    counterexample: {sizes}"))

@@ -58,6 +58,7 @@ class Finding:
     counterexample: dict[str, int] | None = None
     confirmed: bool | None = None
     detail: str = ""
+    where: str | None = None  # the user's line that led to the assumption
 
     @property
     def unsound(self) -> bool:
@@ -70,6 +71,8 @@ class Finding:
         data["confirmed"] = self.confirmed
         if self.detail:
             data["detail"] = self.detail
+        if self.where:
+            data["where"] = self.where
         return data
 
 
@@ -134,6 +137,7 @@ def check_compile(
     shape_env: Any,
     decisions: list[shape_env_seam.Decision],
     guard_manager: Any,
+    where: Any = lambda decision: None,
     f_locals: dict[str, Any] | None,
     timeout_ms: int,
     function: str,
@@ -169,7 +173,7 @@ def check_compile(
                 findings.append(Finding("untranslatable", code, code, "guard", detail=str(why)))
 
     # 2. assumptions and facts
-    assumptions, fact_exprs = gather(shape_env, decisions)
+    assumptions, fact_exprs = gather(shape_env, decisions, where)
     facts: list[z3.BoolRef] = []
     for fact in fact_exprs:
         try:
@@ -182,7 +186,7 @@ def check_compile(
             obligations.append(_Obligation(assumption, _formula(vocab, assumption), _local(vocab, assumption)))
         except Untranslatable as why:
             findings.append(
-                Finding("untranslatable", assumption.text, _readable(assumption, names), assumption.origin, detail=str(why))
+                Finding("untranslatable", assumption.text, _readable(assumption, names), assumption.origin, detail=str(why), where=assumption.where)
             )
 
     hypotheses = [formula for _, formula in guards] + facts + vocab.domain()
@@ -212,7 +216,14 @@ def check_compile(
         assumption = obligation.assumption
         if result == z3.unknown:
             findings.append(
-                Finding("timeout", assumption.text, _readable(assumption, names), assumption.origin, detail=f"z3 gave up: {reason} (timeout {timeout_ms} ms)")
+                Finding(
+                    "timeout",
+                    assumption.text,
+                    _readable(assumption, names),
+                    assumption.origin,
+                    detail=f"z3 gave up: {reason} (timeout {timeout_ms} ms)",
+                    where=assumption.where,
+                )
             )
             continue
         constraints = hypotheses + obligation.local + [z3.Not(obligation.formula)]
@@ -224,6 +235,7 @@ def check_compile(
                 _readable(assumption, names),
                 assumption.origin,
                 counterexample=_essential(model),
+                where=assumption.where,
             )
         )
 

@@ -78,6 +78,9 @@ def probe() -> None:
         missing = [p for p in wanted if p not in parameters]
         if missing:
             raise AttributeError(f"ShapeEnv.{name} no longer takes {missing}")
+    for private in ("_suppress_guards_tls", "_get_sloc"):
+        if not callable(getattr(ShapeEnv, private, None)):
+            raise AttributeError(f"ShapeEnv.{private} is gone")
     if not callable(getattr(ShapeEnv, "_suppress_guards_tls", None)):
         raise AttributeError("ShapeEnv._suppress_guards_tls is gone")
     if not hasattr(ShapeEnv.__dict__["_maybe_evaluate_static"], "cache_clear"):
@@ -333,6 +336,14 @@ def symbol_kind(symbol: Any) -> str:
     if symbol_is_type(symbol, SymT.SIZE):
         return "int"
     return "other"
+
+
+def user_location(shape_env: Any) -> str | None:
+    """The user's line the trace is at right now (dynamo's user stack), as torch prints it in guards."""
+    try:
+        return shape_env._get_sloc().maybe_user_loc or None
+    except Exception:  # noqa: BLE001 - a location is a nicety
+        return None
 
 
 def node_expr(value: Any) -> Any:
