@@ -219,3 +219,22 @@ def test_inductor_compile_is_sound_within_twice_its_compile_time():
     assert report.status == "sound", report.to_json()
     assert report.seconds <= 2 * report.compile_seconds
     assert sum(check.assumptions for check in report.compiles) > 10
+
+
+@pytest.mark.parametrize(
+    "guards_complete, finding, status",
+    [
+        (True, dict(confirmed=None), "unsound"),
+        (True, dict(confirmed=False), "unsound"),  # eager and the entry agreed there: the assumption is still broken
+        (True, dict(confirmed=False, refuted=True), "incomplete"),  # the real guards reject it: pt2kit missed a guard
+        (False, dict(confirmed=None), "incomplete"),  # a shape guard was not translated: Z3 saw too few guards
+        (False, dict(confirmed=True), "unsound"),  # ...but the run showed it for real
+    ],
+)
+def test_verdict_rules(guards_complete, finding, status):
+    from validation.soundness import CompileCheck, Finding
+
+    check = CompileCheck("f", "0/0", "f.py", 1, "sound", 1, 1, 0.0, 0.0, [Finding("unsound-guard", "Eq(s0, 1)", counterexample={"L['x'].size()[0]": 2}, **finding)])
+    check.guards_complete = guards_complete
+    check.settle()
+    assert check.status == status

@@ -38,6 +38,7 @@ _PROPERTY = re.compile(r"^L\[(?P<key>'[^']*'|\"[^\"]*\")\](?:\.(?P<prop>size|str
 class Confirmation:
     confirmed: bool | None
     detail: str
+    refuted: bool = False  # the installed guards reject the counterexample: it is not real
 
 
 def confirm(frame: FrameCompile, guard_manager: Any, code: types.CodeType | None, counterexample: dict[str, int], *, seed: int = 0) -> Confirmation:
@@ -51,9 +52,9 @@ def confirm(frame: FrameCompile, guard_manager: Any, code: types.CodeType | None
     try:
         accepted = guard_code.passes(guard_manager, inputs)
     except Exception as error:  # noqa: BLE001 - a guard that raises rejects
-        return Confirmation(False, f"the installed guards reject the counterexample (they raise {type(error).__name__})")
+        return Confirmation(False, f"the installed guards reject the counterexample (they raise {type(error).__name__})", refuted=True)
     if not accepted:
-        return Confirmation(False, "the installed guards reject the counterexample: a guard pt2kit could not read excludes it")
+        return Confirmation(False, "the installed guards reject the counterexample: a guard pt2kit could not read excludes it", refuted=True)
     eager = _run(frame.code, frame, _copy(inputs))
     compiled = _run(code, frame, _copy(inputs))
     return _compare(eager, compiled)

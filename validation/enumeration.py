@@ -50,7 +50,7 @@ from .z3ops import compile_predicate, holds_at, smallest
 
 DEFAULT_MAX_CLASSES = 64
 BRUTE_FORCE_LIMIT = 50_000
-_SEAMS = ("shape_env", "fake_tensor", "sympy_z3")
+_SEAMS = ("shape_env", "fake_tensor", "sympy_z3", "convert_frame")
 
 
 @dataclasses.dataclass
@@ -188,6 +188,9 @@ def sizes(
     called with (classes, traces) as the enumeration goes.
     """
     seams.require("size enumeration", *_SEAMS)
+    from minifier.seams.convert_frame import original_callable
+
+    fn = original_callable(fn)  # a torch.compile'd function is enumerated as the function it wraps
     ranks = tuple(int(rank) for rank in ranks)
     if any(rank < 0 for rank in ranks):
         raise UsageError("ranks must be non-negative")

@@ -221,7 +221,7 @@ class GuardValidator:
                 if not (finding.unsound and finding.counterexample and finding.confirmed is None):
                     continue
                 result = confirm(frame, manager, code, finding.counterexample)
-                finding.confirmed = result.confirmed
+                finding.confirmed, finding.refuted = result.confirmed, result.refuted
                 finding.detail = "; ".join(part for part in (finding.detail, result.detail, note) if part)
             check.settle()
         self._pending.clear()

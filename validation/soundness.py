@@ -59,6 +59,7 @@ class Finding:
     confirmed: bool | None = None
     detail: str = ""
     where: str | None = None  # the user's line that led to the assumption
+    refuted: bool = False  # --confirm: the installed guards reject the counterexample (a guard pt2kit could not read)
 
     @property
     def unsound(self) -> bool:
@@ -69,6 +70,8 @@ class Finding:
         if self.counterexample is not None:
             data["counterexample"] = self.counterexample
         data["confirmed"] = self.confirmed
+        if self.refuted:
+            data["refuted"] = True
         if self.detail:
             data["detail"] = self.detail
         if self.where:
@@ -113,13 +116,19 @@ class CompileCheck:
         return data
 
     def settle(self) -> None:
-        """Compute ``status`` from the findings (again, after ``--confirm`` has run)."""
-        unsound = [f for f in self.findings if f.unsound and f.confirmed is not False]
+        """Compute ``status`` from the findings (again, after ``--confirm`` has run).
+
+        A refutation is trusted when every shape guard was translated (Z3 saw all of
+        them), or when ``--confirm`` ran it through the real guards. One the real guards
+        reject (``refuted``) proves a guard was missed: the compile is then incomplete. A
+        counterexample on which eager and the entry happen to agree still breaks an
+        assumption, so it stays unsound (``confirmed: false`` says what the run showed).
+        """
+        unsound = [f for f in self.findings if f.unsound and not f.refuted]
         trusted = [f for f in unsound if self.guards_complete or f.confirmed or f.kind == "guard-rejects-own-inputs"]
-        refuted_by_guards = any(f.unsound and f.confirmed is False and "reject" in f.detail for f in self.findings)
         if trusted:
             self.status = "unsound"
-        elif unsound or refuted_by_guards or any(f.kind in ("untranslatable", "timeout") for f in self.findings) or not self.guards_complete:
+        elif unsound or any(f.refuted or f.kind in ("untranslatable", "timeout") for f in self.findings) or not self.guards_complete:
             self.status = "incomplete"
         else:
             self.status = "sound"
