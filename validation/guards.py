@@ -133,6 +133,9 @@ class GuardValidator:
 
     def __enter__(self) -> GuardValidator:
         seams.require("guard validation", *_SEAMS)
+        import z3
+
+        z3.main_ctx()  # Z3's context costs ~0.2 s once per process: pay it here, not inside the first compile
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(shape_env_seam.observing(self._recorder))
