@@ -31,7 +31,7 @@ def test_opcheck_sizes_gives_one_sample_per_code_path(opcheck, opcheck_sizes):
     samples = opcheck_sizes(lambda x: pairs(x), [1], (0, 7))
     assert samples == [((0,),), ((2,),)]  # 0 (0/1 specialization) and the smallest even size >= 2
     for ((size,),) in samples:
-        statuses = opcheck(pairs, (torch.randn(size),))
+        statuses = opcheck(pairs, (torch.randn(size),), checks=("test_schema", "test_faketensor"))
         assert statuses and all(status in ("pass", "n/a") for status in statuses.values()), statuses
 
 
