@@ -45,6 +45,12 @@ def bcast(x, y):
     return (x + y).mean(dim=-1)
 
 
+def attention_scale(x):
+    # d ** 0.5 compares a float of a size with 0.0: exact in Z3 as the integer comparison
+    d = x.shape[-1] // 4
+    return (x @ x.transpose(-1, -2) / d**0.5).softmax(-1)
+
+
 def floaty(x, r: float):
     if r > 0.5:
         return x * r
@@ -95,6 +101,9 @@ def test_a_correct_program_is_sound_and_brute_force_agrees():
         (mlp, (torch.randn(5, 8), torch.randn(8, 16), torch.randn(16, 3))),
         (bcast, (torch.randn(3, 1, 5), torch.randn(4, 5))),
         (same_length, (torch.randn(3), torch.randn(3))),
+        # parameters are guarded through their module, not by shape guards: facts, as for dynamo
+        (torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)), (torch.randn(5, 8),)),
+        (attention_scale, (torch.randn(2, 6, 16),)),
     ],
 )
 def test_correct_programs_are_sound(fn, args):
@@ -153,6 +162,10 @@ def test_float_guards_are_incomplete_never_sound():
     assert report.status == "incomplete" and report.exit_code == 7
     assert any(f.kind == "untranslatable" for f in report.findings)
     assert not any(f.unsound for f in report.findings)
+    # a module's float attribute (LayerNorm's eps) is a symbolic float under torch 2.13's defaults
+    norm = validation.check_guards(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16)), torch.randn(5, 8))
+    assert norm.status == "incomplete"
+    assert {f.kind for f in norm.findings} == {"untranslatable"}
 
 
 def test_json_report_matches_the_contract():

@@ -99,3 +99,25 @@ def test_compiled_predicate_agrees_with_z3_on_shared_subterms() -> None:
     assert predicate is not None
     for a, b, c in itertools.product(range(-4, 5), repeat=3):
         assert predicate([a, b, c]) == holds_at(formula, {A: a, B: b, C: c}), (a, b, c)
+
+
+def test_float_of_an_integer_compared_with_an_integral_constant_is_exact():
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, ToFloat
+
+    from validation.translate import exact_float_comparisons
+
+    s = sympy.Symbol("s0", integer=True)
+    assert exact_float_comparisons(sympy.Ge(ToFloat(FloorDiv(s, 4)), 0.0)) == sympy.Ge(FloorDiv(s, 4), 0)
+    assert exact_float_comparisons(sympy.Lt(sympy.Float(3.0), ToFloat(s))) == sympy.Lt(3, s)
+    for inexact in (sympy.Ge(ToFloat(s), 0.5), sympy.Ge(ToFloat(s) * 2.0, 1.0), sympy.Gt(ToFloat(s), float(2**53))):
+        assert exact_float_comparisons(inexact) == inexact  # still a float: untranslatable
+    # the rule itself, around zero and at the edge of exact doubles (2**53 itself is excluded:
+    # float(2**53 + 1) > 2.0**53 is False although 2**53 + 1 > 2**53)
+    import operator
+
+    for n in [*range(-5, 6), 2**53 - 2, 2**53 - 1, 2**53, 2**53 + 1, 2**53 + 2]:
+        for c in (-1, 0, 3, 2**53 - 1):
+            for op in (operator.ge, operator.gt, operator.le, operator.lt, operator.eq, operator.ne):
+                assert op(float(n), float(c)) == op(n, c), (n, c, op)
+    assert (float(2**53 + 1) > float(2**53)) != (2**53 + 1 > 2**53)

@@ -217,6 +217,27 @@ def static_sizes(code: str) -> list[tuple[str, int]] | None:
     return pinned
 
 
+def identity_source(code: str) -> str | None:
+    """For ``___check_obj_id(SRC, 1234), type=<...>`` (dynamo's ID_MATCH): ``SRC``, an object pinned by identity."""
+    code = code.strip()
+    if not code.startswith("___check_obj_id("):
+        return None
+    depth = 0
+    for index, char in enumerate(code):  # the call itself, without dynamo's ", type=<...>" note
+        depth += char == "("
+        depth -= char == ")"
+        if depth == 0 and char == ")":
+            code = code[: index + 1]
+            break
+    try:
+        node = parse(code)
+    except Untranslatable:
+        return None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "___check_obj_id" and node.args:
+        return ast.unparse(node.args[0])
+    return None
+
+
 def tensor_rank(code: str) -> tuple[str, int] | None:
     """For a ``check_tensor`` guard: (source, number of dimensions)."""
     try:

@@ -164,6 +164,7 @@ def check_compile(
 
     # 1. the installed guards
     guards: list[tuple[str, z3.BoolRef]] = []
+    identities: set[str] = set()
     guards_complete = True
     for part in guard_code.code_parts(guard_manager):
         code = pyexpr.strip_comment(part.code)
@@ -171,19 +172,47 @@ def check_compile(
         if pinned is not None:
             guards += [(f"{name} == {value}", vocab.source(name) == value) for name, value in pinned]
             continue
+        identity = pyexpr.identity_source(part.code)
+        if identity is not None:
+            identities.add(identity)
+            continue
+        # A shape guard speaks of the ShapeEnv's inputs only (sizes, strides, offsets, symbolic
+        # ints and floats); anything else (types, ids, aliasing, global state) is not one.
         try:
             leaves = pyexpr.leaves(part.code)
-            if not part.epilogue and not (leaves and all(vocab.known_source(leaf) for leaf in leaves)):
-                continue  # not a shape guard (types, ids, global state, specialized values...)
+        except Untranslatable:
+            leaves = []
+        if not leaves or not all(vocab.known_source(leaf) or vocab.is_float_source(leaf) for leaf in leaves):
+            if part.epilogue and not leaves:
+                guards_complete = False
+                findings.append(Finding("untranslatable", code, code, "guard", detail="not a Python expression pt2kit can read"))
+            continue
+        try:
             guards.append((code, vocab.code(part.code)))
         except Untranslatable as why:
-            if part.epilogue:
-                guards_complete = False
-                findings.append(Finding("untranslatable", code, code, "guard", detail=str(why)))
+            if leaves and all(vocab.is_float_source(leaf) for leaf in leaves):
+                # A guard on float inputs alone shares no variable with the integer ones: leaving
+                # it out cannot change an integer verdict (it holds at the example inputs). A
+                # decision on those floats is untranslatable in its own right, below.
+                continue
+            guards_complete = False
+            findings.append(Finding("untranslatable", code, code, "guard", detail=str(why)))
 
-    # 2. assumptions and facts
+    # 2. assumptions and facts. Dynamo does not put an input's sizes in shape guards when the
+    # input is pinned otherwise: by identity (ID_MATCH on it or on an object holding it), or
+    # as a module's parameter or buffer (guarded through the module). Their bindings are
+    # facts here, as they are for dynamo, not obligations.
     assumptions, fact_exprs = gather(shape_env, decisions, where)
+    pinned_by_identity = [
+        a for a in assumptions if a.binding is not None and (_owned_by(a.binding[0], identities) or _module_state(a.binding[0]))
+    ]
+    assumptions = [a for a in assumptions if a not in pinned_by_identity]
     facts: list[z3.BoolRef] = []
+    for assumption in pinned_by_identity:
+        try:
+            facts.append(_formula(vocab, assumption))
+        except Untranslatable:
+            pass
     for fact in fact_exprs:
         try:
             facts.append(vocab.formula(fact))
@@ -265,6 +294,22 @@ def check_compile(
     )
     check.settle()
     return check
+
+
+def _module_state(quantity: str) -> bool:
+    """A parameter or buffer of an ``nn.Module`` (``L['self']._modules['fc']._parameters['weight'].size()[0]``)."""
+    return "._parameters[" in quantity or "._buffers[" in quantity
+
+
+def _owned_by(quantity: str, identities: set[str]) -> bool:
+    """Whether ``quantity`` (``B.size()[0]``) belongs to an object guarded by identity, or to one inside it."""
+    base = quantity
+    for suffix in (".size()[", ".stride()[", ".storage_offset()"):
+        index = quantity.rfind(suffix)
+        if index > 0:
+            base = quantity[:index]
+            break
+    return any(base == owner or base.startswith((owner + ".", owner + "[")) for owner in identities)
 
 
 def _essential(model: dict[str, int | None]) -> dict[str, int]:

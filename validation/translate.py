@@ -36,6 +36,39 @@ from .z3ops import Ops, Untranslatable
 _TENSOR_PROPERTY = re.compile(r"\.(size\(\)\[\d+\]|stride\(\)\[\d+\]|storage_offset\(\))$")
 
 
+#: Every integer of magnitude up to 2**53 is a double, exactly.
+_EXACT_FLOAT_INTEGERS = 2**53
+
+
+def exact_float_comparisons(expr: Any) -> Any:
+    """``ToFloat(n) >= 0.0`` (``n`` an integer expression) as ``n >= 0``, where that is exact.
+
+    Converting an integer to float rounds monotonically, and a constant ``c`` that is an
+    integer with ``|c| < 2**53`` is its own double, as are ``c - 1`` and ``c + 1``; so
+    ``float(n) >= c`` holds exactly when ``n >= c``, and likewise for ``>``, ``<``, ``<=``,
+    ``==``, ``!=``. Such comparisons come from size arithmetic done in floats (an attention
+    scale ``d ** 0.5``). Any other float stays untranslatable.
+    """
+    import sympy
+
+    if not getattr(expr, "args", None):
+        return expr
+    if getattr(expr, "is_Relational", False):
+        lhs, rhs = expr.lhs, expr.rhs
+        for a, b, flipped in ((lhs, rhs, False), (rhs, lhs, True)):
+            if type(a).__name__ == "ToFloat" and getattr(b, "is_number", False) and not b.free_symbols:
+                try:
+                    value = float(b)
+                except (TypeError, ValueError):
+                    continue
+                if value.is_integer() and abs(value) < _EXACT_FLOAT_INTEGERS:
+                    inner, constant = a.args[0], sympy.Integer(int(value))
+                    return type(expr)(constant, inner) if flipped else type(expr)(inner, constant)
+        return expr
+    rebuilt = [exact_float_comparisons(arg) for arg in expr.args]
+    return expr.func(*rebuilt) if any(new is not old for new, old in zip(rebuilt, expr.args)) else expr
+
+
 def is_tensor_property(name: str) -> bool:
     """``L['x'].size()[0]``, ``L['x'].stride()[1]``, ``L['x'].storage_offset()``: never negative integers."""
     return bool(_TENSOR_PROPERTY.search(name))
@@ -94,6 +127,7 @@ class Vocabulary:
     def formula(self, expr: Any, ops: Ops | None = None) -> z3.BoolRef:
         """Z3 of a sympy boolean, true exactly where Python evaluates it to True."""
         ops = ops or Ops()
+        expr = exact_float_comparisons(expr)
         env = {symbol: self.symbol(symbol) for symbol in expr.free_symbols}
         result = sympy_z3.translate(expr, env, ops)
         if not isinstance(result, z3.BoolRef):
@@ -118,6 +152,9 @@ class Vocabulary:
         """Sizes, strides and storage offsets are never negative."""
         names = list(self.sources) if names is None else names
         return [self.sources[name] >= 0 for name in names if name in self.sources and is_tensor_property(name)]
+
+    def is_float_source(self, name: str) -> bool:
+        return self._kind_of_source.get(name) == "float"
 
     def known_source(self, name: str) -> bool:
         """Whether ``name`` is an integer input this vocabulary can translate."""
