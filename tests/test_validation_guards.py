@@ -37,6 +37,12 @@ def blocks(x, y):
     return x[: b * 4].view(b, 4).sum(1) + y.view(-1, 2).sum()
 
 
+def at_least_four(x):
+    if x.shape[0] > 3:  # refines the range of x.shape[0]: ShapeEnv clears its static cache
+        return x[:4].sum() + x.sum()
+    return x.sum()
+
+
 def mlp(x, w1, w2):
     return torch.relu(x @ w1) @ w2
 
@@ -98,6 +104,7 @@ def test_a_correct_program_is_sound_and_brute_force_agrees():
     "fn, args",
     [
         (blocks, (torch.randn(10), torch.randn(6))),
+        (at_least_four, (torch.randn(6),)),
         (mlp, (torch.randn(5, 8), torch.randn(8, 16), torch.randn(16, 3))),
         (bcast, (torch.randn(3, 1, 5), torch.randn(4, 5))),
         (same_length, (torch.randn(3), torch.randn(3))),
@@ -199,8 +206,9 @@ def test_validator_sees_recompiles_and_graph_breaks_and_restores_torch():
     compiled = torch.compile(broken, dynamic=True, backend="eager")
     with GuardValidator() as validator:
         assert ShapeEnv.__dict__["evaluate_expr"] is not before[0]
-        # ShapeEnv clears its own cache through the wrapper while armed
-        assert callable(ShapeEnv._maybe_evaluate_static.cache_clear)
+        # ShapeEnv clears its own cache through the wrapper while armed (_refine_ranges does)
+        ShapeEnv()._maybe_evaluate_static.cache_clear()
+        assert ShapeEnv._maybe_evaluate_static.cache_info().currsize >= 0
         compiled(torch.randn(6))
         compiled(torch.randn(7))
     assert (ShapeEnv.__dict__["evaluate_expr"], ShapeEnv.__dict__["_maybe_evaluate_static"], convert_frame._compile, CheckFunctionManager.__init__) == before
