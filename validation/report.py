@@ -89,12 +89,20 @@ def sizes_renderable(report: SizeReport) -> Any:
             "yes" if cls.value_dependent else "",
         )
     parts.append(table)
-    if report.specializes_on:
+    if report.reason:
+        parts.append(Text(f"incomplete: {report.reason}", style="yellow"))
+    elif report.specializes_on:
         parts.append(Text(f"specializes on: {', '.join(report.specializes_on)}", style="yellow"))
     if report.brute_force is not None:
         bf = report.brute_force
         style = "green" if not bf["disagreements"] else "bold red"
-        parts.append(Text(f"brute force: {bf['points']} points, {bf['disagreements']} disagreements", style=style))
+        extra = []
+        if bf.get("value_dependent"):
+            extra.append(f"{bf['value_dependent']} in value-dependent classes, not compared")
+        if bf.get("uncovered"):
+            extra.append(f"{bf['uncovered']} not reached by the enumeration")
+        suffix = f" ({'; '.join(extra)})" if extra else ""
+        parts.append(Text(f"brute force: {bf['points']} points, {bf['disagreements']} disagreements{suffix}", style=style))
         for example in bf.get("examples", []):
             parts.append(Text(f"    {example}", style="dim"))
     if report.recompiles is not None:
