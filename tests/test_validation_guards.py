@@ -191,11 +191,13 @@ def test_json_report_matches_the_contract():
 
 
 def test_validator_sees_recompiles_and_graph_breaks_and_restores_torch():
-    from torch._dynamo import convert_frame
+    import torch._dynamo.convert_frame as convert_frame
     from torch._dynamo.guards import CheckFunctionManager
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    before = (ShapeEnv.__dict__["evaluate_expr"], ShapeEnv.__dict__["_maybe_evaluate_static"], convert_frame._compile, CheckFunctionManager.__init__)
+    from minifier.seams import convert_frame as frame_seat
+
+    before = (ShapeEnv.__dict__["evaluate_expr"], ShapeEnv.__dict__["_maybe_evaluate_static"], CheckFunctionManager.__init__)
 
     def broken(x):
         y = x * 2
@@ -211,7 +213,10 @@ def test_validator_sees_recompiles_and_graph_breaks_and_restores_torch():
         assert ShapeEnv._maybe_evaluate_static.cache_info().currsize >= 0
         compiled(torch.randn(6))
         compiled(torch.randn(7))
-    assert (ShapeEnv.__dict__["evaluate_expr"], ShapeEnv.__dict__["_maybe_evaluate_static"], convert_frame._compile, CheckFunctionManager.__init__) == before
+    assert (ShapeEnv.__dict__["evaluate_expr"], ShapeEnv.__dict__["_maybe_evaluate_static"], CheckFunctionManager.__init__) == before
+    # the frame seat is shared and stays installed when idle (minifier/seams/convert_frame.py); we are off it
+    assert validator not in frame_seat._observers
+    assert convert_frame._compile is not None
     assert len(validator.report.compiles) >= 2
     assert validator.report.status == "sound", validator.report.to_json()
     assert {check.function for check in validator.report.compiles} == {"broken"}

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from minifier.seams import guard_code
-from minifier.seams.convert_frame import FrameCompile
+from minifier.seams.convert_frame import FrameEntry
 
 _PROPERTY = re.compile(r"^L\[(?P<key>'[^']*'|\"[^\"]*\")\](?:\.(?P<prop>size|stride)\(\)\[(?P<dim>\d+)\]|\.(?P<offset>storage_offset)\(\))?$")
 
@@ -41,7 +41,7 @@ class Confirmation:
     refuted: bool = False  # the installed guards reject the counterexample: it is not real
 
 
-def confirm(frame: FrameCompile, guard_manager: Any, code: types.CodeType | None, counterexample: dict[str, int], *, seed: int = 0) -> Confirmation:
+def confirm(frame: FrameEntry, guard_manager: Any, code: types.CodeType | None, counterexample: dict[str, int], *, seed: int = 0) -> Confirmation:
     """Run eager and the compiled entry at ``counterexample``; see the module docstring."""
     if code is None:
         return Confirmation(None, "no transformed code to run")
@@ -122,7 +122,7 @@ class _Outcome:
     error: BaseException | None = None
 
 
-def _run(code: types.CodeType, frame: FrameCompile, inputs: dict[str, Any]) -> _Outcome:
+def _run(code: types.CodeType, frame: FrameEntry, inputs: dict[str, Any]) -> _Outcome:
     function = types.FunctionType(code, frame.f_globals, code.co_name, None, frame.closure)
     args, kwargs = _arguments(code, inputs)
     try:

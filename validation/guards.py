@@ -127,7 +127,7 @@ class GuardValidator:
         self.report = GuardReport(confirm=confirm)
         self._recorder = Recorder()
         self._built: dict[int, tuple[Any, Any, BaseException | None]] = {}
-        self._pending: list[tuple[frame_seam.FrameCompile, CompileCheck, Any]] = []
+        self._pending: list[tuple[frame_seam.FrameEntry, CompileCheck, Any]] = []
         self._lock = threading.Lock()
         self._stack: contextlib.ExitStack | None = None
 
@@ -140,7 +140,7 @@ class GuardValidator:
         try:
             stack.enter_context(shape_env_seam.observing(self._recorder))
             stack.enter_context(guard_code.building(self))
-            stack.enter_context(frame_seam.compiling(self))
+            stack.enter_context(frame_seam.frame_compiles(self))
         except BaseException:
             stack.close()
             raise
@@ -157,8 +157,14 @@ class GuardValidator:
 
     # -- listeners ---------------------------------------------------------------------
 
-    def frame_started(self, frame: frame_seam.FrameCompile) -> None:
-        pass
+    def entering(self, frame: frame_seam.FrameEntry) -> None:
+        return None  # keep the program's backend
+
+    def failed(self, frame: frame_seam.FrameEntry, exc: BaseException) -> None:
+        self.frame_compiled(frame)  # guards torch built and refused are validated too
+
+    def compiled(self, frame: frame_seam.FrameEntry) -> None:
+        self.frame_compiled(frame)
 
     def guards_built(self, f_code: Any, guard_manager: Any, shape_env: Any, error: BaseException | None) -> None:
         frame = frame_seam.current()
@@ -166,7 +172,7 @@ class GuardValidator:
             with self._lock:
                 self._built[id(frame)] = (guard_manager, shape_env, error)
 
-    def frame_compiled(self, frame: frame_seam.FrameCompile) -> None:
+    def frame_compiled(self, frame: frame_seam.FrameEntry) -> None:
         with self._lock:
             built = self._built.pop(id(frame), None)
         try:
@@ -176,7 +182,7 @@ class GuardValidator:
             if frame_seam.current() is None:
                 self._recorder.forget()
 
-    def _check(self, frame: frame_seam.FrameCompile, guard_manager: Any, shape_env: Any, refused: BaseException | None) -> None:
+    def _check(self, frame: frame_seam.FrameEntry, guard_manager: Any, shape_env: Any, refused: BaseException | None) -> None:
         started = time.perf_counter()
         decisions = self._recorder.take(shape_env)
         try:
@@ -230,7 +236,7 @@ class GuardValidator:
         self._pending.clear()
 
 
-def _entry_for(frame: frame_seam.FrameCompile, built_manager: Any) -> tuple[Any, Any, str]:
+def _entry_for(frame: frame_seam.FrameEntry, built_manager: Any) -> tuple[Any, Any, str]:
     """The cached entry of this compile, or -- when torch refused to install it -- what it built."""
     for entry in guard_code.cache_entries(frame.code):
         if entry.compile_id == frame.compile_id:
