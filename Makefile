@@ -34,6 +34,7 @@ bench: setup
 	$(PY) benchmarks/bench_explain.py
 	$(PY) benchmarks/bench_opcheck.py
 	PT2KIT_AUTOLOAD=0 $(PY) benchmarks/bench_replay.py
+	$(PY) benchmarks/bench_validation.py
 
 clean:
 	rm -rf $(VENV) .cache runs build *.egg-info

@@ -406,6 +406,16 @@ class RecompileProfiler:
             found = self._functions.get(code)
             return dataclasses.replace(found, records=list(found.records)) if found else None
 
+    def size_forecast(self, fn: Callable[..., Any], ranks: list[int], box: Any, **options: Any) -> dict[str, Any]:
+        """Which input sizes of ``fn`` will still recompile: its size classes no cache entry accepts yet.
+
+        See ``validation.recompile_forecast`` (one tensor argument per rank; ``box`` bounds
+        every dimension, e.g. ``(1, 64)``).
+        """
+        from validation import recompile_forecast
+
+        return recompile_forecast(fn, ranks, box, **options)
+
     def to_dict(self) -> dict[str, object]:
         functions = self.functions
         records = [record for function in functions for record in function.records]

@@ -164,6 +164,21 @@ def opcheck(request: pytest.FixtureRequest) -> Callable[..., dict[str, str]]:
     return check
 
 
+@pytest.fixture
+def opcheck_sizes() -> Callable[..., list[tuple[tuple[int, ...], ...]]]:
+    """Sample sizes for a custom op's checks: one minimal set per code path, from pt2kit's size enumeration.
+
+    ``opcheck_sizes(fn, ranks, box=(0, 8), **options)`` is ``validation.representatives``:
+    ``fn`` takes one tensor per rank (call your op in it), ``box`` bounds every dimension;
+    returns the smallest sizes of each class of sizes on which ``fn`` runs without error.
+    Feed them to the ``opcheck`` fixture, e.g. ``for sizes in opcheck_sizes(lambda x:
+    myop(x), [1], (0, 6)): opcheck(myop, (torch.randn(*sizes[0]),))``.
+    """
+    from validation import representatives
+
+    return representatives
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     runner = session.config.stash.get(RUNNER, None)
     if runner is not None:

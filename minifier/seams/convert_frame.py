@@ -8,7 +8,7 @@ arguments as the frame was entered), ``f_globals``, the closure cells, the backe
 tracing and of the backend's compile step come out of it; dynamo then decides whether
 the user sees them (:func:`skipped_softly`).
 
-pt2kit's replay recorder takes this seat (:func:`frame_compiles`). It is looked up at
+pt2kit's replay recorder and guard validator take this seat (:func:`frame_compiles`). It is looked up at
 call time, so it sees functions that were wrapped by ``torch.compile`` before it was
 installed; and it runs only on cache misses, so a call that hits dynamo's cache never
 reaches it. We wrap ``_compile`` and not the callback classes around it on purpose:
@@ -24,6 +24,7 @@ import functools
 import inspect
 import logging
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,8 +34,8 @@ from typing import Any, Protocol
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._dynamo.convert_frame._compile",
-    features=("replay record", "replay.recording", "replay_record_enabled switch"),
+    wraps="torch._dynamo.convert_frame._compile, torch._dynamo.convert_frame.register_bytecode_hook",
+    features=("replay record", "replay.recording", "replay_record_enabled switch", "validation guards", "GuardValidator"),
 )
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ def probe() -> None:
     missing = [p for p in PARAMETERS if p not in parameters]
     if missing:
         raise AttributeError(f"convert_frame._compile no longer takes {missing}")
+    if not callable(getattr(convert_frame, "register_bytecode_hook", None)):
+        raise AttributeError("convert_frame.register_bytecode_hook is gone")
+    from torch._dynamo.exc import remove_resume_prefix  # noqa: F401
+
     source = inspect.getsource(convert_frame.ConvertFrame.__call__)
     if "soft_fail = isinstance(e, (Unsupported, UserError))" not in source:
         raise AttributeError("ConvertFrame.__call__ changed how it decides to fall back to eager")
@@ -79,6 +84,30 @@ class FrameEntry:
     box: Any = field(repr=False, default=None)
     contexts: list[Any] = field(default_factory=list, repr=False)
     """Context managers an observer wants entered around this one compile."""
+    started: float = 0.0
+    seconds: float = 0.0
+    """How long ``_compile`` took (set before observers hear ``failed``/``compiled``)."""
+    result: Any = field(repr=False, default=None)
+    """What ``_compile`` returned (its ``guarded_code`` is the entry dynamo installs)."""
+    out_code: types.CodeType | None = field(repr=False, default=None)
+    """The transformed code (from the bytecode hook), also when the compile then failed."""
+
+    @property
+    def guard_manager(self) -> Any:
+        """The guard manager of the cache entry dynamo installs, or None (nothing installed)."""
+        guarded = getattr(self.result, "guarded_code", None)
+        return guarded.guard_manager if guarded is not None else None
+
+    @property
+    def installed(self) -> bool:
+        return self.guard_manager is not None
+
+    @property
+    def function(self) -> str:
+        """The user's function name, also for the resume functions dynamo makes after a graph break."""
+        from torch._dynamo.exc import remove_resume_prefix
+
+        return remove_resume_prefix(self.code.co_name)
 
     @property
     def error_on_graph_break(self) -> bool:
@@ -103,6 +132,26 @@ class FrameObserver(Protocol):
 _lock = threading.Lock()
 _observers: tuple[FrameObserver, ...] = ()
 _installed: dict[str, Any] = {}
+_tls = threading.local()
+
+
+def _stack() -> list[FrameEntry]:
+    stack = getattr(_tls, "stack", None)
+    if stack is None:
+        stack = _tls.stack = []
+    return stack
+
+
+def current() -> FrameEntry | None:
+    """The frame compile in progress on this thread (while observers are installed), if any."""
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+def _bytecode_hook(code: types.CodeType, out_code: types.CodeType) -> None:
+    entry = current()
+    if entry is not None and entry.code is code:
+        entry.out_code = out_code
 
 
 def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -137,18 +186,26 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         except Exception:  # never let an observer break the user's compile
             log.exception("pt2kit: a frame observer failed on entry")
             return original(*args, **kwargs)
+        frames = _stack()
+        frames.append(entry)
+        entry.started = time.perf_counter()
         try:
             with contextlib.ExitStack() as stack:
                 for context in entry.contexts:
                     stack.enter_context(context)
                 result = original(*args, **kwargs)
         except BaseException as exc:
+            entry.seconds = time.perf_counter() - entry.started
+            frames.pop()
             for observer in observers:
                 try:
                     observer.failed(entry, exc)
                 except Exception:
                     log.exception("pt2kit: a frame observer failed")
             raise
+        entry.seconds = time.perf_counter() - entry.started
+        entry.result = result
+        frames.pop()
         for observer in observers:
             try:
                 observer.compiled(entry)
@@ -169,7 +226,8 @@ def add_observer(observer: FrameObserver) -> None:
             original = convert_frame._compile
             wrapper = _wrap(original)
             convert_frame._compile = wrapper
-            _installed.update(original=original, wrapper=wrapper)
+            hook = convert_frame.register_bytecode_hook(_bytecode_hook)
+            _installed.update(original=original, wrapper=wrapper, hook=hook)
         _observers = (*_observers, observer)
 
 
@@ -286,3 +344,12 @@ def code_being_compiled() -> types.CodeType | None:
         return InstructionTranslator.current_tx().f_code
     except (AttributeError, ImportError):
         return None
+
+
+def original_callable(fn: Any) -> Any:
+    """Undo ``torch.compile``: the user's function or module behind a compiled wrapper."""
+    import torch
+
+    if isinstance(fn, torch._dynamo.eval_frame.OptimizedModule):
+        return fn._orig_mod
+    return getattr(fn, "_torchdynamo_orig_callable", fn)

@@ -1,0 +1,141 @@
+"""Seam: ``torch._subclasses.fake_tensor.FakeTensorMode`` with a fresh ``ShapeEnv``: a symbolic trace of plain Python.
+
+To learn what a function does at *every* size of a cell, pt2kit runs it once on fake
+tensors whose sizes are symbols (``s0``, ``s1``...) backed by example values, exactly as
+dynamo's fake-tensor propagation does: the program's Python runs for real, every tensor
+operation runs its meta kernel, and every size question becomes a ShapeEnv decision
+(:mod:`minifier.seams.shape_env`). :func:`symbolic_inputs` builds those inputs, with or
+without dynamo's two size policies:
+
+- 0/1 specialization: sizes 0 and 1 become constants, every other size a symbol >= 2;
+- duck sizing: two sizes with the same example value share one symbol.
+
+Each input is named by a ``LocalSource`` so its sizes read ``L['x'].size()[0]``, as in
+dynamo's guards. :func:`classify` says whether an exception is a tracing artefact (a
+data-dependent size, an op without a fake kernel) rather than the program's own error, and
+:func:`raised_in_symbolic_reasoning` whether it escaped from the ShapeEnv/sympy machinery
+itself (``x % 0`` of an example value) instead of from the program.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from . import Seam
+
+SEAM = Seam(
+    wraps=(
+        "torch._subclasses.fake_tensor.FakeTensorMode.from_tensor(symbolic_context=StatelessSymbolicContext), "
+        "torch.fx.experimental.symbolic_shapes.ShapeEnv(specialize_zero_one, duck_shape), torch._dynamo.source.LocalSource"
+    ),
+    features=("validation sizes", "opcheck_sizes fixture"),
+)
+
+
+def probe() -> None:
+    import inspect
+
+    from torch._dynamo.source import LocalSource  # noqa: F401
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode  # noqa: F401
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext  # noqa: F401
+
+    parameters = inspect.signature(ShapeEnv.__init__).parameters
+    for name in ("specialize_zero_one", "duck_shape"):
+        if name not in parameters and "kwargs" not in parameters:
+            raise AttributeError(f"ShapeEnv() no longer takes {name}")
+    if "symbolic_context" not in inspect.signature(FakeTensorMode.from_tensor).parameters:
+        raise AttributeError("FakeTensorMode.from_tensor no longer takes symbolic_context")
+
+
+@dataclasses.dataclass
+class SymbolicInputs:
+    """Fake tensors with symbolic sizes, their mode, and the ShapeEnv recording every decision."""
+
+    shape_env: Any
+    mode: Any
+    tensors: list[Any]
+
+
+def symbolic_inputs(shapes: Sequence[Sequence[int]], names: Sequence[str], *, specialize: bool, dtype: Any = None) -> SymbolicInputs:
+    """Fake tensors of ``shapes`` (contiguous, offset 0) named ``L['<name>']``, every dimension dynamic."""
+    import torch
+    from torch._dynamo.source import LocalSource
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    shape_env = ShapeEnv(specialize_zero_one=specialize, duck_shape=specialize)
+    mode = FakeTensorMode(shape_env=shape_env)
+    tensors = []
+    for shape, name in zip(shapes, names):
+        # A real (uninitialized) CPU tensor, so ops mixing it with tensors the program makes agree
+        # on the device; a huge one only as meta.
+        numel = 1
+        for size in shape:
+            numel *= size
+        real = torch.empty(tuple(shape), dtype=dtype or torch.float32, device="cpu" if numel <= 1 << 22 else "meta")
+        context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * len(shape))
+        tensors.append(mode.from_tensor(real, source=LocalSource(name), symbolic_context=context))
+    return SymbolicInputs(shape_env, mode, tensors)
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence fake-tensor's ERROR log of failing meta kernels: a failing trace is an outcome here, not news."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
+def classify(exc: BaseException) -> str:
+    """``data-dependent`` (needs values, not sizes), ``unsupported`` (fake tensors cannot run it) or ``program``."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        MetadataMismatchError,
+        UnsupportedFakeTensorException,
+        UnsupportedOperatorException,
+    )
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:  # dynamo and torch wrap the original
+        seen.add(id(current))
+        if isinstance(current, GuardOnDataDependentSymNode | DataDependentOutputException | DynamicOutputShapeException):
+            return "data-dependent"
+        if isinstance(current, UnsupportedOperatorException | UnsupportedFakeTensorException | MetadataMismatchError):
+            return "unsupported"
+        current = current.__cause__ or current.__context__
+    return "program"
+
+
+def _symbolic_dirs() -> tuple[str, ...]:
+    import sympy
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__)
+    return (
+        os.path.join(torch_dir, "fx", "experimental", "symbolic_shapes.py"),
+        os.path.join(torch_dir, "fx", "experimental", "sym_node.py"),
+        os.path.join(torch_dir, "utils", "_sympy") + os.sep,
+        os.path.dirname(sympy.__file__) + os.sep,
+    )
+
+
+def raised_in_symbolic_reasoning(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc`` is ShapeEnv/sympy code: the trace itself broke, not the program."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and last.startswith(_symbolic_dirs())

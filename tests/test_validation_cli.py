@@ -1,0 +1,132 @@
+"""``python -m validation guards|sizes`` as a user runs them, on examples/validation/.
+
+Two runs are real subprocesses (``-P``, ``PT2KIT_AUTOLOAD=0``), started together in one
+module fixture: they check that ``--json`` leaves exactly one JSON document on stdout even
+when the script prints, the exit codes a shell sees, and that a usage error is one line. The rest goes through the same
+click commands in-process, which saves a torch import per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import EXAMPLES, REPO
+from validation.__main__ import main
+
+SCRIPTS = EXAMPLES / "validation"
+SHAPES = SCRIPTS / "shapes.py"
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, subprocess.CompletedProcess[str]]:
+    commands = {
+        "planted": ["guards", "--json", "--confirm", str(SCRIPTS / "planted_static_decision.py")],
+    }
+
+    def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-P", "-m", "validation", *args],
+            cwd=REPO,
+            env={**os.environ, "PT2KIT_AUTOLOAD": "0", "COLUMNS": "120"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    with ThreadPoolExecutor(len(commands)) as pool:
+        futures = {name: pool.submit(run, args) for name, args in commands.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.e2e
+def test_guards_json_is_one_document_and_exit_1_for_an_unsound_compile(runs):
+    result = runs["planted"]
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)  # the script's own print went to stderr
+    assert "eager" in result.stderr
+    assert report["status"] == "unsound"
+    (compile_,) = report["compiles"]
+    (finding,) = [f for f in compile_["findings"] if f["kind"] == "static-decision"]
+    assert finding["counterexample"] == {"L['x'].size()[0]": 3}
+    assert finding["confirmed"] is True
+
+
+def test_sizes_json_and_exit_0():
+    result = _invoke("sizes", "--json", "--fn", f"{SHAPES}:view4", "--ranks", "1", "--box", "0:12", "--check-brute-force")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["status"] == "complete" and len(report["classes"]) == 4
+    assert report["brute_force"] == {"points": 13, "disagreements": 0, "uncovered": 0, "value_dependent": 0, "examples": []}
+    assert report["specializes_on"] == []
+
+
+def test_a_box_without_upper_bound_is_one_line_and_exit_2():
+    result = CliRunner().invoke(main, ["sizes", "--fn", f"{SHAPES}:view4", "--ranks", "1", "--box", "3:"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.strip().splitlines() == ["validation: the box '3:' has no upper bound: give LO:HI, e.g. 0:12"]
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_guards_sound_script_exits_0():
+    result = _invoke("guards", str(SHAPES))
+    assert result.exit_code == 0, result.output
+    assert "guard validation: sound" in result.output
+
+
+def test_guards_float_guard_is_incomplete_exit_7():
+    result = _invoke("guards", "--json", "--timeout-ms", "500", str(SCRIPTS / "float_guard.py"))
+    assert result.exit_code == 7, result.output
+    report = json.loads(result.stdout)
+    assert report["status"] == "incomplete"
+    assert any(f["kind"] == "untranslatable" for c in report["compiles"] for f in c["findings"])
+
+
+def test_guards_script_raising_before_compiling_exits_3(tmp_path):
+    script = tmp_path / "early.py"
+    script.write_text("raise ValueError('broken before any compile')\n")
+    result = _invoke("guards", str(script))
+    assert result.exit_code == 3
+    assert "raised before compiling anything: ValueError: broken before any compile" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["guards", "no_such_script.py"], "script not found"),
+        (["sizes", "--fn", "nocolon", "--ranks", "1", "--box", "0:3"], "is not MODULE:FUNCTION"),
+        (["sizes", "--fn", f"{SHAPES}:missing", "--ranks", "1", "--box", "0:3"], "has no missing"),
+        (["sizes", "--fn", f"{SHAPES}:view4", "--ranks", "x", "--box", "0:3"], "--ranks"),
+    ],
+)
+def test_usage_errors_exit_2(args, message):
+    result = _invoke(*args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_sizes_rich_output_merge_and_recompiles():
+    result = _invoke("sizes", "--fn", f"{SHAPES}:view_by", "--ranks", "1,1", "--box", "0:4", "--merge", "--recompiles")
+    assert result.exit_code == 0, result.output
+    assert "complete" in result.output
+    assert "recompiles:" in result.output
+    lines = [line for line in result.output.splitlines() if line.lstrip().startswith(("0 ", "1 "))]
+    assert len(lines) == 2  # merged: ok and RuntimeError
+
+
+def test_sizes_loop_reports_specialization_and_max_classes_exits_7():
+    result = _invoke("sizes", "--json", "--fn", f"{SHAPES}:loop", "--ranks", "1", "--box", "0:50", "--max-classes", "4")
+    assert result.exit_code == 7
+    report = json.loads(result.stdout)
+    assert report["status"] == "incomplete"
+    assert report["specializes_on"] == ["L['x'].size()[0]"]

@@ -1,0 +1,241 @@
+"""``python -m validation guards|sizes``: the command line of :mod:`validation`.
+
+``guards [--json] [--confirm] [--timeout-ms N] SCRIPT [ARGS]...`` runs the script as
+``python SCRIPT ARGS...`` would (``minifier.script.run_script``) under a
+:class:`~validation.GuardValidator` and reports every compile. Exit codes (DESIGN.md): 0
+sound, 1 unsound, 7 incomplete, 2 usage error, 3 the script raised before compiling. A
+script that raises after compiling still gets its report (the exception is named in it)
+and the exit code of the verdict.
+
+``sizes --fn MODULE:FUNCTION --ranks R1,R2 --box LO:HI [...]`` enumerates the size classes
+of one function (:func:`validation.sizes`). ``MODULE`` is an importable module or a ``.py``
+file. Exit codes: 0 complete, 7 incomplete (``--max-classes`` reached), 1 when
+``--check-brute-force`` found a point whose class predicted the wrong outcome, 2 usage
+error (a box without an upper bound, an unknown function...).
+
+With ``--json`` each prints exactly one JSON document on stdout; everything else the
+program writes there goes to stderr for the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from minifier.errors import ScriptFailedBeforeCompile, UsageError, UserFacingError
+from minifier.script import resolve_script, run_script
+
+_SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+
+@click.group(context_settings=_SETTINGS)
+def main() -> None:
+    """Validate dynamo's shape guards with Z3, and enumerate the valid input sizes of a function."""
+
+
+@main.command(
+    context_settings={**_SETTINGS, "ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
+@click.option("--confirm", is_flag=True, help="Run each counterexample: eager against the cached compiled entry.")
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=None, help="Z3 time per obligation (default 2000).")
+@click.argument("script")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def guards(as_json: bool, confirm: bool, timeout_ms: int | None, script: str, args: tuple[str, ...]) -> None:
+    """Run SCRIPT and check that the guards of every compile imply its shape assumptions.
+
+    \b
+    Exit codes: 0 sound; 1 unsound; 7 incomplete (something could not be translated to
+    Z3 -- never reported as sound); 2 usage error; 3 the script raised before compiling.
+    """
+    try:
+        path = resolve_script(script)
+    except UserFacingError as error:
+        _fail(error)
+    from .guards import DEFAULT_TIMEOUT_MS, GuardValidator
+
+    validator = GuardValidator(confirm=confirm, timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS)
+    failure: str | None = None
+    with _stdout_to_stderr(as_json):
+        with validator:
+            try:
+                run_script(path, args)
+            except SystemExit as exit_:
+                if exit_.code not in (None, 0):
+                    failure = f"SystemExit({exit_.code!r})"
+            except Exception as exc:  # the script failed: report what compiled, then say so
+                traceback.print_exc(file=sys.stderr)
+                failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    report = validator.report
+    report.target, report.error = str(path), failure
+    if failure is not None and not report.compiles:
+        error = ScriptFailedBeforeCompile(f"the script raised before compiling anything: {failure}")
+        if as_json:
+            sys.stdout.write(json.dumps({"status": "error", "error": str(error), "compiles": []}) + "\n")
+        _fail(error)
+    _print(report, as_json)
+    sys.exit(report.exit_code)
+
+
+@main.command(context_settings=_SETTINGS)
+@click.option("--fn", "target", required=True, metavar="MODULE:FUNCTION", help="The function: an importable module or a .py file, and its name.")
+@click.option("--ranks", required=True, metavar="R1,R2,...", help="One tensor argument per rank, e.g. 2,2 for a matmul.")
+@click.option("--box", required=True, metavar="LO:HI", help="Every dimension ranges over LO..HI (inclusive).")
+@click.option("--no-specialize", is_flag=True, help="Trace without 0/1 specialization and duck sizing (fewest classes).")
+@click.option("--merge", is_flag=True, help="Join classes with the same outcome.")
+@click.option("--check-brute-force", "brute_force", is_flag=True, help="Also run every point of the box for real and compare.")
+@click.option("--max-classes", type=click.IntRange(min=1), default=None, help="Stop after this many classes (default 64).")
+@click.option("--recompiles", is_flag=True, help="Count the cache entries the range needs against the recompile limit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
+def sizes(
+    target: str, ranks: str, box: str, no_specialize: bool, merge: bool, brute_force: bool, max_classes: int | None, recompiles: bool, as_json: bool
+) -> None:
+    """Enumerate the input sizes of FUNCTION inside the box as equivalence classes.
+
+    \b
+    Exit codes: 0 complete; 7 incomplete (--max-classes reached); 1 brute force found a
+    disagreement; 2 usage error.
+    """
+    try:
+        rank_list = _ranks(ranks)
+        from .enumeration import DEFAULT_MAX_CLASSES, parse_box
+
+        bounds = parse_box(box)
+        fn = _load_function(target)
+    except UserFacingError as error:
+        _fail(error)
+    from .enumeration import sizes as enumerate_sizes
+
+    try:
+        with _stdout_to_stderr(as_json), _progress(not as_json) as progress:
+            report = enumerate_sizes(
+                fn,
+                rank_list,
+                bounds,
+                specialize=not no_specialize,
+                merge=merge,
+                brute_force=brute_force,
+                max_classes=max_classes or DEFAULT_MAX_CLASSES,
+                recompiles=recompiles,
+                progress=progress,
+            )
+    except UserFacingError as error:
+        _fail(error)
+    _print(report, as_json)
+    if report.brute_force and report.brute_force["disagreements"]:
+        sys.exit(1)
+    sys.exit(0 if report.status == "complete" else 7)
+
+
+def _ranks(text: str) -> list[int]:
+    try:
+        ranks = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--ranks {text!r} is not a comma-separated list of integers") from None
+    if not ranks or any(rank < 0 for rank in ranks):
+        raise UsageError(f"--ranks {text!r}: give one non-negative rank per tensor argument")
+    return ranks
+
+
+def _load_function(target: str) -> Any:
+    module_name, sep, attribute = target.rpartition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f"--fn {target!r} is not MODULE:FUNCTION")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            path = Path(module_name).expanduser()
+            if not path.is_file():
+                raise UsageError(f"--fn: no such file {module_name}")
+            sys.path.insert(0, str(path.resolve().parent))
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None:
+                raise UsageError(f"--fn: cannot import {module_name}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules.setdefault(path.stem, module)
+            spec.loader.exec_module(module)
+        else:
+            sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except UsageError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the user's module failed to import
+        raise UsageError(f"--fn: importing {module_name} failed: {type(error).__name__}: {error}".splitlines()[0]) from None
+    value: Any = module
+    for part in attribute.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise UsageError(f"--fn: {module_name} has no {attribute}") from None
+    if not callable(value):
+        raise UsageError(f"--fn: {target} is not callable")
+    return value
+
+
+def _print(report: Any, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(report.to_json() + "\n")
+    else:
+        from rich.console import Console
+
+        Console(soft_wrap=False).print(report)
+
+
+def _fail(error: UserFacingError) -> None:
+    click.echo(f"validation: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool) -> Iterator[Any]:
+    """A transient spinner on stderr with classes and traces so far (enumerations can take a while)."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("enumerating sizes", total=None)
+
+        def update(classes: int, traces: int) -> None:
+            progress.update(task, description=f"enumerating sizes: {classes} classes, {traces} traces")
+
+        yield update
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """Keep stdout for the JSON document: everything else written there (also by C code) goes to stderr."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved_fd = None
+    try:
+        if sys.stdout.fileno() == 1:
+            saved_fd = os.dup(1)
+            os.dup2(2, 1)
+    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
+        saved_fd = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)
+
+
+if __name__ == "__main__":
+    main(prog_name="python -m validation")

@@ -1,0 +1,632 @@
+"""The valid input-size space of a function: equivalence classes of sizes, found with Z3.
+
+The "State of symbolic shapes" post (2023) sketched the idea: trace with symbolic sizes,
+take the trace's guards as one cell, ask Z3 for a point outside every cell seen so far,
+repeat. Done naively it is wrong in known ways, and :func:`sizes` fixes each:
+
+- **0/1 specialization and duck sizing** make sizes 0 and 1 constants and equal sizes one
+  symbol; a cell made of the guards alone forgets that and covers sizes the trace never
+  spoke for. Here a cell is everything the trace depended on (:mod:`validation.tracing`):
+  decisions, bindings (``x.shape[0] == 1``, ``y.shape[0] == x.shape[1]``) and ranges. With
+  ``specialize=False`` the traces use neither policy, which gives the fewest classes;
+- **an error raised outside any guard** (``x.view(y.shape[0], -1)`` at ``y.shape[0] == 0``
+  fails inside sympy, computing ``x % 0``) is not the program's verdict on a cell: such a
+  trace is not trusted, and its point becomes a class of its own whose outcome comes from
+  running the program for real;
+- **a second point** of every cell is traced too; if its outcome or its cell differs, the
+  first cell missed a decision, and it is split (the second trace's cell is cut out of it
+  and both are checked again) instead of being reported as one wrong class;
+- **specialization** (``range(n)``, ``int(n)``) pins a size to the value it was traced at,
+  one class per value; the sources it happens on are reported (``specializes_on``), and a
+  box too large for ``max_classes`` ends *incomplete* rather than pretending;
+- **value-dependent ops** (``nonzero``, ``.item()``) decide on data, not sizes: a class whose
+  trace did so says ``value_dependent`` and its outcome comes from one real run.
+
+Each class has its outcome (``ok`` or the exception type), a readable condition, and a
+*minimal representative* (Z3 ``Optimize``: least total size, then each dimension in order).
+``merge`` joins classes with the same outcome; ``brute_force`` runs every point of a small
+box for real and counts disagreements; ``recompiles`` counts the cache entries the range
+needs under ``torch.compile(dynamic=True)`` against the recompile limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import itertools
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import z3
+
+from minifier import seams
+from minifier.errors import UsageError
+
+from . import readable
+from .tracing import Dims, Shapes, Trace, eager_outcome, trace
+from .z3ops import compile_predicate, holds_at, smallest
+
+DEFAULT_MAX_CLASSES = 64
+BRUTE_FORCE_LIMIT = 50_000
+_SEAMS = ("shape_env", "fake_tensor", "sympy_z3", "convert_frame")
+
+
+@dataclasses.dataclass
+class SizeClass:
+    """Sizes that take the same path through the program, and what happens there."""
+
+    outcome: str  # "ok" or the exception type
+    condition: str
+    representative: Shapes
+    value_dependent: bool
+    region: Any = dataclasses.field(repr=False)  # Z3: the class within the box, earlier classes cut out
+    cell: Any = dataclasses.field(repr=False, default=None)  # Z3: the trace's own cell (first class holding a point owns it)
+    order: int = 0  # when the enumeration found it
+    decided_by: str = "trace"  # "trace": a symbolic trace covers the class; "run": one real run at one point
+    message: str = ""
+    traces: int = 1
+    members: list[SizeClass] = dataclasses.field(default_factory=list, repr=False)  # for merged classes
+
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "outcome": self.outcome,
+            "condition": self.condition,
+            "representative": [list(shape) for shape in self.representative],
+            "value_dependent": self.value_dependent,
+            "decided_by": self.decided_by,
+        }
+        if self.message:
+            data["message"] = self.message
+        return data
+
+
+@dataclasses.dataclass
+class SizeReport:
+    target: str
+    ranks: tuple[int, ...]
+    box: tuple[int, int]
+    specialize: bool
+    status: str  # complete | incomplete
+    classes: list[SizeClass]
+    specializes_on: list[str]
+    traces: int
+    seconds: float
+    names: tuple[str, ...] = ()
+    reason: str = ""
+    merged: bool = False
+    brute_force: dict[str, Any] | None = None
+    recompiles: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "status": self.status,
+            "target": self.target,
+            "ranks": list(self.ranks),
+            "box": list(self.box),
+            "specialize": self.specialize,
+            "merged": self.merged,
+            "classes": [cls.to_dict() for cls in self.classes],
+            "brute_force": self.brute_force,
+            "specializes_on": self.specializes_on,
+            "traces": self.traces,
+            "seconds": round(self.seconds, 3),
+        }
+        if self.reason:
+            data["reason"] = self.reason
+        if self.recompiles is not None:
+            data["recompiles"] = self.recompiles
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def representatives(self, outcome: str | None = "ok") -> list[Shapes]:
+        """The minimal sizes of each class (with this outcome; all classes for None)."""
+        return [cls.representative for cls in self.classes if outcome is None or cls.outcome == outcome]
+
+    def class_of(self, shapes: Sequence[Sequence[int]]) -> SizeClass | None:
+        """The class holding these sizes, if the enumeration reached them."""
+        values = [shapes[i][j] for i, rank in enumerate(self.ranks) for j in range(rank)]
+        return _Membership(self).owner(values)
+
+    def __rich__(self) -> Any:
+        from .report import sizes_renderable
+
+        return sizes_renderable(self)
+
+    def __str__(self) -> str:
+        from .report import sizes_renderable, to_text
+
+        return to_text(sizes_renderable(self))
+
+
+def parse_box(box: Any) -> tuple[int, int]:
+    """``(lo, hi)``, ``"LO:HI"`` or ``hi``: an inclusive range of sizes with an upper bound."""
+    if isinstance(box, str):
+        lo_text, sep, hi_text = box.partition(":")
+        if not sep:
+            lo_text, hi_text = "0", lo_text
+        if not hi_text.strip():
+            raise UsageError(f"the box {box!r} has no upper bound: give LO:HI, e.g. 0:12")
+        try:
+            box = (int(lo_text or 0), int(hi_text))
+        except ValueError:
+            raise UsageError(f"the box {box!r} is not LO:HI with integers") from None
+    elif isinstance(box, int):
+        box = (0, box)
+    try:
+        lo, hi = box
+    except (TypeError, ValueError):
+        raise UsageError(f"the box {box!r} is not (lo, hi)") from None
+    if hi is None:
+        raise UsageError("the box has no upper bound")
+    lo, hi = int(lo if lo is not None else 0), int(hi)
+    if lo < 0 or hi < lo:
+        raise UsageError(f"the box {lo}:{hi} is empty or negative")
+    return lo, hi
+
+
+def sizes(
+    fn: Callable[..., Any],
+    ranks: Sequence[int],
+    box: Any = (0, 8),
+    *,
+    specialize: bool = True,
+    merge: bool = False,
+    brute_force: bool = False,
+    max_classes: int = DEFAULT_MAX_CLASSES,
+    recompiles: bool = False,
+    dtype: Any = None,
+    names: Sequence[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SizeReport:
+    """Split the sizes of ``fn``'s inputs (one tensor per rank) inside ``box`` into classes.
+
+    See the module docstring. ``box`` bounds every dimension (inclusive). ``progress`` is
+    called with (classes, traces) as the enumeration goes.
+    """
+    seams.require("size enumeration", *_SEAMS)
+    from minifier.seams.convert_frame import original_callable
+
+    fn = original_callable(fn)  # a torch.compile'd function is enumerated as the function it wraps
+    ranks = tuple(int(rank) for rank in ranks)
+    if any(rank < 0 for rank in ranks):
+        raise UsageError("ranks must be non-negative")
+    lo, hi = parse_box(box)
+    dims = Dims(tuple(names or _parameter_names(fn, len(ranks))), ranks)
+    start = time.perf_counter()
+    enumeration = _Enumeration(fn, dims, (lo, hi), specialize=specialize, dtype=dtype, max_classes=max_classes, progress=progress)
+    enumeration.run()
+    classes = enumeration.classes
+    for cls in classes:
+        cls.representative = _representative(cls.region, dims, enumeration.box)
+    classes.sort(key=lambda c: (sum(map(sum, c.representative)), c.representative))
+    report = SizeReport(
+        target=getattr(fn, "__qualname__", type(fn).__qualname__),
+        ranks=ranks,
+        box=(lo, hi),
+        specialize=specialize,
+        status="complete" if enumeration.complete else "incomplete",
+        classes=classes,
+        specializes_on=sorted(enumeration.specialized),
+        traces=enumeration.traces,
+        seconds=0.0,
+        names=dims.names,
+        reason=enumeration.reason,
+    )
+    if recompiles:
+        report.recompiles = _recompiles(report)
+    if merge:
+        report.classes = _merge(report.classes, dims, enumeration.box)
+        report.merged = True
+    if brute_force:
+        report.brute_force = _brute_force(fn, report, dims, (lo, hi), dtype=dtype)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+# The name DESIGN.md gives this entry point.
+enumerate_sizes = sizes
+
+
+def representatives(fn: Callable[..., Any], ranks: Sequence[int], box: Any = (0, 8), *, outcome: str | None = "ok", **options: Any) -> list[Shapes]:
+    """The minimal sizes of each class of ``fn`` (those with ``outcome``; every class for None).
+
+    One representative per code path: sample inputs for tests and for opcheck, or where a
+    shape-shrinking minifier can start.
+    """
+    return sizes(fn, ranks, box, **options).representatives(outcome)
+
+
+class _Enumeration:
+    def __init__(self, fn: Callable[..., Any], dims: Dims, box: tuple[int, int], *, specialize: bool, dtype: Any, max_classes: int, progress: Any) -> None:
+        self.fn, self.dims, self.specialize, self.dtype = fn, dims, specialize, dtype
+        self.max_classes = max_classes
+        self.progress = progress
+        lo, hi = box
+        self.box = z3.And(*[z3.And(v >= lo, v <= hi) for v in dims.vars()]) if dims.all else z3.BoolVal(True)
+        self.classes: list[SizeClass] = []
+        self.covered: list[z3.BoolRef] = []  # the cells of the classes so far
+        self.specialized: set[str] = set()
+        self.traces = 0
+        self.complete = False
+        self.reason = ""
+        self.budget = 4 * max_classes + 8
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except _Undecided as why:
+            self._stop(str(why))
+
+    def _run(self) -> None:
+        queue: list[Trace] = []
+        while True:
+            if len(self.classes) >= self.max_classes:
+                self._stop(f"stopped at --max-classes {self.max_classes}")
+                return
+            if self.traces >= self.budget:
+                self._stop(f"stopped after {self.traces} traces")
+                return
+            candidate = None
+            while queue and candidate is None:
+                waiting = queue.pop(0)
+                if self._uncovered(self.dims.point(waiting.point)):
+                    candidate = waiting
+            if candidate is None:
+                point = self._next_point()
+                if point is None:
+                    self.complete = True
+                    return
+                candidate = self._trace(point)
+            self._settle(candidate, queue)
+            if self.progress:
+                self.progress(len(self.classes), self.traces)
+
+    def _settle(self, first: Trace, queue: list[Trace]) -> None:
+        """Accept ``first``'s cell as a class, after a second point agreed -- or split it."""
+        if not first.trusted:
+            self._accept_point(first)
+            return
+        region = z3.And(first.cell, self.box, self._outside())
+        if not self._satisfiable(z3.And(region, self.dims.point(first.point))):
+            self._accept_point(first)  # the cell does not even hold its own point
+            return
+        second_point = self._second_point(region, first.point)
+        if second_point is None:
+            self._accept(first, region, traces=1)
+            return
+        second = self._trace(second_point)
+        if self._agree(first, second, region):
+            self._accept(first, region, traces=2)
+            return
+        # The cell missed something that tells these two points apart: cut the second
+        # trace's cell out of the first one, and check both again.
+        if second.trusted and not self._satisfiable(z3.And(second.cell, self.dims.point(first.point))):
+            first.cell = z3.And(first.cell, z3.Not(second.cell))
+        else:
+            first.cell = z3.And(first.cell, z3.Not(self.dims.point(second.point)))
+        queue.insert(0, first)
+        queue.append(second)
+
+    def _agree(self, first: Trace, second: Trace, region: z3.BoolRef) -> bool:
+        if not second.trusted or first.outcome != second.outcome or first.value_dependent != second.value_dependent:
+            return False
+        other = z3.And(second.cell, self.box, self._outside())
+        return not self._satisfiable(z3.And(region, z3.Not(second.cell))) and not self._satisfiable(z3.And(other, z3.Not(first.cell)))
+
+    # -- classes -------------------------------------------------------------------------
+
+    def _accept(self, first: Trace, region: z3.BoolRef, *, traces: int) -> None:
+        outcome, message = first.outcome, first.message
+        if first.value_dependent:
+            outcome, message = eager_outcome(self.fn, first.point, dtype=self.dtype)
+        parts = list(first.parts)
+        if self.covered and self._satisfiable(z3.And(first.cell, self.box, z3.Or(*self.covered))):
+            parts.append("not in an earlier class")
+        self.classes.append(
+            SizeClass(
+                outcome=outcome,
+                condition=readable.conjunction(parts),
+                representative=first.point,
+                value_dependent=first.value_dependent,
+                region=region,
+                cell=first.cell,
+                order=len(self.classes),
+                message=message,
+                traces=traces,
+            )
+        )
+        self.covered.append(first.cell)
+        self.specialized.update(first.specialized)
+
+    def _accept_point(self, first: Trace) -> None:
+        """An untrusted trace speaks for its own point only, and a real run gives the outcome."""
+        outcome, message = eager_outcome(self.fn, first.point, dtype=self.dtype)
+        region = self.dims.point(first.point)
+        self.classes.append(
+            SizeClass(
+                outcome=outcome,
+                condition=self.dims.describe_point(first.point),
+                representative=first.point,
+                value_dependent=first.value_dependent,
+                region=region,
+                cell=region,
+                order=len(self.classes),
+                decided_by="run",
+                message=message if outcome != "ok" else "; ".join(first.reasons),
+            )
+        )
+        self.covered.append(region)
+
+    # -- Z3 --------------------------------------------------------------------------------
+
+    def _outside(self) -> z3.BoolRef:
+        return z3.Not(z3.Or(*self.covered)) if self.covered else z3.BoolVal(True)
+
+    def _uncovered(self, formula: z3.BoolRef) -> bool:
+        return self._satisfiable(z3.And(formula, self.box, self._outside()))
+
+    def _satisfiable(self, formula: z3.BoolRef) -> bool:
+        solver = z3.Solver()
+        solver.set("timeout", 10_000)
+        solver.add(formula)
+        result = solver.check()
+        if result == z3.unknown:
+            raise _Undecided(f"z3 could not decide a cell ({solver.reason_unknown()})")
+        return result == z3.sat
+
+    def _model_point(self, formula: z3.BoolRef) -> Shapes | None:
+        solver = z3.Solver()
+        solver.set("timeout", 10_000)
+        solver.add(formula)
+        if solver.check() != z3.sat:
+            return None
+        model = solver.model()
+        values = {}
+        for (i, j), var in zip(self.dims.all, self.dims.vars()):
+            value = model.eval(var, model_completion=True)
+            values[self.dims.source(i, j)] = value.as_long()
+        return self.dims.shapes_of(values)
+
+    def _next_point(self) -> Shapes | None:
+        return self._model_point(z3.And(self.box, self._outside()))
+
+    def _second_point(self, region: z3.BoolRef, point: Shapes) -> Shapes | None:
+        """Another point of the cell, differing from ``point`` in every dimension where it can."""
+        differ = [var != point[i][j] for (i, j), var in zip(self.dims.all, self.dims.vars())]
+        if not differ:
+            return None
+        return self._model_point(z3.And(region, *differ)) or self._model_point(z3.And(region, z3.Not(self.dims.point(point))))
+
+    def _trace(self, point: Shapes) -> Trace:
+        self.traces += 1
+        return trace(self.fn, point, self.dims, specialize=self.specialize, dtype=self.dtype)
+
+    def _stop(self, reason: str) -> None:
+        self.complete = False
+        self.reason = reason + (f"; specializes on {', '.join(sorted(self.specialized))}" if self.specialized else "")
+
+
+class _Undecided(Exception):
+    pass
+
+
+def _representative(region: z3.BoolRef, dims: Dims, box: z3.BoolRef) -> Shapes:
+    variables = dims.vars()
+    if not variables:
+        return tuple(() for _ in dims.ranks)
+    values = smallest([region, box], variables, timeout_ms=10_000)
+    if values is None or any(v is None for v in values.values()):
+        raise _Undecided("z3 found no representative for a class")
+    return dims.shapes_of({k: v for k, v in values.items() if v is not None})
+
+
+def _merge(classes: list[SizeClass], dims: Dims, box: z3.BoolRef) -> list[SizeClass]:
+    groups: dict[tuple[str, bool], list[SizeClass]] = {}
+    for cls in classes:
+        groups.setdefault((cls.outcome, cls.value_dependent), []).append(cls)
+    merged = []
+    for (outcome, value_dependent), members in groups.items():
+        if len(members) == 1:
+            merged.append(members[0])
+            continue
+        region = z3.Or(*[m.region for m in members])
+        merged.append(
+            SizeClass(
+                outcome=outcome,
+                condition=" or ".join(f"({m.condition})" for m in members),
+                representative=min((m.representative for m in members), key=lambda r: (sum(map(sum, r)), r)),
+                value_dependent=value_dependent,
+                region=region,
+                order=min(m.order for m in members),
+                decided_by="trace" if all(m.decided_by == "trace" for m in members) else "trace+run",
+                traces=sum(m.traces for m in members),
+                members=members,
+            )
+        )
+    merged.sort(key=lambda c: (sum(map(sum, c.representative)), c.representative))
+    return merged
+
+
+def _brute_force(fn: Callable[..., Any], report: SizeReport, dims: Dims, box: tuple[int, int], *, dtype: Any) -> dict[str, Any]:
+    lo, hi = box
+    count = (hi - lo + 1) ** len(dims.all)
+    if count > BRUTE_FORCE_LIMIT:
+        raise UsageError(f"--check-brute-force would run {count} points; use a box with at most {BRUTE_FORCE_LIMIT}")
+    membership = _Membership(report)
+    disagreements = uncovered = value_dependent = 0
+    examples: list[str] = []
+    for values in itertools.product(range(lo, hi + 1), repeat=len(dims.all)):
+        shapes = _shapes(dims, values)
+        owner = membership.owner(values)
+        outcome, _ = eager_outcome(fn, shapes, dtype=dtype)
+        if owner is None:
+            uncovered += 1
+            continue
+        if owner.value_dependent:
+            value_dependent += 1
+            continue
+        if owner.outcome != outcome:
+            disagreements += 1
+            if len(examples) < 5:
+                where = " ".join(str(list(s)) for s in shapes)
+                examples.append(f"{where}: the class says {owner.outcome}, running it gives {outcome}")
+    return {
+        "points": count,
+        "disagreements": disagreements,
+        "uncovered": uncovered,
+        "value_dependent": value_dependent,
+        "examples": examples,
+    }
+
+
+class _Membership:
+    """Which class owns a point: the first class, in the order found, whose cell holds it."""
+
+    def __init__(self, report: SizeReport) -> None:
+        dims = Dims(report.names, report.ranks)
+        self.variables = dims.vars()
+        self.lo, self.hi = report.box
+        base: list[tuple[SizeClass, SizeClass]] = []
+        for cls in report.classes:
+            for member in cls.members or [cls]:
+                base.append((member, cls))
+        base.sort(key=lambda pair: pair[0].order)
+        self.tests = [(compile_predicate(member.cell, self.variables), member.cell, owner) for member, owner in base]
+
+    def owner(self, values: Sequence[int]) -> SizeClass | None:
+        if any(v < self.lo or v > self.hi for v in values):
+            return None
+        for predicate, cell, owner in self.tests:
+            inside = predicate(values) if predicate is not None else holds_at(cell, dict(zip(self.variables, values)))
+            if inside:
+                return owner
+        return None
+
+
+def _shapes(dims: Dims, values: Sequence[int]) -> Shapes:
+    it = iter(values)
+    return tuple(tuple(next(it) for _ in range(rank)) for rank in dims.ranks)
+
+
+def _recompiles(report: SizeReport) -> dict[str, Any]:
+    import torch
+
+    entries = [index for index, cls in enumerate(report.classes) if cls.outcome == "ok"]
+    limit = int(torch._dynamo.config.recompile_limit)
+    return {
+        "entries": len(entries),
+        "limit": limit,
+        "fits": len(entries) <= limit,
+        "classes": entries,
+        "assumes": (
+            "torch.compile(fn, dynamic=True): one cache entry per class that compiles"
+            if report.specialize
+            else "dynamic shapes without 0/1 specialization or duck sizing (not dynamo's default)"
+        ),
+        "complete": report.status == "complete",
+    }
+
+
+def _parameter_names(fn: Callable[..., Any], count: int) -> list[str]:
+    try:
+        parameters = [
+            p.name
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        parameters = []
+    names = parameters[:count]
+    names += [f"arg{i}" for i in range(len(names), count)]
+    return names
+
+
+def recompile_forecast(fn: Callable[..., Any], ranks: Sequence[int], box: Any, **options: Any) -> dict[str, Any]:
+    """Which sizes of ``box`` will still make ``fn`` recompile, given the cache entries it has now.
+
+    Enumerates ``fn``'s size classes (:func:`sizes`), reads the shape guards of every cache
+    entry dynamo installed on ``fn``'s code (:mod:`minifier.seams.guard_code`), and asks Z3,
+    for each class that compiles, whether some of its sizes pass no entry's guards. Those
+    sizes will cost a compile (a recompile, or a refusal at the recompile limit) when the
+    program reaches them; each comes with its smallest example. Guards pt2kit cannot read
+    as integer conditions count as rejecting, so the forecast can only err towards more
+    recompiles. ``fn``'s parameters must be named as in the compiled frame (they are: the
+    same function).
+    """
+    from minifier.seams import convert_frame, guard_code
+
+    from . import pyexpr
+    from .translate import Vocabulary
+    from .z3ops import Untranslatable
+
+    report = sizes(fn, ranks, box, **options)
+    dims = Dims(report.names, report.ranks)
+    target = convert_frame.original_callable(fn)
+    code = getattr(getattr(target, "forward", target), "__code__", None)
+    entries = guard_code.cache_entries(code) if code is not None else []
+    accepted: list[z3.BoolRef] = []
+    for entry in entries:
+        vocab = Vocabulary()
+        parts: list[z3.BoolRef] = []
+        readable_entry = True
+        for part in guard_code.code_parts(entry.guard_manager):
+            pinned = pyexpr.static_sizes(part.code)
+            if pinned is not None:
+                parts += [vocab.source(name) == value for name, value in pinned if ".size()" in name]
+                continue
+            try:
+                leaves = pyexpr.leaves(part.code)
+                if not part.epilogue and not (leaves and all(vocab.known_source(leaf) for leaf in leaves)):
+                    continue
+                parts.append(vocab.code(part.code))
+            except Untranslatable:
+                if part.epilogue:
+                    readable_entry = False
+        if readable_entry:
+            # strides and offsets of the contiguous inputs a class stands for
+            accepted.append(_contiguous(z3.And(*parts) if parts else z3.BoolVal(True), vocab, dims))
+    lo, hi = report.box
+    in_box = z3.And(*[z3.And(v >= lo, v <= hi) for v in dims.vars()]) if dims.all else z3.BoolVal(True)
+    forecast = []
+    for cls in report.classes:
+        if cls.outcome != "ok":
+            continue
+        leftover = z3.And(cls.region, in_box, z3.Not(z3.Or(*accepted))) if accepted else z3.And(cls.region, in_box)
+        values = smallest([leftover], dims.vars(), timeout_ms=10_000) if dims.all else None
+        if values is not None or (not dims.all and not accepted):
+            example = dims.shapes_of({k: v for k, v in values.items() if v is not None}) if values else ()
+            forecast.append({"condition": cls.condition, "example": [list(shape) for shape in example]})
+    return {
+        "status": report.status,
+        "entries": len(entries),
+        "classes": sum(1 for cls in report.classes if cls.outcome == "ok"),
+        "will_recompile": forecast,
+    }
+
+
+def _contiguous(formula: z3.BoolRef, vocab: Any, dims: Dims) -> z3.BoolRef:
+    """``formula`` for contiguous inputs at offset 0: stride and offset terms become what the sizes make them."""
+    substitutions = []
+    for i, rank in enumerate(dims.ranks):
+        name = f"L['{dims.names[i]}']"
+        for j in range(rank):
+            term = vocab.sources.get(f"{name}.stride()[{j}]")
+            if term is not None:
+                contiguous: z3.ArithRef = z3.IntVal(1)
+                for k in range(j + 1, rank):
+                    var = dims.var(i, k)
+                    contiguous = contiguous * z3.If(var > 1, var, 1)
+                substitutions.append((term, contiguous))
+        offset = vocab.sources.get(f"{name}.storage_offset()")
+        if offset is not None:
+            substitutions.append((offset, z3.IntVal(0)))
+    return z3.substitute(formula, *substitutions) if substitutions else formula
+
+
+__all__ = ["sizes", "enumerate_sizes", "representatives", "recompile_forecast", "SizeReport", "SizeClass", "parse_box", "DEFAULT_MAX_CLASSES"]
