@@ -313,6 +313,15 @@ def script_patches() -> dict[str, str]:
             return value.__name__
         return None
 
+    import warnings
+
+    with warnings.catch_warnings():  # (a deprecated alias warns when merely looked at)
+        warnings.simplefilter("ignore")
+        _scan(found, user_function)
+    return found
+
+
+def _scan(found: dict[str, str], user_function: Callable[[Any], str | None]) -> None:
     for name, module in list(sys.modules.items()):
         if not name.startswith("torch.") or not isinstance(module, types.ModuleType):
             continue
@@ -323,7 +332,6 @@ def script_patches() -> dict[str, str]:
                 for member, inner in list(value.__dict__.items()):
                     if (fn := user_function(inner)) is not None:
                         found[f"{name}.{attr}.{member}"] = fn
-    return found
 
 
 def patch_definitions() -> tuple[dict[str, str], str]:

@@ -138,6 +138,13 @@ def _registers_on(statement: _Statement, defined: set[str]) -> bool:
     return False
 
 
+def _defines_something(node: ast.stmt) -> bool:
+    """A definition or a registration, not a use (``print(torch.compile(f, backend="name")(x))``)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom)):
+        return True
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and _call_name(node.value) in REGISTRATION_METHODS
+
+
 def _call_name(call: ast.Call) -> str:
     func = call.func
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -156,7 +163,8 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
     needed = set(names)
     kept: set[int] = set()
     for i, s in enumerate(statements):
-        if any(text == ns or text.startswith(f"{ns}::") for text in s.strings for ns in namespaces):
+        mentions = any(text == ns or text.startswith(f"{ns}::") for text in s.strings for ns in namespaces)
+        if mentions and _defines_something(s.node):
             kept.add(i)
     changed = True
     while changed:

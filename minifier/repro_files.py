@@ -125,11 +125,45 @@ class LoadedRepro:
     strict: bool = False
 
 
+#: Carried definitions already run in this process, and the names they bound.
+_DEFINED: dict[str, dict[str, Any]] = {}
+
+
 def exec_repro(source: str, filename: str = "<pt2kit repro>") -> dict[str, Any]:
-    """Execute a repro's text as a module (not as ``__main__``) and return its namespace."""
+    """Execute a repro's text as a module (not as ``__main__``) and return its namespace.
+
+    Its carried definitions (a backend or op copied from the user's script) run once
+    per process: they may register a backend name or a custom op, which cannot be
+    registered twice. A second repro with the same definitions gets the names the
+    first run bound.
+    """
     namespace: dict[str, Any] = {"__name__": "pt2kit_repro", "__file__": filename}
+    block = _definitions_block(source)
+    if block:
+        if block not in _DEFINED:
+            before = set(namespace)
+            exec(compile(_preamble(source, block) + block, filename, "exec"), namespace)  # noqa: S102
+            _DEFINED[block] = {k: v for k, v in namespace.items() if k not in before}
+        namespace.update(_DEFINED[block])
+        source = source.replace(block, "# (the carried definitions above ran once in this process)", 1)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - running the repro is the point
     return namespace
+
+
+def _definitions_block(source: str) -> str:
+    """The carried definitions in a repro's text, as the writer wrote them (empty if none)."""
+    try:
+        meta = read_metadata(source)
+    except CorruptRecord:
+        return ""
+    block = (meta.get("definitions") or "").strip("\n")
+    return block if block and block in source else ""
+
+
+def _preamble(source: str, block: str) -> str:
+    """The import lines above the definitions (the definitions may use the user's modules)."""
+    head = source[: source.index(block)]
+    return "".join(line + "\n" for line in head.splitlines() if line.startswith(("import ", "from ")))
 
 
 def read_metadata(source: str, path: Path | str = "<repro>") -> dict[str, Any]:
@@ -192,6 +226,12 @@ def load_repro(path: Path) -> LoadedRepro:
     except OSError as e:
         raise CorruptRecord(f"cannot read {path}: {e.strerror}") from None
     meta = read_metadata(source, path)
+    # the user modules it imports sit beside it (copied there) or are on PYTHONPATH, as
+    # for `python repro.py`; queries inherit this process's sys.path
+    import sys
+
+    if str(path.parent.resolve()) not in sys.path:
+        sys.path.append(str(path.parent.resolve()))
     data: dict[str, torch.Tensor] = {}
     if meta["data_file"]:
         data_path = path.with_name(meta["data_file"])

@@ -93,9 +93,7 @@ def load_any_repro(path: Path, session: Session) -> LoadedRepro:
     except OSError as e:
         raise CorruptRecord(f"cannot read {path}: {e.strerror}") from None
     kind = repro_format(source)
-    # A repro imports the user modules beside it (copied there) or on PYTHONPATH, as
-    # `python repro.py` would; queries inherit this process's sys.path.
-    if str(path.parent.resolve()) not in sys.path:
+    if str(path.parent.resolve()) not in sys.path:  # (torch's repro may import modules beside it)
         sys.path.append(str(path.parent.resolve()))
     if kind == "pt2kit":
         return load_repro(path)
