@@ -35,6 +35,8 @@ bench: setup
 	$(PY) benchmarks/bench_opcheck.py
 	PT2KIT_AUTOLOAD=0 $(PY) benchmarks/bench_replay.py
 	$(PY) benchmarks/bench_validation.py
+	$(PY) benchmarks/bench_hook.py
+	$(PY) benchmarks/bench_real_models.py --curve
 
 clean:
 	rm -rf $(VENV) .cache runs build *.egg-info

@@ -26,7 +26,7 @@ import torch.fx
 from minifier.case import op_name
 
 OP_NODE_KINDS = ("call_function", "call_method", "call_module")
-"""The fx node kinds that are ops (DESIGN.md counts these, not placeholders or outputs)."""
+"""The fx node kinds that are ops (reports count these, not placeholders or outputs)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@ graph:
 A failure inside dynamo's own tracing has no dynamo graph: it is reported as its
 frame failing at the ``eager`` stage, with the graph capture lifted from that frame
 (``make_fx`` on its real arguments) when that graph fails the same way. The result
-is a :class:`BisectReport`, printed as a rich table or as DESIGN.md-style JSON.
+is a :class:`BisectReport`, printed as a rich table or as JSON (docs/minify.md).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class BisectReport:
     ranks: dict[int, str] = field(default_factory=dict)  # how each rank ended
 
     def distributed(self) -> dict[str, Any] | None:
-        """DESIGN.md's ``distributed`` entry of a report."""
+        """The ``distributed`` entry of a report (docs/distributed.md)."""
         if self.nproc <= 1:
             return None
         return {"world_size": self.nproc, "rank": self.rank, "process_group": "fake", "ranks": {str(k): v for k, v in self.ranks.items()}}

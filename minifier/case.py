@@ -207,7 +207,7 @@ class GraphCase:
 
     @property
     def node_count(self) -> int:
-        """Op nodes, the size DESIGN.md's ``nodes_before``/``nodes_after`` report."""
+        """Op nodes, the size ``report.json``'s ``nodes_before``/``nodes_after`` report."""
         return len(self.op_nodes)
 
     def op_names(self) -> list[str]:
@@ -238,7 +238,7 @@ class GraphCase:
 def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
     """The name a user would recognise for one op node.
 
-    ``aten.relu.default`` for aten overloads (DESIGN.md's ``ops_after``), torch's
+    ``aten.relu.default`` for aten overloads (``report.json``'s ``ops_after``), torch's
     qualified name for functions (``torch.sin``, ``torch._C._nn.linear``,
     ``operator.add``), ``Tensor.sin`` for method calls on tensors, and the module
     class (``nn.Linear``) for ``call_module`` nodes when the graph module is given.

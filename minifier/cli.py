@@ -1,6 +1,6 @@
 """The ``minify`` command line: ``minify run``, ``minify bisect``, ``minify repro``.
 
-Output contract (DESIGN.md): progress on stderr, a rich summary for people, and with
+Output contract (docs/minify.md): progress on stderr, a rich summary for people, and with
 ``--json`` exactly one JSON document on stdout and nothing else. Bad input ends
 with one clear line and the exit code of its :class:`~minifier.errors.UserFacingError`.
 """

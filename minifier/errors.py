@@ -6,7 +6,7 @@ catches :class:`UserFacingError`, prints its message on one line and exits with 
 :class:`InternalError` (exit 70), one line too, with the traceback kept in the run
 directory.
 
-Exit codes follow DESIGN.md where it speaks (0 written, 1 nothing to minify or flaky,
+Exit codes are documented in docs/minify.md (0 written, 1 nothing to minify or flaky,
 2 usage); the other bad inputs get codes of their own so scripts can tell them apart.
 """
 
@@ -27,7 +27,7 @@ class UsageError(UserFacingError):
 
 
 class ScriptNotFound(UsageError):
-    """The script to run does not exist (exit 2, a usage error per DESIGN.md)."""
+    """The script to run does not exist (exit 2, a usage error)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(f"script not found: {path}")

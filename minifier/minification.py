@@ -11,7 +11,7 @@
    query through the failing stage, checkpointing the best candidate as it goes;
 4. the best candidate is written as ``repro.py`` (random inputs when they reproduce
    the failure, else a content-addressed data file), read back and run once more to
-   confirm it fails the same way, and ``report.json`` follows DESIGN.md.
+   confirm it fails the same way, and ``report.json`` follows docs/minify.md.
 
 Ctrl-C at any point during step 3 writes the best repro so far; running the same
 command again finds the interrupted run's checkpoint and resumes from it with its
@@ -47,7 +47,7 @@ AFTER_CHOICES = ("auto", "dynamo", "aot")
 
 @dataclass
 class MinifyResult:
-    """What a minification produced; ``to_json()`` is DESIGN.md's ``report.json``."""
+    """What a minification produced; ``to_json()`` is ``report.json`` (docs/minify.md)."""
 
     failure: Outcome
     before: GraphCase

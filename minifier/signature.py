@@ -4,7 +4,7 @@ A minifier is only as exact as its notion of "still failing": too loose and it
 happily minifies one bug into another (torch's after-dynamo minifier accepts any
 error whose difflib ratio is above 0.5), too strict and it cannot shrink anything
 because messages mention node names and temp paths that change as the graph
-shrinks. pt2kit's answer, from DESIGN.md, is a :class:`Signature`:
+shrinks. pt2kit's answer (docs/minify.md) is a :class:`Signature`:
 
 - ``kind``: ``compile_error | runtime_error | accuracy | crash | timeout``;
 - ``exception``: the type name of the innermost meaningful exception (torch's

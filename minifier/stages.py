@@ -1,6 +1,6 @@
 """Stages: running one graph through one stage, and lowering a dynamo graph to its aot graphs.
 
-The stages are ordered, each a real torch backend (DESIGN.md):
+The stages are ordered, each a real torch backend (docs/minify.md):
 
 1. ``eager``: dynamo capture only;
 2. ``aot_eager``: plus AOTAutograd;

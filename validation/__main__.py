@@ -2,7 +2,7 @@
 
 ``guards [--json] [--confirm] [--timeout-ms N] SCRIPT [ARGS]...`` runs the script as
 ``python SCRIPT ARGS...`` would (``minifier.script.run_script``) under a
-:class:`~validation.GuardValidator` and reports every compile. Exit codes (DESIGN.md): 0
+:class:`~validation.GuardValidator` and reports every compile. Exit codes (docs/validation.md): 0
 sound, 1 unsound, 7 incomplete, 2 usage error, 3 the script raised before compiling. A
 script that raises after compiling still gets its report (the exception is named in it)
 and the exit code of the verdict.

@@ -227,7 +227,7 @@ def sizes(
     return report
 
 
-# The name DESIGN.md gives this entry point.
+# The name docs/validation.md also gives this entry point.
 enumerate_sizes = sizes
 
 

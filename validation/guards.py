@@ -71,7 +71,7 @@ class GuardReport:
 
     @property
     def exit_code(self) -> int:
-        """0 sound, 1 unsound, 7 incomplete (DESIGN.md)."""
+        """0 sound, 1 unsound, 7 incomplete (docs/validation.md)."""
         return {"sound": 0, "unsound": 1, "incomplete": 7}[self.status]
 
     @property
@@ -293,7 +293,7 @@ def _own_backend(backend: str | Callable[..., Any]) -> Callable[..., Any]:
     return pt2kit_validation_backend
 
 
-# The names DESIGN.md gives the package's entry points.
+# The names docs/validation.md also gives the package's entry points.
 validate_guards = check_guards
 
 __all__ = ["GuardValidator", "GuardReport", "check_guards", "validate_guards", "DEFAULT_TIMEOUT_MS"]
