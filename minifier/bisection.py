@@ -375,8 +375,10 @@ def bisect_script(
         report.rows.append(row)
         first = row.first_failure
         session.log(f"  {row.label}: " + ("all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"))  # type: ignore[union-attr]
-        if report.culprit is None and first is not None and matches(first, captured.failure, accuracy):
-            report.culprit = row
+        if first is not None and matches(first, captured.failure, accuracy):
+            # the first graph that fails the program's way, unless the program itself failed in another one
+            if report.culprit is None or row.label == failed_owner(captured):
+                report.culprit = row
 
     if report.culprit is None:
         return no_culprit(session, report, script, args, backend, captured)
@@ -410,6 +412,11 @@ def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult)
         report.rows.extend(rows)
         report.culprit = row
     return row
+
+
+def failed_owner(captured: CaptureResult) -> str | None:
+    """The dynamo graph (``g3``) the program failed in, when the capture knows it."""
+    return captured.failed_graph.split(".")[0] if captured.failed_graph else None
 
 
 def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool) -> dict[tuple[int, str], Outcome]:

@@ -40,7 +40,7 @@ import torch.fx as fx
 from .case import GraphCase, GraphInput, TensorMeta, compact_tensor
 from .graphio import GraphFormatError, dump_graph, subgraphs
 from .repro_runtime import call_hop, clone_input, graph_module, non_leaf, rand_tensor
-from .signature import ACCURACY_MESSAGE, Signature, accuracy_divergence, float64_graph
+from .signature import ACCURACY_MESSAGE, Signature, accuracy_category, accuracy_divergence, float64_graph
 
 FORMAT_VERSION = 1
 #: Said beside each user-module import; :func:`write_repro` copies small modules beside the repro.
@@ -106,6 +106,7 @@ def render(
         parts.append(f"ACCURACY_MESSAGE = {ACCURACY_MESSAGE!r}")
         parts.append(f"STRICT = {strict!r}  # True: outputs must equal eager's bit for bit")
         parts.append(inspect.getsource(accuracy_divergence).strip())
+        parts.append(inspect.getsource(accuracy_category).strip())
     metadata = _metadata(case, stage, failure, bool(accuracy), data_file)
     metadata["strict"] = strict
     parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + pprint.pformat(metadata, width=110, compact=True, sort_dicts=False))
@@ -569,6 +570,6 @@ def _main(accuracy: bool, fp64_class: str = "Repro", distributed: bool = False) 
         "    actual = run(Repro(data), make_inputs(data))\n"
         "    problem = accuracy_divergence(expected, actual, fp64, strict=STRICT)\n"
         "    if problem:\n"
-        '        sys.exit(f"AccuracyError: {ACCURACY_MESSAGE}: {problem}")\n'
+        '        sys.exit(f"AccuracyError: {ACCURACY_MESSAGE} ({accuracy_category(problem)}): {problem}")\n'
         '    print("no divergence")'
     )
