@@ -8,10 +8,12 @@ arguments as the frame was entered), ``f_globals``, the closure cells, the backe
 tracing and of the backend's compile step come out of it; dynamo then decides whether
 the user sees them (:func:`skipped_softly`).
 
-pt2kit's replay recorder and guard validator take this seat (:func:`frame_compiles`). It is looked up at
-call time, so it sees functions that were wrapped by ``torch.compile`` before it was
-installed; and it runs only on cache misses, so a call that hits dynamo's cache never
-reaches it. We wrap ``_compile`` and not the callback classes around it on purpose:
+pt2kit's replay recorder, guard validator and explain/'s listeners take this seat
+(:func:`frame_compiles`). It is looked up at call time, so it sees functions that were
+wrapped by ``torch.compile`` before it was installed; and it runs only on cache misses, so
+a call that hits dynamo's cache never reaches it. It is in torch only while someone
+observes: the last observer to leave takes it out again (unless something wrapped it
+since, in which case it stays in that chain and passes calls through). We wrap ``_compile`` and not the callback classes around it on purpose:
 ``ConvertFrameAssert.__call__`` walks the Python stack back through
 ``torch/_dynamo/convert_frame.py`` frames to detect ``torch._dynamo.disable(recursive=False)``,
 and a wrapper frame of ours above it would hide that caller.
@@ -35,13 +37,16 @@ from . import Seam
 
 SEAM = Seam(
     wraps="torch._dynamo.convert_frame._compile, torch._dynamo.convert_frame.register_bytecode_hook",
-    features=("replay record", "replay.recording", "replay_record_enabled switch", "validation guards", "GuardValidator"),
+    features=("replay record", "replay.recording", "replay_record_enabled switch", "validation guards", "GuardValidator", "explain", "RecompileProfiler"),
 )
 
 log = logging.getLogger(__name__)
 
 #: Parameters of ``_compile`` the seam reads by name.
-PARAMETERS = ("code", "globals", "locals", "builtins", "closure", "compiler_fn", "one_graph", "export", "frame_state", "compile_id", "convert_frame_box")
+PARAMETERS = (
+    "code", "globals", "locals", "builtins", "closure", "compiler_fn", "one_graph", "export", "frame_state", "compile_id",
+    "convert_frame_box", "frame", "cache_size", "cache_entries", "cache_entries_for_reasons",
+)
 
 
 def probe() -> None:
@@ -91,6 +96,16 @@ class FrameEntry:
     """What ``_compile`` returned (its ``guarded_code`` is the entry dynamo installs)."""
     out_code: types.CodeType | None = field(repr=False, default=None)
     """The transformed code (from the bytecode hook), also when the compile then failed."""
+    frame: Any = field(repr=False, default=None)
+    """The live frame at a cache miss (None when dynamo compiles without one)."""
+    cache_size: Any = field(repr=False, default=None)
+    """dynamo's count of the code's cache entries (read it through :mod:`minifier.seams.cache_size`)."""
+    cache_entries: tuple[Any, ...] = field(repr=False, default=())
+    """The cache entries the frame's locals just failed (those dynamo gives its recompile reasons for)."""
+    torch_compile_id: Any = field(repr=False, default=None)
+    """dynamo's ``CompileId`` object (``compile_id`` is its text)."""
+    notes: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Per-compile state an observer keeps between ``entering`` and ``compiled``/``failed``, under a key of its own."""
 
     @property
     def guard_manager(self) -> Any:
@@ -101,6 +116,11 @@ class FrameEntry:
     @property
     def installed(self) -> bool:
         return self.guard_manager is not None
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Why dynamo returned without compiling the frame (it then runs eagerly), if it said."""
+        return getattr(self.result, "skip_reason", None)
 
     @property
     def function(self) -> str:
@@ -176,6 +196,10 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
                 export=bool(arguments.get("export", False)),
                 compile_id=str(arguments.get("compile_id")),
                 box=arguments.get("convert_frame_box"),
+                frame=arguments.get("frame"),
+                cache_size=arguments.get("cache_size"),
+                cache_entries=tuple(arguments.get("cache_entries_for_reasons") or arguments.get("cache_entries") or ()),
+                torch_compile_id=arguments.get("compile_id"),
             )
             for observer in observers:
                 replacement = observer.entering(entry)
@@ -232,10 +256,25 @@ def add_observer(observer: FrameObserver) -> None:
 
 
 def remove_observer(observer: FrameObserver) -> None:
-    """Stop telling ``observer``; the seat stays (idle it costs one tuple check per compile)."""
+    """Stop telling ``observer``; with the last observer gone the seat leaves torch.
+
+    If something wrapped ``_compile`` over ours since, the seat stays in that chain and
+    idles (one tuple check per compile) until an observer comes back.
+    """
     global _observers
+    import torch._dynamo.convert_frame as convert_frame
+
     with _lock:
         _observers = tuple(o for o in _observers if o is not observer)
+        if not _observers and _installed and convert_frame._compile is _installed["wrapper"]:
+            convert_frame._compile = _installed["original"]
+            _installed["hook"].remove()
+            _installed.clear()
+
+
+def installed() -> bool:
+    """Whether the seat is in torch right now."""
+    return bool(_installed)
 
 
 @contextmanager
