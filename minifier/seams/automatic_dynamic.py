@@ -10,18 +10,25 @@ recompile needs this state back, or the replayed first call compiles static and 
 :func:`snapshot` turns the entry of one code object into plain JSON and :func:`restore`
 puts it back for another (the rebuilt) code object. Both import only torch, so
 ``replay script`` copies :func:`restore` into the scripts it writes.
+
+:func:`fresh_code_state` swaps the whole state (``pgo._CODE_STATE`` and the copy
+``pgo._INIT_CODE_STATE`` it is compared with before being written to disk) for an empty one
+within a block, and puts the user's back afterwards: ``explain.explain`` analyses a function
+without the user's size history turning it dynamic, or learning the analysis's sizes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import types
+from collections.abc import Iterator
 from typing import Any
 
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._dynamo.pgo.get_code_state / CodeId / FrameStateSizeEntry",
-    features=("replay record (dynamic-shape state)", "replay run (recompile-only failures)"),
+    wraps="torch._dynamo.pgo.get_code_state / CodeId / FrameStateSizeEntry / _CODE_STATE / _INIT_CODE_STATE",
+    features=("replay record (dynamic-shape state)", "replay run (recompile-only failures)", "explain (isolated analysis)"),
 )
 
 
@@ -38,6 +45,9 @@ def probe() -> None:
         raise AttributeError(f"FrameStateSizeEntry has fields {sorted(fields)}")
     if not callable(getattr(pgo.CodeId, "make", None)):
         raise AttributeError("pgo.CodeId.make is gone")
+    for name in ("_CODE_STATE", "_INIT_CODE_STATE"):
+        if not hasattr(pgo, name):
+            raise AttributeError(f"torch._dynamo.pgo.{name} is gone")
 
 
 def snapshot(code: types.CodeType, closure: tuple[types.CellType, ...] | None) -> dict[str, Any]:
@@ -84,3 +94,23 @@ def restore(code, closure, entries):
     state = pgo.get_code_state()[pgo.CodeId.make(code, closure)]
     for name, entry in entries.items():
         state.automatic_dynamic[name] = pgo.FrameStateSizeEntry(scalar=atom(entry["scalar"]), size=atom(entry["size"]), stride=atom(entry["stride"]))
+
+
+@contextlib.contextmanager
+def fresh_code_state() -> Iterator[None]:
+    """Within the block automatic dynamic starts from nothing; the process's own state is back afterwards.
+
+    One fresh object stands for both the state and its initial copy, so ``put_code_state``
+    sees no change and writes nothing to disk.
+    """
+    import collections
+
+    from torch._dynamo import pgo
+
+    saved = (pgo._CODE_STATE, pgo._INIT_CODE_STATE)
+    fresh: collections.defaultdict[Any, Any] = collections.defaultdict(pgo.CodeState)
+    pgo._CODE_STATE = pgo._INIT_CODE_STATE = fresh
+    try:
+        yield
+    finally:
+        pgo._CODE_STATE, pgo._INIT_CODE_STATE = saved

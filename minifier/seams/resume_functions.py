@@ -23,8 +23,8 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._dynamo.resume_execution.ContinueExecutionCache / ReenterWith / TORCH_DYNAMO_RESUME_IN_PREFIX",
-    features=("replay of frames that resume after a graph break",),
+    wraps="torch._dynamo.resume_execution.ContinueExecutionCache / ReenterWith / TORCH_DYNAMO_RESUME_IN_PREFIX, torch._dynamo.exc.remove_resume_prefix",
+    features=("replay of frames that resume after a graph break", "explain"),
 )
 
 
@@ -43,6 +43,9 @@ def probe() -> None:
             raise AttributeError(f"ContinueExecutionCache.cache has no {name} dict")
     if resume_execution.TORCH_DYNAMO_RESUME_IN_PREFIX != "torch_dynamo_resume_in":
         raise AttributeError("the resume-function prefix changed")
+    resume = (lambda: None).__code__.replace(co_name="torch_dynamo_resume_in_step_at_12")
+    if (user_function(resume), resumed_at(resume)) != ("step", 12):
+        raise AttributeError("resume functions are no longer named torch_dynamo_resume_in_<fn>_at_<line>")
 
 
 def is_resume_function(code: types.CodeType) -> bool:
@@ -56,6 +59,19 @@ def user_function_name(code: types.CodeType) -> str:
     """``f`` for ``torch_dynamo_resume_in_f_at_12`` (and ``f`` for ``f``)."""
     match = re.match(r"torch_dynamo_resume_in_(\w+)_at_(\d+)$", code.co_name)
     return match.group(1) if match else code.co_name
+
+
+def user_function(code: types.CodeType) -> str:
+    """The user's function name, also for a resume function (torch's ``remove_resume_prefix``)."""
+    from torch._dynamo.exc import remove_resume_prefix
+
+    return remove_resume_prefix(code.co_name)
+
+
+def resumed_at(code: types.CodeType) -> int | None:
+    """For a resume function, the line of the graph break it resumes after; None for other code."""
+    match = re.match(r"^torch_dynamo_resume_in_.+_at_(\d+)$", code.co_name)
+    return int(match[1]) if match else None
 
 
 def _to_json(value: Any) -> Any:
