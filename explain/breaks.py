@@ -1,48 +1,34 @@
 """Graph breaks in plain words, with what to do about them.
 
 Since torch 2.6 every graph break is raised as ``Unsupported`` with a stable ``gb_type``
-(the key of ``torch/_dynamo/graph_break_registry.json``) and a message that
-``torch._dynamo.exc.format_graph_break_message`` lays out as::
-
-    <gb_type>
-      Explanation: ...
-      Hint: ...
-
-      Developer debug context: ...
+(the key of ``torch/_dynamo/graph_break_registry.json``) and a message laid out in
+fields: an explanation, hints, a developer debug context
+(:mod:`minifier.seams.graph_break_messages` reads it into a :class:`TorchBreakMessage`).
 
 What torch *records* is less friendly: ``GraphCompileReason`` (what
 ``torch._dynamo.explain`` reports) says ``generic_jump TensorVariable()`` for an ``if`` on
 a tensor, and ``counters["graph_break"]`` drops that break entirely. So we take the
-exception itself where torch logs it (see :mod:`explain.hooks`), parse its message with
-:class:`TorchBreakMessage`, and translate known ``gb_type`` values through
-:data:`TRANSLATIONS`: a plain reason and, where one is known, a remedy. Anything
+exception itself where torch logs it (see :mod:`explain.hooks`), read its message, and
+translate known ``gb_type`` values through :data:`TRANSLATIONS`: a plain reason and, where one is known, a remedy. Anything
 unknown falls back to torch's own explanation and its first specific hint; torch's full
 text is always kept as ``raw_reason``.
 
 Locations are the user's: torch's real stack joined to the stack above dynamo and with
-resume functions collapsed (``torch._dynamo.exc.collapse_resume_frames``), exactly as
-``TORCH_LOGS=graph_breaks`` prints them, minus torch's and pt2kit's own frames.
+resume functions collapsed, exactly as ``TORCH_LOGS=graph_breaks`` prints them, minus
+torch's and pt2kit's own frames.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import re
 import traceback
 from collections.abc import Callable, Iterable
 
-import torch._dynamo.graph_break_hints as graph_break_hints
-from torch._dynamo.exc import collapse_resume_frames, get_gbid_documentation_link, get_stack_above_dynamo
-
 from minifier.script import is_internal_file, is_launcher_file
+from minifier.seams import graph_break_messages
+from minifier.seams.graph_break_messages import LOOP_BREAK, TorchBreakMessage
 
-_NESTED_BREAK_MARKER = "*** While handling this graph break, another graph break occurred: ***"
-_FIELD = re.compile(r"^  (Explanation|Hint|Developer debug context): ?(.*)$")
-_BUILTIN = re.compile(r"builtin operator `(?P<builtin>[^`]+)` with argument types (?P<arg_types>\[.*?\])")
-_GENERIC_HINTS = frozenset(
-    hint for name in dir(graph_break_hints) if name.isupper() for hint in getattr(graph_break_hints, name)
-)
+
 @dataclasses.dataclass(frozen=True)
 class UserFrame:
     """One frame of the user's code: where, in which function, and the source line."""
@@ -77,51 +63,6 @@ def user_frames(stack: Iterable[traceback.FrameSummary]) -> tuple[UserFrame, ...
     frames = [frame for frame in stack if frame.filename]
     start = max((i + 1 for i, frame in enumerate(frames) if is_launcher_file(frame.filename)), default=0)
     return tuple(UserFrame.from_summary(frame) for frame in frames[start:] if not is_internal_frame(frame.filename))
-
-
-@dataclasses.dataclass(frozen=True)
-class TorchBreakMessage:
-    """The fields of one graph break message, as ``format_graph_break_message`` wrote them."""
-
-    gb_type: str
-    explanation: str = ""
-    hints: tuple[str, ...] = ()
-    context: str = ""
-
-    @classmethod
-    def parse(cls, text: str) -> TorchBreakMessage:
-        lines = text.strip("\n").splitlines()
-        if not lines:
-            return cls(gb_type="")
-        fields: dict[str, list[str]] = {"Explanation": [], "Hint": [], "Developer debug context": []}
-        current: list[str] | None = None
-        hints: list[list[str]] = []
-        for line in lines[1:]:
-            if (match := _FIELD.match(line)) is not None:
-                current = [match[2]]
-                if match[1] == "Hint":
-                    hints.append(current)
-                else:
-                    fields[match[1]] = current
-            elif line.startswith(" For more details about this graph break"):
-                current = None
-            elif current is not None and line.strip():
-                current.append(line.strip())
-        return cls(
-            gb_type=lines[0].strip(),
-            explanation=" ".join(fields["Explanation"]).strip(),
-            hints=tuple(" ".join(h).strip() for h in hints),
-            context=" ".join(fields["Developer debug context"]).strip(),
-        )
-
-    @property
-    def specific_hints(self) -> tuple[str, ...]:
-        """Hints about this break, without torch's boilerplate ("report an issue", ...)."""
-        return tuple(h for h in self.hints if h not in _GENERIC_HINTS and "report an issue" not in h.lower())
-
-    def template_fields(self) -> dict[str, str]:
-        match = _BUILTIN.search(self.explanation)
-        return {"builtin": match["builtin"], "arg_types": match["arg_types"]} if match else {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,10 +133,6 @@ TRANSLATIONS: tuple[Translation, ...] = (
         "Compile a normal function that consumes the generator instead.",
     ),
 )
-
-LOOP_BREAK = "graph break in loop"
-"""The ``gb_type`` torch wraps around any break inside a loop: the whole function is skipped."""
-
 
 def translate(message: TorchBreakMessage) -> tuple[str, str | None]:
     """The plain reason and the remedy (``None`` if no clear one) for one torch message."""
@@ -273,19 +210,18 @@ def graph_break_from_torch(exc: BaseException, compile_id: str, raw_reason: str 
     Call it while dynamo is still tracing: the user stack above dynamo is read from the
     live Python stack, as torch's own graph-break log does.
     """
-    text = getattr(exc, "msg", None) or str(exc)
-    gb_type = getattr(exc, "gb_type", None) or type(exc).__name__
+    text = graph_break_messages.text(exc)
+    gb_type = graph_break_messages.break_type(exc)
     # torch chains a break found while handling another ("graph break in loop"): the first
     # message is the cause, the last is what torch finally did about it.
-    parts = [TorchBreakMessage.parse(part) for part in text.split(_NESTED_BREAK_MARKER)]
+    parts = graph_break_messages.messages(exc)
     cause, outcome = parts[0], parts[-1]
     reason, remedy = translate(cause)
-    frame_skipped = bool(getattr(exc, "skip_frame", False)) or outcome.gb_type == LOOP_BREAK
+    frame_skipped = graph_break_messages.skips_frame(exc) or outcome.gb_type == LOOP_BREAK
     if outcome.gb_type == LOOP_BREAK:
         reason += "; it happens inside a loop, so dynamo gave up on the whole function and runs it eagerly"
         remedy = (remedy + " " if remedy else "") + "Or move the loop body that breaks into its own function."
-    real_stack = [copy.copy(frame) for frame in (getattr(exc, "real_stack", None) or [])]
-    stack = collapse_resume_frames(list(get_stack_above_dynamo()) + real_stack)
+    stack = graph_break_messages.user_stack(exc)
     return GraphBreak(
         compile_ids=(compile_id,),
         gb_type=gb_type,
@@ -293,7 +229,7 @@ def graph_break_from_torch(exc: BaseException, compile_id: str, raw_reason: str 
         reason=reason,
         remedy=remedy,
         raw_reason=raw_reason if raw_reason is not None else text,
-        doc_url=get_gbid_documentation_link(cause.gb_type) if cause.gb_type else None,
+        doc_url=graph_break_messages.documentation_link(cause.gb_type) if cause.gb_type else None,
         frame_skipped=frame_skipped,
         user_stack=user_frames(stack),
     )
@@ -319,6 +255,7 @@ __all__ = [
     "TorchBreakMessage",
     "Translation",
     "TRANSLATIONS",
+    "LOOP_BREAK",
     "translate",
     "graph_break_from_torch",
     "user_frames",

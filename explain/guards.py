@@ -14,8 +14,9 @@ first failing guard. To list *all* of them we reuse the mechanism torch builds i
 "diff guard manager" with: ``RootGuardManager.clone_manager(filter)`` clones the tree
 restricted to chosen guard sources. Checking a clone restricted to one subtree tells
 whether anything in it fails, and a clone restricted to one node tells whether that node's
-own guards fail; descending only into failing subtrees keeps this cheap. Every message is
-still torch's own; where torch's message for a tensor stops at the first mismatching
+own guards fail; descending only into failing subtrees keeps this cheap. The tree and its
+clones are read through :mod:`minifier.seams.guard_code`, the guard code's text through
+:mod:`minifier.seams.guard_text`. Every message is still torch's own; where torch's message for a tensor stops at the first mismatching
 property, :class:`TensorSpec` completes it with the others (dtype *and* size, say).
 
 Limits: torch checks the root's own "ambient" guards (grad mode, autocast, default device,
@@ -28,12 +29,13 @@ value change that follows from it).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
-from torch._dynamo.guards import DeletedGuardManagerWrapper, GuardManagerWrapper, strip_local_scope
+
+from minifier.seams import guard_code, guard_text
+from minifier.seams.guard_code import GuardNode
 
 AMBIENT_GUARD_KINDS = frozenset(
     {
@@ -48,44 +50,12 @@ AMBIENT_GUARD_KINDS = frozenset(
 
 _MISSING = object()
 
-_LOCAL = re.compile(r"L\[\s*['\"]([^'\"]+)['\"]\s*\]")
-_GLOBAL = re.compile(r"G\[\s*['\"]([^'\"]+)['\"]\s*\]")
-_BUILTIN = re.compile(r"G\[\s*['\"]__builtins_dict___\d+['\"]\s*\]\[\s*['\"]([^'\"]+)['\"]\s*\]")
-_MODULE_MEMBER = re.compile(r"\._(?:modules|parameters|buffers)\[\s*['\"]([^'\"]+)['\"]\s*\]")
-_SIZE_DIM = re.compile(r"\.size\(\)\[(\d+)\]")
-_SIZE_OF = re.compile(r"L\[\s*['\"][^'\"]+['\"]\s*\]\.(?:size|stride)\(\)\[\d+\]")
-_CHECK_TENSOR = re.compile(
-    r"check_tensor\((?P<source>.+?), (?P<cls>[\w.]+), DispatchKeySet\((?P<keys>[^)]*)\), "
-    r"(?P<dtype>torch\.\w+), device=(?P<device>[^,]+), requires_grad=(?P<requires_grad>True|False), "
-    r"size=\[(?P<size>[^\]]*)\], stride=\[(?P<stride>[^\]]*)\]\)"
-)
-
-
-def readable(text: str) -> str:
-    """Rewrite torch's guard sources the way the user spells them.
-
-    ``L['x']`` becomes ``x``, ``G['N']`` becomes ``N``, a builtin looked up through
-    ``G['__builtins_dict___0']['print']`` becomes ``print`` and
-    ``L['self']._modules['fc']._parameters['weight']`` becomes ``self.fc.weight``.
-    """
-    text = _MODULE_MEMBER.sub(r".\1", text)
-    text = _BUILTIN.sub(r"\1", text)
-    text = _GLOBAL.sub(r"\1", text)
-    return strip_local_scope(text)
-
-
-def source_scope(source: str) -> str:
-    """``local`` for frame locals (arguments), ``global`` for module globals, else ``other``."""
-    if source.startswith("L["):
-        return "local"
-    if source.startswith("G["):
-        return "global"
-    return "other"
-
-
-def code_of(verbose_code_part: str) -> str:
-    """Drop the ``# user code  # file:line`` comment torch appends to a guard's code."""
-    return verbose_code_part.split("#")[0].rstrip()
+#: How the user spells a guard's source (``self.fc.weight`` for ``L['self']._modules['fc']...``).
+readable = guard_text.readable
+#: ``local``, ``global`` or ``other``.
+source_scope = guard_text.source_scope
+#: A guard's code without torch's ``# user code`` comment.
+code_of = guard_text.code_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,17 +70,9 @@ class TensorSpec:
 
     @classmethod
     def parse(cls, code: str) -> TensorSpec | None:
-        match = _CHECK_TENSOR.search(code)
-        if match is None:
-            return None
-        device = match["device"].strip()
-        return cls(
-            dtype=match["dtype"].removeprefix("torch."),
-            device=None if device == "None" else device,
-            requires_grad=match["requires_grad"] == "True",
-            size=_parse_dims(match["size"]),
-            stride=_parse_dims(match["stride"]),
-        )
+        """The spec of a ``check_tensor(...)`` guard's code, or None when ``code`` holds none."""
+        fields = guard_text.tensor_check(code)
+        return cls(**fields) if fields is not None else None  # type: ignore[arg-type]
 
     def describe(self) -> str:
         dims = ", ".join("*" if d is None else str(d) for d in self.size)
@@ -182,68 +144,68 @@ class GuardFailure:
         return dataclasses.asdict(self)
 
 
-def describe_guards(guard_manager: GuardManagerWrapper) -> list[GuardLine]:
+def describe_guards(guard_manager: Any) -> list[GuardLine]:
     """Every guard of a compiled frame, in torch's tree order, as readable lines."""
-    if isinstance(guard_manager, DeletedGuardManagerWrapper):
+    if guard_code.is_deleted(guard_manager):
         return []
     lines: list[GuardLine] = []
     seen: set[str] = set()  # relational guards (tensor aliasing) hang off several nodes
 
-    def add(kind: str, node: Any, raw: str) -> None:
+    def add(kind: str, node: GuardNode | None, raw: str) -> None:
         if raw in seen:
             return
         seen.add(raw)
-        source = node.get_source() if node is not None else ""
+        source = node.source if node is not None else ""
         lines.append(GuardLine(kind, source, _describe(kind, node, raw), raw))
 
-    root = guard_manager.root
-    for node in _walk(root):
-        for leaf in node.get_leaf_guards():
-            for part in leaf.verbose_code_parts():
+    for node in guard_code.tree(guard_manager).walk():
+        for leaf in node.leaves():
+            for part in leaf.parts:
                 # the root's own guards are on process state, not on a value from the frame
-                add(type(leaf).__name__, None if node is root else node, part)
-    for leaf in _epilogue_guards(root):
-        for part in leaf.verbose_code_parts():
-            add(type(leaf).__name__, None, part)
+                add(leaf.kind, None if node.is_root else node, part)
+    for leaf in guard_code.epilogue(guard_manager):
+        for part in leaf.parts:
+            add(leaf.kind, None, part)
     return lines
 
 
-def failing_guards(guard_manager: GuardManagerWrapper, f_locals: Mapping[str, object]) -> list[GuardFailure]:
+def failing_guards(guard_manager: Any, f_locals: Mapping[str, object]) -> list[GuardFailure]:
     """Every guard of ``guard_manager`` that the frame locals ``f_locals`` fail (see module doc)."""
-    if isinstance(guard_manager, DeletedGuardManagerWrapper):
-        reason = guard_manager.invalidation_reason
+    if guard_code.is_deleted(guard_manager):
+        reason = guard_code.invalidation_reason(guard_manager)
         return [GuardFailure("", "", "other", "invalidated", None, None, reason, reason)]
-    scope = _eval_scope(guard_manager, f_locals)
-    root = guard_manager.root
-    root_source = root.get_source()
+    scope = guard_code.eval_scope(guard_manager, f_locals)
+    root = guard_code.tree(guard_manager)
+    root_source = root.source
 
-    def check(sources: set[str]) -> Any:
-        return root.clone_manager(lambda node: node.get_source() in sources).check_verbose(f_locals)
+    def check(sources: set[str]) -> tuple[bool, tuple[str, ...]]:
+        return guard_code.check_restricted(guard_manager, sources, f_locals)
 
     failures: list[GuardFailure] = []
-    baseline = check({root_source})
-    baseline_parts = None if baseline.result else tuple(baseline.verbose_code_parts)
+    passed, parts = check({root_source})
+    baseline_parts = None if passed else parts
     if baseline_parts is not None:
-        epilogue_parts = {part for leaf in _epilogue_guards(root) for part in leaf.verbose_code_parts()}
+        epilogue_parts = {part for leaf in guard_code.epilogue(guard_manager) for part in leaf.parts}
         if not set(baseline_parts) <= epilogue_parts:
             # An ambient root guard failed; every clone keeps it, so nothing below is checkable.
             return [_root_failure(part) for part in baseline_parts]
         failures.extend(_symbolic_failures(baseline_parts, scope))
 
-    def failed(result: Any) -> bool:
-        return not result.result and tuple(result.verbose_code_parts) != baseline_parts
+    def failed(result: tuple[bool, tuple[str, ...]]) -> bool:
+        passed, parts = result
+        return not passed and parts != baseline_parts
 
-    def visit(node: Any, path: set[str]) -> None:
-        if not failed(check(path | _subtree_sources(node))):
+    def visit(node: GuardNode, path: set[str]) -> None:
+        if not failed(check(path | {n.source for n in node.walk()})):
             return
-        own = check(path | {node.get_source()})
+        own = check(path | {node.source})
         if failed(own):
-            failures.extend(_node_failures(node, tuple(own.verbose_code_parts), scope))
+            failures.extend(_node_failures(node, own[1], scope))
             return  # the value itself changed; guards on its attributes would only echo that
-        for child in _children(node):
-            visit(child, path | {node.get_source()})
+        for child in node.children():
+            visit(child, path | {node.source})
 
-    for child in _children(root):
+    for child in root.children():
         visit(child, {root_source})
     return failures
 
@@ -258,8 +220,8 @@ class _Guarded:
     value: object
 
     @classmethod
-    def of(cls, node: Any, scope: dict[str, Any]) -> _Guarded:
-        source = node.get_source()
+    def of(cls, node: GuardNode, scope: dict[str, Any]) -> _Guarded:
+        source = node.source
         return cls(source, readable(source), source_scope(source), _evaluate(source, scope))
 
     @property
@@ -276,35 +238,35 @@ class _Guarded:
         return GuardFailure(self.name, self.source, self.scope, kind, expected, actual, text, raw, dim)
 
 
-def _node_failures(node: Any, parts: tuple[str, ...], scope: dict[str, Any]) -> list[GuardFailure]:
+def _node_failures(node: GuardNode, parts: tuple[str, ...], scope: dict[str, Any]) -> list[GuardFailure]:
     """What failed among one node's own leaf guards, given torch's ``check_verbose`` parts."""
     guarded = _Guarded.of(node, scope)
-    leaves = list(node.get_leaf_guards())
-    failed_leaf = next((leaf for leaf in leaves if set(parts) & set(leaf.verbose_code_parts())), None)
+    leaves = node.leaves()
+    failed_leaf = next((leaf for leaf in leaves if set(parts) & set(leaf.parts)), None)
     if failed_leaf is None:
         # torch reports a TENSOR_MATCH failure in words ("tensor 'L['x']' dtype mismatch...")
         # rather than with the guard's code, and only its first mismatching property.
         raw = "; ".join(parts)
-        tensor_leaves = [leaf for leaf in leaves if type(leaf).__name__ == "TENSOR_MATCH"]
-        specs = [TensorSpec.parse(part) for leaf in tensor_leaves for part in leaf.verbose_code_parts()]
+        tensor_leaves = [leaf for leaf in leaves if leaf.kind == "TENSOR_MATCH"]
+        specs = [TensorSpec.parse(part) for leaf in tensor_leaves for part in leaf.parts]
         spec = next((spec for spec in specs if spec is not None), None)
-        if spec is None or guarded.value is _MISSING or not parts[0].startswith("tensor "):
+        if spec is None or guarded.value is _MISSING or not guard_text.is_tensor_mismatch(parts[0]):
             return [guarded.failure("other", None, guarded.now, readable(raw), raw)]
         return [
             guarded.failure(kind, expected, actual, f"{guarded.name}: {what} {expected} → {actual}", raw, dim)
             for kind, what, dim, expected, actual in spec.mismatches(guarded.value)
         ] or [guarded.failure("tensor", None, guarded.now, readable(raw), raw)]
-    return [_leaf_failure(type(failed_leaf).__name__, guarded, code_of(parts[0]), node)]
+    return [_leaf_failure(failed_leaf.kind, guarded, code_of(parts[0]), node)]
 
 
-def _leaf_failure(kind: str, guarded: _Guarded, code: str, node: Any) -> GuardFailure:
+def _leaf_failure(kind: str, guarded: _Guarded, code: str, node: GuardNode) -> GuardFailure:
     """One failed leaf guard of a known kind, with the expected value read off its code."""
     label, now = guarded.label, guarded.now
     if kind == "EQUALS_MATCH":
         expected = code.rpartition(" == ")[2]
         return guarded.failure("value", expected, now, f"{label}: {expected} → {now}", code)
     if kind == "TYPE_MATCH":
-        expected = node.get_type_of_guarded_value().__name__
+        expected = node.guarded_type().__name__
         actual = None if guarded.value is _MISSING else type(guarded.value).__name__
         return guarded.failure("type", expected, actual, f"{label}: type {expected} → {actual}", code)
     if kind == "ID_MATCH":
@@ -334,16 +296,14 @@ def _symbolic_failures(parts: tuple[str, ...], scope: dict[str, Any]) -> list[Gu
             holds = False
         if holds:
             continue
-        sizes = {expr: _evaluate(expr, scope) for expr in _SIZE_OF.findall(code)}
+        sizes = {expr: _evaluate(expr, scope) for expr in guard_text.size_expressions(code)}
         now = ", ".join(f"{readable(expr)} = {val}" for expr, val in sizes.items() if val is not _MISSING)
-        first_source = _LOCAL.search(code)
-        source = first_source.group(0) if first_source else ""
-        dim = _SIZE_DIM.search(code)
+        source = guard_text.first_local(code)
         text = f"{readable(code)} no longer holds" + (f" ({now})" if now else "")
         failures.append(
             GuardFailure(
                 readable(source), source, source_scope(source), "dynamic_shape",
-                readable(code), now or None, text, code, int(dim[1]) if dim else None,
+                readable(code), now or None, text, code, guard_text.size_dim(code),
             )
         )
     return failures
@@ -355,15 +315,15 @@ def _root_failure(part: str) -> GuardFailure:
     return GuardFailure("", "", "other", kind, None, None, text, part)
 
 
-def _describe(kind: str, node: Any, raw: str) -> str:
+def _describe(kind: str, node: GuardNode | None, raw: str) -> str:
     code = code_of(raw)
-    name = readable(node.get_source()) if node is not None else ""
+    name = readable(node.source) if node is not None else ""
     if kind == "TENSOR_MATCH" and (spec := TensorSpec.parse(code)) is not None:
         return f"{name}: {spec.describe()}"
     if kind == "TYPE_MATCH" and node is not None:
-        return f"type({name}) is {node.get_type_of_guarded_value().__name__}"
+        return f"type({name}) is {node.guarded_type().__name__}"
     if kind == "ID_MATCH" and node is not None:
-        return f"{name} is the same {node.get_type_of_guarded_value().__name__} object as when compiled"
+        return f"{name} is the same {node.guarded_type().__name__} object as when compiled"
     if kind == "GLOBAL_STATE":
         return "torch global state unchanged (grad mode, autocast, default dtype, deterministic algorithms, ...)"
     if kind == "TORCH_FUNCTION_MODE_STACK":
@@ -371,37 +331,6 @@ def _describe(kind: str, node: Any, raw: str) -> str:
     if kind == "DEFAULT_DEVICE":
         return "default device unchanged"
     return readable(code)
-
-
-def _walk(node: Any) -> Iterator[Any]:
-    yield node
-    for child in _children(node):
-        yield from _walk(child)
-
-
-def _children(node: Any) -> list[Any]:
-    """Child managers, including the key/value managers of dict guard managers."""
-    children = list(node.get_child_managers())
-    if hasattr(node, "get_key_value_managers"):
-        for _index, (key_manager, value_manager) in sorted(node.get_key_value_managers().items()):
-            children.extend(m for m in (key_manager, value_manager) if m is not None)
-    return children
-
-
-def _subtree_sources(node: Any) -> set[str]:
-    return {n.get_source() for n in _walk(node)}
-
-
-def _epilogue_guards(root: Any) -> list[Any]:
-    return list(root.get_epilogue_lambda_guards()) if hasattr(root, "get_epilogue_lambda_guards") else []
-
-
-def _eval_scope(guard_manager: GuardManagerWrapper, f_locals: Mapping[str, object]) -> dict[str, Any]:
-    """The names torch's guard code refers to: ``L`` (frame locals), ``G`` (globals), closure cells."""
-    global_scope = dict(guard_manager.global_scope or {})
-    scope: dict[str, Any] = {"L": f_locals, "G": global_scope.get("G", {}), "__globals__": global_scope}
-    scope.update(guard_manager.closure_vars or {})
-    return scope
 
 
 def _evaluate(source: str, scope: dict[str, Any]) -> object:
@@ -416,10 +345,6 @@ def _short_repr(value: object) -> str:
         return f"Tensor {str(value.dtype).removeprefix('torch.')} {list(value.shape)}"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _parse_dims(text: str) -> tuple[int | None, ...]:
-    return tuple(None if d.strip() == "None" else int(d) for d in text.split(",") if d.strip())
 
 
 __all__ = [

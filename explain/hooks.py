@@ -2,77 +2,93 @@
 
 Everything explain/ reports is observed at three places every dynamo compile passes
 through, whichever backend it uses and whenever its ``torch.compile`` call was made
-(before the profiler started or not):
+(before the profiler started or not). Each is a seam of :mod:`minifier.seams`, shared
+with pt2kit's other tools:
 
-- the **frame seat**, ``torch._dynamo.convert_frame._compile``: called once per attempt to
-  compile a Python frame (a cache miss), with the code object, the live frame locals, the
-  cache entries that just failed and the ``compile_id``. Here we learn whether it is a
-  recompile (torch's ``is_recompilation``), check the frame locals against *every* guard of
-  every failing entry (:func:`explain.guards.failing_guards`), ask torch's
-  ``exceeds_recompile_limit`` whether the compile will be refused, note the user frame
-  that triggered it and time it. Afterwards we read what torch itself recorded in
-  ``torch._dynamo.utils.guard_failures`` (the first failing guard per entry, the same text
+- the **frame seat** (:mod:`minifier.seams.convert_frame`, dynamo's ``_compile``): called
+  once per attempt to compile a Python frame (a cache miss), with the code object, the live
+  frame, the cache entries that just failed and the compile id. Here we learn whether it is
+  a recompile (dynamo's own rule, :mod:`minifier.seams.cache_size`), check the frame locals
+  against *every* guard of every failing entry (:func:`explain.guards.failing_guards`), ask
+  dynamo whether the recompile limit refuses the compile, note the user frame that
+  triggered it and time it. Afterwards we read what torch itself recorded as the first
+  failing guard per entry (:mod:`minifier.seams.dynamo_utils`: the same text
   ``guard_fail_fn`` and ``TORCH_LOGS=recompiles`` get) and the guards of the new entry;
-- the **graph seat**, ``OutputGraph.call_user_compiler``: every captured graph on its
+- the **graph seat** (:mod:`minifier.seams.output_graph`): every captured graph on its
   way to the backend. :func:`explain.graphs.summarize_graph` reads it and we time the
   backend;
-- the **break seat**, ``InstructionTranslatorBase.log_graph_break``: where torch logs a
-  graph break, holding the ``Unsupported`` exception with its ``gb_type`` and real stack.
+- the **break seat** (:mod:`minifier.seams.graph_break_log`): where torch logs a graph
+  break, holding the ``Unsupported`` exception with its ``gb_type`` and real stack.
 
 Why not only torch's public hooks: ``guard_fail_fn`` is fixed per ``torch.compile`` call
 when it is made (so it misses functions compiled before the profiler), and it, the
-``torch._dynamo.guards`` recompiles log and ``guard_failures`` all carry only the first
-failing guard as text. ``callback_handler`` start/end callbacks carry only a compile id:
-no code object, frame or graph; torch skips them for compiles nested in another compile,
-and a refused compile (recompile limit) never reaches them. The frame seat sees all of
-that, and we still report torch's own strings next to ours.
+recompiles log and dynamo's ``guard_failures`` all carry only the first failing guard as
+text. ``callback_handler`` start/end callbacks carry only a compile id: no code object,
+frame or graph; torch skips them for compiles nested in another compile, and a refused
+compile (recompile limit) never reaches them. The frame seat sees all of that, and we
+still report torch's own strings next to ours.
 
-Seats are installed while at least one listener exists and removed with the last one, so
-nothing of this runs when explain/ is idle. They only run on cache misses: a call that hits
-dynamo's cache never enters Python code of ours, which is why an armed profiler costs
-nothing in steady state (``benchmarks/bench_explain.py``).
+explain/ sits on the seats while at least one listener exists and leaves them with the
+last one (each seat leaves torch when nobody else observes it either), so nothing of this
+runs when explain/ is idle. They only run on cache misses: a call that hits dynamo's cache
+never enters Python code of ours, which is why an armed profiler costs nothing in steady
+state (``benchmarks/bench_explain.py``).
 
 Threads and nesting: dynamo compiles under its global ``compile_lock``, so frame compiles
-never interleave across threads; nested compiles on one thread are kept on a thread-local
-stack so graph and break events attach to the innermost compile. Listeners are held in an
-immutable tuple swapped under a lock, and every listener sees every event. A thread can
-also listen *privately* (:func:`privately`): its compiles then go to that one listener and
-no other -- ``explain.explain`` uses this so its analysis never shows up in a user's
-profiler.
+never interleave across threads; the frame seat keeps nested compiles of one thread on a
+thread-local stack, and graph and break events attach to the innermost compile. Listeners
+are held in an immutable tuple swapped under a lock, and every listener sees every event.
+A thread can also listen *privately* (:func:`privately`): its compiles then go to that one
+listener and no other -- ``explain.explain`` uses this so its analysis never shows up in a
+user's profiler.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import inspect
 import itertools
 import logging
-import re
 import sys
 import threading
-import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, Protocol
 
-import torch
-import torch._dynamo.config as dynamo_config
-import torch._dynamo.convert_frame as convert_frame
-import torch._dynamo.utils as dynamo_utils
-from torch._dynamo.cache_size import exceeds_recompile_limit, is_recompilation
-from torch._dynamo.exc import FailOnRecompileLimitHit, Unsupported, UserError, remove_resume_prefix
-from torch._dynamo.output_graph import OutputGraph
-from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+from minifier import seams
+from minifier.seams import (
+    cache_size,
+    convert_frame,
+    dynamo_exc,
+    dynamo_utils,
+    graph_break_log,
+    graph_break_messages,
+    guard_code,
+    output_graph,
+    resume_functions,
+)
 
 from .breaks import GraphBreak, UserFrame, graph_break_from_torch, is_internal_frame
 from .graphs import GraphSummary, summarize_graph
 from .guards import GuardFailure, GuardLine, describe_guards, failing_guards
 
+#: The seams explain/'s listening needs (``seams.require`` checks them outside the tested torch range).
+SEAMS = (
+    "convert_frame",
+    "output_graph",
+    "graph_break_log",
+    "graph_break_messages",
+    "cache_size",
+    "dynamo_utils",
+    "dynamo_exc",
+    "guard_code",
+    "guard_text",
+    "resume_functions",
+)
+
 log = logging.getLogger(__name__)
 
-_RESUMED_AT = re.compile(r"^torch_dynamo_resume_in_.+_at_(\d+)$")
 _sequence = itertools.count()
 
 
@@ -122,13 +138,12 @@ class FrameCompile:
     @property
     def function(self) -> str:
         """The user's function name, also for the resume functions dynamo makes after a break."""
-        return remove_resume_prefix(self.code.co_name)
+        return resume_functions.user_function(self.code)
 
     @property
     def resumed_at(self) -> int | None:
         """For a resume function, the line of the graph break it resumes after."""
-        match = _RESUMED_AT.match(self.code.co_name)
-        return int(match[1]) if match else None
+        return resume_functions.resumed_at(self.code)
 
     @property
     def filename(self) -> str:
@@ -153,9 +168,9 @@ _tls = threading.local()
 def add_listener(listener: CompileListener) -> None:
     """Deliver every frame compile, on any thread, to ``listener`` until it is removed."""
     global _listeners
+    _SEATS.acquire()
     with _registry_lock:
         _listeners = (*_listeners, listener)
-    _SEATS.acquire()
 
 
 def remove_listener(listener: CompileListener) -> None:
@@ -190,7 +205,7 @@ def privately(listener: CompileListener) -> Iterator[None]:
 
 
 def seats_installed() -> bool:
-    """Whether the seats are currently in torch (they are only while someone listens)."""
+    """Whether explain/ currently sits on dynamo's seats (it does only while someone listens)."""
     return _SEATS.installed
 
 
@@ -201,90 +216,57 @@ def _audience() -> tuple[tuple[CompileListener, ...], bool]:
     return _listeners, False
 
 
-def _frame_stack() -> list[FrameCompile]:
-    stack = getattr(_tls, "frames", None)
-    if stack is None:
-        stack = _tls.frames = []
-    return stack
+@dataclasses.dataclass
+class _Pending:
+    """explain/'s part of one compile in progress, kept on the frame seat's entry."""
+
+    frame: FrameCompile
+    audience: tuple[CompileListener, ...]
+    known_failures: int
+
+
+_NOTE = "explain"
 
 
 def current_frame() -> FrameCompile | None:
-    """The frame compile in progress on this thread, if the seats saw it begin."""
-    stack = _frame_stack()
-    return stack[-1] if stack else None
+    """The frame compile in progress on this thread, if explain/ saw it begin."""
+    entry = convert_frame.current()
+    pending = entry.notes.get(_NOTE) if entry is not None else None
+    return pending.frame if pending is not None else None
+
+
+def code_being_compiled() -> types.CodeType | None:
+    """The code object dynamo is tracing on this thread right now, seen by explain/ or not."""
+    frame = current_frame()
+    return frame.code if frame is not None else convert_frame.code_being_compiled()
 
 
 # -- the frame seat --------------------------------------------------------------------
 
 
-def _wrap_compile(original: Callable[..., Any]) -> Callable[..., Any]:
-    signature = inspect.signature(original)
-
-    @functools.wraps(original)
-    def _compile(*args: Any, **kwargs: Any) -> Any:
-        audience, private = _audience()
-        if not audience:
-            return original(*args, **kwargs)
-        try:
-            frame = _begin_frame(signature.bind(*args, **kwargs).arguments, private)
-        except Exception:  # never let explain/ break the user's compile
-            log.exception("explain: could not record a dynamo compile")
-            return original(*args, **kwargs)
-        known_failures = len(dynamo_utils.guard_failures.get(frame.code, ()))
-        stack = _frame_stack()
-        stack.append(frame)
-        try:
-            result = original(*args, **kwargs)
-        except BaseException as exc:
-            _record_failure(frame, exc)
-            raise
-        else:
-            _record_result(frame, result)
-            return result
-        finally:
-            stack.pop()
-            frame.seconds = time.perf_counter() - frame.started
-            frame.torch_reasons = list(dynamo_utils.guard_failures.get(frame.code, [])[known_failures:])
-            frame._logged.clear()  # exceptions hold frames alive
-            for listener in audience:
-                try:
-                    listener.frame_compiled(frame)
-                except Exception:
-                    log.exception("explain: a compile listener failed")
-
-    return _compile
-
-
-def _begin_frame(arguments: dict[str, Any], private: bool) -> FrameCompile:
-    code: types.CodeType = arguments["code"]
-    compile_id = arguments["compile_id"]
-    cache_size = arguments["cache_size"]
-    frame = arguments.get("frame")
-    recompile = frame is not None and is_recompilation(cache_size)
+def _begin_frame(entry: convert_frame.FrameEntry, private: bool) -> FrameCompile:
+    recompile = entry.frame is not None and cache_size.is_recompile(entry.cache_size)
     prior: list[PriorEntry] = []
     if recompile:
-        f_locals = frame.f_locals
-        entries = arguments.get("cache_entries_for_reasons") or arguments.get("cache_entries") or []
-        for entry in entries:
-            prior.append(PriorEntry(str(entry.compile_id), _failures_or_nothing(entry.guard_manager, f_locals)))
+        f_locals = entry.frame.f_locals
+        for cached in map(guard_code.cache_entry, entry.cache_entries):
+            prior.append(PriorEntry(cached.compile_id, _failures_or_nothing(cached.guard_manager, f_locals)))
     limit = None
     with contextlib.suppress(Exception):
-        # The per-call ``torch.compile(recompile_limit=...)`` is patched into the config
-        # around this very call, so the config read here is the limit that applies.
-        exceeded, limit_type = exceeds_recompile_limit(cache_size, compile_id)
-        if exceeded:
-            limit = RecompileLimit(limit_type, int(getattr(dynamo_config, limit_type)))
+        reached = cache_size.limit_reached(entry.cache_size, entry.torch_compile_id)
+        if reached is not None:
+            limit = RecompileLimit(*reached)
     return FrameCompile(
         sequence=next(_sequence),
-        code=code,
-        compile_id=str(compile_id),
+        code=entry.code,
+        compile_id=entry.compile_id,
         thread=threading.current_thread().name,
         private=private,
         is_recompile=recompile,
         prior_entries=prior,
         limit=limit,
         triggered_by=_calling_user_frame(),
-        started=time.perf_counter(),
+        started=0.0,
     )
 
 
@@ -308,30 +290,29 @@ def _calling_user_frame() -> UserFrame | None:
     return UserFrame(summary.filename, summary.lineno, frame.f_code.co_name, line.strip())
 
 
-def _record_result(frame: FrameCompile, result: Any) -> None:
-    guarded = getattr(result, "guarded_code", None)
-    if guarded is None:
-        frame.outcome, frame.detail = "skipped", getattr(result, "skip_reason", None)
+def _record_result(frame: FrameCompile, entry: convert_frame.FrameEntry) -> None:
+    if not entry.installed:
+        frame.outcome, frame.detail = "skipped", entry.skip_reason
         return
     frame.outcome = "compiled"
     try:
-        frame.guards = describe_guards(guarded.guard_manager)
+        frame.guards = describe_guards(entry.guard_manager)
     except Exception:
         log.exception("explain: could not read the guards of a compiled frame")
 
 
 def _record_failure(frame: FrameCompile, exc: BaseException) -> None:
-    if frame.limit is not None and isinstance(exc, Unsupported | FailOnRecompileLimitHit):
+    if frame.limit is not None and dynamo_exc.is_recompile_limit_error(exc):
         frame.outcome = "refused"
         frame.detail = f"{frame.limit.limit_type} ({frame.limit.value}) reached"
         return
-    if not isinstance(exc, Unsupported | UserError):
+    if not dynamo_exc.is_graph_break_error(exc):
         first_line = next(iter(str(exc).splitlines()), "")
         frame.outcome, frame.detail = "failed", f"{type(exc).__name__}: {first_line}"
         return
     # Dynamo gave up on the whole frame; torch catches this and runs the frame eagerly.
     frame.outcome = "skipped"
-    frame.detail = getattr(exc, "gb_type", None) or type(exc).__name__
+    frame.detail = graph_break_messages.break_type(exc)
     for logged, index in frame._logged:
         if logged is exc:
             frame.breaks[index] = dataclasses.replace(frame.breaks[index], frame_skipped=True)
@@ -340,112 +321,118 @@ def _record_failure(frame: FrameCompile, exc: BaseException) -> None:
         frame.breaks.append(dataclasses.replace(graph_break_from_torch(exc, frame.compile_id), frame_skipped=True))
 
 
-# -- the graph seat --------------------------------------------------------------------
-
-
-def _wrap_call_user_compiler(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def call_user_compiler(self: OutputGraph, gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        frame = current_frame()
-        if frame is None:
-            return original(self, gm, example_inputs)
-        try:
-            frame.graphs.append(summarize_graph(gm))
-        except Exception:
-            log.exception("explain: could not summarize a captured graph")
-        start = time.perf_counter()
-        try:
-            return original(self, gm, example_inputs)
-        finally:
-            frame.backend_seconds += time.perf_counter() - start
-
-    return call_user_compiler
-
-
-# -- the break seat --------------------------------------------------------------------
-
-
-def _wrap_log_graph_break(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def log_graph_break(self: InstructionTranslatorBase, code_options: Any, reason: str, exc: BaseException) -> Any:
-        frame = current_frame()
-        if frame is not None and not getattr(exc, "logged", False):
-            try:
-                brk = graph_break_from_torch(exc, frame.compile_id, raw_reason=reason)
-                # a restarted analysis can report the same break again
-                if not any(b.key == brk.key for b in frame.breaks):
-                    frame._logged.append((exc, len(frame.breaks)))
-                    frame.breaks.append(brk)
-            except Exception:
-                log.exception("explain: could not record a graph break")
-        return original(self, code_options, reason, exc)
-
-    return log_graph_break
-
-
-# -- installing the seats ----------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class _Seat:
-    owner: Any
-    name: str
-    wrap: Callable[[Callable[..., Any]], Callable[..., Any]]
+# -- the three seats -------------------------------------------------------------------
 
 
 class _Seats:
-    """Puts the wrappers into torch while anyone listens, and takes them out after."""
+    """explain/'s observer at the three seats; on them while anyone listens, off them after."""
 
-    def __init__(self, seats: tuple[_Seat, ...]) -> None:
-        self._seats = seats
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
-        self._installed: list[tuple[_Seat, Any, Any]] = []
 
     @property
     def installed(self) -> bool:
-        return bool(self._installed)
+        return self._users > 0
 
     def acquire(self) -> None:
+        seams.require("explain", *SEAMS)
         with self._lock:
             if self._users == 0:
-                for seat in self._seats:
-                    original = seat.owner.__dict__[seat.name]
-                    wrapper = seat.wrap(original)
-                    setattr(seat.owner, seat.name, wrapper)
-                    self._installed.append((seat, original, wrapper))
+                convert_frame.add_observer(self)
+                output_graph.add_observer(self)
+                graph_break_log.add_observer(self)
             self._users += 1
 
     def release(self) -> None:
         with self._lock:
             self._users -= 1
-            if self._users > 0:
-                return
-            for seat, original, wrapper in reversed(self._installed):
-                # If someone wrapped our wrapper since, leave the chain alone: with no
-                # listeners ours just passes calls through.
-                if seat.owner.__dict__.get(seat.name) is wrapper:
-                    setattr(seat.owner, seat.name, original)
-            self._installed.clear()
+            if self._users == 0:
+                graph_break_log.remove_observer(self)
+                output_graph.remove_observer(self)
+                convert_frame.remove_observer(self)
+
+    # the frame seat (minifier.seams.convert_frame.FrameObserver)
+
+    def entering(self, entry: convert_frame.FrameEntry) -> None:
+        audience, private = _audience()
+        if not audience:
+            return None
+        try:
+            frame = _begin_frame(entry, private)
+            entry.notes[_NOTE] = _Pending(frame, audience, dynamo_utils.guard_failure_count(entry.code))
+        except Exception:  # never let explain/ break the user's compile
+            log.exception("explain: could not record a dynamo compile")
+        return None
+
+    def failed(self, entry: convert_frame.FrameEntry, exc: BaseException) -> None:
+        pending = entry.notes.pop(_NOTE, None)
+        if pending is not None:
+            _record_failure(pending.frame, exc)
+            self._ended(entry, pending)
+
+    def compiled(self, entry: convert_frame.FrameEntry) -> None:
+        pending = entry.notes.pop(_NOTE, None)
+        if pending is not None:
+            _record_result(pending.frame, entry)
+            self._ended(entry, pending)
+
+    def _ended(self, entry: convert_frame.FrameEntry, pending: _Pending) -> None:
+        frame = pending.frame
+        frame.started, frame.seconds = entry.started, entry.seconds
+        frame.torch_reasons = dynamo_utils.guard_failures_since(frame.code, pending.known_failures)
+        frame._logged.clear()  # exceptions hold frames alive
+        for listener in pending.audience:
+            try:
+                listener.frame_compiled(frame)
+            except Exception:
+                log.exception("explain: a compile listener failed")
+
+    # the graph seat (minifier.seams.output_graph.GraphObserver)
+
+    def graph_captured(self, gm: Any) -> None:
+        frame = current_frame()
+        if frame is None:
+            return
+        try:
+            frame.graphs.append(summarize_graph(gm))
+        except Exception:
+            log.exception("explain: could not summarize a captured graph")
+
+    def backend_done(self, gm: Any, seconds: float) -> None:
+        frame = current_frame()
+        if frame is not None:
+            frame.backend_seconds += seconds
+
+    # the break seat (minifier.seams.graph_break_log.BreakObserver)
+
+    def graph_break(self, reason: str, exc: BaseException) -> None:
+        frame = current_frame()
+        if frame is None:
+            return
+        try:
+            brk = graph_break_from_torch(exc, frame.compile_id, raw_reason=reason)
+            # a restarted analysis can report the same break again
+            if not any(b.key == brk.key for b in frame.breaks):
+                frame._logged.append((exc, len(frame.breaks)))
+                frame.breaks.append(brk)
+        except Exception:
+            log.exception("explain: could not record a graph break")
 
 
-_SEATS = _Seats(
-    (
-        _Seat(convert_frame, "_compile", _wrap_compile),
-        _Seat(OutputGraph, "call_user_compiler", _wrap_call_user_compiler),
-        _Seat(InstructionTranslatorBase, "log_graph_break", _wrap_log_graph_break),
-    )
-)
+_SEATS = _Seats()
 
 __all__ = [
     "FrameCompile",
     "PriorEntry",
     "RecompileLimit",
     "CompileListener",
+    "SEAMS",
     "add_listener",
     "remove_listener",
     "listening",
     "privately",
     "seats_installed",
     "current_frame",
+    "code_being_compiled",
 ]

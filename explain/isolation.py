@@ -12,15 +12,16 @@ reset, because it never shares dynamo state with the user in the first place:
   entries, but only those compiled for the same backend; the analysis uses a backend of its
   own (:func:`analysis_backend`), so it never reuses a user's graph (it would see nothing)
   and the user's calls never see its graphs. When the analysis is over its entries are
-  invalidated (torch's ``ExtraState.invalidate``, as when a guarded object dies), which
-  frees their compiled code;
+  invalidated (as when a guarded object dies), which frees their compiled code
+  (:mod:`minifier.seams.cache_regions`);
 - **automatic dynamic shapes**: dynamo remembers the sizes each function has seen (the
   PGO "code state", keyed by file, line and name, not by cache entry) and compiles a
   function dynamically once a size changed. The analysis runs on a fresh code state, so
   the user's history neither turns the analysed graph dynamic nor learns the analysis's
-  sizes; the user's state is put back afterwards;
+  sizes; the user's state is put back afterwards (:mod:`minifier.seams.automatic_dynamic`);
 - **statistics**: ``torch._dynamo.utils.counters`` and ``guard_failures`` are restored, so
-  counts a user reads (``counters["stats"]["unique_graphs"]``) reflect their own compiles.
+  counts a user reads (``counters["stats"]["unique_graphs"]``) reflect their own compiles
+  (:mod:`minifier.seams.dynamo_utils`).
 
 The state swapped here is process-wide; a compile on another thread *during* an analysis
 would use the fresh code state and its counts would be rolled back with ours.
@@ -28,17 +29,19 @@ would use the fresh code state and its counts would be rolled back with ours.
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import dataclasses
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-import torch._dynamo.pgo as pgo
-import torch._dynamo.utils as dynamo_utils
-from torch._dynamo.eval_frame import _get_cache_entries_for_region
-from torch._dynamo.guards import DeletedGuardManagerWrapper
+
+from minifier import seams
+from minifier.seams import automatic_dynamic, cache_regions, dynamo_utils
+
+#: The seams an isolated analysis needs, besides those of listening (:data:`explain.hooks.SEAMS`).
+SEAMS = ("automatic_dynamic", "cache_regions", "dynamo_utils")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,18 +86,16 @@ class IsolatedAnalysis:
         self.code_objects = 0
 
     def __enter__(self) -> IsolatedAnalysis:
-        self._counters = {category: collections.Counter(values) for category, values in dynamo_utils.counters.items()}
-        self._guard_failures = {code: len(reasons) for code, reasons in dynamo_utils.guard_failures.items()}
-        self._code_state = (pgo._CODE_STATE, pgo._INIT_CODE_STATE)
-        # One fresh object for both: put_code_state() sees "no change" and writes nothing to disk.
-        fresh: collections.defaultdict[Any, Any] = collections.defaultdict(pgo.CodeState)
-        pgo._CODE_STATE = pgo._INIT_CODE_STATE = fresh
+        seams.require("explain.explain", *SEAMS)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(dynamo_utils.statistics_restored())
+            stack.enter_context(automatic_dynamic.fresh_code_state())
+            self._restore = stack.pop_all()
         return self
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         compiled = torch.compile(fn, backend=analysis_backend, isolate_recompiles=True)
-        context = getattr(compiled, "dynamo_ctx", compiled)  # an OptimizedModule keeps it on its context
-        self.region = context._isolate_recompiles_id
+        self.region = cache_regions.region_of(compiled)
         return compiled
 
     def release(self, codes: Iterable[types.CodeType]) -> None:
@@ -102,25 +103,14 @@ class IsolatedAnalysis:
         if self.region is None:
             return
         for code in set(codes):
-            entries = _get_cache_entries_for_region(code, self.region)
+            entries = cache_regions.entries(code, self.region)
             self.code_objects += bool(entries)
             for entry in entries:
-                extra_state = getattr(entry.guard_manager, "extra_state", None)
-                if extra_state is not None:
-                    extra_state.invalidate(entry, DeletedGuardManagerWrapper("pt2kit explain analysis finished"))
+                if cache_regions.invalidate(entry, "pt2kit explain analysis finished"):
                     self.invalidated += 1
 
     def __exit__(self, *exc_info: object) -> None:
-        pgo._CODE_STATE, pgo._INIT_CODE_STATE = self._code_state
-        counters = dynamo_utils.counters
-        counters.clear()
-        counters.update({category: collections.Counter(values) for category, values in self._counters.items()})
-        failures = dynamo_utils.guard_failures
-        for code in list(failures):
-            if code in self._guard_failures:
-                del failures[code][self._guard_failures[code] :]
-            else:
-                del failures[code]
+        self._restore.close()  # the automatic-dynamic state, then counters and guard_failures
 
     def describe(self) -> Isolation:
         return Isolation(
