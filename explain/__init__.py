@@ -16,16 +16,21 @@ shows only the first failing guard. This package offers:
   ``prof.to_json()``;
 - ``python -m explain [--json] SCRIPT [ARGS]...`` -- both, for a whole script.
 
-How it is built, one module per idea:
+How it is built, one module per idea, each importing only the ones above it:
 
+- :mod:`explain.guards`: guards in readable form, and *all* the guards a call fails;
+- :mod:`explain.breaks`: torch's graph-break messages translated, with remedies;
+- :mod:`explain.graphs`: a captured graph summarized (ops, inputs, outputs, hash);
 - :mod:`explain.hooks`: the three seats in dynamo where everything is observed, and the
   listeners they feed (thread-safe, nestable, zero cost on cache hits);
-- :mod:`explain.graphs`: a captured graph summarized (ops, inputs, outputs, hash);
-- :mod:`explain.guards`: guards in readable form, and *all* the guards a call fails;
-- :mod:`explain.breaks`: torch's graph-break messages parsed, translated, with remedies;
 - :mod:`explain.isolation`: how ``explain`` leaves the user's compiled state untouched;
-- :mod:`explain.session` and :mod:`explain.recompiles`: the two reports;
-- :mod:`explain.report`: their rich rendering; ``explain.__main__``: the CLI.
+- :mod:`explain.remedies` and :mod:`explain.compiles`: the records of a recompile report;
+- :mod:`explain.report`: the rich rendering of both reports;
+- :mod:`explain.session` (``explain.explain`` and its :class:`ExplainReport`) and
+  :mod:`explain.recompiles` (:class:`RecompileProfiler`): the two reports;
+- ``explain.__main__``: the CLI.
+
+Every torch internal they touch goes through :mod:`minifier.seams` (``docs/seams.md``).
 
 The public names below are loaded on first use, so ``import explain`` (and the CLI's
 argument checking) does not pay for importing torch.
@@ -38,18 +43,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .breaks import GraphBreak, UserFrame
-    from .graphs import GraphSummary
+    from .compiles import CompileRecord, EntryFailures, FunctionCompiles
+    from .graphs import CapturedGraph, GraphSummary
     from .guards import GuardFailure, GuardLine
     from .isolation import Isolation
-    from .recompiles import CompileRecord, EntryFailures, FunctionCompiles, RecompileProfiler
-    from .session import CapturedGraph, ExplainReport, explain
+    from .recompiles import RecompileProfiler
+    from .session import ExplainReport, explain
 
 # The public names load their module (and torch) on first use, so that ``import explain``
 # and ``python -m explain`` with a bad argument answer at once.
 _EXPORTS = {
     "explain": "session",
     "ExplainReport": "session",
-    "CapturedGraph": "session",
+    "CapturedGraph": "graphs",
     "GraphBreak": "breaks",
     "UserFrame": "breaks",
     "GraphSummary": "graphs",
@@ -57,9 +63,9 @@ _EXPORTS = {
     "GuardFailure": "guards",
     "Isolation": "isolation",
     "RecompileProfiler": "recompiles",
-    "CompileRecord": "recompiles",
-    "FunctionCompiles": "recompiles",
-    "EntryFailures": "recompiles",
+    "CompileRecord": "compiles",
+    "FunctionCompiles": "compiles",
+    "EntryFailures": "compiles",
 }
 
 

@@ -12,6 +12,9 @@ It also carries what PyTorch/XLA's compilation analysis showed per graph: the nu
 graph inputs and outputs, and a graph hash that tells two recompiles apart. The hash is
 taken over the graph's readable code *with* tensor shapes, dtypes and strides, so a
 recompile for a new dtype or size gets a new hash even though its code is the same.
+
+A :class:`CapturedGraph` is one graph of an explanation: its summary, the function (or
+resume function) it came from, the guards of its cache entry and what compiling it cost.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import torch
 import torch.fx
 
 from minifier.case import op_name
+
+from .guards import GuardLine
 
 OP_NODE_KINDS = ("call_function", "call_method", "call_module")
 """The fx node kinds that are ops (reports count these, not placeholders or outputs)."""
@@ -58,6 +63,40 @@ class GraphSummary:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class CapturedGraph:
+    """One graph dynamo captured: where from, its ops and guards, and what compiling it cost."""
+
+    index: int
+    compile_id: str
+    function: str
+    filename: str
+    firstlineno: int
+    resumed_at: int | None
+    summary: GraphSummary
+    guards: tuple[GuardLine, ...]
+    compile_seconds: float
+    backend_seconds: float
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return self.summary.ops
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "index": self.index,
+            "compile_id": self.compile_id,
+            "function": self.function,
+            "filename": self.filename,
+            "firstlineno": self.firstlineno,
+            "resumed_at": self.resumed_at,
+            **self.summary.to_dict(),
+            "guards": [guard.to_dict() for guard in self.guards],
+            "compile_seconds": self.compile_seconds,
+            "backend_seconds": self.backend_seconds,
+        }
+
+
 def summarize_graph(gm: torch.fx.GraphModule) -> GraphSummary:
     """Summarize ``gm`` as dynamo hands it to the backend (before any backend pass)."""
     nodes = list(gm.graph.nodes)
@@ -82,4 +121,4 @@ def _count_output_leaves(value: object) -> int:
     return 1 if isinstance(value, torch.fx.Node) else 0
 
 
-__all__ = ["GraphSummary", "summarize_graph", "graph_hash", "op_name", "OP_NODE_KINDS"]
+__all__ = ["GraphSummary", "CapturedGraph", "summarize_graph", "graph_hash", "op_name", "OP_NODE_KINDS"]

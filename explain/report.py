@@ -13,13 +13,20 @@ long prose (reasons, remedies, guards) in indented blocks under each entry.
 
 Guards on process state and bookkeeping (grad mode, ``mark_dynamic`` markers...) are
 folded into a count here; the JSON lists them all.
+
+This module depends only on the records it lays out (:mod:`explain.breaks`,
+:mod:`explain.graphs`, :mod:`explain.compiles`, :mod:`explain.isolation`); the reports
+themselves (:class:`~explain.ExplainReport`, :class:`~explain.RecompileProfiler`) call it,
+never the other way round, and an explain report is known here only by its shape
+(:class:`Explanation`).
 """
 
 from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -28,10 +35,10 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-if TYPE_CHECKING:
-    from .breaks import GraphBreak
-    from .recompiles import CompileRecord, FunctionCompiles
-    from .session import CapturedGraph, ExplainReport
+from .breaks import GraphBreak
+from .compiles import CompileRecord, FunctionCompiles
+from .graphs import CapturedGraph
+from .isolation import Isolation
 
 MAX_GUARDS_SHOWN = 8
 INDENT = 4
@@ -67,7 +74,27 @@ def _labelled(label: str, body: str | Text, style: str = "") -> Text:
 # -- explain ------------------------------------------------------------------------------
 
 
-def explain_renderable(report: ExplainReport) -> Group:
+class Explanation(Protocol):
+    """What :func:`explain_renderable` lays out: the shape of an :class:`explain.ExplainReport`."""
+
+    target: str
+    graphs: Sequence[CapturedGraph]
+    breaks: Sequence[GraphBreak]
+    isolation: Isolation
+    recompiles: Any  # a RecompileProfiler (its ``functions``), or None
+    error: str | None
+
+    @property
+    def graph_count(self) -> int: ...
+
+    @property
+    def break_count(self) -> int: ...
+
+    @property
+    def compile_seconds(self) -> float: ...
+
+
+def explain_renderable(report: Explanation) -> Group:
     parts: list[Any] = [
         Text(
             f"explain: {report.target}\n{_plural(report.graph_count, 'graph')}, "
@@ -124,7 +151,7 @@ def _break_entry(index: int, brk: GraphBreak) -> Group:
     return Group(*lines)
 
 
-def _graphs_table(graphs: list[CapturedGraph]) -> Table:
+def _graphs_table(graphs: Sequence[CapturedGraph]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name, justify in (("#", "right"), ("function", "left"), ("id", "left"), ("ops", "right"),
                           ("in/out", "center"), ("compile", "right"), ("hash", "left")):
@@ -223,4 +250,4 @@ def _short_path(filename: str) -> str:
     return filename if relative.startswith(".." + os.sep + "..") else relative
 
 
-__all__ = ["explain_renderable", "recompiles_renderable", "to_text", "where"]
+__all__ = ["Explanation", "explain_renderable", "recompiles_renderable", "to_text", "where"]

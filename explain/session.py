@@ -22,48 +22,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import torch
+from minifier.seams.convert_frame import original_callable
 
 from . import hooks
 from .breaks import GraphBreak, merge_breaks
-from .graphs import GraphSummary
-from .guards import GuardLine
+from .graphs import CapturedGraph
 from .hooks import FrameCompile
 from .isolation import IsolatedAnalysis, Isolation
-
-
-@dataclasses.dataclass(frozen=True)
-class CapturedGraph:
-    """One graph dynamo captured: where from, its ops and guards, and what compiling it cost."""
-
-    index: int
-    compile_id: str
-    function: str
-    filename: str
-    firstlineno: int
-    resumed_at: int | None
-    summary: GraphSummary
-    guards: tuple[GuardLine, ...]
-    compile_seconds: float
-    backend_seconds: float
-
-    @property
-    def ops(self) -> tuple[str, ...]:
-        return self.summary.ops
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "index": self.index,
-            "compile_id": self.compile_id,
-            "function": self.function,
-            "filename": self.filename,
-            "firstlineno": self.firstlineno,
-            "resumed_at": self.resumed_at,
-            **self.summary.to_dict(),
-            "guards": [guard.to_dict() for guard in self.guards],
-            "compile_seconds": self.compile_seconds,
-            "backend_seconds": self.backend_seconds,
-        }
+from .report import explain_renderable, to_text
 
 
 @dataclasses.dataclass
@@ -134,13 +100,9 @@ class ExplainReport:
         return json.dumps(self.to_dict(), indent=indent)
 
     def __rich__(self) -> Any:
-        from .report import explain_renderable
-
         return explain_renderable(self)
 
     def __str__(self) -> str:
-        from .report import explain_renderable, to_text
-
         return to_text(explain_renderable(self))
 
 
@@ -168,7 +130,7 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
     returned (its original function is analysed). The user's compiled state is left as it
     was: see :mod:`explain.isolation` and the report's ``isolation`` field.
     """
-    target = _original(fn)
+    target = original_callable(fn)  # analyse the user's function, not dynamo's wrapper of it
     collector = Collector()
     with IsolatedAnalysis() as analysis:
         try:
@@ -177,13 +139,6 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
         finally:
             analysis.release(frame.code for frame in collector.frames)
     return ExplainReport.from_frames(_describe_target(target), collector.frames, analysis.describe())
-
-
-def _original(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Undo ``torch.compile``: analyse the user's function, not dynamo's wrapper of it."""
-    if isinstance(fn, torch._dynamo.eval_frame.OptimizedModule):
-        return fn._orig_mod
-    return getattr(fn, "_torchdynamo_orig_callable", fn)
 
 
 def _describe_target(fn: Callable[..., Any]) -> str:

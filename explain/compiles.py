@@ -1,0 +1,192 @@
+"""The records of a recompile report: one per compile, grouped per code object.
+
+A :class:`CompileRecord` is one compile of one code object as :class:`~explain.RecompileProfiler`
+keeps it (from the :class:`~explain.hooks.FrameCompile` the seats observed):
+
+- its cause: first compile, recompile, or a recompile torch refused (recompile limit);
+- for a recompile, *all* the guards the call failed, per cached graph it was checked
+  against (:class:`EntryFailures`), with torch's own first-failure text kept alongside;
+- the graph hash, the number of graph inputs and outputs, the user frame whose call
+  triggered it, and the compile time.
+
+:class:`FunctionCompiles` groups the records of one code object: it counts compiles and
+recompiles, says when a recompile limit was hit and what that cost, and carries the
+remedies of :mod:`explain.remedies`. Every record has a ``to_dict`` (the ``--json`` schema);
+laying them out for people is :mod:`explain.report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .breaks import UserFrame
+from .graphs import GraphSummary
+from .guards import GuardFailure
+from .hooks import FrameCompile, RecompileLimit
+from .remedies import suggest_remedies
+
+
+@dataclasses.dataclass(frozen=True)
+class EntryFailures:
+    """Why a call did not fit one cached graph (by that graph's compile id)."""
+
+    against: str
+    failures: tuple[GuardFailure, ...]
+    torch_reason: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "against": self.against,
+            "failures": [failure.to_dict() for failure in self.failures],
+            "torch_reason": self.torch_reason,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileRecord:
+    """One compile of one code object: its cause, graph, trigger and cost."""
+
+    compile_id: str
+    cause: str
+    outcome: str
+    detail: str | None
+    function: str
+    filename: str
+    firstlineno: int
+    resumed_at: int | None
+    graph: GraphSummary | None
+    triggered_by: UserFrame | None
+    seconds: float | None
+    backend_seconds: float | None
+    failed_guards: tuple[EntryFailures, ...]
+    limit: RecompileLimit | None
+    thread: str
+
+    @property
+    def is_recompile(self) -> bool:
+        return self.cause != "first compile"
+
+    @property
+    def failures(self) -> list[GuardFailure]:
+        """Every failed guard, over all the cached graphs the call was checked against."""
+        return [failure for entry in self.failed_guards for failure in entry.failures]
+
+    @classmethod
+    def from_frame(cls, frame: FrameCompile) -> CompileRecord:
+        reasons = {reason.partition(":")[0]: reason for reason in frame.torch_reasons}
+        failed = tuple(
+            EntryFailures(entry.compile_id, tuple(entry.failures), reasons.get(entry.compile_id))
+            for entry in frame.prior_entries
+        )
+        if frame.outcome == "refused":
+            cause = "recompile refused"
+        elif frame.is_recompile:
+            cause = "recompile"
+        else:
+            cause = "first compile"
+        return cls(
+            compile_id=frame.compile_id,
+            cause=cause,
+            outcome=frame.outcome,
+            detail=frame.detail,
+            function=frame.function,
+            filename=frame.filename,
+            firstlineno=frame.firstlineno,
+            resumed_at=frame.resumed_at,
+            graph=frame.graphs[0] if frame.graphs else None,
+            triggered_by=frame.triggered_by,
+            seconds=frame.seconds,
+            backend_seconds=frame.backend_seconds,
+            failed_guards=failed,
+            limit=frame.limit,
+            thread=frame.thread,
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "compile_id": self.compile_id,
+            "cause": self.cause,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "graph": self.graph.to_dict() if self.graph else None,
+            "graph_hash": self.graph.hash if self.graph else None,
+            "graph_inputs": self.graph.inputs if self.graph else None,
+            "graph_outputs": self.graph.outputs if self.graph else None,
+            "triggered_by": self.triggered_by.to_dict() if self.triggered_by else None,
+            "seconds": self.seconds,
+            "backend_seconds": self.backend_seconds,
+            "failed_guards": [entry.to_dict() for entry in self.failed_guards],
+            "limit": dataclasses.asdict(self.limit) if self.limit else None,
+            "thread": self.thread,
+        }
+
+
+@dataclasses.dataclass
+class FunctionCompiles:
+    """All compiles of one code object (a function, or a resume function after a graph break)."""
+
+    function: str
+    filename: str
+    firstlineno: int
+    resumed_at: int | None
+    records: list[CompileRecord]
+
+    @property
+    def compiles(self) -> int:
+        """Compiles that produced a cache entry."""
+        return sum(1 for record in self.records if record.outcome == "compiled")
+
+    @property
+    def recompiles(self) -> int:
+        return sum(1 for record in self.records if record.outcome == "compiled" and record.is_recompile)
+
+    @property
+    def limit_hit(self) -> CompileRecord | None:
+        """The first compile torch refused because a recompile limit was reached."""
+        return next((record for record in self.records if record.cause == "recompile refused"), None)
+
+    @property
+    def lost_to_eager(self) -> str | None:
+        refused = self.limit_hit
+        if refused is None or refused.limit is None:
+            return None
+        cached = len(refused.failed_guards)
+        return (
+            f"{refused.limit.limit_type} ({refused.limit.value}) reached at {refused.compile_id}: that call and every "
+            f"later call of `{self.function}` whose inputs fit none of its {cached} cached graphs run eagerly "
+            f"(uncompiled); dynamo does not try to compile `{self.function}` again"
+        )
+
+    @property
+    def failures(self) -> list[GuardFailure]:
+        """Every guard failure of every compile, in order."""
+        return [failure for record in self.records for failure in record.failures]
+
+    @property
+    def remedies(self) -> list[str]:
+        refused = self.limit_hit
+        return suggest_remedies(self.failures, refused.limit.limit_type if refused is not None and refused.limit else None)
+
+    def to_dict(self) -> dict[str, object]:
+        refused = self.limit_hit
+        return {
+            "function": self.function,
+            "filename": self.filename,
+            "firstlineno": self.firstlineno,
+            "resumed_at": self.resumed_at,
+            "compiles": self.compiles,
+            "recompiles": self.recompiles,
+            "limit_hit": None
+            if refused is None
+            else {
+                "compile_id": refused.compile_id,
+                "limit_type": refused.limit.limit_type if refused.limit else None,
+                "limit": refused.limit.value if refused.limit else None,
+                "lost_to_eager": self.lost_to_eager,
+            },
+            "remedies": self.remedies,
+            "records": [record.to_dict() for record in self.records],
+        }
+
+
+__all__ = ["CompileRecord", "EntryFailures", "FunctionCompiles"]
