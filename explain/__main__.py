@@ -11,20 +11,27 @@ else on stdout -- the script's own prints are sent to stderr for the run.
 
 Exit codes: 0 when the report was printed; 1 when the script raised (the report of what
 ran before is still printed, and the exception named in it); 2 for usage errors and a
-missing script (one line on stderr).
+missing script (one line on stderr). Like ``minify``, explain never ends in a traceback of
+its own: a torch outside the tested range that breaks a seam explain needs is one line and
+exit 9 (:func:`minifier.seams.require`), a bug of explain's one line and exit 70 (the
+traceback is saved to a file the line names), Ctrl-C one line and exit 130; with ``--json``
+each of these is also ``{"status": ..., "message": ..., "exit_code": ...}`` on stdout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
 
 import click
 
-from minifier.errors import UserFacingError
+from minifier.errors import InternalError, Interrupted, UserFacingError
 from minifier.script import resolve_script, run_script
 
 
@@ -43,22 +50,38 @@ def main(as_json: bool, script: str, args: tuple[str, ...]) -> None:
 
     \b
     Exit codes: 0 the report was printed; 1 the script raised (the report of what ran
-    is still printed); 2 a usage error or a missing script.
+    is still printed); 2 a usage error or a missing script; 9 this torch breaks a torch
+    internal explain needs (see `minify doctor`); 70 a bug of explain's; 130 interrupted.
     """
     try:
         path = resolve_script(script)
     except UserFacingError as error:
         click.echo(f"explain: {error}", err=True)
         sys.exit(error.exit_code)
+    try:
+        failed = _explain_script(path, args, as_json)
+    except KeyboardInterrupt:
+        _fail(Interrupted("interrupted"), as_json)
+    except UserFacingError as error:  # a torch pt2kit does not support (seams.SeamBroken)
+        _fail(error, as_json)
+    except Exception as bug:  # noqa: BLE001 - explain's own failure: one line, its own exit code
+        _fail(internal_error(bug), as_json)
+    sys.exit(1 if failed else 0)
 
+
+def _explain_script(path: Path, args: tuple[str, ...], as_json: bool) -> bool:
+    """Run the script with explain listening, print the report; True when the script raised."""
     # torch is imported only now, so that a usage error is reported at once
     from rich.console import Console
+
+    from minifier import seams
 
     from . import hooks
     from .isolation import OBSERVED
     from .recompiles import RecompileProfiler
     from .session import Collector, ExplainReport
 
+    seams.require("explain", *hooks.SEAMS)  # outside the tested torch range: one line, not a traceback
     collector, profiler = Collector(), RecompileProfiler()
     failure: str | None = None
     with _stdout_to_stderr(as_json), hooks.listening(collector), profiler:
@@ -77,7 +100,33 @@ def main(as_json: bool, script: str, args: tuple[str, ...]) -> None:
         sys.stdout.write(report.to_json() + "\n")
     else:
         Console(soft_wrap=False).print(report)
-    sys.exit(1 if failure is not None else 0)
+    return failure is not None
+
+
+def _fail(error: UserFacingError, as_json: bool) -> NoReturn:
+    """One line on stderr and the error's exit code; with ``--json`` also its JSON on stdout."""
+    if as_json:
+        sys.stdout.write(json.dumps({"status": error.status, "message": str(error), "exit_code": error.exit_code}) + "\n")
+    click.echo(f"explain: {error}", err=True)
+    sys.exit(error.exit_code)
+
+
+def internal_error(bug: BaseException) -> InternalError:
+    """explain's own failure as a one-line error (``minifier.cli.internal_error``'s twin).
+
+    explain has no run directory: the traceback goes to a file of its own, named in the line.
+    """
+    import tempfile
+
+    try:
+        fd, log = tempfile.mkstemp(prefix="pt2kit-explain-internal-error-", suffix=".txt")
+        with os.fdopen(fd, "w") as file:
+            file.write("".join(traceback.format_exception(bug)))
+        where = f"details in {log}"
+    except OSError:
+        where = "its traceback could not be saved"
+    first = (str(bug).strip().splitlines() or [""])[0][:200]
+    return InternalError(f"internal error ({type(bug).__name__}: {first}); this is a pt2kit bug, {where}")
 
 
 @contextlib.contextmanager

@@ -214,3 +214,46 @@ def test_a_failing_script_still_gets_its_report_and_exit_1(tmp_path):
     assert report["error"] == "RuntimeError: the script's own bug"
     assert report["graph_count"] == 1 and report["graphs"][0]["ops"] == ["Tensor.tanh", "operator.mul"]
     assert "Traceback" in result.stderr
+
+
+def test_outside_the_tested_torch_range_a_broken_seam_is_one_line_and_exit_9(tmp_path, monkeypatch):
+    import torch._dynamo.cache_size as cache_size
+
+    from minifier import seams
+
+    script = tmp_path / "any.py"
+    script.write_text("print('never runs')\n")
+    monkeypatch.setattr(seams, "TESTED_TORCH", ((9, 99),))
+    monkeypatch.delattr(cache_size, "is_recompilation")
+    seams.check.cache_clear()
+    try:
+        result = CliRunner().invoke(main, ["--json", str(script)])
+    finally:
+        seams.check.cache_clear()
+
+    assert result.exit_code == seams.SeamBroken.exit_code
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "is not supported by pt2kit's explain" in line and "is_recompilation" in line and "minify doctor" in line
+    assert json.loads(result.stdout) == {"status": "error", "message": line.removeprefix("explain: "), "exit_code": 9}
+    assert "never runs" not in result.output
+
+
+def test_an_internal_error_is_one_line_exit_70_and_a_json_error(tmp_path, monkeypatch):
+    from explain.session import ExplainReport
+
+    def broken(*args, **kwargs):
+        raise KeyError("a pt2kit bug")
+
+    script = tmp_path / "fine.py"
+    script.write_text("x = 1\n")
+    monkeypatch.setattr(ExplainReport, "from_frames", broken)
+
+    result = CliRunner().invoke(main, ["--json", str(script)])
+
+    assert result.exit_code == 70
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert line.startswith("explain: internal error (KeyError: 'a pt2kit bug'); this is a pt2kit bug, details in ")
+    saved = Path(line.rpartition("details in ")[2])
+    assert "Traceback" in saved.read_text() and "Traceback" not in result.stderr
+    saved.unlink()
+    assert json.loads(result.stdout)["status"] == "error" and json.loads(result.stdout)["exit_code"] == 70
