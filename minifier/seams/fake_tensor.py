@@ -15,6 +15,11 @@ dynamo's guards. :func:`classify` says whether an exception is a tracing artefac
 data-dependent size, an op without a fake kernel) rather than the program's own error, and
 :func:`raised_in_symbolic_reasoning` whether it escaped from the ShapeEnv/sympy machinery
 itself (``x % 0`` of an example value) instead of from the program.
+
+opcheck/ runs a custom op's fake kernel on fake copies of real arguments with their sizes
+kept static (:func:`static_mode`, :func:`static_fake`; the mode's ShapeEnv lets a fake
+kernel allocate data-dependent sizes), and tells "no fake kernel" apart from a fake kernel
+that raised (:func:`is_unsupported_operator`).
 """
 
 from __future__ import annotations
@@ -31,9 +36,10 @@ from . import Seam
 SEAM = Seam(
     wraps=(
         "torch._subclasses.fake_tensor.FakeTensorMode.from_tensor(symbolic_context=StatelessSymbolicContext), "
+        "FakeTensorMode.from_tensor(static_shapes=True), UnsupportedOperatorException, "
         "torch.fx.experimental.symbolic_shapes.ShapeEnv(specialize_zero_one, duck_shape), torch._dynamo.source.LocalSource"
     ),
-    features=("validation sizes", "opcheck_sizes fixture"),
+    features=("validation sizes", "opcheck_sizes fixture", "opcheck"),
 )
 
 
@@ -48,8 +54,10 @@ def probe() -> None:
     for name in ("specialize_zero_one", "duck_shape"):
         if name not in parameters and "kwargs" not in parameters:
             raise AttributeError(f"ShapeEnv() no longer takes {name}")
-    if "symbolic_context" not in inspect.signature(FakeTensorMode.from_tensor).parameters:
-        raise AttributeError("FakeTensorMode.from_tensor no longer takes symbolic_context")
+    for name in ("symbolic_context", "static_shapes"):
+        if name not in inspect.signature(FakeTensorMode.from_tensor).parameters:
+            raise AttributeError(f"FakeTensorMode.from_tensor no longer takes {name}")
+    from torch._subclasses.fake_tensor import UnsupportedOperatorException  # noqa: F401
 
 
 @dataclasses.dataclass
@@ -139,3 +147,23 @@ def raised_in_symbolic_reasoning(exc: BaseException) -> bool:
         last = tb.tb_frame.f_code.co_filename
         tb = tb.tb_next
     return last is not None and last.startswith(_symbolic_dirs())
+
+
+def static_mode() -> Any:
+    """A fresh ``FakeTensorMode`` (with a ShapeEnv, for data-dependent output sizes) for :func:`static_fake`."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    return FakeTensorMode(shape_env=ShapeEnv())
+
+
+def static_fake(mode: Any, tensor: Any) -> Any:
+    """A fake copy of ``tensor`` in ``mode``, every size and stride as the real one's (no symbols)."""
+    return mode.from_tensor(tensor, static_shapes=True)
+
+
+def is_unsupported_operator(exc: BaseException) -> bool:
+    """The op has no fake (meta) kernel: fake tensors cannot run it at all."""
+    from torch._subclasses.fake_tensor import UnsupportedOperatorException
+
+    return isinstance(exc, UnsupportedOperatorException)

@@ -5,6 +5,12 @@ custom ops), ``HigherOrderOperator`` (``cond``, checkpointing, ...) or plain fun
 pt2kit names them (``aten.relu.default``, ``torch.ops.higher_order.cond``), finds which
 user function defined a custom op (``torch._library.custom_ops.OPDEFS``), and writes
 FX's import block for a graph's code (``torch.fx.graph_module._format_import_block``).
+
+opcheck/ takes "the op" in any form a user holds it -- an ``OpOverload``, a packet, the
+``CustomOpDef`` that ``torch.library.custom_op`` returns (its overload in ``_opoverload``,
+its name in ``_qualname``) -- and reads its schema: which arguments it declares mutable
+(``torch._library.utils.zip_schema``) and whether it has a fake kernel
+(``torch._library.utils.has_fake_kernel``).
 """
 
 from __future__ import annotations
@@ -14,8 +20,12 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._ops.OpOverload/OpOverloadPacket/HigherOrderOperator, torch._library.custom_ops.OPDEFS, torch.fx.node._get_qualified_name, torch.fx.graph_module._format_import_block",
-    features=("reading and writing graphs", "custom ops in repros"),
+    wraps=(
+        "torch._ops.OpOverload/OpOverloadPacket/HigherOrderOperator (_schema, _opname, _overloadname, _qualified_op_name), "
+        "torch._library.custom_ops.OPDEFS / CustomOpDef (_qualname, _opoverload), torch._library.utils.zip_schema / has_fake_kernel, "
+        "torch.fx.node._get_qualified_name, torch.fx.graph_module._format_import_block"
+    ),
+    features=("reading and writing graphs", "custom ops in repros", "opcheck"),
 )
 
 
@@ -36,6 +46,20 @@ def probe() -> None:
     if not hasattr(OPDEFS, "get"):
         raise TypeError("OPDEFS is no longer a mapping")
     import_block({"torch": torch})
+    import inspect
+
+    from torch._library.custom_ops import CustomOpDef
+
+    if not isinstance(CustomOpDef.__dict__.get("_qualname"), property):
+        raise AttributeError("CustomOpDef._qualname is gone")
+    if "self._opoverload = " not in inspect.getsource(CustomOpDef):
+        raise AttributeError("CustomOpDef no longer keeps its OpOverload in _opoverload")
+    add_ = torch.ops.aten.add_.Tensor
+    arguments = schema_arguments(add_, (torch.ones(1), torch.ones(1)), {"alpha": 1})
+    if [(name, mutable) for name, _value, mutable in arguments] != [("self", True), ("other", False), ("alpha", False)]:
+        raise AttributeError(f"zip_schema no longer pairs aten.add_ with its arguments as expected: {arguments}")
+    if not has_fake_kernel(torch.ops.aten.sin.default):
+        raise AttributeError("has_fake_kernel says aten.sin has no fake kernel")
 
 
 def is_overload(target: Any) -> bool:
@@ -114,3 +138,45 @@ def load_inductor_prims() -> None:
     import importlib
 
     importlib.import_module(INDUCTOR_PRIMS)
+
+
+# -- what a user may hand over as "the op" (opcheck/) --------------------------------------
+
+
+def is_custom_op_def(op: Any) -> bool:
+    """What ``torch.library.custom_op`` returns (a ``CustomOpDef``)."""
+    from torch._library.custom_ops import CustomOpDef
+
+    return isinstance(op, CustomOpDef)
+
+
+def custom_op_def_name(op: Any) -> str:
+    """``namespace::op`` of a ``CustomOpDef``."""
+    return op._qualname
+
+
+def custom_op_def_overload(op: Any) -> Any:
+    """The ``OpOverload`` a ``CustomOpDef`` registered."""
+    return op._opoverload
+
+
+def schema(op: Any) -> Any:
+    """The ``torch.FunctionSchema`` of an overload."""
+    return op._schema
+
+
+def schema_arguments(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any, bool]]:
+    """Each argument of a call as ``(schema name, value, declared mutable)``, in schema order."""
+    from torch._library.utils import zip_schema
+
+    return [
+        (info.name, value, info.alias_info is not None and info.alias_info.is_write)
+        for info, value in zip_schema(op._schema, args, kwargs)
+    ]
+
+
+def has_fake_kernel(op: Any) -> bool:
+    """Whether the overload has a fake (meta) kernel torch.compile can trace with."""
+    from torch._library.utils import has_fake_kernel as torch_has_fake_kernel
+
+    return bool(torch_has_fake_kernel(op))
