@@ -9,6 +9,8 @@ The names are torch's own ``test_utils`` names, so they line up with
 
 What comes from torch, and where we go further
 -----------------------------------------------
+(torch's pieces are reached through :mod:`minifier.seams.optests`, ``ops`` and ``fake_tensor``.)
+
 * ``test_schema``: torch's ``SchemaCheckMode`` finds outputs that alias or *are*
   inputs without the schema saying so. Its mutation test compares with
   ``torch.allclose``, which misses a kernel that changes an input by an ulp (an
@@ -35,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import logging
 import os
 import traceback
 import warnings
@@ -44,24 +45,13 @@ from typing import Any, Literal
 
 import torch
 import torch.utils._pytree as pytree
-from torch._dynamo.utils import clone_input
-from torch._library.utils import has_fake_kernel, zip_schema
-from torch._ops import OpOverload
-from torch._prims_common import check_significant_strides
-from torch._subclasses import fake_utils
-from torch._subclasses.fake_tensor import FakeTensorMode, UnsupportedOperatorException
-from torch._subclasses.schema_check_mode import SchemaCheckMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
-from torch.testing._internal.optests.autograd_registration import (
-    autograd_registration_check,
-    set_autograd_fallback_mode,
-)
-from torch.testing._internal.optests.generate_tests import safe_aot_autograd_check
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from opcheck.recording import snapshot_tensor
+from minifier.seams import dynamo_utils, fake_tensor, ops, optests
+from opcheck.recording import Op, snapshot_tensor
 
 Status = Literal["pass", "fail", "n/a"]
-Check = Callable[[OpOverload, tuple[Any, ...], dict[str, Any]], None]
+Check = Callable[[Op, tuple[Any, ...], dict[str, Any]], None]
 
 
 class CheckFailed(AssertionError):
@@ -84,27 +74,26 @@ class CheckResult:
 # -- test_schema ---------------------------------------------------------------------
 
 
-def check_schema(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def check_schema(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Undeclared mutation (bit-identical) and undeclared aliasing of inputs by outputs."""
     args, kwargs = _copies(args, kwargs, keep_requires_grad=False)
-    before = {info.name: _tensors_in(value, clone=True) for info, value in zip_schema(op._schema, args, kwargs)}
+    before = {name: _tensors_in(value, clone=True) for name, value, _ in ops.schema_arguments(op, args, kwargs)}
     schema_error: RuntimeError | None = None
     try:
-        with SchemaCheckMode():
+        with optests.schema_check_mode():
             op(*args, **kwargs)
     except RuntimeError as error:  # SchemaCheckMode reports aliasing problems this way
         schema_error = error
     problems = []
-    for info, value in zip_schema(op._schema, args, kwargs):
-        declared_mutable = info.alias_info is not None and info.alias_info.is_write
+    for name, value, declared_mutable in ops.schema_arguments(op, args, kwargs):
         if declared_mutable:
             continue
-        for old, new in zip(before[info.name], _tensors_in(value, clone=False), strict=True):
+        for old, new in zip(before[name], _tensors_in(value, clone=False), strict=True):
             change = _describe_change(old, new)
             if change:
-                problems.append(f"argument '{info.name}' is not declared mutable in the schema, but {change}")
+                problems.append(f"argument '{name}' is not declared mutable in the schema, but {change}")
     if problems:
-        raise CheckFailed(f"{'; '.join(problems)} (schema: {op._schema})")
+        raise CheckFailed(f"{'; '.join(problems)} (schema: {ops.schema(op)})")
     if schema_error is not None:
         raise CheckFailed(str(schema_error).strip())
 
@@ -142,20 +131,20 @@ _FALLBACK_WARNING = "an autograd kernel was not registered to the Autograd key"
 _CUSTOM_OP_NO_FORMULA = "no autograd formula was registered"
 
 
-def check_autograd_registration(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def check_autograd_registration(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """torch's registration check, then a real backward pass that must not hit the fallback."""
     if not _any_requires_grad((args, kwargs)):
         raise NotApplicable("no argument requires grad")
     try:
-        autograd_registration_check(op, *_copies(args, kwargs))
+        optests.autograd_registration_check(op, *_copies(args, kwargs))
     except AssertionError as error:
         raise CheckFailed(str(error)) from error
     _backprop_without_fallback(op, *_copies(args, kwargs))
 
 
-def _backprop_without_fallback(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _backprop_without_fallback(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad]
-    with set_autograd_fallback_mode("warn"), warnings.catch_warnings(record=True) as caught:
+    with optests.autograd_fallback_warns(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outputs = [
             t for t in pytree.tree_leaves(op(*args, **kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad
@@ -186,24 +175,22 @@ def _backprop_without_fallback(op: OpOverload, args: tuple[Any, ...], kwargs: di
 # -- test_faketensor ------------------------------------------------------------------------
 
 
-def check_fake_tensor(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def check_fake_tensor(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """The fake (meta) kernel must describe the real kernel's outputs exactly."""
     real_args, real_kwargs = _copies(args, kwargs, keep_requires_grad=False)
     real_out = op(*real_args, **real_kwargs)
-    # A ShapeEnv lets fake kernels allocate data-dependent sizes (ctx.new_dynamic_size()).
-    mode = FakeTensorMode(shape_env=ShapeEnv())
+    # The mode's ShapeEnv lets fake kernels allocate data-dependent sizes (ctx.new_dynamic_size()).
+    mode = fake_tensor.static_mode()
     fake_args, fake_kwargs = pytree.tree_map_only(
         torch.Tensor,
-        lambda t: mode.from_tensor(t, static_shapes=True),
+        lambda t: fake_tensor.static_fake(mode, t),
         _copies(args, kwargs, keep_requires_grad=False),
     )
     try:
         with mode:
             fake_out = op(*fake_args, **fake_kwargs)
-    except UnsupportedOperatorException as error:
-        raise CheckFailed(_no_fake_kernel(op)) from error
     except Exception as error:
-        if not has_fake_kernel(op):
+        if fake_tensor.is_unsupported_operator(error) or not ops.has_fake_kernel(op):
             raise CheckFailed(_no_fake_kernel(op)) from error
         raise CheckFailed(f"the fake kernel raised {_describe_exception(error)}") from error
     mismatches = _compare_outputs(real_out, fake_out)
@@ -212,7 +199,7 @@ def check_fake_tensor(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, A
         raise CheckFailed("; ".join(mismatches))
 
 
-def _no_fake_kernel(op: OpOverload) -> str:
+def _no_fake_kernel(op: Op) -> str:
     return (
         f"{op.name()} has no fake (meta) kernel, so torch.compile cannot trace it: register one with "
         f"torch.library.register_fake (or Library.impl(..., 'Meta'))"
@@ -251,7 +238,7 @@ def _compare_tensor(real: torch.Tensor, fake: torch.Tensor) -> list[str]:
         differ("device", fake.device, real.device)
     if same_shape and real.layout == torch.strided:
         # Strides of size-0/1 dims carry no meaning; torch compares only the others.
-        same_strides, _ = check_significant_strides(real, fake, only_cuda=False, allow_rhs_unbacked=True)
+        same_strides, _ = optests.check_significant_strides_of(real, fake)
         if not same_strides:
             differ("strides", _fmt_sizes(fake.stride()), _fmt_sizes(real.stride()))
         if not _is_unbacked(fake.storage_offset()) and real.storage_offset() != fake.storage_offset():
@@ -261,8 +248,8 @@ def _compare_tensor(real: torch.Tensor, fake: torch.Tensor) -> list[str]:
 
 def _compare_aliasing(real_out: Any, real_in: Any, fake_out: Any, fake_in: Any) -> list[str]:
     facts = {
-        "an output aliases an input": fake_utils.outputs_alias_inputs,
-        "an output is an input": fake_utils.outputs_are_inputs,
+        "an output aliases an input": optests.outputs_alias_inputs,
+        "an output is an input": optests.outputs_are_inputs,
     }
     mismatches = []
     for fact, holds in facts.items():
@@ -270,7 +257,7 @@ def _compare_aliasing(real_out: Any, real_in: Any, fake_out: Any, fake_in: Any) 
         if real_says != holds(fake_out, fake_in):
             holder, other = ("real", "fake") if real_says else ("fake", "real")
             mismatches.append(f"{fact} for the {holder} kernel, but not for the {other} kernel")
-    if fake_utils.output_alias_each_other(real_out) != fake_utils.output_alias_each_other(fake_out):
+    if optests.outputs_alias_each_other(real_out) != optests.outputs_alias_each_other(fake_out):
         mismatches.append("the real and fake kernels disagree on whether outputs alias each other")
     return mismatches
 
@@ -286,19 +273,19 @@ def _fmt_sizes(sizes: Sequence[object]) -> str:
 # -- test_aot_dispatch_static / test_aot_dispatch_dynamic ----------------------------------------
 
 
-def check_aot_dispatch_static(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def check_aot_dispatch_static(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Outputs and gradients under AOTAutograd with static shapes match eager."""
     _aot_dispatch(op, args, kwargs, dynamic=False)
 
 
-def check_aot_dispatch_dynamic(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def check_aot_dispatch_dynamic(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Outputs and gradients under AOTAutograd with symbolic (dynamic) shapes match eager."""
     _aot_dispatch(op, args, kwargs, dynamic=True)
 
 
-def _aot_dispatch(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool) -> None:
+def _aot_dispatch(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic: bool) -> None:
     try:
-        safe_aot_autograd_check(op, *_copies(args, kwargs), dynamic=dynamic)
+        optests.aot_autograd_check(op, *_copies(args, kwargs), dynamic=dynamic)
     except Exception as error:
         raise CheckFailed(_describe_exception(error)) from error
 
@@ -323,7 +310,7 @@ def validate_checks(checks: Sequence[str]) -> tuple[str, ...]:
 
 
 def run_checks(
-    op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], checks: Sequence[str] = tuple(CHECKS)
+    op: Op, args: tuple[Any, ...], kwargs: dict[str, Any], checks: Sequence[str] = tuple(CHECKS)
 ) -> list[CheckResult]:
     """Run ``checks`` (in torch's order) on one call; never raises for a check's verdict."""
     results = []
@@ -364,15 +351,9 @@ def _note_dynamic_only(results: list[CheckResult]) -> list[CheckResult]:
 @contextlib.contextmanager
 def _quiet_torch() -> Iterator[None]:
     """Checks provoke errors on purpose: keep torch's own logging and warnings out of the test output."""
-    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
-    previous_level = fake_log.level
-    fake_log.setLevel(logging.CRITICAL)
-    try:
-        with warnings.catch_warnings(), torch.enable_grad():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        fake_log.setLevel(previous_level)
+    with fake_tensor.quiet(), warnings.catch_warnings(), torch.enable_grad():
+        warnings.simplefilter("ignore")
+        yield
 
 
 # -- helpers ------------------------------------------------------------------------------------------
@@ -388,7 +369,7 @@ def _copies(
 
 def _tensors_in(value: Any, clone: bool) -> list[torch.Tensor]:
     tensors = [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-    return [clone_input(t).detach() for t in tensors] if clone else tensors
+    return [dynamo_utils.clone_input(t).detach() for t in tensors] if clone else tensors
 
 
 def _any_requires_grad(tree: Any) -> bool:

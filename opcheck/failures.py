@@ -117,9 +117,9 @@ class FailuresFile:
 
     def to_text(self) -> str:
         """Torch's serialization, so ``generate_opcheck_tests`` accepts the file's formatting unchanged."""
-        from torch.testing._internal.optests.generate_tests import FailuresDict
+        from minifier.seams import optests
 
-        return FailuresDict(str(self.path), self.data)._save(to_str=True)
+        return optests.failures_text(str(self.path), self.data)
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,9 @@ the rest of ``opcheck`` are imported only when ``--opcheck``, ``--opcheck-list``
 or ``--opcheck-accept`` is given, a collected test carries the ``opcheck``
 marker, or a test requests the ``opcheck`` fixture. The session's state lives in
 one :class:`~opcheck.runner.OpcheckRunner` in ``config.stash``, never in module
-globals, so an in-process pytester run gets its own.
+globals, so an in-process pytester run gets its own. Before the first runner starts,
+the torch internals opcheck relies on are checked (:func:`minifier.seams.require`):
+outside the tested torch range a broken one is a one-line usage error, not a traceback.
 
 Per test (with a runner, and ``--opcheck`` or the marker):
 ``pytest_runtest_protocol`` records the test's custom-op calls through setup,
@@ -27,6 +29,9 @@ import pytest
 
 if TYPE_CHECKING:
     from opcheck.runner import OpcheckRunner
+
+#: The seams of ``minifier/seams/`` opcheck's recording and checks need.
+SEAMS = ("op_calls", "ops", "optests", "fake_tensor", "dispatch", "dynamo_utils")
 
 RUNNER = pytest.StashKey["OpcheckRunner"]()
 SELECTOR = pytest.StashKey[Any]()  # the OpSelector a test records with
@@ -174,6 +179,12 @@ def opcheck_sizes() -> Callable[..., list[tuple[tuple[int, ...], ...]]]:
     Feed them to the ``opcheck`` fixture, e.g. ``for sizes in opcheck_sizes(lambda x:
     myop(x), [1], (0, 6)): opcheck(myop, (torch.randn(*sizes[0]),))``.
     """
+    from minifier import seams
+
+    try:
+        seams.require("the opcheck_sizes fixture", "shape_env", "fake_tensor", "sympy_z3", "convert_frame")
+    except seams.SeamBroken as error:
+        pytest.fail(f"opcheck_sizes: {error}", pytrace=False)
     from validation import representatives
 
     return representatives
@@ -219,6 +230,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _start_runner(config: pytest.Config, *, sweep: bool) -> OpcheckRunner:
+    from minifier import seams
+
+    try:
+        seams.require("opcheck", *SEAMS)
+    except seams.SeamBroken as error:  # a torch outside the tested range changed what opcheck needs
+        raise pytest.UsageError(f"opcheck: {error}") from None
     from opcheck.runner import OpcheckRunner
 
     try:

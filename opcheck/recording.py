@@ -4,7 +4,8 @@ Mechanism: wrapping ``OpOverload.__call__``
 -------------------------------------------
 While a recording is active, ``torch._ops.OpOverload.__call__`` and
 ``OpOverloadPacket.__call__`` are replaced by a thin wrapper that looks at the
-call, then calls the original. We chose this over the two mode-based options:
+call, then calls the original (:mod:`minifier.seams.op_calls`; the dispatcher state
+it reads is :mod:`minifier.seams.dispatch`). We chose this over the two mode-based options:
 
 * A ``TorchFunctionMode`` (what ``generate_opcheck_tests`` uses) is traced *into*
   by Dynamo, so a test that runs ``torch.compile(fullgraph=True)`` would trace our
@@ -47,15 +48,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch._dynamo.utils import clone_input
-from torch._ops import OpOverload, OpOverloadPacket
-from torch.utils._python_dispatch import _disable_current_modes
+
+from minifier.seams import dispatch, dynamo_utils, op_calls
+
+#: An operator overload (``torch._ops.OpOverload``; torch's operator classes are read in
+#: :mod:`minifier.seams.ops`).
+Op = Any
 
 # Namespaces that torch itself registers ops in: "custom op" means anything else,
 # unless the user names namespaces explicitly.
@@ -69,7 +73,6 @@ TORCH_NAMESPACES = frozenset(
     """.split()
 )
 
-_AUTOGRAD = torch._C.DispatchKey.AutogradFunctionality
 _PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -95,7 +98,7 @@ class Signature:
 class RecordedCall:
     """The first call of a signature: the op, a private copy of its arguments, where it came from."""
 
-    op: OpOverload
+    op: Op
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     signature: Signature
@@ -119,9 +122,9 @@ class OpSelector:
         self, *, all_custom: bool = False, namespaces: frozenset[str] = frozenset(), ops: frozenset[str] = frozenset()
     ) -> None:
         self.all_custom, self.namespaces, self.ops = all_custom, namespaces, ops
-        self._decided: dict[OpOverload, bool] = {}
+        self._decided: dict[Op, bool] = {}
 
-    def __call__(self, op: OpOverload) -> bool:
+    def __call__(self, op: Op) -> bool:
         decided = self._decided.get(op)
         if decided is None:
             name = op.name()
@@ -142,7 +145,7 @@ class OpSelector:
 
 
 class CallRecorder:
-    """Owns the ``__call__`` wrappers and the session-wide table of signatures seen."""
+    """Records operator calls (an observer of :mod:`minifier.seams.op_calls`) into a session-wide table of signatures."""
 
     def __init__(self) -> None:
         self.seen: dict[Signature, RecordedCall] = {}
@@ -156,14 +159,14 @@ class CallRecorder:
 
     # -- lifetime -------------------------------------------------------------
     def install(self) -> None:
-        """Wrap ``OpOverload.__call__``; a no-op if this recorder is already installed."""
+        """Observe operator calls (the innermost recorder sees them); a no-op if already installed."""
         if not self._installed:
-            _wrappers.push(self)
+            op_calls.add_observer(self)
             self._installed = True
 
     def uninstall(self) -> None:
         if self._installed:
-            _wrappers.pop(self)
+            op_calls.remove_observer(self)
             self._installed = False
 
     @contextmanager
@@ -191,7 +194,7 @@ class CallRecorder:
             fresh, self._fresh = self._fresh, []
         return fresh
 
-    def record(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], test: str) -> RecordedCall | None:
+    def record(self, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any], test: str) -> RecordedCall | None:
         """Record one call explicitly (the fixture's path); None if its signature was seen already.
 
         Raises :class:`NotRecordable` for arguments that are not plain eager tensors.
@@ -201,8 +204,20 @@ class CallRecorder:
             self._commit(pending, fresh=False)  # the caller checks it right away
         return pending
 
-    # -- the hot path -----------------------------------------------------------
-    def _before_call(self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RecordedCall | None:
+    # -- the hot path (minifier.seams.op_calls.CallObserver) --------------------------
+    def wants_packet(self, qualified_name: str) -> bool:
+        """Resolve packet calls of ``ns::name`` to their overload? Only while recording an op it may select."""
+        selector = self._selector
+        return selector is not None and selector.may_select(qualified_name)
+
+    def calling(self, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RecordedCall | None:
+        """A copy of the call if its signature is new; committed once the call returned."""
+        return self._before_call(op, args, kwargs)
+
+    def returned(self, pending: RecordedCall) -> None:
+        self._commit(pending)
+
+    def _before_call(self, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RecordedCall | None:
         selector, test = self._selector, self._test
         if selector is None or test is None or getattr(self._paused, "depth", 0):
             return None
@@ -211,7 +226,7 @@ class CallRecorder:
         return self._observe(op, args, kwargs, test)
 
     def _observe(
-        self, op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], test: str, strict: bool = False
+        self, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any], test: str, strict: bool = False
     ) -> RecordedCall | None:
         """Count the call; return a copy of it if its signature is new (to commit once the call succeeds)."""
         try:
@@ -226,10 +241,10 @@ class CallRecorder:
             if known is not None:
                 known.calls += 1
                 return None
-        grad_active = _grad_active()
+        grad_active = dispatch.grad_active()
         # Copy outside any active mode or tracer (make_fx, a user's logging mode):
         # they must not see our clones.
-        with _disable_current_modes(), torch._C.DisableTorchFunction():
+        with dispatch.outside_modes():
             copy_args, copy_kwargs = pytree.tree_map_only(
                 torch.Tensor, functools.partial(snapshot_tensor, grad_active=grad_active), (args, dict(kwargs))
             )
@@ -248,7 +263,7 @@ class CallRecorder:
 
 def snapshot_tensor(tensor: torch.Tensor, grad_active: bool = True) -> torch.Tensor:
     """A private copy with the same strides; it requires grad iff the call took part in autograd."""
-    copy = clone_input(tensor).detach()
+    copy = dynamo_utils.clone_input(tensor).detach()
     return copy.requires_grad_(grad_active and tensor.requires_grad)
 
 
@@ -256,9 +271,9 @@ class NotRecordable(Exception):
     """An argument is not a plain eager tensor (fake, meta, functional, a subclass)."""
 
 
-def signature_of(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Signature:
+def signature_of(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Signature:
     """The dedup key of a call; raises :class:`NotRecordable` for traced or exotic tensors."""
-    grad_active = _grad_active()
+    grad_active = dispatch.grad_active()
     tensors: list[torch.Tensor] = []
     positional = tuple(_meta(a, grad_active, tensors) for a in args)
     keyword = tuple((name, _meta(kwargs[name], grad_active, tensors)) for name in sorted(kwargs))
@@ -268,12 +283,7 @@ def signature_of(op: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 def _meta(value: Any, grad_active: bool, tensors: list[torch.Tensor]) -> Any:
     """A hashable stand-in for one argument (see the module docstring for what counts)."""
     if isinstance(value, torch.Tensor):
-        if (
-            type(value) not in _PLAIN_TENSOR_TYPES
-            or value.is_meta
-            or torch._C._functorch.is_functorch_wrapped_tensor(value)  # vmap, grad
-            or torch._is_functional_tensor(value)
-        ):
+        if type(value) not in _PLAIN_TENSOR_TYPES or value.is_meta or dispatch.is_transform_wrapped(value):  # vmap, grad, functional
             raise NotRecordable(type(value).__name__)
         tensors.append(value)
         return (
@@ -340,75 +350,3 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(running)
         running *= max(size, 1)
     return tuple(reversed(strides))
-
-
-def _grad_active() -> bool:
-    """Would autograd see this call? Not under no_grad, nor below the autograd key."""
-    return torch.is_grad_enabled() and not torch._C._dispatch_tls_is_dispatch_key_excluded(_AUTOGRAD)
-
-
-class _CallWrappers:
-    """Installs the ``__call__`` wrappers while at least one recorder is active.
-
-    Recorders stack (a pytester run inside a pytest session that is itself
-    recording); the innermost one sees the calls.
-    """
-
-    def __init__(self) -> None:
-        self.stack: list[CallRecorder] = []
-        self.original_overload_call: Callable[..., Any] | None = None
-        self.original_packet_call: Callable[..., Any] | None = None
-
-    def push(self, recorder: CallRecorder) -> None:
-        if not self.stack:
-            self._wrap()
-        self.stack.append(recorder)
-
-    def pop(self, recorder: CallRecorder) -> None:
-        self.stack.remove(recorder)
-        if not self.stack:
-            self._unwrap()
-
-    def _wrap(self) -> None:
-        original_overload_call = OpOverload.__call__
-        original_packet_call = OpOverloadPacket.__call__
-        stack = self.stack
-
-        @functools.wraps(original_overload_call)
-        def overload_call(op: OpOverload, /, *args: Any, **kwargs: Any) -> Any:
-            recorder = stack[-1] if stack else None
-            pending = recorder._before_call(op, args, kwargs) if recorder else None
-            result = original_overload_call(op, *args, **kwargs)
-            if pending is not None:  # the call succeeded: keep it
-                recorder._commit(pending)
-            return result
-
-        @functools.wraps(original_packet_call)
-        def packet_call(packet: OpOverloadPacket, /, *args: Any, **kwargs: Any) -> Any:
-            overload = _resolve_overload(packet, args, kwargs) if stack else None
-            if overload is not None:
-                return overload_call(overload, *args, **kwargs)
-            return original_packet_call(packet, *args, **kwargs)
-
-        self.original_overload_call, self.original_packet_call = original_overload_call, original_packet_call
-        OpOverload.__call__ = overload_call  # type: ignore[method-assign]
-        OpOverloadPacket.__call__ = packet_call  # type: ignore[method-assign]
-
-    def _unwrap(self) -> None:
-        OpOverload.__call__ = self.original_overload_call  # type: ignore[method-assign]
-        OpOverloadPacket.__call__ = self.original_packet_call  # type: ignore[method-assign]
-
-
-def _resolve_overload(packet: OpOverloadPacket, args: tuple[Any, ...], kwargs: dict[str, Any]) -> OpOverload | None:
-    """The overload a packet call dispatches to (resolved as Dynamo does), if it may be recorded."""
-    recorder = _wrappers.stack[-1]
-    if recorder._selector is None or not recorder._selector.may_select(packet._qualified_op_name):
-        return None  # not recording, or e.g. aten: stay on torch's own path
-    try:
-        name = torch._C._jit_resolve_packet(packet._qualified_op_name, *args, **kwargs)
-    except RuntimeError:
-        return None  # let the real call raise its own error
-    return getattr(packet, name)
-
-
-_wrappers = _CallWrappers()

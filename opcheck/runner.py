@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from torch._library.custom_ops import CustomOpDef
-from torch._ops import OpOverload, OpOverloadPacket
-from torch.testing._internal.optests.generate_tests import resolve_unique_overload_or_throw
 
+from minifier.seams import ops, optests
 from opcheck.checks import CHECKS, CheckResult, run_checks, validate_checks
 from opcheck.failures import FailuresFile, TestId
-from opcheck.recording import CallRecorder, OpSelector, RecordedCall, Signature, signature_of
+from opcheck.recording import CallRecorder, Op, OpSelector, RecordedCall, Signature, signature_of
 
 VerdictStatus = Literal["pass", "fail", "xfail", "xpass", "skip", "n/a"]
-OpLike = OpOverload | OpOverloadPacket | CustomOpDef | str
+#: "The op" as a user may give it: an ``OpOverload``, an ``OpOverloadPacket``, the function
+#: ``torch.library.custom_op`` made (a ``CustomOpDef``), or ``"ns::name[.overload]"``.
+OpLike = Any
 
 
 @dataclasses.dataclass
@@ -270,14 +270,14 @@ def op_name(op: OpLike) -> str:
     """``ns::name`` or ``ns::name.overload``, as the failures file and the selector spell it."""
     if isinstance(op, str):
         return op
-    if isinstance(op, CustomOpDef):
-        return op._qualname
-    if isinstance(op, OpOverloadPacket):
-        return op._qualified_op_name
+    if ops.is_custom_op_def(op):
+        return ops.custom_op_def_name(op)
+    if ops.is_packet(op):
+        return "::".join(ops.packet_name(op))
     return op.name()
 
 
-def resolve_op(op: OpLike) -> OpOverload:
+def resolve_op(op: OpLike) -> Op:
     """The ``OpOverload`` to call for anything a user may pass as "the op"."""
     if isinstance(op, str):
         namespace, _, name = op.partition("::")
@@ -285,10 +285,10 @@ def resolve_op(op: OpLike) -> OpOverload:
         op = getattr(getattr(torch.ops, namespace), name)
         if overload:
             op = getattr(op, overload)
-    if isinstance(op, CustomOpDef):
-        return op._opoverload
-    if isinstance(op, OpOverloadPacket):
-        return resolve_unique_overload_or_throw(op)
+    if ops.is_custom_op_def(op):
+        return ops.custom_op_def_overload(op)
+    if ops.is_packet(op):
+        return optests.unique_overload(op)
     return op
 
 

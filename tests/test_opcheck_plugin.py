@@ -475,3 +475,22 @@ def test_the_recorder_is_removed_after_the_session(pytester, ops):
     suite(pytester, ops, TWO_TESTS)
     run(pytester, "--opcheck-list")
     assert torch._ops.OpOverload.__call__.__module__ == "torch._ops"
+
+
+def test_outside_the_tested_torch_range_a_broken_seam_is_one_usage_error_line(pytester, ops, monkeypatch):
+    from minifier import seams
+
+    suite(pytester, ops, TWO_TESTS)
+    monkeypatch.setattr(seams, "TESTED_TORCH", ((9, 99),))
+    monkeypatch.delattr(torch._C, "_jit_resolve_packet")
+    seams.check.cache_clear()
+    try:
+        result = run(pytester, "--opcheck")
+    finally:
+        seams.check.cache_clear()
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [line for line in result.errlines if line.strip()]
+    assert "opcheck: torch" in line and "is not supported by pt2kit's opcheck" in line
+    assert "_jit_resolve_packet" in line and "minify doctor" in line
+    assert "Traceback" not in result.stdout.str()
