@@ -368,3 +368,10 @@ def test_rich_text_names_the_line_the_reason_and_the_isolation():
     assert 'print("side effect")' in text
     assert "`print()` does Python I/O" in text
     assert "torch._dynamo.reset() was not called" in text
+
+
+def test_every_break_type_explain_translates_is_one_torch_registers():
+    from minifier.seams.graph_break_messages import LOOP_BREAK, registered_break_types
+
+    translated = {translation.gb_type for translation in explain.breaks.TRANSLATIONS} | {LOOP_BREAK}
+    assert translated <= registered_break_types(), translated - registered_break_types()

@@ -19,7 +19,9 @@ stack above dynamo, with resume functions collapsed (``collapse_resume_frames``)
 ``TORCH_LOGS=graph_breaks`` prints them.
 
 This module reads all of that into :class:`TorchBreakMessage` and plain frames;
-explain/ turns them into plain words (:mod:`explain.breaks`).
+explain/ turns them into plain words (:mod:`explain.breaks`), keyed by ``gb_type``:
+:func:`registered_break_types` lists the ones torch registers, so a test can tell when a
+translated kind of break was renamed.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from . import Seam
 SEAM = Seam(
     wraps=(
         "torch._dynamo.exc (format_graph_break_message layout, Unsupported.gb_type/msg/skip_frame/real_stack, "
-        "collapse_resume_frames, get_stack_above_dynamo, get_gbid_documentation_link), torch._dynamo.graph_break_hints"
+        "collapse_resume_frames, get_stack_above_dynamo, get_gbid_documentation_link, the graph_break_registry.json map), "
+        "torch._dynamo.graph_break_hints"
     ),
     features=("explain",),
 )
@@ -70,6 +73,8 @@ def probe() -> None:
         raise AttributeError(f"Unsupported no longer takes {missing}")
     if not generic_hints():
         raise AttributeError("torch._dynamo.graph_break_hints has no hint lists")
+    if LOOP_BREAK not in registered_break_types():
+        raise AttributeError("torch's graph-break registry no longer lists the break types explain reads")
     for name in ("collapse_resume_frames", "get_stack_above_dynamo", "get_gbid_documentation_link"):
         if not callable(getattr(exc, name, None)):
             raise AttributeError(f"torch._dynamo.exc.{name} is gone")
@@ -167,3 +172,10 @@ def documentation_link(gb_type: str) -> str | None:
     from torch._dynamo.exc import get_gbid_documentation_link
 
     return get_gbid_documentation_link(gb_type)
+
+
+def registered_break_types() -> frozenset[str]:
+    """Every ``gb_type`` in torch's graph-break registry (``graph_break_registry.json``), past ones included."""
+    from torch._dynamo.exc import _load_gb_type_to_gb_id_map
+
+    return frozenset(_load_gb_type_to_gb_id_map())
