@@ -218,6 +218,7 @@ def test_a_dynamic_gpt2_training_step_minifies_to_relu(tmp_path):
     """))
     report = minify(script, timeout=2400)
     assert report["failure"]["stage"] == "inductor"
-    assert report["ops_after"] == ["aten.relu.default"], report["ops_after"]
+    # The forward graph fails alone at dynamo level, so either vocabulary is one relu.
+    assert report["ops_after"] in (["aten.relu.default"], ["torch.nn.functional.relu"]), report["ops_after"]
     ran = torch_alone(Path(report["repro"]))
     assert ran.returncode != 0 and "CppCompileError" in ran.stderr
