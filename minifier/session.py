@@ -5,7 +5,8 @@ Every command that does work (``minify run``, ``minify bisect``, ``minify repro`
 
 - creates a fresh run directory (``<out>/run-<time>-<name>``; never an existing one,
   so no file is ever overwritten);
-- owns the :class:`~minifier.worker.Worker` every query goes through, counting queries;
+- owns the executor every query goes through (a :class:`~minifier.worker.Worker` unless
+  given another :class:`~minifier.executor.Executor`), counting queries;
 - shows progress on stderr: a live line on a terminal (refreshed from the worker's
   wait loop, since the parent must not run a refresh thread), plain log lines
   otherwise.
@@ -25,7 +26,8 @@ import rich.progress
 from rich.console import Console
 
 from .signature import Failure
-from .worker import QueryResult, Running, Worker
+from .executor import Executor, Handle
+from .worker import QueryResult, Worker
 
 T = TypeVar("T")
 
@@ -109,6 +111,7 @@ class Session:
         quiet: bool = False,
         console: Console | None = None,
         run_dir: Path | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.started = time.monotonic()
         if run_dir is not None:  # a directory pt2kit made earlier for this run (the autoload hook's)
@@ -118,7 +121,7 @@ class Session:
             self.run_dir = new_run_dir(out or default_out_dir(), name)
         self.console = console or Console(stderr=True)
         self.progress = Progress(self.console, enabled=not quiet)
-        self.worker = Worker(log_dir=self.run_dir / "logs", timeout=timeout)
+        self.worker: Executor = executor or Worker(log_dir=self.run_dir / "logs", timeout=timeout)
         self.timeout = timeout
         self.queries = 0
         self.timeline: list[tuple[str, float]] = []  # (what, seconds) of each phase and query
@@ -194,13 +197,13 @@ class Session:
             return signature_of_exit(process.returncode, tail)
         return None
 
-    def start(self, fn: Callable[[], Any], label: str, *, timeout: float | None = None) -> Running[Any]:
+    def start(self, fn: Callable[[], Any], label: str, *, timeout: float | None = None) -> Handle:
         """Start one query and return at once (do other work, then :meth:`wait`)."""
         self.queries += 1
         self.progress.update(f"{label}  (query {self.queries})")
         return self.worker.start(fn, timeout=self.timeout if timeout is None else timeout, label=label)
 
-    def wait(self, running: Running[Any]) -> QueryResult[Any]:
+    def wait(self, running: Handle) -> QueryResult[Any]:
         self.worker.wait([running], on_wait=self.progress.tick)
         result = running.result()
         self.timeline.append((running.label, round(result.seconds, 2)))

@@ -132,6 +132,34 @@ def test_worker_works_from_a_process_running_threads_openmp_and_numpy(tmp_path):
         torch.set_num_threads(1)
 
 
+class _CountingWorker(Worker):
+    """A real worker that remembers the labels it was asked to run."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.labels: list[str] = []
+
+    def start(self, fn, *, timeout=None, label="query", threads=None):
+        self.labels.append(label)
+        return super().start(fn, timeout=timeout, label=label, threads=threads)
+
+
+def test_a_session_sends_every_query_to_the_executor_it_is_given(tmp_path):
+    from minifier.executor import Executor
+    from minifier.session import Session
+
+    executor = _CountingWorker(log_dir=tmp_path / "logs", timeout=30)
+    assert isinstance(executor, Executor)
+    session = Session("exec", out=tmp_path / "runs", quiet=True, executor=executor)
+    try:
+        assert session.query(functools.partial(operator.add, 2, 3), "one").value == 5
+        both = session.query_all([(functools.partial(operator.mul, 2, 3), "two"), (os.abort, "three")])
+        assert both[0].value == 6 and both[1].failure.signature.exception == "SIGABRT"
+        assert executor.labels == ["one", "two", "three"] and session.queries == 3
+    finally:
+        session.close()
+
+
 # --------------------------------------------------------------------------- #
 # Repro files
 # --------------------------------------------------------------------------- #
