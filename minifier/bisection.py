@@ -36,6 +36,7 @@ from typing import Any
 
 from .capture import CaptureResult, capture_command, read_capture
 from .case import GraphCase
+from .context import missing_config
 from .errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, UnknownBackend
 from .session import Session
 from .signature import Failure, Signature
@@ -593,6 +594,8 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     elif captured.patches:
         patched = ", ".join(f"{target} (by {fn})" for target, fn in sorted(captured.patches.items()))
         hint = f"; the program patches torch ({patched})" + ("" if captured.patches_carried else ", and the repro cannot carry that patch: move it to a module the repro can import")
+    elif missing := sorted({m for r in report.rows if r.case is not None for m in missing_config(r.case.config)}):
+        hint = "; it may need compiler config pt2kit could not carry: " + "; ".join(missing) + " (define it in an importable module)"
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     raise NotReproducible(

@@ -32,6 +32,12 @@ import torch.fx as fx
 
 from .repro_runtime import rand_tensor
 
+#: How a config value that is not a literal travels in :attr:`GraphCase.config`: a
+#: one-key dict (itself a literal) naming how the repro gets the value back.
+CONFIG_IMPORT = "pt2kit:import"  # {"pt2kit:import": "module:qualname"}: imported by reference
+CONFIG_CARRIED = "pt2kit:carried"  # {"pt2kit:carried": name}: bound by the carried definitions
+CONFIG_MISSING = "pt2kit:missing"  # {"pt2kit:missing": why}: the user must supply it
+
 BOUNDARIES = ("dynamo", "aot")
 GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
 
@@ -158,7 +164,7 @@ class GraphCase:
     boundary: str = "dynamo"  # dynamo | aot
     kind: str = "dynamo"  # dynamo | forward | backward | inference
     backend: str = "inductor"  # the final stage: "inductor" or the user's backend name
-    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> {key: value}
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> {key: literal or a CONFIG_* marker}
     modules: list[tuple[str, str]] = field(default_factory=list)  # (import name, sys.path root) of user modules
     compile_kwargs: dict[str, Any] = field(default_factory=dict)  # aot inner-compile kwargs
     compiler: str | None = None  # aot graphs of a user backend: "module:function" of its compiler

@@ -96,15 +96,16 @@ def make_case(
     inputs = graph_inputs(placeholders, example_inputs)
     dynamic = any(i.symbolic_dims or i.derived_from or _is_symbolic(_example(n)) for i, n in zip(inputs, placeholders))
     op_modules, op_definitions = custom_op_sources(gm)
+    config = non_default_config(backend.config, in_backend=in_backend)
     return GraphCase(
         gm=gm,
         inputs=inputs,
         boundary="dynamo",
         kind="dynamo",
         backend=backend.name,
-        config=non_default_config(backend.config, in_backend=in_backend),
-        modules=list(dict.fromkeys(backend.modules + op_modules)),
-        definitions=merge_definitions(op_definitions, backend.definitions),
+        config=config.values,
+        modules=list(dict.fromkeys(backend.modules + op_modules + config.modules)),
+        definitions=merge_definitions(op_definitions, backend.definitions, config.definitions),
         constants=constants,
         backward=any(i.meta is not None and i.meta.requires_grad for i in inputs),
         dynamic=bool(dynamic or backend.dynamic),

@@ -1,7 +1,8 @@
 """What a graph needs around it to fail again elsewhere: config, backend, user modules, carried source.
 
 A graph alone rarely fails. :func:`non_default_config` keeps the compiler config the
-user changed (written back as literals); :func:`describe_backend` names the backend so
+user changed (literals as they are, functions by reference or as carried source);
+:func:`describe_backend` names the backend so
 that another process can get it back: a registered name, an importable
 ``module:function``, or source carried into the repro (:mod:`minifier.extract`) for a
 backend defined in the script, a lambda, a partial or a closure;
@@ -27,6 +28,7 @@ import torch
 import torch.fx as fx
 
 from . import hooks
+from .case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING
 from .errors import UnknownBackend
 from .script import is_launcher_file, main_module_file
 from .seams import backend_registry, ops
@@ -103,26 +105,76 @@ def _learn() -> None:
     _LEARNED.set()
 
 
-def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_backend: bool = False) -> dict[str, dict[str, Any]]:
-    """Config values the user changed, per module, that can be written back as literals.
+@dataclass
+class CompilerConfig:
+    """The non-default compiler config a graph needs, and what the repro needs to set it."""
+
+    values: dict[str, dict[str, Any]]  # module -> {key: literal or a CONFIG_* marker}
+    modules: list[tuple[str, str]] = field(default_factory=list)  # user modules the references import
+    definitions: str = ""  # source binding the carried values
+
+
+def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_backend: bool = False) -> CompilerConfig:
+    """Config values the user changed, per module, in a form a repro can write back.
 
     Keys torch marks ``compile_ignored`` do not change what gets compiled and are
-    left out, as are values whose ``repr`` does not read back (torch 2.13 writes those
-    into repros as-is and produces a SyntaxError, pytorch#128830). ``in_backend``:
-    we are inside a backend call, so dynamo's own patches are discounted.
+    left out. A literal is kept as it is. Anything else (a pass function, a callable)
+    is kept *by reference* when it can be imported (``module:qualname``), carried as
+    source when it lives in the script (:func:`minifier.extract.value_definition`), and
+    otherwise marked :data:`CONFIG_MISSING` with the reason, so the report names it and
+    the repro says what the user must supply (torch 2.13 writes such values into its
+    repros as ``repr`` text, a SyntaxError: pytorch#128830). ``in_backend``: we are
+    inside a backend call, so dynamo's own patches are discounted.
     """
     own = _DYNAMO_OWN_PATCHES if in_backend else {}
-    config: dict[str, dict[str, Any]] = {}
+    config = CompilerConfig({})
     for name, values in _changed_config().items():
         values.update((extra or {}).get(name, {}))
-        kept = {
-            k: v
-            for k, v in values.items()
-            if k not in IGNORED_CONFIG and _is_literal(v) and not (k in own.get(name, {}) and own[name][k] == v)
-        }
+        kept = {}
+        for key, value in values.items():
+            if key in IGNORED_CONFIG or (key in own.get(name, {}) and own[name][key] == value):
+                continue
+            kept[key] = value if _is_literal(value) else _config_reference(config, key, value)
         if kept:
-            config[name] = kept
+            config.values[name] = kept
     return config
+
+
+def _config_reference(config: CompilerConfig, key: str, value: Any) -> dict[str, str]:
+    """The marker for a non-literal config value (see :data:`CONFIG_IMPORT`), noting what it needs in ``config``."""
+    from .extract import Unrecoverable, merge_definitions, value_definition
+
+    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if module and qualname and module not in MAIN_MODULES and "<" not in qualname and _resolves(module, qualname, value):
+        if spec := module_import_spec(module):
+            config.modules.append(spec)
+        return {CONFIG_IMPORT: f"{module}:{qualname}"}
+    name = "pt2kit_config_" + "".join(c if c.isalnum() else "_" for c in key)
+    try:
+        config.definitions = merge_definitions(config.definitions, value_definition(value, name, script_source()))
+    except Unrecoverable as e:
+        return {CONFIG_MISSING: f"a {type(value).__name__} pt2kit cannot write into a repro: {e}"}
+    return {CONFIG_CARRIED: name}
+
+
+def _resolves(module: str, qualname: str, value: Any) -> bool:
+    try:
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception:  # noqa: BLE001 - not importable by that name
+        return False
+    return found is value
+
+
+def missing_config(config: dict[str, dict[str, Any]]) -> list[str]:
+    """``module.key: why`` for each config value the repro cannot set by itself."""
+    return [
+        f"{module}.{key}: {value[CONFIG_MISSING]}"
+        for module, values in sorted(config.items())
+        for key, value in sorted(values.items())
+        if isinstance(value, dict) and CONFIG_MISSING in value
+    ]
 
 
 @dataclass

@@ -284,8 +284,13 @@ def backend_definition(fn: Callable[..., Any], script_source: str | None) -> str
     ``script_source`` is the text of the user's script, for definitions that live in
     it (or read its globals). Raises :class:`Unrecoverable` with the reason.
     """
-    prelude, expression = _expression(fn, script_source)
-    return prelude + f"{BACKEND_NAME} = {expression}\n"
+    return value_definition(fn, BACKEND_NAME, script_source)
+
+
+def value_definition(value: Any, name: str, script_source: str | None) -> str:
+    """Code that binds ``name`` to a function-like value (a backend, a config pass); see :func:`backend_definition`."""
+    prelude, expression = _expression(value, script_source)
+    return prelude + f"{name} = {expression}\n"
 
 
 def _expression(fn: Any, script_source: str | None) -> tuple[str, str]:

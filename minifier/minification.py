@@ -29,6 +29,7 @@ from typing import Any
 
 from .bisection import BisectReport, Row, bisect_case, bisect_script
 from .case import GraphCase
+from .context import missing_config
 from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
 from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, load_checkpoint, save_checkpoint
@@ -125,6 +126,7 @@ class MinifyResult:
             "inputs": "random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
             **({"distributed": self.distributed()} if self.after.distributed or (self.bisect and self.bisect.nproc > 1) else {}),
             "config": self.after.config,
+            "config_missing": missing_config(self.after.config),
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "resumed_from": self.resumed_from,
             "notes": self.notes,

@@ -60,7 +60,7 @@ def convert_torch_repro(path: Path, out_dir: Path) -> str:
     kind = repro_format(source)
     kwargs = _run_repro_kwargs(ast.parse(source))
     namespace = exec_repro(source, str(path))  # not __main__: its run_repro call does not run
-    config = non_default_config()
+    config = non_default_config().values
     save_dir = kwargs.get("save_dir")
     reader = input_reader(save_dir if save_dir and Path(save_dir).is_dir() else None)
     namespace["load_args"](reader)

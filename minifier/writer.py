@@ -37,7 +37,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from .case import GraphCase, GraphInput, TensorMeta, compact_tensor
+from .case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, GraphCase, GraphInput, TensorMeta, compact_tensor
 from .graphio import GraphFormatError, dump_graph, subgraphs
 from .repro_runtime import call_hop, clone_input, graph_module, non_leaf, rand_tensor
 from .signature import ACCURACY_MESSAGE, Signature, accuracy_category, accuracy_divergence, float64_graph
@@ -236,10 +236,26 @@ def _config_function(case: GraphCase) -> str:
         if values:
             lines.append(f"    import {module}")
         for key, value in sorted(values.items()):
-            lines.append(f"    {module}.{key} = {value!r}")
+            lines.extend(_config_lines(module, key, value))
     if len(lines) == 2:
         lines.append("    pass  # torch's defaults reproduce it")
     return "\n".join(lines)
+
+
+def _config_lines(module: str, key: str, value: Any) -> list[str]:
+    """One config assignment; a non-literal value by reference, by carried name, or as a request to the user."""
+    marker = next(iter(value), None) if isinstance(value, dict) and len(value) == 1 else None
+    if marker == CONFIG_IMPORT:
+        where, _, qualname = value[marker].partition(":")
+        return [f"    import {where}", f"    {module}.{key} = {where}.{qualname}"]
+    if marker == CONFIG_CARRIED:
+        return [f"    {module}.{key} = {value[marker]}  # carried from the user's program (definitions above)"]
+    if marker == CONFIG_MISSING:
+        return [
+            f"    # {module}.{key} is needed but pt2kit could not carry it ({value[marker]}).",
+            f"    # Supply it here:  {module}.{key} = ...",
+        ]
+    return [f"    {module}.{key} = {value!r}"]
 
 
 def _module_class(case: GraphCase, gm: fx.GraphModule | None = None, name: str = "Repro") -> str:

@@ -94,21 +94,25 @@ def test_each_backend_shape_is_minified_to_the_pair_and_travels(shape, tmp_path)
     source = repro.read_text()
     assert "import user_program" not in source  # the program never runs again
     assert str(tmp_path) not in source and os.path.expanduser("~") + "/" not in source
-    # on "another machine": a fresh directory holding only the run's files, torch alone
-    elsewhere = tmp_path / "elsewhere"
+    ran = run_elsewhere(repro, tmp_path / "elsewhere")
+    assert ran.returncode != 0 and "cannot fuse cos with exp" in ran.stderr, ran.stderr[-2000:]
+
+
+def run_elsewhere(repro: Path, elsewhere: Path) -> subprocess.CompletedProcess[str]:
+    """Run a repro on "another machine": a fresh directory holding only the run's files, torch alone."""
     elsewhere.mkdir()
     for item in repro.parent.iterdir():
         if item.is_file():
             (elsewhere / item.name).write_bytes(item.read_bytes())
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    ran = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import runpy, sys
+        sys.path.insert(0, ".")  # as `python repro.py` would
         for name in ("minifier", "replay", "validation", "explain", "opcheck"):
             sys.modules[name] = None
         sys.argv = ["repro.py"]
         runpy.run_path("repro.py", run_name="__main__")
     """)], capture_output=True, text=True, cwd=elsewhere, env={**env, "PT2KIT_AUTOLOAD": "0"}, timeout=300)
-    assert ran.returncode != 0 and "cannot fuse cos with exp" in ran.stderr, ran.stderr[-2000:]
 
 
 def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path):
@@ -175,3 +179,61 @@ def test_a_backend_whose_source_cannot_be_carried_is_named(tmp_path):
     done, report = minify(script, tmp_path / "runs")
     assert done.returncode == 5, done.stderr[-2000:]
     assert "cannot be written into a repro" in report["message"] and "register" in report["message"]
+
+
+# --------------------------------------------------------------------------- #
+# Config that is not a literal: a pass function the failure needs
+# --------------------------------------------------------------------------- #
+
+PASS = """
+def no_relu_pass(graph):
+    for node in graph.nodes:
+        if node.op == "call_function" and "relu" in str(node.target){extra}:
+            raise RuntimeError("planted: the pre-grad pass rejects relu")
+"""
+
+CONFIG_PROGRAM = """
+import torch
+{setup}
+
+def f(x):
+    return torch.relu(x.sin() + 1).cos() * 2
+
+if __name__ == "__main__":
+    print(torch.compile(f)(torch.randn(8)))
+"""
+
+
+@pytest.mark.parametrize("where", ["module", "script"])
+def test_a_config_pass_function_travels_by_reference_or_as_source(where, tmp_path):
+    """issue 10: ``pre_grad_custom_pass`` is kept by reference when importable, carried when in the script."""
+    if where == "module":
+        (tmp_path / "user_passes.py").write_text(PASS.format(extra=""))
+        setup = "import user_passes\ntorch._inductor.config.pre_grad_custom_pass = user_passes.no_relu_pass"
+    else:
+        setup = PASS.format(extra="") + "\ntorch._inductor.config.pre_grad_custom_pass = no_relu_pass"
+    script = tmp_path / "user_program.py"
+    script.write_text(CONFIG_PROGRAM.format(setup=setup))
+    done, report = minify(script, tmp_path / "runs")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["ops_after"] == ["torch.relu"] and report["config_missing"] == []
+    repro = Path(report["repro"])
+    if where == "module":
+        assert report["config"] == {"torch._inductor.config": {"pre_grad_custom_pass": {"pt2kit:import": "user_passes:no_relu_pass"}}}
+        assert "torch._inductor.config.pre_grad_custom_pass = user_passes.no_relu_pass" in repro.read_text()
+    else:
+        assert "def no_relu_pass(graph):" in repro.read_text() and "import user_program" not in repro.read_text()
+    ran = run_elsewhere(repro, tmp_path / "elsewhere")
+    assert ran.returncode != 0 and "the pre-grad pass rejects relu" in ran.stderr, ran.stderr[-2000:]
+
+
+def test_a_config_pass_pt2kit_cannot_carry_is_named_not_dropped(tmp_path):
+    """A closure over a tensor has no source form: exit 5, and the message names the key."""
+    setup = "def make_pass(marker):\n" + textwrap.indent(PASS.format(extra=" and bool(marker.all())"), "    ") + "    return no_relu_pass\n\n"
+    setup += "torch._inductor.config.pre_grad_custom_pass = make_pass(torch.ones(1))"
+    script = tmp_path / "user_program.py"
+    script.write_text(CONFIG_PROGRAM.format(setup=setup))
+    done, report = minify(script, tmp_path / "runs")
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert "torch._inductor.config.pre_grad_custom_pass" in done.stderr and "Tensor" in done.stderr
+    assert "Traceback" not in done.stderr
