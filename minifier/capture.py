@@ -43,7 +43,7 @@ from .extract import merge_definitions
 from .errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
 from .script import run_script
-from .seams import symbolic_shapes
+from .seams import compile_fx, symbolic_shapes
 from .signature import Failure, Signature, exception_chain, signature_of_exception, signature_of_timeout, tagging_compile_errors
 from .repro_files import load_repro, write_repro
 
@@ -294,8 +294,7 @@ class AotGraph:
 
 def is_inductor_compiler(compiler: Callable[..., Any]) -> bool:
     """Is this AOTAutograd compiler Inductor's (whose graphs the inner-compile hook records)?"""
-    fn = getattr(compiler, "func", compiler)
-    return str(getattr(fn, "__module__", "")).startswith("torch._inductor")
+    return compile_fx.is_inductor_function(getattr(compiler, "func", compiler))
 
 
 def compiler_reference(compiler: Callable[..., Any]) -> str | None:

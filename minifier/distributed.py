@@ -44,14 +44,14 @@ def join_fake_group(case: GraphCase) -> None:
     if not needs_process_group(case):
         return
     import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
+    from .seams.dtensor import fake_store
 
     if dist.is_initialized():
         return
     job = case.distributed or {}
     meshes = [i.dtensor["mesh_shape"] for i in case.inputs if i.dtensor is not None]
     world = job.get("world_size") or max((_prod(m) for m in meshes), default=1)
-    dist.init_process_group("fake", store=FakeStore(), rank=job.get("rank", 0), world_size=world)
+    dist.init_process_group("fake", store=fake_store(), rank=job.get("rank", 0), world_size=world)
 
 
 def _prod(shape: list[int]) -> int:

@@ -17,14 +17,13 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 import torch.fx as fx
 
 from .case import GraphCase
 from .casemaker import make_case
 from .context import BackendInfo
 from .script import is_internal_file
-from .seams import convert_frame, dynamo_exc
+from .seams import convert_frame, dynamo_exc, pytree
 from .signature import COMPILE_PHASE_ATTR, exception_chain
 
 
@@ -113,10 +112,10 @@ def lift_frame(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase
 
     args, kwargs = failing.arguments()
     fn = failing.function()
-    flat, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+    flat, spec = pytree.tree_flatten((args, kwargs))
 
     def flat_call(*values: Any) -> Any:
-        call_args, call_kwargs = torch.utils._pytree.tree_unflatten(list(values), spec)
+        call_args, call_kwargs = pytree.tree_unflatten(list(values), spec)
         return fn(*call_args, **call_kwargs)
 
     gm = make_fx(flat_call, tracing_mode="real")(*flat)

@@ -19,6 +19,7 @@ import torch
 import torch.fx as fx
 
 from .case import GraphCase, TensorMeta, clone_tensor
+from .seams import pytree
 from .graphio import DYNAMIC_DIMS, SYMINT, node_meta
 
 #: Values an FX graph can take as a literal argument when the node producing them is cut.
@@ -76,7 +77,7 @@ class _Recording(fx.Interpreter):
         result = super().run_node(n)
         if n.op in ("call_function", "call_method", "call_module") and (self.keep is None or n.name in self.keep):
             # clone now: a later in-place op may change the tensor
-            self.values[n.name] = torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: clone_tensor(t.detach(), t.requires_grad), result)
+            self.values[n.name] = pytree.tree_map_only(torch.Tensor, lambda t: clone_tensor(t.detach(), t.requires_grad), result)
         return result
 
 

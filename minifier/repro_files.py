@@ -28,6 +28,7 @@ from torch.overrides import TorchFunctionMode
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import CorruptRecord
 from .graphio import GraphFormatError, load_graph
+from .seams import pytree
 from .signature import Signature
 from .writer import FORMAT_VERSION, data_of, render
 
@@ -199,7 +200,7 @@ class _RecordConstantCalls(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+        leaves = pytree.tree_leaves((args, kwargs))
         if isinstance(func, type) or any(isinstance(a, fx.Proxy) for a in leaves):
             return func(*args, **kwargs)
         return self.tracer.create_proxy("call_function", func, args, kwargs)

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import torch
-import torch.utils._pytree as pytree
+from minifier.seams import pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from minifier.seams import dynamo_utils, fake_tensor, ops, optests

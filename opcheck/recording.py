@@ -53,7 +53,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
+from minifier.seams import pytree
 
 from minifier.seams import dispatch, dynamo_utils, op_calls
 

@@ -552,10 +552,10 @@ def resolve_backend(name: str) -> Any:
     """A registered backend name (checked), or ``module:function``."""
     if ":" in name:
         return resolve(name)
-    from torch._dynamo import list_backends
+    from minifier.seams import backend_registry
 
-    if name not in list_backends(exclude_tags=()):
-        raise BackendNotFound(f"no backend is registered as {name!r} (registered: {', '.join(list_backends(exclude_tags=()))})")
+    if name not in backend_registry.names():
+        raise BackendNotFound(f"no backend is registered as {name!r} (registered: {', '.join(backend_registry.names())})")
     return name
 
 
@@ -605,9 +605,9 @@ def prepare_call(
     ``torch.compile(fn, backend=..., fullgraph=...)``. The returned call restores the RNGs
     and calls it once; it returns the outputs, and whatever it raises propagates.
     """
-    import torch._dynamo
+    import torch
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     compile_options = manifest.get("compile", {})
     recorded = compile_options.get("backend", {})
     if backend is None:

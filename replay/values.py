@@ -43,6 +43,8 @@ from typing import Any
 
 import torch
 
+from minifier.seams import ops
+
 from . import rebuild
 
 #: Python classes whose instances are C objects bound to the running process.
@@ -281,8 +283,8 @@ class Encoder:
                 value,
                 lambda: {"t": "partial", "func": self.encode(value.func, f"{path}.func"), "args": self.encode(value.args, f"{path}.args"), "keywords": self.encode(dict(value.keywords), f"{path}.keywords")},
             )
-        if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-            return {"t": "op", "name": str(value) if isinstance(value, torch._ops.OpOverload) else value._qualified_op_name.replace("::", ".")}
+        if ops.is_overload(value) or ops.is_packet(value):
+            return {"t": "op", "name": str(value) if ops.is_overload(value) else ops.schema_name(value).replace("::", ".")}
         if kind is torch.Generator:
             return self._define(value, lambda: {"t": "generator", "device": str(value.device), "state": self.encode(value.get_state(), f"{path}.state")})
         if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)):

@@ -280,9 +280,9 @@ def check_guards(
 
 def _own_backend(backend: str | Callable[..., Any]) -> Callable[..., Any]:
     """A backend object nobody else uses, so no entry compiled for someone else is reused."""
-    import torch
+    from minifier.seams import backend_registry
 
-    resolved = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
+    resolved = backend_registry.lookup(backend) if isinstance(backend, str) else backend
 
     def pt2kit_validation_backend(gm: Any, example_inputs: Any, **options: Any) -> Any:
         return resolved(gm, example_inputs, **options)

@@ -95,3 +95,8 @@ def keep_torch_aot_minifier_off(when: Callable[[], bool] = lambda: True) -> None
         return compile_quietly
 
     wrap_inner_compile_debug(quieted)
+
+
+def is_inductor_function(fn: Any) -> bool:
+    """Is ``fn`` part of Inductor (its compile_fx, its inner compile)?"""
+    return str(getattr(fn, "__module__", "")).startswith("torch._inductor")

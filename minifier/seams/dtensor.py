@@ -48,6 +48,13 @@ def probe() -> None:
     FakeStore()
 
 
+def fake_store() -> Any:
+    """A store for the fake process group (``dist.init_process_group("fake", store=...)``)."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    return FakeStore()
+
+
 def placement_code(placement: Any) -> str:
     """Python code that makes ``placement`` again (``Shard(0)``, ``Replicate()``, ``Partial('sum')``)."""
     name = type(placement).__name__
