@@ -166,6 +166,9 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
         mentions = any(text == ns or text.startswith(f"{ns}::") for text in s.strings for ns in namespaces)
         if mentions and _defines_something(s.node):
             kept.add(i)
+    # Names that carry a namespace (``test_ns = "myns"``, then ``lib = Library(test_ns, ...)``):
+    # definitions that use them are the op's definitions too.
+    carriers = {name for i in kept for name in statements[i].binds}
     changed = True
     while changed:
         changed = False
@@ -174,8 +177,10 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
         for i, s in enumerate(statements):
             if i in kept:
                 continue
-            if (s.binds & needed and not isinstance(s.node, ast.Expr)) or _registers_on(s, defined | set(names)):
+            carries = bool(s.uses & carriers) and _defines_something(s.node)
+            if (s.binds & needed and not isinstance(s.node, ast.Expr)) or _registers_on(s, defined | set(names)) or carries:
                 kept.add(i)
+                carriers |= s.binds if carries else set()
                 changed = True
     future = [i for i, s in enumerate(statements) if isinstance(s.node, ast.ImportFrom) and s.node.module == "__future__"]
     kept |= set(future) if kept else set()

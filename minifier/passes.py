@@ -14,6 +14,8 @@ Each pass looks at the reducer's best candidate so far and asks
   worst about 2·log2(n). (Running the two searches side by side, two queries a
   round, was slower on the 2-vCPU machines pt2kit is measured on: two compiles at
   once each ran at about half speed.);
+- :func:`cut_between`: one query for "the first and the last node alone" (a pair of
+  culprit ops is done then);
 - :func:`delta_debugging`: ddmin over the remaining nodes, for failures that need
   several ops;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
@@ -68,6 +70,18 @@ def remove_prefix(r: Reducer) -> None:
             lo = mid
         else:
             hi = mid
+
+
+def cut_between(r: Reducer) -> None:
+    """Keep only the first and the last node: one query that ends a pair of culprits at once.
+
+    After the two binary searches, the last node is the later culprit and the first node
+    the earlier one; what lies between is usually unrelated. Delta debugging would take
+    O(k log k) queries to learn that about k nodes.
+    """
+    kept = r.best.kept
+    if len(kept) > 2:
+        r.consider(r.without(kept[1:-1]))
 
 
 def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate]) -> None:
@@ -192,6 +206,7 @@ PASSES: list[Callable[[Reducer], None]] = [
     eliminate_dead_code,
     truncate_suffix,
     remove_prefix,
+    cut_between,
     delta_debugging,
     remove_outputs,
     consolidate_inputs,

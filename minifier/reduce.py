@@ -221,9 +221,11 @@ class Reducer:
         origin_inputs = {i.name: i for i in self.origin.inputs}
         aliases = dict(c.merged)
         inputs: list[GraphInput] = []
+        input_nodes: list[str] = []  # the node each input feeds (a dynamo placeholder l_x_ reads input L_x_)
         for name in self.input_names(kept):
             if name in aliases:
                 continue
+            input_nodes.append(name)
             node = self._nodes[name]
             if node.op == "placeholder":
                 original = origin_inputs[str(node.target)]
@@ -253,7 +255,7 @@ class Reducer:
         graph.output(tuple(env[self._nodes[o]] for o in c.outputs))
         graph.lint()
         shapes = dict(c.shapes)
-        inputs = [_reshaped(i, shapes[i.name]) if i.name in shapes else i for i in inputs]
+        inputs = [_reshaped(i, shapes[node]) if node in shapes else i for i, node in zip(inputs, input_nodes)]
         if c.static:
             inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
         else:

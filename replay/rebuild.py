@@ -552,10 +552,10 @@ def resolve_backend(name: str) -> Any:
     """A registered backend name (checked), or ``module:function``."""
     if ":" in name:
         return resolve(name)
-    from minifier.seams import backend_registry
-
-    if name not in backend_registry.names():
-        raise BackendNotFound(f"no backend is registered as {name!r} (registered: {', '.join(backend_registry.names())})")
+    # public API on purpose: this module is copied into standalone replay scripts
+    registered = torch.compiler.list_backends(exclude_tags=())
+    if name not in registered:
+        raise BackendNotFound(f"no backend is registered as {name!r} (registered: {', '.join(registered)})")
     return name
 
 

@@ -259,3 +259,32 @@ def test_save_repro_then_minify_from_python(tmp_path):
 
     report = minifier.minify(step, x, w, backend="planted_compile_error", out=tmp_path)
     assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"]
+
+
+# --------------------------------------------------------------------------- #
+# Carrying the user's definitions
+# --------------------------------------------------------------------------- #
+
+SCRIPT_WITH_A_LIBRARY = '''
+import torch
+from torch.library import Library
+test_ns = "_pt2kit_slice"
+lib = Library(test_ns, "FRAGMENT")
+lib.define("foo(Tensor a) -> Tensor")
+def foo_impl(a):
+    return a * 2
+lib.impl("foo", foo_impl, "CPU")
+model = torch.nn.Linear(2, 2)
+print(torch.ops._pt2kit_slice.foo(torch.ones(2)))
+'''
+
+
+def test_a_custom_op_whose_namespace_is_in_a_variable_is_carried_with_its_library():
+    from minifier.extract import slice_script
+
+    carried = slice_script(SCRIPT_WITH_A_LIBRARY, (), ["_pt2kit_slice"])
+    assert 'lib = Library(test_ns, "FRAGMENT")' in carried and 'lib.impl("foo", foo_impl, "CPU")' in carried
+    assert "def foo_impl" in carried and "model =" not in carried and "print(" not in carried
+    namespace: dict = {}
+    exec(compile(carried, "<carried>", "exec"), namespace)  # the op exists after the slice alone runs
+    assert torch.equal(torch.ops._pt2kit_slice.foo(torch.ones(2)), torch.full((2,), 2.0))
