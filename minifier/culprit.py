@@ -1,0 +1,250 @@
+"""Choosing the culprit: which failing graph is the program's failure, and does it fail again?
+
+Once :mod:`minifier.bisect_steps` has run the graphs through their stages, a graph
+*matches* when its first failure has the program's own signature (with
+``--accuracy``, when it fails at all): :func:`matches`. The first graph that matches
+is the culprit, unless the program itself failed in another one that does
+(:func:`failed_owner`). Then :func:`pin_down` makes sure of it:
+
+- a dynamo graph failing in the final backend is narrowed to the aot graph
+  (forward, backward or inference) that fails the same way: one the program
+  compiled itself (:func:`captured_aot_graphs`), or one made by lowering the dynamo
+  graph (:func:`lower`). Seeing that failing compile happen again is also the check
+  that the failure is not flaky;
+- otherwise the culprit's query runs once more (:func:`second_look`), and a
+  different answer is a :class:`~minifier.errors.FlakyFailure`.
+
+When no graph matches, :func:`no_culprit` tries in turn: a graph that fails the
+program's way once its higher-order ops are inlined (:func:`inlined_culprit`); the
+program's own failing aot graph, run alone (:func:`aot_culprit`); and otherwise a
+second run of the program, which tells a flaky failure from one that needs the
+whole program (:class:`~minifier.errors.NotReproducible`, with a hint at why: a
+backend that cannot be written into a repro, a patch of torch, config pt2kit could
+not carry, or a wrong answer that wants ``--accuracy``).
+
+:func:`seen_in_the_program` spares the bisection its most expensive query: the final
+stage of the graph the program failed in has already answered, in the program.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from .bisect_report import BisectReport, Row, signature_of
+from .bisect_steps import aot_rows, read_capture_again, run_each, run_stages_of
+from .capture import CaptureResult
+from .case import GraphCase
+from .context import missing_config
+from .errors import FlakyFailure, NoFailure, NotReproducible
+from .session import Session
+from .signature import Failure
+from .stages import Outcome, lower_case
+from .worker import QueryError
+
+
+def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows_wanted: bool, captured: CaptureResult | None = None) -> BisectReport:
+    """Make sure the culprit fails the same way again, and find its failing aot graph.
+
+    A culprit failing in its final AOTAutograd backend is lowered, and its aot graphs
+    run through that backend's compiler: when one fails with the same signature, the
+    failing compile has happened again, and that is the check for flakiness. Otherwise
+    the culprit's query simply runs once more.
+    """
+    culprit = report.culprit
+    assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
+    outcome = culprit.first_failure
+    target = signature_of(outcome)
+    captured_aot = captured_aot_graphs(captured, culprit)
+    if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
+        paths, lowering_note = (captured_aot[0], None) if captured_aot else lower(session, culprit)
+        passed = captured_aot[1] if captured_aot else set()
+        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed) if paths else []
+        at = report.rows.index(culprit) + 1
+        report.rows[at:at] = rows
+        aot_culprit = next((r for r in rows if r.first_failure and signature_of(r.first_failure) == target), None)
+        if aot_culprit is not None:
+            report.culprit = aot_culprit
+            return finish(session, report)
+        if rows:
+            report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
+        elif lowering_note:
+            report.note = lowering_note
+        second_look(session, [culprit, *rows], accuracy=accuracy)
+    else:
+        second_look(session, [culprit], accuracy=accuracy)
+    return finish(session, report)
+
+
+def captured_aot_graphs(captured: CaptureResult | None, row: Row) -> tuple[list[str], set[str]] | None:
+    """The aot graphs the program itself compiled for ``row``'s dynamo graph, and those that ran fine."""
+    if captured is None or row.case is None or row.label.endswith("(inlined)"):
+        return None
+    graphs = captured.aot.get(row.case.index) or []
+    if not graphs:
+        return None
+    failed = captured.failed_graph
+    passed = {g["path"] for g in graphs if not g.get("failure") and Path(g["path"]).parent.name in captured.ran and Path(g["path"]).parent.name != failed}
+    return [g["path"] for g in graphs], passed
+
+
+def lower(session: Session, row: Row) -> tuple[list[str], str | None]:
+    """The aot graphs of a dynamo graph (see :func:`minifier.stages.lower_case`); degrades to none.
+
+    A backend that crashes or hangs while being lowered, or a lowering that fails for
+    a reason of pt2kit's own, leaves the dynamo graph as the unit to minify, with a note.
+    """
+    assert row.case is not None
+    try:
+        lowered = session.query(functools.partial(lower_case, row.case, session.run_dir / "captured" / "aot"), f"{row.label}: lowering to aot graphs")
+    except QueryError as e:
+        (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (session.run_dir / "logs" / f"{row.label}-lowering-error.txt").write_text(str(e))
+        return [], f"lowering {row.label} to aot graphs failed inside pt2kit; the dynamo graph is the unit to minify"
+    if lowered.value is None:
+        assert lowered.failure is not None
+        return [], f"lowering {row.label} to aot graphs ended in {lowered.failure.signature}; the dynamo graph is the unit to minify"
+    return lowered.value
+
+
+def second_look(session: Session, rows: list[Row], *, accuracy: bool) -> None:
+    """Run each row's last stage again; :class:`FlakyFailure` if any outcome changes."""
+    looked = [row for row in rows if row.case is not None and row.outcomes]
+    plan = [(row.case, list(row.outcomes)[-1]) for row in looked]
+    labels = [f"{row.label} through {stage} again: checking it is not flaky" for row, (_, stage) in zip(looked, plan)]
+    again = run_each(session, plan, accuracy=accuracy, labels=labels)  # type: ignore[arg-type]
+    for row, (case, stage) in zip(looked, plan):
+        first, second = row.outcomes[stage], again[(id(case), stage)]
+        if signature_of(second) != signature_of(first):
+            raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(second)}")
+
+
+def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
+    """Is a graph's failure the program's failure (or, with --accuracy, any failure)?"""
+    if outcome.failure is None:
+        return False
+    if original is None:
+        return accuracy
+    return outcome.failure.signature == original.signature or (accuracy and outcome.failure.signature.kind == "accuracy")
+
+
+def failed_owner(captured: CaptureResult) -> str | None:
+    """The dynamo graph (``g3``) the program failed in, when the capture knows it."""
+    return captured.failed_graph.split(".")[0] if captured.failed_graph else None
+
+
+def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool) -> dict[tuple[int, str], Outcome]:
+    """The final-stage outcome the program's own run already showed, so it is not paid for again.
+
+    The program compiled the graph it failed in with its final backend, and failed:
+    that graph's row gets that outcome without compiling the whole graph once more
+    (the expensive query of a bisection). Its eager stages still run, to say whether
+    an earlier stage fails too; its failing aot graph runs once, alone, next.
+    """
+    if captured.failure is None or accuracy or captured.failed_graph is None:
+        return {}
+    owner = captured.failed_graph.split(".")[0]
+    return {
+        (id(case), final): Outcome(final, captured.failure, 0.0)
+        for case, _ in cases
+        if case.label() == owner and case.backend == final
+    }
+
+
+def no_culprit(session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult) -> BisectReport:
+    """No graph fails like the program did: flaky, or a failure that needs the whole program."""
+    failing = [r for r in report.rows if r.first_failure is not None]
+    if captured.failure is None:
+        if failing:  # --accuracy on a program that ran fine, and a graph errors out
+            report.culprit = failing[0]
+            return finish(session, report)
+        raise NoFailure(f"every graph of {script.name} passes every stage" + (" (accuracy checked)" if report.accuracy else ""))
+    inlined = inlined_culprit(session, report, captured)
+    if inlined is not None:
+        return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
+    if aot_culprit(session, report, captured) is not None:
+        report.note = "the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)"
+        return finish(session, report)
+    again = read_capture_again(session, script, args, backend, report.nproc)
+    if again.failure is None or again.failure.signature != captured.failure.signature:
+        raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
+    second_look(session, report.rows, accuracy=report.accuracy)  # does any graph fail now?
+    detail = (
+        f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
+        if failing
+        else ""
+    )
+    hint = ""
+    if captured.unrecoverable:
+        hint = "; " + "; ".join(captured.unrecoverable) + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
+    elif captured.patches:
+        patched = ", ".join(f"{target} (by {fn})" for target, fn in sorted(captured.patches.items()))
+        hint = f"; the program patches torch ({patched})" + ("" if captured.patches_carried else ", and the repro cannot carry that patch: move it to a module the repro can import")
+    elif missing := sorted({m for r in report.rows if r.case is not None for m in missing_config(r.case.config)}):
+        hint = "; it may need compiler config pt2kit could not carry: " + "; ".join(missing) + " (define it in an importable module)"
+    elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
+        hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
+    raise NotReproducible(
+        f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}"
+    )
+
+
+def inlined_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
+    """A graph that fails the program's way once its higher-order ops are inlined.
+
+    torch.compile cannot trace some higher-order ops when a repro calls them directly
+    (``autograd_function_apply``: it breaks the graph there), so such a graph can pass
+    in isolation. Inlined (see :mod:`minifier.inline`), it runs its bodies' ops
+    itself; if it then fails the same way it becomes the culprit, with a note.
+    """
+    from .inline import variants
+
+    cases = [(row, flat) for row in report.rows if row.case is not None for flat in variants(row.case.gm)]
+    for row, flat in cases:
+        assert row.case is not None
+        candidate = row.case.replace(gm=flat)
+        (new,) = run_stages_of(session, [(candidate, None)], accuracy=report.accuracy)
+        first = new.first_failure
+        if first is not None and matches(first, captured.failure, report.accuracy):
+            new.label = f"{row.label} (inlined)"
+            report.rows.insert(report.rows.index(row) + 1, new)
+            report.culprit = new
+            report.note = f"{row.label} fails this way only with its higher-order ops inlined (torch.compile cannot trace them when called directly)"
+            return new
+    return None
+
+
+def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
+    """The failing aot graph the program itself compiled, when no dynamo graph stands for it.
+
+    (The dynamo graph may hold inputs a repro cannot rebuild yet, such as DTensors.)
+    """
+    if captured.failure is None or captured.failed_graph is None or "." not in captured.failed_graph:
+        return None
+    owner = int(captured.failed_graph.split(".")[0].removeprefix("g"))
+    paths = [g["path"] for g in captured.aot.get(owner, []) if Path(g["path"]).parent.name == captured.failed_graph]
+    rows = aot_rows(session, paths, accuracy=report.accuracy, stop_at=captured.failure.signature) if paths else []
+    row = next((r for r in rows if r.first_failure is not None and matches(r.first_failure, captured.failure, report.accuracy)), None)
+    if row is not None:
+        report.rows.extend(rows)
+        report.culprit = row
+    return row
+
+
+def looks_like_wrong_answer(failure: Failure) -> bool:
+    """An assertion about values (``assert torch.allclose``, ``torch.testing.assert_close``)."""
+    signature = failure.signature
+    text = f"{signature.message} {failure.details}".lower()
+    return signature.exception in ("AssertionError", "AccuracyError") or any(
+        phrase in text for phrase in ("not close", "mismatched elements", "allclose", "not equal")
+    )
+
+
+def _describe(outcome: Outcome) -> str:
+    return "pass" if outcome.failure is None else str(outcome.failure.signature)
+
+
+def finish(session: Session, report: BisectReport) -> BisectReport:
+    report.queries = session.queries
+    report.seconds = session.seconds
+    return report
