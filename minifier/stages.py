@@ -50,7 +50,7 @@ from .signature import (
 )
 from .seams.aot_autograd import compiler_kwargs
 from .repro_files import exec_repro, write_repro
-from .writer import EAGER_STAGES, data_of, render
+from .writer import EAGER_STAGES, RUN_SEED, data_of, render
 
 
 def stage_names(final: str) -> list[str]:
@@ -141,10 +141,6 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: boo
     except Exception as e:  # noqa: BLE001 - classifying failures is the job
         return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
     return Outcome(stage, None, time.perf_counter() - start)
-
-
-#: The RNG seed every run of a case starts from (the repro's ``__main__`` seeds the same way).
-RUN_SEED = 0
 
 
 def seeded(fn: Callable[..., Any], *args: Any) -> Any:
