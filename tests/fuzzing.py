@@ -413,6 +413,8 @@ def run_minify(program: Program, workdir: Path) -> tuple[CaseResult, subprocess.
         return result, None
     result.seconds = time.monotonic() - start
     result.stderr_tail = stderr[-3000:]
+    (workdir / "minify.stdout").write_text(stdout)
+    (workdir / "minify.stderr").write_text(stderr)
     done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     try:
         result.report = json.loads(stdout)
@@ -613,82 +615,91 @@ class Tally:
 
 
 def bucket_key(result: CaseResult) -> str:
-    """What makes two breakages "the same bug" for the long profile: the first broken
-    invariant and the level of the planted backend (each is shrunk once)."""
-    return f"{result.broken[0][0]} @ {result.program.level}"
+    """What makes two breakages "the same bug" for the long profile (each is shrunk once):
+    the first broken invariant, the planted bug's level and kind."""
+    return f"{result.broken[0][0]} @ {result.program.bucket}"
 
 
-def long_profile(examples: int, *, seed: int = 0, shrink_seconds: float = 900.0, keep: Path | None = None, out: Any = sys.stdout) -> Tally:
-    """``make fuzz``: ``examples`` generated cases, each new kind of breakage shrunk by Hypothesis.
+def long_profile(examples: int, *, seed: int = 0, shrink_seconds: float = 300.0, keep: Path | None = None, out: Any = sys.stdout) -> Tally:
+    """``make fuzz``: about ``examples`` generated cases, each new kind of breakage shrunk by Hypothesis.
+
+    A case costs seconds to a minute, so the budget is small for Hypothesis, which
+    spends a small budget on near copies of its first programs. The profile therefore
+    gives every (level, kind) of planted bug its share of the budget, one Hypothesis
+    run (or more) each.
 
     Hypothesis stops generating soon after it first sees a failure (10 s, less than one
-    case here) and then shrinks it. So the profile runs in rounds: each round is one
+    case here) and then shrinks it. So each share runs in rounds: a round is one
     Hypothesis run over the cases left, which raises only for a breakage whose
     ``bucket_key`` has not been shrunk yet; breakages already shrunk are counted and the
     round goes on. When a round's failure has been shrunk, the next round starts with
-    a new seed. A program is run once per profile (Hypothesis asks again for the
-    simplest program at each round's start, and replays its failures).
+    a new seed. A program is run once per profile (Hypothesis starts every run with
+    the simplest program, and replays its failures).
     """
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
     from hypothesis.errors import Flaky
     from hypothesis.internal.conjecture import engine
 
-    # Hypothesis gives up shrinking after 5 minutes; a case here takes 10-60 s.
+    # Hypothesis gives up shrinking after 5 minutes (a private constant): make it a knob.
     engine.MAX_SHRINKING_SECONDS = int(shrink_seconds)
     tally = Tally(out=out)
     known: set[str] = set()
-    seen: dict[str, CaseResult] = {}  # by script: a program is run once per profile
+    seen: dict[str, CaseResult] = {}  # by script
+    shares = [(level, kind) for level in fb.LEVELS for kind in fb.KINDS]
+    per_share = max(1, math.ceil(examples / len(shares)))
     round_number = 0
-    while len(tally.cases) < examples:
-        round_number += 1
-        state: dict[str, Any] = {"target": None}
+    for level, kind in shares:
+        quota = len(tally.cases) + per_share
+        while len(tally.cases) < quota:
+            round_number += 1
+            state: dict[str, Any] = {"target": None}
 
-        @hypothesis_seed(seed + round_number)
-        @settings(
-            max_examples=examples - len(tally.cases),
-            deadline=None,
-            database=None,
-            derandomize=False,
-            report_multiple_bugs=False,
-            phases=(Phase.generate, Phase.shrink),
-            suppress_health_check=list(HealthCheck),
-            print_blob=False,
-        )
-        @given(programs())
-        def one_case(program: Program) -> None:
-            script = program.script()
-            fresh = script not in seen  # Hypothesis asks again: each round starts with the simplest program, and it replays failures
-            if fresh:
-                seen[script] = check_program(program, keep=keep)
-            result = seen[script]
-            key = bucket_key(result) if not result.ok else None
-            if state["target"] is None:
+            @hypothesis_seed(seed * 1000 + round_number)
+            @settings(
+                max_examples=quota - len(tally.cases),
+                deadline=None,
+                database=None,
+                derandomize=False,
+                report_multiple_bugs=False,
+                phases=(Phase.generate, Phase.shrink),
+                suppress_health_check=list(HealthCheck),
+                print_blob=False,
+            )
+            @given(programs(levels=(level,), kinds=(kind,)))
+            def one_case(program: Program) -> None:
+                script = program.script()
+                fresh = script not in seen
                 if fresh:
-                    tally.cases.append(result)
-                    tally.line(result)
-                if key is not None and key not in known:
-                    state["target"] = key
-                    tally.shrunk[key] = result
-            elif fresh:  # shrinking the target
-                tally.shrink_runs += 1
-                tally.line(result, phase="shrink")
-            if key is not None and key == state["target"]:
-                if result.program.size() < tally.shrunk[key].program.size():
-                    tally.shrunk[key] = result
-                raise_broken(result)
+                    seen[script] = check_program(program, keep=keep)
+                result = seen[script]
+                key = bucket_key(result) if not result.ok else None
+                if state["target"] is None:
+                    if fresh:
+                        tally.cases.append(result)
+                        tally.line(result)
+                    if key is not None and key not in known:
+                        state["target"] = key
+                        tally.shrunk[key] = result
+                elif fresh:  # shrinking the target
+                    tally.shrink_runs += 1
+                    tally.line(result, phase="shrink")
+                if key is not None and key == state["target"]:
+                    if result.program.size() < tally.shrunk[key].program.size():
+                        tally.shrunk[key] = result
+                    raise_broken(result)
 
-        before = len(tally.cases)
-        try:
-            one_case()
-            if len(tally.cases) == before:
-                break  # nothing new to generate
-        except InvariantBroken:
-            known.add(state["target"])
-        except Flaky as e:
-            tally.flaky.append(f"{state['target']}: {str(e).splitlines()[0][:300]}")
-            if state["target"]:
+            before = len(tally.cases)
+            try:
+                one_case()
+                if len(tally.cases) == before:
+                    break  # nothing new to generate
+            except InvariantBroken:
                 known.add(state["target"])
+            except Flaky as e:
+                tally.flaky.append(f"{state['target']}: {str(e).splitlines()[0][:300]}")
+                if state["target"]:
+                    known.add(state["target"])
     tally.print_summary()
     return tally
 

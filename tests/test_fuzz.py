@@ -9,9 +9,12 @@
   checked. No shrinking here: it would cost minutes; the failure prints the program.
   ``test_fuzz_small_hang`` adds one hang case (a hang costs a query timeout per
   failing query, so one is all the small profile affords).
-- ``test_fuzz_long``: ``make fuzz`` (``PT2KIT_FUZZ_EXAMPLES`` cases, default 40),
-  with Hypothesis shrinking each new kind of breakage to a small program, a line per
-  case and a summary (``PT2KIT_FUZZ_SUMMARY`` names a JSON file to write it to).
+- ``test_fuzz_long``: ``make fuzz`` (``PT2KIT_FUZZ_EXAMPLES`` cases, default 40, shared
+  out over every level and kind of planted bug), with Hypothesis shrinking each new
+  kind of breakage to a small program (for at most ``PT2KIT_FUZZ_SHRINK_SECONDS``,
+  default 300), a line per case and a summary. ``PT2KIT_FUZZ_SUMMARY`` names a JSON
+  file to write the figures to, ``PT2KIT_FUZZ_KEEP`` a directory to keep each breaking
+  case's run directory in, ``PT2KIT_FUZZ_SEED`` picks another sequence.
 """
 
 import json
@@ -116,7 +119,7 @@ def test_fuzz_long():
     tally = fz.long_profile(
         int(os.environ["PT2KIT_FUZZ_EXAMPLES"]),
         seed=int(os.environ.get("PT2KIT_FUZZ_SEED", "0")),
-        shrink_seconds=float(os.environ.get("PT2KIT_FUZZ_SHRINK_SECONDS", "900")),
+        shrink_seconds=float(os.environ.get("PT2KIT_FUZZ_SHRINK_SECONDS", "300")),
         keep=Path(keep) if keep else None,
         out=sys.stdout,
     )
