@@ -89,6 +89,9 @@ class Template:
     def __repr__(self) -> str:  # Hypothesis prints failing programs: keep them readable
         return f"<{self.name}>"
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # Hypothesis' pretty printer
+        printer.text(repr(self))
+
 
 def _t(name: str, arity: int, *forms: str, uses: tuple[str, ...] = ()) -> Template:
     return Template(name, arity, forms, frozenset(uses))
@@ -310,15 +313,16 @@ class ReproMismatch(InvariantBroken):
 #:   lowering to aot graphs 1, the aot graphs' two stages each (forward and backward) 4,
 #:   profiling 1, checking the written repro 1 (a dynamo-level bug has the flakiness
 #:   re-check 1 instead of the aot rows);
-#: - the reducer's fixed passes, at most 12: the dead-code check 1, "the last node
+#: - the reducer's fixed passes, at most 16: the dead-code check 1, "the last node
 #:   alone" 1, the rounding of the two binary searches 2, consolidate_inputs 1,
-#:   drop_backward 1, randomize_inputs over at most two inputs 3, the second round's
-#:   fresh questions 2, and one query to cut everything between a pair's two ops at
-#:   once (what keeps a pair logarithmic too).
+#:   drop_backward 1, make_static 1, randomize_inputs over at most two inputs 3,
+#:   shrink_shapes one per distinct size when size 1 reproduces (B, D and D/2 here) 3,
+#:   the second round's fresh questions 2, and one query to cut everything between a
+#:   pair's two ops at once (what keeps a pair logarithmic too).
 #:
 #: Nothing here is budgeted for delta debugging: a pair of culprit ops needs no more
 #: than two binary searches and one cut, so exceeding the bound on a pair is a finding.
-QUERY_CONSTANT = 24
+QUERY_CONSTANT = 28
 
 
 def query_bound(nodes: int) -> float:
@@ -704,7 +708,7 @@ def long_profile(examples: int, *, seed: int = 0, shrink_seconds: float = 300.0,
     return tally
 
 
-def small_profile_settings(examples: int = 7) -> Any:
+def small_profile_settings(examples: int = 5) -> Any:
     """The ``make test`` profile: a few deterministic cases, no shrinking (it would take minutes).
 
     ``PT2KIT_FUZZ_SMALL_EXAMPLES`` overrides ``examples``.

@@ -4,11 +4,12 @@
   the program that was evaluated, and each template holds exactly the trigger ops it
   declares, in real dynamo and AOTAutograd graphs (else "1-minimal" would be judged
   against the wrong ops).
-- ``test_fuzz_small``: the profile ``make test`` runs. A few deterministic programs
-  (``derandomize``), each run through ``minify run --json`` with every invariant
-  checked. No shrinking here: it would cost minutes; the failure prints the program.
-  ``test_fuzz_small_hang`` adds one hang case (a hang costs a query timeout per
-  failing query, so one is all the small profile affords).
+- ``test_fuzz_small``: the profile ``make test`` runs (``e2e``: planted backends, no
+  Inductor). Five deterministic programs (``derandomize``), each run through
+  ``minify run --json`` with every invariant checked, in about three minutes on two
+  cores. No shrinking here: it would cost minutes; the failure prints the program.
+  Hangs are left to the long profile: a hang costs a query timeout for every failing
+  query (a minute or more per case).
 - ``test_fuzz_long``: ``make fuzz`` (``PT2KIT_FUZZ_EXAMPLES`` cases, default 40, shared
   out over every level and kind of planted bug), with Hypothesis shrinking each new
   kind of breakage to a small program (for at most ``PT2KIT_FUZZ_SHRINK_SECONDS``,
@@ -81,7 +82,7 @@ def _trigger_ops_of(fn, x, w):
     return seen
 
 
-@pytest.mark.slow  # about 60 small compiles
+@pytest.mark.e2e  # about 60 small compiles in this process
 def test_templates_hold_exactly_the_trigger_ops_they_declare():
     for template in fz.ALL_TEMPLATES:
         for form in range(len(template.forms)):
@@ -96,7 +97,7 @@ def test_templates_hold_exactly_the_trigger_ops_they_declare():
             assert seen["backward"] == {t for t in template.uses if fb.TRIGGERS[t].backward}, label
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @fz.small_profile_settings()
 @given(fz.programs(kinds=tuple(k for k in fb.KINDS if k != "hang")))
 def test_fuzz_small(program):
@@ -104,14 +105,7 @@ def test_fuzz_small(program):
     fz.raise_broken(fz.check_program(program))
 
 
-@pytest.mark.slow
-@fz.small_profile_settings(examples=1)
-@given(fz.programs(kinds=("hang",)))
-def test_fuzz_small_hang(program):
-    fz.raise_broken(fz.check_program(program))
-
-
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.skipif("PT2KIT_FUZZ_EXAMPLES" not in os.environ, reason="the long profile: make fuzz (PT2KIT_FUZZ_EXAMPLES=N)")
 def test_fuzz_long():
     """``make fuzz``: many cases, each new kind of breakage shrunk; per-case lines and a summary."""
