@@ -258,7 +258,10 @@ def programs(draw: Any, levels: tuple[str, ...] = fb.LEVELS, kinds: tuple[str, .
     triggers = tuple(sorted(draw(st.lists(st.sampled_from(pool), min_size=count, max_size=count, unique=True))))
     train = level == "bw" or draw(st.booleans())
     fillers = [t for t in ALL_TEMPLATES if not (t.uses & set(triggers))]
-    steps = draw(st.lists(steps_from(fillers), min_size=2, max_size=max_steps))
+    # Hypothesis keeps lists short; a drawn floor gives the reducer real work (and the
+    # floor itself shrinks to 2 first, so shrinking can still delete any step).
+    floor = draw(st.integers(2, max_steps // 2))
+    steps = draw(st.lists(steps_from(fillers), min_size=floor, max_size=max_steps))
     for trigger in triggers:
         position = draw(st.integers(0, len(steps)))
         steps.insert(position, draw(steps_from([TRIGGER_TEMPLATES[trigger]])))
@@ -504,10 +507,11 @@ def check_repro(program: Program, report: dict[str, Any], scratch: Path) -> str 
     return None if expected in ran.stderr else f"repro.py fails differently: {tail} (planted {expected})"
 
 
-def check_program(program: Program, keep: Path | None = None) -> CaseResult:
+def check_program(program: Program, keep: Path | None = None, *, repro: bool = True) -> CaseResult:
     """Run pt2kit on ``program`` and check every invariant; fills ``CaseResult.broken``.
 
-    ``keep``: copy the case's directory there when an invariant breaks.
+    ``keep``: copy the case's directory there when an invariant breaks. ``repro=False``
+    skips running the repro (the last check; shrinking another invariant does not need it).
     """
     with tempfile.TemporaryDirectory(prefix="pt2kit-fuzz-") as tmp:
         workdir = Path(tmp)
@@ -526,9 +530,9 @@ def check_program(program: Program, keep: Path | None = None) -> CaseResult:
                 nodes, queries = report.get("nodes_before") or 1, report.get("queries")
                 if not isinstance(queries, int) or queries > query_bound(nodes):
                     result.broken.append(("query-bound", f"{queries} queries for {nodes} nodes; bound 2*log2({nodes}) + {QUERY_CONSTANT} = {query_bound(nodes):.1f}"))
-                repro = check_repro(program, report, workdir)
-                if repro:
-                    result.broken.append(("repro", repro))
+                problem = check_repro(program, report, workdir) if repro else None
+                if problem:
+                    result.broken.append(("repro", problem))
         if result.broken and keep is not None:
             shutil.copytree(workdir, keep / f"case-{int(time.time() * 1000)}", ignore=shutil.ignore_patterns("*.so", "*.o"))
     return result
@@ -624,7 +628,15 @@ def bucket_key(result: CaseResult) -> str:
     return f"{result.broken[0][0]} @ {result.program.bucket}"
 
 
-def long_profile(examples: int, *, seed: int = 0, shrink_seconds: float = 300.0, keep: Path | None = None, out: Any = sys.stdout) -> Tally:
+def long_profile(
+    examples: int,
+    *,
+    seed: int = 0,
+    shrink_seconds: float = 300.0,
+    keep: Path | None = None,
+    out: Any = sys.stdout,
+    shares: list[tuple[str, str]] | None = None,
+) -> Tally:
     """``make fuzz``: about ``examples`` generated cases, each new kind of breakage shrunk by Hypothesis.
 
     A case costs seconds to a minute, so the budget is small for Hypothesis, which
@@ -650,18 +662,21 @@ def long_profile(examples: int, *, seed: int = 0, shrink_seconds: float = 300.0,
     tally = Tally(out=out)
     known: set[str] = set()
     seen: dict[str, CaseResult] = {}  # by script
-    shares = [(level, kind) for level in fb.LEVELS for kind in fb.KINDS]
+    partial: dict[str, CaseResult] = {}  # by script, run while shrinking (no repro check)
+    shares = shares or [(level, kind) for level in fb.LEVELS for kind in fb.KINDS]
     per_share = max(1, math.ceil(examples / len(shares)))
     round_number = 0
     for level, kind in shares:
         quota = len(tally.cases) + per_share
+        first = True
         while len(tally.cases) < quota:
             round_number += 1
             state: dict[str, Any] = {"target": None}
 
+            # (a later round of a share starts with the simplest program again: already run)
             @hypothesis_seed(seed * 1000 + round_number)
             @settings(
-                max_examples=quota - len(tally.cases),
+                max_examples=quota - len(tally.cases) + (0 if first else 1),
                 deadline=None,
                 database=None,
                 derandomize=False,
@@ -673,10 +688,12 @@ def long_profile(examples: int, *, seed: int = 0, shrink_seconds: float = 300.0,
             @given(programs(levels=(level,), kinds=(kind,)))
             def one_case(program: Program) -> None:
                 script = program.script()
-                fresh = script not in seen
+                shrinking = state["target"] is not None and not state["target"].startswith("repro ")
+                cache = partial if shrinking else seen  # shrinking skips the repro run, unless that is what broke
+                fresh = script not in seen and script not in cache
                 if fresh:
-                    seen[script] = check_program(program, keep=keep)
-                result = seen[script]
+                    cache[script] = check_program(program, keep=keep, repro=not shrinking)
+                result = seen.get(script) or cache[script]
                 key = bucket_key(result) if not result.ok else None
                 if state["target"] is None:
                     if fresh:
@@ -694,6 +711,7 @@ def long_profile(examples: int, *, seed: int = 0, shrink_seconds: float = 300.0,
                     raise_broken(result)
 
             before = len(tally.cases)
+            first = False
             try:
                 one_case()
                 if len(tally.cases) == before:

@@ -15,7 +15,8 @@
   kind of breakage to a small program (for at most ``PT2KIT_FUZZ_SHRINK_SECONDS``,
   default 300), a line per case and a summary. ``PT2KIT_FUZZ_SUMMARY`` names a JSON
   file to write the figures to, ``PT2KIT_FUZZ_KEEP`` a directory to keep each breaking
-  case's run directory in, ``PT2KIT_FUZZ_SEED`` picks another sequence.
+  case's run directory in, ``PT2KIT_FUZZ_SEED`` picks another sequence, and
+  ``PT2KIT_FUZZ_SHARES`` (e.g. ``fw/accuracy,bw/abort``) fuzzes only those levels/kinds.
 """
 
 import json
@@ -110,12 +111,14 @@ def test_fuzz_small(program):
 def test_fuzz_long():
     """``make fuzz``: many cases, each new kind of breakage shrunk; per-case lines and a summary."""
     keep = os.environ.get("PT2KIT_FUZZ_KEEP")
+    shares = [tuple(share.split("/")) for share in os.environ["PT2KIT_FUZZ_SHARES"].split(",")] if os.environ.get("PT2KIT_FUZZ_SHARES") else None
     tally = fz.long_profile(
         int(os.environ["PT2KIT_FUZZ_EXAMPLES"]),
         seed=int(os.environ.get("PT2KIT_FUZZ_SEED", "0")),
         shrink_seconds=float(os.environ.get("PT2KIT_FUZZ_SHRINK_SECONDS", "300")),
         keep=Path(keep) if keep else None,
         out=sys.stdout,
+        shares=shares,  # type: ignore[arg-type]
     )
     summary = tally.summary()
     if os.environ.get("PT2KIT_FUZZ_SUMMARY"):
