@@ -377,7 +377,7 @@ class CaseResult:
         }
 
 
-def expected_ops(program: Program, boundary: str) -> list[str]:
+def expected_ops(program: Program) -> list[str]:
     """The ops ``ops_after`` must hold: aten names for aot graphs (one each)."""
     side = "backward" if program.level == "bw" else "forward"
     return sorted(getattr(fb.TRIGGERS[t], side) for t in program.triggers)
@@ -390,13 +390,11 @@ def dynamo_op_trigger(name: str) -> str | None:
 
 
 def _environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    env.update(extra or {})
-    return env
+    """The caller's environment, as a user's shell would pass it on (plus ``extra``)."""
+    return {**os.environ, **(extra or {})}
 
 
-def run_minify(program: Program, workdir: Path) -> tuple[CaseResult, subprocess.CompletedProcess[str] | None]:
+def run_minify(program: Program, workdir: Path) -> CaseResult:
     """``minify run --json`` on the program's script, as a user runs it (from its directory)."""
     script = workdir / "program.py"
     script.write_text(program.script())
@@ -417,18 +415,17 @@ def run_minify(program: Program, workdir: Path) -> tuple[CaseResult, subprocess.
         result.seconds = time.monotonic() - start
         result.stderr_tail = stderr[-3000:]
         result.broken.append(("finishes", f"minify run still running after {result.seconds:.0f} s; killed"))
-        return result, None
+        return result
     result.seconds = time.monotonic() - start
     result.stderr_tail = stderr[-3000:]
     (workdir / "minify.stdout").write_text(stdout)
     (workdir / "minify.stderr").write_text(stderr)
-    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     try:
         result.report = json.loads(stdout)
     except json.JSONDecodeError:
         last = [line for line in stderr.strip().splitlines() if line.strip()][-1:] or ["(no stderr)"]
         result.broken.append(("finishes", f"exit {process.returncode} with no JSON on stdout; stderr ends: {last[0][:300]}"))
-    return result, done
+    return result
 
 
 def check_identity(program: Program, report: dict[str, Any]) -> list[str]:
@@ -463,8 +460,8 @@ def check_minimal(program: Program, report: dict[str, Any]) -> str | None:
     ops = list(report.get("ops_after") or [])
     boundary = (report.get("graph") or {}).get("boundary")
     if boundary == "aot":
-        if sorted(ops) != expected_ops(program, "aot"):
-            return f"ops_after {ops}, planted {expected_ops(program, 'aot')}"
+        if sorted(ops) != expected_ops(program):
+            return f"ops_after {ops}, planted {expected_ops(program)}"
         return None
     named = sorted(str(dynamo_op_trigger(op)) for op in ops)
     if named != sorted(program.triggers):
@@ -515,7 +512,7 @@ def check_program(program: Program, keep: Path | None = None, *, repro: bool = T
     """
     with tempfile.TemporaryDirectory(prefix="pt2kit-fuzz-") as tmp:
         workdir = Path(tmp)
-        result, _ = run_minify(program, workdir)
+        result = run_minify(program, workdir)
         report = result.report
         if report is not None:
             if report.get("status") != "minified":
