@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast fuzz bench clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,12 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m 'not slow and not e2e'
+
+# The fuzzer's long profile: FUZZ_EXAMPLES generated programs, each new kind of
+# breakage shrunk by Hypothesis; a line per case and a summary.
+FUZZ_EXAMPLES ?= 40
+fuzz: setup
+	PT2KIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py::test_fuzz_long
 
 bench: setup
 	$(PY) benchmarks/bench_bisect.py
