@@ -26,7 +26,9 @@ How it is built, one module per idea:
 - :mod:`validation.confirm`: a counterexample run for real;
 - :mod:`validation.guards`: :class:`GuardValidator`, :func:`check_guards`, the report;
 - :mod:`validation.tracing`: one symbolic trace of a function at one point;
-- :mod:`validation.enumeration`: the enumeration, brute force and recompile counts;
+- :mod:`validation.size_classes`: what an enumeration answers (classes, report, which class owns a point);
+- :mod:`validation.enumeration`: the search for the classes, and its entry points;
+- :mod:`validation.size_checks`: an answer against real runs (brute force) and dynamo's cache (recompiles);
 - :mod:`validation.report`: rich rendering; ``validation.__main__``: the CLI.
 
 Every private torch name used lives in ``minifier/seams/`` (``shape_env``, ``guard_code``,

@@ -27,14 +27,17 @@ Each class has its outcome (``ok`` or the exception type), a readable condition,
 ``merge`` joins classes with the same outcome; ``brute_force`` runs every point of a small
 box for real and counts disagreements; ``recompiles`` counts the cache entries the range
 needs under ``torch.compile(dynamic=True)`` against the recompile limit.
+
+This module is the search: the loop above (``_Enumeration``) and the entry points
+:func:`sizes`, :func:`representatives` and :func:`recompile_forecast`. The answer's shape
+(:class:`SizeClass`, :class:`SizeReport`, merging, which class owns a point) lives in
+:mod:`validation.size_classes`; the checks of an answer against real runs and dynamo's
+cache in :mod:`validation.size_checks`. Their public names are importable from here too.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import itertools
-import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,128 +47,14 @@ import z3
 from minifier import seams
 from minifier.errors import UsageError
 
-from . import readable
+from . import readable, size_checks, size_classes
+from .size_checks import BRUTE_FORCE_LIMIT, forecast_recompiles, recompile_count
+from .size_classes import SizeClass, SizeReport, parse_box
 from .tracing import Dims, Shapes, Trace, eager_outcome, trace
-from .z3ops import compile_predicate, holds_at, smallest
+from .z3ops import smallest
 
 DEFAULT_MAX_CLASSES = 64
-BRUTE_FORCE_LIMIT = 50_000
 _SEAMS = ("shape_env", "fake_tensor", "sympy_z3", "convert_frame")
-
-
-@dataclasses.dataclass
-class SizeClass:
-    """Sizes that take the same path through the program, and what happens there."""
-
-    outcome: str  # "ok" or the exception type
-    condition: str
-    representative: Shapes
-    value_dependent: bool
-    region: Any = dataclasses.field(repr=False)  # Z3: the class within the box, earlier classes cut out
-    cell: Any = dataclasses.field(repr=False, default=None)  # Z3: the trace's own cell (first class holding a point owns it)
-    order: int = 0  # when the enumeration found it
-    decided_by: str = "trace"  # "trace": a symbolic trace covers the class; "run": one real run at one point
-    message: str = ""
-    traces: int = 1
-    members: list[SizeClass] = dataclasses.field(default_factory=list, repr=False)  # for merged classes
-
-    def to_dict(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "outcome": self.outcome,
-            "condition": self.condition,
-            "representative": [list(shape) for shape in self.representative],
-            "value_dependent": self.value_dependent,
-            "decided_by": self.decided_by,
-        }
-        if self.message:
-            data["message"] = self.message
-        return data
-
-
-@dataclasses.dataclass
-class SizeReport:
-    target: str
-    ranks: tuple[int, ...]
-    box: tuple[int, int]
-    specialize: bool
-    status: str  # complete | incomplete
-    classes: list[SizeClass]
-    specializes_on: list[str]
-    traces: int
-    seconds: float
-    names: tuple[str, ...] = ()
-    reason: str = ""
-    merged: bool = False
-    brute_force: dict[str, Any] | None = None
-    recompiles: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "status": self.status,
-            "target": self.target,
-            "ranks": list(self.ranks),
-            "box": list(self.box),
-            "specialize": self.specialize,
-            "merged": self.merged,
-            "classes": [cls.to_dict() for cls in self.classes],
-            "brute_force": self.brute_force,
-            "specializes_on": self.specializes_on,
-            "traces": self.traces,
-            "seconds": round(self.seconds, 3),
-        }
-        if self.reason:
-            data["reason"] = self.reason
-        if self.recompiles is not None:
-            data["recompiles"] = self.recompiles
-        return data
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
-
-    def representatives(self, outcome: str | None = "ok") -> list[Shapes]:
-        """The minimal sizes of each class (with this outcome; all classes for None)."""
-        return [cls.representative for cls in self.classes if outcome is None or cls.outcome == outcome]
-
-    def class_of(self, shapes: Sequence[Sequence[int]]) -> SizeClass | None:
-        """The class holding these sizes, if the enumeration reached them."""
-        values = [shapes[i][j] for i, rank in enumerate(self.ranks) for j in range(rank)]
-        return _Membership(self).owner(values)
-
-    def __rich__(self) -> Any:
-        from .report import sizes_renderable
-
-        return sizes_renderable(self)
-
-    def __str__(self) -> str:
-        from .report import sizes_renderable, to_text
-
-        return to_text(sizes_renderable(self))
-
-
-def parse_box(box: Any) -> tuple[int, int]:
-    """``(lo, hi)``, ``"LO:HI"`` or ``hi``: an inclusive range of sizes with an upper bound."""
-    if isinstance(box, str):
-        lo_text, sep, hi_text = box.partition(":")
-        if not sep:
-            lo_text, hi_text = "0", lo_text
-        if not hi_text.strip():
-            raise UsageError(f"the box {box!r} has no upper bound: give LO:HI, e.g. 0:12")
-        try:
-            box = (int(lo_text or 0), int(hi_text))
-        except ValueError:
-            raise UsageError(f"the box {box!r} is not LO:HI with integers") from None
-    elif isinstance(box, int):
-        box = (0, box)
-    try:
-        lo, hi = box
-    except (TypeError, ValueError):
-        raise UsageError(f"the box {box!r} is not (lo, hi)") from None
-    if hi is None:
-        raise UsageError("the box has no upper bound")
-    lo, hi = int(lo if lo is not None else 0), int(hi)
-    if lo < 0 or hi < lo:
-        raise UsageError(f"the box {lo}:{hi} is empty or negative")
-    return lo, hi
 
 
 def sizes(
@@ -217,12 +106,12 @@ def sizes(
         reason=enumeration.reason,
     )
     if recompiles:
-        report.recompiles = _recompiles(report)
+        report.recompiles = recompile_count(report)
     if merge:
-        report.classes = _merge(report.classes, dims, enumeration.box)
+        report.classes = size_classes.merge(report.classes)  # qualified: the parameter `merge` shadows the name
         report.merged = True
     if brute_force:
-        report.brute_force = _brute_force(fn, report, dims, (lo, hi), dtype=dtype)
+        report.brute_force = size_checks.brute_force(fn, report, dims, (lo, hi), dtype=dtype)
     report.seconds = time.perf_counter() - start
     return report
 
@@ -240,7 +129,28 @@ def representatives(fn: Callable[..., Any], ranks: Sequence[int], box: Any = (0,
     return sizes(fn, ranks, box, **options).representatives(outcome)
 
 
+def recompile_forecast(fn: Callable[..., Any], ranks: Sequence[int], box: Any, **options: Any) -> dict[str, Any]:
+    """Which sizes of ``box`` will still make ``fn`` recompile, given the cache entries it has now.
+
+    Enumerates ``fn``'s size classes (:func:`sizes`), reads the shape guards of every cache
+    entry dynamo installed on ``fn``'s code (:mod:`minifier.seams.guard_code`), and asks Z3,
+    for each class that compiles, whether some of its sizes pass no entry's guards. Those
+    sizes will cost a compile (a recompile, or a refusal at the recompile limit) when the
+    program reaches them; each comes with its smallest example. Guards pt2kit cannot read
+    as integer conditions count as rejecting, so the forecast can only err towards more
+    recompiles. ``fn``'s parameters must be named as in the compiled frame (they are: the
+    same function).
+    """
+    return forecast_recompiles(sizes(fn, ranks, box, **options), fn)
+
+
 class _Enumeration:
+    """One enumeration under way: the classes found so far, the cells they cover, the trace budget.
+
+    ``run`` loops until Z3 finds no point of the box outside every cell (``complete``),
+    or ``max_classes``, the trace budget or an undecidable query stops it (``reason``).
+    """
+
     def __init__(self, fn: Callable[..., Any], dims: Dims, box: tuple[int, int], *, specialize: bool, dtype: Any, max_classes: int, progress: Any) -> None:
         self.fn, self.dims, self.specialize, self.dtype = fn, dims, specialize, dtype
         self.max_classes = max_classes
@@ -426,113 +336,6 @@ def _representative(region: z3.BoolRef, dims: Dims, box: z3.BoolRef) -> Shapes:
     return dims.shapes_of({k: v for k, v in values.items() if v is not None})
 
 
-def _merge(classes: list[SizeClass], dims: Dims, box: z3.BoolRef) -> list[SizeClass]:
-    groups: dict[tuple[str, bool], list[SizeClass]] = {}
-    for cls in classes:
-        groups.setdefault((cls.outcome, cls.value_dependent), []).append(cls)
-    merged = []
-    for (outcome, value_dependent), members in groups.items():
-        if len(members) == 1:
-            merged.append(members[0])
-            continue
-        region = z3.Or(*[m.region for m in members])
-        merged.append(
-            SizeClass(
-                outcome=outcome,
-                condition=" or ".join(f"({m.condition})" for m in members),
-                representative=min((m.representative for m in members), key=lambda r: (sum(map(sum, r)), r)),
-                value_dependent=value_dependent,
-                region=region,
-                order=min(m.order for m in members),
-                decided_by="trace" if all(m.decided_by == "trace" for m in members) else "trace+run",
-                traces=sum(m.traces for m in members),
-                members=members,
-            )
-        )
-    merged.sort(key=lambda c: (sum(map(sum, c.representative)), c.representative))
-    return merged
-
-
-def _brute_force(fn: Callable[..., Any], report: SizeReport, dims: Dims, box: tuple[int, int], *, dtype: Any) -> dict[str, Any]:
-    lo, hi = box
-    count = (hi - lo + 1) ** len(dims.all)
-    if count > BRUTE_FORCE_LIMIT:
-        raise UsageError(f"--check-brute-force would run {count} points; use a box with at most {BRUTE_FORCE_LIMIT}")
-    membership = _Membership(report)
-    disagreements = uncovered = value_dependent = 0
-    examples: list[str] = []
-    for values in itertools.product(range(lo, hi + 1), repeat=len(dims.all)):
-        shapes = _shapes(dims, values)
-        owner = membership.owner(values)
-        outcome, _ = eager_outcome(fn, shapes, dtype=dtype)
-        if owner is None:
-            uncovered += 1
-            continue
-        if owner.value_dependent:
-            value_dependent += 1
-            continue
-        if owner.outcome != outcome:
-            disagreements += 1
-            if len(examples) < 5:
-                where = " ".join(str(list(s)) for s in shapes)
-                examples.append(f"{where}: the class says {owner.outcome}, running it gives {outcome}")
-    return {
-        "points": count,
-        "disagreements": disagreements,
-        "uncovered": uncovered,
-        "value_dependent": value_dependent,
-        "examples": examples,
-    }
-
-
-class _Membership:
-    """Which class owns a point: the first class, in the order found, whose cell holds it."""
-
-    def __init__(self, report: SizeReport) -> None:
-        dims = Dims(report.names, report.ranks)
-        self.variables = dims.vars()
-        self.lo, self.hi = report.box
-        base: list[tuple[SizeClass, SizeClass]] = []
-        for cls in report.classes:
-            for member in cls.members or [cls]:
-                base.append((member, cls))
-        base.sort(key=lambda pair: pair[0].order)
-        self.tests = [(compile_predicate(member.cell, self.variables), member.cell, owner) for member, owner in base]
-
-    def owner(self, values: Sequence[int]) -> SizeClass | None:
-        if any(v < self.lo or v > self.hi for v in values):
-            return None
-        for predicate, cell, owner in self.tests:
-            inside = predicate(values) if predicate is not None else holds_at(cell, dict(zip(self.variables, values)))
-            if inside:
-                return owner
-        return None
-
-
-def _shapes(dims: Dims, values: Sequence[int]) -> Shapes:
-    it = iter(values)
-    return tuple(tuple(next(it) for _ in range(rank)) for rank in dims.ranks)
-
-
-def _recompiles(report: SizeReport) -> dict[str, Any]:
-    import torch
-
-    entries = [index for index, cls in enumerate(report.classes) if cls.outcome == "ok"]
-    limit = int(torch._dynamo.config.recompile_limit)
-    return {
-        "entries": len(entries),
-        "limit": limit,
-        "fits": len(entries) <= limit,
-        "classes": entries,
-        "assumes": (
-            "torch.compile(fn, dynamic=True): one cache entry per class that compiles"
-            if report.specialize
-            else "dynamic shapes without 0/1 specialization or duck sizing (not dynamo's default)"
-        ),
-        "complete": report.status == "complete",
-    }
-
-
 def _parameter_names(fn: Callable[..., Any], count: int) -> list[str]:
     try:
         parameters = [
@@ -547,86 +350,14 @@ def _parameter_names(fn: Callable[..., Any], count: int) -> list[str]:
     return names
 
 
-def recompile_forecast(fn: Callable[..., Any], ranks: Sequence[int], box: Any, **options: Any) -> dict[str, Any]:
-    """Which sizes of ``box`` will still make ``fn`` recompile, given the cache entries it has now.
-
-    Enumerates ``fn``'s size classes (:func:`sizes`), reads the shape guards of every cache
-    entry dynamo installed on ``fn``'s code (:mod:`minifier.seams.guard_code`), and asks Z3,
-    for each class that compiles, whether some of its sizes pass no entry's guards. Those
-    sizes will cost a compile (a recompile, or a refusal at the recompile limit) when the
-    program reaches them; each comes with its smallest example. Guards pt2kit cannot read
-    as integer conditions count as rejecting, so the forecast can only err towards more
-    recompiles. ``fn``'s parameters must be named as in the compiled frame (they are: the
-    same function).
-    """
-    from minifier.seams import convert_frame, guard_code
-
-    from . import pyexpr
-    from .translate import Vocabulary
-    from .z3ops import Untranslatable
-
-    report = sizes(fn, ranks, box, **options)
-    dims = Dims(report.names, report.ranks)
-    target = convert_frame.original_callable(fn)
-    code = getattr(getattr(target, "forward", target), "__code__", None)
-    entries = guard_code.cache_entries(code) if code is not None else []
-    accepted: list[z3.BoolRef] = []
-    for entry in entries:
-        vocab = Vocabulary()
-        parts: list[z3.BoolRef] = []
-        readable_entry = True
-        for part in guard_code.code_parts(entry.guard_manager):
-            pinned = pyexpr.static_sizes(part.code)
-            if pinned is not None:
-                parts += [vocab.source(name) == value for name, value in pinned if ".size()" in name]
-                continue
-            try:
-                leaves = pyexpr.leaves(part.code)
-                if not part.epilogue and not (leaves and all(vocab.known_source(leaf) for leaf in leaves)):
-                    continue
-                parts.append(vocab.code(part.code))
-            except Untranslatable:
-                if part.epilogue:
-                    readable_entry = False
-        if readable_entry:
-            # strides and offsets of the contiguous inputs a class stands for
-            accepted.append(_contiguous(z3.And(*parts) if parts else z3.BoolVal(True), vocab, dims))
-    lo, hi = report.box
-    in_box = z3.And(*[z3.And(v >= lo, v <= hi) for v in dims.vars()]) if dims.all else z3.BoolVal(True)
-    forecast = []
-    for cls in report.classes:
-        if cls.outcome != "ok":
-            continue
-        leftover = z3.And(cls.region, in_box, z3.Not(z3.Or(*accepted))) if accepted else z3.And(cls.region, in_box)
-        values = smallest([leftover], dims.vars(), timeout_ms=10_000) if dims.all else None
-        if values is not None or (not dims.all and not accepted):
-            example = dims.shapes_of({k: v for k, v in values.items() if v is not None}) if values else ()
-            forecast.append({"condition": cls.condition, "example": [list(shape) for shape in example]})
-    return {
-        "status": report.status,
-        "entries": len(entries),
-        "classes": sum(1 for cls in report.classes if cls.outcome == "ok"),
-        "will_recompile": forecast,
-    }
-
-
-def _contiguous(formula: z3.BoolRef, vocab: Any, dims: Dims) -> z3.BoolRef:
-    """``formula`` for contiguous inputs at offset 0: stride and offset terms become what the sizes make them."""
-    substitutions = []
-    for i, rank in enumerate(dims.ranks):
-        name = f"L['{dims.names[i]}']"
-        for j in range(rank):
-            term = vocab.sources.get(f"{name}.stride()[{j}]")
-            if term is not None:
-                contiguous: z3.ArithRef = z3.IntVal(1)
-                for k in range(j + 1, rank):
-                    var = dims.var(i, k)
-                    contiguous = contiguous * z3.If(var > 1, var, 1)
-                substitutions.append((term, contiguous))
-        offset = vocab.sources.get(f"{name}.storage_offset()")
-        if offset is not None:
-            substitutions.append((offset, z3.IntVal(0)))
-    return z3.substitute(formula, *substitutions) if substitutions else formula
-
-
-__all__ = ["sizes", "enumerate_sizes", "representatives", "recompile_forecast", "SizeReport", "SizeClass", "parse_box", "DEFAULT_MAX_CLASSES"]
+__all__ = [
+    "sizes",
+    "enumerate_sizes",
+    "representatives",
+    "recompile_forecast",
+    "SizeReport",
+    "SizeClass",
+    "parse_box",
+    "DEFAULT_MAX_CLASSES",
+    "BRUTE_FORCE_LIMIT",
+]

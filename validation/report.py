@@ -11,7 +11,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from .guards import GuardReport
-    from .enumeration import SizeReport
+    from .size_classes import SizeReport
 
 _STYLE = {"sound": "green", "complete": "green", "unsound": "bold red", "incomplete": "yellow"}
 
