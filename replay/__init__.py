@@ -6,7 +6,8 @@ Follow one failure through the modules:
    (:mod:`minifier.seams.convert_frame`), snapshots it on entry and keeps the snapshot
    of a frame whose tracing, backend compile or compiled run fails;
 2. :mod:`replay.values` and :mod:`replay.state` describe it: arguments, closure, the
-   globals its code reads, config, global state, RNG, dynamic-shape state;
+   globals its code reads, config, global state, RNG, dynamic-shape state; the code it
+   reaches is kept by reference or as source (:mod:`replay.sources`);
 3. :mod:`replay.record` writes ``rec-<function>-<hash>/`` (``manifest.json`` +
    ``tensors.pt``) and reads it back safely: nothing is unpickled or executed on load;
 4. :mod:`replay.runner` replays it in a fresh process, where :mod:`replay.rebuild`

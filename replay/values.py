@@ -17,6 +17,9 @@ globals and writes down *what* each value is, never *how to run code that makes 
   when an import gives back the very same object, and from *source* when they belong to
   the program itself (``__main__`` or the module of the frame): the source block is
   kept, with the globals its code reads, and those globals are recorded in turn.
+  Which of the two, and the books of source blocks, namespaces and imports, are
+  :mod:`replay.sources`'s job; the encoder describes the values (closures, defaults,
+  the globals queued) around them.
 
 Objects with identity (containers, tensors, modules, functions...) are described once
 and referred to by id, so aliasing and cycles survive. A value that cannot be described
@@ -29,10 +32,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import dis
 import enum
 import functools
-import inspect
 import io
 import itertools
 import math
@@ -46,6 +47,7 @@ import torch
 from minifier.seams import ops
 
 from . import rebuild
+from .sources import SourceBook, global_names, module_imports, reference_of
 
 #: Python classes whose instances are C objects bound to the running process.
 _PROCESS_BOUND: tuple[tuple[tuple[type, ...], str, str], ...] = (
@@ -56,77 +58,25 @@ _PROCESS_BOUND: tuple[tuple[tuple[type, ...], str, str], ...] = (
     ((types.FrameType, types.TracebackType), "frame", "a live interpreter frame cannot be written down"),
 )
 
-_GLOBAL_OPS = {"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"}
-_FUTURE_FLAGS = 0
-for _feature in __import__("__future__").all_feature_names:
-    _FUTURE_FLAGS |= getattr(__import__("__future__"), _feature).compiler_flag
-
-#: Modules whose callables are always referenced by name, never rebuilt.
-_SEARCH_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "operator", "math", "builtins")
-
-
-def global_names(code: types.CodeType, *, module_level: bool = True) -> list[str]:
-    """Every global name ``code`` and the code nested in it load or store, in order.
-
-    ``module_level=False`` skips the outermost code object: for a function's source
-    block that is the ``def`` statement itself (decorators, the name it binds), which
-    replay never runs.
-    """
-    names: dict[str, None] = {}
-    for current in rebuild.all_code_objects(code)[0 if module_level else 1 :]:
-        for instruction in dis.get_instructions(current):
-            if instruction.opname in _GLOBAL_OPS and isinstance(instruction.argval, str):
-                names[instruction.argval] = None
-    return list(names)
-
-
-@functools.lru_cache(maxsize=256)
-def module_imports(filename: str) -> list[str]:
-    """Names a source file binds with ``import`` at module level (they change the bytecode of calls on them)."""
-    import ast
-    import linecache
-
-    text = "".join(linecache.getlines(filename))
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
-    names: dict[str, None] = {}
-    todo: list[ast.AST] = list(tree.body)
-    while todo:
-        node = todo.pop(0)
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                names[alias.asname or alias.name.split(".")[0]] = None
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if alias.name != "*":
-                    names[alias.asname or alias.name] = None
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(node))
-    return sorted(names)
-
 
 class Encoder:
-    """Builds the value tree of one record: objects, tensors, sources, namespaces."""
+    """Builds the value tree of one record: objects, tensors, and (through its :class:`SourceBook`) sources."""
 
     def __init__(self, source_modules: set[str] | None = None) -> None:
         #: Modules whose functions are rebuilt from source (the frame's, and ``__main__``).
         self.source_modules = {"__main__", *(source_modules or ())}
         self.objects: dict[str, Any] = {}
         self.tensors: list[torch.Tensor] = []
-        self.sources: list[dict[str, Any]] = []
-        self.namespaces: dict[str, dict[str, Any]] = {}
+        self.book = SourceBook()
+        # the book's tables, under the names the manifest gives them
+        self.sources: list[dict[str, Any]] = self.book.sources
+        self.namespaces: dict[str, dict[str, Any]] = self.book.namespaces
+        self.imports: dict[str, str] = self.book.imports
         self.unrecordable: list[dict[str, str]] = []
-        self.imports: dict[str, str] = {}
         self.notes: list[str] = []
         self._memo: dict[int, str] = {}
         self._ids = itertools.count(1)
         self._alive: list[Any] = []  # keeps ids unique while encoding
-        self._source_index: dict[tuple[Any, ...], int] = {}
-        self._ns_of: dict[int, str] = {}
-        self._ns_dicts: dict[str, dict[str, Any]] = {}
-        self._pending: list[tuple[str, str]] = []
 
     # -- the public surface ------------------------------------------------------
 
@@ -140,73 +90,28 @@ class Encoder:
     def record_globals(self, globals_dict: dict[str, Any], names: list[str]) -> str:
         """Record ``names`` of a module's globals (those that exist); returns the namespace key."""
         key = self.namespace_key(globals_dict)
-        self._pending.extend((key, name) for name in names)
+        self.book.queue_globals(key, names)
         self.finish()
         return key
 
     def finish(self) -> None:
         """Record the globals that sources found along the way read, until none are left."""
-        while self._pending:
-            key, name = self._pending.pop(0)
+        pending = self.book.pending
+        while pending:
+            key, name = pending.pop(0)
             recorded = self.namespaces[key]["globals"]
-            scope = self._ns_dicts[key]
+            scope = self.book.scope(key)
             if name in recorded or name not in scope or name.startswith("__") and name.endswith("__"):
                 continue
             recorded[name] = None  # placeholder: a global that reaches itself stops here
             recorded[name] = self.encode(scope[name], f"global {name}")
 
     def namespace_key(self, globals_dict: dict[str, Any]) -> str:
-        key = self._ns_of.get(id(globals_dict))
-        if key is None:
-            module = str(globals_dict.get("__name__", "?"))
-            key = module if module not in self.namespaces else f"{module}#{len(self.namespaces)}"
-            self._ns_of[id(globals_dict)] = key
-            self._ns_dicts[key] = globals_dict
-            self._alive.append(globals_dict)
-            self.namespaces[key] = {"module": module, "file": globals_dict.get("__file__"), "globals": {}}
-        return key
+        return self.book.namespace_key(globals_dict)
 
     def source_entry(self, code: types.CodeType, globals_dict: dict[str, Any]) -> int:
-        """Keep the source block of a function's ``code``, check that it rebuilds, queue its globals.
-
-        Raises ``OSError``/``TypeError`` when the source cannot be found, ``rebuild.RebuildError``
-        when it no longer compiles to the bytecode that ran.
-        """
-        cache_key = ("function", code.co_filename, code.co_firstlineno, code.co_name)
-        if cache_key in self._source_index:
-            return self._source_index[cache_key]
-        lines, start = inspect.getsourcelines(code)
-        qualname = getattr(code, "co_qualname", code.co_name)
-        parts = qualname.split(".")
-        # a method compiles inside a class of its name (super(), name mangling); a closure
-        # inside a factory that binds its free variables
-        wrap_class = parts[-2] if len(parts) >= 2 and parts[-2] != "<locals>" else None
-        freevars = [v for v in code.co_freevars if not (wrap_class and v == "__class__")]
-        entry: dict[str, Any] = {
-            "kind": "function",
-            "name": code.co_name,
-            "qualname": qualname,
-            "module": globals_dict.get("__name__"),
-            "namespace": self.namespace_key(globals_dict),
-            "file": code.co_filename,
-            "firstlineno": max(start, 1),
-            "code_firstlineno": code.co_firstlineno,
-            "text": "".join(lines),
-            "wrap_class": wrap_class,
-            "freevars": freevars,
-            "flags": code.co_flags & _FUTURE_FLAGS,
-            "imports": module_imports(code.co_filename),
-        }
-        module_code = rebuild.compile_source(entry)
-        rebuilt = rebuild.find_code(module_code, code.co_name, code.co_firstlineno)
-        if not rebuild.same_bytecode(rebuilt, code):
-            raise rebuild.RebuildError(f"the source of {qualname} in {code.co_filename} no longer compiles to the code that ran (was the file edited?)")
-        index = len(self.sources)
-        self.sources.append(entry)
-        self._source_index[cache_key] = index
-        key = entry["namespace"]
-        self._pending.extend((key, n) for n in global_names(module_code, module_level=False))
-        return index
+        """Keep the source block of a function's ``code`` (:meth:`SourceBook.function_source`)."""
+        return self.book.function_source(code, globals_dict)
 
     # -- values ------------------------------------------------------------------
 
@@ -389,7 +294,7 @@ class Encoder:
         name = module.__name__
         if name == "__main__" or sys.modules.get(name) is not module:
             return self._unrecordable(path, module, f"the module {name} cannot be imported by name")
-        self._note_import(name)
+        self.book.note_import(name)
         return {"t": "pymodule", "name": name}
 
     def _class(self, cls: type, path: str) -> dict[str, Any]:
@@ -401,55 +306,25 @@ class Encoder:
         if module not in self.source_modules:
             reference = reference_of(cls)
             if reference is not None:
-                self._note_import(reference.partition(":")[0])
+                self.book.note_import(reference.partition(":")[0])
                 return {"t": "class", "ref": reference}
         globals_dict = getattr(sys.modules.get(module or ""), "__dict__", None)
         if globals_dict is None or cls.__qualname__ != cls.__name__ or globals_dict.get(cls.__name__) is not cls:
             return self._unrecordable(path, cls, f"the class {cls.__qualname__} is neither importable nor defined at the top of a module")
         try:
-            lines, start = inspect.getsourcelines(cls)
+            index = self.book.class_source(cls, globals_dict)
         except (OSError, TypeError) as e:
             return self._unrecordable(path, cls, f"no source for the class {cls.__qualname__}: {e}")
-        filename = inspect.getsourcefile(cls) or "<replay>"
-        code = types.SimpleNamespace(co_filename=filename, co_firstlineno=start, co_name=cls.__name__, co_freevars=(), co_flags=_module_flags(globals_dict))
-        try:
-            index = self._class_source(code, lines, start, globals_dict, cls)
         except (SyntaxError, rebuild.RebuildError) as e:
             return self._unrecordable(path, cls, str(e))
         return {"t": "class", "source": index}
-
-    def _class_source(self, code: Any, lines: list[str], start: int, globals_dict: dict[str, Any], cls: type) -> int:
-        cache_key = ("class", code.co_filename, start, cls.__name__)
-        if cache_key in self._source_index:
-            return self._source_index[cache_key]
-        entry = {
-            "kind": "class",
-            "name": cls.__name__,
-            "qualname": cls.__qualname__,
-            "module": cls.__module__,
-            "namespace": self.namespace_key(globals_dict),
-            "file": code.co_filename,
-            "firstlineno": start,
-            "code_firstlineno": None,
-            "text": "".join(lines),
-            "wrap_class": None,
-            "freevars": [],
-            "flags": code.co_flags,
-            "imports": module_imports(code.co_filename),
-        }
-        module_code = rebuild.compile_source(entry)
-        index = len(self.sources)
-        self.sources.append(entry)
-        self._source_index[cache_key] = index
-        self._pending.extend((entry["namespace"], n) for n in global_names(module_code) if n != cls.__name__)
-        return index
 
     def _function(self, fn: types.FunctionType, path: str) -> dict[str, Any]:
         module = fn.__module__
         if module not in self.source_modules and fn.__globals__.get("__name__") not in self.source_modules:
             reference = reference_of(fn)
             if reference is not None:
-                self._note_import(reference.partition(":")[0])
+                self.book.note_import(reference.partition(":")[0])
                 return {"t": "function", "ref": reference}
         try:
             index = self.source_entry(fn.__code__, fn.__globals__)
@@ -488,22 +363,6 @@ class Encoder:
             return self._unrecordable(path, value, f"the builtin {getattr(value, '__qualname__', value)!r} cannot be found by name")
         return {"t": "function", "ref": reference}
 
-    def _note_import(self, module_name: str) -> None:
-        """Remember the sys.path root a user module needs (none for torch, stdlib, site-packages)."""
-        top = module_name.split(".")[0]
-        if top in self.imports or top in sys.builtin_module_names:
-            return
-        from minifier.context import module_import_spec
-
-        spec = module_import_spec(module_name)
-        if spec is not None:
-            self.imports[module_name] = spec[1]
-
-
-# --------------------------------------------------------------------------- #
-# Helpers
-# --------------------------------------------------------------------------- #
-
 
 def _type_name(value: Any) -> str:
     return type(value).__name__
@@ -530,47 +389,9 @@ def _plain_object(cls: type) -> bool:
     return cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__ and "__setstate__" not in dir(cls) or dataclasses.is_dataclass(cls)
 
 
-def _module_flags(globals_dict: dict[str, Any]) -> int:
-    annotations = globals_dict.get("annotations")
-    feature = __import__("__future__").annotations
-    return feature.compiler_flag if annotations is feature else 0
-
-
 def _is_ndarray(value: Any) -> bool:
     numpy = sys.modules.get("numpy")
     return numpy is not None and isinstance(value, numpy.ndarray)
 
 
-def reference_of(obj: Any) -> str | None:
-    """``module:qualname`` that imports back to this very object, or None."""
-    module = getattr(obj, "__module__", None)
-    candidates = []
-    qualname = getattr(obj, "__qualname__", None)
-    name = getattr(obj, "__name__", None)
-    if isinstance(module, str) and module != "__main__":
-        if isinstance(qualname, str) and "<" not in qualname:
-            candidates.append((module, qualname))
-        if isinstance(name, str):
-            candidates.append((module, name))
-    if isinstance(name, str):
-        candidates.extend((ns, name) for ns in _SEARCH_NAMESPACES)
-    for module_name, attr in candidates:
-        found = _lookup(module_name, attr)
-        if found is obj:
-            return f"{module_name}:{attr}"
-    return None
-
-
-def _lookup(module_name: str, qualname: str) -> Any:
-    """``module.qualname`` if the program imported ``module`` (we never import on its behalf)."""
-    obj: Any = sys.modules.get(module_name)
-    if obj is None:
-        return None
-    for part in qualname.split("."):
-        obj = getattr(obj, part, _MISSING)
-        if obj is _MISSING:
-            return None
-    return obj
-
-
-_MISSING = object()
+__all__ = ["Encoder", "global_names", "module_imports", "reference_of"]
