@@ -63,10 +63,13 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and signature_of(r.first_failure) == target), None)
-        if aot_culprit is not None:
+        internal = inductor_internal_ops(aot_culprit)
+        if aot_culprit is not None and not internal:
             report.culprit = aot_culprit
             return finish(session, report)
-        if rows:
+        if internal:
+            report.note = f"{aot_culprit.label} holds Inductor's own ops ({', '.join(internal)}), which plain torch cannot run; the dynamo graph is the unit to minify"  # type: ignore[union-attr]
+        elif rows:
             report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
         elif lowering_note:
             report.note = lowering_note
@@ -74,6 +77,18 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
     else:
         second_look(session, [culprit], accuracy=accuracy)
     return finish(session, report)
+
+
+def inductor_internal_ops(row: Row | None) -> list[str]:
+    """Ops of ``row``'s graph that exist only inside Inductor (its RNG prims: ``prims.inductor_random``...).
+
+    Inductor's decompositions put them into the aot graph it compiles (random ops,
+    unless ``fallback_random``); eager has no kernel for them until ``torch._inductor``
+    registers one, and that kernel is not the user's op, so such a graph is no repro.
+    """
+    if row is None or row.case is None:
+        return []
+    return sorted({op for op in row.case.op_names() if op.startswith("prims.inductor_")})
 
 
 def captured_aot_graphs(captured: CaptureResult | None, row: Row) -> tuple[list[str], set[str]] | None:
