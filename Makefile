@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup demo test test-fast fuzz bench clean
+.PHONY: setup demo test test-fast scenarios fuzz bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,7 +23,11 @@ demo: setup
 	$(VENV)/bin/minify run --out runs examples/relu_compile_error.py
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m 'not scenarios'
+
+# PyTorch's own minifier scenarios, ported to CPU (about 8 minutes; CI runs them after make test).
+scenarios: setup
+	$(PY) -m pytest -q -m scenarios
 
 test-fast: setup
 	$(PY) -m pytest -q -m 'not slow and not e2e'

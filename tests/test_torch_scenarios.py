@@ -29,7 +29,8 @@ GPU/Triton-only tests, the bisector's CUDA-graph, precision-cast and
 ``bisect_pre_grad_graph`` GPU variants (ported to CPU here where the bug exists on
 CPU).
 
-Real Inductor: every test here is ``slow``; the runs happen one at a time.
+Real Inductor: every test here is ``slow`` and ``scenarios``; the runs happen one at a time.
+They take about 8 minutes, so ``make test`` leaves them to ``make scenarios`` (CI runs both).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ RUN_REPRO = (
     "runpy.run_path(sys.argv[0], run_name='__main__')\n"
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.scenarios]
 
 Ops = tuple[Any, ...]  # each item: an op name, or a tuple of acceptable spellings
 
