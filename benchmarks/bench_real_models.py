@@ -16,8 +16,8 @@ program (see ``bench_minifier.py``). Ratios: torch's seconds over pt2kit's, pt2k
 the program's own time to fail.
 
 ``--curve`` measures pt2kit on GPT-2 training steps of growing depth (aot graphs of
-about 500 to 5,000 op nodes) and writes ``benchmarks/cost_curve.png`` (matplotlib, when
-installed) and the numbers as JSON.
+about 500 to 5,000 op nodes) and writes ``benchmarks/cost_curve.svg`` (pt2kit's time per step as stacked bars,
+the program's own time to fail as a marker) and the numbers as JSON.
 
     python benchmarks/bench_real_models.py [--cases gpt2_train,...] [--isolated] [--curve] [--json FILE]
 """
@@ -127,26 +127,50 @@ def curve(layers: tuple[int, ...]) -> list[dict]:
     return points
 
 
-def plot(points: list[dict], path: Path) -> bool:
-    try:
-        import matplotlib
+PARTS = ("warm-up", "capture", "stages", "lowering", "profile", "reduction")
+COLOURS = ("#9e9e9e", "#4e79a7", "#f28e2b", "#76b7b2", "#edc948", "#e15759")
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+
+def plot(points: list[dict], path: Path) -> bool:
+    """The curve as an SVG (no plotting dependency): per graph size, pt2kit's time as a
+    stack of where it went, the program's own time to fail as a marker, queries on top."""
+    good = [p for p in points if p.get("nodes_before") and p.get("where")]
+    if not good:
         return False
-    good = [p for p in points if p.get("nodes_before")]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([p["nodes_before"] for p in good], [p["seconds"] for p in good], "o-", label="pt2kit minify run (end to end)")
-    ax.plot([p["nodes_before"] for p in good], [p["program_seconds"] for p in good], "s--", label="the program's own time to fail")
-    for p in good:
-        ax.annotate(f"{p['queries']} q", (p["nodes_before"], p["seconds"]), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("op nodes in the failing aot graph (GPT-2 training step)")
-    ax.set_ylabel("seconds (2-core CPU)")
-    ax.set_title("Cost of minifying a planted Inductor bug")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    width, height, left, bottom, top = 640, 380, 60, 60, 40
+    plot_h = height - bottom - top
+    ymax = max(max(p["seconds"], p["program_seconds"]) for p in good) * 1.1
+    step = (width - left - 170) / len(good)
+    y = lambda v: top + plot_h * (1 - v / ymax)  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="20" y="22" font-size="13">Minifying a planted Inductor bug in a GPT-2 training step (2-core CPU)</text>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="black"/>',
+           f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 170}" y2="{top + plot_h}" stroke="black"/>',
+           f'<text x="12" y="{top + plot_h / 2}" transform="rotate(-90 12 {top + plot_h / 2})">seconds</text>',
+           f'<text x="{left + 40}" y="{height - 12}">op nodes in the failing aot graph (layers)</text>']
+    for tick in range(0, int(ymax) + 1, max(1, int(ymax / 5) // 10 * 10 or 1)):
+        out.append(f'<text x="{left - 8}" y="{y(tick) + 4}" text-anchor="end">{tick}</text>')
+        out.append(f'<line x1="{left}" y1="{y(tick)}" x2="{width - 170}" y2="{y(tick)}" stroke="#eee"/>')
+    for i, p in enumerate(good):
+        x0 = left + i * step + step * 0.2
+        base = 0.0
+        for part, colour in zip(PARTS, COLOURS):
+            value = float(p["where"].get(part) or 0.0)
+            if value:
+                out.append(f'<rect x="{x0:.1f}" y="{y(base + value):.1f}" width="{step * 0.6:.1f}" height="{y(base) - y(base + value):.1f}" fill="{colour}"><title>{part}: {value} s</title></rect>')
+                base += value
+        cx = x0 + step * 0.3
+        out.append(f'<text x="{cx:.1f}" y="{y(p["seconds"]) - 6:.1f}" text-anchor="middle">{p["seconds"]:.0f} s, {p["queries"]} q</text>')
+        out.append(f'<path d="M{cx - 6:.1f},{y(p["program_seconds"]):.1f} h12" stroke="black" stroke-width="3"/>')
+        out.append(f'<text x="{cx:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{p["nodes_before"]} ({p["layers"]})</text>')
+    legend = [*zip(PARTS, COLOURS)]
+    for j, (part, colour) in enumerate(legend):
+        out.append(f'<rect x="{width - 160}" y="{top + j * 18}" width="12" height="12" fill="{colour}"/><text x="{width - 142}" y="{top + j * 18 + 10}">{part}</text>')
+    j = len(legend)
+    out.append(f'<path d="M{width - 160},{top + j * 18 + 6} h12" stroke="black" stroke-width="3"/><text x="{width - 142}" y="{top + j * 18 + 10}">the program fails</text>')
+    out.append("</svg>")
+    path.write_text("\n".join(out) + "\n")
     return True
 
 
@@ -155,6 +179,7 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--isolated", action="store_true", help="also run torch's isolated minifier (slow: minutes per case)")
     parser.add_argument("--curve", action="store_true", help="measure the cost curve and plot it")
+    parser.add_argument("--layers", default=",".join(map(str, CURVE_LAYERS)), help="the curve's GPT-2 depths")
     parser.add_argument("--json", type=Path, default=None)
     options = parser.parse_args()
     results: dict = {}
@@ -189,9 +214,9 @@ def main() -> None:
         print(f"  pt2kit's time went to: {row['pt2kit'].get('where')}")
     if options.curve:
         print("\ncost curve (GPT-2 training steps)")
-        results["curve"] = curve(CURVE_LAYERS)
-        if plot(results["curve"], HERE / "cost_curve.png"):
-            print(f"  plotted: {HERE / 'cost_curve.png'}")
+        results["curve"] = curve(tuple(int(n) for n in options.layers.split(",")))
+        if plot(results["curve"], HERE / "cost_curve.svg"):
+            print(f"  plotted: {HERE / 'cost_curve.svg'}")
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
 
