@@ -63,12 +63,12 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and signature_of(r.first_failure) == target), None)
-        internal = inductor_internal_ops(aot_culprit)
+        internal = inductor_internal_ops(aot_culprit) if target.kind == "accuracy" else []
         if aot_culprit is not None and not internal:
             report.culprit = aot_culprit
             return finish(session, report)
         if internal:
-            report.note = f"{aot_culprit.label} holds Inductor's own ops ({', '.join(internal)}), which plain torch cannot run; the dynamo graph is the unit to minify"  # type: ignore[union-attr]
+            report.note = f"{aot_culprit.label} holds Inductor's own random ops ({', '.join(internal)}), whose eager kernels draw other numbers than Inductor's; the dynamo graph is the unit to minify"  # type: ignore[union-attr]
         elif rows:
             report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
         elif lowering_note:
@@ -83,8 +83,11 @@ def inductor_internal_ops(row: Row | None) -> list[str]:
     """Ops of ``row``'s graph that exist only inside Inductor (its RNG prims: ``prims.inductor_random``...).
 
     Inductor's decompositions put them into the aot graph it compiles (random ops,
-    unless ``fallback_random``); eager has no kernel for them until ``torch._inductor``
-    registers one, and that kernel is not the user's op, so such a graph is no repro.
+    unless ``fallback_random``). A repro can still run them (it imports Inductor's
+    prims), which is enough for a crash. For a wrong answer it is not: their eager
+    kernels draw from another stream than Inductor's code, so eager and compiled
+    disagree whatever the bug, and the user's own op (``torch.rand``, dropout) is in
+    the dynamo graph, which is the unit to minify then.
     """
     if row is None or row.case is None:
         return []

@@ -199,6 +199,30 @@ def test_inductor_relu_bug_inside_a_higher_order_op_minifies_to_relu(wrapper, tm
 
 
 @pytest.mark.slow
+def test_an_inductor_bug_beside_dropout_is_minified_in_the_aot_graph(tmp_path):
+    # Inductor's decompositions turn dropout into its own RNG prims (prims.inductor_seeds,
+    # inductor_random...) in the aot graph it compiles; that graph is still the unit for
+    # a crash, and the repro can run them
+    script = tmp_path / "program.py"
+    script.write_text(RELU_BUG + textwrap.dedent("""
+        import torch
+
+        def f(x, w):
+            return torch.relu(torch.nn.functional.dropout(x @ w, 0.1, training=True)).sin().sum()
+
+        if __name__ == "__main__":
+            torch.manual_seed(0)
+            x, w = torch.randn(8, 8), torch.randn(8, 8)
+            print(torch.compile(f)(x, w))
+    """))
+    report = minify(script)
+    assert report["graph"]["boundary"] == "aot", report["graph"]
+    assert report["ops_after"] == ["aten.relu.default"], report["ops_after"]
+    ran = torch_alone(Path(report["repro"]))
+    assert ran.returncode != 0 and "CppCompileError" in ran.stderr
+
+
+@pytest.mark.slow
 def test_a_dynamic_gpt2_training_step_minifies_to_relu(tmp_path):
     pytest.importorskip("transformers")
     script = tmp_path / "gpt2_dynamic.py"
