@@ -20,19 +20,17 @@ each of these is also ``{"status": ..., "message": ..., "exit_code": ...}`` on s
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import click
 
 from minifier.errors import InternalError, Interrupted, UserFacingError
-from minifier.script import resolve_script, run_script
+from minifier.script import resolve_script, run_script, stdout_to_stderr
 
 
 @click.command(
@@ -84,7 +82,7 @@ def _explain_script(path: Path, args: tuple[str, ...], as_json: bool) -> bool:
     seams.require("explain", *hooks.SEAMS)  # outside the tested torch range: one line, not a traceback
     collector, profiler = Collector(), RecompileProfiler()
     failure: str | None = None
-    with _stdout_to_stderr(as_json), hooks.listening(collector), profiler:
+    with stdout_to_stderr(as_json), hooks.listening(collector), profiler:
         try:
             run_script(path, args)
         except SystemExit as exit_:
@@ -127,35 +125,6 @@ def internal_error(bug: BaseException) -> InternalError:
         where = "its traceback could not be saved"
     first = (str(bug).strip().splitlines() or [""])[0][:200]
     return InternalError(f"internal error ({type(bug).__name__}: {first}); this is a pt2kit bug, {where}")
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
-    """Keep stdout for the JSON report: send everything else written there to stderr.
-
-    Python-level writes are redirected with ``redirect_stdout``; when stdout is the real
-    file descriptor 1 we also point fd 1 at stderr, so output from C code (or from
-    subprocesses the script starts) cannot slip into the JSON either.
-    """
-    if not enabled:
-        yield
-        return
-    sys.stdout.flush()
-    saved_fd = None
-    try:
-        if sys.stdout.fileno() == 1:
-            saved_fd = os.dup(1)
-            os.dup2(2, 1)
-    except (AttributeError, OSError, ValueError):  # not a real file (e.g. a test runner's buffer)
-        saved_fd = None
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stderr.flush()
-        if saved_fd is not None:
-            os.dup2(saved_fd, 1)
-            os.close(saved_fd)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,12 @@ directory left alone.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import runpy
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .errors import ScriptNotFound
@@ -75,3 +76,34 @@ def is_launcher_file(filename: str) -> bool:
 def is_internal_file(filename: str) -> bool:
     """torch's files and the launcher's, which no user wants a report to point at."""
     return filename.startswith(_TORCH_DIR) or is_launcher_file(filename)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """Keep stdout for a command's JSON document: send everything else written there to stderr.
+
+    Python-level writes are redirected with ``redirect_stdout``; when stdout is the real
+    file descriptor 1, fd 1 is pointed at stderr too, so output from C code (or from
+    subprocesses the script starts) cannot slip into the JSON either. Every ``--json``
+    command that runs a user's script in its own process uses it (explain, validation,
+    replay record).
+    """
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved_fd = None
+    try:
+        if sys.stdout.fileno() == 1:
+            saved_fd = os.dup(1)
+            os.dup2(2, 1)
+    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
+        saved_fd = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)

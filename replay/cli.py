@@ -74,14 +74,14 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
         path = resolve_script(script)
     except UserFacingError as error:
         _fail(error, as_json)
-    from explain.__main__ import _stdout_to_stderr
+    from minifier.script import stdout_to_stderr
     from minifier.script import run_script
 
     from .recorder import default_out, recording
 
     raised: BaseException | None = None
     try:
-        with _stdout_to_stderr(as_json), recording(out or default_out(), quiet=True) as recorder:
+        with stdout_to_stderr(as_json), recording(out or default_out(), quiet=True) as recorder:
             try:
                 run_script(path, args)
             except SystemExit:

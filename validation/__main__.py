@@ -33,7 +33,7 @@ from typing import Any
 import click
 
 from minifier.errors import ScriptFailedBeforeCompile, UsageError, UserFacingError
-from minifier.script import resolve_script, run_script
+from minifier.script import resolve_script, run_script, stdout_to_stderr
 
 _SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -66,7 +66,7 @@ def guards(as_json: bool, confirm: bool, timeout_ms: int | None, script: str, ar
 
     validator = GuardValidator(confirm=confirm, timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS)
     failure: str | None = None
-    with _stdout_to_stderr(as_json):
+    with stdout_to_stderr(as_json):
         with validator:
             try:
                 run_script(path, args)
@@ -117,7 +117,7 @@ def sizes(
     from .enumeration import sizes as enumerate_sizes
 
     try:
-        with _stdout_to_stderr(as_json), _progress(not as_json) as progress:
+        with stdout_to_stderr(as_json), _progress(not as_json) as progress:
             report = enumerate_sizes(
                 fn,
                 rank_list,
@@ -211,30 +211,6 @@ def _progress(enabled: bool) -> Iterator[Any]:
             progress.update(task, description=f"enumerating sizes: {classes} classes, {traces} traces")
 
         yield update
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
-    """Keep stdout for the JSON document: everything else written there (also by C code) goes to stderr."""
-    if not enabled:
-        yield
-        return
-    sys.stdout.flush()
-    saved_fd = None
-    try:
-        if sys.stdout.fileno() == 1:
-            saved_fd = os.dup(1)
-            os.dup2(2, 1)
-    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
-        saved_fd = None
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stderr.flush()
-        if saved_fd is not None:
-            os.dup2(saved_fd, 1)
-            os.close(saved_fd)
 
 
 if __name__ == "__main__":
