@@ -51,6 +51,8 @@ def probe() -> None:
 
 def strip_dynamic_marks(tensor: Any) -> None:
     """Remove every mark that would make a dimension of ``tensor`` symbolic (static marks stay)."""
+    # DYNAMIC_MARKS spelled out again: replay/script.py copies this function's source
+    # alone into standalone replay scripts, where the module's constants do not exist
     for name in (
         "_dynamo_dynamic_indices",
         "_dynamo_dynamic_range",
