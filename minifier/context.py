@@ -101,7 +101,10 @@ def _learn() -> None:
     if thread.is_alive():
         return
     _DYNAMO_OWN_PATCHES.clear()
-    _DYNAMO_OWN_PATCHES.update(seen[0] if seen else {})
+    for name, values in (seen[0] if seen else {}).items():
+        # A default torch read from the environment shows in every thread; dynamo did not patch it.
+        environment = config_seam.ENVIRONMENT_DEFAULTS.get(name, {})
+        _DYNAMO_OWN_PATCHES[name] = {k: v for k, v in values.items() if k not in environment}
     _LEARNED.set()
 
 

@@ -51,6 +51,36 @@ def test_bad_input_gets_one_line_and_its_exit_code(tmp_path, script, code, messa
     assert "Traceback" not in done.stderr
 
 
+ALIASING_OP = """
+import torch
+
+lib = torch.library.Library("pt2kit_ci", "FRAGMENT")  # noqa: TOR901
+lib.define("same(Tensor x) -> Tensor")
+lib.impl("same", lambda x: x, "CompositeExplicitAutograd")  # returns its input: an alias
+
+
+def f(x):
+    return torch.ops.pt2kit_ci.same(x) + 1
+
+
+torch.compile(f, backend="aot_eager")(torch.ones(3))
+"""
+
+
+@pytest.mark.e2e
+def test_a_repro_made_on_a_ci_machine_fails_the_same_way_elsewhere(tmp_path):
+    """torch turns a custom op's aliasing into an error only when ``$CI`` is set; the repro pins it."""
+    script = tmp_path / "alias.py"
+    script.write_text(ALIASING_OP)
+    done = minify("run", "--json", "--out", tmp_path / "runs", script, env={"CI": "1"})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["config"] == {"torch._functorch.config": {"error_on_custom_op_aliasing": True}}
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    ran = subprocess.run([sys.executable, report["repro"]], capture_output=True, text=True, env=env, timeout=600)
+    assert ran.returncode != 0 and "RuntimeError: pt2kit_ci::same" in ran.stderr, ran.stderr[-1500:]
+
+
 @pytest.mark.e2e
 def test_unknown_backend_exit_code(model_script, tmp_path):
     done = minify("bisect", "--backend", "no_such_backend", "--out", tmp_path / "runs", model_script("planted_compile_error"))

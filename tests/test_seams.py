@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from minifier import seams
@@ -69,3 +74,15 @@ def test_outside_the_tested_torch_range_a_broken_seam_stops_a_command_in_one_lin
     assert result.exit_code == seams.SeamBroken.exit_code
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert "is not supported by pt2kit's the minifier" in line and "_COMPILER_FNS" in line and "minify doctor" in line
+
+
+@pytest.mark.parametrize(("ci", "carried"), [("1", {"error_on_custom_op_aliasing": True}), (None, {})])
+def test_config_a_ci_machine_defaults_differently_is_carried_into_repros(ci, carried):
+    """torch defaults ``error_on_custom_op_aliasing`` from ``$CI``; a repro made under CI=1 pins it."""
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    if ci:
+        env["CI"] = ci
+    code = "import json; from minifier.seams import config; print(json.dumps(config.changed_values('torch._functorch.config')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == carried

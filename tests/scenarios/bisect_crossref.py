@@ -12,6 +12,9 @@ program (``if __name__`` guards the run).
 Expected from pt2kit (``minify run``): a compile error at
 ``aot_eager_decomp_partition_crossref`` minified to ``_test_bisector.foo``, and a repro
 that gets the op without machine paths and without importing pt2kit or ``__mp_main__``.
+The program pins ``error_on_custom_op_aliasing`` off as upstream's run does: torch turns
+it on by default when ``$CI`` is set, and then its aliasing check raises before the
+cross-check can. Under ``CI=1`` that pin is a non-default value the repro must carry.
 """
 import torch
 from torch.library import Library
@@ -20,6 +23,7 @@ test_ns = "_test_bisector"
 lib = Library(test_ns, "FRAGMENT")  # noqa: TOR901
 lib.define("foo(Tensor x) -> Tensor")
 op = torch.ops._test_bisector.foo.default
+torch._functorch.config.error_on_custom_op_aliasing = False
 
 
 class Foo(torch.autograd.Function):
