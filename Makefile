@@ -39,6 +39,7 @@ fuzz: setup
 	PT2KIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py::test_fuzz_long
 
 bench: setup
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) benchmarks/bench_bisect.py
 	$(PY) benchmarks/bench_minifier.py
 	$(PY) benchmarks/bench_explain.py

@@ -16,10 +16,14 @@ program (see ``bench_minifier.py``). Ratios: torch's seconds over pt2kit's, pt2k
 the program's own time to fail.
 
 ``--curve`` measures pt2kit on GPT-2 training steps of growing depth (aot graphs of
-about 500 to 5,000 op nodes) and writes ``benchmarks/cost_curve.svg`` (pt2kit's time per step as stacked bars,
-the program's own time to fail as a marker) and the numbers as JSON.
+about 500 to 5,000 op nodes) and draws the cost curve (pt2kit's time per step as stacked
+bars, the program's own time to fail as a marker): ``benchmarks/cost_curve.png`` with
+matplotlib (``pip install -e '.[bench]'``; ``make bench`` does), and always
+``benchmarks/cost_curve.svg``, drawn by hand so the curve needs no dependency.
+``--replot FILE`` redraws both from an earlier ``--json FILE`` without measuring again.
 
     python benchmarks/bench_real_models.py [--cases gpt2_train,...] [--isolated] [--curve] [--json FILE]
+    python benchmarks/bench_real_models.py --replot FILE
 """
 
 from __future__ import annotations
@@ -174,6 +178,50 @@ def plot(points: list[dict], path: Path) -> bool:
     return True
 
 
+def plot_png(points: list[dict], path: Path) -> bool:
+    """The same picture as :func:`plot`, as a PNG for the README, when matplotlib is installed."""
+    good = [p for p in points if p.get("nodes_before") and p.get("where")]
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    if not good:
+        return False
+    fig, ax = plt.subplots(figsize=(7.5, 4.4), dpi=120)
+    xs = range(len(good))
+    base = [0.0] * len(good)
+    for part, colour in zip(PARTS, COLOURS):
+        values = [float(p["where"].get(part) or 0.0) for p in good]
+        if any(values):
+            ax.bar(xs, values, 0.55, bottom=base, color=colour, label=part)
+            base = [b + v for b, v in zip(base, values)]
+    ax.scatter(xs, [p["program_seconds"] for p in good], marker="_", s=500, linewidths=3, color="black", label="the program fails", zorder=3)
+    for x, p, top in zip(xs, good, base):
+        # (steps of a run can overlap, so a stack may stand taller than the run's wall time)
+        ax.annotate(f'{p["seconds"]:.0f} s end to end, {p["queries"]} queries', (x, max(top, p["seconds"])), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9)
+    ax.set_xticks(list(xs), [f'{p["nodes_before"]:,} ({p["layers"]})' for p in good])
+    ax.set_xlabel("op nodes in the failing aot graph (GPT-2 layers)")
+    ax.set_ylabel("seconds")
+    ax.set_ylim(0, max(max(p["seconds"], p["program_seconds"], top) for p, top in zip(good, base)) * 1.12)
+    ax.set_title("Minifying a planted Inductor bug in a GPT-2 training step (2-core CPU)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.grid(axis="y", color="#eeeeee")
+    ax.set_axisbelow(True)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def draw(points: list[dict]) -> None:
+    for drawer, path in ((plot_png, HERE / "cost_curve.png"), (plot, HERE / "cost_curve.svg")):
+        if drawer(points, path):
+            print(f"  plotted: {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
@@ -181,7 +229,11 @@ def main() -> None:
     parser.add_argument("--curve", action="store_true", help="measure the cost curve and plot it")
     parser.add_argument("--layers", default=",".join(map(str, CURVE_LAYERS)), help="the curve's GPT-2 depths")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--replot", type=Path, default=None, help="redraw the curve from an earlier --json file, measuring nothing")
     options = parser.parse_args()
+    if options.replot:
+        draw(json.loads(options.replot.read_text())["curve"])
+        return
     results: dict = {}
     for case in [c for c in options.cases.split(",") if c]:
         args, flags, after, level, expected = CASES[case]
@@ -215,8 +267,7 @@ def main() -> None:
     if options.curve:
         print("\ncost curve (GPT-2 training steps)")
         results["curve"] = curve(tuple(int(n) for n in options.layers.split(",")))
-        if plot(results["curve"], HERE / "cost_curve.svg"):
-            print(f"  plotted: {HERE / 'cost_curve.svg'}")
+        draw(results["curve"])
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
 
