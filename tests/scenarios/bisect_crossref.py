@@ -12,9 +12,10 @@ program (``if __name__`` guards the run).
 Expected from pt2kit (``minify run``): a compile error at
 ``aot_eager_decomp_partition_crossref`` minified to ``_test_bisector.foo``, and a repro
 that gets the op without machine paths and without importing pt2kit or ``__mp_main__``.
-The program pins ``error_on_custom_op_aliasing`` off as upstream's run does: torch turns
-it on by default when ``$CI`` is set, and then its aliasing check raises before the
-cross-check can. Under ``CI=1`` that pin is a non-default value the repro must carry.
+The program pins ``error_on_custom_op_aliasing`` off, so the port tests what upstream's
+test expects (the cross-check) on any machine: torch turns it on by default when ``$CI``
+is set, and then its aliasing check raises before the cross-check can. Under ``CI=1``
+that pin is a non-default value the repro must carry.
 """
 import torch
 from torch.library import Library
