@@ -17,7 +17,7 @@ import torch
 import torch.fx as fx
 
 from .case import GraphCase, GraphInput, TensorMeta
-from .context import BackendInfo, custom_op_sources, non_default_config
+from .context import BackendInfo, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
 from .seams import dtensor, symbolic_shapes
 
@@ -96,7 +96,7 @@ def make_case(
     inputs = graph_inputs(placeholders, example_inputs)
     dynamic = any(i.symbolic_dims or i.derived_from or _is_symbolic(_example(n)) for i, n in zip(inputs, placeholders))
     op_modules, op_definitions = custom_op_sources(gm)
-    config = non_default_config(backend.config, in_backend=in_backend)
+    config = non_default_config(backend.config, in_backend=in_backend, custom_ops=bool(custom_op_names(gm)))
     return GraphCase(
         gm=gm,
         inputs=inputs,

@@ -103,7 +103,7 @@ def _learn() -> None:
     _DYNAMO_OWN_PATCHES.clear()
     for name, values in (seen[0] if seen else {}).items():
         # A default torch read from the environment shows in every thread; dynamo did not patch it.
-        environment = config_seam.ENVIRONMENT_DEFAULTS.get(name, {})
+        environment = config_seam.ENVIRONMENT_DEFAULTS.get(name, ())
         _DYNAMO_OWN_PATCHES[name] = {k: v for k, v in values.items() if k not in environment}
     _LEARNED.set()
 
@@ -117,7 +117,7 @@ class CompilerConfig:
     definitions: str = ""  # source binding the carried values
 
 
-def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_backend: bool = False) -> CompilerConfig:
+def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_backend: bool = False, custom_ops: bool = True) -> CompilerConfig:
     """Config values the user changed, per module, in a form a repro can write back.
 
     Keys torch marks ``compile_ignored`` do not change what gets compiled and are
@@ -127,7 +127,8 @@ def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_bac
     otherwise marked :data:`CONFIG_MISSING` with the reason, so the report names it and
     the repro says what the user must supply (torch 2.13 writes such values into its
     repros as ``repr`` text, a SyntaxError: pytorch#128830). ``in_backend``: we are
-    inside a backend call, so dynamo's own patches are discounted.
+    inside a backend call, so dynamo's own patches are discounted. ``custom_ops=False``:
+    the graph calls none, so keys that only act on custom ops are left out.
     """
     own = _DYNAMO_OWN_PATCHES if in_backend else {}
     config = CompilerConfig({})
@@ -136,6 +137,8 @@ def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_bac
         kept = {}
         for key, value in values.items():
             if key in IGNORED_CONFIG or (key in own.get(name, {}) and own[name][key] == value):
+                continue
+            if not custom_ops and key in config_seam.CUSTOM_OP_KEYS.get(name, ()):
                 continue
             kept[key] = value if _is_literal(value) else _config_reference(config, key, value)
         if kept:
@@ -310,6 +313,19 @@ def resolve_backend(name: str) -> Callable[..., Any]:
         ) from None
 
 
+def custom_op_names(gm: fx.GraphModule) -> list[str]:
+    """The ``namespace::name`` of every custom op (not one of torch's) that ``gm`` or its subgraphs call."""
+    names = []
+    for node in _all_nodes(gm):
+        target = node.target
+        if node.op != "call_function" or not (ops.is_overload(target) or ops.is_packet(target)):
+            continue
+        qualname = ops.schema_name(target)
+        if qualname.split("::")[0] not in TORCH_OP_NAMESPACES:
+            names.append(qualname)
+    return names
+
+
 def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
     """Where the custom ops a graph calls are defined: user modules to import, and script source to carry.
 
@@ -323,14 +339,8 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
     unknown: set[str] = set()
     in_script: set[str] = set()
     modules: list[tuple[str, str]] = []
-    for node in _all_nodes(gm):
-        target = node.target
-        if node.op != "call_function" or not (ops.is_overload(target) or ops.is_packet(target)):
-            continue
-        qualname = ops.schema_name(target)
+    for qualname in custom_op_names(gm):
         namespace = qualname.split("::")[0]
-        if namespace in TORCH_OP_NAMESPACES:
-            continue
         fn = ops.custom_op_function(qualname)
         if fn is not None and fn.__module__ in MAIN_MODULES:
             in_script.add(namespace)

@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from .reduce import Candidate, Reducer
+from .seams.config import ENVIRONMENT_DEFAULTS
 
 
 
@@ -197,8 +198,12 @@ def _shrink_group(r: Reducer, members: list[tuple[str, int]], size: int) -> None
 
 
 def minimize_config(r: Reducer) -> None:
-    """Drop the non-default config entries the failure does not need."""
-    entries = sorted(r.best.config)
+    """Drop the non-default config entries the failure does not need.
+
+    A key whose default differs from machine to machine stays: it cannot be dropped here
+    and still mean the same thing wherever the repro runs.
+    """
+    entries = sorted(e for e in r.best.config if e[1] not in ENVIRONMENT_DEFAULTS.get(e[0], ()))
     _shrink_set(r, entries, lambda group: replace(r.best, config=r.best.config - set(group)))
 
 

@@ -48,7 +48,6 @@ from .signature import (
     signature_of_exception,
     tagging_compile_errors,
 )
-from .seams import config as config_seam
 from .seams.aot_autograd import compiler_kwargs
 from .repro_files import exec_repro, write_repro
 from .writer import EAGER_STAGES, RUN_SEED, data_of, render
@@ -114,7 +113,6 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: boo
     start = time.perf_counter()
     strict = strict or accuracy == "strict"
     namespace = exec_repro(render(case, stage=stage, accuracy=accuracy, strict=strict))
-    config_seam.set_environment_defaults_elsewhere()
     namespace["apply_config"]()
     join_fake_group(case)
     Repro, make_inputs = namespace["Repro"], namespace["make_inputs"]
@@ -268,7 +266,6 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
     when the backend failed before AOTAutograd handed it a graph.
     """
     namespace = exec_repro(render(case, stage=case.backend))
-    config_seam.set_environment_defaults_elsewhere()
     namespace["apply_config"]()
     join_fake_group(case)
     recorder = _AotRecorder(eval(namespace_backend_expression(case), namespace))  # noqa: S307 - our own repro text

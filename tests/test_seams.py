@@ -76,9 +76,9 @@ def test_outside_the_tested_torch_range_a_broken_seam_stops_a_command_in_one_lin
     assert "is not supported by pt2kit's the minifier" in line and "_COMPILER_FNS" in line and "minify doctor" in line
 
 
-@pytest.mark.parametrize(("ci", "carried"), [("1", {"error_on_custom_op_aliasing": True}), (None, {})])
+@pytest.mark.parametrize(("ci", "carried"), [("1", {"error_on_custom_op_aliasing": True}), (None, {"error_on_custom_op_aliasing": False})])
 def test_config_a_ci_machine_defaults_differently_is_carried_into_repros(ci, carried):
-    """torch defaults ``error_on_custom_op_aliasing`` from ``$CI``; a repro made under CI=1 pins it."""
+    """torch defaults ``error_on_custom_op_aliasing`` from ``$CI``; a repro pins it either way."""
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     if ci:
         env["CI"] = ci
@@ -86,3 +86,14 @@ def test_config_a_ci_machine_defaults_differently_is_carried_into_repros(ci, car
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == carried
+
+
+def test_keys_that_act_only_on_custom_ops_are_left_out_of_graphs_without_one(monkeypatch):
+    import torch._functorch.config as functorch_config
+
+    from minifier.context import non_default_config
+
+    monkeypatch.setattr(functorch_config, "error_on_custom_op_aliasing", True)
+    carried = non_default_config(custom_ops=True).values.get("torch._functorch.config", {})
+    assert carried.get("error_on_custom_op_aliasing") is True
+    assert "error_on_custom_op_aliasing" not in non_default_config(custom_ops=False).values.get("torch._functorch.config", {})

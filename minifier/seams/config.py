@@ -32,13 +32,19 @@ MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.c
 REPLAY_MODULES = (*MODULES, "torch.fx.experimental._config", "torch.compiler.config")
 
 #: Keys whose torch default is itself read from the environment when torch is imported,
-#: outside the env vars torch's config knows (so ``_get_dict`` calls the value default),
-#: with the value they have elsewhere. ``error_on_custom_op_aliasing`` defaults to
-#: ``bool(os.getenv("CI"))``: under ``CI=1`` a custom op whose output aliases its input
-#: raises, elsewhere it warns. A repro made on a CI machine pins the value it ran with,
-#: so it fails the same way on the engineer's laptop.
-ENVIRONMENT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "torch._functorch.config": {"error_on_custom_op_aliasing": False},
+#: outside the env vars torch's config knows (so ``_get_dict`` calls any value the
+#: default). ``error_on_custom_op_aliasing`` defaults to ``bool(os.getenv("CI"))``: under
+#: ``CI=1`` a custom op whose output aliases its input raises, elsewhere it warns. Their
+#: value is always carried, and never minimized away: a repro made on a CI machine then
+#: fails the same way on the engineer's laptop, and one made on a laptop the same way in CI.
+ENVIRONMENT_DEFAULTS: dict[str, tuple[str, ...]] = {
+    "torch._functorch.config": ("error_on_custom_op_aliasing",),
+}
+
+#: Keys that change only what happens to custom ops (torch's aliasing check skips its
+#: own ops): a graph calling no custom op does not carry them, and costs no query to drop them.
+CUSTOM_OP_KEYS: dict[str, tuple[str, ...]] = {
+    "torch._functorch.config": ("check_custom_op_aliasing", "error_on_custom_op_aliasing"),
 }
 
 
@@ -56,7 +62,7 @@ def probe() -> None:
             raise TypeError(f"{name}._get_dict returned {type(values).__name__}")
         key = next(iter(module._config))
         _ = module._config[key].default
-        for env_key in ENVIRONMENT_DEFAULTS.get(name, {}):
+        for env_key in [*ENVIRONMENT_DEFAULTS.get(name, ()), *CUSTOM_OP_KEYS.get(name, ())]:
             if env_key not in module._config or env_key in module._compile_ignored_keys:
                 raise AttributeError(f"{name}.{env_key} is no longer a compile-relevant config key")
     repro_settings()
@@ -73,22 +79,10 @@ def changed_values(name: str) -> dict[str, Any]:
     # torch's config.patch() leaves a key "overridden" with its old value when it
     # exits; a value equal to the default is no change.
     changed = {k: v for k, v in values.items() if v != config._config[k].default}
-    for key, elsewhere in ENVIRONMENT_DEFAULTS.get(name, {}).items():
-        if key in config._config and getattr(config, key) != elsewhere:
+    for key in ENVIRONMENT_DEFAULTS.get(name, ()):
+        if key in config._config:
             changed[key] = getattr(config, key)
     return changed
-
-
-def set_environment_defaults_elsewhere() -> None:
-    """Give :data:`ENVIRONMENT_DEFAULTS` keys the value they have off a CI machine (in a query's child only).
-
-    A query then asks what the repro would do on any machine: a key the failure needs
-    stays only if the case carries it, so the minimizer keeps it in the repro.
-    """
-    for name, values in ENVIRONMENT_DEFAULTS.items():
-        config = importlib.import_module(name)
-        for key, elsewhere in values.items():
-            setattr(config, key, elsewhere)
 
 
 def when_set(module_name: str, key: str, callback: Any) -> None:
