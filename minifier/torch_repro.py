@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .context import non_default_config
+from .context import custom_op_names, non_default_config
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import CorruptRecord
 from .session import Session
@@ -60,11 +60,11 @@ def convert_torch_repro(path: Path, out_dir: Path) -> str:
     kind = repro_format(source)
     kwargs = _run_repro_kwargs(ast.parse(source))
     namespace = exec_repro(source, str(path))  # not __main__: its run_repro call does not run
-    config = non_default_config().values
     save_dir = kwargs.get("save_dir")
     reader = input_reader(save_dir if save_dir and Path(save_dir).is_dir() else None)
     namespace["load_args"](reader)
     gm = trace_module(namespace["Repro"]())
+    config = non_default_config(custom_ops=bool(custom_op_names(gm))).values
     placeholders = gm.graph.find_nodes(op="placeholder")
     inputs = [
         GraphInput(str(node.target), value, TensorMeta.of(value)) if isinstance(value, torch.Tensor) else GraphInput(str(node.target), value, None)
