@@ -14,9 +14,10 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
 - ``planted_pair``: fails only when a graph holds both cos and exp (a two-op bug).
 - ``planted_value``: fails only when an input to cos holds a value above 100, so
   random inputs do not reproduce it and the repro needs the real data.
-- ``planted_flaky``: fails its first compile of a graph with cos only (a counter file decides): the program
-  fails, and every later look passes, whichever order pt2kit's parallel queries compile in.
-  (Failing every other compile made the verdict depend on that order.)
+- ``planted_flaky``: fails only its first compile of a graph with cos (a counter file
+  decides): the program fails, and every later look passes, whichever order pt2kit's
+  parallel queries compile in. (Failing every other compile made the verdict depend on
+  that order.)
 - ``planted_dynamo_error``: a plain dynamo backend (no AOTAutograd) that rejects
   graphs calling ``torch.cos`` at compile time.
 - ``planted_dynamic_aot`` / ``planted_dynamic_dynamo``: reject cos only in graphs with

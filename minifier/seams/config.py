@@ -73,7 +73,10 @@ def module(name: str) -> Any:
 
 
 def changed_values(name: str) -> dict[str, Any]:
-    """Keys of config module ``name`` whose value differs from torch's default (compile-relevant ones only)."""
+    """Keys of config module ``name`` whose value differs from torch's default (compile-relevant ones only).
+
+    The :data:`ENVIRONMENT_DEFAULTS` keys are always in it, whatever their value.
+    """
     config = importlib.import_module(name)
     values = config._get_dict(ignored_keys=list(config._compile_ignored_keys), skip_default=True)
     # torch's config.patch() leaves a key "overridden" with its old value when it
