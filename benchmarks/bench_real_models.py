@@ -148,7 +148,7 @@ def plot(points: list[dict], path: Path) -> bool:
     y = lambda v: top + plot_h * (1 - v / ymax)  # noqa: E731
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="20" y="22" font-size="13">Minifying a planted Inductor bug in a GPT-2 training step (2-core CPU)</text>',
+           '<text x="20" y="22" font-size="13">Minifying a planted Inductor bug in a GPT-2 training step (2-core CPU)</text>',
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="black"/>',
            f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 170}" y2="{top + plot_h}" stroke="black"/>',
            f'<text x="12" y="{top + plot_h / 2}" transform="rotate(-90 12 {top + plot_h / 2})">seconds</text>',

@@ -74,8 +74,7 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
         path = resolve_script(script)
     except UserFacingError as error:
         _fail(error, as_json)
-    from minifier.script import stdout_to_stderr
-    from minifier.script import run_script
+    from minifier.script import run_script, stdout_to_stderr
 
     from .recorder import default_out, recording
 
