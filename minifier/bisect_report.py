@@ -16,6 +16,7 @@ table for people, and :meth:`BisectReport.to_json` is its ``--json`` twin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,9 @@ class BisectReport:
     nproc: int = 1  # a distributed job's ranks
     rank: int | None = None  # the rank minified
     ranks: dict[int, str] = field(default_factory=dict)  # how each rank ended
+    # How to pin the culprit down again without trusting the program's own failing compile
+    # (when the graph it failed on does not fail alone); not part of the report's JSON.
+    recheck: Callable[[], BisectReport] | None = field(default=None, repr=False, compare=False)
 
     def distributed(self) -> dict[str, Any] | None:
         """The ``distributed`` entry of a report (docs/distributed.md)."""

@@ -38,7 +38,7 @@ from .case import GraphCase
 from .errors import UnknownBackend
 from .repro_files import load_repro
 from .session import Session
-from .signature import Signature
+from .signature import Failure, Signature
 from .stages import Outcome, run_case, stages_for
 from .worker import QueryResult
 
@@ -81,7 +81,7 @@ def capture_ranks(session: Session, script: Path, args: list[str], backend: str 
     session.progress.update(f"{label} ({nproc} ranks)")
     start = time.monotonic()
     codes = launch_ranks(commands, pt2kit_env(), logs, failed=lambda rank: _logged_failure(outs[rank]), on_wait=session.progress.tick)
-    session.timeline.append((f"{label} ({nproc} ranks)", round(time.monotonic() - start, 2)))
+    session.mark(f"{label} ({nproc} ranks)", time.monotonic() - start)
     results = []
     for o, code, log in zip(outs, codes, logs):
         tail = log.read_bytes()[-4000:].decode(errors="replace") if log.exists() else ""
@@ -127,7 +127,7 @@ def run_stages_of(
     plan = [(case, stage) for case, _ in cases for stage in reversed(stages_for(case)) if (id(case), stage) not in known]
 
     def found(results: list[QueryResult[Any] | None]) -> bool:
-        done = {key: _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}
+        done = {**known, **{key: _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}}
         return any(signature_of(first) == stop_at for case, _ in cases if (first := _first_failure(case, done)) is not None)
 
     outcomes = {**known, **run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None)}
@@ -173,14 +173,27 @@ def run_each(
     return {(id(case), stage): _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None}
 
 
-def aot_rows(session: Session, paths: list[str], *, accuracy: bool, stop_at: Signature | None, passed: set[str] = frozenset()) -> list[Row]:  # type: ignore[assignment]
+def aot_rows(
+    session: Session,
+    paths: list[str],
+    *,
+    accuracy: bool,
+    stop_at: Signature | None,
+    passed: set[str] = frozenset(),  # type: ignore[assignment]
+    failed: dict[str, Failure] | None = None,
+) -> list[Row]:
     """Rows for aot graphs (captured, or written by a lowering), until one fails with ``stop_at``.
 
     ``passed``: graphs the program compiled and ran without failing; their final stage
     is known to pass and is not asked again (unless answers are judged for accuracy).
+    ``failed``: the graph the program failed to compile, and how; that final stage is
+    not asked again either (the outcome says it was only seen in the program).
     """
     cases = [(load_repro(Path(p)).case, Path(p)) for p in paths]
     known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed and not accuracy}
+    for case, path in cases:
+        if str(path) in (failed or {}):
+            known[(id(case), case.backend)] = Outcome(case.backend, (failed or {})[str(path)], 0.0, seen_in_program=True)
     return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known)
 
 

@@ -56,8 +56,14 @@ def bisect_script(
     accuracy: bool = False,
     aot_rows: bool = True,
     nproc: int = 1,
+    trust_program: bool = False,
 ) -> BisectReport:
-    """Capture ``script``'s graphs and find the first graph and stage that fail (``nproc``: a torchrun job's ranks)."""
+    """Capture ``script``'s graphs and find the first graph and stage that fail (``nproc``: a torchrun job's ranks).
+
+    ``trust_program``: take the program's own failing compile of an aot graph as that
+    graph's final-stage answer instead of compiling it again (see
+    :func:`minifier.culprit.pin_down`); only for a minification, which confirms it.
+    """
     captured = capture(session, script, args, backend, nproc=nproc)
     cases, unreadable = readable_cases(captured.graph_paths)
     final = backend or (cases[0][0].backend if cases else "inductor")
@@ -104,7 +110,7 @@ def bisect_script(
     if report.culprit is None:
         return no_culprit(session, report, script, args, backend, captured)
 
-    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured)
+    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured, trust_program=trust_program)
 
 
 def readable_cases(paths: list[Path]) -> tuple[list[tuple[GraphCase, Path]], list[str]]:

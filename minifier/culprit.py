@@ -43,13 +43,29 @@ from .stages import Outcome, lower_case
 from .worker import QueryError
 
 
-def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows_wanted: bool, captured: CaptureResult | None = None) -> BisectReport:
+def pin_down(
+    session: Session,
+    report: BisectReport,
+    *,
+    accuracy: bool,
+    aot_rows_wanted: bool,
+    captured: CaptureResult | None = None,
+    trust_program: bool = False,
+) -> BisectReport:
     """Make sure the culprit fails the same way again, and find its failing aot graph.
 
     A culprit failing in its final AOTAutograd backend is lowered, and its aot graphs
     run through that backend's compiler: when one fails with the same signature, the
     failing compile has happened again, and that is the check for flakiness. Otherwise
     the culprit's query simply runs once more.
+
+    With ``trust_program`` (a minification follows), the aot graph the program itself
+    failed to compile, with the program's inputs, is not compiled again: on a real model that is the most expensive
+    query of a run, and its answer is already known. Its cheap stage still runs. The
+    reducer then confirms the failure with its first failing candidate, or, if none
+    fails, by running the graph once (see :meth:`minifier.reduce.Reducer.assume`); if
+    the graph does not fail alone, :attr:`BisectReport.recheck` pins the culprit down
+    again the way it did before: every aot graph compiled, and a second look.
     """
     culprit = report.culprit
     assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
@@ -59,7 +75,13 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
     if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
         paths, lowering_note = (captured_aot[0], None) if captured_aot else lower(session, culprit)
         passed = captured_aot[1] if captured_aot else set()
-        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed) if paths else []
+        failed = {path: captured.failure for path in captured_aot[2]} if captured_aot and captured and captured.failure and trust_program and not accuracy else {}
+        if failed:
+            rows_before = list(report.rows)
+            report.recheck = lambda: pin_down(
+                session, _restored(report, rows_before, culprit), accuracy=accuracy, aot_rows_wanted=aot_rows_wanted, captured=captured, trust_program=False
+            )
+        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed, failed=failed) if paths else []
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and signature_of(r.first_failure) == target), None)
@@ -79,6 +101,12 @@ def pin_down(session: Session, report: BisectReport, *, accuracy: bool, aot_rows
     return finish(session, report)
 
 
+def _restored(report: BisectReport, rows: list[Row], culprit: Row) -> BisectReport:
+    """``report`` as it was before its aot rows were added (for :attr:`BisectReport.recheck`)."""
+    report.rows, report.culprit, report.note, report.recheck = rows, culprit, "", None
+    return report
+
+
 def inductor_internal_ops(row: Row | None) -> list[str]:
     """Ops of ``row``'s graph that exist only inside Inductor (its RNG prims: ``prims.inductor_random``...).
 
@@ -94,8 +122,8 @@ def inductor_internal_ops(row: Row | None) -> list[str]:
     return sorted({op for op in row.case.op_names() if op.startswith("prims.inductor_")})
 
 
-def captured_aot_graphs(captured: CaptureResult | None, row: Row) -> tuple[list[str], set[str]] | None:
-    """The aot graphs the program itself compiled for ``row``'s dynamo graph, and those that ran fine."""
+def captured_aot_graphs(captured: CaptureResult | None, row: Row) -> tuple[list[str], set[str], set[str]] | None:
+    """The aot graphs the program itself compiled for ``row``'s dynamo graph: all, those that ran fine, the one it failed on."""
     if captured is None or row.case is None or row.label.endswith("(inlined)"):
         return None
     graphs = captured.aot.get(row.case.index) or []
@@ -103,7 +131,8 @@ def captured_aot_graphs(captured: CaptureResult | None, row: Row) -> tuple[list[
         return None
     failed = captured.failed_graph
     passed = {g["path"] for g in graphs if not g.get("failure") and Path(g["path"]).parent.name in captured.ran and Path(g["path"]).parent.name != failed}
-    return [g["path"] for g in graphs], passed
+    failing = {g["path"] for g in graphs if Path(g["path"]).parent.name == failed}
+    return [g["path"] for g in graphs], passed, failing
 
 
 def lower(session: Session, row: Row) -> tuple[list[str], str | None]:
@@ -135,6 +164,7 @@ def second_look(session: Session, rows: list[Row], *, accuracy: bool) -> None:
         first, second = row.outcomes[stage], again[(id(case), stage)]
         if signature_of(second) != signature_of(first):
             raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(second)}")
+        row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
 
 
 def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
@@ -163,7 +193,7 @@ def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Pa
         return {}
     owner = captured.failed_graph.split(".")[0]
     return {
-        (id(case), final): Outcome(final, captured.failure, 0.0)
+        (id(case), final): Outcome(final, captured.failure, 0.0, seen_in_program=True)
         for case, _ in cases
         if case.label() == owner and case.backend == final
     }

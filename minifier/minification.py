@@ -37,7 +37,7 @@ from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
 from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, load_checkpoint, save_checkpoint
 from .passes import PASSES
-from .reduce import Reducer
+from .reduce import Reducer, Unconfirmed
 from .session import Session
 from .signature import Failure, Signature
 from .profile import profile_case, realize
@@ -66,7 +66,7 @@ class MinifyResult:
     resumed_from: str | None = None
     run_dir: Path | None = None
     notes: list[str] = field(default_factory=list)
-    timeline: list[tuple[str, float]] = field(default_factory=list)
+    timeline: list[tuple[str, float, float | None]] = field(default_factory=list)
 
     def distributed(self) -> dict[str, Any]:
         """Where a distributed job's repro comes from, and what it runs its collectives on."""
@@ -133,7 +133,7 @@ class MinifyResult:
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "resumed_from": self.resumed_from,
             "notes": self.notes,
-            "timeline": [{"step": step, "seconds": seconds} for step, seconds in self.timeline],
+            "timeline": [{"step": step, "seconds": seconds, **({"ended": ended} if ended is not None else {})} for step, seconds, ended in self.timeline],
         }
 
 
@@ -245,7 +245,7 @@ def minify_case(
         session.log(f"resuming {resume.parent.name}: {len(reducer.cache)} answers cached, best so far has {len(reducer.best.kept)} nodes")
     if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
         # The bisection just ran this very graph through this stage and saw the target.
-        reducer.assume(reducer.best, True)
+        reducer.assume(reducer.best, True, confirmed=not (bisect.failure is not None and bisect.failure.seen_in_program))
     if not reducer.consider(reducer.best):
         raise NotReproducible(f"the graph does not fail with {target.signature} when pt2kit rebuilds it; see {origin_path}")
     save_checkpoint(reducer, checkpoint, state)
@@ -379,12 +379,19 @@ def minify_script(
     resume = find_checkpoint(out, key)
     if resume is not None:
         return resume_minification(session, resume, key)
-    report = bisect_script(session, script, args, backend=backend, accuracy=accuracy, aot_rows=after != "dynamo", nproc=nproc)
-    row = choose_graph(report, after)
-    outcome = row.first_failure
-    assert outcome is not None and outcome.failure is not None and row.case is not None
-    session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
-    return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report)
+    report = bisect_script(session, script, args, backend=backend, accuracy=accuracy, aot_rows=after != "dynamo", nproc=nproc, trust_program=True)
+    while True:
+        row = choose_graph(report, after)
+        outcome = row.first_failure
+        assert outcome is not None and outcome.failure is not None and row.case is not None
+        session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
+        try:
+            return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report)
+        except Unconfirmed:
+            if report.recheck is None:
+                raise NotReproducible(f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone") from None
+            session.log(f"{row.label} does not fail alone the way it failed in the program; pinning the culprit down again")
+            report = report.recheck()
 
 
 def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyResult:

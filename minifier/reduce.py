@@ -41,6 +41,10 @@ from .writer import is_symbolic
 OP_KINDS = ("call_function", "call_method", "call_module")
 
 
+class Unconfirmed(Exception):
+    """An assumed failure (seen in the program's run) did not happen when the graph ran alone."""
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A reduced version of the original graph, described relative to it."""
@@ -102,6 +106,7 @@ class Reducer:
     on_pass: Callable[[str, Reducer], None] = lambda name, reducer: None
     cache: dict[str, bool] = field(default_factory=dict)
     queries: int = 0
+    unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
     best: Candidate = field(init=False)
     _nodes: dict[str, fx.Node] = field(init=False, repr=False)
     _order: dict[str, int] = field(init=False, repr=False)
@@ -299,9 +304,27 @@ class Reducer:
                     self.on_improve(self)
         return [self.cache[c.key()] for c in normalized]
 
-    def assume(self, c: Candidate, interesting: bool) -> None:
-        """Record an answer known without a query (the bisection already asked it)."""
-        self.cache[self.normalize(c).key()] = interesting
+    def assume(self, c: Candidate, interesting: bool, *, confirmed: bool = True) -> None:
+        """Record an answer known without a query (the bisection already asked it).
+
+        ``confirmed=False``: the answer was seen only in the program's own run (its
+        failing compile, which pt2kit does not pay for twice). Any smaller candidate
+        that fails confirms it in passing; when a pass asks and none does, :meth:`run`
+        asks about ``c`` itself, and raises :class:`Unconfirmed` if it does not fail.
+        """
+        key = self.normalize(c).key()
+        self.cache[key] = interesting
+        if not confirmed:
+            self.unconfirmed.add(key)
+
+    def _confirm_best(self) -> None:
+        """Ask about the best candidate for real, if its answer was only assumed."""
+        key = self.normalize(self.best).key()
+        if key in self.unconfirmed:
+            self.unconfirmed.discard(key)
+            del self.cache[key]
+            if not self.consider(self.best):
+                raise Unconfirmed(f"the graph does not fail with {self.target} when run alone")
 
     # -- candidates near the best ------------------------------------------------ #
 
@@ -342,8 +365,12 @@ class Reducer:
             before = self.best
             for reduction in passes:
                 self.on_pass(reduction.__name__, self)
+                start, asked = self.best, self.queries
                 reduction(self)
+                if self.best == start and self.queries > asked:
+                    self._confirm_best()  # a pass asked and nothing smaller failed: is the start real?
             if self.best == before:
+                self._confirm_best()
                 return self.best
 
 

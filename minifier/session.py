@@ -124,7 +124,7 @@ class Session:
         self.worker: Executor = executor or Worker(log_dir=self.run_dir / "logs", timeout=timeout)
         self.timeout = timeout
         self.queries = 0
-        self.timeline: list[tuple[str, float]] = []  # (what, seconds) of each phase and query
+        self.timeline: list[tuple[str, float, float]] = []  # (what, seconds, ended at) of each phase and query
 
     def warm_up(self, inductor: bool = True) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query."""
@@ -155,7 +155,9 @@ class Session:
         results = self.worker.run_all(queries, timeout=self.timeout if timeout is None else timeout, slots=slots, enough=enough, on_wait=self.progress.tick)
         if count:
             self.queries += sum(r is not None for r in results)
-        self.timeline.extend((label, round(result.seconds, 2)) for (_, label), result in zip(queries, results) if result is not None)
+        for (_, label), result in zip(queries, results):
+            if result is not None:
+                self.mark(label, result.seconds)
         return results
 
     def run_program(self, command: list[str], label: str, *, log: Path) -> Failure | None:
@@ -177,6 +179,7 @@ class Session:
         with open(log, "ab") as output:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=pt2kit_env(), start_new_session=True)
         try:
+            preload_compile_stack()  # while the program runs, not after it
             while process.poll() is None:
                 try:
                     process.wait(timeout=0.25)
@@ -189,7 +192,7 @@ class Session:
                 pass
             process.wait()
             raise
-        self.timeline.append((label, round(time.monotonic() - start, 2)))
+        self.mark(label, time.monotonic() - start)
         tail = log.read_bytes()[-4000:].decode(errors="replace")
         if process.returncode < 0:
             return signature_of_crash(-process.returncode, tail)
@@ -206,7 +209,7 @@ class Session:
     def wait(self, running: Handle) -> QueryResult[Any]:
         self.worker.wait([running], on_wait=self.progress.tick)
         result = running.result()
-        self.timeline.append((running.label, round(result.seconds, 2)))
+        self.mark(running.label, result.seconds)
         return result
 
     @property
@@ -221,12 +224,36 @@ class Session:
         """What degraded along the way (a worker restarted, a warm-up that failed)."""
         return self.worker.notes
 
-    def full_timeline(self) -> list[tuple[str, float]]:
-        return [*((what, round(s, 2)) for what, s in self.worker.warm_seconds.items()), *self.timeline]
+    def mark(self, step: str, seconds: float) -> None:
+        """Put a finished step on the timeline: how long it took, and when (since the run began) it ended.
+
+        The end times show the critical path: steps that ran side by side overlap.
+        """
+        self.timeline.append((step, round(seconds, 2), round(self.seconds, 2)))
+
+    def full_timeline(self) -> list[tuple[str, float, float | None]]:
+        """The timeline, warm-ups first (they run in the background; their end is not recorded)."""
+        return [*((what, round(s, 2), None) for what, s in self.worker.warm_seconds.items()), *self.timeline]
 
     def close(self) -> None:
         self.progress.clear()
         self.worker.close()
+
+
+#: What reading back a captured graph imports in pt2kit's own process (a repro names
+#: Inductor's prims and config): about 1.5 s, paid while the program runs.
+PRELOADED = ("torch._dynamo", "torch._inductor.config", "torch._inductor.compile_fx", "torch._functorch.aot_autograd")
+
+
+def preload_compile_stack() -> None:
+    """Import :data:`PRELOADED` now; one that fails to import is simply left for later."""
+    import importlib
+
+    for module in PRELOADED:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the import that needs it will say what is wrong
+            pass
 
 
 def print_json(data: Any) -> None:

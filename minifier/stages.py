@@ -77,6 +77,7 @@ class Outcome:
     stage: str
     failure: Failure | None
     seconds: float
+    seen_in_program: bool = False  # known from the program's own run, not yet from an isolated query
 
     @property
     def passed(self) -> bool:

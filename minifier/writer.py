@@ -35,7 +35,6 @@ from __future__ import annotations
 import inspect
 import math
 import os
-import pprint
 import re
 from typing import Any
 
@@ -109,7 +108,7 @@ def render(
         parts.append(inspect.getsource(accuracy_category).strip())
     metadata = _metadata(case, stage, failure, bool(accuracy), data_file)
     metadata["strict"] = strict
-    parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + pprint.pformat(metadata, width=110, compact=True, sort_dicts=False))
+    parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + _literal(metadata))
     parts.append(_main(accuracy, "ReproFloat64" if "class ReproFloat64(" in "".join(parts) else "Repro", distributed=needs_process_group(case)))
     return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
@@ -164,6 +163,20 @@ def _bound_name(import_line: str) -> str:
     """The name an import line (or FX's ``NoneType = type(None)``) binds."""
     words = import_line.replace("=", " ").split()
     return words[-1] if words[0] in ("import", "from") else words[0]
+
+
+def _literal(metadata: dict[str, Any]) -> str:
+    """``metadata`` as a Python literal, a line per key and per input.
+
+    (``pprint`` took 50 ms on a real model's graph, and every query renders its candidate.)
+    """
+    lines = ["{"]
+    for key, value in metadata.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            lines += [f"    {key!r}: [", *(f"        {v!r}," for v in value), "    ],"]
+        else:
+            lines.append(f"    {key!r}: {value!r},")
+    return "\n".join([*lines, "}"])
 
 
 def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: bool, data_file: str | None) -> dict[str, Any]:

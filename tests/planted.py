@@ -18,6 +18,8 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
   decides): the program fails, and every later look passes, whichever order pt2kit's
   parallel queries compile in. (Failing every other compile made the verdict depend on
   that order.)
+- ``planted_in_context``: rejects cos only inside a ``torch.compile`` (dynamo's tracing
+  context is set), as compilers that read it do; an aot graph compiled alone passes.
 - ``planted_dynamo_error``: a plain dynamo backend (no AOTAutograd) that rejects
   graphs calling ``torch.cos`` at compile time.
 - ``planted_dynamic_aot`` / ``planted_dynamic_dynamo``: reject cos only in graphs with
@@ -129,6 +131,13 @@ def _flaky_compile(gm, inputs):
         raise RuntimeError("planted: flaky failure")
 
 
+def _raise_in_context(gm, inputs):
+    from torch._guards import TracingContext
+
+    if TracingContext.try_get() is not None:
+        raise RuntimeError("planted: cos needs the tracing context")
+
+
 def _register(name, fw=None, bw=None):
     nop = _compiler()
     register_backend(aot_autograd(fw_compiler=fw or nop, bw_compiler=bw or nop), name=name)
@@ -144,6 +153,7 @@ _register("planted_accuracy", fw=_compiler(on_run=_off_by_half))
 _register("planted_pair", fw=_compiler(on_compile=_raise_pair, trigger=(aten.cos.default, aten.exp.default)))
 _register("planted_value", fw=_compiler(on_run=_values_above_100))
 _register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))
+_register("planted_in_context", fw=_compiler(on_compile=_raise_in_context))
 
 
 def _all_nodes(gm):

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from minifier.errors import Interrupted
+from minifier.errors import FlakyFailure, Interrupted
 from minifier.minification import minify_script
 from minifier.session import Session
 from minifier.repro_files import load_repro
@@ -50,6 +50,10 @@ def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(sess
     compiles = log.read_text().splitlines()
     reduction = compiles[-(result.reduction_queries + 1) : -1]  # the last compile is the final check
     assert len(reduction) == len(set(reduction)) == result.reduction_queries
+    # the full graph's failing compile happened once, in the program: pt2kit did not pay for it again
+    full = compiles[0].split(" | inputs ")[0]
+    assert [line.split(" | inputs ")[0] for line in compiles].count(full) == 1, compiles
+    assert not [step for step, _, _ in result.timeline if "through planted_compile_error" in step], result.timeline
 
     data = json.loads((result.run_dir / "report.json").read_text())
     assert data["status"] == "minified"
@@ -58,6 +62,27 @@ def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(sess
     assert data["graph"] == {"boundary": "aot", "index": 0, "kind": "inference"}
     assert (data["nodes_before"], data["nodes_after"], data["ops_after"]) == (n, 1, ["aten.cos.default"])
     assert data["verified"] is True and data["inputs"] == "random"
+
+
+def test_a_failure_only_the_program_saw_is_called_flaky(session, model_script, tmp_path, monkeypatch):
+    # The program's failing compile is trusted, not repeated; when nothing fails again
+    # (every later compile passes), the culprit is pinned down the slow way: flaky.
+    monkeypatch.setenv("PLANTED_FLAKY_COUNTER", str(tmp_path / "counter"))
+    with pytest.raises(FlakyFailure, match="flaky"):
+        minify(session, model_script("planted_flaky"), tmp_path)
+
+
+def test_an_aot_graph_that_fails_only_inside_torch_compile_falls_back_to_the_dynamo_graph(session, model_script, tmp_path):
+    # The program failed compiling its aot graph; alone (no tracing context) that graph
+    # compiles fine, so the reducer cannot confirm it, and the dynamo graph is minified.
+    result = minify(session, model_script("planted_in_context"), tmp_path)
+    data = json.loads((result.run_dir / "report.json").read_text())
+    assert data["graph"]["boundary"] == "dynamo", data
+    assert data["failure"]["message"] == "planted: cos needs the tracing context"
+    assert data["verified"] is True and result.after.node_count == 1
+    assert "cos" in result.after.op_names()[0]
+    alone = [step for step, _, _ in result.timeline if step.startswith("g0.inference") and step.endswith("through planted_in_context")]
+    assert len(alone) == 1, result.timeline  # compiled alone once: by the fallback, after the reducer's doubt
 
 
 def test_repro_runs_with_plain_torch_and_fails_the_same_way(session, model_script, tmp_path):
