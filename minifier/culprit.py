@@ -10,7 +10,8 @@ is the culprit, unless the program itself failed in another one that does
   (forward, backward or inference) that fails the same way: one the program
   compiled itself (:func:`captured_aot_graphs`), or one made by lowering the dynamo
   graph (:func:`lower`). Seeing that failing compile happen again is also the check
-  that the failure is not flaky;
+  that the failure is not flaky. Before a minification, the graph the program failed
+  to compile is trusted instead, and the reducer confirms it (``trust_program``);
 - otherwise the culprit's query runs once more (:func:`second_look`), and a
   different answer is a :class:`~minifier.errors.FlakyFailure`.
 
@@ -60,12 +61,13 @@ def pin_down(
     the culprit's query simply runs once more.
 
     With ``trust_program`` (a minification follows), the aot graph the program itself
-    failed to compile, with the program's inputs, is not compiled again: on a real model that is the most expensive
-    query of a run, and its answer is already known. Its cheap stage still runs. The
-    reducer then confirms the failure with its first failing candidate, or, if none
-    fails, by running the graph once (see :meth:`minifier.reduce.Reducer.assume`); if
-    the graph does not fail alone, :attr:`BisectReport.recheck` pins the culprit down
-    again the way it did before: every aot graph compiled, and a second look.
+    failed to compile, with the program's inputs, is not compiled again: on a real
+    model that is the most expensive query of a run, and its answer is already known.
+    Its cheap stage still runs. The reducer then confirms the failure with its first
+    failing candidate, or, if none fails, by running the graph once (see
+    :meth:`minifier.reduce.Reducer.assume`); if the graph does not fail alone,
+    :attr:`BisectReport.recheck` pins the culprit down again the way it did before:
+    every aot graph compiled, and a second look.
     """
     culprit = report.culprit
     assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
