@@ -77,7 +77,7 @@ def where_time_went(repro: str | None, total: float | None = None) -> dict[str, 
 
     Each group is the union of its steps' spans (a step ran from ``ended - seconds`` to
     ``ended``), so queries that ran side by side count once. ``warm-up`` runs in the
-    background beside the capture and is reported, not stacked. ``pt2kit`` is the rest
+    background beside the capture and is reported, not stacked. ``pt2kit's own`` is the rest
     of ``total`` (the end-to-end seconds): process start, reading and writing graphs,
     the final check of the repro.
     """
@@ -104,7 +104,7 @@ def where_time_went(repro: str | None, total: float | None = None) -> dict[str, 
         groups[key] = round(_union(intervals), 1)
     if total is not None:
         every = [span for key, intervals in spans.items() for span in intervals]
-        groups["pt2kit"] = round(max(0.0, total - _union(every)), 1)
+        groups["pt2kit's own"] = round(max(0.0, total - _union(every)), 1)
     groups["nodes_before"] = report.get("nodes_before")
     return groups
 
@@ -157,7 +157,7 @@ def curve(layers: tuple[int, ...]) -> list[dict]:
     return points
 
 
-PARTS = ("capture", "stages", "lowering", "profile", "reduction", "pt2kit")  # wall-clock parts of a run (warm-up overlaps capture)
+PARTS = ("capture", "stages", "lowering", "profile", "reduction", "pt2kit's own")  # wall-clock parts of a run (warm-up overlaps capture)
 COLOURS = ("#4e79a7", "#f28e2b", "#76b7b2", "#edc948", "#e15759", "#9e9e9e")
 
 

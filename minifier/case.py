@@ -170,6 +170,7 @@ class GraphCase:
     compiler: str | None = None  # aot graphs of a user backend: "module:function" of its compiler
     constants: dict[str, torch.Tensor] = field(default_factory=dict)  # get_attr targets
     backward: bool = True  # dynamo graphs: also run backward when an output needs grad
+    grad_enabled: bool = True  # dynamo graphs: the grad mode the program compiled them under
     dynamic: bool = False  # dynamo graphs: compile with dynamic=True (symbolic sizes captured)
     index: int = 0  # position among the program's captured graphs
     parent: int | None = None  # aot graphs: index of the dynamo graph they were lowered from

@@ -97,6 +97,9 @@ def make_case(
     dynamic = any(i.symbolic_dims or i.derived_from or _is_symbolic(_example(n)) for i, n in zip(inputs, placeholders))
     op_modules, op_definitions = custom_op_sources(gm)
     config = non_default_config(backend.config, in_backend=in_backend, custom_ops=bool(custom_op_names(gm)))
+    # Under no_grad, AOTAutograd makes one inference graph, not a forward and a backward;
+    # a repro run with grad on would compile other graphs (and pay for a backward).
+    grad_enabled = torch.is_grad_enabled() if in_backend else True
     return GraphCase(
         gm=gm,
         inputs=inputs,
@@ -107,7 +110,8 @@ def make_case(
         modules=list(dict.fromkeys(backend.modules + op_modules + config.modules)),
         definitions=merge_definitions(op_definitions, backend.definitions, config.definitions),
         constants=constants,
-        backward=any(i.meta is not None and i.meta.requires_grad for i in inputs),
+        backward=grad_enabled and any(i.meta is not None and i.meta.requires_grad for i in inputs),
+        grad_enabled=grad_enabled,
         dynamic=bool(dynamic or backend.dynamic),
         index=index,
         frame=frame,

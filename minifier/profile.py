@@ -88,7 +88,7 @@ def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, An
     join_fake_group(case)  # its collectives run on a fake process group
     torch.manual_seed(0)
     recording = _Recording(case.gm, names)
-    grad = torch.enable_grad() if case.boundary == "dynamo" else torch.no_grad()
+    grad = torch.enable_grad() if case.boundary == "dynamo" and case.grad_enabled else torch.no_grad()
     with grad:
         recording.run(*case.materialize_inputs())
     return recording.values

@@ -290,6 +290,7 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
         compiler=meta["compiler"],
         constants=constants,
         backward=meta["backward"],
+        grad_enabled=meta.get("grad_enabled", True),
         dynamic=meta["dynamic"],
         index=meta["index"],
         parent=meta["parent"],

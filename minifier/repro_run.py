@@ -73,9 +73,17 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         + backward
         + "    return outputs\n\n\n"
         "def run(mod, inputs):\n"
-        "    return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
-        "def run_eager(mod, inputs):\n"
-        f"    return forward_backward({wrap}, inputs)"
+        + (
+            "    return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
+            "def run_eager(mod, inputs):\n"
+            f"    return forward_backward({wrap}, inputs)"
+            if case.grad_enabled
+            else "    with torch.no_grad():  # as the program compiled it: AOTAutograd makes an inference graph\n"
+            "        return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
+            "def run_eager(mod, inputs):\n"
+            "    with torch.no_grad():\n"
+            f"        return forward_backward({wrap}, inputs)"
+        )
     )
 
 

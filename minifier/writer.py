@@ -211,6 +211,7 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
         "compile_kwargs": case.compile_kwargs,
         "compiler": case.compiler,
         "backward": case.backward,
+        **({"grad_enabled": False} if not case.grad_enabled else {}),
         "dynamic": case.dynamic,
         "distributed": case.distributed,
         "index": case.index,

@@ -20,6 +20,8 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
   that order.)
 - ``planted_in_context``: rejects cos only inside a ``torch.compile`` (dynamo's tracing
   context is set), as compilers that read it do; an aot graph compiled alone passes.
+- ``planted_inference_error``: rejects cos only in an inference graph (what AOTAutograd
+  makes under ``no_grad``); a forward graph with cos compiles.
 - ``planted_dynamo_error``: a plain dynamo backend (no AOTAutograd) that rejects
   graphs calling ``torch.cos`` at compile time.
 - ``planted_dynamic_aot`` / ``planted_dynamic_dynamo``: reject cos only in graphs with
@@ -154,6 +156,8 @@ _register("planted_pair", fw=_compiler(on_compile=_raise_pair, trigger=(aten.cos
 _register("planted_value", fw=_compiler(on_run=_values_above_100))
 _register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))
 _register("planted_in_context", fw=_compiler(on_compile=_raise_in_context))
+# fails only an inference graph (a program under no_grad); forward/backward compile fine
+register_backend(aot_autograd(fw_compiler=_compiler(), inference_compiler=_compiler(on_compile=_raise_compile)), name="planted_inference_error")
 
 
 def _all_nodes(gm):

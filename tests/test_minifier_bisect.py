@@ -1,5 +1,7 @@
 """Stage bisection on real dynamo and AOTAutograd, with planted backend bugs (tests/planted.py)."""
 
+from pathlib import Path
+
 import pytest
 
 from minifier.bisection import bisect_script
@@ -139,3 +141,23 @@ def test_flaky_failure_is_reported_not_bisected(session, model_script, tmp_path,
     monkeypatch.setenv("PLANTED_FLAKY_COUNTER", str(tmp_path / "counter"))
     with pytest.raises(FlakyFailure, match="flaky"):
         bisect_script(session, model_script("planted_flaky"), [])
+
+
+def test_a_program_under_no_grad_is_bisected_under_no_grad(session, tmp_path):
+    # Its weights require grad, but it runs under no_grad: AOTAutograd makes an inference
+    # graph. Run with grad on, the dynamo graph would become a forward graph (and pass).
+    script = tmp_path / "infer.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import torch\nimport planted  # noqa: F401\n\n"
+        "def f(x, w):\n    return torch.cos(x @ w).sum(dim=0)\n\n"
+        "x, w = torch.randn(8, 16), torch.randn(16, 16, requires_grad=True)\n"
+        "with torch.no_grad():\n    torch.compile(f, backend='planted_inference_error')(x, w)\n"
+    )
+    report = bisect_script(session, script, [])
+    dynamo = report.rows[0]
+    assert dynamo.case.grad_enabled is False and dynamo.case.backward is False
+    assert stages_of(dynamo)["planted_inference_error"] == "compile_error"
+    assert report.culprit.kind == "inference"
+    source = (session.run_dir / "captured" / "g0" / "repro.py").read_text()
+    assert "with torch.no_grad():" in source
