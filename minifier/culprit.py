@@ -79,9 +79,9 @@ def pin_down(
         passed = captured_aot[1] if captured_aot else set()
         failed = {path: captured.failure for path in captured_aot[2]} if captured_aot and captured and captured.failure and trust_program and not accuracy else {}
         if failed:
-            rows_before = list(report.rows)
+            rows_before, note_before = list(report.rows), report.note
             report.recheck = lambda: pin_down(
-                session, _restored(report, rows_before, culprit), accuracy=accuracy, aot_rows_wanted=aot_rows_wanted, captured=captured, trust_program=False
+                session, _restored(report, rows_before, culprit, note_before), accuracy=accuracy, aot_rows_wanted=aot_rows_wanted, captured=captured, trust_program=False
             )
         rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed, failed=failed) if paths else []
         at = report.rows.index(culprit) + 1
@@ -103,9 +103,9 @@ def pin_down(
     return finish(session, report)
 
 
-def _restored(report: BisectReport, rows: list[Row], culprit: Row) -> BisectReport:
+def _restored(report: BisectReport, rows: list[Row], culprit: Row, note: str) -> BisectReport:
     """``report`` as it was before its aot rows were added (for :attr:`BisectReport.recheck`)."""
-    report.rows, report.culprit, report.note, report.recheck = rows, culprit, "", None
+    report.rows, report.culprit, report.note, report.recheck = rows, culprit, note, None
     return report
 
 
