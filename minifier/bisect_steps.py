@@ -190,10 +190,9 @@ def aot_rows(
     not asked again either (the outcome says it was only seen in the program).
     """
     cases = [(load_repro(Path(p)).case, Path(p)) for p in paths]
+    failed = failed or {}
     known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed and not accuracy}
-    for case, path in cases:
-        if str(path) in (failed or {}):
-            known[(id(case), case.backend)] = Outcome(case.backend, (failed or {})[str(path)], 0.0, seen_in_program=True)
+    known |= {(id(case), case.backend): Outcome(case.backend, failed[str(path)], 0.0, seen_in_program=True) for case, path in cases if str(path) in failed}
     return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known)
 
 

@@ -53,6 +53,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         ]
     options = ", dynamic=True" if dynamic else ""
     wrap = "Program(mod)" if any(i.derived_from for i in case.inputs) else "mod"
+    no_grad, pad = ("", "    ") if case.grad_enabled else ("    with torch.no_grad():{comment}\n", "        ")
     backward = (
         "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
         "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
@@ -73,17 +74,11 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         + backward
         + "    return outputs\n\n\n"
         "def run(mod, inputs):\n"
-        + (
-            "    return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
-            "def run_eager(mod, inputs):\n"
-            f"    return forward_backward({wrap}, inputs)"
-            if case.grad_enabled
-            else "    with torch.no_grad():  # as the program compiled it: AOTAutograd makes an inference graph\n"
-            "        return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
-            "def run_eager(mod, inputs):\n"
-            "    with torch.no_grad():\n"
-            f"        return forward_backward({wrap}, inputs)"
-        )
+        + no_grad.format(comment="  # as the program compiled it: AOTAutograd makes an inference graph")
+        + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
+        "def run_eager(mod, inputs):\n"
+        + no_grad.format(comment="")
+        + f"{pad}return forward_backward({wrap}, inputs)"
     )
 
 

@@ -140,9 +140,10 @@ def _raise_in_context(gm, inputs):
         raise RuntimeError("planted: cos needs the tracing context")
 
 
-def _register(name, fw=None, bw=None):
+def _register(name, fw=None, bw=None, inference=None):
     nop = _compiler()
-    register_backend(aot_autograd(fw_compiler=fw or nop, bw_compiler=bw or nop), name=name)
+    extra = {"inference_compiler": inference} if inference else {}
+    register_backend(aot_autograd(fw_compiler=fw or nop, bw_compiler=bw or nop, **extra), name=name)
 
 
 _register("planted_compile_error", fw=_compiler(on_compile=_raise_compile))
@@ -156,8 +157,7 @@ _register("planted_pair", fw=_compiler(on_compile=_raise_pair, trigger=(aten.cos
 _register("planted_value", fw=_compiler(on_run=_values_above_100))
 _register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))
 _register("planted_in_context", fw=_compiler(on_compile=_raise_in_context))
-# fails only an inference graph (a program under no_grad); forward/backward compile fine
-register_backend(aot_autograd(fw_compiler=_compiler(), inference_compiler=_compiler(on_compile=_raise_compile)), name="planted_inference_error")
+_register("planted_inference_error", inference=_compiler(on_compile=_raise_compile))
 
 
 def _all_nodes(gm):
