@@ -6,6 +6,9 @@ Each pass looks at the reducer's best candidate so far and asks
 
 - :func:`eliminate_dead_code`: normalization removes dead code and unused inputs, so
   checking the result costs one query at most;
+- :func:`sample_op_kinds`: one query on a graph of one node per kind of op, on a
+  large graph; when one kind of op is the culprit, the searches below then run over a
+  few dozen nodes instead of hundreds;
 - :func:`truncate_suffix`: binary search for the shortest prefix that still fails
   (an intermediate node becomes the output);
 - :func:`remove_prefix`: one query for "the last node alone" (a single culprit op is
@@ -40,6 +43,35 @@ from .seams.config import ENVIRONMENT_DEFAULTS
 def eliminate_dead_code(r: Reducer) -> None:
     """Normalization removes dead nodes and unused inputs; check the result still fails."""
     r.consider(r.best)
+
+
+#: Below this many op nodes the binary searches are cheap already, and a sample of one
+#: node per kind is most of the graph.
+SAMPLE_FROM = 48
+
+
+def sample_op_kinds(r: Reducer) -> None:
+    """Keep one node of each kind, the rest cut into inputs: one query on a fraction of the graph.
+
+    Most compiler bugs live in how one op is handled (its lowering, its kernel), and a
+    large graph repeats a few dozen kinds of op (a transformer block's 230 nodes are
+    some 30 kinds: :meth:`~minifier.reduce.Reducer.op_kind`, the target and the dtypes
+    it reads). If the first node of each kind, fed the values the original computed,
+    fails alone, the binary searches that follow run over those few dozen nodes, each
+    query compiling a small graph instead of half the original. If it does not (the
+    failure needs ops to meet, or one particular instance), it cost one small compile.
+    """
+    kept = r.best.kept
+    if len(kept) < SAMPLE_FROM:
+        return
+    first: dict[tuple[str, tuple[str, ...]], str] = {}
+    for name in kept:
+        if r.can_stand_alone(name, r.best):
+            first.setdefault(r.op_kind(name), name)
+    sample = set(first.values())
+    sample |= {reader for name in first.values() for reader in r.tuple_readers(name)}
+    if len(sample) <= len(kept) // 2:
+        r.consider(r.without([n for n in kept if n not in sample]))
 
 
 def truncate_suffix(r: Reducer) -> None:
@@ -209,6 +241,7 @@ def minimize_config(r: Reducer) -> None:
 
 PASSES: list[Callable[[Reducer], None]] = [
     eliminate_dead_code,
+    sample_op_kinds,
     truncate_suffix,
     remove_prefix,
     cut_between,

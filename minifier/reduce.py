@@ -30,7 +30,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from .case import GraphCase, GraphInput
+from .case import GraphCase, GraphInput, TensorMeta
 from .signature import Signature
 from .casemaker import random_seed
 from .graphio import node_meta
@@ -203,12 +203,31 @@ class Reducer:
 
     def _shape(self, name: str) -> tuple[int, ...]:
         """The size an input has in the original graph (a placeholder's, or a cut node's)."""
+        meta = self._meta(name)
+        return meta.shape if meta is not None else ()
+
+    def _meta(self, name: str) -> TensorMeta | None:
+        """What a placeholder or op node of the original graph holds, when it is a tensor."""
         node = self._nodes[name]
         if node.op == "placeholder":
-            meta = next(i for i in self.origin.inputs if i.name == node.target).meta
-        else:
-            meta = self.info[name].meta
-        return meta.shape if meta is not None else ()
+            return next(i for i in self.origin.inputs if i.name == node.target).meta
+        return self.info[name].meta if name in self.info else None
+
+    def op_kind(self, name: str) -> tuple[str, tuple[str, ...]]:
+        """What makes two op nodes "the same op" to a compiler: the target and the dtypes it reads."""
+        node = self._nodes[name]
+        dtypes = tuple(meta.dtype if (meta := self._meta(a.name)) is not None else "-" for a in node.all_input_nodes)
+        return str(node.target), dtypes
+
+    def can_stand_alone(self, name: str, c: Candidate) -> bool:
+        """Can this op node be kept with every node it reads cut into an input or a literal?"""
+        return all(self._is_cut_value(a.name, c.static) for a in self._nodes[name].all_input_nodes)
+
+    def tuple_readers(self, name: str) -> list[str]:
+        """The op nodes that take a multi-output node's parts (its ``getitem`` users), in graph order."""
+        if name not in self.info or self.info[name].kind != "other":
+            return []
+        return sorted((u.name for u in self._nodes[name].users if u.op in OP_KINDS), key=self._order.__getitem__)
 
     def _input_is_tensor(self, name: str) -> bool:
         node = self._nodes[name]

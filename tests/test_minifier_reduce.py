@@ -4,6 +4,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -62,6 +63,44 @@ def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(sess
     assert data["graph"] == {"boundary": "aot", "index": 0, "kind": "inference"}
     assert (data["nodes_before"], data["nodes_after"], data["ops_after"]) == (n, 1, ["aten.cos.default"])
     assert data["verified"] is True and data["inputs"] == "random"
+
+
+DEEP_MODEL = """
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+import planted  # noqa: F401
+
+
+def f(x):
+    for _ in range(10):
+        x = torch.sin(x) * 2 + 1
+        x = torch.cos(x).exp().log1p()
+        x = x - x.mean(dim=-1, keepdim=True)
+    return x.sum(dim=0)
+
+
+if __name__ == "__main__":
+    print(torch.compile(f, backend="planted_compile_error")(torch.randn(8, 16)))
+"""
+
+
+def test_a_large_graph_is_first_tried_as_one_node_of_each_kind(session, tmp_path):
+    # 80-odd nodes, nine kinds of op: one query on a graph of one node of each kind
+    # fails (the culprit is a kind: cos), and every later query compiles at most that many nodes.
+    script = tmp_path / "deep.py"
+    script.write_text(DEEP_MODEL.format(tests=str(Path(__file__).resolve().parent)))
+    result = minify(session, script, tmp_path)
+
+    assert result.after.op_names() == ["aten.cos.default"]
+    n = result.before.node_count
+    assert n >= 80
+    steps = [step for step, _, _ in result.timeline if " queries · " in step]
+    assert steps[0].startswith("sample_op_kinds"), steps
+    sampled = int(steps[0].rsplit("· ", 1)[1].split()[0])
+    assert sampled <= 12, steps[0]
+    assert all(int(step.rsplit("· ", 1)[1].split()[0]) <= sampled for step in steps[1:]), steps
+    assert result.reduction_queries <= math.log2(sampled) + 6, steps
 
 
 def test_a_failure_only_the_program_saw_is_called_flaky(session, model_script, tmp_path, monkeypatch):
