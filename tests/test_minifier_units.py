@@ -303,3 +303,44 @@ def test_an_accuracy_repro_of_a_random_graph_runs_every_side_from_one_seed(tmp_p
     path = write_repro(case, tmp_path, stage="aot_eager", accuracy=True, strict=True)
     ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0 and "no divergence" in ran.stdout, ran.stderr[-2000:]
+
+
+def _relu_judge(target):
+    """A query that fails exactly when the candidate still computes a relu (the reducer's logic alone, in process)."""
+    from minifier.signature import Failure
+    from minifier.stages import Outcome
+
+    def query(candidates):
+        return [Outcome("judge", Failure(target) if "aten.relu.default" in case.op_names() else None, 0.0) for case, _, _ in candidates]
+
+    return query
+
+
+def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
+    # relu feeds max_pool2d_with_indices, whose two parts come out through getitems. A
+    # split between the pool and its getitems would leave the pool (and the relu it
+    # reads) dead code in both halves; the split moves past the getitems instead. Once
+    # no split can keep the pool whole, the halving stops (it used to spin there).
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from minifier.passes import _keep_failing_half, _split_point
+    from minifier.profile import profile_case
+    from minifier.reduce import Reducer
+    from minifier.signature import Signature
+
+    def f(x):
+        y = torch.ops.aten.relu.default(x)
+        pooled, indices = torch.ops.aten.max_pool2d_with_indices.default(y, [1, 1])
+        return (pooled.cos(), indices)
+
+    x = torch.randn(1, 2, 4, 4)
+    case = GraphCase(make_fx(f)(x), [GraphInput("x_1", x, TensorMeta.of(x))], backend="inductor")
+    target = Signature("compile_error", "RuntimeError", "relu")
+    reducer = Reducer(case, profile_case(case), target, _relu_judge(target))
+    kept = reducer.best.kept
+    assert [n.split("_")[0] for n in kept] == ["relu", "max", "getitem", "getitem", "cos"], kept
+    assert _split_point(reducer, kept, 2) == 4  # not between the pool and its parts
+
+    _keep_failing_half(reducer)
+    assert "relu" in reducer.best.kept and len(reducer.best.kept) < len(kept)
+    assert reducer.queries <= 4
