@@ -7,8 +7,9 @@ Each pass looks at the reducer's best candidate so far and asks
 - :func:`eliminate_dead_code`: normalization removes dead code and unused inputs, so
   checking the result costs one query at most;
 - :func:`sample_op_kinds`: one query on a graph of one node per kind of op, on a
-  large graph; when one kind of op is the culprit, the searches below then run over a
-  few dozen nodes instead of hundreds;
+  large graph; when it fails, whichever half of it fails alone is kept, both halves
+  asked side by side, so one culprit kind costs about 1 + 2·log2(kinds) small
+  compiles and the searches below start from a few nodes, not hundreds;
 - :func:`truncate_suffix`: binary search for the shortest prefix that still fails
   (an intermediate node becomes the output);
 - :func:`remove_prefix`: one query for "the last node alone" (a single culprit op is
@@ -79,8 +80,8 @@ def _keep_failing_half(r: Reducer) -> None:
 
     For a sample, whose nodes hardly read one another: the binary searches would
     compile prefixes that stay large while the culprit sits late in the sample; here
-    every round compiles two graphs half the size of the last (a 39-node sample: 78
-    nodes compiled in all, against 153 for the prefix search). When neither half
+    every round compiles two graphs half the size of the last (BERT's 39-node sample:
+    76 nodes compiled in all, against 153 for the prefix search). When neither half
     fails (two kinds must meet), the searches below take over.
     """
     while len(r.best.kept) > 1:
