@@ -6,12 +6,20 @@ written atomically after each improvement (:func:`save_checkpoint`), under a
 fingerprint of the command and the script's contents (:func:`fingerprint`). Running
 the same command again finds the newest unfinished checkpoint with that fingerprint
 (:func:`find_checkpoint`) and starts from it, with every answer cached.
+
+A run still going holds a lock on its directory (:func:`holding`), so a second
+run of the same command beside it starts afresh instead of resuming, and writing
+into, a checkpoint that is still being written. The lock goes with the process that
+held it, however that process ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +30,47 @@ if TYPE_CHECKING:
 
 #: The checkpoint's name in a run directory.
 CHECKPOINT = "checkpoint.json"
+#: The file a live run holds an exclusive ``flock`` on.
+RUN_LOCK = ".running"
+
+
+@contextlib.contextmanager
+def holding(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir``'s lock while the block runs: :func:`find_checkpoint` passes it by meanwhile."""
+    fd = None
+    try:
+        import fcntl
+
+        fd = os.open(run_dir / RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):
+        if fd is not None:
+            os.close(fd)
+            fd = None  # no flock here (or a read-only directory): runs are simply not told apart
+    try:
+        yield
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(run_dir / RUN_LOCK)  # only its holder ever locks it: a prober that still sees it finds it free
+            os.close(fd)
+
+
+def in_use(run_dir: Path) -> bool:
+    """Does a live run hold ``run_dir``?"""
+    try:
+        import fcntl
+
+        fd = os.open(run_dir / RUN_LOCK, os.O_RDONLY)
+    except (ImportError, OSError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def fingerprint(*parts: Any) -> str:
@@ -30,9 +79,11 @@ def fingerprint(*parts: Any) -> str:
 
 
 def find_checkpoint(out: Path, key: str) -> Path | None:
-    """The newest interrupted run under ``out`` with this fingerprint, if any."""
+    """The newest interrupted run under ``out`` with this fingerprint, if any (not one still running)."""
     found = []
     for path in out.glob(f"run-*/{CHECKPOINT}"):
+        if in_use(path.parent):
+            continue
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):

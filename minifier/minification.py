@@ -35,7 +35,7 @@ from .case import GraphCase
 from .context import missing_config
 from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
-from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, load_checkpoint, save_checkpoint
+from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint
 from .passes import PASSES
 from .reduce import Reducer, Unconfirmed
 from .session import Session
@@ -246,18 +246,19 @@ def minify_case(
     if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
         # The bisection just ran this very graph through this stage and saw the target.
         reducer.assume(reducer.best, True, confirmed=not (bisect.failure is not None and bisect.failure.seen_in_program))
-    if not reducer.consider(reducer.best):
-        raise NotReproducible(f"the graph does not fail with {target.signature} when pt2kit rebuilds it; see {origin_path}")
-    save_checkpoint(reducer, checkpoint, state)
-    try:
-        reducer.run(PASSES)
-    except KeyboardInterrupt:
+    with holding(run_dir):  # a second run of this command meanwhile starts afresh
+        if not reducer.consider(reducer.best):
+            raise NotReproducible(f"the graph does not fail with {target.signature} when pt2kit rebuilds it; see {origin_path}")
+        save_checkpoint(reducer, checkpoint, state)
+        try:
+            reducer.run(PASSES)
+        except KeyboardInterrupt:
+            path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
+            save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
+            raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
         path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
-        save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
-        raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
-    path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
-    verified = verify(session, path, target.signature, reducer.best_case())
-    save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
+        verified = verify(session, path, target.signature, reducer.best_case())
+        save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
     after = load_repro(path).case
     result = MinifyResult(
         failure=Outcome(stage, target, 0.0),

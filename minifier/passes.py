@@ -24,9 +24,11 @@ Each pass looks at the reducer's best candidate so far and asks
   several ops;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
 - :func:`drop_backward`, :func:`make_static` (a dynamic-shape graph tried with every
-  size concrete), :func:`randomize_inputs` (so the repro needs no data file when
-  random values reproduce the failure), :func:`shrink_shapes` (inputs as small as the
-  failure allows), :func:`minimize_config`.
+  size concrete);
+- :func:`finish_at_once`: the first tries of the three passes below, side by side;
+- :func:`randomize_inputs` (so the repro needs no data file when random values
+  reproduce the failure), :func:`shrink_shapes` (inputs as small as the failure
+  allows), :func:`minimize_config`.
 """
 
 from __future__ import annotations
@@ -95,15 +97,20 @@ def _keep_failing_half(r: Reducer) -> None:
 
 
 def _split_point(r: Reducer, kept: tuple[str, ...], at: int) -> int:
-    """Move a split forward past the parts of a multi-output node, so they stay with it.
+    """The split nearest ``at`` that keeps every multi-output node with its parts (``len(kept)``: none does).
 
     Cut from its ``getitem`` readers, a node like ``max_pool_with_indices`` is dead
-    code, and so is whatever fed it (the relu a ResNet sample needed).
+    code, and so is whatever fed it (the relu a ResNet sample needed). The split may
+    move either way: ResNet's last four nodes are a relu, the pool it feeds and the
+    pool's two parts, and only "the relu | the pool and its parts" keeps both whole.
     """
-    readers = {reader for name in kept[:at] for reader in r.tuple_readers(name)}
-    while at < len(kept) and kept[at] in readers:
-        at += 1
-    return at
+
+    def keeps_parts_together(s: int) -> bool:
+        later = set(kept[s:])
+        return not any(reader in later for name in kept[:s] for reader in r.tuple_readers(name))
+
+    nearest_first = sorted(range(1, len(kept)), key=lambda s: (abs(s - at), -s))
+    return next((s for s in nearest_first if keeps_parts_together(s)), len(kept))
 
 
 def truncate_suffix(r: Reducer) -> None:
@@ -201,6 +208,26 @@ def _shrink_set(r: Reducer, items: list[Any], attempt: Callable[[list[Any]], Can
     _shrink_set(r, items[half:], attempt)
 
 
+def finish_at_once(r: Reducer) -> None:
+    """The first tries of the three finishing passes, asked side by side: one round, not three.
+
+    :func:`randomize_inputs`, :func:`shrink_shapes` and :func:`minimize_config` each
+    start with "all of it at once" (every input random, every size 1, no config),
+    usually on a graph of one node by now, and each of those compiles is a small
+    single-threaded gcc run. Here "random and size 1" and the same without config go
+    out as a pair, so the common ending (values and sizes do not matter, the config
+    does) costs one round where it cost three. When they do not fail, the passes ask
+    as before and find these answers cached; a failure that needs real values pays
+    one round more.
+    """
+    tensors = [n for n in r.input_names(r.best.kept) if r._input_is_tensor(n)]
+    random = replace(r.best, random=r.best.random | set(tensors))
+    ones = [(name, d) for name, shape in _current_shapes(r, random) for d, n in enumerate(shape) if n > 1]
+    small = _resized(r, ones, 1, random) if ones else random
+    bare = replace(small, config=frozenset(e for e in small.config if e[1] in ENVIRONMENT_DEFAULTS.get(e[0], ())))
+    r.consider_all([small, bare])
+
+
 def randomize_inputs(r: Reducer) -> None:
     """Replace real input values by seeded random ones wherever the failure survives it."""
     names = [n for n in r.input_names(r.best.kept) if r._input_is_tensor(n) and n not in r.best.random]
@@ -232,20 +259,22 @@ def shrink_shapes(r: Reducer) -> None:
             _shrink_group(r, members, size)
 
 
-def _current_shapes(r: Reducer) -> list[tuple[str, tuple[int, ...]]]:
-    """The random tensor inputs of the best candidate and their current shapes."""
-    shapes = dict(r.best.shapes)
-    return [(name, shapes.get(name, r._shape(name))) for name in r.input_names(r.best.kept) if name in r.best.random and r._input_is_tensor(name)]
+def _current_shapes(r: Reducer, base: Candidate | None = None) -> list[tuple[str, tuple[int, ...]]]:
+    """The random tensor inputs of ``base`` (the best by default) and their current shapes."""
+    base = base or r.best
+    shapes = dict(base.shapes)
+    return [(name, shapes.get(name, r._shape(name))) for name in r.input_names(base.kept) if name in base.random and r._input_is_tensor(name)]
 
 
-def _resized(r: Reducer, members: list[tuple[str, int]], size: int) -> Candidate:
-    shapes = dict(_current_shapes(r))
+def _resized(r: Reducer, members: list[tuple[str, int]], size: int, base: Candidate | None = None) -> Candidate:
+    base = base or r.best
+    shapes = dict(_current_shapes(r, base))
     for name, d in members:
         shape = list(shapes[name])
         shape[d] = size
         shapes[name] = tuple(shape)
-    merged = {**dict(r.best.shapes), **{name: shapes[name] for name, _ in members}}
-    return replace(r.best, shapes=tuple(sorted(merged.items())))
+    merged = {**dict(base.shapes), **{name: shapes[name] for name, _ in members}}
+    return replace(base, shapes=tuple(sorted(merged.items())))
 
 
 def _shrink_group(r: Reducer, members: list[tuple[str, int]], size: int) -> None:
@@ -309,6 +338,7 @@ PASSES: list[Callable[[Reducer], None]] = [
     consolidate_inputs,
     drop_backward,
     make_static,
+    finish_at_once,
     randomize_inputs,
     shrink_shapes,
     minimize_config,

@@ -316,9 +316,10 @@ class ReproMismatch(InvariantBroken):
 #:   lowering to aot graphs 1, the aot graphs' two stages each (forward and backward) 4,
 #:   profiling 1, checking the written repro 1 (a dynamo-level bug has the flakiness
 #:   re-check 1 instead of the aot rows);
-#: - the reducer's fixed passes, at most 16: the dead-code check 1, "the last node
+#: - the reducer's fixed passes, at most 17: the dead-code check 1, "the last node
 #:   alone" 1, the rounding of the two binary searches 2, consolidate_inputs 1,
-#:   drop_backward 1, make_static 1, randomize_inputs over at most two inputs 3,
+#:   drop_backward 1, make_static 1, finish_at_once's config-less try 1 (its other
+#:   try is the first of the two below), randomize_inputs over at most two inputs 3,
 #:   shrink_shapes one per distinct size when size 1 reproduces (B, D and D/2 here) 3,
 #:   the second round's fresh questions 2, and one query to cut everything between a
 #:   pair's two ops at once (what keeps a pair logarithmic too).
@@ -329,7 +330,7 @@ class ReproMismatch(InvariantBroken):
 #:
 #: Nothing here is budgeted for delta debugging: a pair of culprit ops needs no more
 #: than two binary searches and one cut, so exceeding the bound on a pair is a finding.
-QUERY_CONSTANT = 28
+QUERY_CONSTANT = 29
 
 
 def query_bound(nodes: int) -> float:

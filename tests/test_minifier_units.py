@@ -319,8 +319,9 @@ def _relu_judge(target):
 def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
     # relu feeds max_pool2d_with_indices, whose two parts come out through getitems. A
     # split between the pool and its getitems would leave the pool (and the relu it
-    # reads) dead code in both halves; the split moves past the getitems instead. Once
-    # no split can keep the pool whole, the halving stops (it used to spin there).
+    # reads) dead code in both halves; the split moves to the nearest point that keeps
+    # them together, either way (ResNet's last four nodes need "relu | pool and parts").
+    # When no split can keep the pool whole, the halving stops (it used to spin there).
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from minifier.passes import _keep_failing_half, _split_point
@@ -333,14 +334,96 @@ def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
         pooled, indices = torch.ops.aten.max_pool2d_with_indices.default(y, [1, 1])
         return (pooled.cos(), indices)
 
+    def pool_only(x):
+        return torch.ops.aten.max_pool2d_with_indices.default(x, [1, 1])
+
     x = torch.randn(1, 2, 4, 4)
-    case = GraphCase(make_fx(f)(x), [GraphInput("x_1", x, TensorMeta.of(x))], backend="inductor")
     target = Signature("compile_error", "RuntimeError", "relu")
-    reducer = Reducer(case, profile_case(case), target, _relu_judge(target))
+
+    def reducer_for(fn):
+        case = GraphCase(make_fx(fn)(x), [GraphInput("x_1", x, TensorMeta.of(x))], backend="inductor")
+        return Reducer(case, profile_case(case), target, _relu_judge(target))
+
+    reducer = reducer_for(f)
     kept = reducer.best.kept
     assert [n.split("_")[0] for n in kept] == ["relu", "max", "getitem", "getitem", "cos"], kept
-    assert _split_point(reducer, kept, 2) == 4  # not between the pool and its parts
+    assert [_split_point(reducer, kept, at) for at in range(1, 5)] == [1, 1, 4, 4]  # never 2 or 3
+    assert _split_point(reducer, kept[:4], 2) == 1  # relu | the pool and its parts
 
     _keep_failing_half(reducer)
-    assert "relu" in reducer.best.kept and len(reducer.best.kept) < len(kept)
-    assert reducer.queries <= 4
+    assert [n.split("_")[0] for n in reducer.best.kept] == ["relu"]
+    assert reducer.queries == 2  # one round: both halves side by side
+
+    pool = reducer_for(pool_only)
+    assert _split_point(pool, pool.best.kept, 1) == len(pool.best.kept) == 3
+    _keep_failing_half(pool)
+    assert pool.queries == 0 and len(pool.best.kept) == 3
+
+
+def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round():
+    # A one-node graph whose failure needs the config but not the values or sizes: the
+    # finishing passes' "everything at once" tries (random, size 1, and without config)
+    # are one round of two queries, and nothing is asked after it.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from minifier.passes import PASSES
+    from minifier.profile import profile_case
+    from minifier.reduce import Reducer
+    from minifier.signature import Failure, Signature
+    from minifier.stages import Outcome
+
+    key = "cpp.inject_relu_bug_TESTING_ONLY"
+    x = torch.randn(3, 8)
+    case = GraphCase(
+        make_fx(lambda x: (torch.ops.aten.relu.default(x),))(x),
+        [GraphInput("x_1", x, TensorMeta.of(x))],
+        config={"torch._inductor.config": {key: "compile_error"}},
+        backend="inductor",
+    )
+    target = Signature("compile_error", "RuntimeError", "relu")
+    rounds: list[list[GraphCase]] = []
+
+    def query(candidates):
+        rounds.append([c for c, _, _ in candidates])
+        return [Outcome("judge", Failure(target) if key in c.config.get("torch._inductor.config", {}) else None, 0.0) for c, _, _ in candidates]
+
+    reducer = Reducer(case, profile_case(case), target, query)
+    best = reducer.run(PASSES)
+    assert best.random == {"x_1"} and dict(best.shapes) == {"x_1": (1, 1)} and best.config
+    last = rounds[-1]
+    assert len(last) == 2 and {bool(c.config) for c in last} == {True, False}
+    assert all(c.inputs[0].meta.shape == (1, 1) for c in last)
+
+
+def test_a_run_still_going_is_not_resumed_by_a_second_one_beside_it(tmp_path):
+    # Two runs of one command into one --out: the second must not resume (and write
+    # into) the checkpoint the first is still writing. Once the first is gone, however
+    # it ended (here: SIGKILL), its checkpoint is resumable again.
+    import json
+    import signal
+
+    from minifier.checkpoint import CHECKPOINT, find_checkpoint, holding
+
+    run = tmp_path / "out" / "run-20260101-000000-model"
+    run.mkdir(parents=True)
+    (run / CHECKPOINT).write_text(json.dumps({"fingerprint": "same-command", "status": "running"}))
+    assert find_checkpoint(tmp_path / "out", "same-command") == run / CHECKPOINT
+
+    with holding(run):
+        assert find_checkpoint(tmp_path / "out", "same-command") is None
+    assert find_checkpoint(tmp_path / "out", "same-command") == run / CHECKPOINT
+    assert not (run / ".running").exists()
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time; from pathlib import Path; from minifier.checkpoint import holding\nwith holding(Path({str(run)!r})):\n    print('held', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert find_checkpoint(tmp_path / "out", "same-command") is None
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    assert find_checkpoint(tmp_path / "out", "same-command") == run / CHECKPOINT
