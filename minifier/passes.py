@@ -6,10 +6,10 @@ Each pass looks at the reducer's best candidate so far and asks
 
 - :func:`eliminate_dead_code`: normalization removes dead code and unused inputs, so
   checking the result costs one query at most;
-- :func:`sample_op_kinds`: one query on a graph of one node per kind of op, on a
-  large graph; when it fails, whichever half of it fails alone is kept, both halves
-  asked side by side, so one culprit kind costs about 1 + 2·log2(kinds) small
-  compiles and the searches below start from a few nodes, not hundreds;
+- :func:`sample_op_kinds`: on a large graph, a graph of one node per kind of op, asked
+  as its two halves side by side; whichever half fails alone is kept, and halved
+  again, so one culprit kind costs about 2·log2(kinds) small compiles and the
+  searches below start from a few nodes, not hundreds;
 - :func:`truncate_suffix`: binary search for the shortest prefix that still fails
   (an intermediate node becomes the output);
 - :func:`remove_prefix`: one query for "the last node alone" (a single culprit op is
@@ -28,7 +28,7 @@ Each pass looks at the reducer's best candidate so far and asks
 - :func:`finish_at_once`: the first tries of the three passes below, side by side;
 - :func:`randomize_inputs` (so the repro needs no data file when random values
   reproduce the failure), :func:`shrink_shapes` (inputs as small as the failure
-  allows), :func:`minimize_config`.
+  allows, unless they are small already), :func:`minimize_config`.
 """
 
 from __future__ import annotations
@@ -54,15 +54,19 @@ SAMPLE_FROM = 48
 
 
 def sample_op_kinds(r: Reducer) -> None:
-    """Keep one node of each kind, the rest cut into inputs: one query on a fraction of the graph.
+    """Keep one node of each kind, the rest cut into inputs: its halves are the first queries.
 
     Most compiler bugs live in how one op is handled (its lowering, its kernel), and a
     large graph repeats a few dozen kinds of op (a transformer block's 230 nodes are
     some 30 kinds: :meth:`~minifier.reduce.Reducer.op_kind`, the target and the dtypes
     it reads). If the first node of each kind, fed the values the original computed,
     fails alone, the binary searches that follow run over those few dozen nodes, each
-    query compiling a small graph instead of half the original. If it does not (the
-    failure needs ops to meet, or one particular instance), it cost one small compile.
+    query compiling a small graph instead of half the original.
+
+    The sample itself is not asked first: its two halves are (:func:`_keep_failing_half`),
+    and one of them failing says the sample does too. Only when neither half fails is
+    the whole sample asked (the failure needs two kinds to meet, or one particular
+    instance); if it does not fail either, this cost one round of small compiles.
     """
     kept = r.best.kept
     if len(kept) < SAMPLE_FROM:
@@ -73,27 +77,34 @@ def sample_op_kinds(r: Reducer) -> None:
             first.setdefault(r.op_kind(name), name)
     sample = set(first.values())
     sample |= {reader for name in first.values() for reader in r.tuple_readers(name)}
-    if len(sample) <= len(kept) // 2 and r.consider(r.without([n for n in kept if n not in sample])):
-        _keep_failing_half(r)
+    if len(sample) > len(kept) // 2:
+        return
+    whole = r.without([n for n in kept if n not in sample])
+    if not _keep_failing_half(r, whole):
+        r.consider(whole)
 
 
-def _keep_failing_half(r: Reducer) -> None:
-    """While one half of the best fails alone, keep that half; both halves are asked side by side.
+def _keep_failing_half(r: Reducer, base: Candidate | None = None) -> bool:
+    """While one half of ``base`` (the best by default) fails alone, keep that half; True if one did.
 
-    For a sample, whose nodes hardly read one another: the binary searches would
-    compile prefixes that stay large while the culprit sits late in the sample; here
-    every round compiles two graphs half the size of the last (BERT's 39-node sample:
-    76 nodes compiled in all, against 153 for the prefix search). When neither half
-    fails (two kinds must meet), the searches below take over.
+    Both halves are asked side by side. For a sample, whose nodes hardly read one
+    another: the binary searches would compile prefixes that stay large while the
+    culprit sits late in the sample; here every round compiles two graphs half the
+    size of the last (BERT's 39-node sample: 76 nodes compiled in all, against 153
+    for the prefix search). When neither half fails (two kinds must meet), the
+    searches below take over.
     """
-    while len(r.best.kept) > 1:
-        kept = r.best.kept
+    current = r.normalize(base or r.best)
+    shrunk = False
+    while len(current.kept) > 1:
+        kept = current.kept
         half = _split_point(r, kept, len(kept) // 2)
         if half == len(kept):
-            return  # no split keeps every multi-output node with its parts
-        r.consider_all([r.without(kept[half:]), r.without(kept[:half])])
-        if r.best.kept == kept:
-            return
+            break  # no split keeps every multi-output node with its parts
+        if not any(r.consider_all([r.without(kept[half:], current), r.without(kept[:half], current)])):
+            break
+        shrunk, current = True, r.best  # the failing half (the smaller, when both fail)
+    return shrunk
 
 
 def _split_point(r: Reducer, kept: tuple[str, ...], at: int) -> int:
@@ -240,6 +251,11 @@ def make_static(r: Reducer) -> None:
         r.consider(replace(r.best, static=True))
 
 
+#: Random inputs with this many elements or fewer (all of them together) are small
+#: enough for a repro: when size 1 does not reproduce, :func:`shrink_shapes` stops.
+SMALL_INPUTS = 4096
+
+
 def shrink_shapes(r: Reducer) -> None:
     """Make each random input's sizes as small as the failure allows.
 
@@ -249,10 +265,17 @@ def shrink_shapes(r: Reducer) -> None:
     a multiple of k lands on k), then searches below the smallest size found (in the
     spirit of minithesis's ``bin_search_down``). Past the first query of a group,
     candidates go two at a time (:func:`_first_failing`).
+
+    Inputs of :data:`SMALL_INPUTS` elements or fewer in all stop after the first
+    query: a failure that needs them about this large (BERT's abort, which needs a
+    kernel big enough to run threaded) made the search ask 19 graphs for nothing,
+    and a repro of a thousand random numbers is already small.
     """
     everything = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n > 1]
     if everything and r.consider(_resized(r, everything, 1)):
         return  # one query, in the common case of a bug that does not care about sizes
+    if sum(math.prod(shape) for _, shape in _current_shapes(r)) <= SMALL_INPUTS:
+        return  # already small: a search would buy a shorter shape literal with a dozen compiles
     for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
         members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
         if members:

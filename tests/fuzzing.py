@@ -324,9 +324,10 @@ class ReproMismatch(InvariantBroken):
 #:   the second round's fresh questions 2, and one query to cut everything between a
 #:   pair's two ops at once (what keeps a pair logarithmic too).
 #:
-#: On a graph of 48 nodes or more, ``sample_op_kinds`` asks one graph of one node per kind
-#: of op; when it fails, its halving (two queries a round over k <= n/2 nodes) replaces
-#: the two binary searches, so the same 2*log2(n) term pays for it, plus the sample's 1.
+#: On a graph of 48 nodes or more, ``sample_op_kinds`` takes one node per kind of op and
+#: asks its halves; when one fails, the halving (two queries a round over k <= n/2 nodes)
+#: replaces the two binary searches, so the same 2*log2(n) term pays for it (the whole
+#: sample is asked, 1 more, only when neither half fails).
 #:
 #: Nothing here is budgeted for delta debugging: a pair of culprit ops needs no more
 #: than two binary searches and one cut, so exceeding the bound on a pair is a finding.

@@ -2,11 +2,13 @@
 
 import ast
 import functools
+import math
 import operator
 import os
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -358,6 +360,100 @@ def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
     assert _split_point(pool, pool.best.kept, 1) == len(pool.best.kept) == 3
     _keep_failing_half(pool)
     assert pool.queries == 0 and len(pool.best.kept) == 3
+
+
+def _chain(ops, x):
+    """A graph applying ``ops`` (aten overloads, one argument each) in turn, every result returned."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(t):
+        outs = []
+        for op in ops:
+            t = op(t)
+            outs.append(t)
+        return tuple(outs)
+
+    return GraphCase(make_fx(f)(x), [GraphInput("t_1", x, TensorMeta.of(x))], backend="inductor")
+
+
+def test_a_large_graph_is_asked_as_the_two_halves_of_its_sample_not_the_sample_first():
+    # 60 nodes of 6 kinds, one relu among them: the sample (one node per kind) is never
+    # asked whole, its halves go out first, side by side, and halving ends at the relu.
+    from minifier.passes import sample_op_kinds
+    from minifier.profile import profile_case
+    from minifier.reduce import Reducer
+    from minifier.signature import Signature
+
+    aten = torch.ops.aten
+    kinds = [aten.sin.default, aten.cos.default, aten.exp.default, aten.tanh.default, aten.sigmoid.default]
+    ops = [kinds[i % 5] for i in range(59)]
+    ops.insert(41, aten.relu.default)
+    case = _chain(ops, torch.randn(4, 4))
+    target = Signature("compile_error", "RuntimeError", "relu")
+    asked: list[list[int]] = []
+    judge = _relu_judge(target)
+
+    def query(candidates):
+        asked.append([c.node_count for c, _, _ in candidates])
+        return judge(candidates)
+
+    reducer = Reducer(case, profile_case(case), target, query)
+    sample_op_kinds(reducer)
+    assert [n.split("_")[0] for n in reducer.best.kept] == ["relu"]
+    assert asked[0] == [3, 3] and all(len(batch) == 2 for batch in asked), asked  # never the 6-node sample
+    assert reducer.queries == 2 * len(asked) <= 6
+
+
+def test_when_neither_half_of_the_sample_fails_the_whole_sample_is_asked():
+    # The failure needs a sin and a relu to meet: neither half of the sample has both,
+    # so the sample is asked whole, and stays the best for the searches that follow.
+    from minifier.passes import sample_op_kinds
+    from minifier.profile import profile_case
+    from minifier.reduce import Reducer
+    from minifier.signature import Failure, Signature
+    from minifier.stages import Outcome
+
+    aten = torch.ops.aten
+    kinds = [aten.sin.default, aten.cos.default, aten.exp.default, aten.tanh.default]
+    ops = [kinds[i % 4] for i in range(56)] + [aten.relu.default]
+    case = _chain(ops, torch.randn(4, 4))
+    target = Signature("compile_error", "RuntimeError", "sin meets relu")
+
+    def query(candidates):
+        return [Outcome("judge", Failure(target) if {"aten.sin.default", "aten.relu.default"} <= set(c.op_names()) else None, 0.0) for c, _, _ in candidates]
+
+    reducer = Reducer(case, profile_case(case), target, query)
+    sample_op_kinds(reducer)
+    assert reducer.queries == 3 and len(reducer.best.kept) == 5
+
+
+def test_inputs_already_small_are_left_alone_after_one_try_at_size_one():
+    # A failure that needs the sizes it has (a kernel big enough to run threaded): one
+    # query for "every size 1", then nothing more for a 2x16x32 input; a large input
+    # is still searched.
+    from minifier.passes import SMALL_INPUTS, shrink_shapes
+    from minifier.profile import profile_case
+    from minifier.reduce import Reducer
+    from minifier.signature import Failure, Signature
+    from minifier.stages import Outcome
+
+    target = Signature("crash", "SIGABRT", "process killed by SIGABRT")
+
+    def reducer_for(shape):
+        case = _chain([torch.ops.aten.relu.default], torch.randn(*shape))
+        query = lambda candidates: [Outcome("judge", Failure(target) if math.prod(c.inputs[0].meta.shape) >= 1024 else None, 0.0) for c, _, _ in candidates]  # noqa: E731
+        reducer = Reducer(case, profile_case(case), target, query)
+        reducer.best = replace(reducer.best, random=frozenset({"t_1"}))
+        return reducer
+
+    small = reducer_for((2, 16, 32))
+    assert 2 * 16 * 32 <= SMALL_INPUTS
+    shrink_shapes(small)
+    assert small.queries == 1 and not small.best.shapes
+
+    large = reducer_for((2, 64, 64))
+    shrink_shapes(large)
+    assert large.queries > 1 and dict(large.best.shapes)["t_1"] != (2, 64, 64)
 
 
 def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round():

@@ -104,7 +104,7 @@ def test_a_size_dependent_bug_shrinks_to_the_smallest_failing_sizes(tmp_path):
             return torch.cos(y).exp().sum(1)
 
         if __name__ == "__main__":
-            print(torch.compile(f, backend="planted_multiple_of_7")(torch.randn(56, 40)))
+            print(torch.compile(f, backend="planted_multiple_of_7")(torch.randn(56, 100)))  # past SMALL_INPUTS: worth shrinking
     """)
     report = minify(script)
     assert report["ops_after"] == ["aten.cos.default"]
