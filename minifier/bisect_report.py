@@ -81,6 +81,8 @@ class BisectReport:
     nproc: int = 1  # a distributed job's ranks
     rank: int | None = None  # the rank minified
     ranks: dict[int, str] = field(default_factory=dict)  # how each rank ended
+    kernel: str | None = None  # the Inductor kernel the program failed in, when the failure names one (minifier.blame)
+    failed_graph: str | None = None  # the graph the program failed in ("g0.forward"), when known
     # How to pin the culprit down again without trusting the program's own failing compile
     # (when the graph it failed on does not fail alone); not part of the report's JSON.
     recheck: Callable[[], BisectReport] | None = field(default=None, repr=False, compare=False)
@@ -118,6 +120,7 @@ class BisectReport:
             "seconds": round(self.seconds, 2),
             "run_dir": str(self.run_dir),
             "note": self.note,
+            "kernel": self.kernel,
             **({"distributed": self.distributed()} if self.nproc > 1 else {}),
         }
 

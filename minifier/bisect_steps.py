@@ -26,6 +26,7 @@ signature (:mod:`minifier.worker` isolates it), never an exception here.
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -33,34 +34,40 @@ from pathlib import Path
 from typing import Any
 
 from .bisect_report import Row, signature_of
-from .capture import CaptureResult, capture_command, read_capture
+from .captured import CaptureResult, read_capture
 from .case import GraphCase
 from .errors import UnknownBackend
 from .repro_files import load_repro
+from .script import capture_command, capture_plan
 from .session import Session
 from .signature import Failure, Signature
 from .stages import Outcome, run_case, stages_for
 from .worker import QueryResult
 
 
-def capture(session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False, nproc: int = 1) -> CaptureResult:
+def capture(session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False, nproc: int = 1, accuracy: bool = False) -> CaptureResult:
     """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
 
-    The script runs on one core while pt2kit's worker warms up on the other. (The
+    The script runs on one core while pt2kit's worker warms up on the other, then
+    runs the stages of the graphs saved so far there (:class:`EarlyStages`). (The
     script may run for hours; hangs in compiled code are caught inside.) With
     ``nproc`` > 1 it is a distributed job: every rank runs under capture (see
     :func:`capture_ranks`), and the lowest failing rank is the one minified.
     """
-    out = session.run_dir / ("captured-again" if again else "captured")
+    command, out, log = capture_plan(session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy, again=again)
     if not again:
         session.warm_up(inductor=backend in (None, "inductor"))
     label = f"running {script.name} again: checking it is not flaky" if again else f"running {script.name} with capture armed"
     if nproc > 1:
-        captured = capture_ranks(session, script, args, backend, out, nproc, label)
+        captured = capture_ranks(session, script, args, backend, out, nproc, label, accuracy)
     else:
-        command = capture_command(script, args, out, backend=backend, timeout=session.timeout)
-        ended = session.run_program(command, label, log=session.run_dir / "logs" / f"{out.name}.log")
+        early = None if again else EarlyStages(session, out / "events.jsonl", accuracy=accuracy, roots=[str(script.parent)])
+        # (started already, when `minify run` could: see minifier.script.start_capture)
+        ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
         captured = read_capture(out, ended)
+        if early is not None:
+            early.stop()
+            captured.early = early
     if captured.unknown_backend:
         raise UnknownBackend(captured.unknown_backend)
     # The graphs import the user's modules as the script did: from its directory and
@@ -69,14 +76,120 @@ def capture(session: Session, script: Path, args: list[str], backend: str | None
     return captured
 
 
-def capture_ranks(session: Session, script: Path, args: list[str], backend: str | None, out: Path, nproc: int, label: str) -> CaptureResult:
+class EarlyStages:
+    """The stages of each graph the program has saved so far, run while the program still runs.
+
+    The program runs on one core; once pt2kit's worker is warm, the other core is
+    idle until the program ends. Every query the bisection asks anyway and that does
+    not wait on the program's own verdict can run there, one at a time, in this
+    order: each dynamo graph's eager stages as soon as it is saved; each aot graph's
+    eager stage once its file holds its real inputs (or its compile failed); then
+    the final stage of a dynamo graph whose first run returned. The final stage of
+    the graph a program crashes in is left alone: the program is about to answer it
+    (:func:`minifier.culprit.seen_in_the_program`), and compiling a whole graph twice
+    is what a run should not pay for. (With ``--accuracy`` no final stage runs
+    early: the capture judges the program's own compiled runs.)
+
+    When the program ends (:meth:`stop`) nothing more starts here; the query still
+    running goes on beside the bisection's batch, which takes the other cores and
+    then settles it (:meth:`settle`). :attr:`outcomes` holds the answers by graph file and stage.
+    """
+
+    def __init__(self, session: Session, events: Path, *, accuracy: bool, roots: list[str]) -> None:
+        self.session, self.events, self.accuracy, self.roots = session, events, accuracy, roots
+        self._read = 0
+        self._partial = b""
+        self._cheap: list[tuple[str, GraphCase, str]] = []  # (graph file, case, stage), in the order saved
+        self._final: list[tuple[str, GraphCase, str]] = []
+        self._dynamo: dict[str, tuple[str, GraphCase]] = {}  # label (g0) -> its file and case
+        self._running: list[tuple[str, str, Any]] = []  # (graph file, stage, handle)
+        self.outcomes: dict[str, dict[str, Outcome]] = {}
+
+    def poll(self) -> None:
+        """Take in new events and finished queries; start the next query if none runs."""
+        self.session.worker.poll(0.2)
+        self._collect()
+        for event in self._new_events():
+            self._on_event(event)
+        if not self._running and (self._cheap or self._final):
+            path, case, stage = (self._cheap or self._final).pop(0)
+            label = f"{case.label()} ({case.node_count} nodes) through {stage}, while the program runs"
+            self._running.append((path, stage, self.session.start(functools.partial(run_case, case, stage, accuracy=self.accuracy), label)))
+
+    def stop(self) -> None:
+        """The program ended: start nothing more (the bisection's batch asks the rest, on every core)."""
+        self._cheap.clear()
+        self._final.clear()
+        self._collect()
+
+    def running(self) -> dict[tuple[str, str], Any]:
+        """The queries still running, by (graph file, stage)."""
+        return {(path, stage): handle for path, stage, handle in self._running}
+
+    def settle(self) -> dict[str, dict[str, Outcome]]:
+        """Wait for the queries still running; every outcome, by graph file and stage."""
+        if self._running:
+            self.session.worker.wait([handle for _, _, handle in self._running], on_wait=self.session.progress.tick)
+        self._collect()
+        return self.outcomes
+
+    def _collect(self) -> None:
+        for entry in [e for e in self._running if e[2].done]:
+            self._running.remove(entry)
+            path, stage, handle = entry
+            try:
+                result = handle.result()
+            except Exception:  # noqa: BLE001 - left to the bisection's batch, which reports it
+                continue
+            self.session.mark(handle.label, result.seconds, ago=getattr(handle, "ended_ago", 0.0))
+            self.outcomes.setdefault(path, {})[stage] = _as_outcome(stage, result)
+
+    def _new_events(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.events, "rb") as log:
+                log.seek(self._read)
+                chunk = log.read()
+        except OSError:
+            return []
+        self._read += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        events = []
+        for line in lines:
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        return events
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "ran" and event.get("graph") in self._dynamo:
+            path, case = self._dynamo.pop(event["graph"])
+            if not self.accuracy:  # (with --accuracy the capture judges the program's own run instead)
+                self._final.append((path, case, stages_for(case)[-1]))
+            return
+        final_version = kind == "graph" or (kind == "aot_graph" and (event.get("real") or event.get("failure")))
+        if not final_version or not event.get("path"):
+            return
+        sys.path.extend(root for root in [*self.roots, *event.get("roots", ())] if root not in sys.path)
+        try:
+            case = load_repro(Path(event["path"])).case
+        except Exception:  # noqa: BLE001 - the bisection reads every graph again and says what is wrong
+            return
+        stages = stages_for(case)
+        self._cheap.extend((event["path"], case, stage) for stage in stages[:-1])
+        if kind == "graph":
+            self._dynamo[case.label()] = (event["path"], case)
+
+
+def capture_ranks(session: Session, script: Path, args: list[str], backend: str | None, out: Path, nproc: int, label: str, accuracy: bool | str = False) -> CaptureResult:
     """Every rank of the job under capture (``captured/rank<r>``); the lowest rank that failed is the result."""
     from .distributed import launch_ranks
     from .signature import signature_of_crash, signature_of_exit
     from .worker import pt2kit_env
 
     outs = [out / f"rank{rank}" for rank in range(nproc)]
-    commands = [capture_command(script, args, o, backend=backend, timeout=session.timeout) for o in outs]
+    commands = [capture_command(script, args, o, backend=backend, timeout=session.timeout, accuracy=accuracy) for o in outs]
     logs = [session.run_dir / "logs" / f"{out.name}-rank{rank}.log" for rank in range(nproc)]
     session.progress.update(f"{label} ({nproc} ranks)")
     start = time.monotonic()
@@ -113,6 +226,7 @@ def run_stages_of(
     accuracy: bool,
     stop_at: Signature | None = None,
     known: dict[tuple[int, str], Outcome] | None = None,
+    early: EarlyStages | None = None,
 ) -> list[Row]:
     """Rows for several cases, every (case, stage) query in one batch over the cores.
 
@@ -121,16 +235,23 @@ def run_stages_of(
     ``stop_at``, the batch ends once some case's first failure has that signature
     (the stages of the rest are left unrun: their rows say so). ``known``: outcomes
     already seen, by ``(id(case), stage)`` (the program's own run of its final stage),
-    which are not asked again.
+    which are not asked again. ``early``: queries started while the program ran; those
+    still running keep their core, and are waited for after the batch.
     """
-    known = known or {}
-    plan = [(case, stage) for case, _ in cases for stage in reversed(stages_for(case)) if (id(case), stage) not in known]
+    known = {**(known or {}), **_early_outcomes(early, cases)}
+    running = early.running() if early is not None else {}
+    plan = [(case, stage) for case, path in cases for stage in reversed(stages_for(case)) if (id(case), stage) not in known and (str(path), stage) not in running]
 
     def found(results: list[QueryResult[Any] | None]) -> bool:
         done = {**known, **{key: _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}}
         return any(signature_of(first) == stop_at for case, _ in cases if (first := _first_failure(case, done)) is not None)
 
-    outcomes = {**known, **run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None)}
+    outcomes = {**known, **run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None, alongside=list(running.values()))}
+    if early is not None:
+        early.settle()
+        outcomes |= _early_outcomes(early, cases)
+        # one that raised inside pt2kit is asked again here, where the error is reported
+        outcomes |= run_each(session, [(case, stage) for case, path in cases for stage in stages_for(case) if (str(path), stage) in running and (id(case), stage) not in outcomes], accuracy=accuracy)
     rows = []
     for case, path in cases:
         row = Row(case.label(), case.boundary, case.kind, case.node_count, case.frame, {}, case, path)
@@ -139,6 +260,13 @@ def run_stages_of(
                 row.outcomes[stage] = outcomes[(id(case), stage)]
         rows.append(row)
     return rows
+
+
+def _early_outcomes(early: EarlyStages | None, cases: list[tuple[GraphCase, Path | None]]) -> dict[tuple[int, str], Outcome]:
+    """The answers :class:`EarlyStages` has for ``cases``, by ``(id(case), stage)``."""
+    if early is None:
+        return {}
+    return {(id(case), stage): outcome for case, path in cases for stage, outcome in early.outcomes.get(str(path), {}).items()}
 
 
 def _first_failure(case: GraphCase, outcomes: dict[tuple[int, str], Outcome]) -> Outcome | None:
@@ -163,13 +291,14 @@ def run_each(
     accuracy: bool,
     labels: list[str] | None = None,
     enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
+    alongside: list[Any] | None = None,
 ) -> dict[tuple[int, str], Outcome]:
-    """Isolated queries, one per (case, stage); crashes and timeouts become outcomes."""
+    """Isolated queries, one per (case, stage); crashes and timeouts become outcomes (``alongside``: see :meth:`Session.query_all`)."""
     queries = [
         (functools.partial(run_case, case, stage, accuracy=accuracy), labels[i] if labels else f"{case.label()} ({case.node_count} nodes) through {stage}")
         for i, (case, stage) in enumerate(plan)
     ]
-    results = session.query_all(queries, enough=enough)
+    results = session.query_all(queries, enough=enough, alongside=alongside or ()) if queries else []
     return {(id(case), stage): _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None}
 
 
@@ -181,19 +310,22 @@ def aot_rows(
     stop_at: Signature | None,
     passed: set[str] = frozenset(),  # type: ignore[assignment]
     failed: dict[str, Failure] | None = None,
+    early: EarlyStages | None = None,
 ) -> list[Row]:
     """Rows for aot graphs (captured, or written by a lowering), until one fails with ``stop_at``.
 
-    ``passed``: graphs the program compiled and ran without failing; their final stage
-    is known to pass and is not asked again (unless answers are judged for accuracy).
+    ``passed``: graphs whose final stage the program's own run showed to pass (they ran
+    without failing; with ``--accuracy``, their first run was judged right); it is not
+    asked again.
     ``failed``: the graph the program failed to compile, and how; that final stage is
     not asked again either (the outcome says it was only seen in the program).
+    ``early``: the queries asked while the program ran.
     """
     cases = [(load_repro(Path(p)).case, Path(p)) for p in paths]
     failed = failed or {}
-    known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed and not accuracy}
+    known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed}
     known |= {(id(case), case.backend): Outcome(case.backend, failed[str(path)], 0.0, seen_in_program=True) for case, path in cases if str(path) in failed}
-    return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known)
+    return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known, early=early)
 
 
 def frame_row(session: Session, captured: CaptureResult, *, accuracy: bool) -> Row:

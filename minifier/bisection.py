@@ -64,10 +64,11 @@ def bisect_script(
     graph's final-stage answer instead of compiling it again (see
     :func:`minifier.culprit.pin_down`); only for a minification, which confirms it.
     """
-    captured = capture(session, script, args, backend, nproc=nproc)
+    captured = capture(session, script, args, backend, nproc=nproc, accuracy=accuracy)
     cases, unreadable = readable_cases(captured.graph_paths)
     final = backend or (cases[0][0].backend if cases else "inductor")
     report = BisectReport(str(script), final, accuracy, session.run_dir, captured.failure, nproc=nproc, rank=captured.rank, ranks=captured.ranks)
+    report.kernel, report.failed_graph = captured.kernel, captured.failed_graph
     if captured.failure is not None:
         session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
 
@@ -98,7 +99,7 @@ def bisect_script(
             "pass --accuracy to check the compiled results against eager"
         )
 
-    for row in run_stages_of(session, cases, accuracy=accuracy, known=seen_in_the_program(captured, cases, final, accuracy)):
+    for row in run_stages_of(session, cases, accuracy=accuracy, known=seen_in_the_program(captured, cases, final, accuracy), early=captured.early):
         report.rows.append(row)
         first = row.first_failure
         session.log(f"  {row.label}: " + ("all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"))  # type: ignore[union-attr]

@@ -16,8 +16,8 @@ the recorder
 
 A watchdog thread turns a compiled call (or compile) that runs past the query
 timeout into a ``timeout`` event, so a hang inside compiled code does not hang us.
-:func:`read_capture` assembles what a capture run saw from its event log, even after
-that process died mid-run.
+:func:`minifier.captured.read_capture` assembles what a capture run saw from its
+event log, even after that process died mid-run.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.fx as fx
 
-from . import hooks
+from . import blame, hooks
 from .case import GraphCase, clone_tensor
 from .casemaker import aot_case, make_case
 from .context import BackendInfo, describe_backend, learn_dynamo_own_patches, patch_definitions, resolve_backend
@@ -44,17 +45,19 @@ from .errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
 from .script import run_script
 from .seams import compile_fx, symbolic_shapes
-from .signature import Failure, Signature, exception_chain, signature_of_exception, signature_of_timeout, tagging_compile_errors
-from .repro_files import load_repro, write_repro
+from .signature import Signature, exception_chain, judge_compiled_run, signature_of_exception, signature_of_timeout, tagging_compile_errors
+from .repro_files import write_repro
 
 
 class Recorder:
     """Sits in torch's backend hook during a capture run; see the module docstring."""
 
-    def __init__(self, out_dir: Path, *, backend_override: str | None = None, timeout: float | None = None) -> None:
+    def __init__(self, out_dir: Path, *, backend_override: str | None = None, timeout: float | None = None, accuracy: bool | str = False) -> None:
         self.out_dir = out_dir
         self.backend_override = backend_override
         self.timeout = timeout
+        self.accuracy = accuracy  # judge each aot graph's first compiled run (True, or "strict": bit for bit)
+        self.trail: int | None = None  # kernels entered and left during first runs (minifier.blame.arm)
         self.cases: list[GraphCase] = []
         self._events = open(out_dir / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - closed in close()
         self._lock = threading.Lock()
@@ -154,9 +157,14 @@ class Recorder:
                 graph.gm, graph.values = gm, list(example_inputs)
                 graph.kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
                 graph.compile_kwargs = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
+                graph.original_aten = blame.original_aten_of(gm)
             return inner(gm, example_inputs, compile_region_name, **kwargs)
 
         return pt2kit_inner_compile
+
+    def compiling(self) -> AotGraph | None:
+        """The aot graph this thread is compiling now, if any."""
+        return (self._aot_stack() or [None])[-1]
 
     def _aot_stack(self) -> list[AotGraph | None]:
         if not hasattr(self._local, "aot"):
@@ -171,6 +179,7 @@ class Recorder:
                 graph.directory = self.out_dir / f"g{graph.owner.index}.{graph.kind}{n if n > 1 else ''}"
             case = aot_case(graph.owner, graph.gm, graph.values, kind=graph.kind, compile_kwargs=graph.compile_kwargs, compiler=graph.compiler)
             graph.path = write_repro(case, graph.directory, stage=graph.owner.backend)
+            blame.write_origins(graph.directory, graph.kernels, graph.original_aten)
         except Exception as e:  # noqa: BLE001 - an aot graph pt2kit cannot write: the dynamo graph stands
             self.event(event="aot_graph", owner=graph.owner.index, kind=graph.kind, path=None, error=f"{type(e).__name__}: {e}")
             return
@@ -219,12 +228,18 @@ class Recorder:
             try:
                 if first:  # (a crash in the first run leaves "running" without "ran": that graph crashed)
                     pending[:] = [None, False]
-                    if graph is not None:
-                        recorder.save_real_inputs(graph, args)
+                    judged = graph is not None and recorder.save_real_inputs(graph, args) and recorder.accuracy
+                    rng = torch.random.get_rng_state() if judged else None
                     recorder.event(event="running", graph=label)
+                    unfollow = blame.follow_kernels(recorder.trail, compiled)
                     with recorder.busy(f"running {label}"):
-                        out = compiled(*args, **kwargs)
+                        try:
+                            out = compiled(*args, **kwargs)
+                        finally:
+                            unfollow()
                     recorder.event(event="ran", graph=label)
+                    if judged:
+                        recorder.judge(graph, label, out, rng)  # type: ignore[arg-type]
                     return out
                 with recorder.busy(f"running {label}"):
                     return compiled(*args, **kwargs)
@@ -241,18 +256,26 @@ class Recorder:
                 setattr(pt2kit_watched, attr, getattr(compiled, attr))
         return pt2kit_watched
 
-    def save_real_inputs(self, graph: AotGraph, args: tuple[Any, ...]) -> None:
-        """At an aot graph's first run: its repro gets the values it really runs on."""
-        import torch
-
+    def save_real_inputs(self, graph: AotGraph, args: tuple[Any, ...]) -> bool:
+        """At an aot graph's first run: its repro gets the values it really runs on (False: too large to keep)."""
         values = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)  # boxed or not
         tensors = [v for v in values if isinstance(v, torch.Tensor)]
         size = sum(t.untyped_storage().nbytes() for t in tensors if not symbolic_shapes.is_fake(t))
         if len(values) != len(graph.values) or size > self.input_limit:
             self.event(event="aot_inputs", path=str(graph.path) if graph.path else None, saved=False, bytes=size)
-            return
+            return False
         graph.values = [clone_tensor(v.detach(), v.requires_grad) if isinstance(v, torch.Tensor) else v for v in values]
         self.save_aot(graph, real=True)
+        return True
+
+    def judge(self, graph: AotGraph, label: str, outputs: Any, rng: Any) -> None:
+        """``--accuracy``: the program's own compiled run of an aot graph, judged as an isolated query would judge it."""
+        try:
+            failure = judge_compiled_run(graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict")
+        except Exception as e:  # noqa: BLE001 - no verdict: the bisection asks an isolated query instead
+            self.event(event="judged", graph=label, error=f"{type(e).__name__}: {e}")
+            return
+        self.event(event="judged", graph=label, failure=failure.signature.to_json() if failure else None, details=failure.details if failure else "")
 
     def busy(self, what: str) -> _Busy:
         return _Busy(self, what)
@@ -290,6 +313,8 @@ class AotGraph:
     inner: bool = False  # taken from Inductor's inner compile
     directory: Path | None = None
     path: Path | None = None
+    kernels: dict[str, list[str]] = field(default_factory=dict)  # Inductor's kernels of it -> their nodes (minifier.blame)
+    original_aten: dict[str, str] = field(default_factory=dict)  # node -> the aten op a kernel name calls it
 
 
 def is_inductor_compiler(compiler: Callable[..., Any]) -> bool:
@@ -322,39 +347,6 @@ class _Busy:
 # --------------------------------------------------------------------------- #
 
 
-@dataclass
-class CaptureResult:
-    """What a capture run saw: the graphs (as saved repros) and how the program ended."""
-
-    graph_paths: list[Path]
-    failure: Failure | None  # None: the program ran to the end
-    failure_frame: dict[str, Any] | None = None  # user frame of a failure in dynamo's tracing
-    graphs_at_failure: int = 0  # graphs captured before the failure
-    unknown_backend: str | None = None
-    unrecoverable: list[str] = field(default_factory=list)  # backends that cannot be written into a repro
-    roots: list[str] = field(default_factory=list)  # sys.path entries of the user modules the graphs import
-    patches: dict[str, str] = field(default_factory=dict)  # torch targets the script replaced -> its function
-    patches_carried: bool = True
-    aot: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # dynamo graph -> its aot graphs as compiled
-    failed_graph: str | None = None  # the graph the program failed in ("g0", "g0.backward"), when known
-    ran: set[str] = field(default_factory=set)  # graphs whose first run returned
-    rank: int | None = None  # a distributed job: the rank this is
-    ranks: dict[int, str] = field(default_factory=dict)  # a distributed job: how each rank ended
-    frame_path: Path | None = None  # a frame dynamo failed to trace, lifted to a graph
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    def load_cases(self) -> list[GraphCase]:
-        return [load_repro(p).case for p in self.graph_paths]
-
-
-def capture_command(script: Path, args: Sequence[str], out_dir: Path, *, backend: str | None, timeout: float | None) -> list[str]:
-    """The command that runs :func:`capture_script` in a fresh process (``minify _capture``)."""
-    from .worker import python_command
-
-    options = ["--out", str(out_dir)] + (["--backend", backend] if backend else []) + (["--timeout", str(timeout)] if timeout else [])
-    return python_command("minifier", "_capture", *options, "--", str(script), *args)
-
-
 def capture_script(
     script: Path,
     args: Sequence[str],
@@ -362,20 +354,22 @@ def capture_script(
     *,
     backend: str | None = None,
     timeout: float | None = None,
+    accuracy: bool | str = False,
 ) -> dict[str, Any]:
     """Run ``script`` with a :class:`Recorder` armed (in a worker child); returns a plain summary.
 
     The graphs themselves go to ``out_dir/g<N>/repro.py`` as they are compiled, and
-    every event to ``out_dir/events.jsonl``; :func:`read_capture` assembles the result,
+    every event to ``out_dir/events.jsonl``; :func:`minifier.captured.read_capture` assembles the result,
     even after this process died mid-run.
     """
     from .seams.compile_fx import keep_torch_aot_minifier_off, wrap_inner_compile_debug
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    recorder = Recorder(out_dir, backend_override=backend, timeout=timeout)
+    recorder = Recorder(out_dir, backend_override=backend, timeout=timeout, accuracy=accuracy)
     keep_torch_aot_minifier_off()  # the program may turn torch's minifier on in code
     learn_dynamo_own_patches()
     recorder.start_watchdog()
+    blame.arm(recorder)
     try:
         wrap_inner_compile_debug(recorder.wrap_inner_compile)  # (this process only captures: for good)
         with hooks.dynamo_backends(recorder.wrap_backend), hooks.aot_compilers(recorder.wrap_aot_compiler):
@@ -404,6 +398,7 @@ def capture_script(
                 frame=frame,
                 graphs=len(recorder.cases),
                 graph=next((g for x in exception_chain(e) if (g := getattr(x, "_pt2kit_graph", None))), None),
+                kernel=blame.kernel_in_traceback(e),
             )
             if where == "tracing":
                 recorder.record_failing_frame(e, frame)
@@ -412,54 +407,3 @@ def capture_script(
     finally:
         recorder.close()
     return {"graphs": len(recorder.cases)}
-
-
-def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
-    """Assemble a :class:`CaptureResult` from a capture run's event log."""
-    events = []
-    log = out_dir / "events.jsonl"
-    if log.exists():
-        for line in log.read_text().splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
-    paths = [Path(e["path"]) for e in events if e["event"] == "graph"]
-    roots = list(dict.fromkeys(root for e in events if e["event"] == "graph" for root in e.get("roots", ())))
-    result = CaptureResult(graph_paths=paths, failure=None, events=events, graphs_at_failure=len(paths), roots=roots)
-    running: list[str] = []
-    for e in events:
-        if e["event"] == "failed":
-            result.failure = Failure(Signature.from_json(e["failure"]), e.get("details", ""))
-            result.failure_frame = e.get("frame")
-            result.graphs_at_failure = e.get("graphs", len(paths))
-            result.failed_graph = e.get("graph") or result.failed_graph
-        elif e["event"] == "exit":
-            result.failure = Failure(Signature("runtime_error", "SystemExit", f"exit status {e['code']}"))
-        elif e["event"] == "unknown_backend":
-            result.unknown_backend = e["message"]
-        elif e["event"] == "aot_graph" and e.get("path"):
-            graphs = result.aot.setdefault(e["owner"], [])
-            known = [k for k, g in enumerate(graphs) if g["path"] == e["path"]]
-            if known:  # its latest version (with real inputs)
-                graphs[known[0]] = {**e, "failure": e.get("failure") or graphs[known[0]].get("failure")}
-            else:
-                graphs.append(e)
-            if e.get("failure"):
-                result.failed_graph = Path(e["path"]).parent.name
-        elif e["event"] == "running":
-            running.append(e["graph"])
-        elif e["event"] == "ran" and e["graph"] in running:
-            running.remove(e["graph"])
-            result.ran.add(e["graph"])
-        elif e["event"] == "patches":
-            result.patches, result.patches_carried = e["patches"], e["carried"]
-        elif e["event"] == "unrecoverable" and e["message"] not in result.unrecoverable:
-            result.unrecoverable.append(e["message"])
-        elif e["event"] == "frame" and e.get("path"):
-            result.frame_path = Path(e["path"])
-    if crash is not None and result.failure is None:
-        result.failure = crash
-    if result.failure is not None and result.failed_graph is None and running:
-        result.failed_graph = running[-1]  # a first run that never returned: a crash or a hang
-    return result

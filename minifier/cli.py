@@ -90,22 +90,22 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
     import json
 
-    from .bisection import bisect_script
-    from .report import print_bisect
-
     try:
         path = resolve_script(script)
     except UserFacingError as error:
         _fail(error, as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
+        from .bisection import bisect_script
+        from .report import print_bisect
+
         report = bisect_script(session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc)
         data = report.to_json()
         (session.run_dir / "report.json").write_text(json.dumps(data, indent=2, default=str))
         return data, lambda console: print_bisect(report, console)
 
     # bisect leaves no report.json for an error (run and repro do)
-    _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, error_report=False)
+    _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, error_report=False, first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)))
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -114,15 +114,20 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy:
 @_script_arguments
 def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int) -> None:
     """Run SCRIPT; if it fails, bisect the stages and shrink the failing graph into repro.py."""
-    from .minification import minify_script
     from .session import default_out_dir
 
     out = out or default_out_dir()
+    try:
+        path = resolve_script(script)
+    except UserFacingError as error:
+        _fail(error, as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        return _minified(minify_script(session, resolve_script(script), list(args), after=after, backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), out=out, nproc=nproc))
+        from .minification import minify_script
 
-    _session_command(script.stem, work, out=out, timeout=timeout, as_json=as_json)
+        return _minified(minify_script(session, path, list(args), after=after, backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), out=out, nproc=nproc))
+
+    _session_command(script.stem, work, out=out, timeout=timeout, as_json=as_json, first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)))
 
 
 @main.command(context_settings=CONTEXT)
@@ -179,12 +184,13 @@ def doctor(as_json: bool) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--backend", default=None)
 @click.option("--timeout", type=float, default=None)
+@click.option("--accuracy", type=click.Choice(["on", "strict"]), default=None)
 @_script_arguments
-def capture_(out: Path, backend: str | None, timeout: float | None, script: Path, args: tuple[str, ...]) -> None:
+def capture_(out: Path, backend: str | None, timeout: float | None, accuracy: str | None, script: Path, args: tuple[str, ...]) -> None:
     """(pt2kit's own) run SCRIPT with capture armed; events and graphs go to OUT."""
     from .capture import capture_script
 
-    capture_script(script.resolve(), list(args), out, backend=backend, timeout=timeout)
+    capture_script(script.resolve(), list(args), out, backend=backend, timeout=timeout, accuracy={None: False, "on": True, "strict": "strict"}[accuracy])
 
 
 def _minified(result: Any) -> tuple[dict[str, Any], Any]:
@@ -192,6 +198,15 @@ def _minified(result: Any) -> tuple[dict[str, Any], Any]:
     from .report import print_minify
 
     return result.to_json(), lambda console: print_minify(result, console)
+
+
+def _capture_starter(script: Path, args: tuple[str, ...], backend: str | None, nproc: int, accuracy: Any) -> Any:
+    """``run`` and ``bisect``: start the program under capture first (a torchrun job starts its ranks later)."""
+    if nproc > 1:
+        return None
+    from .script import start_capture
+
+    return lambda session: start_capture(session, script, list(args), backend, accuracy)
 
 
 def _session_command(
@@ -203,16 +218,23 @@ def _session_command(
     as_json: bool,
     run_dir: Path | None = None,
     error_report: bool = True,
+    first: Any = None,
 ) -> None:
-    """Every command's frame: a session, ``work(session) -> (report, render)``, errors, and the summary or JSON."""
+    """Every command's frame: a session, ``work(session) -> (report, render)``, errors, and the summary or JSON.
+
+    ``first(session)``, when given, runs before this process imports torch (the
+    user's program under capture starts there: it runs beside pt2kit's own imports).
+    """
     from .session import Session
 
     from . import seams
 
     session = None
     try:
-        seams.require("the minifier")  # outside the tested torch range: one line, not a traceback deep inside
         session = Session(name, out=out, timeout=timeout, run_dir=run_dir)
+        if first is not None:
+            first(session)
+        seams.require("the minifier")  # outside the tested torch range: one line, not a traceback deep inside
         data, render = work(session)
         session.close()
         _finish(render, data, as_json, wide_console())

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .bisect_report import BisectReport, Row, signature_of
 from .bisect_steps import aot_rows, read_capture_again, run_each, run_stages_of
-from .capture import CaptureResult
+from .captured import CaptureResult
 from .case import GraphCase
 from .context import missing_config
 from .errors import FlakyFailure, NoFailure, NotReproducible
@@ -76,14 +76,13 @@ def pin_down(
     captured_aot = captured_aot_graphs(captured, culprit)
     if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
         paths, lowering_note = (captured_aot[0], None) if captured_aot else lower(session, culprit)
-        passed = captured_aot[1] if captured_aot else set()
-        failed = {path: captured.failure for path in captured_aot[2]} if captured_aot and captured and captured.failure and trust_program and not accuracy else {}
+        passed, failed = program_verdicts(captured, captured_aot, accuracy=accuracy, trust=trust_program)
         if failed:
             rows_before, note_before = list(report.rows), report.note
             report.recheck = lambda: pin_down(
                 session, _restored(report, rows_before, culprit, note_before), accuracy=accuracy, aot_rows_wanted=aot_rows_wanted, captured=captured, trust_program=False
             )
-        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed, failed=failed) if paths else []
+        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed, failed=failed, early=captured.early if captured_aot and captured else None) if paths else []
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and signature_of(r.first_failure) == target), None)
@@ -101,6 +100,24 @@ def pin_down(
     else:
         second_look(session, [culprit], accuracy=accuracy)
     return finish(session, report)
+
+
+def program_verdicts(captured: CaptureResult | None, captured_aot: tuple[list[str], set[str], set[str]] | None, *, accuracy: bool, trust: bool) -> tuple[set[str], dict[str, Failure]]:
+    """What the program's own run says of its aot graphs' final stage: (passed, failed), by graph file.
+
+    Without ``--accuracy``: the graphs whose first run returned passed, and the one the
+    program failed to compile or run failed, with the program's failure. With it: the
+    capture's verdict on each graph's first compiled run (:meth:`minifier.capture.Recorder.judge`).
+    A failure is trusted only with ``trust`` (a minification follows to confirm it).
+    """
+    if captured is None or captured_aot is None:
+        return set(), {}
+    if accuracy:
+        verdicts = {path: captured.judged[Path(path).parent.name] for path in captured_aot[0] if Path(path).parent.name in captured.judged}
+        failing = {path: verdict for path, verdict in verdicts.items() if verdict is not None}
+        return {path for path, verdict in verdicts.items() if verdict is None}, failing if trust else {}
+    failing = {path: captured.failure for path in captured_aot[2]} if captured.failure and trust else {}
+    return captured_aot[1], failing
 
 
 def _restored(report: BisectReport, rows: list[Row], culprit: Row, note: str) -> BisectReport:
@@ -190,8 +207,14 @@ def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Pa
     that graph's row gets that outcome without compiling the whole graph once more
     (the expensive query of a bisection). Its eager stages still run, to say whether
     an earlier stage fails too; its failing aot graph runs once, alone, next.
+
+    With ``--accuracy`` the capture judged the first compiled run of every aot graph;
+    a dynamo graph whose aot graphs were all judged gets their verdict (the first
+    wrong one, or a pass).
     """
-    if captured.failure is None or accuracy or captured.failed_graph is None:
+    if accuracy:
+        return judged_in_the_program(captured, cases, final)
+    if captured.failure is None or captured.failed_graph is None:
         return {}
     owner = captured.failed_graph.split(".")[0]
     return {
@@ -199,6 +222,17 @@ def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Pa
         for case, _ in cases
         if case.label() == owner and case.backend == final
     }
+
+
+def judged_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str) -> dict[tuple[int, str], Outcome]:
+    """``--accuracy``: each dynamo graph's final stage as the capture judged its aot graphs' first runs."""
+    known = {}
+    for case, _ in cases:
+        labels = [Path(g["path"]).parent.name for g in captured.aot.get(case.index, [])]
+        if case.backend == final and labels and all(label in captured.judged for label in labels):
+            wrong = next((captured.judged[label] for label in labels if captured.judged[label] is not None), None)
+            known[(id(case), final)] = Outcome(final, wrong, 0.0, seen_in_program=True)
+    return known
 
 
 def no_culprit(session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult) -> BisectReport:

@@ -69,6 +69,10 @@ class Executor(Protocol):
     def wait(self, queries: Sequence[Any], on_wait: Callable[[], None] | None = None, *, any_: bool = False) -> None:
         """Block until all (or, with ``any_``, one) of ``queries`` are done, calling ``on_wait`` now and then."""
 
+    def poll(self, timeout: float = 0.0) -> None:
+        """Take in what started queries reported within ``timeout`` seconds (their ``done``), and stop
+        those past their deadline; for a caller with work of its own (waiting for the program)."""
+
     def run_all(
         self,
         queries: Sequence[tuple[Callable[[], Any], str]],
@@ -77,8 +81,11 @@ class Executor(Protocol):
         slots: int | None = None,
         enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
         on_wait: Callable[[], None] | None = None,
+        alongside: Sequence[Handle] = (),
     ) -> list[QueryResult[Any] | None]:
-        """Run independent queries side by side; results in order, None for those ``enough`` made unnecessary."""
+        """Run independent queries side by side; results in order, None for those ``enough`` made unnecessary.
+
+        ``alongside``: queries started earlier (with :meth:`start`), each holding a slot until it ends."""
 
     def close(self) -> None:
         """Stop every query and every process this executor started."""

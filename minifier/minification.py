@@ -31,6 +31,7 @@ from typing import Any
 import torch.fx as fx
 
 from .bisection import BisectReport, Row, bisect_case, bisect_script
+from .blame import blamed_nodes
 from .case import GraphCase
 from .context import missing_config
 from .inline import variants
@@ -132,6 +133,7 @@ class MinifyResult:
             "config_missing": missing_config(self.after.config),
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "resumed_from": self.resumed_from,
+            "kernel": self.bisect.kernel if self.bisect is not None else None,
             "notes": self.notes,
             "timeline": [{"step": step, "seconds": seconds, **({"ended": ended} if ended is not None else {})} for step, seconds, ended in self.timeline],
         }
@@ -203,8 +205,13 @@ def minify_case(
     key: str,
     resume: Path | None = None,
     bisect: BisectReport | None = None,
+    blame: tuple[str | None, Path | None] = (None, None),
 ) -> MinifyResult:
-    """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json."""
+    """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json.
+
+    ``blame``: the kernel the program failed in and the file of the graph it belongs
+    to (the reducer asks about that kernel's nodes first, see :mod:`minifier.blame`).
+    """
     session.warm_up(inductor=stage == "inductor")  # already asked for when a bisection came first
     run_dir = session.run_dir
     before = case
@@ -232,6 +239,9 @@ def minify_case(
     checkpoint = run_dir / CHECKPOINT
     state = {"fingerprint": key, "origin": str(origin_path), "stage": stage, "target": target.signature.to_json(), "accuracy": accuracy, "status": "running"}
     reducer = Reducer(case, profiled.value, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state))
+    reducer.blamed = tuple(blamed_nodes(*blame, list(reducer.best.kept)))
+    if reducer.blamed:
+        session.log(f"the program failed in Inductor kernel {blame[0]}, made of {', '.join(reducer.blamed)}: asking about those first")
     current_pass = ["starting"]
     reducer.on_pass = lambda name, r: current_pass.__setitem__(0, name)
 
@@ -386,8 +396,9 @@ def minify_script(
         outcome = row.first_failure
         assert outcome is not None and outcome.failure is not None and row.case is not None
         session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
+        blame = (report.kernel, row.case_path) if row.case_path is not None and row.case_path.parent.name == report.failed_graph else (None, None)
         try:
-            return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report)
+            return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report, blame=blame)
         except Unconfirmed:
             if report.recheck is None:
                 raise NotReproducible(f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone") from None

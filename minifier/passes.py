@@ -6,6 +6,8 @@ Each pass looks at the reducer's best candidate so far and asks
 
 - :func:`eliminate_dead_code`: normalization removes dead code and unused inputs, so
   checking the result costs one query at most;
+- :func:`follow_blame`: when the program failed inside one Inductor kernel, one query
+  on the nodes that kernel was made of (:mod:`minifier.blame`);
 - :func:`sample_op_kinds`: on a large graph, a graph of one node per kind of op, asked
   as its two halves side by side; whichever half fails alone is kept, and halved
   again, so one culprit kind costs about 2·log2(kinds) small compiles and the
@@ -48,6 +50,25 @@ def eliminate_dead_code(r: Reducer) -> None:
     r.consider(r.best)
 
 
+def follow_blame(r: Reducer) -> None:
+    """Keep only the nodes of the kernel the program failed in: one query, before any search.
+
+    A failure that names an Inductor kernel (a C++ compile error, an abort in its
+    loop) names its nodes too (:attr:`~minifier.reduce.Reducer.blamed`: a relu and
+    the view fused with it, out of GPT-2's 463). If they fail alone, they are halved
+    while a half fails alone, by a sample of one node per kind when that is at most
+    half of them (a kernel can hold dozens of nodes: ResNet's batch norm, relu and
+    max pool, 28 nodes of 11 kinds), and the searches below start from what is left;
+    if not (the bug needs more than its kernel), this cost one small compile.
+    """
+    kept = r.best.kept
+    blamed = {n for n in r.blamed if n in kept}
+    if blamed and len(blamed) < len(kept):
+        blamed |= {reader for name in blamed for reader in r.tuple_readers(name)}
+        if r.consider(r.without([n for n in kept if n not in blamed])) and not _halve_sample(r, fraction=1.0):
+            _keep_failing_half(r)
+
+
 #: Below this many op nodes the binary searches are cheap already, and a sample of one
 #: node per kind is most of the graph.
 SAMPLE_FROM = 48
@@ -68,20 +89,30 @@ def sample_op_kinds(r: Reducer) -> None:
     the whole sample asked (the failure needs two kinds to meet, or one particular
     instance); if it does not fail either, this cost one round of small compiles.
     """
+    if len(r.best.kept) >= SAMPLE_FROM:
+        _halve_sample(r)
+
+
+def _halve_sample(r: Reducer, fraction: float = 0.5) -> bool:
+    """The best's sample of one node per kind, halved while a half fails (False: no sample below ``fraction`` of the best).
+
+    Each sampled node stands alone, its inputs cut, so the first round compiles every
+    kernel the later rounds need (halving the nodes themselves writes new fused
+    kernels every round: ResNet's blamed 28 nodes took four rounds of 1-2 s).
+    """
     kept = r.best.kept
-    if len(kept) < SAMPLE_FROM:
-        return
     first: dict[tuple[str, tuple[str, ...]], str] = {}
     for name in kept:
         if r.can_stand_alone(name, r.best):
             first.setdefault(r.op_kind(name), name)
     sample = set(first.values())
     sample |= {reader for name in first.values() for reader in r.tuple_readers(name)}
-    if len(sample) > len(kept) // 2:
-        return
+    if len(sample) > len(kept) * fraction or len(sample) == len(kept):
+        return False
     whole = r.without([n for n in kept if n not in sample])
     if not _keep_failing_half(r, whole):
         r.consider(whole)
+    return True
 
 
 def _keep_failing_half(r: Reducer, base: Candidate | None = None) -> bool:
@@ -352,6 +383,7 @@ def minimize_config(r: Reducer) -> None:
 
 PASSES: list[Callable[[Reducer], None]] = [
     eliminate_dead_code,
+    follow_blame,
     sample_op_kinds,
     truncate_suffix,
     remove_prefix,

@@ -107,6 +107,7 @@ class Reducer:
     cache: dict[str, bool] = field(default_factory=dict)
     queries: int = 0
     unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
+    blamed: tuple[str, ...] = ()  # op nodes of the kernel the program failed in (minifier.blame), asked about first
     best: Candidate = field(init=False)
     _nodes: dict[str, fx.Node] = field(init=False, repr=False)
     _order: dict[str, int] = field(init=False, repr=False)

@@ -4,7 +4,9 @@ Every pt2kit command that takes a SCRIPT (``minify run``, ``minify bisect``,
 ``python -m explain``) goes through :func:`run_script`, so
 they all agree on what "running the script" means: ``__name__ == "__main__"``,
 ``sys.argv`` set, the script's directory first on ``sys.path``, and the working
-directory left alone.
+directory left alone. :func:`capture_plan` and :func:`start_capture` say how the
+minifier runs it under capture, as a fresh process; like the rest of this module
+they import no torch.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ import runpy
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ScriptNotFound
+
+if TYPE_CHECKING:
+    from .session import Session
 
 
 def resolve_script(path: str | os.PathLike[str]) -> Path:
@@ -57,6 +63,42 @@ def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> dict[s
         return runpy.run_path(str(script), run_name="__main__")
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def capture_command(script: Path, args: Sequence[str], out_dir: Path, *, backend: str | None, timeout: float | None, accuracy: bool | str = False) -> list[str]:
+    """The command that runs :func:`minifier.capture.capture_script` into ``out_dir`` in a fresh process (``minify _capture``).
+
+    ``accuracy``: judge each compiled graph's first run too (``True``, or ``"strict"``).
+    """
+    from .worker import python_command
+
+    options = ["--out", str(out_dir)] + (["--backend", backend] if backend else []) + (["--timeout", str(timeout)] if timeout else [])
+    options += ["--accuracy", "strict" if accuracy == "strict" else "on"] if accuracy else []
+    return python_command("minifier", "_capture", *options, "--", str(script), *args)
+
+
+def capture_plan(
+    run_dir: Path, script: Path, args: Sequence[str], *, backend: str | None, timeout: float | None, accuracy: bool | str = False, again: bool = False
+) -> tuple[list[str], Path, Path]:
+    """How a run directory's capture of ``script`` runs: (command, its output directory, its log).
+
+    Nothing here imports torch, so ``minify run`` can start the program before its own
+    process has imported torch (:meth:`minifier.session.Session.start_program`): the
+    second that import takes is spent beside the program instead of before it.
+    """
+    out = run_dir / ("captured-again" if again else "captured")
+    return capture_command(script, args, out, backend=backend, timeout=timeout, accuracy=accuracy), out, run_dir / "logs" / f"{out.name}.log"
+
+
+def start_capture(session: Session, script: Path, args: Sequence[str], backend: str | None, accuracy: bool | str = False) -> None:
+    """Start ``script`` under capture now, and the worker's warm-up; the bisection's capture adopts it.
+
+    For the command line, before its own process imports torch (nothing here does):
+    the program, the worker's warm-up and pt2kit's own imports then run at once.
+    """
+    command, _, log = capture_plan(session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy)
+    session.warm_up(inductor=backend in (None, "inductor"))
+    session.start_program(command, log=log)
 
 
 # Frames that are not the user's code: torch's, pt2kit's own, and the machinery that

@@ -125,6 +125,7 @@ class Session:
         self.timeout = timeout
         self.queries = 0
         self.timeline: list[tuple[str, float, float]] = []  # (what, seconds, ended at) of each phase and query
+        self._programs: dict[str, tuple[list[str], Any, float]] = {}  # started, not yet waited for: log -> (command, process, start)
 
     def warm_up(self, inductor: bool = True) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query."""
@@ -144,15 +145,18 @@ class Session:
         count: bool = True,
         slots: int | None = None,
         enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
+        alongside: Sequence[Handle] = (),
     ) -> list[QueryResult[Any] | None]:
         """Run independent queries side by side (a child each, one per core at a time).
 
         With ``enough``, stop as soon as the results so far answer the question; the
         queries that did not get to finish come back as None (see :meth:`Worker.run_all`).
+        ``alongside``: queries started earlier (:meth:`start`), each holding a core until it ends.
         """
         labels = " ‖ ".join(label for _, label in queries)
         self.progress.update(f"{labels}  (from query {self.queries + 1})" if count else labels)
-        results = self.worker.run_all(queries, timeout=self.timeout if timeout is None else timeout, slots=slots, enough=enough, on_wait=self.progress.tick)
+        timeout = self.timeout if timeout is None else timeout
+        results = self.worker.run_all(queries, timeout=timeout, slots=slots, enough=enough, on_wait=self.progress.tick, alongside=alongside)
         if count:
             self.queries += sum(r is not None for r in results)
         for (_, label), result in zip(queries, results):
@@ -160,30 +164,51 @@ class Session:
                 self.mark(label, result.seconds)
         return results
 
-    def run_program(self, command: list[str], label: str, *, log: Path) -> Failure | None:
+    def start_program(self, command: list[str], *, log: Path) -> None:
+        """Start a whole program now; the :meth:`run_program` of the same command waits for it.
+
+        The command line starts the user's script this way before its own process
+        imports torch (see :func:`minifier.script.start_capture`). A program nobody
+        waits for is killed by :meth:`close`.
+        """
+        import subprocess
+
+        from .worker import pt2kit_env
+
+        log.parent.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        with open(log, "ab") as output:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=pt2kit_env(), start_new_session=True)
+        self._programs[str(log)] = (command, process, start)
+
+    def run_program(self, command: list[str], label: str, *, log: Path, while_running: Callable[[], None] | None = None) -> Failure | None:
         """Run a whole program (the user's script under capture) as a fresh process; how it ended.
 
         A fresh interpreter, in the user's own environment, every time: a second run
         starts from the same state as the first (a warm worker would not), so a failure
         is judged flaky only when the program itself is. None: it exited normally.
+        A program :meth:`start_program` started already is waited for, not started again.
+        ``while_running()`` is called every fraction of a second until it ends (the
+        bisection starts queries on graphs the program has saved so far).
         """
         import signal
         import subprocess
 
         from .signature import signature_of_crash, signature_of_exit
-        from .worker import pt2kit_env
 
         self.progress.update(label)
-        start = time.monotonic()
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as output:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=pt2kit_env(), start_new_session=True)
+        if self._programs.get(str(log), ([],))[0] != command:
+            self._kill_programs()  # (one started with other options is not this run's program)
+            self.start_program(command, log=log)
+        _, process, start = self._programs.pop(str(log))
         try:
             preload_compile_stack()  # while the program runs, not after it
             while process.poll() is None:
                 try:
-                    process.wait(timeout=0.25)
+                    process.wait(timeout=0.25 if while_running is None else 0.05)
                 except subprocess.TimeoutExpired:
+                    if while_running is not None:
+                        while_running()
                     self.progress.tick()
         except BaseException:
             try:
@@ -209,7 +234,7 @@ class Session:
     def wait(self, running: Handle) -> QueryResult[Any]:
         self.worker.wait([running], on_wait=self.progress.tick)
         result = running.result()
-        self.mark(running.label, result.seconds)
+        self.mark(running.label, result.seconds, ago=getattr(running, "ended_ago", 0.0))
         return result
 
     @property
@@ -224,12 +249,13 @@ class Session:
         """What degraded along the way (a worker restarted, a warm-up that failed)."""
         return self.worker.notes
 
-    def mark(self, step: str, seconds: float) -> None:
-        """Put a finished step on the timeline: how long it took, and when (since the run began) it ended.
+    def mark(self, step: str, seconds: float, *, ago: float = 0.0) -> None:
+        """Put a finished step on the timeline: how long it took, and when (since the run began) it ended
+        (``ago`` seconds before now, for a query collected after the fact).
 
         The end times show the critical path: steps that ran side by side overlap.
         """
-        self.timeline.append((step, round(seconds, 2), round(self.seconds, 2)))
+        self.timeline.append((step, round(seconds, 2), round(self.seconds - ago, 2)))
 
     def full_timeline(self) -> list[tuple[str, float, float | None]]:
         """The timeline, warm-ups first (they run in the background; their end is not recorded)."""
@@ -237,7 +263,19 @@ class Session:
 
     def close(self) -> None:
         self.progress.clear()
+        self._kill_programs()  # started, and then nobody waited (an error, a resumed run)
         self.worker.close()
+
+    def _kill_programs(self) -> None:
+        import signal
+
+        for _, process, _ in self._programs.values():
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+        self._programs.clear()
 
 
 #: What reading back a captured graph imports in pt2kit's own process (a repro names

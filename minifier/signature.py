@@ -300,6 +300,24 @@ def reference_outputs(gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: C
     return expected, fp64
 
 
+def judge_compiled_run(gm: Any, inputs: list[Any], outputs: Any, *, rng: Any, strict: bool = False) -> Failure | None:
+    """Was one compiled run of ``gm`` on ``inputs`` right? The isolated queries' accuracy rule, for a run that already happened.
+
+    ``outputs`` is what the compiled code returned, from the random state ``rng``; eager
+    runs of ``gm`` from that same state, in working precision and in float64, are the
+    reference (:func:`accuracy_divergence`). ``--accuracy`` under capture judges the
+    program's own compile of each aot graph this way at its first run, so the
+    bisection need not compile it again. The caller's random state is left untouched.
+    """
+    import torch
+
+    with torch.random.fork_rng():
+        expected, fp64 = reference_outputs(gm, inputs, rng=rng, set_rng=torch.random.set_rng_state)
+    actual = [o.detach() if isinstance(o, torch.Tensor) else o for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+    problem = accuracy_divergence(expected, actual, fp64, strict=strict)
+    return signature_of_accuracy(problem) if problem else None
+
+
 # --------------------------------------------------------------------------- #
 # Accuracy
 # --------------------------------------------------------------------------- #

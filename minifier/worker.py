@@ -28,7 +28,6 @@ import pickle
 import select
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from .signature import Failure, signature_of_crash, signature_of_exit, signature_of_timeout
-from .zygote import AUTOLOAD_ENV, PINNED_ENV, Reader, send
+from .zygote import WorkerDied, ZygoteProcess, python_command, pt2kit_env  # noqa: F401 - python_command, pt2kit_env: where callers look
 
 T = TypeVar("T")
 
@@ -61,10 +60,6 @@ class QueryError(RuntimeError):
     """A query function raised inside the child: a pt2kit bug, reported with the child's traceback."""
 
 
-class WorkerDied(RuntimeError):
-    """pt2kit's zygote process went away (killed from outside, or a pt2kit bug)."""
-
-
 def program_threads() -> int:
     """The thread count the user's program runs with: what queries get back in their child."""
     value = os.environ.get("OMP_NUM_THREADS", "")
@@ -77,78 +72,6 @@ def program_threads() -> int:
     return threads if threads > 1 else os.cpu_count() or 1
 
 
-def python_command(module: str, *args: str) -> list[str]:
-    """``python -m module args`` that files in the current directory cannot shadow.
-
-    (``-P``, Python 3.11+, keeps the working directory off ``sys.path``; on 3.10
-    ``PYTHONSAFEPATH`` is not known either, so callers also run with ``cwd`` set to
-    a pt2kit directory there.)
-    """
-    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", module, *args]
-
-
-def pt2kit_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a process pt2kit starts: the hook quiet, torch's minifier off."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL")}
-    env[AUTOLOAD_ENV] = "0"
-    env.update(extra or {})
-    return env
-
-
-class _Zygote:
-    """One zygote process and the pipes to it."""
-
-    def __init__(self, log: Path | None, neutral: Path) -> None:
-        to_zygote, self.in_fd = os.pipe()  # we write self.in_fd
-        self.out_fd, from_zygote = os.pipe()  # we read self.out_fd
-        env = pt2kit_env(PINNED_ENV)
-        stderr = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
-        # (Python 3.10 has no -P: an empty working directory of pt2kit's keeps the
-        # user's files from shadowing pt2kit's modules; children go back to the caller's.)
-        try:
-            self.process = subprocess.Popen(
-                python_command("minifier.zygote", str(to_zygote), str(from_zygote)),
-                pass_fds=(to_zygote, from_zygote),
-                stdin=subprocess.DEVNULL,
-                stdout=stderr,
-                stderr=stderr,
-                env=env,
-                cwd=neutral,
-                start_new_session=True,  # the terminal's Ctrl-C is the controller's to handle
-            )
-        finally:
-            if stderr is not subprocess.DEVNULL:
-                stderr.close()
-            os.close(to_zygote)
-            os.close(from_zygote)
-        self.reader = Reader(self.out_fd)
-        self.ready = False
-        self.closed = False
-        self.retired = False  # refused a fork: no new queries go here
-        self.running: dict[int, Running[Any]] = {}
-
-    def send(self, message: object) -> None:
-        try:
-            send(self.in_fd, message)
-        except (BrokenPipeError, OSError) as e:
-            raise WorkerDied(f"pt2kit's worker process is gone ({e})") from None
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        for fd in (self.in_fd, self.out_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
 class Worker:
     """Runs picklable functions in forked children of pt2kit's zygote, one child per call."""
 
@@ -158,11 +81,11 @@ class Worker:
         self.queries = 0
         # Queries that may run side by side: one per core (Inductor compiles on one thread).
         self.slots = slots or int(os.environ.get("PT2KIT_SLOTS") or max(1, min(os.cpu_count() or 1, 4)))
-        self.child_threads = threads or program_threads()
+        self.child_threads = threads  # the program's thread count, unless given
         self.warm_seconds: dict[str, float] = {}
         self.notes: list[str] = []
         self._results = Path(tempfile.mkdtemp(prefix="pt2kit-results-"))
-        self._zygotes: list[_Zygote] = []
+        self._zygotes: list[ZygoteProcess] = []
         self._learned: set[str] = set()
         self._next_qid = 0
         self._warming: set[str] = set()
@@ -170,13 +93,13 @@ class Worker:
 
     # -- the zygote ------------------------------------------------------------ #
 
-    def _zygote(self) -> _Zygote:
+    def _zygote(self) -> ZygoteProcess:
         live = [z for z in self._zygotes if not z.closed and not z.retired]
         if live:
             return live[-1]
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-        zygote = _Zygote(self.log_dir / "zygote.log" if self.log_dir else None, self._results)
+        zygote = ZygoteProcess(self.log_dir / "zygote.log" if self.log_dir else None, self._results)
         self._zygotes.append(zygote)
         return zygote
 
@@ -219,6 +142,7 @@ class Worker:
         if self._learned:
             zygote.send(("import", sorted(self._learned)))
             self._learned.clear()
+        self.child_threads = self.child_threads or program_threads()  # asked late: it may import torch (see cli.py)
         running: Running[T] = Running(self, zygote, qid, label, log, result, timeout, payload, threads or self.child_threads)
         zygote.running[qid] = running
         zygote.send(running.message())
@@ -231,11 +155,8 @@ class Worker:
                 pending = [q for q in queries if not q.done]
                 if not pending or (any_ and len(pending) < len(queries)):
                     return
+                self._kill_late(pending)
                 now = time.monotonic()
-                for q in pending:
-                    if q.deadline is not None and now >= q.deadline:
-                        q.timed_out = True
-                        q.kill()
                 deadlines = [q.deadline - now for q in pending if q.deadline is not None and not q.done]
                 if not self._pump(max(0.0, min([0.25, *deadlines]))) and on_wait is not None:
                     on_wait()
@@ -243,6 +164,19 @@ class Worker:
             for q in queries:
                 q.kill()
             raise
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Handle what the zygotes report within ``timeout`` seconds; kill started queries past their deadline."""
+        self._kill_late([q for z in self._zygotes for q in z.running.values()])
+        if not self._pump(timeout) and all(z.closed for z in self._zygotes):
+            time.sleep(timeout)  # nothing to listen to: still take the time the caller meant to wait
+
+    @staticmethod
+    def _kill_late(queries: Sequence[Running[Any]]) -> None:
+        now = time.monotonic()
+        for q in [q for q in queries if q.deadline is not None and now >= q.deadline and not q.done]:
+            q.timed_out = True
+            q.kill()
 
     def _pump(self, timeout: float) -> bool:
         """Handle the zygotes' messages that arrive within ``timeout``; True if any did."""
@@ -258,7 +192,7 @@ class Worker:
                 self._on_zygote_death(zygote)
         return bool(ready)
 
-    def _on_message(self, zygote: _Zygote, message: Any) -> None:
+    def _on_message(self, zygote: ZygoteProcess, message: Any) -> None:
         tag = message[0]
         if tag == "ready":
             zygote.ready = True
@@ -297,7 +231,7 @@ class Worker:
                 self._warming.clear()
                 self.notes.append(f"warm-up left {threads} threads in pt2kit's worker process; continuing with a cold one")
 
-    def _on_zygote_death(self, zygote: _Zygote) -> None:
+    def _on_zygote_death(self, zygote: ZygoteProcess) -> None:
         zygote.close()
         for running in list(zygote.running.values()):
             running.done = True
@@ -313,14 +247,16 @@ class Worker:
         slots: int | None = None,
         enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
         on_wait: Callable[[], None] | None = None,
+        alongside: Sequence[Running[Any]] = (),
     ) -> list[QueryResult[Any] | None]:
         """Run independent queries, ``slots`` children at a time (default: the cores); results in order.
 
         ``enough(results)`` is asked whenever a query finishes (``results`` holds None
         for queries not finished yet); once it says yes, running queries are killed,
-        the rest never start, and their results stay None.
+        the rest never start, and their results stay None. ``alongside``: queries
+        started earlier, which hold a slot until they end (they are not waited for).
         """
-        slots = min(slots or self.slots, len(queries)) or 1
+        slots = min(slots or self.slots, len(queries) + sum(not q.done for q in alongside)) or 1
         running: list[Running[Any]] = []
         results: list[QueryResult[Any] | None] = [None] * len(queries)
 
@@ -332,8 +268,8 @@ class Worker:
 
         try:
             for fn, label in queries:
-                while sum(not q.done for q in running) >= slots:
-                    self.wait([q for q in running if not q.done], on_wait, any_=True)
+                while sum(not q.done for q in [*running, *alongside]) >= slots:
+                    self.wait([q for q in [*running, *alongside] if not q.done], on_wait, any_=True)
                     if collect():
                         return self._stop(running, results)
                 # Every child keeps the program's thread count, even when two share the
@@ -382,7 +318,7 @@ class Worker:
 class Running(Generic[T]):
     """A query while it runs: its zygote, its child's pid once forked, its deadline."""
 
-    def __init__(self, worker: Worker, zygote: _Zygote, qid: int, label: str, log: Path | None, result_path: Path, timeout: float | None, payload: bytes, threads: int) -> None:
+    def __init__(self, worker: Worker, zygote: ZygoteProcess, qid: int, label: str, log: Path | None, result_path: Path, timeout: float | None, payload: bytes, threads: int) -> None:
         self.worker, self.zygote, self.qid, self.label, self.log = worker, zygote, qid, label, log
         self.result_path, self.timeout, self.payload, self.threads = result_path, timeout, payload, threads
         self.begun = self.started = self.ended = time.perf_counter()
@@ -417,6 +353,11 @@ class Running(Generic[T]):
             while not self.done and time.monotonic() < deadline and not self.zygote.closed:
                 self.worker._pump(0.05)
             self.done = True
+
+    @property
+    def ended_ago(self) -> float:
+        """Seconds since it ended (0 while it runs)."""
+        return time.perf_counter() - self.ended if self.done else 0.0
 
     def result(self) -> QueryResult[T]:
         seconds = (self.ended if self.done else time.perf_counter()) - self.started

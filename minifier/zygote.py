@@ -34,6 +34,9 @@ over is ever unpickled here)::
                           ("refused", qid, reason)
                           ("warmed", seconds, threads, error)
 
+The controller starts and talks to a zygote through :class:`ZygoteProcess` (this module,
+so that the protocol's two ends live together); :class:`minifier.worker.Worker` drives it.
+
 A child writes its result (``("ok", value, imported)`` or ``("raised", traceback,
 imported)``) to the ``result`` file, atomically, then exits 0. Killing a child
 (timeouts, Ctrl-C) is the controller's job: each child leads its own process
@@ -45,7 +48,10 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 #: Thread pools pinned to one thread before anything loads them. Children get the
 #: controller's environment back with each query.
@@ -102,6 +108,90 @@ class Reader:
             del self.buffer[: _HEADER.size + size]
             messages.append(pickle.loads(payload))
         return messages
+
+
+# --------------------------------------------------------------------------- #
+# The controller's side: starting a zygote (minifier.worker drives it)
+# --------------------------------------------------------------------------- #
+
+
+class WorkerDied(RuntimeError):
+    """pt2kit's zygote process went away (killed from outside, or a pt2kit bug)."""
+
+
+def python_command(module: str, *args: str) -> list[str]:
+    """``python -m module args`` that files in the current directory cannot shadow.
+
+    (``-P``, Python 3.11+, keeps the working directory off ``sys.path``; on 3.10
+    ``PYTHONSAFEPATH`` is not known either, so callers also run with ``cwd`` set to
+    a pt2kit directory there.)
+    """
+    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", module, *args]
+
+
+def pt2kit_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process pt2kit starts: the hook quiet, torch's minifier off."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL")}
+    env[AUTOLOAD_ENV] = "0"
+    env.update(extra or {})
+    return env
+
+
+class ZygoteProcess:
+    """The controller's handle on one zygote process: its pipes, and the queries running in it."""
+
+    def __init__(self, log: Path | None, neutral: Path) -> None:
+        to_zygote, self.in_fd = os.pipe()  # we write self.in_fd
+        self.out_fd, from_zygote = os.pipe()  # we read self.out_fd
+        env = pt2kit_env(PINNED_ENV)
+        stderr = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+        # (Python 3.10 has no -P: an empty working directory of pt2kit's keeps the
+        # user's files from shadowing pt2kit's modules; children go back to the caller's.)
+        try:
+            self.process = subprocess.Popen(
+                python_command("minifier.zygote", str(to_zygote), str(from_zygote)),
+                pass_fds=(to_zygote, from_zygote),
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                env=env,
+                cwd=neutral,
+                # Its own process group (the terminal's Ctrl-C is the controller's to handle), but the
+                # controller's session: Linux schedules each session as a group (autogroup), and
+                # a session of its own would take half the CPU from the program being captured.
+                **({"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}),
+            )
+        finally:
+            if stderr is not subprocess.DEVNULL:
+                stderr.close()
+            os.close(to_zygote)
+            os.close(from_zygote)
+        self.reader = Reader(self.out_fd)
+        self.ready = False
+        self.closed = False
+        self.retired = False  # refused a fork: no new queries go here
+        self.running: dict[int, Any] = {}  # qid -> minifier.worker.Running
+
+    def send(self, message: object) -> None:
+        try:
+            send(self.in_fd, message)
+        except (BrokenPipeError, OSError) as e:
+            raise WorkerDied(f"pt2kit's worker process is gone ({e})") from None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self.in_fd, self.out_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 # --------------------------------------------------------------------------- #

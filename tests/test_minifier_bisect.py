@@ -77,6 +77,50 @@ def test_accuracy_needs_the_flag_and_is_judged_against_fp64(session, model_scrip
     assert "RMSE vs fp64" in report.failure.failure.details
 
 
+def test_with_accuracy_the_programs_own_compiled_run_is_judged_not_compiled_again(session, model_script):
+    # The capture judges each aot graph's first compiled run against eager and fp64 on its
+    # real inputs; that verdict stands for the final stage of its dynamo graph, and, when a
+    # minification follows to confirm it (trust_program), of the aot graph itself: no
+    # isolated query compiles either through the planted backend
+    script = model_script("planted_accuracy")
+    report = bisect_script(session, script, [], accuracy=True, trust_program=True)
+    by_label = {row.label: row for row in report.rows}
+    assert stages_of(by_label["g0"])["planted_accuracy"] == "accuracy"
+    assert report.culprit is by_label["g0.inference"]
+    final = report.culprit.outcomes["planted_accuracy"]
+    assert final.seen_in_program and "RMSE vs fp64" in final.failure.details
+    assert not [step for step, _, _ in session.timeline if "through planted_accuracy" in step], session.timeline
+    # minify bisect confirms the aot graph alone (once), and still not the dynamo graph
+    report = bisect_script(session, script, [], accuracy=True)
+    assert not report.culprit.outcomes["planted_accuracy"].seen_in_program
+    asked = [step for step, _, _ in session.timeline if "through planted_accuracy" in step]
+    assert len(asked) == 1 and asked[0].startswith("g0.inference"), asked
+
+
+def test_stages_are_asked_while_the_program_runs_and_never_twice(session, tmp_path):
+    # g0 compiles fine, then the program sleeps: the worker warms up and asks g0's stages
+    # meanwhile; g1 fails. Every (graph, stage) is asked once, early or in the batch.
+    script = tmp_path / "program.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
+        "import time\nimport torch\nimport planted  # noqa: F401\n\n"
+        "def f(x):\n    return torch.sin(x) * 2 + 1\n\n"
+        "def g(x):\n    return torch.cos(x).exp()\n\n"
+        "if __name__ == '__main__':\n"
+        "    print(torch.compile(f, backend='planted_compile_error')(torch.randn(4)))\n"
+        "    time.sleep(10)\n"
+        "    print(torch.compile(g, backend='planted_compile_error')(torch.randn(4)))\n"
+    )
+    report = bisect_script(session, script, [])
+    by_label = {row.label: row for row in report.rows}
+    assert set(stages_of(by_label["g0"]).values()) == {"pass"} and len(by_label["g0"].outcomes) == 4
+    assert stages_of(by_label["g1"])["planted_compile_error"] == "compile_error"
+    early = [step for step, _, _ in session.timeline if step.endswith("while the program runs")]
+    assert any(step.startswith("g0 (") and "through eager," in step for step in early), session.timeline
+    asked = [step.removesuffix(", while the program runs") for step, _, _ in session.timeline if " through " in step]
+    assert len(asked) == len(set(asked)), asked
+
+
 def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(session, tmp_path):
     script = tmp_path / "bad_fake.py"
     script.write_text(

@@ -83,6 +83,30 @@ def test_accuracy_catches_nan_shape_and_integer_mismatches():
     assert accuracy_divergence([ints], [ints + torch.tensor([0, 0, 1, 0])], [ints]) == "output 0: 1 of 4 values differ from eager"
 
 
+def test_a_compiled_run_is_judged_from_its_own_random_state_and_leaves_the_programs_alone():
+    # --accuracy under capture: a compiled run of a graph with dropout, judged against eager
+    # and fp64 runs that start from the random state the compiled run started from; the
+    # program's own random stream goes on as if nothing had been judged
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from minifier.signature import judge_compiled_run
+
+    def f(x):
+        return (torch.nn.functional.dropout(x, 0.5, training=True) * 3,)
+
+    x = torch.randn(64)
+    gm = make_fx(f)(x)
+    torch.manual_seed(7)
+    state = torch.random.get_rng_state()
+    right = gm(x)  # what a correct compiler returns from that state
+    after = torch.random.get_rng_state()
+    assert judge_compiled_run(gm, [x], right, rng=state) is None
+    assert torch.equal(torch.random.get_rng_state(), after)
+    wrong = judge_compiled_run(gm, [x], [right[0] + 0.5], rng=state)
+    assert wrong is not None and wrong.signature.kind == "accuracy" and "RMSE vs fp64" in wrong.details
+    assert torch.equal(torch.random.get_rng_state(), after)
+
+
 # --------------------------------------------------------------------------- #
 # The worker
 # --------------------------------------------------------------------------- #
@@ -160,6 +184,38 @@ def test_a_session_sends_every_query_to_the_executor_it_is_given(tmp_path):
         assert executor.labels == ["one", "two", "three"] and session.queries == 3
     finally:
         session.close()
+
+
+def test_a_started_program_is_run_once_and_one_nobody_waits_for_is_killed(tmp_path):
+    # minify run starts the program before its own process imports torch; the capture
+    # then waits for that very process instead of starting a second one, a command with
+    # other options starts afresh, and a program nobody waits for dies with the session
+    import time
+
+    from minifier.session import Session
+
+    runs = tmp_path / "runs.txt"
+    command = [sys.executable, "-c", f"open({str(runs)!r}, 'a').write('ran\\n')"]
+    log = tmp_path / "logs" / "program.log"
+    session = Session("prog", out=tmp_path / "out", quiet=True)
+    try:
+        session.start_program(command, log=log)
+        assert session.run_program(command, "the program", log=log) is None
+        assert runs.read_text() == "ran\n"
+        other = [sys.executable, "-c", f"import time; time.sleep(2); open({str(runs)!r}, 'a').write('other\\n')"]
+        session.start_program(other, log=log)
+        assert session.run_program(command, "the program", log=log) is None
+        time.sleep(3)
+        assert runs.read_text() == "ran\nran\n"  # not the one started with other options: that one was killed
+        sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+        session.start_program(sleeper, log=log)
+        (process,) = [p for _, p, _ in session._programs.values()]
+    finally:
+        session.close()
+    deadline = time.monotonic() + 10
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.returncode == -9
 
 
 # --------------------------------------------------------------------------- #
