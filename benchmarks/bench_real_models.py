@@ -76,10 +76,12 @@ def where_time_went(repro: str | None, total: float | None = None) -> dict[str, 
     """pt2kit's timeline, grouped, as wall-clock seconds: capture, stages, lowering, profile, reduction.
 
     Each group is the union of its steps' spans (a step ran from ``ended - seconds`` to
-    ``ended``), so queries that ran side by side count once. ``warm-up`` runs in the
-    background beside the capture and is reported, not stacked. ``pt2kit's own`` is the rest
-    of ``total`` (the end-to-end seconds): process start, reading and writing graphs,
-    the final check of the repro.
+    ``ended``), so queries that ran side by side count once, less what an earlier group
+    in :data:`PARTS` already covers: stages asked while the program still ran count as
+    capture, so the groups add up to the run's wall clock. ``warm-up`` runs in the
+    background beside the capture and is reported, not stacked. ``pt2kit's own`` is the
+    rest of ``total`` (the end-to-end seconds): process start, reading and writing
+    graphs, the final check of the repro.
     """
     if not repro:
         return {}
@@ -100,8 +102,10 @@ def where_time_went(repro: str | None, total: float | None = None) -> dict[str, 
             groups[key] = round(groups.get(key, 0.0) + step["seconds"], 1)
         else:
             spans.setdefault(key, []).append((step["ended"] - step["seconds"], step["ended"]))
-    for key, intervals in spans.items():
-        groups[key] = round(_union(intervals), 1)
+    covered: list[tuple[float, float]] = []
+    for key in [*[part for part in PARTS if part in spans], *[key for key in spans if key not in PARTS]]:
+        groups[key] = round(_union([*covered, *spans[key]]) - _union(covered), 1)
+        covered += spans[key]
     if total is not None:
         every = [span for intervals in spans.values() for span in intervals]
         groups["pt2kit's own"] = round(max(0.0, total - _union(every)), 1)
