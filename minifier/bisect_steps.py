@@ -45,7 +45,9 @@ from .stages import Outcome, run_case, stages_for
 from .worker import QueryResult
 
 
-def capture(session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False, nproc: int = 1, accuracy: bool = False) -> CaptureResult:
+def capture(
+    session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False, nproc: int = 1, accuracy: bool = False, profile: bool = False
+) -> CaptureResult:
     """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
 
     The script runs on one core while pt2kit's worker warms up on the other, then
@@ -53,6 +55,8 @@ def capture(session: Session, script: Path, args: list[str], backend: str | None
     script may run for hours; hangs in compiled code are caught inside.) With
     ``nproc`` > 1 it is a distributed job: every rank runs under capture (see
     :func:`capture_ranks`), and the lowest failing rank is the one minified.
+    ``profile`` (a minification follows): the aot graph the program failed in is
+    profiled in the same batch as the last stages (:attr:`EarlyStages.profiled`).
     """
     command, out, log = capture_plan(session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy, again=again)
     if not again:
@@ -66,7 +70,7 @@ def capture(session: Session, script: Path, args: list[str], backend: str | None
         ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
         captured = read_capture(out, ended)
         if early is not None:
-            early.stop()
+            early.finish(captured, profile=profile)
             captured.early = early
     if captured.unknown_backend:
         raise UnknownBackend(captured.unknown_backend)
@@ -90,9 +94,11 @@ class EarlyStages:
     is what a run should not pay for. (With ``--accuracy`` no final stage runs
     early: the capture judges the program's own compiled runs.)
 
-    When the program ends (:meth:`stop`) nothing more starts here; the query still
-    running goes on beside the bisection's batch, which takes the other cores and
-    then settles it (:meth:`settle`). :attr:`outcomes` holds the answers by graph file and stage.
+    When the program ends (:meth:`finish`), the eager stages still queued go out in
+    one batch over every core, beside the query still running: the dynamo graphs', and
+    the aot graph the program failed in (or, with ``--accuracy``, was judged wrong). The
+    query still running goes on beside the bisection's next batch, which then settles it
+    (:meth:`settle`). :attr:`outcomes` holds the answers by graph file and stage.
     """
 
     def __init__(self, session: Session, events: Path, *, accuracy: bool, roots: list[str]) -> None:
@@ -104,6 +110,8 @@ class EarlyStages:
         self._dynamo: dict[str, tuple[str, GraphCase]] = {}  # label (g0) -> its file and case
         self._running: list[tuple[str, str, Any]] = []  # (graph file, stage, handle)
         self.outcomes: dict[str, dict[str, Outcome]] = {}
+        self.cases: dict[str, GraphCase] = {}  # graph file -> the case read from it (the bisection reads no file twice)
+        self.profiled: dict[str, QueryResult[Any]] = {}  # graph file -> its profile, asked in :meth:`finish`
 
     def poll(self) -> None:
         """Take in new events and finished queries; start the next query if none runs."""
@@ -116,11 +124,30 @@ class EarlyStages:
             label = f"{case.label()} ({case.node_count} nodes) through {stage}, while the program runs"
             self._running.append((path, stage, self.session.start(functools.partial(run_case, case, stage, accuracy=self.accuracy), label)))
 
-    def stop(self) -> None:
-        """The program ended: start nothing more (the bisection's batch asks the rest, on every core)."""
+    def finish(self, captured: CaptureResult, *, profile: bool = False) -> None:
+        """The program ended: the eager stages still queued that the bisection needs, in one batch now
+        (with ``profile``, and the profile of the aot graph the program failed in)."""
+        self._collect()
+        for event in self._new_events():  # (what the program logged after the last poll)
+            self._on_event(event)
+        failed = {captured.failed_graph, *(label for label, verdict in captured.judged.items() if verdict is not None)}
+        wanted = [(path, case, stage) for path, case, stage in self._cheap if case.boundary == "dynamo" or Path(path).parent.name in failed]
         self._cheap.clear()
         self._final.clear()
-        self._collect()
+        queries = [(functools.partial(run_case, case, stage, accuracy=self.accuracy), f"{case.label()} ({case.node_count} nodes) through {stage}") for _, case, stage in wanted]
+        failing = next((path for path, case in self.cases.items() if case.boundary == "aot" and Path(path).parent.name in failed), None) if profile else None
+        if failing is not None:
+            from .profile import profile_case
+
+            values = self.session.run_dir / "work" / "values.pt"
+            values.parent.mkdir(parents=True, exist_ok=True)
+            queries.append((functools.partial(profile_case, self.cases[failing], values), "profiling the graph (one eager run)"))
+        results = self.session.query_all(queries, alongside=[handle for _, _, handle in self._running]) if queries else []
+        for (path, _, stage), result in zip(wanted, results):
+            if result is not None:
+                self.outcomes.setdefault(path, {})[stage] = _as_outcome(stage, result)
+        if failing is not None and results[-1] is not None:
+            self.profiled[failing] = results[-1]
 
     def running(self) -> dict[tuple[str, str], Any]:
         """The queries still running, by (graph file, stage)."""
@@ -173,7 +200,7 @@ class EarlyStages:
             return
         sys.path.extend(root for root in [*self.roots, *event.get("roots", ())] if root not in sys.path)
         try:
-            case = load_repro(Path(event["path"])).case
+            case = self.cases[event["path"]] = load_repro(Path(event["path"])).case
         except Exception:  # noqa: BLE001 - the bisection reads every graph again and says what is wrong
             return
         stages = stages_for(case)
@@ -321,7 +348,7 @@ def aot_rows(
     not asked again either (the outcome says it was only seen in the program).
     ``early``: the queries asked while the program ran.
     """
-    cases = [(load_repro(Path(p)).case, Path(p)) for p in paths]
+    cases = [(early.cases[p] if early is not None and p in early.cases else load_repro(Path(p)).case, Path(p)) for p in paths]
     failed = failed or {}
     known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed}
     known |= {(id(case), case.backend): Outcome(case.backend, failed[str(path)], 0.0, seen_in_program=True) for case, path in cases if str(path) in failed}

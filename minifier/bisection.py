@@ -64,11 +64,12 @@ def bisect_script(
     graph's final-stage answer instead of compiling it again (see
     :func:`minifier.culprit.pin_down`); only for a minification, which confirms it.
     """
-    captured = capture(session, script, args, backend, nproc=nproc, accuracy=accuracy)
-    cases, unreadable = readable_cases(captured.graph_paths)
+    captured = capture(session, script, args, backend, nproc=nproc, accuracy=accuracy, profile=trust_program)
+    cases, unreadable = readable_cases(captured.graph_paths, captured.early.cases if captured.early is not None else {})
     final = backend or (cases[0][0].backend if cases else "inductor")
     report = BisectReport(str(script), final, accuracy, session.run_dir, captured.failure, nproc=nproc, rank=captured.rank, ranks=captured.ranks)
     report.kernel, report.failed_graph = captured.kernel, captured.failed_graph
+    report.profiled = captured.early.profiled if captured.early is not None else {}
     if captured.failure is not None:
         session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
 
@@ -114,12 +115,12 @@ def bisect_script(
     return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured, trust_program=trust_program)
 
 
-def readable_cases(paths: list[Path]) -> tuple[list[tuple[GraphCase, Path]], list[str]]:
-    """The captured graphs pt2kit can read back; the others, named (their aot graphs may still do)."""
+def readable_cases(paths: list[Path], read: dict[str, GraphCase] | None = None) -> tuple[list[tuple[GraphCase, Path]], list[str]]:
+    """The captured graphs pt2kit can read back (``read``: those read already, by file); the others, named."""
     cases, unreadable = [], []
     for path in paths:
         try:
-            cases.append((load_repro(path).case, path))
+            cases.append(((read or {}).get(str(path)) or load_repro(path).case, path))
         except CorruptRecord as e:
             unreadable.append(f"{path.parent.name}: {e}")
     return cases, unreadable

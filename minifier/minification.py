@@ -209,8 +209,9 @@ def minify_case(
 ) -> MinifyResult:
     """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json.
 
-    ``blame``: the kernel the program failed in and the file of the graph it belongs
-    to (the reducer asks about that kernel's nodes first, see :mod:`minifier.blame`).
+    ``blame``: the kernel the program failed in (the reducer asks about its nodes
+    first, see :mod:`minifier.blame`) and the file ``case`` was read from (whose
+    profile the bisection may have asked already: ``bisect.profiled``).
     """
     session.warm_up(inductor=stage == "inductor")  # already asked for when a bisection came first
     run_dir = session.run_dir
@@ -220,7 +221,9 @@ def minify_case(
     origin_dir = run_dir / "work" / "origin"
     origin_path = write_repro(case, origin_dir, stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification.")
     values = run_dir / "work" / "values.pt"
-    profiled = session.query(functools.partial(profile_case, case, values), "profiling the graph (one eager run)")
+    prior = bisect.profiled.get(str(blame[1])) if bisect is not None and blame[1] is not None and case is before else None
+    # (the bisection profiled the graph the program failed in beside its last stages, into the same file)
+    profiled = prior or session.query(functools.partial(profile_case, case, values), "profiling the graph (one eager run)")
     if profiled.value is None:
         raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
     accuracy_mode = accuracy if target.signature.kind == "accuracy" else False  # True, or "strict" (bitwise)
@@ -396,7 +399,7 @@ def minify_script(
         outcome = row.first_failure
         assert outcome is not None and outcome.failure is not None and row.case is not None
         session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
-        blame = (report.kernel, row.case_path) if row.case_path is not None and row.case_path.parent.name == report.failed_graph else (None, None)
+        blame = (report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None, row.case_path)
         try:
             return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report, blame=blame)
         except Unconfirmed:
