@@ -1,7 +1,7 @@
 """Capture: run a user's program with pt2kit armed and keep every graph it compiles.
 
 The first step of following a bug. :func:`capture_script` runs the user's script
-(as a fresh process, ``minify _capture``, see :func:`capture_command`) with a
+(as a fresh process, ``minify _capture``, see :func:`minifier.script.capture_command`) with a
 :class:`Recorder` sitting in torch's dynamo backend hook
 (:func:`minifier.hooks.dynamo_backends`). For each graph dynamo hands to a backend,
 the recorder
@@ -13,6 +13,12 @@ the recorder
    nothing) and logs an event line;
 3. calls the backend the user asked for (or ``--backend``), so the program behaves
    as it would without pt2kit, until it fails.
+
+Each aot graph is saved as it compiles, and again with its real inputs at its first
+run. During that first run the kernels Inductor wrote for it leave a trail, so a
+crash names its kernel (:mod:`minifier.blame`); with ``--accuracy`` the run is judged
+against eager and fp64 (:meth:`Recorder.judge`), so the bisection need not compile
+the graph again to find out.
 
 A watchdog thread turns a compiled call (or compile) that runs past the query
 timeout into a ``timeout`` event, so a hang inside compiled code does not hang us.

@@ -56,10 +56,10 @@ def follow_blame(r: Reducer) -> None:
     A failure that names an Inductor kernel (a C++ compile error, an abort in its
     loop) names its nodes too (:attr:`~minifier.reduce.Reducer.blamed`: a relu and
     the view fused with it, out of GPT-2's 463). If they fail alone, they are halved
-    while a half fails alone, by a sample of one node per kind when that is at most
-    half of them (a kernel can hold dozens of nodes: ResNet's batch norm, relu and
-    max pool, 28 nodes of 11 kinds), and the searches below start from what is left;
-    if not (the bug needs more than its kernel), this cost one small compile.
+    while a half fails alone, by a sample of one node per kind when that is smaller
+    (a kernel can hold dozens of nodes: ResNet's fused batch norm, relu and max pool
+    are 28, sampled to 16), else node by node, and the searches below start from what
+    is left; if not (the bug needs more than its kernel), this cost one small compile.
     """
     kept = r.best.kept
     blamed = {n for n in r.blamed if n in kept}
