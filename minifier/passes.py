@@ -258,14 +258,15 @@ def finish_at_once(r: Reducer) -> None:
     usually on a graph of one node by now, and each of those compiles is a small
     single-threaded gcc run. Here "random and size 1" and the same without config go
     out as a pair, so the common ending (values and sizes do not matter, the config
-    does) costs one round where it cost three. When they do not fail, the passes ask
-    as before and find these answers cached; a failure that needs real values pays
-    one round more.
+    does) costs one round where it cost three. Inputs already small keep their sizes
+    (:func:`shrink_shapes`), so the pair is "random" and "random without config".
+    When they do not fail, the passes ask as before and find these answers cached; a
+    failure that needs real values pays one round more.
     """
     tensors = [n for n in r.input_names(r.best.kept) if r._input_is_tensor(n)]
     random = replace(r.best, random=r.best.random | set(tensors))
     ones = [(name, d) for name, shape in _current_shapes(r, random) for d, n in enumerate(shape) if n > 1]
-    small = _resized(r, ones, 1, random) if ones else random
+    small = _resized(r, ones, 1, random) if ones and not _already_small(r, random) else random
     bare = replace(small, config=frozenset(e for e in small.config if e[1] in ENVIRONMENT_DEFAULTS.get(e[0], ())))
     r.consider_all([small, bare])
 
@@ -283,7 +284,7 @@ def make_static(r: Reducer) -> None:
 
 
 #: Random inputs with this many elements or fewer (all of them together) are small
-#: enough for a repro: when size 1 does not reproduce, :func:`shrink_shapes` stops.
+#: enough for a repro: :func:`shrink_shapes` leaves their sizes alone.
 SMALL_INPUTS = 4096
 
 
@@ -297,20 +298,26 @@ def shrink_shapes(r: Reducer) -> None:
     spirit of minithesis's ``bin_search_down``). Past the first query of a group,
     candidates go two at a time (:func:`_first_failing`).
 
-    Inputs of :data:`SMALL_INPUTS` elements or fewer in all stop after the first
-    query: a failure that needs them about this large (BERT's abort, which needs a
-    kernel big enough to run threaded) made the search ask 19 graphs for nothing,
-    and a repro of a thousand random numbers is already small.
+    Inputs of :data:`SMALL_INPUTS` elements or fewer in all keep their sizes: a repro
+    of a few thousand random numbers is small already, the sizes are the ones the bug
+    was seen at, and a failure that needs them about this large (BERT's abort, which
+    needs a kernel big enough to run threaded) made the search ask 19 graphs for
+    nothing.
     """
+    if _already_small(r, r.best):
+        return
     everything = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n > 1]
     if everything and r.consider(_resized(r, everything, 1)):
         return  # one query, in the common case of a bug that does not care about sizes
-    if sum(math.prod(shape) for _, shape in _current_shapes(r)) <= SMALL_INPUTS:
-        return  # already small: a search would buy a shorter shape literal with a dozen compiles
     for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
         members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
         if members:
             _shrink_group(r, members, size)
+
+
+def _already_small(r: Reducer, base: Candidate) -> bool:
+    """Do ``base``'s random inputs hold :data:`SMALL_INPUTS` elements or fewer, all together?"""
+    return sum(math.prod(shape) for _, shape in _current_shapes(r, base)) <= SMALL_INPUTS
 
 
 def _current_shapes(r: Reducer, base: Candidate | None = None) -> list[tuple[str, tuple[int, ...]]]:

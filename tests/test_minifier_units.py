@@ -483,10 +483,9 @@ def test_when_neither_half_of_the_sample_fails_the_whole_sample_is_asked():
     assert reducer.queries == 3 and len(reducer.best.kept) == 5
 
 
-def test_inputs_already_small_are_left_alone_after_one_try_at_size_one():
-    # A failure that needs the sizes it has (a kernel big enough to run threaded): one
-    # query for "every size 1", then nothing more for a 2x16x32 input; a large input
-    # is still searched.
+def test_inputs_already_small_keep_their_sizes():
+    # A failure that needs the sizes it has (a kernel big enough to run threaded): a
+    # 2x16x32 input is not shrunk at all (no query); a large input is still searched.
     from minifier.passes import SMALL_INPUTS, shrink_shapes
     from minifier.profile import profile_case
     from minifier.reduce import Reducer
@@ -505,17 +504,19 @@ def test_inputs_already_small_are_left_alone_after_one_try_at_size_one():
     small = reducer_for((2, 16, 32))
     assert 2 * 16 * 32 <= SMALL_INPUTS
     shrink_shapes(small)
-    assert small.queries == 1 and not small.best.shapes
+    assert small.queries == 0 and not small.best.shapes
 
     large = reducer_for((2, 64, 64))
     shrink_shapes(large)
     assert large.queries > 1 and dict(large.best.shapes)["t_1"] != (2, 64, 64)
 
 
-def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round():
+@pytest.mark.parametrize(("shape", "ends_at"), [((64, 128), (1, 1)), ((2, 16, 32), (2, 16, 32))])
+def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round(shape, ends_at):
     # A one-node graph whose failure needs the config but not the values or sizes: the
-    # finishing passes' "everything at once" tries (random, size 1, and without config)
-    # are one round of two queries, and nothing is asked after it.
+    # finishing passes' "everything at once" tries (random, size 1 unless the input is
+    # small already, and without config) are one round of two queries, and nothing is
+    # asked after it.
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from minifier.passes import PASSES
@@ -525,7 +526,7 @@ def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round(
     from minifier.stages import Outcome
 
     key = "cpp.inject_relu_bug_TESTING_ONLY"
-    x = torch.randn(3, 8)
+    x = torch.randn(*shape)
     case = GraphCase(
         make_fx(lambda x: (torch.ops.aten.relu.default(x),))(x),
         [GraphInput("x_1", x, TensorMeta.of(x))],
@@ -541,10 +542,10 @@ def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round(
 
     reducer = Reducer(case, profile_case(case), target, query)
     best = reducer.run(PASSES)
-    assert best.random == {"x_1"} and dict(best.shapes) == {"x_1": (1, 1)} and best.config
+    assert best.random == {"x_1"} and dict(best.shapes).get("x_1", shape) == ends_at and best.config
     last = rounds[-1]
     assert len(last) == 2 and {bool(c.config) for c in last} == {True, False}
-    assert all(c.inputs[0].meta.shape == (1, 1) for c in last)
+    assert all(c.inputs[0].meta.shape == ends_at for c in last)
 
 
 def test_a_run_still_going_is_not_resumed_by_a_second_one_beside_it(tmp_path):
