@@ -50,7 +50,8 @@ from .extract import merge_definitions
 from .errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
 from .script import run_script
-from .seams import compile_fx, symbolic_shapes
+from .seams import backend_registry, compile_fx, symbolic_shapes
+from .seams.aot_autograd import compiler_kwargs
 from .signature import Signature, exception_chain, judge_compiled_run, signature_of_exception, signature_of_timeout, tagging_compile_errors
 from .repro_files import write_repro
 
@@ -98,6 +99,7 @@ class Recorder:
             case = recorder.record(gm, example_inputs, info)
             if info.unrecoverable:
                 recorder.event(event="unrecoverable", index=case.index, message=info.unrecoverable)
+            recorder._local.compilers_by_kwargs = compiler_kwargs(backend_registry.unwrap(backend_fn)) is not None
             with recorder.owning(case), recorder.busy(f"compiling {case.label()}"):
                 compiled = tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs)
             return recorder.watch(compiled, case.label())
@@ -124,14 +126,21 @@ class Recorder:
         owner is known now, and kept for a backward that compiles lazily, later. The
         graph is saved before it compiles (with random stand-ins for its inputs), its
         real inputs at its first run; a compile error is tagged as one.
+
+        A graph whose compiler a repro cannot name is not recorded: not Inductor's, not
+        importable (a closure), and not reachable as ``lookup_backend(name).kwargs`` (a
+        plain function backend that calls ``aot_autograd`` itself). Its dynamo graph is
+        the unit to minify then.
         """
         tagged = tagging_compile_errors(compiler)
         owner = getattr(self._local, "owner", None)
-        reference = None if is_inductor_compiler(compiler) else compiler_reference(compiler)
+        inductor = is_inductor_compiler(compiler)
+        reference = None if inductor else compiler_reference(compiler)
+        nameable = inductor or reference is not None or getattr(self._local, "compilers_by_kwargs", False)
         recorder = self
 
         def pt2kit_aot_compiler(gm: fx.GraphModule, example_inputs: Any) -> Any:
-            graph = AotGraph(owner, kind, gm, list(example_inputs), {}, reference) if owner is not None else None
+            graph = AotGraph(owner, kind, gm, list(example_inputs), {}, reference) if owner is not None and nameable else None
             stack = recorder._aot_stack()
             stack.append(graph)
             try:

@@ -209,8 +209,10 @@ def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Pa
     an earlier stage fails too; its failing aot graph runs once, alone, next.
 
     With ``--accuracy`` the capture judged the first compiled run of every aot graph;
-    a dynamo graph whose aot graphs were all judged gets their verdict (the first
-    wrong one, or a pass).
+    a dynamo graph one of whose aot graphs was judged wrong gets that verdict. A pass
+    says nothing of the dynamo graph: the judge compares an aot graph with itself, run
+    eagerly, and what Inductor did before that graph existed (pre-grad passes, its
+    decompositions) is already in both.
     """
     if accuracy:
         return judged_in_the_program(captured, cases, final)
@@ -225,12 +227,12 @@ def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Pa
 
 
 def judged_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str) -> dict[tuple[int, str], Outcome]:
-    """``--accuracy``: each dynamo graph's final stage as the capture judged its aot graphs' first runs."""
+    """``--accuracy``: the dynamo graphs whose final stage the capture saw go wrong (an aot graph's first run judged wrong)."""
     known = {}
     for case, _ in cases:
         labels = [Path(g["path"]).parent.name for g in captured.aot.get(case.index, [])]
-        if case.backend == final and labels and all(label in captured.judged for label in labels):
-            wrong = next((captured.judged[label] for label in labels if captured.judged[label] is not None), None)
+        wrong = next((captured.judged[label] for label in labels if captured.judged.get(label) is not None), None)
+        if case.backend == final and wrong is not None:
             known[(id(case), final)] = Outcome(final, wrong, 0.0, seen_in_program=True)
     return known
 

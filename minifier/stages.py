@@ -233,9 +233,13 @@ class _AotRecorder:
         # (lookup_backend(name).kwargs["bw_compiler"]); other backends that call
         # AOTAutograd themselves by the compiler's importable name.
         self.by_kwargs = compiler_kwargs(backend) is not None
+        self.unnamed = False  # a compiler no repro can name was seen (and its graphs not kept)
 
     def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
         reference = None if self.by_kwargs else _importable_name(compiler)
+        if reference is None and not self.by_kwargs:
+            self.unnamed = True
+            return compiler
 
         def record_compile(gm: fx.GraphModule, example_inputs: Any) -> Any:
             record = _Recorded(kind, copy.deepcopy(gm), {}, reference)
@@ -291,7 +295,9 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
         aot_case = aot_case_of(case, record)
         name = f"g{case.index}.{record.kind}" + (f"{number}" if number > 1 else "")
         paths.append(str(write_repro(aot_case, out_dir / name, stage=case.backend)))
-    if not paths and note is None and case.backend != "inductor":
+    if not paths and note is None and recorder.unnamed:
+        note = f"{case.backend} calls AOTAutograd with compilers a repro cannot name (not importable, not the backend's .kwargs); the dynamo graph is the unit to minify"
+    elif not paths and note is None and case.backend != "inductor":
         note = f"{case.backend} does not compile through AOTAutograd; the dynamo graph is the unit to minify"
     return paths, note
 

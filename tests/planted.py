@@ -28,6 +28,10 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
   symbolic sizes (an automatic-dynamic recompile), after aot / after dynamo.
 - ``planted_multiple_of_7``: the compiled cos fails when an input's first dim is a
   multiple of 7 (a size-dependent bug, for shape shrinking).
+- ``planted_pre_aot``: a wrong rewrite before AOTAutograd (as an Inductor pre-grad pass
+  would be): ``torch.cos`` becomes ``torch.sin`` in the dynamo graph, then a healthy aot
+  backend compiles it. Every aot graph agrees with itself run eagerly; only the dynamo
+  graph shows the wrong answer.
 - ``planted_no_all_reduce``: cannot compile a graph holding a functional all_reduce
   (distributed jobs).
 
@@ -214,3 +218,15 @@ def _raise_all_reduce(gm, inputs):
 
 
 _register("planted_no_all_reduce", fw=_compiler(on_compile=_raise_all_reduce, trigger=(torch.ops._c10d_functional.all_reduce.default,)))
+
+
+_healthy_aot = aot_autograd(fw_compiler=_compiler(), bw_compiler=_compiler())
+
+
+@register_backend(name="planted_pre_aot")
+def planted_pre_aot(gm, example_inputs):
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch.cos:
+            node.target = torch.sin
+    gm.recompile()
+    return _healthy_aot(gm, example_inputs)

@@ -97,6 +97,20 @@ def test_with_accuracy_the_programs_own_compiled_run_is_judged_not_compiled_agai
     assert len(asked) == 1 and asked[0].startswith("g0.inference"), asked
 
 
+def test_an_aot_graph_judged_right_does_not_clear_its_dynamo_graph(session, model_script):
+    # A bug before AOTAutograd (Inductor's pre-grad passes, its decompositions) is already
+    # in the aot graph the capture judges against itself: it is judged right. The dynamo
+    # graph's final stage must still be asked, and it is the one that goes wrong
+    script = model_script("planted_pre_aot")
+    report = bisect_script(session, script, [], accuracy=True, trust_program=True)
+    dynamo = report.rows[0]
+    assert dynamo.label == "g0" and stages_of(dynamo)["planted_pre_aot"] == "accuracy"
+    assert not dynamo.outcomes["planted_pre_aot"].seen_in_program
+    assert report.culprit is dynamo
+    # its aot compilers are closures inside a plain function backend: no repro can name them
+    assert "cannot name" in report.note, report.note
+
+
 def test_stages_are_asked_while_the_program_runs_and_never_twice(session, tmp_path):
     # g0 compiles fine, then the program sleeps: the worker warms up and asks g0's stages
     # meanwhile; g1 fails. Every (graph, stage) is asked once, early or in the batch.
