@@ -132,11 +132,13 @@ class Recorder:
         plain function backend that calls ``aot_autograd`` itself). Its dynamo graph is
         the unit to minify then.
         """
+        from .stages import is_torch_own
+
         tagged = tagging_compile_errors(compiler)
         owner = getattr(self._local, "owner", None)
         inductor = is_inductor_compiler(compiler)
         reference = None if inductor else compiler_reference(compiler)
-        nameable = inductor or reference is not None or getattr(self._local, "compilers_by_kwargs", False)
+        nameable = inductor or reference is not None or getattr(self._local, "compilers_by_kwargs", False) or is_torch_own(compiler)
         recorder = self
 
         def pt2kit_aot_compiler(gm: fx.GraphModule, example_inputs: Any) -> Any:

@@ -48,6 +48,7 @@ from .signature import (
     signature_of_exception,
     tagging_compile_errors,
 )
+from .seams import backend_registry
 from .seams.aot_autograd import compiler_kwargs
 from .repro_files import exec_repro, write_repro
 from .writer import EAGER_STAGES, RUN_SEED, data_of, render
@@ -232,12 +233,14 @@ class _AotRecorder:
         # A registered aot_autograd backend is named by its kwargs in the repro
         # (lookup_backend(name).kwargs["bw_compiler"]); other backends that call
         # AOTAutograd themselves by the compiler's importable name.
+        if isinstance(backend, str):  # a registered name, as the repro spells it
+            backend = backend_registry.lookup(backend)
         self.by_kwargs = compiler_kwargs(backend) is not None
         self.unnamed = False  # a compiler no repro can name was seen (and its graphs not kept)
 
     def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
         reference = None if self.by_kwargs else _importable_name(compiler)
-        if reference is None and not self.by_kwargs:
+        if reference is None and not self.by_kwargs and not is_torch_own(compiler):
             self.unnamed = True
             return compiler
 
@@ -247,6 +250,15 @@ class _AotRecorder:
             return self.eager_runner(record)
 
         return record_compile
+
+
+def is_torch_own(compiler: Any) -> bool:
+    """Is this aot compiler torch's own (Inductor's, in whatever wrapper AOTAutograd gets it)?
+
+    Such graphs are named by their stage (``compile_fx_inner`` for Inductor), not by the compiler.
+    """
+    parts = (compiler, getattr(compiler, "func", None), getattr(compiler, "compiler_fn", None))
+    return any(str(getattr(part, "__module__", "")).startswith(("torch.", "functorch.")) for part in parts if part is not None)
 
 
 def _importable_name(fn: Callable[..., Any]) -> str | None:
