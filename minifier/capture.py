@@ -43,7 +43,7 @@ import torch
 import torch.fx as fx
 
 from . import blame, hooks
-from .case import GraphCase, clone_tensor
+from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_tensor
 from .casemaker import aot_case, make_case
 from .context import BackendInfo, describe_backend, learn_dynamo_own_patches, patch_definitions, resolve_backend
 from .extract import merge_definitions
@@ -127,34 +127,34 @@ class Recorder:
         graph is saved before it compiles (with random stand-ins for its inputs), its
         real inputs at its first run; a compile error is tagged as one.
 
-        A graph whose compiler a repro cannot name is not recorded: not Inductor's, not
-        importable (a closure), and not reachable as ``lookup_backend(name).kwargs`` (a
-        plain function backend that calls ``aot_autograd`` itself). Its dynamo graph is
-        the unit to minify then.
+        A graph whose compiler a repro cannot name is not recorded: not Inductor's (its
+        inner compile never saw the graph), not importable (a closure), and not reachable
+        as ``lookup_backend(name).kwargs`` (a plain function backend that calls
+        ``aot_autograd`` itself). Its dynamo graph is the unit to minify then.
         """
-        from .stages import is_torch_own
-
         tagged = tagging_compile_errors(compiler)
         owner = getattr(self._local, "owner", None)
-        inductor = is_inductor_compiler(compiler)
-        reference = None if inductor else compiler_reference(compiler)
-        nameable = inductor or reference is not None or getattr(self._local, "compilers_by_kwargs", False) or is_torch_own(compiler)
+        reference = None if is_inductor_compiler(compiler) else compiler_reference(compiler)
+        by_kwargs = getattr(self._local, "compilers_by_kwargs", False)
         recorder = self
 
+        def nameable(graph: AotGraph | None) -> bool:
+            return graph is not None and (graph.inner or graph.compiler is not None or by_kwargs)
+
         def pt2kit_aot_compiler(gm: fx.GraphModule, example_inputs: Any) -> Any:
-            graph = AotGraph(owner, kind, gm, list(example_inputs), {}, reference) if owner is not None and nameable else None
+            graph = AotGraph(owner, kind, gm, list(example_inputs), {}, reference) if owner is not None else None
             stack = recorder._aot_stack()
             stack.append(graph)
             try:
                 with recorder.owning(owner), recorder.busy(f"compiling a {kind} graph"):
                     compiled = tagged(gm, example_inputs)
             except BaseException as e:
-                if graph is not None:
-                    recorder.save_aot(graph, failure=signature_of_exception(e).signature)
+                if nameable(graph):
+                    recorder.save_aot(graph, failure=signature_of_exception(e).signature)  # type: ignore[arg-type]
                 raise
             finally:
                 stack.pop()
-            if graph is None:
+            if graph is None or not nameable(graph):
                 return recorder.watch(compiled, f"a {kind} graph")
             recorder.save_aot(graph)
             label = graph.directory.name if graph.directory is not None else f"{owner.label()}.{graph.kind}"
@@ -174,6 +174,8 @@ class Recorder:
                 graph.gm, graph.values = gm, list(example_inputs)
                 graph.kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
                 graph.compile_kwargs = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
+                if graph.owner.backend != "inductor":  # a user's backend that hands its graphs to Inductor
+                    graph.compiler = INDUCTOR_INNER_COMPILE
                 graph.original_aten = blame.original_aten_of(gm)
             return inner(gm, example_inputs, compile_region_name, **kwargs)
 

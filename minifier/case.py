@@ -45,6 +45,12 @@ GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
 SCALAR_TYPES = (int, float, bool, type(None))
 
 
+
+#: An aot graph that a user's backend handed to Inductor (``standalone_compile``,
+#: ``compile_fx``): its repro compiles it as the ``inductor`` stage does.
+INDUCTOR_INNER_COMPILE = "torch._inductor.compile_fx:compile_fx_inner"
+
+
 @dataclass(frozen=True)
 class TensorMeta:
     """Shape, strides, dtype, device and ``requires_grad`` of a tensor, and its value range."""
@@ -167,7 +173,7 @@ class GraphCase:
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> {key: literal or a CONFIG_* marker}
     modules: list[tuple[str, str]] = field(default_factory=list)  # (import name, sys.path root) of user modules
     compile_kwargs: dict[str, Any] = field(default_factory=dict)  # aot inner-compile kwargs
-    compiler: str | None = None  # aot graphs of a user backend: "module:function" of its compiler
+    compiler: str | None = None  # aot graphs of a user backend: "module:function" of its compiler (INDUCTOR_INNER_COMPILE: Inductor's)
     constants: dict[str, torch.Tensor] = field(default_factory=dict)  # get_attr targets
     backward: bool = True  # dynamo graphs: also run backward when an output needs grad
     grad_enabled: bool = True  # dynamo graphs: the grad mode the program compiled them under

@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from .case import GraphCase
+from .case import INDUCTOR_INNER_COMPILE, GraphCase
 from .repro_inputs import is_symbolic, program_inputs
 
 
@@ -103,7 +103,7 @@ def _run_aot(case: GraphCase, stage: str) -> str:
     if stage in EAGER_STAGES:
         doc = f"{stage} runs aot graphs as they are"
         body = "    return mod\n"
-    elif stage == "inductor":
+    elif stage == "inductor" or case.compiler == INDUCTOR_INNER_COMPILE:
         doc = f"the {case.kind} graph through Inductor's inner compiler"
         body = trace + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, inputs{kwargs})\n"
     elif case.compiler:

@@ -23,7 +23,9 @@ the thing that crashes.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from . import hooks
 from .casemaker import aot_case
 from .distributed import join_fake_group
 from .context import MAIN_MODULES, module_import_spec
-from .case import GraphCase, clone_tensor
+from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_tensor
 from .signature import (
     Failure,
     Signature,
@@ -218,11 +220,13 @@ class _AotRecorder:
         run_recorded._boxed_call = True  # type: ignore[attr-defined]
         return run_recorded
 
-    def inductor_inner(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+    def inductor_inner(self, inner: Callable[..., Any], compiler: str | None = None) -> Callable[..., Any]:
+        """Record what Inductor's inner compile gets (``compiler``: how the repro names it, None: the ``inductor`` stage)."""
+
         def record_inner_compile(gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any) -> Any:
             kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
             literal = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
-            record = _Recorded(kind, copy.deepcopy(gm), literal, None)
+            record = _Recorded(kind, copy.deepcopy(gm), literal, compiler)
             self.graphs.append(record)
             return self.eager_runner(record)
 
@@ -240,8 +244,9 @@ class _AotRecorder:
 
     def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
         reference = None if self.by_kwargs else _importable_name(compiler)
-        if reference is None and not self.by_kwargs and not is_torch_own(compiler):
-            self.unnamed = True
+        if reference is None and not self.by_kwargs:
+            # Inductor's own compilers: its inner compile records the graph (see lower_case)
+            self.unnamed = self.unnamed or not is_torch_own(compiler)
             return compiler
 
         def record_compile(gm: fx.GraphModule, example_inputs: Any) -> Any:
@@ -287,10 +292,12 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
     join_fake_group(case)
     recorder = _AotRecorder(eval(namespace_backend_expression(case), namespace))  # noqa: S307 - our own repro text
     data = data_of(case)
+    hook = contextlib.ExitStack()
     if case.backend == "inductor":
-        hook = hooks.inductor_inner_compile(recorder.inductor_inner)
-    else:
-        hook = hooks.aot_compilers(recorder.aot_compiler)
+        hook.enter_context(hooks.inductor_inner_compile(recorder.inductor_inner))
+    else:  # a user's backend: its own aot compilers, or Inductor's when it hands graphs on
+        hook.enter_context(hooks.aot_compilers(recorder.aot_compiler))
+        hook.enter_context(hooks.inductor_inner_compile(functools.partial(recorder.inductor_inner, compiler=INDUCTOR_INNER_COMPILE)))
     note = None
     try:
         with hook:
