@@ -45,7 +45,6 @@ GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
 SCALAR_TYPES = (int, float, bool, type(None))
 
 
-
 #: An aot graph that a user's backend handed to Inductor (``standalone_compile``,
 #: ``compile_fx``): its repro compiles it as the ``inductor`` stage does.
 INDUCTOR_INNER_COMPILE = "torch._inductor.compile_fx:compile_fx_inner"
