@@ -23,7 +23,6 @@ shard, placements and mesh (:mod:`minifier.seams.dtensor`).
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -129,9 +128,7 @@ def launch_ranks(
 
 
 def _kill(process: subprocess.Popen[Any]) -> None:
+    from .worker import kill_program
+
     if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
+        kill_program(process)

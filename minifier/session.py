@@ -191,10 +191,10 @@ class Session:
         ``while_running()`` is called every fraction of a second until it ends (the
         bisection starts queries on graphs the program has saved so far).
         """
-        import signal
         import subprocess
 
         from .signature import signature_of_crash, signature_of_exit
+        from .worker import kill_program
 
         self.progress.update(label)
         if self._programs.get(str(log), ([],))[0] != command:
@@ -211,11 +211,7 @@ class Session:
                         while_running()
                     self.progress.tick()
         except BaseException:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
+            kill_program(process)
             raise
         self.mark(label, time.monotonic() - start)
         tail = log.read_bytes()[-4000:].decode(errors="replace")
@@ -267,14 +263,10 @@ class Session:
         self.worker.close()
 
     def _kill_programs(self) -> None:
-        import signal
+        from .worker import kill_program
 
         for _, process, _ in self._programs.values():
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
+            kill_program(process)
         self._programs.clear()
 
 

@@ -381,6 +381,12 @@ class Running(Generic[T]):
         return QueryResult(None, signature_of_exit(os.WEXITSTATUS(status), tail), seconds, self.log)
 
 
+def kill_program(process: Any) -> None:
+    """Kill a program pt2kit started in a session of its own, with its process group, and reap it."""
+    _kill_group(process.pid)
+    process.wait()
+
+
 def _kill_group(pid: int) -> None:
     for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
