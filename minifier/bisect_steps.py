@@ -26,7 +26,6 @@ signature (:mod:`minifier.worker` isolates it), never an exception here.
 from __future__ import annotations
 
 import functools
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .bisect_report import Row, signature_of
-from .captured import CaptureResult, read_capture
+from .captured import CaptureResult, parse_events, read_capture
 from .case import GraphCase
 from .errors import UnknownBackend
 from .repro_files import load_repro
@@ -180,13 +179,7 @@ class EarlyStages:
             return []
         self._read += len(chunk)
         *lines, self._partial = (self._partial + chunk).split(b"\n")
-        events = []
-        for line in lines:
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue
-        return events
+        return parse_events(lines)
 
     def _on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("event")

@@ -10,6 +10,7 @@ assembles those lines, with the way the process ended, into one result.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,16 +49,21 @@ class CaptureResult:
         return [load_repro(p).case for p in self.graph_paths]
 
 
+def parse_events(lines: Iterable[str | bytes]) -> list[dict[str, Any]]:
+    """The events among an event log's ``lines``; a line cut short by a crash is skipped."""
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
 def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
     """Assemble a :class:`CaptureResult` from a capture run's event log."""
-    events = []
     log = out_dir / "events.jsonl"
-    if log.exists():
-        for line in log.read_text().splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
+    events = parse_events(log.read_text().splitlines()) if log.exists() else []
     paths = [Path(e["path"]) for e in events if e["event"] == "graph"]
     roots = list(dict.fromkeys(root for e in events if e["event"] == "graph" for root in e.get("roots", ())))
     result = CaptureResult(graph_paths=paths, failure=None, events=events, graphs_at_failure=len(paths), roots=roots)
