@@ -309,7 +309,7 @@ def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, a
 
 def _run_candidate(candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool, strict: bool, outputs: tuple[str, ...]) -> Outcome:
     """(In a worker child) one reducer question: the candidate, its cut inputs filled in, through the stage."""
-    reach = Reach(origin.load(), outputs) if accuracy else None
+    reach = Reach(origin.load, outputs) if accuracy else None
     return run_case(origin.realize(candidate), stage, accuracy=accuracy, strict=strict, reach=reach)
 
 

@@ -130,16 +130,17 @@ class LoadedRepro:
 _DEFINED: dict[str, dict[str, Any]] = {}
 
 
-def exec_repro(source: str, filename: str = "<pt2kit repro>") -> dict[str, Any]:
+def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """Execute a repro's text as a module (not as ``__main__``) and return its namespace.
 
     Its carried definitions (a backend or op copied from the user's script) run once
     per process: they may register a backend name or a custom op, which cannot be
     registered twice. A second repro with the same definitions gets the names the
-    first run bound.
+    first run bound. ``meta``: its header, when the caller has read it already
+    (parsing a large graph's text is most of the cost of reading it).
     """
     namespace: dict[str, Any] = {"__name__": "pt2kit_repro", "__file__": filename}
-    block = _definitions_block(source)
+    block = _definitions_block(source, meta)
     if block:
         if block not in _DEFINED:
             before = set(namespace)
@@ -151,10 +152,10 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>") -> dict[str, Any]:
     return namespace
 
 
-def _definitions_block(source: str) -> str:
+def _definitions_block(source: str, meta: dict[str, Any] | None = None) -> str:
     """The carried definitions in a repro's text, as the writer wrote them (empty if none)."""
     try:
-        meta = read_metadata(source)
+        meta = meta or read_metadata(source)
     except CorruptRecord:
         return ""
     block = (meta.get("definitions") or "").strip("\n")
@@ -251,7 +252,7 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
     """The :class:`GraphCase` a repro's text and its tensors describe."""
     meta = meta or read_metadata(source, path)
     try:
-        namespace = exec_repro(source, str(path))  # imports the user's modules, runs carried definitions
+        namespace = exec_repro(source, str(path), meta=meta)  # imports the user's modules, runs carried definitions
     except Exception as e:  # noqa: BLE001 - a module that will not import, definitions that will not run
         raise CorruptRecord(f"{path}: its imports or carried definitions fail ({type(e).__name__}: {e})") from None
     constants = {name: data[f"constant:{name}"] for name in meta["constants"]}

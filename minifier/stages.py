@@ -106,9 +106,13 @@ class Reach:
     original, and asks whether the original's outputs still diverge. A compiled op
     whose error no output of the program can see (a flipped boolean mask that a
     ``where`` ignores) is then not the bug being minified.
+
+    ``load_origin`` reads the original graph only when a candidate diverges: most
+    queries (those that pass, or fail otherwise) never need it, and reading a graph of
+    thousands of nodes is work that grows with the original, in every query.
     """
 
-    origin: GraphCase
+    load_origin: Callable[[], GraphCase]
     outputs: tuple[str, ...]
 
 
@@ -116,7 +120,7 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: boo
     """Run ``case`` through ``stage`` the way its repro.py would; classify what happens."""
     start = time.perf_counter()
     strict = strict or accuracy == "strict"
-    namespace = exec_repro(render(case, stage=stage, accuracy=accuracy, strict=strict))
+    namespace = exec_repro(render(case, stage=stage, accuracy=accuracy, strict=strict), meta={"definitions": case.definitions})
     namespace["apply_config"]()
     join_fake_group(case)
     Repro, make_inputs = namespace["Repro"], namespace["make_inputs"]
@@ -177,7 +181,7 @@ class _Substituting(fx.Interpreter):
 
 def reaches_outputs(reach: Reach, actual: list[Any], strict: bool) -> str | None:
     """Does the divergence of a candidate's outputs reach the original graph's outputs? (See :class:`Reach`.)"""
-    origin = reach.origin
+    origin = reach.load_origin()
     inputs = origin.materialize_inputs()
     expected, fp64 = reference_outputs(origin.gm, inputs, rng=RUN_SEED, set_rng=torch.manual_seed)
     with torch.no_grad():
@@ -287,7 +291,7 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
     ``(gm, example_inputs)`` backend); the note says why lowering stopped short
     when the backend failed before AOTAutograd handed it a graph.
     """
-    namespace = exec_repro(render(case, stage=case.backend))
+    namespace = exec_repro(render(case, stage=case.backend), meta={"definitions": case.definitions})
     namespace["apply_config"]()
     join_fake_group(case)
     recorder = _AotRecorder(eval(namespace_backend_expression(case), namespace))  # noqa: S307 - our own repro text

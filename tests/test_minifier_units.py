@@ -363,6 +363,40 @@ def test_an_accuracy_repro_of_a_random_graph_runs_every_side_from_one_seed(tmp_p
     assert ran.returncode == 0 and "no divergence" in ran.stdout, ran.stderr[-2000:]
 
 
+class _CosHidden(torch.nn.Module):
+    def forward(self, x):
+        return (x.cos() * 0.0 + x,)  # whatever cos computes, the output never shows it
+
+
+class _CosAlone(torch.nn.Module):
+    def forward(self, x):
+        return (x.cos(),)
+
+
+def test_a_divergence_the_original_outputs_cannot_see_is_not_the_failure_and_only_it_reads_the_original():
+    # A candidate's wrong cos is the bug only if it reaches the original's outputs: here
+    # it is multiplied by zero, so it is another failure. Reading the original graph is
+    # work that grows with it; a candidate that does not diverge never pays for it.
+    import planted  # noqa: F401  registers planted_accuracy (its compiled cos is off by a half)
+    from minifier.stages import UNSEEN_MESSAGE, Reach, run_case
+
+    x = torch.randn(4, 5)
+    origin = GraphCase(trace_module(_CosHidden()), [GraphInput("x", x, TensorMeta.of(x))], backend="planted_accuracy")
+    candidate = GraphCase(trace_module(_CosAlone()), [GraphInput("x", x, TensorMeta.of(x))], backend="planted_accuracy")
+    reads: list[int] = []
+
+    def load_origin():
+        reads.append(1)
+        return origin
+
+    healthy = run_case(candidate, "eager", accuracy=True, reach=Reach(load_origin, ("cos",)))
+    assert healthy.failure is None and reads == []
+    hidden = run_case(candidate, "planted_accuracy", accuracy=True, reach=Reach(load_origin, ("cos",)))
+    assert hidden.failure is not None and hidden.failure.signature.message == UNSEEN_MESSAGE and reads == [1]
+    seen = run_case(candidate, "planted_accuracy", accuracy=True)  # (no origin to ask: the candidate is the program)
+    assert seen.failure is not None and seen.failure.signature.kind == "accuracy" and seen.failure.signature.message != UNSEEN_MESSAGE
+
+
 def _relu_judge(target):
     """A query that fails exactly when the candidate still computes a relu (the reducer's logic alone, in process)."""
     from minifier.signature import Failure
