@@ -45,6 +45,7 @@ group, so ``killpg`` takes its compiler subprocesses with it.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import struct
@@ -282,6 +283,11 @@ def _handle(message: object, children: dict[int, int], in_fd: int, out_fd: int, 
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        # Everything alive now (torch, the warm-up's state) moves to the collector's
+        # permanent generation: a child's full collections then skip it. Without this,
+        # each collection in a child walks the whole inherited heap and writes to every
+        # page of it (copy-on-write): reading a 165-node graph took 0.30 s instead of 0.05.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             os.close(in_fd)
