@@ -127,6 +127,10 @@ def test_worker_returns_values_and_survives_crashes_and_hangs(tmp_path):
         hung = worker.run(_spin)
         assert hung.failure.signature.kind == "timeout" and hung.seconds < 10
         assert worker.run(functools.partial(os._exit, 3)).failure.signature.message == "process exited with status 3"
+        # what the child inherited is frozen: its collections skip torch's heap (and leave its pages shared)
+        import gc
+
+        assert worker.run(gc.get_freeze_count).value > 10_000
     finally:
         worker.close()
 
