@@ -95,8 +95,9 @@ class EarlyStages:
 
     When the program ends (:meth:`finish`), the eager stages still queued go out in
     one batch over every core, beside the query still running: the dynamo graphs', and
-    the aot graph the program failed in (or, with ``--accuracy``, was judged wrong). The
-    query still running goes on beside the bisection's next batch, which then settles it
+    the aot graph the program failed in (or, with ``--accuracy``, was judged wrong: its
+    eager stage is not asked, since the judge ran it eagerly already). The query still
+    running goes on beside the bisection's next batch, which then settles it
     (:meth:`settle`). :attr:`outcomes` holds the answers by graph file and stage.
     """
 
@@ -131,6 +132,11 @@ class EarlyStages:
             self._on_event(event)
         failed = {captured.failed_graph, *(label for label, verdict in captured.judged.items() if verdict is not None)}
         wanted = [(path, case, stage) for path, case, stage in self._cheap if case.boundary == "dynamo" or Path(path).parent.name in failed]
+        for path, case, stage in [w for w in wanted if w[1].boundary == "aot" and Path(w[0]).parent.name in captured.judged]:
+            # The judge ran this graph eagerly, and in fp64, without error, and an eager
+            # run is its own reference: the isolated query could only say "pass".
+            self.outcomes.setdefault(path, {})[stage] = Outcome(stage, None, 0.0)
+            wanted.remove((path, case, stage))
         self._cheap.clear()
         self._final.clear()
         queries = [(functools.partial(run_case, case, stage, accuracy=self.accuracy), f"{case.label()} ({case.node_count} nodes) through {stage}") for _, case, stage in wanted]

@@ -90,6 +90,9 @@ def test_with_accuracy_the_programs_own_compiled_run_is_judged_not_compiled_agai
     final = report.culprit.outcomes["planted_accuracy"]
     assert final.seen_in_program and "RMSE vs fp64" in final.failure.details
     assert not [step for step, _, _ in session.timeline if "through planted_accuracy" in step], session.timeline
+    # nor is the aot graph run eagerly again: the judge did, and an eager run is its own reference
+    assert report.culprit.outcomes["aot_eager_decomp_partition"].passed
+    assert not [step for step, _, _ in session.timeline if step.startswith("g0.inference") and "aot_eager_decomp_partition" in step], session.timeline
     # minify bisect confirms the aot graph alone (once), and still not the dynamo graph
     report = bisect_script(session, script, [], accuracy=True)
     assert not report.culprit.outcomes["planted_accuracy"].seen_in_program
