@@ -220,6 +220,7 @@ def minify_case(
         case = flatten(session, case, stage=stage, target=target, accuracy=accuracy)
     origin_dir = run_dir / "work" / "origin"
     origin_path = write_repro(case, origin_dir, stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification.")
+    OriginRef(origin_path).references.unlink(missing_ok=True)  # (an earlier origin's; this one's are saved by its queries)
     values = run_dir / "work" / "values.pt"
     prior = bisect.profiled.get(str(blame[1])) if bisect is not None and blame[1] is not None and case is before else None
     # (the bisection profiled the graph the program failed in beside its last stages, into the same file)
@@ -309,7 +310,7 @@ def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, a
 
 def _run_candidate(candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool, strict: bool, outputs: tuple[str, ...]) -> Outcome:
     """(In a worker child) one reducer question: the candidate, its cut inputs filled in, through the stage."""
-    reach = Reach(origin.load, outputs) if accuracy else None
+    reach = Reach(origin.load, outputs, origin.references) if accuracy else None
     return run_case(origin.realize(candidate), stage, accuracy=accuracy, strict=strict, reach=reach)
 
 
@@ -323,6 +324,11 @@ class OriginRef:
 
     def load(self) -> GraphCase:
         return load_repro(self.path).case
+
+    @property
+    def references(self) -> Path:
+        """Where the original's reference outputs are kept, once a query computed them (see :class:`~minifier.stages.Reach`)."""
+        return self.path.parent / "references.pt"
 
     def realize(self, candidate: GraphCase) -> GraphCase:
         """The candidate's cut inputs filled in: from the saved values, else from the original graph."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,10 +111,15 @@ class Reach:
     ``load_origin`` reads the original graph only when a candidate diverges: most
     queries (those that pass, or fail otherwise) never need it, and reading a graph of
     thousands of nodes is work that grows with the original, in every query.
+
+    ``references``: where the original's own reference outputs (eager and float64,
+    the same for every candidate) are kept. The first diverging query computes and
+    saves them; later ones read them back instead of running the original twice more.
     """
 
     load_origin: Callable[[], GraphCase]
     outputs: tuple[str, ...]
+    references: Path | None = None
 
 
 def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: bool = False, reach: Reach | None = None) -> Outcome:
@@ -183,12 +189,36 @@ def reaches_outputs(reach: Reach, actual: list[Any], strict: bool) -> str | None
     """Does the divergence of a candidate's outputs reach the original graph's outputs? (See :class:`Reach`.)"""
     origin = reach.load_origin()
     inputs = origin.materialize_inputs()
-    expected, fp64 = reference_outputs(origin.gm, inputs, rng=RUN_SEED, set_rng=torch.manual_seed)
+    expected, fp64 = origin_references(origin, inputs, reach.references)
     with torch.no_grad():
         substituting = _Substituting(origin.gm, dict(zip(reach.outputs, actual)))
         substituted = seeded(substituting.run, *[v.detach() if isinstance(v, torch.Tensor) else v for v in inputs])
     substituted = list(substituted) if isinstance(substituted, (list, tuple)) else [substituted]
     return accuracy_divergence(expected, substituted, fp64, strict=strict)
+
+
+def origin_references(origin: GraphCase, inputs: list[Any], path: Path | None) -> tuple[list[Any], list[Any]]:
+    """The original graph's eager and float64 outputs (see :class:`Reach`): read from ``path``, else computed and saved there.
+
+    Queries run side by side may both compute them; each writes a whole file and
+    moves it into place, so a reader never sees half of one. A file that does not
+    read back is computed again.
+    """
+    if path is not None and path.exists():
+        try:
+            saved = torch.load(path, weights_only=True)
+            return saved["expected"], saved["fp64"]
+        except Exception:  # noqa: BLE001 - a damaged cache is only slower
+            pass
+    expected, fp64 = reference_outputs(origin.gm, inputs, rng=RUN_SEED, set_rng=torch.manual_seed)
+    if path is not None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            torch.save({"expected": expected, "fp64": fp64}, tmp)
+            tmp.replace(path)
+        except Exception:  # noqa: BLE001 - (outputs torch cannot save): computed again next time
+            tmp.unlink(missing_ok=True)
+    return expected, fp64
 
 
 # --------------------------------------------------------------------------- #

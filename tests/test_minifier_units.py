@@ -416,6 +416,26 @@ def test_a_divergence_the_original_outputs_cannot_see_is_not_the_failure_and_onl
     assert seen.failure is not None and seen.failure.signature.kind == "accuracy" and seen.failure.signature.message != UNSEEN_MESSAGE
 
 
+def test_the_originals_reference_outputs_are_computed_by_the_first_diverging_query_only(tmp_path, monkeypatch):
+    # They are the same for every candidate: later queries read them back instead of
+    # running the original in working precision and in float64 again.
+    import planted  # noqa: F401
+    import minifier.stages as stages
+
+    computed: list[int] = []
+    real = stages.reference_outputs
+    monkeypatch.setattr(stages, "reference_outputs", lambda *a, **k: computed.append(1) or real(*a, **k))
+    x = torch.randn(4, 5)
+    origin = GraphCase(trace_module(_CosHidden()), [GraphInput("x", x, TensorMeta.of(x))], backend="planted_accuracy")
+    candidate = GraphCase(trace_module(_CosAlone()), [GraphInput("x", x, TensorMeta.of(x))], backend="planted_accuracy")
+    reach = stages.Reach(lambda: origin, ("cos",), tmp_path / "references.pt")
+    verdicts = [stages.run_case(candidate, "planted_accuracy", accuracy=True, reach=reach).failure.signature.message for _ in range(2)]
+    assert verdicts == [stages.UNSEEN_MESSAGE] * 2 and computed == [1]
+    (tmp_path / "references.pt").write_bytes(b"not a tensor file")  # a damaged file is computed again
+    assert stages.run_case(candidate, "planted_accuracy", accuracy=True, reach=reach).failure.signature.message == stages.UNSEEN_MESSAGE
+    assert computed == [1, 1]
+
+
 def _relu_judge(target):
     """A query that fails exactly when the candidate still computes a relu (the reducer's logic alone, in process)."""
     from minifier.signature import Failure
