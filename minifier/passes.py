@@ -12,6 +12,9 @@ Each pass looks at the reducer's best candidate so far and asks
   as its two halves side by side; whichever half fails alone is kept, and halved
   again, so one culprit kind costs about 2·log2(kinds) small compiles and the
   searches below start from a few nodes, not hundreds;
+- :func:`follow_divergence`: a wrong answer seen in only some of the best's outputs
+  (each output is judged on its own): one query on what those outputs need. After a
+  sample, whose nodes stand alone, that is the culprit itself;
 - :func:`truncate_suffix`: binary search for the shortest prefix that still fails
   (an intermediate node becomes the output);
 - :func:`remove_prefix`: one query for "the last node alone" (a single culprit op is
@@ -128,6 +131,11 @@ def _keep_failing_half(r: Reducer, base: Candidate | None = None) -> bool:
     current = r.normalize(base or r.best)
     shrunk = False
     while len(current.kept) > 1:
+        if _narrow_to_divergence(r, current):
+            # A wrong answer in some of the half's outputs: its nodes stand alone, so
+            # those outputs are the culprits (Llama's relu: one query, not four rounds).
+            shrunk, current = True, r.best
+            continue
         kept = current.kept
         half = _split_point(r, kept, len(kept) // 2)
         if half == len(kept):
@@ -153,6 +161,17 @@ def _split_point(r: Reducer, kept: tuple[str, ...], at: int) -> int:
 
     nearest_first = sorted(range(1, len(kept)), key=lambda s: (abs(s - at), -s))
     return next((s for s in nearest_first if keeps_parts_together(s)), len(kept))
+
+
+def follow_divergence(r: Reducer) -> None:
+    """Keep only what the best's diverging outputs need (see :meth:`~minifier.reduce.Reducer.narrowed`): one query."""
+    _narrow_to_divergence(r, r.best)
+
+
+def _narrow_to_divergence(r: Reducer, current: Candidate) -> bool:
+    """Ask about ``current`` narrowed to its diverging outputs, if its query saw some outputs right; True if that fails."""
+    narrowed = r.narrowed(current)
+    return narrowed is not None and r.consider(narrowed)
 
 
 def truncate_suffix(r: Reducer) -> None:
@@ -392,6 +411,7 @@ PASSES: list[Callable[[Reducer], None]] = [
     eliminate_dead_code,
     follow_blame,
     sample_op_kinds,
+    follow_divergence,
     truncate_suffix,
     remove_prefix,
     cut_between,

@@ -107,6 +107,7 @@ class Reducer:
     cache: dict[str, bool] = field(default_factory=dict)
     queries: int = 0
     unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
+    diverging: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a wrong answer's outputs that diverge, by candidate key (see narrowed)
     blamed: tuple[str, ...] = ()  # op nodes of the kernel the program failed in (minifier.blame), asked about first
     best: Candidate = field(init=False)
     _nodes: dict[str, fx.Node] = field(init=False, repr=False)
@@ -319,6 +320,8 @@ class Reducer:
             for (key, c), outcome in zip(todo.items(), outcomes):
                 interesting = outcome.failure is not None and outcome.failure.signature == self.target
                 self.cache[key] = interesting
+                if interesting and outcome.diverging:
+                    self.diverging[key] = tuple(c.outputs[i] for i in outcome.diverging if i < len(c.outputs))
                 if interesting and self.size(c) < self.size(self.best):
                     self.best = c
                     self.on_improve(self)
@@ -375,6 +378,38 @@ class Reducer:
         )
         outputs = tuple(o for o in base.outputs if o not in drop)
         return replace(base, kept=kept, outputs=outputs + tuple(o for o in orphans if o not in outputs))
+
+    def narrowed(self, c: Candidate) -> Candidate | None:
+        """``c`` cut down to what its diverging outputs need, when its query saw a wrong answer in only some of them.
+
+        An accuracy query judges each output of a failing candidate on its own too
+        (:attr:`~minifier.stages.Outcome.diverging`). The outputs computed right, and
+        the nodes only they need, are not the bug; nor is an output that reads another
+        diverging one, which inherits its error. What is left is the first wrong
+        values and the nodes they read: not the random ops that dead-code removal
+        otherwise keeps for the random numbers later ones draw (a sample's attention
+        op), as nothing kept reads them. None: no query answered that about ``c``, or
+        every output diverged first-hand.
+        """
+        c = self.normalize(c)
+        names = set(self.diverging.get(c.key(), ()))
+        kept = set(c.kept)
+        first = tuple(o for o in c.outputs if o in names and not (self._upstream(o, kept) & names))
+        if not first or set(first) >= set(c.outputs):
+            return None
+        cone = set(first).union(*(self._upstream(o, kept) for o in first))
+        return self.normalize(replace(c, kept=tuple(n for n in c.kept if n in cone), outputs=first))
+
+    def _upstream(self, name: str, kept: set[str]) -> set[str]:
+        """The kept nodes ``name`` reads, directly or through other kept nodes."""
+        seen: set[str] = set()
+        todo = [a.name for a in self._nodes[name].all_input_nodes]
+        while todo:
+            a = todo.pop()
+            if a in kept and a not in seen:
+                seen.add(a)
+                todo.extend(b.name for b in self._nodes[a].all_input_nodes)
+        return seen
 
     def best_case(self) -> GraphCase:
         return self.build(self.normalize(self.best))

@@ -82,6 +82,7 @@ class Outcome:
     failure: Failure | None
     seconds: float
     seen_in_program: bool = False  # known from the program's own run, not yet from an isolated query
+    diverging: tuple[int, ...] = ()  # a wrong answer: the outputs that diverge, each judged on its own
 
     @property
     def passed(self) -> bool:
@@ -151,7 +152,8 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: boo
                 if seen is None:
                     return Outcome(stage, Failure(Signature("accuracy", "AccuracyError", UNSEEN_MESSAGE), problem), time.perf_counter() - start)
             if problem:
-                return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start)
+                diverging = tuple(i for i, (e, a, f) in enumerate(zip(expected, actual, fp64)) if accuracy_divergence([e], [a], [f], strict=strict))
+                return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start, diverging=diverging)
     except Exception as e:  # noqa: BLE001 - classifying failures is the job
         return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
     return Outcome(stage, None, time.perf_counter() - start)

@@ -11,6 +11,8 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
 - ``planted_segfault``: the compiled forward dereferences NULL (graphs with cos).
 - ``planted_hang``: the compiled forward spins forever (graphs with cos).
 - ``planted_accuracy``: the compiled forward adds 0.5 to its outputs (graphs with cos).
+- ``planted_wrong_cos``: the compiled cos is off by a half and every other op is right,
+  so only the outputs that read a cos are wrong (one op's wrong kernel).
 - ``planted_pair``: fails only when a graph holds both cos and exp (a two-op bug).
 - ``planted_value``: fails only when an input to cos holds a value above 100, so
   random inputs do not reproduce it and the repro needs the real data.
@@ -113,6 +115,14 @@ def _off_by_half(run, values):
     return [o + 0.5 if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in run(*values)]
 
 
+def _wrong_cos(gm, inputs):
+    for node in list(gm.graph.find_nodes(op="call_function", target=aten.cos.default)):
+        with gm.graph.inserting_after(node):
+            off = gm.graph.call_function(aten.add.Tensor, (node, 0.5))
+        node.replace_all_uses_with(off, delete_user_cb=lambda user: user is not off)
+    gm.recompile()
+
+
 def _values_above_100(run, values):
     if any(isinstance(v, torch.Tensor) and v.is_floating_point() and bool((v > 100).any()) for v in values):
         raise RuntimeError("planted: aten.cos overflows on inputs above 100")
@@ -157,6 +167,7 @@ _register("planted_crash", fw=_compiler(on_run=_abort))
 _register("planted_segfault", fw=_compiler(on_run=_segfault))
 _register("planted_hang", fw=_compiler(on_run=_hang))
 _register("planted_accuracy", fw=_compiler(on_run=_off_by_half))
+_register("planted_wrong_cos", fw=_compiler(on_compile=_wrong_cos))
 _register("planted_pair", fw=_compiler(on_compile=_raise_pair, trigger=(aten.cos.default, aten.exp.default)))
 _register("planted_value", fw=_compiler(on_run=_values_above_100))
 _register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))

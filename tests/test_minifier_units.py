@@ -436,6 +436,85 @@ def test_the_originals_reference_outputs_are_computed_by_the_first_diverging_que
     assert computed == [1, 1]
 
 
+def _wrong_cos_case(fn, *inputs):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    names = [f"{n}_1" for n in ("x", "y")[: len(inputs)]]
+    return GraphCase(make_fx(fn)(*inputs), [GraphInput(n, t, TensorMeta.of(t)) for n, t in zip(names, inputs)], backend="planted_wrong_cos")
+
+
+def _in_process_query(origin, asked=None, keep_diverging=True):
+    """The reducer's query, run here: each candidate's cut inputs from the original, through planted_wrong_cos."""
+    from minifier.profile import realize
+    from minifier.stages import run_case
+
+    def query(candidates):
+        if asked is not None:
+            asked.append(len(candidates))
+        outcomes = [run_case(realize(c, origin), "planted_wrong_cos", accuracy=True) for c, _, _ in candidates]
+        return outcomes if keep_diverging else [replace(o, diverging=()) for o in outcomes]
+
+    return query
+
+
+def test_an_accuracy_query_says_which_outputs_are_wrong_and_the_reducer_keeps_the_first_of_them():
+    # Only cos is compiled wrong. The query names the outputs that diverge, each judged
+    # alone: cos, and exp, which reads it. The narrowed candidate keeps cos only: exp
+    # inherits its error, sin is right, and rand (kept by dead-code removal, for the
+    # random numbers later ops would draw) is read by nothing kept.
+    import planted  # noqa: F401  registers planted_wrong_cos
+    from minifier.profile import profile_case
+    from minifier.reduce import Reducer
+    from minifier.stages import run_case
+
+    aten = torch.ops.aten
+
+    def g(x, y):
+        c = aten.cos.default(x)
+        aten.rand.default([4])
+        return (c, aten.exp.default(c), aten.sin.default(y))
+
+    case = _wrong_cos_case(g, torch.randn(4), torch.randn(4))
+    outcome = run_case(case, "planted_wrong_cos", accuracy=True)
+    assert outcome.failure is not None and outcome.failure.signature.kind == "accuracy"
+    assert outcome.diverging == (0, 1)
+
+    reducer = Reducer(case, profile_case(case), outcome.failure.signature, _in_process_query(case))
+    assert "rand" in reducer.best.kept and reducer.narrowed(reducer.best) is None  # (not asked yet)
+    assert reducer.consider(reducer.best)
+    narrowed = reducer.narrowed(reducer.best)
+    assert narrowed is not None and (narrowed.kept, narrowed.outputs) == (("cos",), ("cos",))
+    assert reducer.consider(narrowed) and reducer.best == narrowed
+    assert reducer.narrowed(narrowed) is None  # every output of it diverges first-hand
+
+
+def test_a_sample_half_with_a_wrong_answer_is_narrowed_in_one_query_not_halved():
+    # 60 nodes: sin, exp, tanh, sigmoid and neg in turn, with a cos (compiled wrong) and
+    # an abs that reads it. The sample's failing half holds neg, sigmoid, cos and abs,
+    # of which cos and abs diverge, and abs only through cos: one query on cos ends it,
+    # where halving took two rounds more.
+    import planted  # noqa: F401
+    from minifier.passes import sample_op_kinds
+    from minifier.profile import profile_case
+    from minifier.reduce import Reducer
+    from minifier.stages import run_case
+
+    aten = torch.ops.aten
+    kinds = [aten.sin.default, aten.exp.default, aten.tanh.default, aten.sigmoid.default, aten.neg.default]
+    ops = [kinds[i % 5] for i in range(60)]
+    ops[37], ops[38] = aten.cos.default, aten.abs.default
+    case = _chain(ops, torch.randn(4, 4) * 0.1)
+    case = case.replace(backend="planted_wrong_cos")
+    target = run_case(case, "planted_wrong_cos", accuracy=True).failure.signature
+    asked = {True: [], False: []}
+    for keep in (True, False):
+        reducer = Reducer(case, profile_case(case), target, _in_process_query(case, asked[keep], keep_diverging=keep))
+        sample_op_kinds(reducer)
+        assert reducer.best.kept == ("cos",), (keep, reducer.best.kept)
+    assert asked[True] == [2, 1], asked  # the halves, then cos alone
+    assert asked[False] == [2, 2, 2], asked
+
+
 def _relu_judge(target):
     """A query that fails exactly when the candidate still computes a relu (the reducer's logic alone, in process)."""
     from minifier.signature import Failure
