@@ -160,8 +160,8 @@ class Session:
         if count:
             self.queries += sum(r is not None for r in results)
         for (_, label), result in zip(queries, results):
-            if result is not None:
-                self.mark(label, result.seconds)
+            if result is not None:  # (each where it ended: the batch ends with its slowest)
+                self.mark(label, result.seconds, ago=time.perf_counter() - result.ended if result.ended is not None else 0.0)
         return results
 
     def start_program(self, command: list[str], *, log: Path) -> None:

@@ -50,6 +50,7 @@ class QueryResult(Generic[T]):
     failure: Failure | None  # set when the child crashed, timed out or exited early
     seconds: float
     log: Path | None = None
+    ended: float | None = None  # time.perf_counter() when the child ended (None: it still ran)
 
     @property
     def ok(self) -> bool:
@@ -360,6 +361,11 @@ class Running(Generic[T]):
         return time.perf_counter() - self.ended if self.done else 0.0
 
     def result(self) -> QueryResult[T]:
+        result = self._result()
+        result.ended = self.ended if self.done else None
+        return result
+
+    def _result(self) -> QueryResult[T]:
         seconds = (self.ended if self.done else time.perf_counter()) - self.started
         if self.timed_out:
             return QueryResult(None, signature_of_timeout(self.timeout or 0.0), seconds, self.log)

@@ -150,6 +150,23 @@ def test_a_warm_worker_has_pt2kit_query_code_loaded_before_a_child_unpickles_its
         worker.close()
 
 
+def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
+    # Queries asked side by side end apart; the report's timeline ("where the time
+    # went") is their critical path only if each ends where it did, not where the
+    # batch did.
+    import time
+
+    from minifier.session import Session
+
+    session = Session("timeline", out=tmp_path / "runs", timeout=60, quiet=True)
+    try:
+        session.query_all([(functools.partial(time.sleep, 0.1), "short"), (functools.partial(time.sleep, 1.5), "long")])
+        ended = {step: end for step, _, end in session.timeline}
+        assert ended["long"] - ended["short"] >= 1.0, session.timeline
+    finally:
+        session.close()
+
+
 def _child_threads() -> tuple[int, int, str | None]:
     import numpy
 
