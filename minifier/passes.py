@@ -132,8 +132,8 @@ def _keep_failing_half(r: Reducer, base: Candidate | None = None) -> bool:
     shrunk = False
     while len(current.kept) > 1:
         if _narrow_to_divergence(r, current):
-            # A wrong answer in some of the half's outputs: its nodes stand alone, so
-            # those outputs are the culprits (Llama's relu: one query, not four rounds).
+            # A wrong answer in only some outputs: a sample's nodes stand alone, so those
+            # outputs are the culprits (Llama's relu: one query, not three rounds more).
             shrunk, current = True, r.best
             continue
         kept = current.kept
