@@ -173,7 +173,7 @@ class EarlyStages:
                 result = handle.result()
             except Exception:  # noqa: BLE001 - left to the bisection's batch, which reports it
                 continue
-            self.session.mark(handle.label, result.seconds, ago=getattr(handle, "ended_ago", 0.0))
+            self.session.mark(handle.label, result.seconds, ago=result.ended_ago)
             self.outcomes.setdefault(path, {})[stage] = _as_outcome(stage, result)
 
     def _new_events(self) -> list[dict[str, Any]]:

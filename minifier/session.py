@@ -161,7 +161,7 @@ class Session:
             self.queries += sum(r is not None for r in results)
         for (_, label), result in zip(queries, results):
             if result is not None:  # (each where it ended: the batch ends with its slowest)
-                self.mark(label, result.seconds, ago=time.perf_counter() - result.ended if result.ended is not None else 0.0)
+                self.mark(label, result.seconds, ago=result.ended_ago)
         return results
 
     def start_program(self, command: list[str], *, log: Path) -> None:
@@ -230,7 +230,7 @@ class Session:
     def wait(self, running: Handle) -> QueryResult[Any]:
         self.worker.wait([running], on_wait=self.progress.tick)
         result = running.result()
-        self.mark(running.label, result.seconds, ago=getattr(running, "ended_ago", 0.0))
+        self.mark(running.label, result.seconds, ago=result.ended_ago)
         return result
 
     @property

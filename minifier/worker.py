@@ -53,6 +53,11 @@ class QueryResult(Generic[T]):
     ended: float | None = None  # time.perf_counter() when the child ended (None: it still ran)
 
     @property
+    def ended_ago(self) -> float:
+        """Seconds since the child ended (0 if it had not): where a result collected late goes on a timeline."""
+        return time.perf_counter() - self.ended if self.ended is not None else 0.0
+
+    @property
     def ok(self) -> bool:
         return self.failure is None
 
@@ -354,11 +359,6 @@ class Running(Generic[T]):
             while not self.done and time.monotonic() < deadline and not self.zygote.closed:
                 self.worker._pump(0.05)
             self.done = True
-
-    @property
-    def ended_ago(self) -> float:
-        """Seconds since it ended (0 while it runs)."""
-        return time.perf_counter() - self.ended if self.done else 0.0
 
     def result(self) -> QueryResult[T]:
         result = self._result()
