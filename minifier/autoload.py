@@ -281,7 +281,7 @@ class ReproOnFailure:
             raise
         if references is None or rng is None:
             return result
-        problem = _safe(self._divergence, None, case, references, result, rng)
+        problem = _safe(self._divergence, None, case, references, result, rng, list(args))
         if problem:
             path = _safe(self.save, None, case.replace(inputs=_with_values(case.inputs, references)), f"diverges from the fp64 reference ({problem})")
             if path is not None:
@@ -291,17 +291,18 @@ class ReproOnFailure:
             raise accuracy_error()(f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}" + (f"; repro in {path.parent.parent.parent}" if path else ""))
         return result
 
-    def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any) -> str | None:
-        from .signature import accuracy_divergence, reference_outputs
+    def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
+        """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
+        from .accuracy import accuracy_divergence, reference_outputs
 
         if _has_random_ops(case.gm):
             return None  # compiled RNG differs from eager's by design: not comparable
         after = _rng_state()
         try:
-            expected, fp64 = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state)
+            eager = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state)
         finally:
             _set_rng_state(after)  # the program's random stream goes on as if nothing ran
-        return accuracy_divergence(expected, _as_list(result), fp64)
+        return accuracy_divergence(eager.expected, eager.outputs_of(result, args), eager.fp64)
 
     def handle(self, case: Any, args: Sequence[Any] | None = None) -> None:
         """A graph failed to compile or run: save it (levels 1-4) and minify it (2 and 4)."""
@@ -379,10 +380,6 @@ def _set_rng_state(state: tuple[Any, Any]) -> None:
     torch.set_rng_state(cpu)
     if cuda is not None:
         torch.cuda.set_rng_state_all(cuda)
-
-
-def _as_list(outputs: Any) -> list[Any]:
-    return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
 
 def _with_values(inputs: list[Any], args: Sequence[Any]) -> list[Any]:

@@ -43,7 +43,7 @@ import torch
 import torch.fx as fx
 
 from . import blame, hooks
-from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_tensor
+from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_tensor, snapshot
 from .casemaker import aot_case, make_case
 from .context import BackendInfo, describe_backend, learn_dynamo_own_patches, patch_definitions, resolve_backend
 from .extract import merge_definitions
@@ -52,7 +52,8 @@ from .frames import current_frame, failing_frame, frame_of_exception, lift_frame
 from .script import run_script
 from .seams import backend_registry, compile_fx, symbolic_shapes
 from .seams.aot_autograd import compiler_kwargs
-from .signature import Signature, exception_chain, judge_compiled_run, signature_of_exception, signature_of_timeout, tagging_compile_errors
+from .accuracy import judge_compiled_run
+from .signature import Signature, exception_chain, signature_of_exception, signature_of_timeout, tagging_compile_errors
 from .repro_files import write_repro
 
 
@@ -142,7 +143,8 @@ class Recorder:
             return graph is not None and (graph.inner or graph.compiler is not None or by_kwargs)
 
         def pt2kit_aot_compiler(gm: fx.GraphModule, example_inputs: Any) -> Any:
-            graph = AotGraph(owner, kind, gm, list(example_inputs), {}, reference) if owner is not None else None
+            # (a copy: what the compiler was handed, whatever its passes then do to gm)
+            graph = AotGraph(owner, kind, snapshot(gm), list(example_inputs), {}, reference) if owner is not None else None
             stack = recorder._aot_stack()
             stack.append(graph)
             try:
@@ -171,7 +173,7 @@ class Recorder:
             graph = stack[-1] if stack else None
             if graph is not None and not graph.inner:
                 graph.inner = True
-                graph.gm, graph.values = gm, list(example_inputs)
+                graph.gm, graph.values = snapshot(gm), list(example_inputs)  # before Inductor's passes rewrite it
                 graph.kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
                 graph.compile_kwargs = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
                 if graph.owner.backend != "inductor":  # a user's backend that hands its graphs to Inductor
@@ -247,7 +249,8 @@ class Recorder:
             try:
                 if first:  # (a crash in the first run leaves "running" without "ran": that graph crashed)
                     pending[:] = [None, False]
-                    judged = graph is not None and recorder.save_real_inputs(graph, args) and recorder.accuracy
+                    values = call_values(args)  # (now: a boxed call empties its list)
+                    judged = graph is not None and recorder.save_real_inputs(graph, values) and recorder.accuracy
                     rng = torch.random.get_rng_state() if judged else None
                     recorder.event(event="running", graph=label)
                     unfollow = blame.follow_kernels(recorder.trail, compiled)
@@ -258,7 +261,7 @@ class Recorder:
                             unfollow()
                     recorder.event(event="ran", graph=label)
                     if judged:
-                        recorder.judge(graph, label, out, rng)  # type: ignore[arg-type]
+                        recorder.judge(graph, label, out, rng, values)  # type: ignore[arg-type]
                     return out
                 with recorder.busy(f"running {label}"):
                     return compiled(*args, **kwargs)
@@ -275,9 +278,8 @@ class Recorder:
                 setattr(pt2kit_watched, attr, getattr(compiled, attr))
         return pt2kit_watched
 
-    def save_real_inputs(self, graph: AotGraph, args: tuple[Any, ...]) -> bool:
+    def save_real_inputs(self, graph: AotGraph, values: list[Any]) -> bool:
         """At an aot graph's first run: its repro gets the values it really runs on (False: too large to keep)."""
-        values = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)  # boxed or not
         tensors = [v for v in values if isinstance(v, torch.Tensor)]
         size = sum(t.untyped_storage().nbytes() for t in tensors if not symbolic_shapes.is_fake(t))
         if len(values) != len(graph.values) or size > self.input_limit:
@@ -287,10 +289,13 @@ class Recorder:
         self.save_aot(graph, real=True)
         return True
 
-    def judge(self, graph: AotGraph, label: str, outputs: Any, rng: Any) -> None:
-        """``--accuracy``: the program's own compiled run of an aot graph, judged as an isolated query would judge it."""
+    def judge(self, graph: AotGraph, label: str, outputs: Any, rng: Any, after: list[Any]) -> None:
+        """``--accuracy``: the program's own compiled run of an aot graph, judged as an isolated query would judge it.
+
+        ``after``: the values it ran on, as the run left them (a graph may write into its inputs).
+        """
         try:
-            failure = judge_compiled_run(graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict")
+            failure = judge_compiled_run(graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict", after=after)
         except Exception as e:  # noqa: BLE001 - no verdict: the bisection asks an isolated query instead
             self.event(event="judged", graph=label, error=f"{type(e).__name__}: {e}")
             return
@@ -334,6 +339,11 @@ class AotGraph:
     path: Path | None = None
     kernels: dict[str, list[str]] = field(default_factory=dict)  # Inductor's kernels of it -> their nodes (minifier.blame)
     original_aten: dict[str, str] = field(default_factory=dict)  # node -> the aten op a kernel name calls it
+
+
+def call_values(args: tuple[Any, ...]) -> list[Any]:
+    """The values a compiled aot graph is called with, boxed (one list) or not."""
+    return list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
 
 
 def is_inductor_compiler(compiler: Callable[..., Any]) -> bool:

@@ -31,6 +31,7 @@ import torch
 import torch.fx as fx
 
 from .repro_runtime import rand_tensor
+from .seams import special_tensors
 
 #: How a config value that is not a literal travels in :attr:`GraphCase.config`: a
 #: one-key dict (itself a literal) naming how the repro gets the value back.
@@ -62,11 +63,13 @@ class TensorMeta:
     low: float | None = None  # value range of the real data (integer tensors only)
     high: float | None = None
     is_leaf: bool = True  # False: a non-leaf requiring grad (the output of a differentiable op)
+    special: str | None = None  # a ZeroTensor, or a conjugate or negative view (minifier.seams.special_tensors)
 
     @classmethod
     def of(cls, t: torch.Tensor) -> TensorMeta:
         low = high = None
-        if not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool and t.numel():
+        special = special_tensors.kind_of(t)
+        if not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool and t.numel() and special is None:
             low, high = float(t.min()), float(t.max())
         return cls(
             shape=tuple(t.shape),
@@ -77,6 +80,7 @@ class TensorMeta:
             low=low,
             high=high,
             is_leaf=bool(t.is_leaf) or not t.requires_grad,
+            special=special,
         )
 
     @property
@@ -85,7 +89,8 @@ class TensorMeta:
 
     def describe(self) -> str:
         grad = (", requires_grad" if self.is_leaf else ", requires_grad, non-leaf") if self.requires_grad else ""
-        return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}"
+        special = {"zerotensor": ", a ZeroTensor", "conj": ", conjugate bit", "neg": ", negative bit"}.get(self.special or "", "")
+        return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}{special}"
 
 
 @dataclass
@@ -134,19 +139,35 @@ class GraphInput:
             value = rand_tensor(m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device)
         else:
             value = clone_tensor(self.value, m.requires_grad, device=m.device)  # placed here, in the child
+        value = special_tensors.rebuild(value, m.special)  # (``value`` is the plain tensor behind it)
         if m.requires_grad and not m.is_leaf:  # as the program passed it: the output of a differentiable op
             with torch.enable_grad():
                 value = value.clone(memory_format=torch.preserve_format)
         return value
 
 
+def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of ``gm``'s graph over the same module: the graph as a compiler was handed it.
+
+    Compilers rewrite the graph they are given in place (Inductor's post-grad passes
+    reinplace ops, for one); a query must compile what the compiler got, not what its
+    passes made of it.
+    """
+    return fx.GraphModule(gm, copy.deepcopy(gm.graph))
+
+
 def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None, device: str | torch.device | None = None) -> torch.Tensor:
     """A leaf copy of ``t`` with the same shape and strides, owning only the memory they reach.
 
     Copying the reachable memory rather than the elements keeps overlapping layouts
-    (``expand``'s zero strides) that a plain elementwise copy cannot write into.
+    (``expand``'s zero strides) that a plain elementwise copy cannot write into. A
+    special tensor (a ZeroTensor, a conjugate view...) stays what it is.
     """
     requires_grad = t.requires_grad if requires_grad is None else requires_grad
+    special = special_tensors.kind_of(t)
+    if special is not None:
+        copied = clone_tensor(special_tensors.plain(t), False, device)
+        return special_tensors.rebuild(copied, special).requires_grad_(requires_grad)
     span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
     with torch.no_grad():
         memory = torch.empty(span, dtype=t.dtype, device=t.device if device is None else device)
@@ -156,8 +177,8 @@ def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None, device: str
 
 
 def compact_tensor(t: torch.Tensor) -> torch.Tensor:
-    """A detached copy of ``t`` holding only the memory its strides reach, for saving."""
-    return clone_tensor(t.detach(), requires_grad=False)
+    """A detached copy of ``t`` holding only the memory its strides reach, for saving (a special tensor's plain one)."""
+    return clone_tensor(special_tensors.plain(t.detach()), requires_grad=False)
 
 
 @dataclass

@@ -19,7 +19,7 @@ import torch.fx as fx
 from .case import GraphCase, GraphInput, TensorMeta
 from .context import BackendInfo, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
-from .seams import dtensor, symbolic_shapes
+from .seams import dtensor, special_tensors, symbolic_shapes
 
 #: Plain values a repro writes as literals.
 LITERAL_INPUTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
@@ -139,18 +139,29 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
             inputs.append(GraphInput(name, None, meta, random_seed(name), symbolic_dims(node)))
         elif isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
             inputs.append(GraphInput(name, None, None, opaque=f"tensor subclass {type(value).__name__} (not supported yet)"))
+        elif isinstance(value, torch.Tensor) and (why := special_tensors.unsupported(value)):
+            inputs.append(GraphInput(name, None, None, opaque=f"{why} (not supported yet)"))
         elif dtensor.is_mesh(value):
             inputs.append(GraphInput(name, None, None, dtensor={"mesh_shape": list(value.shape), "device_type": value.device_type}))
         elif not isinstance(value, (torch.Tensor, torch.SymInt, *LITERAL_INPUTS)):
             inputs.append(GraphInput(name, None, None, opaque=type(value).__name__))
         elif isinstance(value, torch.Tensor):
-            inputs.append(GraphInput(name, value.detach().requires_grad_(value.requires_grad), TensorMeta.of(value), None, symbolic_dims(node)))
+            inputs.append(tensor_input(name, value, symbolic_dims(node)))
         else:
             symbolic = _is_symbolic(_example(node))
             # (never int(value): that would add a guard and specialize the program's graph)
             plain = symbolic_shapes.hint(value) if isinstance(value, torch.SymInt) else value
             inputs.append(GraphInput(name, plain, None, derived_from=derived.get(name), symbolic_int=symbolic and name not in derived))
     return inputs
+
+
+def tensor_input(name: str, value: torch.Tensor, dims: tuple[int, ...]) -> GraphInput:
+    """A real tensor input: its plain value and its metadata (a ZeroTensor needs no value: it is made from its meta)."""
+    meta = TensorMeta.of(value)
+    if meta.special == "zerotensor":
+        return GraphInput(name, None, meta, random_seed(name), dims)
+    plain = special_tensors.plain(value.detach())
+    return GraphInput(name, plain.detach().requires_grad_(value.requires_grad), meta, None, dims)
 
 
 def fake_meta(value: torch.Tensor) -> TensorMeta:
@@ -161,6 +172,7 @@ def fake_meta(value: torch.Tensor) -> TensorMeta:
         dtype=str(value.dtype).removeprefix("torch."),
         device=str(value.device),
         requires_grad=bool(value.requires_grad),
+        special=special_tensors.kind_of(value),
     )
 
 

@@ -78,7 +78,7 @@ def _fail(error: UserFacingError, as_json: bool) -> None:
     from .session import print_json
 
     if as_json:
-        print_json({"status": error.status, "message": str(error), "exit_code": error.exit_code})
+        print_json({"status": error.status, "message": str(error), "exit_code": error.exit_code, **error.report})
     click.echo(f"minify: {error}", err=True)
     sys.exit(error.exit_code)
 
@@ -275,7 +275,8 @@ def _write_error_report(session: Any, error: UserFacingError) -> None:
 
     report = session.run_dir / "report.json"
     if not report.exists():
-        report.write_text(json.dumps({"status": error.status, "message": str(error), "queries": session.queries, "seconds": round(session.seconds, 2)}, indent=2))
+        fields = {"status": error.status, "message": str(error), **error.report, "queries": session.queries, "seconds": round(session.seconds, 2)}
+        report.write_text(json.dumps(fields, indent=2, default=str))
 
 
 def entry_point(prog_name: str = "minify") -> None:

@@ -182,6 +182,12 @@ def second_look(session: Session, rows: list[Row], *, accuracy: bool) -> None:
     for row, (case, stage) in zip(looked, plan):
         first, second = row.outcomes[stage], again[(id(case), stage)]
         if signature_of(second) != signature_of(first):
+            if case.unsupported:  # not flaky: what made it fail in the program is not in the graph's repro
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and it takes inputs pt2kit cannot rebuild yet: "
+                    + "; ".join(case.unsupported),
+                    inputs_unsupported=case.unsupported,
+                )
             raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(second)}")
         row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
 

@@ -14,10 +14,18 @@ from __future__ import annotations
 
 
 class UserFacingError(Exception):
-    """A problem with the user's input, reported as one line and an exit code."""
+    """A problem with the user's input, reported as one line and an exit code.
+
+    ``report``: fields ``report.json`` and ``--json`` carry beside the message (what
+    pt2kit could not carry, by name: ``inputs_unsupported``, ``state_missing``).
+    """
 
     exit_code: int = 2
     status: str = "error"
+
+    def __init__(self, *args: object, **report: object) -> None:
+        super().__init__(*args)
+        self.report = report
 
 
 class UsageError(UserFacingError):

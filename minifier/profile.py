@@ -19,7 +19,7 @@ import torch
 import torch.fx as fx
 
 from .case import GraphCase, TensorMeta, clone_tensor
-from .seams import pytree
+from .seams import pytree, special_tensors
 from .graphio import DYNAMIC_DIMS, SYMINT, node_meta
 
 #: Values an FX graph can take as a literal argument when the node producing them is cut.
@@ -105,7 +105,8 @@ def profile_case(case: GraphCase, values_path: Path | None = None) -> dict[str, 
     nodes = {n.name: n for n in case.gm.graph.nodes}
     values = eager_values(case)
     if values_path is not None:
-        tensors = {name: v.detach() for name, v in values.items() if isinstance(v, torch.Tensor)}
+        # (a special tensor's plain one: a ZeroTensor cannot be saved, and a cut input of one needs no value)
+        tensors = {name: special_tensors.plain(v.detach()) for name, v in values.items() if isinstance(v, torch.Tensor)}
         tmp = values_path.with_name(values_path.name + ".tmp")
         torch.save(tensors, tmp)
         tmp.replace(values_path)

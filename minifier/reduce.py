@@ -256,11 +256,13 @@ class Reducer:
             if node.op == "placeholder":
                 original = origin_inputs[str(node.target)]
                 placeholder = graph.placeholder(str(node.target))
-                inputs.append(replace(original, seed=random_seed(original.name) if name in c.random else None))
+                made = name in c.random or (original.meta is not None and original.meta.special == "zerotensor")
+                inputs.append(replace(original, seed=random_seed(original.name) if made else None))
             else:
                 placeholder = graph.placeholder(name)
                 info = self.info[name]
-                inputs.append(GraphInput(name, None, info.meta, random_seed(name) if name in c.random else None, info.dynamic_dims, source=name))
+                made = name in c.random or (info.meta is not None and info.meta.special == "zerotensor")  # (no value needed)
+                inputs.append(GraphInput(name, None, info.meta, random_seed(name) if made else None, info.dynamic_dims, source=name))
             placeholder.meta.update(node_meta(node))
             env[node] = placeholder
         for alias, target in aliases.items():

@@ -24,9 +24,12 @@ them in the program.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from .case import GraphCase, GraphInput, compact_tensor
+from .seams import special_tensors
 
 
 def data_of(case: GraphCase) -> dict[str, torch.Tensor]:
@@ -82,6 +85,10 @@ def _input_expression(i: GraphInput) -> str:
 def _tensor_expression(i: GraphInput) -> str:
     assert i.meta is not None
     m = i.meta
+    if m.special is not None:  # a ZeroTensor, a conjugate or negative view: the plain tensor, marked again
+        plain = _tensor_expression(replace(i, meta=replace(m, special=None, requires_grad=False, is_leaf=True)))
+        expr = special_tensors.expression(m.special, plain, m.shape, m.dtype, m.device)
+        return expr + (".requires_grad_()" if m.requires_grad else "")
     if i.seed is not None:
         extra = "".join(
             f", {k}={v!r}" for k, v in (("low", m.low), ("high", m.high)) if v is not None

@@ -96,21 +96,24 @@ def backend_expression(case: GraphCase, stage: str) -> str:
 
 def _run_aot(case: GraphCase, stage: str) -> str:
     kwargs = "".join(f", {k}={v!r}" for k, v in sorted(case.compile_kwargs.items()))
-    trace = "    gm = make_fx(mod, tracing_mode='real')(*inputs)\n"
+    # The compiler gets ordinary copies to trace and compile with, as it got fake ones in the program:
+    # tracing runs the graph, which may write into its inputs, and a special input (a ZeroTensor)
+    # reaches only the compiled code.
+    trace = "    examples = copies(inputs)\n    gm = make_fx(mod, tracing_mode='real')(*examples)\n"
     symbolic = is_symbolic(case)
     if symbolic:  # the compiler sees fake inputs with the program's symbolic sizes, as it did then
-        trace = "    mode, inputs = symbolic_inputs(inputs)\n    with mode:\n        gm = make_fx(mod, tracing_mode='real')(*inputs)\n"
+        trace = "    mode, examples = symbolic_inputs(inputs)\n    with mode:\n        gm = make_fx(mod, tracing_mode='real')(*examples)\n"
     if stage in EAGER_STAGES:
         doc = f"{stage} runs aot graphs as they are"
         body = "    return mod\n"
     elif stage == "inductor" or case.compiler == INDUCTOR_INNER_COMPILE:
         doc = f"the {case.kind} graph through Inductor's inner compiler"
-        body = trace + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, inputs{kwargs})\n"
+        body = trace + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, examples{kwargs})\n"
     elif case.compiler:
         module, _, attr = case.compiler.rpartition(":")
         doc = f"the {case.kind} graph through {stage}'s compiler"
         load = f"    from {module} import {attr}\n" if module else ""  # (else: defined above, from the user's script)
-        body = trace + f"{load}    return {attr}(gm, inputs)\n"
+        body = trace + f"{load}    return {attr}(gm, examples)\n"
     else:
         doc = f"the {case.kind} graph through {stage}'s compiler"
         key = AOT_COMPILER_KEYS[case.kind]
@@ -123,7 +126,7 @@ def _run_aot(case: GraphCase, stage: str) -> str:
             f"    compiler = {lookup}  # AOTAutograd's default when the backend gives none\n"
             if fallback
             else f"    compiler = {backend}.kwargs[{key!r}]\n"
-        ) + "    return compiler(gm, inputs)\n"
+        ) + "    return compiler(gm, examples)\n"
     return (
         "def compile_graph(mod, inputs):\n"
         f'    """The failing stage: {doc}."""\n'

@@ -30,6 +30,11 @@ def clone_input(t):
     return t.as_strided((span,), (1,)).clone().as_strided(t.shape, t.stride())
 
 
+def copies(values):
+    """Ordinary copies of the tensors among ``values`` (a ZeroTensor or a conjugate view becomes its values)."""
+    return [clone_input(v) if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def non_leaf(t):
     """``t`` as a non-leaf that requires grad, the way the program passed it (as torch's repros do)."""
     with torch.enable_grad():

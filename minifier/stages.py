@@ -41,20 +41,12 @@ from .casemaker import aot_case
 from .distributed import join_fake_group
 from .context import MAIN_MODULES, module_import_spec
 from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_tensor
-from .signature import (
-    Failure,
-    Signature,
-    accuracy_divergence,
-    reference_outputs,
-    signature_of_accuracy,
-    to_float64,
-    signature_of_exception,
-    tagging_compile_errors,
-)
+from .accuracy import References, accuracy_divergence, reference_outputs, signature_of_accuracy
+from .signature import Failure, Signature, signature_of_exception, tagging_compile_errors
 from .seams import backend_registry
 from .seams.aot_autograd import compiler_kwargs
 from .repro_files import exec_repro, write_repro
-from .writer import EAGER_STAGES, RUN_SEED, data_of, render
+from .writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
 
 
 def stage_names(final: str) -> list[str]:
@@ -124,39 +116,43 @@ class Reach:
 
 
 def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: bool = False, reach: Reach | None = None) -> Outcome:
-    """Run ``case`` through ``stage`` the way its repro.py would; classify what happens."""
+    """Run ``case`` through ``stage`` the way its repro.py would; classify what happens.
+
+    With ``accuracy``, the repro's own ``accuracy_runs`` make the compiled run and its
+    references (inputs the graph writes into are compared like outputs); a float64
+    reference that cannot run leaves eager as the reference, never a failure of the graph.
+    """
     start = time.perf_counter()
     strict = strict or accuracy == "strict"
     namespace = exec_repro(render(case, stage=stage, accuracy=accuracy, strict=strict), meta={"definitions": case.definitions})
     namespace["apply_config"]()
     join_fake_group(case)
-    Repro, make_inputs = namespace["Repro"], namespace["make_inputs"]
-    Float64 = namespace.get("ReproFloat64", Repro)
-
-    def fresh(cls: Any = Repro) -> tuple[torch.nn.Module, list[Any]]:
-        data = data_of(case)
-        return cls(data), make_inputs(data)
-
     namespace["compile_graph"] = tagging_compile_errors(namespace["compile_graph"])
     try:
         with hooks.aot_compilers(lambda kind, compiler: tagging_compile_errors(compiler)):
-            actual = seeded(namespace["run"], *fresh())
-        if accuracy:
-            expected = seeded(namespace["run_eager"], *fresh())
-            module, inputs = fresh(Float64)
-            fp64 = seeded(namespace["run_eager"], module.to(torch.float64), to_float64(inputs))
-            problem = accuracy_divergence(expected, actual, fp64, strict=strict)
-            # strict mode is torch's: any output that differs bitwise, seen by the program or not
-            if problem and reach is not None and not strict and not any(i.is_random for i in case.inputs):
-                seen = reaches_outputs(reach, actual, strict)
-                if seen is None:
-                    return Outcome(stage, Failure(Signature("accuracy", "AccuracyError", UNSEEN_MESSAGE), problem), time.perf_counter() - start)
-            if problem:
-                diverging = tuple(i for i, (e, a, f) in enumerate(zip(expected, actual, fp64)) if accuracy_divergence([e], [a], [f], strict=strict))
-                return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start, diverging=diverging)
+            if not accuracy:
+                data = data_of(case)
+                seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
+                return Outcome(stage, None, time.perf_counter() - start)
+            expected, actual, fp64, written, _ = namespace["accuracy_runs"](data_of(case))
+        problem = accuracy_divergence(expected, actual, fp64, strict=strict, labels=namespace["value_labels"](len(expected), written))
+        if not problem:
+            return Outcome(stage, None, time.perf_counter() - start)
+        references = fp64 if fp64 is not None else [None] * len(expected)
+        diverging = tuple(
+            i for i, (e, a, f) in enumerate(zip(expected, actual, references)) if accuracy_divergence([e], [a], None if f is None else [f], strict=strict)
+        )
+        # strict mode is torch's: any output that differs bitwise, seen by the program or not
+        if reach is not None and not strict and not any(i.is_random for i in case.inputs):
+            plain = len(expected) - len(written)
+            made = program_inputs(case)
+            # a wrong write into one of the program's own inputs is seen by the program as it is
+            into_program_input = any(i >= plain and made[written[i - plain]].source is None for i in diverging)
+            if not into_program_input and reaches_outputs(reach, actual, strict) is None:
+                return Outcome(stage, Failure(Signature("accuracy", "AccuracyError", UNSEEN_MESSAGE), problem), time.perf_counter() - start)
+        return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start, diverging=diverging)
     except Exception as e:  # noqa: BLE001 - classifying failures is the job
         return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
-    return Outcome(stage, None, time.perf_counter() - start)
 
 
 def seeded(fn: Callable[..., Any], *args: Any) -> Any:
@@ -191,15 +187,15 @@ def reaches_outputs(reach: Reach, actual: list[Any], strict: bool) -> str | None
     """Does the divergence of a candidate's outputs reach the original graph's outputs? (See :class:`Reach`.)"""
     origin = reach.load_origin()
     inputs = origin.materialize_inputs()
-    expected, fp64 = origin_references(origin, inputs, reach.references)
+    references = origin_references(origin, inputs, reach.references)
+    values = [v.detach() if isinstance(v, torch.Tensor) else v for v in inputs]
     with torch.no_grad():
         substituting = _Substituting(origin.gm, dict(zip(reach.outputs, actual)))
-        substituted = seeded(substituting.run, *[v.detach() if isinstance(v, torch.Tensor) else v for v in inputs])
-    substituted = list(substituted) if isinstance(substituted, (list, tuple)) else [substituted]
-    return accuracy_divergence(expected, substituted, fp64, strict=strict)
+        substituted = references.outputs_of(seeded(substituting.run, *values), values)
+    return accuracy_divergence(references.expected, substituted, references.fp64, strict=strict)
 
 
-def origin_references(origin: GraphCase, inputs: list[Any], path: Path | None) -> tuple[list[Any], list[Any]]:
+def origin_references(origin: GraphCase, inputs: list[Any], path: Path | None) -> References:
     """The original graph's eager and float64 outputs (see :class:`Reach`): read from ``path``, else computed and saved there.
 
     Queries run side by side may both compute them; each writes a whole file and
@@ -209,18 +205,18 @@ def origin_references(origin: GraphCase, inputs: list[Any], path: Path | None) -
     if path is not None and path.exists():
         try:
             saved = torch.load(path, weights_only=True)
-            return saved["expected"], saved["fp64"]
+            return References(saved["expected"], saved["fp64"], saved["written"], saved["fp64_error"])
         except Exception:  # noqa: BLE001 - a damaged cache is only slower
             pass
-    expected, fp64 = reference_outputs(origin.gm, inputs, rng=RUN_SEED, set_rng=torch.manual_seed)
+    references = reference_outputs(origin.gm, inputs, rng=RUN_SEED, set_rng=torch.manual_seed)
     if path is not None:
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
-            torch.save({"expected": expected, "fp64": fp64}, tmp)
+            torch.save(vars(references), tmp)
             tmp.replace(path)
         except Exception:  # noqa: BLE001 - (outputs torch cannot save): computed again next time
             tmp.unlink(missing_ok=True)
-    return expected, fp64
+    return references
 
 
 # --------------------------------------------------------------------------- #

@@ -46,8 +46,9 @@ from .graphio import GraphFormatError, dump_graph, subgraphs
 from .repro_graph import HOP_CALL, all_call_nodes, module_class
 from .repro_inputs import data_function, data_of, inputs_function, is_symbolic, program_class, program_inputs, symbolic_inputs_function
 from .repro_run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
-from .repro_runtime import call_hop, clone_input, graph_module, non_leaf, rand_tensor
-from .signature import ACCURACY_MESSAGE, Signature, accuracy_category, accuracy_divergence, float64_graph
+from .repro_runtime import call_hop, clone_input, copies, graph_module, non_leaf, rand_tensor
+from .accuracy import ACCURACY_MESSAGE, accuracy_category, accuracy_divergence, float64_graph, run_float64, tensor_versions, written_inputs
+from .signature import Signature
 
 __all__ = [  # the parts' public names are the writer's too
     "AOT_COMPILER_KEYS", "COLLECTIVES", "EAGER_STAGES", "FORMAT_VERSION", "HOP_CALL", "MODULE_COMMENT",
@@ -94,8 +95,11 @@ def render(
         parts.append(inspect.getsource(call_hop).strip())
     if any(i.is_random for i in case.inputs):
         parts.append(inspect.getsource(rand_tensor).strip())
-    if any(i.is_tensor and not i.is_random for i in case.inputs):
+    traced = case.boundary == "aot" and stage not in EAGER_STAGES and not is_symbolic(case)  # (see repro_run._run_aot)
+    if traced or any(i.is_tensor and not i.is_random for i in case.inputs):
         parts.append(inspect.getsource(clone_input).strip())
+    if traced:
+        parts.append(inspect.getsource(copies).strip())
     if any(i.meta is not None and i.meta.requires_grad and not i.meta.is_leaf for i in case.inputs):
         parts.append(inspect.getsource(non_leaf).strip())
     if accuracy:
@@ -106,10 +110,12 @@ def render(
         parts.append(f"STRICT = {strict!r}  # True: outputs must equal eager's bit for bit")
         parts.append(inspect.getsource(accuracy_divergence).strip())
         parts.append(inspect.getsource(accuracy_category).strip())
+        parts += [inspect.getsource(f).strip() for f in (tensor_versions, written_inputs, run_float64)]
+        parts.append(_accuracy_runs(case, "ReproFloat64" if fp64.code != case.gm.code else "Repro"))
     metadata = _metadata(case, stage, failure, bool(accuracy), data_file)
     metadata["strict"] = strict
     parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + _literal(metadata))
-    parts.append(_main(accuracy, "ReproFloat64" if "class ReproFloat64(" in "".join(parts) else "Repro", distributed=needs_process_group(case)))
+    parts.append(_main(accuracy, distributed=needs_process_group(case)))
     return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
 
@@ -314,7 +320,46 @@ RUN_SEED = 0
 ``__main__``: a graph with random ops compares compiled against eager only from one seed."""
 
 
-def _main(accuracy: bool, fp64_class: str = "Repro", distributed: bool = False) -> str:
+def _accuracy_runs(case: GraphCase, fp64_class: str) -> str:
+    """``accuracy_runs(data)``: the compiled run and its two references, as an accuracy repro and pt2kit's queries make them."""
+    names = [i.name for i in program_inputs(case)]
+    seed = f"    torch.manual_seed({RUN_SEED})\n"
+    return (
+        f"INPUT_NAMES = {names!r}\n\n\n"
+        "def to_float64(values):\n"
+        "    return [v.detach().to(torch.float64).requires_grad_(v.requires_grad)\n"
+        "            if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]\n\n\n"
+        "def accuracy_runs(data):\n"
+        '    """The compiled run, eager, and eager in float64 (the reference), each on fresh inputs.\n\n'
+        "    Each gives its outputs, then the inputs eager writes into (``written``), as they are\n"
+        "    after the run: a graph whose effect is a write into an input is judged on that input.\n"
+        "    fp64 is None when the float64 run cannot run at all (``note`` says why): eager is then\n"
+        "    the reference.\n"
+        '    """\n'
+        "    compiled_inputs = make_inputs(data)\n" + seed +
+        "    actual = run(Repro(data), compiled_inputs)\n"
+        "    inputs = make_inputs(data)\n"
+        "    before = tensor_versions(inputs)\n" + seed +
+        "    expected = run_eager(Repro(data), inputs)\n"
+        "    written = written_inputs(before, tensor_versions(inputs))\n"
+        "    expected = expected + [inputs[i] for i in written]\n"
+        "    actual = actual + [compiled_inputs[i] for i in written]\n"
+        "    fp64, note = None, None\n"
+        "    try:\n"
+        "        inputs = to_float64(make_inputs(data))\n"
+        f"        torch.manual_seed({RUN_SEED})\n"
+        f"        fp64 = run_float64(run_eager, {fp64_class}(data).to(torch.float64), inputs) + [inputs[i] for i in written]\n"
+        "    except Exception as e:  # the reference's own limit, not the graph's failure\n"
+        "        note = f'the float64 reference cannot run ({type(e).__name__}: {str(e).strip().splitlines()[0][:200]}); eager is the reference'\n"
+        "    return expected, actual, fp64, written, note\n\n\n"
+        "def value_labels(count, written):\n"
+        '    """How a divergence names each compared value: an output, or an input the graph writes into."""\n'
+        "    outputs = [f'output {i}' for i in range(count - len(written))]\n"
+        "    return outputs + [f'input {INPUT_NAMES[i]} (written in place)' for i in written]"
+    )
+
+
+def _main(accuracy: bool, distributed: bool = False) -> str:
     setup = "    setup_process_group()\n" if distributed else ""
     seed = f"    torch.manual_seed({RUN_SEED})\n"
     if not accuracy:
@@ -327,19 +372,13 @@ def _main(accuracy: bool, fp64_class: str = "Repro", distributed: bool = False) 
             '    print("did not fail")'
         )
     return (
-        "def to_float64(values):\n"
-        "    return [v.detach().to(torch.float64).requires_grad_(v.requires_grad)\n"
-        "            if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]\n\n\n"
         'if __name__ == "__main__":\n'
         "    apply_config()\n" + setup +
         "    data = load_data()\n"
-        "    inputs = make_inputs(data)\n" + seed +
-        "    expected = run_eager(Repro(data), inputs)\n"
-        "    inputs = to_float64(make_inputs(data))\n" + seed +
-        f"    fp64 = run_eager({fp64_class}(data).to(torch.float64), inputs)\n"
-        "    inputs = make_inputs(data)\n" + seed +
-        "    actual = run(Repro(data), inputs)\n"
-        "    problem = accuracy_divergence(expected, actual, fp64, strict=STRICT)\n"
+        "    expected, actual, fp64, written, note = accuracy_runs(data)\n"
+        "    if note:\n"
+        "        print(f'note: {note}', file=sys.stderr)\n"
+        "    problem = accuracy_divergence(expected, actual, fp64, strict=STRICT, labels=value_labels(len(expected), written))\n"
         "    if problem:\n"
         '        sys.exit(f"AccuracyError: {ACCURACY_MESSAGE} ({accuracy_category(problem)}): {problem}")\n'
         '    print("no divergence")'

@@ -37,6 +37,15 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
 - ``planted_no_all_reduce``: cannot compile a graph holding a functional all_reduce
   (distributed jobs).
 
+What real bugs do, and the backends above never did:
+
+- ``planted_lost_write``: keeps input mutations in its graphs (as Inductor does) and
+  compiles them without the ``copy_`` back into an input that a ``mul`` feeds: a graph
+  whose only effect is a write into its input computes nothing wrong that it returns.
+- ``planted_zero_tangent``: its compiled backward crashes (NULL dereference) when the
+  gradient it is handed is a ZeroTensor (the gradient of ``torch.sgn``), as Inductor's
+  code does: a plain copy of that input no longer crashes.
+
 ``PLANTED_DELAY`` (seconds) makes every compile that slow. ``PLANTED_LOG``, when set, names a file where every compile appends the graph's code and
 a checksum of its inputs, so tests can count compiles.
 """
@@ -241,3 +250,28 @@ def planted_pre_aot(gm, example_inputs):
             node.target = torch.sin
     gm.recompile()
     return _healthy_aot(gm, example_inputs)
+
+
+def _drop_write_after_mul(gm, inputs):
+    """Forget a ``copy_`` into a graph input whose new value a ``mul`` computes (in place, as a compiler pass)."""
+    for node in list(gm.graph.find_nodes(op="call_function", target=aten.copy_.default)):
+        target, value = node.args
+        if target.op == "placeholder" and getattr(value, "target", None) == aten.mul.Tensor:
+            node.replace_all_uses_with(target)
+            gm.graph.erase_node(node)
+    gm.recompile()
+
+
+register_backend(
+    aot_autograd(fw_compiler=_compiler(on_compile=_drop_write_after_mul, trigger=(aten.copy_.default,)), keep_inference_input_mutations=True),
+    name="planted_lost_write",
+)
+
+
+def _crash_on_zerotensor(run, values):
+    if any(isinstance(v, torch.Tensor) and torch._is_zerotensor(v) for v in values):
+        ctypes.string_at(0)
+    return run(*values)
+
+
+_register("planted_zero_tangent", bw=_compiler(on_run=_crash_on_zerotensor, trigger=()))

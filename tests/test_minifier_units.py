@@ -17,7 +17,8 @@ import minifier
 from minifier.case import GraphCase, GraphInput, TensorMeta, clone_tensor
 from minifier.repro_runtime import rand_tensor
 from minifier.errors import CorruptRecord
-from minifier.signature import accuracy_divergence, innermost_exception, normalize_message, signature_of_exception
+from minifier.accuracy import accuracy_divergence
+from minifier.signature import innermost_exception, normalize_message, signature_of_exception
 from minifier.worker import Worker
 from minifier.repro_files import load_repro, trace_module, write_repro
 from minifier.writer import render
@@ -89,7 +90,7 @@ def test_a_compiled_run_is_judged_from_its_own_random_state_and_leaves_the_progr
     # program's own random stream goes on as if nothing had been judged
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from minifier.signature import judge_compiled_run
+    from minifier.accuracy import judge_compiled_run
 
     def f(x):
         return (torch.nn.functional.dropout(x, 0.5, training=True) * 3,)

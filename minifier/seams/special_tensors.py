@@ -1,0 +1,120 @@
+"""Seam: tensors torch marks as special, which a plain copy turns into ordinary ones.
+
+A graph input can be more than its values. Real bugs live in those marks:
+
+- a **ZeroTensor** (``torch._efficientzerotensor``): the gradient autograd passes for a
+  function with a zero derivative (``torch.sgn`` of a real tensor). It owns no memory,
+  cannot be saved (``torch.save`` refuses it), and compiled code that reads it as an
+  ordinary tensor may crash;
+- a tensor with the **conjugate bit** (``x.conj()`` of a complex tensor) or the
+  **negative bit** (``torch._neg_view``): a lazy view whose memory holds the values
+  before the operation. ``clone()`` materializes it, so the bit a kernel mishandled is gone.
+
+pt2kit keeps such an input as its *plain* tensor (an ordinary tensor over the same
+memory, what is saved and cloned) plus its :data:`KINDS` name, in
+:attr:`minifier.case.TensorMeta.special`; :func:`rebuild` puts the mark back, in pt2kit's
+queries and, as :func:`expression`, in the repro. A ZeroTensor needs no data at all.
+
+Inputs no repro can rebuild yet (sparse and other layouts, nested, quantized and
+MKL-DNN tensors) are named by :func:`unsupported`, so that the user reads what pt2kit
+cannot carry instead of a verdict of "flaky".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch._is_zerotensor, torch._efficientzerotensor, torch._neg_view, Tensor.is_neg, Tensor.is_conj",
+    features=("repros of special graph inputs (ZeroTensor, conjugate and negative views)",),
+)
+
+#: The marks pt2kit carries: a ZeroTensor, the conjugate bit, the negative bit.
+KINDS = ("zerotensor", "conj", "neg")
+
+
+def probe() -> None:
+    import torch
+
+    zero = torch._efficientzerotensor((2,), dtype=torch.float32)
+    if not torch._is_zerotensor(zero) or torch._is_zerotensor(torch.zeros(2)):
+        raise AttributeError("torch._is_zerotensor no longer tells a ZeroTensor apart")
+    negative = torch._neg_view(torch.ones(2))
+    if not negative.is_neg() or torch._neg_view(negative).is_neg() or float(negative[0]) != -1.0:
+        raise AttributeError("torch._neg_view no longer toggles the negative bit")
+    conjugate = torch.ones(2, dtype=torch.complex64).conj()
+    if not conjugate.is_conj() or conjugate.conj().is_conj():
+        raise AttributeError("Tensor.conj no longer toggles the conjugate bit")
+
+
+def kind_of(t: Any) -> str | None:
+    """Which of :data:`KINDS` marks ``t`` (None: an ordinary tensor, or not a tensor)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+        return None
+    if torch._is_zerotensor(t):
+        return "zerotensor"
+    if t.is_conj():
+        return "conj"
+    if t.is_neg():
+        return "neg"
+    return None
+
+
+def unsupported(t: Any) -> str | None:
+    """Why a repro cannot rebuild tensor ``t`` yet (None: it can)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return None
+    if t.is_nested:
+        return "a nested tensor"
+    if t.layout != torch.strided:
+        return f"a {str(t.layout).removeprefix('torch.')} tensor"
+    if t.is_quantized:
+        return "a quantized tensor"
+    if t.is_mkldnn:
+        return "an MKL-DNN tensor"
+    return None
+
+
+def plain(t: Any) -> Any:
+    """The ordinary tensor behind a special one: what is saved and copied (a ZeroTensor: zeros)."""
+    import torch
+
+    kind = kind_of(t)
+    if kind == "zerotensor":
+        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+    if kind == "conj":
+        return t.conj()  # the bit toggled off: the same memory, read as it is stored
+    if kind == "neg":
+        return torch._neg_view(t)
+    return t
+
+
+def rebuild(t: Any, kind: str | None) -> Any:
+    """Tensor ``t`` (a plain one) marked as ``kind`` again (a ZeroTensor of its shape and dtype)."""
+    import torch
+
+    if kind == "zerotensor":
+        return torch._efficientzerotensor(t.shape, dtype=t.dtype, device=t.device)
+    if kind == "conj":
+        return t.conj()
+    if kind == "neg":
+        return torch._neg_view(t)
+    return t
+
+
+def expression(kind: str | None, plain_expression: str, shape: tuple[int, ...], dtype: str, device: str) -> str:
+    """How a repro writes an input of ``kind``, given how it writes the plain tensor (one expression, no comment)."""
+    if kind == "zerotensor":
+        where = "" if device == "cpu" else f", device={device!r}"
+        return f"torch._efficientzerotensor({shape!r}, dtype=torch.{dtype}{where})"
+    if kind == "conj":
+        return f"{plain_expression}.conj()"
+    if kind == "neg":
+        return f"torch._neg_view({plain_expression})"
+    return plain_expression
