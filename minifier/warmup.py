@@ -8,6 +8,13 @@ through the stages the queries will use (and importing pt2kit's own query code).
 backend is not Inductor never needs more), ``"inductor"`` adds Inductor's C++ path.
 
 It runs single-threaded, in a process that then forks: see :mod:`minifier.zygote`.
+On a build with an accelerator runtime (the CUDA build a plain ``pip install torch``
+gives, GPU or not), the autograd engine starts a thread per device (``pt_autograd_N``)
+at its first use after a compile (AOTAutograd's own trace of the joint graph calls it),
+and a forked child can then never use autograd ("Unable to handle autograd's threading
+in combination with fork"). There the step is compiled as inference (no input requires
+grad): its joint graph and backward compile in the query that needs them, and the
+zygote stays fork-safe (:func:`autograd_is_fork_safe`).
 """
 
 from __future__ import annotations
@@ -29,13 +36,16 @@ def warm_up(level: str) -> tuple[float, str | None]:
         import torch
 
         backends = ["eager", "aot_eager", "aot_eager_decomp_partition"] + (["inductor"] if level == "inductor" else [])
-        x = torch.randn(4, 4, requires_grad=True)
+        training = autograd_is_fork_safe()
+        x = torch.randn(4, 4, requires_grad=training)
 
         def step(t: torch.Tensor) -> torch.Tensor:
             return (torch.relu(t) * t.sin()).sum(dim=-1)
 
         for backend in backends:
-            torch.compile(step, backend=backend)(x).sum().backward()
+            out = torch.compile(step, backend=backend)(x).sum()
+            if training:
+                out.backward()
         torch.compiler.reset()
         # pt2kit's own query code (the functions every query pickles by name live
         # there): unpickling them imported some thirty modules in each child, 0.1 s
@@ -45,3 +55,14 @@ def warm_up(level: str) -> tuple[float, str | None]:
         return time.perf_counter() - start, f"{type(e).__name__}: {e}"
     _warmed.update(LEVELS[: LEVELS.index(level) + 1])
     return time.perf_counter() - start, None
+
+
+def autograd_is_fork_safe() -> bool:
+    """Can a process that will fork use autograd? Not where the engine starts device threads.
+
+    The engine sizes its thread pool by the devices of every accelerator runtime
+    compiled in (``torch.version.cuda``, ``hip``, ``xpu``), with or without a device.
+    """
+    import torch
+
+    return not any(getattr(torch.version, runtime, None) for runtime in ("cuda", "hip", "xpu"))

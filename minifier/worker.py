@@ -228,14 +228,14 @@ class Worker:
                 fresh.running[running.qid] = running
                 fresh.send(running.message())
         elif tag == "warmed":
-            seconds, threads, error = message[1:]
+            seconds, threads, error, names = message[1:]
             self.warm_seconds[f"warm-up{'' if not self.warm_seconds else len(self.warm_seconds)}"] = seconds
             if error:
                 self.notes.append(f"warm-up failed ({error}); queries start cold")
             if threads > 1:
                 zygote.retired = True  # running children finish; new queries go to a fresh zygote
                 self._warming.clear()
-                self.notes.append(f"warm-up left {threads} threads in pt2kit's worker process; continuing with a cold one")
+                self.notes.append(f"warm-up left {threads - 1} threads beside the main one in pt2kit's worker process ({names}); continuing with a cold one")
 
     def _on_zygote_death(self, zygote: ZygoteProcess) -> None:
         zygote.close()

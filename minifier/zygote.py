@@ -32,7 +32,7 @@ over is ever unpickled here)::
     zygote → controller   ("ready", info)       ("started", qid, pid)
                           ("exited", qid, wait_status)
                           ("refused", qid, reason)
-                          ("warmed", seconds, threads, error)
+                          ("warmed", seconds, threads, error, thread names)
 
 The controller starts and talks to a zygote through :class:`ZygoteProcess` (this module,
 so that the protocol's two ends live together); :class:`minifier.worker.Worker` drives it.
@@ -211,10 +211,23 @@ def native_thread_count() -> int:
 
 
 def thread_names() -> str:
+    """What the threads besides the main one are, by the names the kernel knows them by.
+
+    ``pt_autograd_N`` are autograd's device threads; ``omp``/``openblas`` names are a
+    thread pool. Python's own threads are named as Python names them.
+    """
     import threading
 
-    names = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
-    return ", ".join(names) or "native threads (an OpenMP/BLAS pool)"
+    python = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    try:
+        tasks = sorted(os.listdir("/proc/self/task"), key=int)[1:]  # the first is the main thread
+        native = [open(f"/proc/self/task/{task}/comm").read().strip() for task in tasks]
+    except OSError:
+        native = []
+    autograd = [name for name in native if name.startswith("pt_autograd")]
+    others = [name for name in native if not name.startswith("pt_autograd") and name not in python]
+    parts = python + (["autograd's device threads (" + ", ".join(autograd) + ")"] if autograd else []) + others
+    return ", ".join(parts) or "native threads"
 
 
 def serve(in_fd: int, out_fd: int) -> None:
@@ -305,7 +318,7 @@ def _handle(message: object, children: dict[int, int], in_fd: int, out_fd: int, 
         from .warmup import warm_up
 
         seconds, error = warm_up(message[1])  # type: ignore[index]
-        send(out_fd, ("warmed", seconds, native_thread_count(), error))
+        send(out_fd, ("warmed", seconds, native_thread_count(), error, thread_names()))
     elif tag == "import":
         import importlib
 

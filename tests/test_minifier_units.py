@@ -151,6 +151,37 @@ def test_a_warm_worker_has_pt2kit_query_code_loaded_before_a_child_unpickles_its
         worker.close()
 
 
+def _training_backward_in_a_child() -> float:
+    x = torch.randn(3, requires_grad=True)
+    torch.compile(lambda t: t.sin().sum(), backend="aot_eager")(x).backward()
+    return float(x.grad.abs().sum())
+
+
+def test_a_warm_worker_stays_fork_safe_for_autograd_on_this_build(tmp_path):
+    # A CUDA build (what a plain `pip install torch` gives, GPU or not) starts autograd's
+    # device threads at the first use of autograd after a compile; a zygote that warmed
+    # up with a training step then restarted cold, and its children could not run
+    # backward. The warm-up must leave one thread, and a child must run a training step.
+    from minifier.warmup import autograd_is_fork_safe
+
+    probe = (
+        "import os, torch\n"
+        "x = torch.randn(3, requires_grad=True)\n"
+        "torch.compile(lambda t: t.sin().sum(), backend='aot_eager')(x).backward()\n"
+        "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]\n"
+        "print(sum(n.startswith('pt_autograd') for n in names))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert (int(done.stdout.split()[-1]) == 0) == autograd_is_fork_safe(), done.stdout + done.stderr
+    worker = Worker(log_dir=tmp_path, timeout=120)
+    try:
+        worker.warm_up("eager", wait=True)
+        assert worker.run(_training_backward_in_a_child).value > 0
+        assert not any("cold" in note or "restarted" in note for note in worker.notes), worker.notes
+    finally:
+        worker.close()
+
+
 def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
     # Queries asked side by side end apart; the report's timeline ("where the time
     # went") is their critical path only if each ends where it did, not where the
