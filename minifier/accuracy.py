@@ -113,6 +113,34 @@ def to_float64(values: list[Any]) -> list[Any]:
     ]
 
 
+#: Ops that test values for inf or NaN: a graph that holds one decides on overflows
+#: of its working precision, which a float64 run does not have (an fp16 ``x * x`` that
+#: becomes inf, then ``where(isinf(e), 0, e)``).
+NONFINITE_TESTS = ("isinf", "isnan", "isfinite", "isposinf", "isneginf", "nan_to_num")
+
+
+def fp64_blocker(gm: Any) -> str | None:
+    """Why a float64 run of ``gm`` would not be a reference for what the program means (None: it is).
+
+    A graph that tests its values for inf or NaN (:data:`NONFINITE_TESTS`, or a
+    comparison with an infinite constant) means the overflows of its working precision:
+    promoted to float64, the overflow it guards against never happens, and the
+    reference would take the compiled code's side. Eager alone is the reference then.
+    """
+    import math
+
+    from .case import op_name
+    from .repro_graph import all_call_nodes
+
+    for node in all_call_nodes(gm):
+        name = op_name(node, gm)
+        if any(part in NONFINITE_TESTS for part in name.split(".")):
+            return f"the graph tests its values for inf or NaN ({name}), which float64 does not overflow to"
+        if any(isinstance(a, float) and not math.isfinite(a) for a in node.args):
+            return f"the graph compares with an infinite constant ({name}), which float64 does not overflow to"
+    return None
+
+
 def tensor_versions(values):
     """Each tensor's version counter: every in-place write bumps it, through any view of it.
 
@@ -186,10 +214,10 @@ def reference_outputs(gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: C
     """
     import torch
 
-    from .case import clone_tensor
+    from .case import clone_values
 
     def clones() -> list[Any]:
-        return [clone_tensor(v.detach(), False) if isinstance(v, torch.Tensor) else v for v in inputs]
+        return [v.detach() if isinstance(v, torch.Tensor) else v for v in clone_values(inputs)]
 
     with torch.no_grad():
         if set_rng is not None:
@@ -202,9 +230,11 @@ def reference_outputs(gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: C
         references.expected = references.outputs_of(outputs, values)
         if set_rng is not None:
             set_rng(rng)
+        references.fp64_error = fp64_blocker(gm)
         try:
-            values = to_float64(clones())
-            references.fp64 = references.outputs_of(run_float64(float64_graph(gm), *values), values)
+            if references.fp64_error is None:
+                values = to_float64(clones())
+                references.fp64 = references.outputs_of(run_float64(float64_graph(gm), *values), values)
         except Exception as e:  # noqa: BLE001 - a reference that cannot run is ours to own, not the graph's
             references.fp64_error = f"{type(e).__name__}: {normalize_message(str(e))}"
     return references
@@ -257,9 +287,10 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
     equal eager's bit for bit (``--strict-accuracy``). Returns None when everything
     passes, else one line naming the first output that does not.
 
-    ``fp64`` is None when no float64 reference could run (an op that takes no float64):
-    eager is then the reference, within a stated tolerance (1e-3, 1e-2 in half
-    precision). ``labels`` name the values in the message (default ``output <i>``).
+    Eager is the reference instead, within a stated tolerance (1e-3, 1e-2 in half
+    precision), where ``fp64`` is None (see :func:`fp64_blocker`) or an fp64 output does
+    not match eager's shape. ``labels`` name the values in the message (default
+    ``output <i>``).
 
     This is torch's ``same(..., fp64_ref=...)`` rule without its fixed-tolerance
     shortcuts. It imports only torch and carries no annotations: the repro writer
@@ -294,16 +325,17 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
             ref, res = torch.view_as_real(ref), torch.view_as_real(res)
             hi = None if hi is None else torch.view_as_real(hi.detach().to(torch.complex128))
         res64, ref64 = res.to(torch.float64), ref.to(torch.float64)
-        if hi is None:  # no fp64 reference: eager, within a stated tolerance
+        if hi is not None:
+            hi = hi.detach().to(torch.float64)
+        if hi is None:  # eager is the reference, within a stated tolerance
             loose = 1e-2 if res.dtype in (torch.float16, torch.bfloat16) else 1e-3
             bad_res = ~torch.isfinite(res64) & torch.isfinite(ref64)
             if bool(bad_res.any()):
                 return f"{name}: {int(bad_res.sum())} non-finite values where eager is finite (no fp64 reference)"
             if not torch.allclose(ref64, res64, atol=loose, rtol=loose, equal_nan=True):
                 max_abs = float((res64 - ref64).abs().nan_to_num(0.0).max())
-                return f"{name}: values off eager beyond {loose:g} (no fp64 reference could run); max abs error {max_abs:.3g}"
+                return f"{name}: values off eager beyond {loose:g} (no fp64 reference); max abs error {max_abs:.3g}"
             continue
-        hi = hi.detach().to(torch.float64)
         bad_res = ~torch.isfinite(res64) & torch.isfinite(hi) & torch.isfinite(ref64)
         if bool(bad_res.any()):
             return f"{name}: {int(bad_res.sum())} non-finite values where eager and fp64 are finite"

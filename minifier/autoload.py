@@ -361,9 +361,9 @@ def _has_random_ops(gm: Any) -> bool:
 def _clone_args(args: Sequence[Any]) -> list[Any]:
     import torch
 
-    from .case import clone_tensor
+    from .case import clone_values
 
-    return [clone_tensor(a.detach(), a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+    return clone_values(list(args))
 
 
 def _rng_state() -> tuple[Any, Any]:

@@ -43,7 +43,7 @@ import torch
 import torch.fx as fx
 
 from . import blame, hooks
-from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_tensor, snapshot
+from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values, snapshot
 from .casemaker import aot_case, make_case
 from .context import BackendInfo, describe_backend, learn_dynamo_own_patches, patch_definitions, resolve_backend
 from .extract import merge_definitions
@@ -285,7 +285,7 @@ class Recorder:
         if len(values) != len(graph.values) or size > self.input_limit:
             self.event(event="aot_inputs", path=str(graph.path) if graph.path else None, saved=False, bytes=size)
             return False
-        graph.values = [clone_tensor(v.detach(), v.requires_grad) if isinstance(v, torch.Tensor) else v for v in values]
+        graph.values = clone_values(values)  # (inputs that are views of one tensor stay so)
         self.save_aot(graph, real=True)
         return True
 

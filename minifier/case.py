@@ -31,7 +31,7 @@ import torch
 import torch.fx as fx
 
 from .repro_runtime import rand_tensor
-from .seams import special_tensors
+from .seams import ops, special_tensors
 
 #: How a config value that is not a literal travels in :attr:`GraphCase.config`: a
 #: one-key dict (itself a literal) naming how the repro gets the value back.
@@ -107,6 +107,7 @@ class GraphInput:
     symbolic_int: bool = False  # a symbolic int that no tensor input's size gives (compile with dynamic=True)
     dtensor: dict[str, Any] | None = None  # a DTensor: ``value``/``meta`` are its local shard; placements and mesh here
     opaque: str | None = None  # a value pt2kit cannot write (a DeviceMesh, a script object): its type
+    view_of: tuple[str, int] | None = None  # a view into another input's memory: (that input, storage offset from its own)
 
     @property
     def is_tensor(self) -> bool:
@@ -173,7 +174,57 @@ def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None, device: str
         memory = torch.empty(span, dtype=t.dtype, device=t.device if device is None else device)
         if span:
             memory.copy_(t.detach().as_strided((span,), (1,)))
-    return memory.as_strided(t.shape, t.stride()).detach().requires_grad_(requires_grad)
+        copy = memory.as_strided(t.shape, t.stride())
+        if span == t.numel():  # dense: a tensor of its own, as the program's was, not a view
+            copy = copy.clone()
+    return copy.detach().requires_grad_(requires_grad)
+
+
+def view_into(base: torch.Tensor, meta: TensorMeta, offset: int) -> torch.Tensor:
+    """A view of ``base``'s memory with ``meta``'s layout, ``offset`` elements past ``base``'s own start."""
+    view = base.as_strided(meta.shape, meta.stride, base.storage_offset() + offset)
+    return view.requires_grad_() if meta.requires_grad and not view.requires_grad else view
+
+
+def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Tensors among ``values`` that share memory: (the one whose memory holds the others', [(another, its offset from it)]).
+
+    A graph's inputs can be views of one tensor (``f(buf, buf[1:])``), and a compiler's
+    bug can live in that aliasing. A group is kept only when one member's memory (the
+    elements its strides reach) holds every other member's; other overlaps stay apart.
+    """
+    groups: dict[tuple[str, int], list[int]] = {}
+    for k, v in enumerate(values):
+        if not isinstance(v, torch.Tensor) or v.layout != torch.strided or special_tensors.kind_of(v) or v.numel() == 0:
+            continue
+        try:
+            key = (str(v.device), v.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError):  # fake and meta tensors own no memory
+            continue
+        if key[1]:
+            groups.setdefault(key, []).append(k)
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        return t.storage_offset(), t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+
+    found = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        spans = {k: span(values[k]) for k in members}
+        cover = next((k for k in members if all(spans[k][0] <= a and b <= spans[k][1] for a, b in spans.values())), None)
+        if cover is not None:
+            found.append((cover, [(k, spans[k][0] - spans[cover][0]) for k in members if k != cover]))
+    return found
+
+
+def clone_values(values: list[Any]) -> list[Any]:
+    """Copies of ``values`` (tensors cloned, the rest as they are) in which tensors that shared memory share it again."""
+    copies = [clone_tensor(v.detach(), v.requires_grad) if isinstance(v, torch.Tensor) else v for v in values]
+    for cover, views in alias_groups(values):
+        for k, offset in views:
+            copies[k] = view_into(copies[cover], TensorMeta.of(values[k]), offset)
+    return copies
 
 
 def compact_tensor(t: torch.Tensor) -> torch.Tensor:
@@ -250,6 +301,9 @@ class GraphCase:
     def materialize_inputs(self) -> list[Any]:
         values = [i.materialize() for i in self.inputs]
         names = [i.name for i in self.inputs]
+        for k, i in enumerate(self.inputs):  # an input that shared another's memory shares it again
+            if i.view_of and i.view_of[0] in names and i.meta is not None:
+                values[k] = view_into(values[names.index(i.view_of[0])], i.meta, i.view_of[1])
         for k, i in enumerate(self.inputs):  # a symbolic size is the size of its tensor, whatever that is now
             if i.derived_from and i.derived_from[0] in names:
                 values[k] = values[names.index(i.derived_from[0])].size(i.derived_from[1])
@@ -290,8 +344,6 @@ def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
         return f"{module_type.__module__}.{module_type.__qualname__}"
     if node.op != "call_function":
         raise ValueError(f"not an op node: {node.op}")
-    from .seams import ops
-
     target = node.target
     if ops.is_overload(target):
         return ".".join(ops.overload_name(target))
@@ -306,3 +358,24 @@ def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
         if name.startswith(c_module):
             return public + name[len(c_module) :]
     return name
+
+
+#: Python's in-place operators: on a tensor, ``x += y`` in a dynamo graph writes into ``x``.
+_IN_PLACE_OPERATORS = frozenset(f"i{name}" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "matmul"))
+
+
+def has_effect(node: fx.Node) -> bool:
+    """Does running ``node`` matter even when nothing reads its value?
+
+    FX's own rule (``Node.is_impure``: mutable aten ops, asserts, random ops...), plus
+    what a dynamo graph writes in place (``x.mul_(y)``, ``x += y``) and the mode switches
+    around ``with torch.inference_mode():``, which FX does not count: a graph whose only
+    effect is a write into its input is not dead code.
+    """
+    if node.is_impure() or ops.switches_mode(node.target):
+        return True
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+    if not isinstance(name, str):
+        return False
+    in_place_method = name.endswith("_") and not name.startswith("_")
+    return in_place_method or (node.op == "call_function" and getattr(node.target, "__module__", None) in ("_operator", "operator") and name in _IN_PLACE_OPERATORS)

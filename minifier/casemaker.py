@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 import torch.fx as fx
 
-from .case import GraphCase, GraphInput, TensorMeta
+from .case import GraphCase, GraphInput, TensorMeta, alias_groups
 from .context import BackendInfo, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
 from .seams import dtensor, special_tensors, symbolic_shapes
@@ -152,6 +153,9 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
             # (never int(value): that would add a guard and specialize the program's graph)
             plain = symbolic_shapes.hint(value) if isinstance(value, torch.SymInt) else value
             inputs.append(GraphInput(name, plain, None, derived_from=derived.get(name), symbolic_int=symbolic and name not in derived))
+    for cover, views in alias_groups(list(values)):  # inputs that are views of one tensor stay so
+        for k, offset in views:
+            inputs[k] = replace(inputs[k], view_of=(inputs[cover].name, offset))
     return inputs
 
 
@@ -198,8 +202,6 @@ def aot_case(
     placeholders' traced values say which sizes the compiler saw as symbolic; a
     parent captured with static sizes keeps its aot graphs static.
     """
-    from dataclasses import replace
-
     from .context import module_import_spec
 
     gm = fx.GraphModule(gm, copy.deepcopy(gm.graph))

@@ -260,19 +260,22 @@ def minify_case(
     if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
         # The bisection just ran this very graph through this stage and saw the target.
         reducer.assume(reducer.best, True, confirmed=not (bisect.failure is not None and bisect.failure.seen_in_program))
+    notes = []
     with holding(run_dir):  # a second run of this command meanwhile starts afresh
         if not reducer.consider(reducer.best):
-            raise NotReproducible(f"the graph does not fail with {target.signature} when pt2kit rebuilds it; see {origin_path}")
-        save_checkpoint(reducer, checkpoint, state)
-        try:
-            reducer.run(PASSES)
-        except KeyboardInterrupt:
+            path, verified = unreduced(session, case, stage, target, accuracy_mode), True
+            notes.append(f"pt2kit's rebuild of {case.label()} does not fail, the graph as captured does: repro.py is that graph, not reduced")
+        else:
+            save_checkpoint(reducer, checkpoint, state)
+            try:
+                reducer.run(PASSES)
+            except KeyboardInterrupt:
+                path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
+                save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
+                raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
             path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
-            save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
-            raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
-        path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
-        verified = verify(session, path, target.signature, reducer.best_case())
-        save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
+            verified = verify(session, path, target.signature, reducer.best_case())
+            save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
     after = load_repro(path).case
     result = MinifyResult(
         failure=Outcome(stage, target, 0.0),
@@ -289,11 +292,28 @@ def minify_case(
         run_dir=run_dir,
     )
     result.timeline = session.full_timeline()
-    result.notes.extend(session.notes)
+    result.notes.extend(session.notes + notes)
     if not verified:
         result.notes.append("the written repro.py did not reproduce the failure when read back; the graph in work/origin does")
     (run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     return result
+
+
+def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, accuracy: Any) -> Path:
+    """The graph as captured, written as the repro, when it fails alone but pt2kit's rebuild of it does not.
+
+    The reducer's canonical form (:meth:`~minifier.reduce.Reducer.normalize`) drops what
+    it takes for dead code and rebuilds the graph; a failure that needs what it dropped
+    is pt2kit's limit, and the user still gets a repro that fails. When the captured
+    graph does not fail alone either, that is said, with no file that fails to point at.
+    """
+    result = session.query(functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} as captured, alone")
+    outcome = result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+    if outcome.failure is None or outcome.failure.signature != target.signature:
+        got = "passes" if outcome.failure is None else f"fails with {outcome.failure.signature}"
+        raise NotReproducible(f"{case.label()} does not fail with {target.signature} when it runs alone: as captured it {got}, and pt2kit's rebuild of it passes")
+    note = "pt2kit could not reduce this graph (its rebuild of it does not fail): this is the graph as captured."
+    return write_repro(case, session.run_dir, stage=stage, failure=target.signature, accuracy=bool(accuracy), strict=accuracy == "strict", note=note)
 
 
 def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, accuracy: Any) -> GraphCase:

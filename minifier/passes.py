@@ -26,7 +26,9 @@ Each pass looks at the reducer's best candidate so far and asks
 - :func:`cut_between`: one query for "the first and the last node alone" (a pair of
   culprit ops is done then);
 - :func:`delta_debugging`: ddmin over the remaining nodes, for failures that need
-  several ops;
+  several ops (single nodes first, on a few); a graph it leaves 1-minimal is
+  settled, and the node searches above skip it in later rounds, when only its
+  inputs' values, sizes or config change;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
 - :func:`drop_backward`, :func:`make_static` (a dynamic-shape graph tried with every
   size concrete);
@@ -64,6 +66,8 @@ def follow_blame(r: Reducer) -> None:
     are 28, sampled to 16), else node by node, and the searches below start from what
     is left; if not (the bug needs more than its kernel), this cost one small compile.
     """
+    if r.settled():
+        return
     kept = r.best.kept
     blamed = {n for n in r.blamed if n in kept}
     if blamed and len(blamed) < len(kept):
@@ -92,6 +96,8 @@ def sample_op_kinds(r: Reducer) -> None:
     the whole sample asked (the failure needs two kinds to meet, or one particular
     instance); if it does not fail either, this cost one round of small compiles.
     """
+    if r.settled():
+        return
     if len(r.best.kept) >= SAMPLE_FROM:
         _halve_sample(r)
 
@@ -165,6 +171,8 @@ def _split_point(r: Reducer, kept: tuple[str, ...], at: int) -> int:
 
 def follow_divergence(r: Reducer) -> None:
     """Keep only what the best's diverging outputs need (see :meth:`~minifier.reduce.Reducer.narrowed`): one query."""
+    if r.settled():
+        return
     _narrow_to_divergence(r, r.best)
 
 
@@ -176,6 +184,8 @@ def _narrow_to_divergence(r: Reducer, current: Candidate) -> bool:
 
 def truncate_suffix(r: Reducer) -> None:
     """Binary search for the shortest prefix of the graph that still fails."""
+    if r.settled():
+        return
     kept = r.best.kept
     lo, hi = 0, len(kept)  # prefix(lo) is known not to fail (or untested); prefix(hi) fails
     while hi - lo > 1:
@@ -193,6 +203,8 @@ def remove_prefix(r: Reducer) -> None:
     usually the only one: cutting everything before it is tried first, one query that
     ends the search at once for a single-op culprit.
     """
+    if r.settled():
+        return
     kept = r.best.kept
     if len(kept) > 2 and r.consider(r.without(kept[:-1])):
         return
@@ -212,14 +224,24 @@ def cut_between(r: Reducer) -> None:
     the earlier one; what lies between is usually unrelated. Delta debugging would take
     O(k log k) queries to learn that about k nodes.
     """
+    if r.settled():
+        return
     kept = r.best.kept
     if len(kept) > 2:
         r.consider(r.without(kept[1:-1]))
 
 
-def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate]) -> None:
-    """ddmin over ``items(r.best)``: drop chunks of decreasing size while one can go (at least one item stays)."""
-    chunks = 2
+#: At most this many items, ddmin starts with single items: coarser chunks of a few
+#: items that must mostly stay (a bug of several ops) cost queries and rarely go.
+SINGLES_UP_TO = 8
+
+
+def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate]) -> bool:
+    """ddmin over ``items(r.best)``: drop chunks of decreasing size while one can go (at least one item stays).
+
+    True when it ended on single items, none of which could go: the best is then 1-minimal.
+    """
+    chunks = 2 if len(items(r.best)) > SINGLES_UP_TO else len(items(r.best))
     while len(items(r.best)) > 1:
         current = items(r.best)
         size = math.ceil(len(current) / chunks)
@@ -227,13 +249,23 @@ def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Call
             chunks = max(chunks - 1, 2)
             continue
         if size == 1:
-            return
+            return True
         chunks = min(len(current), chunks * 2)
+    return False
 
 
 def delta_debugging(r: Reducer) -> None:
-    """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph."""
-    _ddmin(r, lambda c: c.kept, r.without)
+    """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph.
+
+    A graph it leaves 1-minimal is :meth:`~minifier.reduce.Reducer.settle`\ d: the searches
+    over nodes are not asked again about it when only its inputs' values, sizes or
+    config change later (random inputs, say): every one of their candidates drops a
+    node that this pass just saw the failure need.
+    """
+    if r.settled():
+        return
+    if _ddmin(r, lambda c: c.kept, r.without):
+        r.settle()
 
 
 def remove_outputs(r: Reducer) -> None:

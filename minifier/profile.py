@@ -55,7 +55,7 @@ def _digest(t: torch.Tensor) -> str:
     """A fingerprint of a tensor's values. Equal fingerprints only propose merging two
     inputs; the merged candidate must still fail to be kept, so a collision costs a
     query, never correctness."""
-    t = t.detach()
+    t = t.detach().resolve_conj().resolve_neg()
     if t.is_complex():
         t = torch.view_as_real(t)
     if t.dtype == torch.bool:
@@ -76,9 +76,14 @@ class _Recording(fx.Interpreter):
     def run_node(self, n: fx.Node) -> Any:
         result = super().run_node(n)
         if n.op in ("call_function", "call_method", "call_module") and (self.keep is None or n.name in self.keep):
-            # clone now: a later in-place op may change the tensor
-            self.values[n.name] = pytree.tree_map_only(torch.Tensor, lambda t: clone_tensor(t.detach(), t.requires_grad), result)
+            # clone now: a later in-place op may change the tensor (one no repro can rebuild,
+            # a quantized or sparse one, is kept as it is: it is never cut into an input)
+            self.values[n.name] = pytree.tree_map_only(torch.Tensor, _kept, result)
         return result
+
+
+def _kept(t: torch.Tensor) -> torch.Tensor:
+    return t if special_tensors.unsupported(t) else clone_tensor(t.detach(), t.requires_grad)
 
 
 def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, Any]:
@@ -106,13 +111,15 @@ def profile_case(case: GraphCase, values_path: Path | None = None) -> dict[str, 
     values = eager_values(case)
     if values_path is not None:
         # (a special tensor's plain one: a ZeroTensor cannot be saved, and a cut input of one needs no value)
-        tensors = {name: special_tensors.plain(v.detach()) for name, v in values.items() if isinstance(v, torch.Tensor)}
+        tensors = {name: special_tensors.plain(v.detach()) for name, v in values.items() if isinstance(v, torch.Tensor) and not special_tensors.unsupported(v)}
         tmp = values_path.with_name(values_path.name + ".tmp")
         torch.save(tensors, tmp)
         tmp.replace(values_path)
     for name, value in values.items():
         traced = node_meta(nodes[name])
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and special_tensors.unsupported(value):
+            info[name] = NodeInfo("other")  # (a quantized or sparse value: cut at its users instead)
+        elif isinstance(value, torch.Tensor):
             info[name] = NodeInfo("tensor", TensorMeta.of(value), digest=_digest(value), dynamic_dims=tuple(traced.get(DYNAMIC_DIMS, ())))
         else:
             ok, literal = _literal(value)

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from .case import GraphCase, GraphInput, TensorMeta
+from .case import GraphCase, GraphInput, TensorMeta, has_effect
 from .signature import Signature
 from .casemaker import random_seed
 from .graphio import node_meta
@@ -109,6 +109,7 @@ class Reducer:
     unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
     diverging: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a wrong answer's outputs that diverge, by candidate key (see narrowed)
     blamed: tuple[str, ...] = ()  # op nodes of the kernel the program failed in (minifier.blame), asked about first
+    settled_structures: set[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=set)  # (kept, outputs) left 1-minimal
     best: Candidate = field(init=False)
     _nodes: dict[str, fx.Node] = field(init=False, repr=False)
     _order: dict[str, int] = field(init=False, repr=False)
@@ -166,7 +167,7 @@ class Reducer:
         outputs = tuple(o for o in dict.fromkeys(c.outputs) if o in kept and self.info.get(o, NodeInfo("other")).kind == "tensor")
         # Dead code: keep what the outputs need, and side effects.
         live: set[str] = set()
-        todo = [o for o in outputs] + [n for n in kept if self._nodes[n].is_impure()]
+        todo = [o for o in outputs] + [n for n in kept if has_effect(self._nodes[n])]
         while todo:
             name = todo.pop()
             if name in live:
@@ -284,6 +285,9 @@ class Reducer:
         graph.lint()
         shapes = dict(c.shapes)
         inputs = [_reshaped(i, shapes[node]) if node in shapes else i for i, node in zip(inputs, input_nodes)]
+        # a view into another input's memory stays one only while that input is there, at its size
+        whole = {i.name for i, node in zip(inputs, input_nodes) if node not in shapes}
+        inputs = [replace(i, view_of=None) if i.view_of and not (i.view_of[0] in whole and i.name in whole) else i for i in inputs]
         if c.static:
             inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
         else:
@@ -412,6 +416,16 @@ class Reducer:
                 seen.add(a)
                 todo.extend(b.name for b in self._nodes[a].all_input_nodes)
         return seen
+
+    def settle(self) -> None:
+        """The best's nodes are 1-minimal (delta debugging dropped none of them alone): the node searches are done with them."""
+        best = self.normalize(self.best)
+        self.settled_structures.add((best.kept, best.outputs))
+
+    def settled(self) -> bool:
+        """Were the best's nodes and outputs left 1-minimal already (see :meth:`settle`)?"""
+        best = self.normalize(self.best)
+        return (best.kept, best.outputs) in self.settled_structures
 
     def best_case(self) -> GraphCase:
         return self.build(self.normalize(self.best))

@@ -277,6 +277,7 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
             GraphInput(
                 spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source"), derived,
                 bool(spec.get("symbolic_int")), spec.get("dtensor"), spec.get("opaque"),
+                tuple(spec["view_of"]) if spec.get("view_of") else None,
             )
         )
     return GraphCase(

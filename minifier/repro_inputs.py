@@ -53,17 +53,24 @@ def inputs_function(case: GraphCase) -> str:
     made = program_inputs(case)
     names = [i.name for i in made]
     sizes = [(k, i) for k, i in enumerate(made) if i.derived_from and i.derived_from[0] in names]
-    lines = ["def make_inputs(data):", "    inputs = [" if sizes else "    return ["]
+    views = [(k, i) for k, i in enumerate(made) if i.view_of and i.view_of[0] in names and i.meta is not None]
+    lines = ["def make_inputs(data):", "    inputs = [" if sizes or views else "    return ["]
     for i in made:
         comment = f"  # {i.name}: {i.meta.describe()}" if i.meta else f"  # {i.name}" + (" (a symbolic int)" if i.symbolic_int else "")
         if i.meta and i.symbolic_dims:
             comment += f", dynamic dims {list(i.symbolic_dims)}"
         lines.append(f"        {_input_expression(i)},{comment}")
     lines.append("    ]")
+    for k, i in views:  # the program passed views of one tensor: they share its memory again
+        base, offset = i.view_of  # type: ignore[misc]
+        m = i.meta
+        assert m is not None
+        j = names.index(base)
+        lines.append(f"    inputs[{k}] = inputs[{j}].as_strided({m.shape!r}, {m.stride!r}, inputs[{j}].storage_offset() + {offset})  # {i.name}: a view of {base}")
     for k, i in sizes:
         tensor, dim = i.derived_from  # type: ignore[misc]
         lines.append(f"    inputs[{k}] = inputs[{names.index(tensor)}].size({dim})  # {i.name}: the size of {tensor}, dim {dim}")
-    if sizes:
+    if sizes or views:
         lines.append("    return inputs")
     return "\n".join(lines)
 

@@ -25,9 +25,15 @@ def call_hop(name, *args, **kwargs):
 
 
 def clone_input(t):
-    """A fresh copy of a saved input, strides and all (a graph may write into its inputs)."""
+    """A fresh copy of a saved input, strides and all (a graph may write into its inputs).
+
+    A dense input is a tensor of its own, as the program's was (AOTAutograd treats a
+    view that a graph writes into differently); an overlapping one (``expand``) is a
+    view of the memory its strides reach.
+    """
     span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
-    return t.as_strided((span,), (1,)).clone().as_strided(t.shape, t.stride())
+    copy = t.as_strided((span,), (1,)).clone().as_strided(t.shape, t.stride())
+    return copy.clone() if span == t.numel() else copy
 
 
 def copies(values):
@@ -57,4 +63,6 @@ def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, hig
         lo = 0 if low is None else int(low)
         hi = lo if high is None else int(high)
         base = torch.randint(lo, hi + 1, (numel,), generator=generator, dtype=dtype)
-    return base.to(device).as_strided(shape, stride).detach().requires_grad_(requires_grad)
+    made = base.to(device).as_strided(shape, stride)
+    made = made.clone() if numel == made.numel() else made  # a dense one is a tensor of its own, not a view
+    return made.detach().requires_grad_(requires_grad)

@@ -40,7 +40,7 @@ from . import hooks
 from .casemaker import aot_case
 from .distributed import join_fake_group
 from .context import MAIN_MODULES, module_import_spec
-from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_tensor
+from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values
 from .accuracy import References, accuracy_divergence, reference_outputs, signature_of_accuracy
 from .signature import Failure, Signature, signature_of_exception, tagging_compile_errors
 from .seams import backend_registry
@@ -243,7 +243,7 @@ class _AotRecorder:
 
         def run_recorded(args: list[Any]) -> Any:
             if record.inputs is None:
-                record.inputs = [clone_tensor(a.detach(), a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+                record.inputs = clone_values(list(args))
             values = list(args)
             args.clear()  # boxed calling convention: the callee owns the inputs
             with torch.no_grad():

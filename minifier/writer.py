@@ -47,7 +47,16 @@ from .repro_graph import HOP_CALL, all_call_nodes, module_class
 from .repro_inputs import data_function, data_of, inputs_function, is_symbolic, program_class, program_inputs, symbolic_inputs_function
 from .repro_run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
 from .repro_runtime import call_hop, clone_input, copies, graph_module, non_leaf, rand_tensor
-from .accuracy import ACCURACY_MESSAGE, accuracy_category, accuracy_divergence, float64_graph, run_float64, tensor_versions, written_inputs
+from .accuracy import (
+    ACCURACY_MESSAGE,
+    accuracy_category,
+    accuracy_divergence,
+    float64_graph,
+    fp64_blocker,
+    run_float64,
+    tensor_versions,
+    written_inputs,
+)
 from .signature import Signature
 
 __all__ = [  # the parts' public names are the writer's too
@@ -111,7 +120,7 @@ def render(
         parts.append(inspect.getsource(accuracy_divergence).strip())
         parts.append(inspect.getsource(accuracy_category).strip())
         parts += [inspect.getsource(f).strip() for f in (tensor_versions, written_inputs, run_float64)]
-        parts.append(_accuracy_runs(case, "ReproFloat64" if fp64.code != case.gm.code else "Repro"))
+        parts.append(_accuracy_runs(case, "ReproFloat64" if fp64.code != case.gm.code else "Repro", fp64_blocker(case.gm)))
     metadata = _metadata(case, stage, failure, bool(accuracy), data_file)
     metadata["strict"] = strict
     parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + _literal(metadata))
@@ -208,6 +217,7 @@ def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: 
                 **({"symbolic_int": True} if i.symbolic_int else {}),
                 **({"dtensor": i.dtensor} if i.dtensor is not None else {}),
                 **({"opaque": i.opaque} if i.opaque else {}),
+                **({"view_of": list(i.view_of)} if i.view_of else {}),
             }
             for i in case.inputs
         ],
@@ -320,12 +330,16 @@ RUN_SEED = 0
 ``__main__``: a graph with random ops compares compiled against eager only from one seed."""
 
 
-def _accuracy_runs(case: GraphCase, fp64_class: str) -> str:
-    """``accuracy_runs(data)``: the compiled run and its two references, as an accuracy repro and pt2kit's queries make them."""
+def _accuracy_runs(case: GraphCase, fp64_class: str, blocker: str | None) -> str:
+    """``accuracy_runs(data)``: the compiled run and its two references, as an accuracy repro and pt2kit's queries make them.
+
+    ``blocker``: why no float64 reference is made (:func:`~minifier.accuracy.fp64_blocker`).
+    """
     names = [i.name for i in program_inputs(case)]
     seed = f"    torch.manual_seed({RUN_SEED})\n"
     return (
-        f"INPUT_NAMES = {names!r}\n\n\n"
+        f"INPUT_NAMES = {names!r}\n"
+        f"NO_FP64_REFERENCE = {blocker!r}  # when set, why eager alone is the reference\n\n\n"
         "def to_float64(values):\n"
         "    return [v.detach().to(torch.float64).requires_grad_(v.requires_grad)\n"
         "            if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]\n\n\n"
@@ -333,7 +347,7 @@ def _accuracy_runs(case: GraphCase, fp64_class: str) -> str:
         '    """The compiled run, eager, and eager in float64 (the reference), each on fresh inputs.\n\n'
         "    Each gives its outputs, then the inputs eager writes into (``written``), as they are\n"
         "    after the run: a graph whose effect is a write into an input is judged on that input.\n"
-        "    fp64 is None when the float64 run cannot run at all (``note`` says why): eager is then\n"
+        "    fp64 is None when there is no float64 reference (``note`` says why): eager is then\n"
         "    the reference.\n"
         '    """\n'
         "    compiled_inputs = make_inputs(data)\n" + seed +
@@ -344,14 +358,16 @@ def _accuracy_runs(case: GraphCase, fp64_class: str) -> str:
         "    written = written_inputs(before, tensor_versions(inputs))\n"
         "    expected = expected + [inputs[i] for i in written]\n"
         "    actual = actual + [compiled_inputs[i] for i in written]\n"
-        "    fp64, note = None, None\n"
+        "    if NO_FP64_REFERENCE:\n"
+        "        return expected, actual, None, written, NO_FP64_REFERENCE\n"
         "    try:\n"
         "        inputs = to_float64(make_inputs(data))\n"
         f"        torch.manual_seed({RUN_SEED})\n"
         f"        fp64 = run_float64(run_eager, {fp64_class}(data).to(torch.float64), inputs) + [inputs[i] for i in written]\n"
         "    except Exception as e:  # the reference's own limit, not the graph's failure\n"
-        "        note = f'the float64 reference cannot run ({type(e).__name__}: {str(e).strip().splitlines()[0][:200]}); eager is the reference'\n"
-        "    return expected, actual, fp64, written, note\n\n\n"
+        "        why = f'{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}'\n"
+        "        return expected, actual, None, written, f'the float64 reference cannot run ({why}); eager is the reference'\n"
+        "    return expected, actual, fp64, written, None\n\n\n"
         "def value_labels(count, written):\n"
         '    """How a divergence names each compared value: an output, or an input the graph writes into."""\n'
         "    outputs = [f'output {i}' for i in range(count - len(written))]\n"

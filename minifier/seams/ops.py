@@ -23,7 +23,8 @@ SEAM = Seam(
     wraps=(
         "torch._ops.OpOverload/OpOverloadPacket/HigherOrderOperator (_schema, _opname, _overloadname, _qualified_op_name), "
         "torch._library.custom_ops.OPDEFS / CustomOpDef (_qualname, _opoverload), torch._library.utils.zip_schema / has_fake_kernel, "
-        "torch.fx.node._get_qualified_name, torch.fx.graph_module._format_import_block"
+        "torch.fx.node._get_qualified_name, torch.fx.graph_module._format_import_block, "
+        "torch.autograd.grad_mode._enter_inference_mode / _exit_inference_mode"
     ),
     features=("reading and writing graphs", "custom ops in repros", "opcheck"),
 )
@@ -60,6 +61,10 @@ def probe() -> None:
         raise AttributeError(f"zip_schema no longer pairs aten.add_ with its arguments as expected: {arguments}")
     if not has_fake_kernel(torch.ops.aten.sin.default):
         raise AttributeError("has_fake_kernel says aten.sin has no fake kernel")
+    from torch.autograd import grad_mode
+
+    if not (switches_mode(grad_mode._enter_inference_mode) and switches_mode(grad_mode._exit_inference_mode)):
+        raise AttributeError("torch.autograd.grad_mode's inference-mode switches moved")
 
 
 def is_overload(target: Any) -> bool:
@@ -181,3 +186,17 @@ def has_fake_kernel(op: Any) -> bool:
     from torch._library.utils import has_fake_kernel as torch_has_fake_kernel
 
     return bool(torch_has_fake_kernel(op))
+
+
+#: Functions dynamo records that switch a global mode on or off for the ops between them
+#: (``with torch.inference_mode():`` becomes ``_enter_inference_mode`` ... ``_exit_inference_mode``).
+#: FX does not count the inference-mode pair as side effects, so its dead-code rules drop them.
+MODE_SWITCHES = ("torch.autograd.grad_mode._enter_inference_mode", "torch.autograd.grad_mode._exit_inference_mode")
+
+
+def switches_mode(target: Any) -> bool:
+    """Does calling ``target`` change a mode the next ops run under (an effect even when nothing reads its value)?"""
+    try:
+        return qualified_name(target) in MODE_SWITCHES
+    except Exception:  # noqa: BLE001 - a callable torch cannot name is not one of torch's switches
+        return False
