@@ -64,6 +64,7 @@ class TensorMeta:
     high: float | None = None
     is_leaf: bool = True  # False: a non-leaf requiring grad (the output of a differentiable op)
     special: str | None = None  # a ZeroTensor, or a conjugate or negative view (minifier.seams.special_tensors)
+    subclass: str | None = None  # a plain tensor subclass: how a repro names its class (``Tagged``, ``mylib.Tagged``)
 
     @classmethod
     def of(cls, t: torch.Tensor) -> TensorMeta:
@@ -90,6 +91,7 @@ class TensorMeta:
     def describe(self) -> str:
         grad = (", requires_grad" if self.is_leaf else ", requires_grad, non-leaf") if self.requires_grad else ""
         special = {"zerotensor": ", a ZeroTensor", "conj": ", conjugate bit", "neg": ", negative bit"}.get(self.special or "", "")
+        special += f", a {self.subclass}" if self.subclass else ""
         return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}{special}"
 
 

@@ -18,7 +18,7 @@ import torch
 import torch.fx as fx
 
 from .case import GraphCase, GraphInput, TensorMeta, alias_groups
-from .context import BackendInfo, custom_op_names, custom_op_sources, non_default_config
+from .context import BackendInfo, class_reference, class_sources, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
 from .seams import dtensor, special_tensors, symbolic_shapes
 
@@ -97,6 +97,8 @@ def make_case(
     inputs = graph_inputs(placeholders, example_inputs)
     dynamic = any(i.symbolic_dims or i.derived_from or _is_symbolic(_example(n)) for i, n in zip(inputs, placeholders))
     op_modules, op_definitions = custom_op_sources(gm)
+    class_modules, class_definitions = class_sources([special_tensors.plain_subclass(v) for v in example_inputs])
+    op_modules, op_definitions = op_modules + class_modules, merge_definitions(op_definitions, class_definitions)
     config = non_default_config(backend.config, in_backend=in_backend, custom_ops=bool(custom_op_names(gm)))
     # Under no_grad, AOTAutograd makes one inference graph, not a forward and a backward;
     # a repro run with grad on would compile other graphs (and pay for a backward).
@@ -138,8 +140,6 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
         elif isinstance(value, torch.Tensor) and symbolic_shapes.is_fake(value):
             meta = fake_meta(value)
             inputs.append(GraphInput(name, None, meta, random_seed(name), symbolic_dims(node)))
-        elif isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
-            inputs.append(GraphInput(name, None, None, opaque=f"tensor subclass {type(value).__name__} (not supported yet)"))
         elif isinstance(value, torch.Tensor) and (why := special_tensors.unsupported(value)):
             inputs.append(GraphInput(name, None, None, opaque=f"{why} (not supported yet)"))
         elif dtensor.is_mesh(value):
@@ -160,8 +160,17 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
 
 
 def tensor_input(name: str, value: torch.Tensor, dims: tuple[int, ...]) -> GraphInput:
-    """A real tensor input: its plain value and its metadata (a ZeroTensor needs no value: it is made from its meta)."""
+    """A real tensor input: its plain value and its metadata (a ZeroTensor needs no value: it is made from its meta).
+
+    A plain tensor subclass is kept as an ordinary tensor and the name its class has in
+    a repro (:func:`minifier.context.class_sources` brings the class there).
+    """
+    cls = special_tensors.plain_subclass(value)
+    if cls is not None:
+        value = value.as_subclass(torch.Tensor)
     meta = TensorMeta.of(value)
+    if cls is not None:
+        meta = replace(meta, subclass=class_reference(cls))
     if meta.special == "zerotensor":
         return GraphInput(name, None, meta, random_seed(name), dims)
     plain = special_tensors.plain(value.detach())

@@ -359,6 +359,27 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
     return list(dict.fromkeys(modules)), definitions
 
 
+def class_reference(cls: type) -> str:
+    """How a repro names a user's class: by its name when the script defines it (carried), else ``module.qualname``."""
+    module = cls.__module__
+    return cls.__qualname__ if module in MAIN_MODULES else f"{module}.{cls.__qualname__}"
+
+
+def class_sources(classes: list[type | None]) -> tuple[list[tuple[str, str]], str]:
+    """Where the classes of a graph's subclass inputs come from: user modules to import, and script source to carry."""
+    from .extract import slice_script
+
+    modules: list[tuple[str, str]] = []
+    in_script = []
+    for cls in dict.fromkeys(c for c in classes if c is not None):
+        if cls.__module__ in MAIN_MODULES:
+            in_script.append(cls.__qualname__.split(".")[0])
+        elif spec := module_import_spec(cls.__module__):
+            modules.append(spec)
+    source = script_source() if in_script else None
+    return modules, slice_script(source, in_script) if source else ""
+
+
 def script_patches() -> dict[str, str]:
     """Functions of the user's script installed into torch's modules: ``{torch target: function name}``.
 

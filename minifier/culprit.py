@@ -266,8 +266,10 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
         if failing
         else ""
     )
-    hint = ""
-    if captured.unrecoverable:
+    hint, unsupported = "", sorted({u for r in report.rows if r.case is not None for u in r.case.unsupported})
+    if unsupported:
+        hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
+    elif captured.unrecoverable:
         hint = "; " + "; ".join(captured.unrecoverable) + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
     elif captured.patches:
         patched = ", ".join(f"{target} (by {fn})" for target, fn in sorted(captured.patches.items()))
@@ -277,7 +279,8 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     raise NotReproducible(
-        f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}"
+        f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}",
+        **({"inputs_unsupported": unsupported} if unsupported else {}),
     )
 
 

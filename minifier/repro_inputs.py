@@ -92,6 +92,9 @@ def _input_expression(i: GraphInput) -> str:
 def _tensor_expression(i: GraphInput) -> str:
     assert i.meta is not None
     m = i.meta
+    if m.subclass is not None:  # a plain tensor subclass: its data, viewed as the class
+        plain = _tensor_expression(replace(i, meta=replace(m, subclass=None)))
+        return f"{plain}.as_subclass({m.subclass})"
     if m.special is not None:  # a ZeroTensor, a conjugate or negative view: the plain tensor, marked again
         plain = _tensor_expression(replace(i, meta=replace(m, special=None, requires_grad=False, is_leaf=True)))
         expr = special_tensors.expression(m.special, plain, m.shape, m.dtype, m.device)

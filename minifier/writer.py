@@ -169,8 +169,8 @@ def _definitions(case: GraphCase) -> str:
     if not case.definitions.strip():
         return ""
     return (
-        "# The user's own definitions this failure needs (a backend or custom op with no\n"
-        "# importable name), carried over from their program.\n" + case.definitions.strip("\n")
+        "# The user's own definitions this failure needs (a backend, custom op or tensor\n"
+        "# subclass with no importable name), carried over from their program.\n" + case.definitions.strip("\n")
     )
 
 

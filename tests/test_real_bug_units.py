@@ -141,3 +141,28 @@ def test_delta_debugging_settles_a_one_minimal_graph_and_the_next_round_skips_it
     truncate_suffix(reducer)
     delta_debugging(reducer)
     assert len(asked) == before  # settled: no node search asks again
+
+
+class Tagged(torch.Tensor):
+    """A tag a library puts on its tensors: ``__torch_function__`` only, the data an ordinary tensor's."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_plain_tensor_subclass_input_is_rebuilt_and_a_wrapper_subclass_is_named():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from minifier.casemaker import tensor_input
+    from minifier.repro_inputs import _tensor_expression
+    from minifier.seams import special_tensors
+
+    x = torch.randn(2, 3).as_subclass(Tagged)
+    graph_input = tensor_input("x", x, ())
+    assert type(graph_input.value) is torch.Tensor and torch.equal(graph_input.value, x.as_subclass(torch.Tensor))
+    assert graph_input.meta.subclass == f"{__name__}.Tagged"
+    assert _tensor_expression(graph_input).endswith(f".as_subclass({__name__}.Tagged)")
+    wrapper = TwoTensor(torch.randn(2), torch.randn(2))
+    assert special_tensors.plain_subclass(wrapper) is None
+    assert "TwoTensor" in special_tensors.unsupported(wrapper)

@@ -15,9 +15,15 @@ memory, what is saved and cloned) plus its :data:`KINDS` name, in
 :attr:`minifier.case.TensorMeta.special`; :func:`rebuild` puts the mark back, in pt2kit's
 queries and, as :func:`expression`, in the repro. A ZeroTensor needs no data at all.
 
+A tensor **subclass** that only overrides ``__torch_function__`` (a tag a library puts on
+its tensors, ``x.as_subclass(Tagged)``) holds an ordinary tensor's data:
+:func:`plain_subclass` finds it, and a repro rebuilds it with ``.as_subclass(cls)``, the
+class imported or carried from the user's script. A subclass with its own
+``__torch_dispatch__`` (a wrapper, like DTensor) is not one.
+
 Inputs no repro can rebuild yet (sparse and other layouts, nested, quantized and
-MKL-DNN tensors) are named by :func:`unsupported`, so that the user reads what pt2kit
-cannot carry instead of a verdict of "flaky".
+MKL-DNN tensors, wrapper subclasses) are named by :func:`unsupported`, so that the user
+reads what pt2kit cannot carry instead of a verdict of "flaky".
 """
 
 from __future__ import annotations
@@ -64,6 +70,16 @@ def kind_of(t: Any) -> str | None:
     return None
 
 
+def plain_subclass(t: Any) -> type | None:
+    """The class of a tensor subclass that holds an ordinary tensor's data (no ``__torch_dispatch__`` of its own)."""
+    import torch
+
+    cls = type(t)
+    if not isinstance(t, torch.Tensor) or cls in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer):
+        return None
+    return cls if getattr(cls, "__torch_dispatch__", None) is torch.Tensor.__torch_dispatch__ else None
+
+
 def unsupported(t: Any) -> str | None:
     """Why a repro cannot rebuild tensor ``t`` yet (None: it can)."""
     import torch
@@ -78,6 +94,8 @@ def unsupported(t: Any) -> str | None:
         return "a quantized tensor"
     if t.is_mkldnn:
         return "an MKL-DNN tensor"
+    if type(t) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer) and plain_subclass(t) is None:
+        return f"a tensor subclass with its own __torch_dispatch__ ({type(t).__name__})"
     return None
 
 
@@ -108,7 +126,7 @@ def rebuild(t: Any, kind: str | None) -> Any:
     return t
 
 
-def expression(kind: str | None, plain_expression: str, shape: tuple[int, ...], dtype: str, device: str) -> str:
+def expression(kind: str | None, plain_expression: str, shape: tuple[int, ...], dtype: str, device: str) -> str:  # noqa: D417
     """How a repro writes an input of ``kind``, given how it writes the plain tensor (one expression, no comment)."""
     if kind == "zerotensor":
         where = "" if device == "cpu" else f", device={device!r}"
