@@ -44,6 +44,7 @@ from .signature import Failure, Signature
 from .profile import profile_case, realize
 from .stages import Outcome, Reach, run_case, stage_names
 from .torch_repro import load_any_repro
+from .elsewhere import verify
 from .repro_files import load_repro, write_repro
 from .writer import render
 
@@ -263,8 +264,10 @@ def minify_case(
     notes = []
     with holding(run_dir):  # a second run of this command meanwhile starts afresh
         if not reducer.consider(reducer.best):
-            path, verified = unreduced(session, case, stage, target, accuracy_mode), True
+            path = unreduced(session, case, stage, target, accuracy_mode)
             notes.append(f"pt2kit's rebuild of {case.label()} does not fail, the graph as captured does: repro.py is that graph, not reduced")
+            verified, unverified = verify(session, path, target.signature, case)
+            notes += [unverified] if unverified else []
         else:
             save_checkpoint(reducer, checkpoint, state)
             try:
@@ -274,7 +277,8 @@ def minify_case(
                 save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
                 raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
             path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
-            verified = verify(session, path, target.signature, reducer.best_case())
+            verified, unverified = verify(session, path, target.signature, reducer.best_case())
+            notes += [unverified] if unverified else []
             save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
     after = load_repro(path).case
     result = MinifyResult(
@@ -293,8 +297,6 @@ def minify_case(
     )
     result.timeline = session.full_timeline()
     result.notes.extend(session.notes + notes)
-    if not verified:
-        result.notes.append("the written repro.py did not reproduce the failure when read back; the graph in work/origin does")
     (run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
     return result
 
@@ -379,21 +381,6 @@ def _with_value(i: Any, value: Any) -> Any:
     from dataclasses import replace
 
     return replace(i, value=value, source=None)
-
-
-def verify(session: Session, path: Path, target: Signature, asked: GraphCase) -> bool:
-    """Does the written repro fail the same way? ``asked``: the best candidate, as last queried.
-
-    When the file reads back into exactly the code of the reducer's last failing
-    query (same graph, inputs, config and stage call, down to the text), that query
-    already answered; otherwise the file is run once more.
-    """
-    loaded = load_repro(path)
-    if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict) == render(asked, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict):
-        return True
-    result = session.query(functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), "checking the written repro fails the same way")
-    outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
-    return outcome.failure is not None and outcome.failure.signature == target
 
 
 # --------------------------------------------------------------------------- #

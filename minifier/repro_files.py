@@ -325,3 +325,4 @@ def _reduce_case(case: GraphCase) -> tuple[Any, ...]:
 
 
 copyreg.pickle(GraphCase, _reduce_case)
+

@@ -245,6 +245,15 @@ class Session:
         """What degraded along the way (a worker restarted, a warm-up that failed)."""
         return self.worker.notes
 
+    def timed(self, step: str, fn: Callable[[], T]) -> T:
+        """``fn()``, shown as the current step and put on the timeline (work in a subprocess of its own, not a query)."""
+        self.progress.update(step)
+        start = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.mark(step, time.perf_counter() - start)
+
     def mark(self, step: str, seconds: float, *, ago: float = 0.0) -> None:
         """Put a finished step on the timeline: how long it took, and when (since the run began) it ended
         (``ago`` seconds before now, for a query collected after the fact).

@@ -189,3 +189,29 @@ def signature_of_exit(code: int, stderr_tail: str = "") -> Failure:
 
 def signature_of_timeout(seconds: float) -> Failure:
     return Failure(Signature("timeout", "Timeout", "no result within the time limit"), details=f"killed after {seconds:g} s")
+
+
+def shows_failure(returncode: int | None, stderr: str, target: Signature) -> bool:
+    """Does a process that ran a repro (its exit status and stderr) show the ``target`` failure?
+
+    A crash is its signal; a timeout, no exit; anything else a line of the repro's
+    output naming the exception with the same normalized message (a traceback's last
+    line, ``torch._inductor.exc.InductorError: CppCompileError: C++ compile error``,
+    or an accuracy repro's ``AccuracyError: ...`` verdict).
+    """
+    if target.kind == "timeout":
+        return returncode is None
+    if target.kind == "crash":
+        if returncode is None or returncode == 0:
+            return False
+        shown = signature_of_crash(-returncode) if returncode < 0 else signature_of_exit(returncode)
+        return shown.signature.exception == target.exception
+    if not returncode:
+        return False
+    marker = f"{target.exception}: "
+    for line in stderr.splitlines():
+        if marker in line and normalize_message(line.split(marker, 1)[1]).startswith(target.message):
+            return True
+        if target.message == target.exception and line.strip().endswith(target.exception):  # raised without a message
+            return True
+    return False

@@ -166,3 +166,21 @@ def test_a_plain_tensor_subclass_input_is_rebuilt_and_a_wrapper_subclass_is_name
     wrapper = TwoTensor(torch.randn(2), torch.randn(2))
     assert special_tensors.plain_subclass(wrapper) is None
     assert "TwoTensor" in special_tensors.unsupported(wrapper)
+
+
+def test_a_repro_run_elsewhere_shows_the_failure_by_its_signal_or_its_last_words():
+    from minifier.signature import Signature, shows_failure
+
+    compile_error = Signature("compile_error", "CppCompileError", "C++ compile error")
+    wrapped = "Traceback (most recent call last):\n  ...\ntorch._inductor.exc.InductorError: CppCompileError: C++ compile error\n"
+    assert shows_failure(1, wrapped, compile_error)
+    assert not shows_failure(1, wrapped.replace("C++ compile", "C++ link"), compile_error)
+    assert not shows_failure(0, wrapped, compile_error)  # it printed that, and passed
+    accuracy = Signature("accuracy", "AccuracyError", "compiled output diverges from the fp64 reference (values)")
+    verdict = "AccuracyError: compiled output diverges from the fp64 reference (values): output 0: RMSE vs fp64 1.7, eager's own 0\n"
+    assert shows_failure(1, verdict, accuracy)
+    assert not shows_failure(1, verdict.replace("(values)", "(non-finite values)"), accuracy)
+    segfault = Signature("crash", "SIGSEGV", "process killed by SIGSEGV")
+    assert shows_failure(-11, "", segfault) and not shows_failure(-6, "", segfault) and not shows_failure(None, "", segfault)
+    generated = Signature("runtime_error", "RuntimeError", "buf# has no storage at <path>")
+    assert shows_failure(1, "RuntimeError: buf12 has no storage at /tmp/x/y.py\n", generated)  # names and paths masked
