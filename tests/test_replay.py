@@ -44,7 +44,18 @@ def record_failing(out: Path, call) -> list[replay.Record]:
 
 
 def replay_forked(path: Path, **options) -> dict:
-    """``replay_here`` in a child forked from this (warm) process; its JSON result."""
+    """``replay_here`` in a child forked from this (warm) process; its JSON result.
+
+    Where this process cannot fork safely (a CUDA build ran autograd: its device
+    threads are up), in a fresh process instead, as ``python -m replay run`` does.
+    """
+    from minifier.warmup import autograd_is_fork_safe
+
+    if not autograd_is_fork_safe():
+        try:
+            return runner.run(path, **options).to_json()
+        except UserFacingError as e:
+            return {"status": "error", "exit_code": e.exit_code, "message": str(e)}
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
