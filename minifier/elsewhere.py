@@ -46,16 +46,24 @@ class ElsewhereRun:
     cache: str  # "fresh" (an empty Inductor cache) or "clean" (pt2kit's, written only by runs like this one)
 
 
-def clean_inductor_cache(case: GraphCase) -> Path | None:
+def uses_inductor(case: GraphCase, stage: str) -> bool:
+    """Does running the repro compile with Inductor (whose cache could hold a stale kernel)?"""
+    from .case import INDUCTOR_INNER_COMPILE
+
+    return stage == "inductor" or case.compiler == INDUCTOR_INNER_COMPILE or "inductor" in str(case.backend)
+
+
+def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:
     """The Inductor cache a verification may share: pt2kit's own, or None for a fresh empty one.
 
     A kernel compiled under state its cache key does not cover (a patched lowering, a
     codegen override) would make a repro "fail" on this machine only. pt2kit's clean
     cache is written by nothing but these runs of repros that carry none of the user's
     code (no definitions, no user modules): under pristine torch, its keys are sound.
-    Any other repro gets an empty cache.
+    Any other repro that compiles with Inductor gets an empty cache (one that does not
+    never reads it).
     """
-    if case.definitions.strip() or case.modules:
+    if uses_inductor(case, stage) and (case.definitions.strip() or case.modules):
         return None
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pt2kit" / f"inductor-clean-{torch.__version__}"
     try:
@@ -79,12 +87,13 @@ def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
     import tempfile
     import time
 
-    case = load_repro(path).case
+    loaded = load_repro(path)
+    case = loaded.case
     with tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-") as where:
         for sibling in path.parent.iterdir():
             if sibling.is_file() and sibling.suffix in (".py", ".pt"):
                 shutil.copy(sibling, Path(where) / sibling.name)
-        clean = clean_inductor_cache(case)
+        clean = clean_inductor_cache(case, loaded.stage)
         cache = str(clean) if clean is not None else str(Path(where) / "inductor-cache")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PYTHONPATH"))}
         env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
@@ -115,6 +124,8 @@ def verify(session: Session, path: Path, target: Signature, asked: GraphCase) ->
         outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
         if outcome.failure is None or outcome.failure.signature != target:
             return False, "the written repro.py did not reproduce the failure when read back; the graph in work/origin does"
+    if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
+        return True, "not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only"
     elsewhere = session.timed("running repro.py elsewhere: torch alone, another directory, no warm cache", lambda: run_elsewhere(path, session.timeout))
     if shows_failure(elsewhere.returncode, elsewhere.stderr, target):
         return True, None

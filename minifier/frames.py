@@ -130,6 +130,6 @@ def where_it_failed(exc: BaseException) -> str:
     chain = list(exception_chain(exc))
     if any(dynamo_exc.is_backend_failure(e) or getattr(e, COMPILE_PHASE_ATTR, False) for e in chain):
         return "backend"
-    if isinstance(exc, dynamo_exc.dynamo_exception()):
+    if isinstance(exc, dynamo_exc.dynamo_exception_type()):
         return "tracing"
     return "runtime"

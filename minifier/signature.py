@@ -95,32 +95,8 @@ def normalize_message(message: str) -> str:
 
 
 def innermost_exception(exc: BaseException) -> BaseException:
-    """Peel torch's wrapper exceptions off ``exc`` to find the error that happened.
-
-    ``BackendCompilerFailed`` and ``InductorError`` carry ``inner_exception``; dynamo's
-    own errors (``TorchRuntimeError``, ``Unsupported`` from a failing fake-tensor call,
-    ``InternalTorchDynamoError``) are raised while handling the real error, so it is
-    their ``__cause__`` or ``__context__``. An error with nothing underneath is the
-    real error.
-    """
-    dynamo_exception = _dynamo_exception_type()
-    seen: set[int] = set()
-    while id(exc) not in seen:
-        seen.add(id(exc))
-        inner = dynamo_exc.inner_exception(exc)
-        if inner is not None:
-            exc = inner
-            continue
-        underneath = exc.__cause__ or exc.__context__
-        if isinstance(exc, dynamo_exception) and underneath is not None:
-            exc = underneath
-            continue
-        break
-    return exc
-
-
-def _dynamo_exception_type() -> type[BaseException]:
-    return dynamo_exc.dynamo_exception()
+    """Peel torch's wrapper exceptions off ``exc`` to find the error that happened (:func:`~minifier.seams.dynamo_exc.innermost`)."""
+    return dynamo_exc.innermost(exc)
 
 
 def exception_chain(exc: BaseException) -> Iterator[BaseException]:
@@ -135,7 +111,7 @@ def exception_chain(exc: BaseException) -> Iterator[BaseException]:
 
 def _raised_while_compiling(exc: BaseException) -> bool:
     """Was ``exc`` raised by dynamo's tracing or by a backend's compile step?"""
-    dynamo_exception = _dynamo_exception_type()
+    dynamo_exception = dynamo_exc.dynamo_exception_type()
     return any(getattr(e, COMPILE_PHASE_ATTR, False) or isinstance(e, dynamo_exception) for e in exception_chain(exc))
 
 

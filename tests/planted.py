@@ -42,6 +42,8 @@ What real bugs do, and the backends above never did:
 - ``planted_lost_write``: keeps input mutations in its graphs (as Inductor does) and
   compiles them without the ``copy_`` back into an input that a ``mul`` feeds: a graph
   whose only effect is a write into its input computes nothing wrong that it returns.
+- ``planted_cwd_marker``: cannot compile cos while a file ``planted-marker`` is in the
+  working directory: state outside the graph, which a repro run elsewhere does not see.
 - ``planted_zero_tangent``: its compiled backward crashes (NULL dereference) when the
   gradient it is handed is a ZeroTensor (the gradient of ``torch.sgn``), as Inductor's
   code does: a plain copy of that input no longer crashes.
@@ -275,3 +277,11 @@ def _crash_on_zerotensor(run, values):
 
 
 _register("planted_zero_tangent", bw=_compiler(on_run=_crash_on_zerotensor, trigger=()))
+
+
+def _raise_with_marker(gm, inputs):
+    if os.path.exists("planted-marker"):
+        raise RuntimeError("planted: cos fails beside planted-marker")
+
+
+_register("planted_cwd_marker", fw=_compiler(on_compile=_raise_with_marker))

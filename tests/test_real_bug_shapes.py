@@ -22,6 +22,12 @@ from test_minifier_reduce import run_repro_without_pt2kit
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(autouse=True)
+def verify_elsewhere(monkeypatch):
+    """These tests are about what a repro's reader sees: run it elsewhere, as minify run does for users."""
+    monkeypatch.setenv("PT2KIT_VERIFY_ELSEWHERE", "1")
+
+
 def program(tmp_path, body, name="program.py"):
     path = tmp_path / name
     path.write_text(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport planted  # noqa: F401\n\n" + textwrap.dedent(body))
@@ -114,3 +120,24 @@ def test_a_zerotensor_input_is_made_again_in_the_repro(session, tmp_path):
     assert result.after.kind == "backward" and result.after.node_count == 1
     assert "torch._efficientzerotensor(" in result.repro.read_text()
     assert run_repro_without_pt2kit(result.repro).returncode == -11
+
+
+def test_a_repro_that_fails_only_beside_the_program_is_not_verified(session, tmp_path, monkeypatch):
+    # The failure needs a file in the program's directory: every query runs there and
+    # sees it; the repro, run elsewhere as its reader will, does not fail, and
+    # report.json says so instead of "verified".
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "planted-marker").write_text("")
+    script = program(tmp_path, """
+        def f(x):
+            return torch.cos(x) * 2
+
+        print(torch.compile(f, backend="planted_cwd_marker")(torch.randn(4)))
+    """)
+    result = minify(session, script, tmp_path)
+    report = json.loads((result.run_dir / "report.json").read_text())
+    assert result.after.op_names() == ["aten.cos.default"]
+    assert report["verified"] is False
+    assert any("run with torch alone in another directory" in note and "passed" in note for note in report["notes"]), report["notes"]
+    assert (result.run_dir / "logs" / "repro-elsewhere.log").exists()
+    assert any(step.startswith("running repro.py elsewhere") for step, _, _ in result.timeline)

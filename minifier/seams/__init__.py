@@ -127,12 +127,13 @@ class _quietly:
         self._warnings = warnings.catch_warnings()
         self._warnings.__enter__()
         warnings.simplefilter("ignore")
-        self._logger = logging.getLogger("torch")
-        self._level = self._logger.level
-        self._logger.setLevel(logging.CRITICAL)
+        self._disabled = logging.root.manager.disable
+        logging.disable(logging.CRITICAL)  # (torch's loggers have levels and handlers of their own)
 
     def __exit__(self, *exc: object) -> None:
-        self._logger.setLevel(self._level)
+        import logging
+
+        logging.disable(self._disabled)
         self._warnings.__exit__(*exc)
 
 

@@ -6,6 +6,11 @@ A failure's signature peels torch's wrappers off: ``BackendCompilerFailed`` and
 the user's stack in ``real_stack``. Level-4 accuracy failures raise torch's own
 ``AccuracyError``, as torch's minifier does.
 
+From 2.15, an error that running a node on fake tensors raised while dynamo traced
+reaches the user wrapped in a plain ``RuntimeError("Dynamo failed to run FX node with
+fake tensors: ...")`` (under ``ObservedRuntimeError``); :func:`inner_exception` takes the
+real error out of it, as 2.13's chain had it directly.
+
 When tracing a frame ends in ``Unsupported`` or ``UserError``, dynamo gives up on that
 frame (it runs eagerly, unless graph breaks are errors for it); a recompile past the
 recompile limit ends in ``Unsupported`` or, under ``fail_on_recompile_limit_hit``,
@@ -27,22 +32,37 @@ SEAM = Seam(
 )
 
 
-def probe() -> None:
-    import inspect
+#: How 2.15 words the plain ``RuntimeError`` it wraps a fake-tensor run's error in.
+FAKE_RUN_WRAPPER = "Dynamo failed to run FX node with fake tensors:"
 
+
+def probe() -> None:
+    import torch
     from torch._dynamo import exc
 
     if not issubclass(exc.BackendCompilerFailed, exc.TorchDynamoException):
         raise TypeError("BackendCompilerFailed is no longer a TorchDynamoException")
-    if "inner_exception" not in inspect.getsource(exc.BackendCompilerFailed.__init__):
-        raise AttributeError("BackendCompilerFailed no longer keeps inner_exception")
+    cause = RuntimeError("pt2kit probe")
+    if inner_exception(exc.BackendCompilerFailed(probe, cause, None)) is not cause:
+        raise AttributeError("BackendCompilerFailed no longer keeps the error it wraps in inner_exception")
+    # what dynamo raises when a node fails on fake tensors: the real error must come out of it
+    try:
+        torch.compile(lambda a, b: a + b, backend="eager", fullgraph=True)(torch.ones(3), torch.ones(4))
+    except Exception as e:  # noqa: BLE001 - the failure is what is probed
+        real = innermost(e)
+        if not str(real).startswith("Attempting to broadcast"):
+            raise AttributeError(f"a failure on fake tensors no longer leads to its error, but to {type(real).__name__}: {str(real)[:100]}") from None
+    else:
+        raise AttributeError("adding tensors of sizes 3 and 4 compiled")
+    finally:
+        torch.compiler.reset()
     for name in ("Unsupported", "UserError", "FailOnRecompileLimitHit"):
         if not issubclass(getattr(exc, name), Exception):
             raise TypeError(f"torch._dynamo.exc.{name} is not an exception")
     accuracy_error()
 
 
-def dynamo_exception() -> type[BaseException]:
+def dynamo_exception_type() -> type[BaseException]:
     from torch._dynamo.exc import TorchDynamoException
 
     return TorchDynamoException
@@ -55,8 +75,40 @@ def is_backend_failure(exc: BaseException) -> bool:
 
 
 def inner_exception(exc: BaseException) -> BaseException | None:
+    """The error ``exc`` wraps: torch's ``inner_exception``, or the cause of 2.15's fake-run wrapper (None: none)."""
     inner = getattr(exc, "inner_exception", None)
-    return inner if isinstance(inner, BaseException) else None
+    if isinstance(inner, BaseException):
+        return inner
+    underneath = exc.__cause__ or exc.__context__
+    if type(exc) is RuntimeError and str(exc).startswith(FAKE_RUN_WRAPPER) and underneath is not None:
+        return underneath
+    return None
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """Peel torch's wrapper exceptions off ``exc`` to find the error that happened.
+
+    ``BackendCompilerFailed`` and ``InductorError`` carry ``inner_exception``, and 2.15's
+    fake-run wrapper its cause (:func:`inner_exception`); dynamo's own errors
+    (``TorchRuntimeError``, ``Unsupported`` from a failing fake-tensor call,
+    ``InternalTorchDynamoError``) are raised while handling the real error, so it is
+    their ``__cause__`` or ``__context__``. An error with nothing underneath is the
+    real error.
+    """
+    dynamo_exception = dynamo_exception_type()
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = inner_exception(exc)
+        if inner is not None:
+            exc = inner
+            continue
+        underneath = exc.__cause__ or exc.__context__
+        if isinstance(exc, dynamo_exception) and underneath is not None:
+            exc = underneath
+            continue
+        break
+    return exc
 
 
 def user_stack(exc: BaseException) -> list[Any] | None:
