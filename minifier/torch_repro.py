@@ -36,29 +36,15 @@ def repro_format(source: str) -> str:
     return torch_repro_kind(source) or "unknown"
 
 
-def _run_repro_kwargs(tree: ast.Module) -> dict[str, Any]:
-    """The literal keyword arguments of the file's ``run_repro(...)`` call."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "run_repro":
-            values = {}
-            for keyword in node.keywords:
-                try:
-                    values[keyword.arg] = ast.literal_eval(keyword.value)
-                except ValueError:
-                    continue
-            return values
-    return {}
-
-
 def convert_torch_repro(path: Path, out_dir: Path) -> str:
     """(In a worker child) execute torch's repro, rebuild its inputs, write it as a pt2kit repro."""
     from .seams.ops import load_inductor_prims
-    from .seams.torch_repro import input_reader
+    from .seams.torch_repro import input_reader, run_repro_kwargs
 
     load_inductor_prims()  # torch's repros may call Inductor's own prims without importing them
     source = path.read_text()
     kind = repro_format(source)
-    kwargs = _run_repro_kwargs(ast.parse(source))
+    kwargs = run_repro_kwargs(source)
     namespace = exec_repro(source, str(path))  # not __main__: its run_repro call does not run
     save_dir = kwargs.get("save_dir")
     reader = input_reader(save_dir if save_dir and Path(save_dir).is_dir() else None)
@@ -71,11 +57,14 @@ def convert_torch_repro(path: Path, out_dir: Path) -> str:
         for node, value in zip(placeholders, reader.args)
     ]
     aot = kind == "torch-aot"
+    # torch 2.15 writes run_repro(..., is_inference=True) for an inference graph (2.13: no flag, a forward)
+    inference = aot and bool(kwargs.get("is_inference"))
     case = GraphCase(
         gm=gm,
         inputs=inputs,
         boundary="aot" if aot else "dynamo",
-        kind="forward" if aot else "dynamo",
+        kind="inference" if inference else "forward" if aot else "dynamo",
+        compile_kwargs={"is_inference": True} if inference else {},
         backend="inductor" if aot else str(kwargs.get("backend") or "inductor"),
         config=config,
         constants={name: t.detach() for name, t in gm.named_buffers()},

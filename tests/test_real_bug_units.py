@@ -184,3 +184,29 @@ def test_a_repro_run_elsewhere_shows_the_failure_by_its_signal_or_its_last_words
     assert shows_failure(-11, "", segfault) and not shows_failure(-6, "", segfault) and not shows_failure(None, "", segfault)
     generated = Signature("runtime_error", "RuntimeError", "buf# has no storage at <path>")
     assert shows_failure(1, "RuntimeError: buf12 has no storage at /tmp/x/y.py\n", generated)  # names and paths masked
+
+
+def test_torchs_repro_of_an_inference_graph_is_read_as_one(tmp_path):
+    # torch 2.15 writes run_repro(..., is_inference=True); 2.13 writes no flag (a forward).
+    from minifier.repro_files import load_repro
+    from minifier.torch_repro import convert_torch_repro
+
+    for flag, kind in (("", "forward"), (", is_inference=True", "inference")):
+        path = tmp_path / f"repro{bool(flag)}.py"
+        path.write_text(
+            "import torch\n"
+            "class Repro(torch.nn.Module):\n"
+            "    def forward(self, arg0_1):\n"
+            "        sin = torch.ops.aten.sin.default(arg0_1);  arg0_1 = None\n"
+            "        return (sin,)\n"
+            "def load_args(reader):\n"
+            "    buf0 = reader.storage(None, 16)\n"
+            "    reader.tensor(buf0, (4,), is_leaf=True)  # arg0_1\n"
+            "mod = Repro()\n"
+            "if __name__ == '__main__':\n"
+            "    from torch._dynamo.repro.after_aot import run_repro\n"
+            "    with torch.no_grad():\n"
+            f"        run_repro(mod, load_args, accuracy=False, command='run', save_dir=None, tracing_mode='real', check_str=None{flag})\n"
+        )
+        case = load_repro(__import__("pathlib").Path(convert_torch_repro(path, tmp_path / f"out{bool(flag)}"))).case
+        assert (case.kind, case.compile_kwargs.get("is_inference", False)) == (kind, kind == "inference")

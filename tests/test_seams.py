@@ -56,6 +56,26 @@ def test_a_missing_torch_internal_is_reported_with_the_feature_it_breaks(monkeyp
         seams.check.cache_clear()
 
 
+def test_a_seam_whose_behaviour_changed_is_flagged_though_every_name_is_there(monkeypatch):
+    # torch keeps BackendCompilerFailed and its inner_exception attribute, but stops
+    # putting the wrapped error there: a probe that only checked names would pass.
+    import torch._dynamo.exc as exc
+
+    original = exc.BackendCompilerFailed.__init__
+
+    def forgets_the_wrapped_error(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.inner_exception = None
+
+    monkeypatch.setattr(exc.BackendCompilerFailed, "__init__", forgets_the_wrapped_error)
+    try:
+        result = _doctor()
+        assert result.exit_code == seams.SeamBroken.exit_code, result.output
+        assert "failure signatures" in result.output and "broken by this torch" in result.output
+    finally:
+        seams.check.cache_clear()
+
+
 def test_outside_the_tested_torch_range_a_broken_seam_stops_a_command_in_one_line(monkeypatch, tmp_path):
     import torch._dynamo.backends.registry as registry
     from click.testing import CliRunner

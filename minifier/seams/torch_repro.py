@@ -4,7 +4,9 @@
 (or ``after_dynamo``) holds ``class Repro``, a ``load_args(reader)`` that rebuilds the
 inputs through torch's ``InputReader`` (from a content store, with
 ``weights_only=True``, or random data when the store is missing), and a
-``run_repro(...)`` call.
+``run_repro(...)`` call whose literal keywords say how it runs (:func:`run_repro_kwargs`):
+``accuracy``, ``save_dir``, and from 2.15 ``is_inference`` (an inference graph, which
+2.13's files wrote as a forward).
 """
 
 from __future__ import annotations
@@ -23,17 +25,27 @@ MARKERS = {"torch._dynamo.repro.after_aot": "torch-aot", "torch._dynamo.repro.af
 
 def probe() -> None:
     import inspect
+    import io
 
+    import torch
     import torch._dynamo.repro.after_aot as after_aot
-    from torch._dynamo.debug_utils import InputReader
+    from torch.fx.experimental.proxy_tensor import make_fx
 
     reader = input_reader(None)
     reader.tensor(reader.storage(None, 16), (2, 2), is_leaf=True)
     if len(reader.args) != 1 or tuple(reader.args[0].shape) != (2, 2):
         raise AttributeError("InputReader no longer rebuilds tensors from storage descriptions")
-    if "torch._dynamo.repro.after_aot" not in inspect.getsource(after_aot.save_graph_repro):
+    # what torch writes for an inference graph: the file must say what it is, in words pt2kit reads
+    inference = "is_inference" in inspect.signature(after_aot.save_graph_repro).parameters
+    written = io.StringIO()
+    x = torch.ones(2)
+    after_aot.save_graph_repro(written, make_fx(lambda x: (x.sin(),))(x), [x], "inductor", **({"is_inference": True} if inference else {}))
+    source = written.getvalue()
+    if torch_repro_kind(source) != "torch-aot":
         raise AttributeError("torch's aot repro files no longer import torch._dynamo.repro.after_aot")
-    del InputReader
+    kwargs = run_repro_kwargs(source)
+    if "accuracy" not in kwargs or kwargs.get("is_inference", False) is not inference:
+        raise AttributeError(f"torch's run_repro(...) call no longer reads as expected: {kwargs}")
 
 
 def input_reader(save_dir: str | None) -> Any:
@@ -46,3 +58,19 @@ def input_reader(save_dir: str | None) -> Any:
 def torch_repro_kind(source: str) -> str | None:
     """``torch-aot`` / ``torch-dynamo`` for a file torch's minifier wrote, else None."""
     return next((kind for marker, kind in MARKERS.items() if marker in source), None)
+
+
+def run_repro_kwargs(source: str) -> dict[str, Any]:
+    """The literal keyword arguments of a torch repro's ``run_repro(...)`` call."""
+    import ast
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "run_repro":
+            values = {}
+            for keyword in node.keywords:
+                try:
+                    values[keyword.arg] = ast.literal_eval(keyword.value)
+                except ValueError:
+                    continue
+            return values
+    return {}
