@@ -3,7 +3,7 @@
 A remedy is offered only where the failures make one clear, per input that changed:
 
 - a size that varies: ``torch._dynamo.mark_dynamic`` on that dimension, or ``dynamic=True``;
-- a size that reached 0 or 1 after going dynamic: ``mark_unbacked``;
+- a size that reached 0 or 1 after going dynamic: ``torch._dynamo.decorators.mark_unbacked``;
 - a Python scalar (or a global) whose value changes: pass it as a tensor (or an argument);
 - a dtype that switches, or an object that is new on every call;
 
@@ -43,8 +43,8 @@ def suggest_remedies(failures: Sequence[GuardFailure], limit_type: str | None = 
         )
     for name, changes in changes_by_input("dynamic_shape").items():
         dims = sorted({f.dim for f in changes if f.dim is not None})
-        marks = "; ".join(f"torch._dynamo.mark_unbacked({name}, {dim})" for dim in dims)
-        marks = marks or "torch._dynamo.mark_unbacked"
+        marks = "; ".join(f"torch._dynamo.decorators.mark_unbacked({name}, {dim})" for dim in dims)
+        marks = marks or "torch._dynamo.decorators.mark_unbacked"
         remedies.append(
             f"`{name}` reached a size of 0 or 1, which dynamic shapes compile separately: if those sizes must share "
             f"the graph, use `{marks}`."

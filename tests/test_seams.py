@@ -117,3 +117,17 @@ def test_keys_that_act_only_on_custom_ops_are_left_out_of_graphs_without_one(mon
     carried = non_default_config(custom_ops=True).values.get("torch._functorch.config", {})
     assert carried.get("error_on_custom_op_aliasing") is True
     assert "error_on_custom_op_aliasing" not in non_default_config(custom_ops=False).values.get("torch._functorch.config", {})
+
+
+def test_a_torch_outside_the_tested_releases_gets_one_line_once(monkeypatch, capsys):
+    monkeypatch.setattr(seams, "TESTED_TORCH", ((2, 99),))
+    seams._say_untested_once.cache_clear()
+    try:
+        seams.require("the minifier", "ops")
+        seams.require("replay run", "ops")
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is newer than the releases pt2kit is tested with (2.99)" in err
+        assert "minify doctor" in err
+    finally:
+        seams._say_untested_once.cache_clear()
+        seams.check.cache_clear()

@@ -137,15 +137,35 @@ class _quietly:
         self._warnings.__exit__(*exc)
 
 
+def untested_warning() -> str | None:
+    """One line for a torch pt2kit was not tested with (None inside the tested range)."""
+    if in_tested_range():
+        return None
+    import torch
+
+    tested = ", ".join(f"{major}.{minor}" for major, minor in TESTED_TORCH)
+    return f"pt2kit: torch {torch.__version__} is newer than the releases pt2kit is tested with ({tested}); `minify doctor` says what works with it"
+
+
+@functools.cache
+def _say_untested_once() -> None:
+    import sys
+
+    warning = untested_warning()
+    if warning:
+        print(warning, file=sys.stderr)
+
+
 def require(feature: str, *seams: str) -> None:
     """Fail with one line when the installed torch breaks a seam ``feature`` needs.
 
     Inside the tested torch range this does nothing (the test suite runs every probe);
-    outside it, the probes of ``seams`` (all of them when none are named) run once
-    per process.
+    outside it, the process says so once, in one line on stderr, and the probes of
+    ``seams`` (all of them when none are named) run once per process.
     """
     if in_tested_range():
         return
+    _say_untested_once()
     for name in seams or names():
         status = check(name)
         if not status.ok:
