@@ -160,12 +160,12 @@ def require(feature: str, *seams: str) -> None:
     """Fail with one line when the installed torch breaks a seam ``feature`` needs.
 
     Inside the tested torch range this does nothing (the test suite runs every probe);
-    outside it, the process says so once, in one line on stderr, and the probes of
-    ``seams`` (all of them when none are named) run once per process.
+    outside it, the probes of ``seams`` (all of them when none are named) run once per
+    process, and when they pass the process says once, in one line on stderr, that
+    this torch was not tested (a broken seam's error is the only line otherwise).
     """
     if in_tested_range():
         return
-    _say_untested_once()
     for name in seams or names():
         status = check(name)
         if not status.ok:
@@ -176,3 +176,4 @@ def require(feature: str, *seams: str) -> None:
                 f"torch {torch.__version__} is not supported by pt2kit's {feature}: {wraps} changed "
                 f"({status.error}); run `minify doctor` for what still works"
             )
+    _say_untested_once()
