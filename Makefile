@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup demo test test-fast scenarios fuzz bench clean
+.PHONY: setup demo test test-fast scenarios matrix fuzz bench clean
 
 setup: $(VENV)/.installed
 
@@ -25,9 +25,29 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -m 'not scenarios'
 
-# PyTorch's own minifier scenarios, ported to CPU (about 8 minutes; CI runs them after make test).
+# PyTorch's own minifier scenarios ported to CPU, and the genuine torch bugs of
+# tests/real_bugs (about 20 minutes; CI runs them after make test).
 scenarios: setup
 	$(PY) -m pytest -q -m scenarios
+
+# The other supported torch releases, each as the CUDA build a plain `pip install torch`
+# gives (it runs on the CPU): `minify doctor`, the fast group and the end-to-end tests
+# marked `matrix`. Each venv lies beside .venv; pip's constraints file (if any) is
+# lifted for these installs only, and pip's cache is reused.
+MATRIX_TORCH ?= 2.14.1 2.15.0
+MATRIX_VENVS := $(foreach v,$(MATRIX_TORCH),.venv-$(basename $(v)))
+.venv-%/.installed: pyproject.toml setup.py
+	$(PYTHON) -m venv .venv-$*
+	PIP_CONFIG_FILE=/dev/null .venv-$*/bin/pip install --quiet torch==$(filter $*.%,$(MATRIX_TORCH))
+	PIP_CONFIG_FILE=/dev/null .venv-$*/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+matrix: $(foreach v,$(MATRIX_VENVS),$(v)/.installed)
+	@for venv in $(MATRIX_VENVS); do \
+		echo "== $$venv: `$$venv/bin/python -c 'import torch; print(torch.__version__)'`"; \
+		$$venv/bin/minify doctor || exit 1; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider -m '(not slow and not e2e and not scenarios) or matrix' || exit 1; \
+	done
 
 test-fast: setup
 	$(PY) -m pytest -q -m 'not slow and not e2e'

@@ -359,8 +359,6 @@ def _has_random_ops(gm: Any) -> bool:
 
 
 def _clone_args(args: Sequence[Any]) -> list[Any]:
-    import torch
-
     from .case import clone_values
 
     return clone_values(list(args))

@@ -83,6 +83,7 @@ class BisectReport:
     ranks: dict[int, str] = field(default_factory=dict)  # how each rank ended
     kernel: str | None = None  # the Inductor kernel the program failed in, when the failure names one (minifier.blame)
     failed_graph: str | None = None  # the graph the program failed in ("g0.forward"), when known
+    failure_rate: float | None = None  # a flaky culprit: how often it failed when measured (culprit.second_look)
     profiled: dict[str, Any] = field(default_factory=dict, repr=False)  # graph file -> its profile, asked beside the stages (a minification's)
     # How to pin the culprit down again without trusting the program's own failing compile
     # (when the graph it failed on does not fail alone); not part of the report's JSON.
@@ -122,6 +123,7 @@ class BisectReport:
             "run_dir": str(self.run_dir),
             "note": self.note,
             "kernel": self.kernel,
+            **({"failure_rate": round(self.failure_rate, 3)} if self.failure_rate is not None else {}),
             **({"distributed": self.distributed()} if self.nproc > 1 else {}),
         }
 

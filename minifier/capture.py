@@ -45,7 +45,8 @@ import torch.fx as fx
 from . import blame, hooks
 from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values, snapshot
 from .casemaker import aot_case, make_case
-from .context import BackendInfo, describe_backend, learn_dynamo_own_patches, patch_definitions, resolve_backend
+from .context import BackendInfo, describe_backend, learn_dynamo_own_patches, resolve_backend
+from .patches import patch_definitions, state_missing, state_modules
 from .extract import merge_definitions
 from .errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
@@ -72,6 +73,7 @@ class Recorder:
         self._busy_since: dict[int, tuple[float, str]] = {}  # active compiled regions -> (start, what)
         self._watchdog: threading.Thread | None = None
         self._patches: dict[str, str] = {}
+        self._missing: list[str] = []  # changes to torch's compiler tables no repro can carry (context.state_missing)
         self._local = threading.local()  # per thread: the dynamo graph being compiled, the aot graphs
         self._aot_counts: dict[tuple[int, str], int] = {}
         self.input_limit = int(os.environ.get("PT2KIT_CAPTURE_INPUT_BYTES") or 1 << 30)
@@ -215,6 +217,11 @@ class Recorder:
             if patches != self._patches:
                 self._patches = patches
                 self.event(event="patches", patches=patches, carried=bool(carried))
+        if modules := state_modules():  # a user module's lowering or decomposition: the repro imports the module
+            case = case.replace(modules=list(dict.fromkeys([*case.modules, *modules])))
+        if (missing := state_missing()) != self._missing:
+            self._missing = missing
+            self.event(event="state_missing", entries=missing)
         self.cases.append(case)
         path = write_repro(case, self.out_dir / f"g{index}", stage=case.backend)
         self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend, roots=[root for _, root in case.modules])

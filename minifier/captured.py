@@ -34,6 +34,7 @@ class CaptureResult:
     roots: list[str] = field(default_factory=list)  # sys.path entries of the user modules the graphs import
     patches: dict[str, str] = field(default_factory=dict)  # torch targets the script replaced -> its function
     patches_carried: bool = True
+    state_missing: list[str] = field(default_factory=list)  # changes to torch's compiler tables no repro can carry
     aot: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # dynamo graph -> its aot graphs as compiled
     failed_graph: str | None = None  # the graph the program failed in ("g0", "g0.backward"), when known
     ran: set[str] = field(default_factory=set)  # graphs whose first run returned
@@ -95,6 +96,8 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.ran.add(e["graph"])
         elif e["event"] == "patches":
             result.patches, result.patches_carried = e["patches"], e["carried"]
+        elif e["event"] == "state_missing":
+            result.state_missing = e["entries"]
         elif e["event"] == "unrecoverable" and e["message"] not in result.unrecoverable:
             result.unrecoverable.append(e["message"])
         elif e["event"] == "judged" and "failure" in e:

@@ -18,7 +18,6 @@ import importlib
 import os
 import sys
 import threading
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -378,57 +377,6 @@ def class_sources(classes: list[type | None]) -> tuple[list[tuple[str, str]], st
             modules.append(spec)
     source = script_source() if in_script else None
     return modules, slice_script(source, in_script) if source else ""
-
-
-def script_patches() -> dict[str, str]:
-    """Functions of the user's script installed into torch's modules: ``{torch target: function name}``.
-
-    A program can break torch on purpose (a test planting a bug in Inductor's
-    codegen) or by accident. Such a patch lives in the script, not in any graph, so a
-    repro must carry it (:func:`minifier.extract.slice_script` keeps the assignment)
-    or the failure cannot reproduce on its own.
-    """
-    found: dict[str, str] = {}
-
-    # Only raw dict entries and type checks: touching arbitrary attributes of torch's
-    # modules runs lazy initializers (CUDA, deprecated aliases) in the user's program.
-    def user_function(value: Any) -> str | None:
-        if isinstance(value, (staticmethod, classmethod)):
-            value = value.__func__
-        if isinstance(value, types.FunctionType) and value.__module__ in MAIN_MODULES:
-            return value.__name__
-        return None
-
-    import warnings
-
-    with warnings.catch_warnings():  # (a deprecated alias warns when merely looked at)
-        warnings.simplefilter("ignore")
-        _scan(found, user_function)
-    return found
-
-
-def _scan(found: dict[str, str], user_function: Callable[[Any], str | None]) -> None:
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("torch.") or not isinstance(module, types.ModuleType):
-            continue
-        for attr, value in list(module.__dict__.items()):
-            if (fn := user_function(value)) is not None:
-                found[f"{name}.{attr}"] = fn
-            elif isinstance(value, type) and value.__dict__.get("__module__") == name:
-                for member, inner in list(value.__dict__.items()):
-                    if (fn := user_function(inner)) is not None:
-                        found[f"{name}.{attr}.{member}"] = fn
-
-
-def patch_definitions() -> tuple[dict[str, str], str]:
-    """The script's patches of torch (:func:`script_patches`) and the source that makes them."""
-    from .extract import slice_script
-
-    patches = script_patches()
-    if not patches:
-        return {}, ""
-    source = script_source()
-    return patches, slice_script(source, sorted(set(patches.values()))) if source else ""
 
 
 def _all_nodes(gm: fx.GraphModule) -> list[fx.Node]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 from .bisect_report import BisectReport, Row, signature_of
 from .bisect_steps import aot_rows, read_capture_again, run_each, run_stages_of
@@ -38,6 +39,7 @@ from .captured import CaptureResult
 from .case import GraphCase
 from .context import missing_config
 from .errors import FlakyFailure, NoFailure, NotReproducible
+from .flaky import failure_rate
 from .session import Session
 from .signature import Failure
 from .stages import Outcome, lower_case
@@ -96,9 +98,9 @@ def pin_down(
             report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
         elif lowering_note:
             report.note = lowering_note
-        second_look(session, [culprit, *rows], accuracy=accuracy)
+        report.failure_rate = second_look(session, [culprit, *rows], accuracy=accuracy, captured=captured)
     else:
-        second_look(session, [culprit], accuracy=accuracy)
+        report.failure_rate = second_look(session, [culprit], accuracy=accuracy, captured=captured)
     return finish(session, report)
 
 
@@ -173,8 +175,18 @@ def lower(session: Session, row: Row) -> tuple[list[str], str | None]:
     return lowered.value
 
 
-def second_look(session: Session, rows: list[Row], *, accuracy: bool) -> None:
-    """Run each row's last stage again; :class:`FlakyFailure` if any outcome changes."""
+def second_look(session: Session, rows: list[Row], *, accuracy: bool, captured: CaptureResult | None = None) -> float | None:
+    """Run each row's last stage again; when an outcome changes, measure how often it fails.
+
+    A failure that shows again in some of :data:`~minifier.flaky.LOOKS` runs is flaky but minifiable:
+    its rate (failing runs over all, the program's first one included) comes back, and
+    the row keeps its failing outcome. One that never shows again alone is a
+    :class:`FlakyFailure`. Neither, but not reproducible (exit 5, named), when what made
+    it fail in the program is not in the repro: inputs pt2kit cannot rebuild, or changes
+    to torch's compiler tables no repro can carry (``captured.state_missing``).
+    Returns the lowest rate measured (None: nothing changed).
+    """
+    rate = None
     looked = [row for row in rows if row.case is not None and row.outcomes]
     plan = [(row.case, list(row.outcomes)[-1]) for row in looked]
     labels = [f"{row.label} through {stage} again: checking it is not flaky" for row, (_, stage) in zip(looked, plan)]
@@ -188,8 +200,17 @@ def second_look(session: Session, rows: list[Row], *, accuracy: bool) -> None:
                     + "; ".join(case.unsupported),
                     inputs_unsupported=case.unsupported,
                 )
-            raise FlakyFailure(f"flaky: {row.label} through {stage} gave {_describe(first)}, then {_describe(second)}")
+            if captured is not None and captured.state_missing:
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and the program changed torch's compiler "
+                    "tables in ways no repro can carry: " + "; ".join(captured.state_missing),
+                    state_missing=captured.state_missing,
+                )
+            measured = failure_rate(session, case, stage, first, second, accuracy=accuracy, label=row.label)
+            rate = measured if rate is None else min(rate, measured)
+            continue  # (the row keeps its failing outcome)
         row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
+    return rate
 
 
 def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
@@ -260,15 +281,20 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     again = read_capture_again(session, script, args, backend, report.nproc)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
-    second_look(session, report.rows, accuracy=report.accuracy)  # does any graph fail now?
+    report.failure_rate = second_look(session, report.rows, accuracy=report.accuracy, captured=captured)  # does any graph fail now?
     detail = (
         f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
         if failing
         else ""
     )
     hint, unsupported = "", sorted({u for r in report.rows if r.case is not None for u in r.case.unsupported})
+    named: dict[str, Any] = {"inputs_unsupported": unsupported} if unsupported else {}
+    if captured.state_missing:
+        named["state_missing"] = captured.state_missing
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
+    elif captured.state_missing:
+        hint = "; the program changed torch's compiler tables in ways no repro can carry: " + "; ".join(captured.state_missing)
     elif captured.unrecoverable:
         hint = "; " + "; ".join(captured.unrecoverable) + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
     elif captured.patches:
@@ -280,7 +306,7 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     raise NotReproducible(
         f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}",
-        **({"inputs_unsupported": unsupported} if unsupported else {}),
+        **named,
     )
 
 

@@ -108,7 +108,7 @@ def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
     return ElsewhereRun(returncode, stderr[-20000:], time.perf_counter() - start, "clean" if clean is not None else "fresh")
 
 
-def verify(session: Session, path: Path, target: Signature, asked: GraphCase) -> tuple[bool, str | None]:
+def verify(session: Session, path: Path, target: Signature, asked: GraphCase, tries: int = 1) -> tuple[bool, str | None]:
     """Does the written repro fail the same way on another machine? (verified, why not)
 
     First here: when the file reads back into exactly the code of the reducer's last
@@ -116,13 +116,18 @@ def verify(session: Session, path: Path, target: Signature, asked: GraphCase) ->
     query already answered; otherwise the file runs once more in a query. Then as its
     reader will run it (DESIGN.md, "Verified means: on another machine"): a copy in
     another directory, torch alone, and no warm Inductor cache
-    (:func:`~minifier.repro_files.run_elsewhere`).
+    (:func:`~minifier.repro_files.run_elsewhere`). ``tries``: a flaky failure gets that
+    many runs here (the repro's own loop runs it that often elsewhere).
     """
     loaded = load_repro(path)
     if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict) != render(asked, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict):
-        result = session.query(functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), "checking the written repro fails the same way")
-        outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
-        if outcome.failure is None or outcome.failure.signature != target:
+        check = functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict)
+        for _ in range(tries):
+            result = session.query(check, "checking the written repro fails the same way")
+            outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
+            if outcome.failure is not None and outcome.failure.signature == target:
+                break
+        else:
             return False, "the written repro.py did not reproduce the failure when read back; the graph in work/origin does"
     if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
         return True, "not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only"

@@ -36,6 +36,7 @@ from .case import GraphCase
 from .context import missing_config
 from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
+from .flaky import repeated, tries_for
 from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint
 from .passes import PASSES
 from .reduce import Reducer, Unconfirmed
@@ -127,6 +128,7 @@ class MinifyResult:
             "seconds": round(self.seconds, 2),
             "repro": str(self.repro),
             "verified": self.verified,
+            **({"failure_rate": round(self.bisect.failure_rate, 3)} if self.bisect is not None and self.bisect.failure_rate is not None else {}),
             "accuracy": self.accuracy,
             "inputs": "random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
             **({"distributed": self.distributed()} if self.after.distributed or (self.bisect and self.bisect.nproc > 1) else {}),
@@ -231,15 +233,16 @@ def minify_case(
     accuracy_mode = accuracy if target.signature.kind == "accuracy" else False  # True, or "strict" (bitwise)
     strict = accuracy_mode == "strict"
     origin_ref = OriginRef(origin_path, values)
+    tries = tries_for(bisect.failure_rate if bisect is not None else None)
 
     def query(candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
-        results = session.query_all(
-            [
-                (functools.partial(_run_candidate, candidate, origin_ref, stage, accuracy_mode, strict, outputs), f"{progress_label()} · {label}")
-                for candidate, label, outputs in candidates
-            ]
-        )
-        return [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in results]
+        asked = [
+            (functools.partial(_run_candidate, candidate, origin_ref, stage, accuracy_mode, strict, outputs), f"{progress_label()} · {label}")
+            for candidate, label, outputs in candidates
+        ]
+        if tries > 1:  # a flaky failure: a candidate fails when any of its runs does
+            return [repeated(session, fn, label, tries, stage, target.signature) for fn, label in asked]
+        return [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in session.query_all(asked)]
 
     checkpoint = run_dir / CHECKPOINT
     state = {"fingerprint": key, "origin": str(origin_path), "stage": stage, "target": target.signature.to_json(), "accuracy": accuracy, "status": "running"}
@@ -266,18 +269,18 @@ def minify_case(
         if not reducer.consider(reducer.best):
             path = unreduced(session, case, stage, target, accuracy_mode)
             notes.append(f"pt2kit's rebuild of {case.label()} does not fail, the graph as captured does: repro.py is that graph, not reduced")
-            verified, unverified = verify(session, path, target.signature, case)
+            verified, unverified = verify(session, path, target.signature, case, tries)
             notes += [unverified] if unverified else []
         else:
             save_checkpoint(reducer, checkpoint, state)
             try:
                 reducer.run(PASSES)
             except KeyboardInterrupt:
-                path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
+                path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode, tries)
                 save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
                 raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
-            path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode)
-            verified, unverified = verify(session, path, target.signature, reducer.best_case())
+            path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode, tries)
+            verified, unverified = verify(session, path, target.signature, reducer.best_case(), tries)
             notes += [unverified] if unverified else []
             save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
     after = load_repro(path).case
@@ -360,7 +363,7 @@ class OriginRef:
         return realized
 
 
-def write_best(session: Session, reducer: Reducer, origin: OriginRef, stage: str, target: Failure, accuracy: bool) -> Path:
+def write_best(session: Session, reducer: Reducer, origin: OriginRef, stage: str, target: Failure, accuracy: bool, tries: int = 1) -> Path:
     """Write the best candidate as the run's repro.py, filling cut inputs with their values."""
     best = reducer.best_case()
     needed = [i for i in best.inputs if i.source is not None and not i.is_random]
@@ -369,7 +372,7 @@ def write_best(session: Session, reducer: Reducer, origin: OriginRef, stage: str
         if result.value is None:
             raise NotReproducible(f"the original graph no longer runs in eager: {result.failure.signature if result.failure else '?'}")
         best = best.replace(inputs=[i if i.name not in result.value or i.is_random else _with_value(i, result.value[i.name]) for i in best.inputs])
-    return write_repro(best, session.run_dir, stage=stage, failure=target.signature, accuracy=bool(accuracy), strict=accuracy == "strict")
+    return write_repro(best, session.run_dir, stage=stage, failure=target.signature, accuracy=bool(accuracy), strict=accuracy == "strict", tries=tries)
 
 
 def realized_values(case: GraphCase, origin: OriginRef) -> dict[str, Any]:

@@ -109,7 +109,7 @@ class Reducer:
     unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
     diverging: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a wrong answer's outputs that diverge, by candidate key (see narrowed)
     blamed: tuple[str, ...] = ()  # op nodes of the kernel the program failed in (minifier.blame), asked about first
-    settled_structures: set[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=set)  # (kept, outputs) left 1-minimal
+    settled_structures: set[tuple[Any, ...]] = field(default_factory=set)  # (kept, outputs, ...) left 1-minimal (see settle)
     best: Candidate = field(init=False)
     _nodes: dict[str, fx.Node] = field(init=False, repr=False)
     _order: dict[str, int] = field(init=False, repr=False)
@@ -418,14 +418,19 @@ class Reducer:
         return seen
 
     def settle(self) -> None:
-        """The best's nodes are 1-minimal (delta debugging dropped none of them alone): the node searches are done with them."""
-        best = self.normalize(self.best)
-        self.settled_structures.add((best.kept, best.outputs))
+        """The best's nodes are 1-minimal (delta debugging dropped none of them alone): the node searches are done with them.
+
+        Under the same rules only: a wrong answer on real inputs must reach the program's
+        outputs, one on random inputs cannot be (:func:`minifier.stages.run_case`).
+        """
+        self.settled_structures.add(self._structure(self.normalize(self.best)))
 
     def settled(self) -> bool:
-        """Were the best's nodes and outputs left 1-minimal already (see :meth:`settle`)?"""
-        best = self.normalize(self.best)
-        return (best.kept, best.outputs) in self.settled_structures
+        """Were the best's nodes and outputs left 1-minimal already, under the same rules (see :meth:`settle`)?"""
+        return self._structure(self.normalize(self.best)) in self.settled_structures
+
+    def _structure(self, c: Candidate) -> tuple[Any, ...]:
+        return (c.kept, c.outputs, bool(c.random) if self.target.kind == "accuracy" else None)
 
     def best_case(self) -> GraphCase:
         return self.build(self.normalize(self.best))

@@ -57,8 +57,11 @@ def write_repro(
     name: str = "repro.py",
     note: str = "",
     strict: bool = False,
+    tries: int = 1,
 ) -> Path:
     """Write ``case`` as ``directory/name`` (and its data file when it needs real values).
+
+    ``tries``: a flaky failure's repro runs the failing stage up to this many times.
 
     pt2kit only writes inside its own run directories, but an existing file there is
     replaced atomically so a checkpoint is never half-written.
@@ -66,7 +69,7 @@ def write_repro(
     directory.mkdir(parents=True, exist_ok=True)
     copy_modules(case, directory)
     data_file = save_data(data_of(case), directory)
-    source = render(case, stage=stage, failure=failure, accuracy=accuracy, data_file=data_file, note=note, strict=strict)
+    source = render(case, stage=stage, failure=failure, accuracy=accuracy, data_file=data_file, note=note, strict=strict, tries=tries)
     path = directory / name
     _atomic_write(path, source.encode())
     return path
@@ -136,20 +139,36 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
     Its carried definitions (a backend or op copied from the user's script) run once
     per process: they may register a backend name or a custom op, which cannot be
     registered twice. A second repro with the same definitions gets the names the
-    first run bound. ``meta``: its header, when the caller has read it already
-    (parsing a large graph's text is most of the cost of reading it).
+    first run bound. They run as a module of their own, from a real file holding them
+    (:func:`_definitions_file`): user code reads its ``__file__`` (a custom pass's
+    ``uuid()`` hashing its own source). ``meta``: its header, when the caller has read
+    it already (parsing a large graph's text is most of the cost of reading it).
     """
     namespace: dict[str, Any] = {"__name__": "pt2kit_repro", "__file__": filename}
     block = _definitions_block(source, meta)
     if block:
         if block not in _DEFINED:
-            before = set(namespace)
-            exec(compile(_preamble(source, block) + block, filename, "exec"), namespace)  # noqa: S102
-            _DEFINED[block] = {k: v for k, v in namespace.items() if k not in before}
+            text = _preamble(source, block) + block
+            path = _definitions_file(text)
+            definitions: dict[str, Any] = {"__name__": "pt2kit_definitions", "__file__": str(path)}
+            exec(compile(text, str(path), "exec"), definitions)  # noqa: S102
+            _DEFINED[block] = {k: v for k, v in definitions.items() if not k.startswith("__")}
         namespace.update(_DEFINED[block])
         source = source.replace(block, "# (the carried definitions above ran once in this process)", 1)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - running the repro is the point
     return namespace
+
+
+def _definitions_file(text: str) -> Path:
+    """A file holding carried definitions, named by their content, for their ``__file__``."""
+    import tempfile
+
+    directory = Path(tempfile.gettempdir()) / f"pt2kit-definitions-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / f"definitions_{hashlib.sha256(text.encode()).hexdigest()[:16]}.py"
+    if not path.exists():
+        _atomic_write(path, text.encode())
+    return path
 
 
 def _definitions_block(source: str, meta: dict[str, Any] | None = None) -> str:

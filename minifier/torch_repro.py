@@ -16,7 +16,6 @@ import ast
 import functools
 import sys
 from pathlib import Path
-from typing import Any
 
 import torch
 

@@ -21,6 +21,7 @@ def minify(*args, cwd=None, env=None, timeout=600):
 
 
 @pytest.mark.e2e
+@pytest.mark.matrix
 def test_run_writes_a_repro_and_json_report(model_script, tmp_path):
     done = minify("run", "--json", "--out", tmp_path / "runs", model_script("planted_runtime_error"))
     assert done.returncode == 0, done.stderr
@@ -89,6 +90,7 @@ def test_unknown_backend_exit_code(model_script, tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.matrix
 def test_bisect_json(model_script, tmp_path):
     done = minify("bisect", "--json", "--out", tmp_path / "runs", model_script("planted_backward_error", train=True))
     assert done.returncode == 0, done.stderr
@@ -257,7 +259,7 @@ def test_bisect_names_the_first_failing_stage_of_each_example(example, tmp_path)
 @pytest.mark.parametrize(
     ("example", "flags", "ops"),
     [
-        ("relu_compile_error.py", [], ["aten.relu.default"]),
+        pytest.param("relu_compile_error.py", [], ["aten.relu.default"], marks=pytest.mark.matrix),
         ("relu_runtime_error.py", [], ["aten.relu.default"]),
         ("relu_accuracy.py", ["--accuracy"], ["aten.relu.default"]),
     ],
@@ -293,7 +295,7 @@ def test_env_var_hook_works_after_a_plain_pip_install(model_script, tmp_path):
     # torch and the other dependencies come from this environment's site-packages (no download)
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     build = tmp_path / "src"
-    shutil.copytree(REPO, build, ignore=shutil.ignore_patterns(".venv", ".cache", ".git", "runs", "torch_compile_debug", "*.egg-info", "build"))
+    shutil.copytree(REPO, build, ignore=shutil.ignore_patterns(".venv*", ".cache", ".git", "runs", "torch_compile_debug", "*.egg-info", "build"))
     # build the wheel with this environment's setuptools, install it into the fresh venv
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(build)], check=True, timeout=600)

@@ -13,8 +13,6 @@ bug did, checked on real graphs and real backends without a worker process:
   search its nodes again.
 """
 
-import functools
-
 import pytest
 import torch
 import torch.fx as fx

@@ -352,6 +352,7 @@ def test_a_healthy_program_runs_unchanged_while_recording(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.matrix
 def test_run_from_the_command_line_prints_one_json_document_and_exits_1_when_reproduced(tmp_path):
     records = record_failing(tmp_path, lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}

@@ -46,6 +46,7 @@ def runs() -> dict[str, subprocess.CompletedProcess[str]]:
 
 
 @pytest.mark.e2e
+@pytest.mark.matrix
 def test_guards_json_is_one_document_and_exit_1_for_an_unsound_compile(runs):
     result = runs["planted"]
     assert result.returncode == 1, result.stderr

@@ -106,8 +106,12 @@ def test_an_error_outside_any_guard_never_covers_valid_points(specialize):
     valid = sum(1 for x in range(7) for y in range(7) if report.class_of(((x,), (y,))).outcome == "ok")
     assert valid == sum(1 for x in range(7) for y in range(1, 7) if x % y == 0)
     if not specialize:
+        # decided by running only where a trace cannot decide: y == 0 (x % 0), and from
+        # torch 2.15 x == 0 too, which view's new guard y*(x//y) != 0 leaves out of the
+        # trace's class (brute force agrees either way; there are more classes)
         run = [cls for cls in report.classes if cls.decided_by == "run"]
-        assert run and all(cls.representative[1] == (0,) for cls in run)
+        assert run and all(cls.representative[1] == (0,) or cls.representative[0] == (0,) for cls in run)
+        assert any(cls.representative[1] == (0,) for cls in run)
 
 
 def test_a_range_loop_specializes_and_says_so():
