@@ -194,7 +194,7 @@ def capture_(out: Path, backend: str | None, timeout: float | None, accuracy: st
 
 
 def _minified(result: Any) -> tuple[dict[str, Any], Any]:
-    """``run`` and ``repro``: the report and the summary of a :class:`~minifier.minification.MinifyResult`."""
+    """``run`` and ``repro``: the report and the summary of a :class:`~minifier.result.MinifyResult`."""
     from .report import print_minify
 
     return result.to_json(), lambda console: print_minify(result, console)

@@ -298,8 +298,24 @@ def value_definition(value: Any, name: str, script_source: str | None) -> str:
     return prelude + f"{name} = {expression}\n"
 
 
+def _bound_in_script(obj: Any, script_source: str | None) -> str | None:
+    """The name the script's top level binds ``obj`` to (``flaky = aot_autograd(fw_compiler=...)``), if any."""
+    import re
+    import sys
+
+    main = sys.modules.get("__main__")
+    if script_source is None or main is None or inspect.isfunction(obj):
+        return None
+    for name, value in list(vars(main).items()):
+        if value is obj and not name.startswith("_") and re.search(rf"^{re.escape(name)}\s*[:=]", script_source, re.MULTILINE):
+            return name
+    return None
+
+
 def _expression(fn: Any, script_source: str | None) -> tuple[str, str]:
     """(code defining what the expression needs, an expression for ``fn``)."""
+    if (bound := _bound_in_script(fn, script_source)) is not None:  # the statement that made it, sliced from the script
+        return slice_script(script_source, [bound]), bound  # type: ignore[arg-type]
     if isinstance(fn, functools.partial):
         prelude, inner = _expression(fn.func, script_source)
         args = [_literal_repr(a) for a in fn.args] + [f"{k}={_literal_repr(v)}" for k, v in fn.keywords.items()]

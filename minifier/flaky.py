@@ -73,3 +73,10 @@ def repeated(session: Session, fn: Any, label: str, tries: int, stage: str, targ
 
 def _signature(outcome: Outcome) -> Signature | None:
     return outcome.failure.signature if outcome.failure else None
+
+
+def measured_rate(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Any) -> float:
+    """The fraction of :data:`LOOKS` runs of ``case`` through ``stage`` that fail with ``target``."""
+    looks = [(functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} through {stage}: run {n + 1} of {LOOKS}, measuring how often it fails") for n in range(LOOKS)]
+    outcomes = [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in session.query_all(looks) if r is not None]
+    return sum(_signature(o) == target for o in outcomes) / max(1, len(outcomes))

@@ -24,122 +24,32 @@ import copy
 import functools
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch.fx as fx
 
 from .bisection import BisectReport, Row, bisect_case, bisect_script
+from .result import MinifyResult
 from .blame import blamed_nodes
 from .case import GraphCase
-from .context import missing_config
 from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
-from .flaky import repeated, tries_for
+from .flaky import measured_rate, repeated, tries_for
 from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint
 from .passes import PASSES
 from .reduce import Reducer, Unconfirmed
 from .session import Session
 from .signature import Failure, Signature
 from .profile import profile_case, realize
-from .stages import Outcome, Reach, run_case, stage_names
+from .stages import Outcome, Reach, run_case
 from .torch_repro import load_any_repro
 from .elsewhere import verify
 from .repro_files import load_repro, write_repro
 from .writer import render
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
-
-
-@dataclass
-class MinifyResult:
-    """What a minification produced; ``to_json()`` is ``report.json`` (docs/minify.md)."""
-
-    failure: Outcome
-    before: GraphCase
-    after: GraphCase
-    repro: Path
-    queries: int  # every isolated query of the run (capture, stages, reduction, checks)
-    reduction_queries: int  # those the reducer asked (cache misses)
-    seconds: float
-    verified: bool
-    accuracy: bool
-    bisect: BisectReport | None = None
-    resumed_from: str | None = None
-    run_dir: Path | None = None
-    notes: list[str] = field(default_factory=list)
-    timeline: list[tuple[str, float, float | None]] = field(default_factory=list)
-
-    def distributed(self) -> dict[str, Any]:
-        """Where a distributed job's repro comes from, and what it runs its collectives on."""
-        from .writer import needs_process_group
-
-        job = self.after.distributed or {}
-        out = dict(self.bisect.distributed() or {}) if self.bisect is not None else {}
-        out.update({k: v for k, v in job.items()})
-        out["process_group"] = "fake" if needs_process_group(self.after) else None  # none left: the repro needs none
-        return out
-
-    def inputs_summary(self) -> str:
-        tensors = [i for i in self.after.inputs if i.is_tensor]
-        real = [i.name for i in tensors if not i.is_random]
-        if not real:
-            return f"{len(tensors)} random tensors (no data file)"
-        return f"{len(tensors) - len(real)} random, {len(real)} real ({', '.join(real)}) in a data file"
-
-    def _dynamo_row(self) -> Row | None:
-        if self.bisect is None:
-            return None
-        return next((r for r in self.bisect.rows if r.boundary == "dynamo" and r.case is not None and r.case.index == self.before.index), None)
-
-    def to_json(self) -> dict[str, Any]:
-        signature = self.failure.failure.signature if self.failure.failure else None
-        stages = stage_names(self.before.backend)
-        statuses = {self.failure.stage: "fail"}
-        dynamo_row = self._dynamo_row()
-        if dynamo_row is not None:  # it ran all four stages; an aot row only two
-            statuses = {s: ("pass" if o.passed else "fail") for s, o in dynamo_row.outcomes.items()}
-        return {
-            "status": "minified",
-            "failure": {
-                "kind": signature.kind if signature else None,
-                "stage": self.failure.stage,
-                "exception": signature.exception if signature else None,
-                "message": signature.message if signature else None,
-            },
-            "stages": {s: statuses[s] for s in stages if s in statuses},
-            "graph": {"boundary": self.before.boundary, "index": self.before.index, "kind": self.before.kind},
-            "nodes_before": self.before.node_count,
-            "nodes_after": self.after.node_count,
-            "ops_after": self.after.op_names(),
-            "inputs_after": [
-                {
-                    "name": i.name,
-                    "shape": list(i.meta.shape) if i.meta else None,
-                    "stride": list(i.meta.stride) if i.meta else None,
-                    "dtype": i.meta.dtype if i.meta else type(i.value).__name__,
-                    "dynamic_dims": list(i.symbolic_dims),
-                }
-                for i in self.after.inputs
-            ],
-            "queries": self.queries,
-            "reduction_queries": self.reduction_queries,
-            "seconds": round(self.seconds, 2),
-            "repro": str(self.repro),
-            "verified": self.verified,
-            **({"failure_rate": round(self.bisect.failure_rate, 3)} if self.bisect is not None and self.bisect.failure_rate is not None else {}),
-            "accuracy": self.accuracy,
-            "inputs": "random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
-            **({"distributed": self.distributed()} if self.after.distributed or (self.bisect and self.bisect.nproc > 1) else {}),
-            "config": self.after.config,
-            "config_missing": missing_config(self.after.config),
-            "run_dir": str(self.run_dir) if self.run_dir else None,
-            "resumed_from": self.resumed_from,
-            "kernel": self.bisect.kernel if self.bisect is not None else None,
-            "notes": self.notes,
-            "timeline": [{"step": step, "seconds": seconds, **({"ended": ended} if ended is not None else {})} for step, seconds, ended in self.timeline],
-        }
 
 
 # --------------------------------------------------------------------------- #
@@ -209,12 +119,17 @@ def minify_case(
     resume: Path | None = None,
     bisect: BisectReport | None = None,
     blame: tuple[str | None, Path | None] = (None, None),
+    failure_rate: float | None = None,
 ) -> MinifyResult:
     """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json.
 
     ``blame``: the kernel the program failed in (the reducer asks about its nodes
     first, see :mod:`minifier.blame`) and the file ``case`` was read from (whose
     profile the bisection may have asked already: ``bisect.profiled``).
+    ``failure_rate``: a flaky failure's, when known (else the bisection's): every
+    question is asked several times (:mod:`minifier.flaky`). A repro that does not
+    fail when checked, from a graph the program failed to compile (trusted, not
+    compiled again), has its original's rate measured; a flaky one is minified again.
     """
     session.warm_up(inductor=stage == "inductor")  # already asked for when a bisection came first
     run_dir = session.run_dir
@@ -233,7 +148,8 @@ def minify_case(
     accuracy_mode = accuracy if target.signature.kind == "accuracy" else False  # True, or "strict" (bitwise)
     strict = accuracy_mode == "strict"
     origin_ref = OriginRef(origin_path, values)
-    tries = tries_for(bisect.failure_rate if bisect is not None else None)
+    failure_rate = failure_rate if failure_rate is not None else bisect.failure_rate if bisect is not None else None
+    tries = tries_for(failure_rate)
 
     def query(candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
         asked = [
@@ -283,6 +199,9 @@ def minify_case(
             verified, unverified = verify(session, path, target.signature, reducer.best_case(), tries)
             notes += [unverified] if unverified else []
             save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
+    if not verified and tries == 1 and 0 < (rate := measured_rate(session, case, stage, target.signature, accuracy_mode)) < 1:
+        session.log(f"{case.label()} fails in {rate:.0%} of its runs: flaky; minifying it again with repeated questions")
+        return minify_case(session, before, stage=stage, target=target, accuracy=accuracy, key=key, bisect=bisect, blame=blame, failure_rate=rate)
     after = load_repro(path).case
     result = MinifyResult(
         failure=Outcome(stage, target, 0.0),
@@ -297,6 +216,7 @@ def minify_case(
         bisect=bisect,
         resumed_from=resumed_from,
         run_dir=run_dir,
+        failure_rate=failure_rate,
     )
     result.timeline = session.full_timeline()
     result.notes.extend(session.notes + notes)

@@ -10,7 +10,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from .bisection import BisectReport, Row
-    from .minification import MinifyResult
+    from .result import MinifyResult
 
 _STYLES = {"pass": "green", "compile_error": "bold red", "runtime_error": "bold red", "accuracy": "bold magenta", "crash": "bold red", "timeout": "bold yellow"}
 

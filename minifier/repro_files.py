@@ -28,7 +28,7 @@ from torch.overrides import TorchFunctionMode
 from .case import GraphCase, GraphInput, TensorMeta
 from .errors import CorruptRecord
 from .graphio import GraphFormatError, load_graph
-from .seams import pytree
+from .seams import compiler_state, pytree
 from .signature import Signature
 from .writer import FORMAT_VERSION, data_of, render
 
@@ -152,6 +152,7 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
             path = _definitions_file(text)
             definitions: dict[str, Any] = {"__name__": "pt2kit_definitions", "__file__": str(path)}
             exec(compile(text, str(path), "exec"), definitions)  # noqa: S102
+            compiler_state.refresh()  # (they may have changed a table Inductor copied before they ran)
             _DEFINED[block] = {k: v for k, v in definitions.items() if not k.startswith("__")}
         namespace.update(_DEFINED[block])
         source = source.replace(block, "# (the carried definitions above ran once in this process)", 1)

@@ -367,6 +367,7 @@ def _child(payload: bytes, log: str | None, result: str, threads: int, cwd: str,
         import torch
 
         torch.set_num_threads(threads)
+        _fresh_python_randomness()
         before = set(sys.modules)
         try:
             fn = pickle.loads(payload)
@@ -389,6 +390,22 @@ def _child(payload: bytes, log: str | None, result: str, threads: int, cwd: str,
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _fresh_python_randomness() -> None:
+    """Each child draws its own random numbers, as a fresh process would.
+
+    A forked child inherits its parent's ``random`` (and numpy's) state: every query
+    would draw the same numbers, and a failure that shows in half of a program's runs
+    (a compiler's random choice) would show in all of them or none. (torch's own
+    generator is seeded by every query that runs a graph.)
+    """
+    import random
+
+    random.seed()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
 
 
 if __name__ == "__main__":

@@ -44,6 +44,9 @@ What real bugs do, and the backends above never did:
   whose only effect is a write into its input computes nothing wrong that it returns.
 - ``planted_cwd_marker``: cannot compile cos while a file ``planted-marker`` is in the
   working directory: state outside the graph, which a repro run elsewhere does not see.
+- ``planted_alternating``: cannot compile cos every other time (a counter file decides,
+  the first time included): a failure that shows in half of the runs, every time the
+  program runs.
 - ``planted_zero_tangent``: its compiled backward crashes (NULL dereference) when the
   gradient it is handed is a ZeroTensor (the gradient of ``torch.sgn``), as Inductor's
   code does: a plain copy of that input no longer crashes.
@@ -285,3 +288,16 @@ def _raise_with_marker(gm, inputs):
 
 
 _register("planted_cwd_marker", fw=_compiler(on_compile=_raise_with_marker))
+
+
+def _raise_on_odd_compiles(gm, inputs):
+    path = os.environ.get("PLANTED_ALTERNATING_COUNTER", "/tmp/pt2kit-planted-alternating")
+    with open(path, "a+") as f:
+        f.seek(0)
+        count = len(f.read())
+        f.write("x")
+    if count % 2 == 0:  # the 1st, 3rd, 5th... compile of a graph with cos
+        raise RuntimeError("planted: cos fails every other compile")
+
+
+_register("planted_alternating", fw=_compiler(on_compile=_raise_on_odd_compiles))

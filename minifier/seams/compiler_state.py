@@ -8,6 +8,12 @@ graph fails only where the table holds it:
 - Inductor's decompositions: ``torch._inductor.decomposition.decompositions``;
 - torch's decomposition table: ``torch._decomp.decomposition_table``.
 
+Inductor copies its decomposition table once, at its first compile
+(``fast_random_decomps``, cached): a process that compiled before a change was made
+keeps using the old copy. pt2kit's query children fork from a process that compiled
+while warming up, so after a repro's carried definitions change a table,
+:func:`refresh` drops that copy, as the user's program never had it.
+
 (Inductor's C++ code generators are classes, ``CppOverrides`` and ``CppVecOverrides``:
 their patched methods are found with the rest of a script's patches of torch's modules,
 :func:`minifier.patches.script_patches`.) :func:`user_entries` lists the entries whose
@@ -24,7 +30,10 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._inductor.lowering.lowerings, torch._inductor.decomposition.decompositions, torch._decomp.decomposition_table",
+    wraps=(
+        "torch._inductor.lowering.lowerings, torch._inductor.decomposition.decompositions (fast_random_decomps, cached), "
+        "torch._decomp.decomposition_table"
+    ),
     features=("carrying a program's changes to lowerings and decompositions into repros",),
 )
 
@@ -48,6 +57,22 @@ def probe() -> None:
     relu = importlib.import_module("torch._inductor.lowering").lowerings[torch.ops.aten.relu.default]
     if not str(getattr(unwrap(relu), "__module__", "")).startswith("torch"):
         raise AttributeError("Inductor's own relu lowering no longer unwraps to a function of torch's")
+    decomposition = importlib.import_module("torch._inductor.decomposition")
+    copy = getattr(decomposition, DERIVED_COPY, None)
+    if copy is not None and not hasattr(copy, "cache_clear"):
+        raise AttributeError(f"torch._inductor.decomposition.{DERIVED_COPY} is no longer a cached function")
+
+
+#: Inductor's cached copy of its decomposition table (when the installed torch has one).
+DERIVED_COPY = "fast_random_decomps"
+
+
+def refresh() -> None:
+    """Forget Inductor's copy of its decomposition table, so a changed table is read again."""
+    module = sys.modules.get("torch._inductor.decomposition")
+    copy = getattr(module, DERIVED_COPY, None) if module is not None else None
+    if copy is not None and hasattr(copy, "cache_clear"):
+        copy.cache_clear()
 
 
 def unwrap(fn: Any) -> Any:
