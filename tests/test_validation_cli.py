@@ -131,3 +131,26 @@ def test_sizes_loop_reports_specialization_and_max_classes_exits_7():
     report = json.loads(result.stdout)
     assert report["status"] == "incomplete"
     assert report["specializes_on"] == ["L['x'].size()[0]"]
+
+
+@pytest.mark.parametrize("how", ["mark_dynamic", "dynamic=True", "automatic dynamic"])
+def test_a_dropped_parity_guard_is_unsound_whatever_made_the_size_dynamic(tmp_path, how):
+    # The installed guards include the range guard 2 <= x.size(0) (0/1 specialization):
+    # the counterexample must respect it, an odd size of 3 or more, and be confirmed.
+    script = tmp_path / "parity.py"
+    compile_it = {
+        "mark_dynamic": "x = torch.randn(4)\n    torch._dynamo.mark_dynamic(x, 0)\n    torch.compile(parity, backend='eager')(x)",
+        "dynamic=True": "torch.compile(parity, backend='eager', dynamic=True)(torch.randn(4))",
+        "automatic dynamic": "f = torch.compile(parity, backend='eager')\n    f(torch.randn(4))\n    f(torch.randn(6))",
+    }[how]
+    script.write_text(
+        "import torch\nfrom minifier.seams import shape_env_faults as faults\n\n"
+        "def parity(x):\n    if x.shape[0] % 2 == 0:\n        return x * 2\n    return x + 1\n\n"
+        f"with faults.dropped_guards(lambda code: '% 2' in code):\n    {compile_it}\n"
+    )
+    result = CliRunner().invoke(main, ["guards", "--json", "--confirm", str(script)])
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1 and report["status"] == "unsound", result.output
+    (finding,) = [f for c in report["compiles"] for f in c["findings"] if f["kind"] == "unsound-guard"]
+    size = finding["counterexample"]["L['x'].size()[0]"]
+    assert size >= 3 and size % 2 == 1 and finding["confirmed"] is True, finding
