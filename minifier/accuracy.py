@@ -125,15 +125,21 @@ def fp64_blocker(gm: Any) -> str | None:
     A graph that tests its values for inf or NaN (:data:`NONFINITE_TESTS`, or a
     comparison with an infinite constant) means the overflows of its working precision:
     promoted to float64, the overflow it guards against never happens, and the
-    reference would take the compiled code's side. Eager alone is the reference then.
+    reference would take the compiled code's side. A graph that draws random numbers
+    draws other ones in float64 (``rand`` fills a double from 53 random bits, a float
+    from 24), so its float64 run computes something else. Eager alone, from the same
+    seed, is the reference then.
     """
     import math
 
+    from .autoload import draws_random
     from .case import op_name
     from .repro_graph import all_call_nodes
 
     for node in all_call_nodes(gm):
         name = op_name(node, gm)
+        if draws_random(name):
+            return f"the graph draws random numbers ({name}), which float64 draws differently"
         if any(part in NONFINITE_TESTS for part in name.split(".")):
             return f"the graph tests its values for inf or NaN ({name}), which float64 does not overflow to"
         if any(isinstance(a, float) and not math.isfinite(a) for a in node.args):

@@ -350,6 +350,12 @@ def run_name() -> str:
 RANDOM_OPS = ("rand", "randn", "randint", "randperm", "bernoulli", "dropout", "native_dropout", "multinomial", "normal", "uniform", "exponential", "poisson", "rrelu")
 
 
+def draws_random(name: str) -> bool:
+    """Is ``name`` (``rand``, ``torch.randn_like``, ``aten.native_dropout.default``, ``Tensor.exponential_``) a random op?"""
+    parts = [p.strip("_").removesuffix("_like") for p in name.split(".")]
+    return any(p in RANDOM_OPS or p.startswith(("inductor_rand", "philox_rand")) for p in parts)
+
+
 def _has_random_ops(gm: Any) -> bool:
     for node in gm.graph.nodes:
         name = getattr(node.target, "__name__", str(node.target)).split(".")[0]

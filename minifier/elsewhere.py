@@ -105,7 +105,8 @@ def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
             returncode, stderr = done.returncode, done.stderr
         except subprocess.TimeoutExpired as e:
             returncode, stderr = None, (e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or "")
-    return ElsewhereRun(returncode, stderr[-20000:], time.perf_counter() - start, "clean" if clean is not None else "fresh")
+    # (all of it: a C++ compile error's line comes before the compiler's whole output)
+    return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "clean" if clean is not None else "fresh")
 
 
 def verify(session: Session, path: Path, target: Signature, asked: GraphCase, tries: int = 1) -> tuple[bool, str | None]:

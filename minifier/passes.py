@@ -28,7 +28,8 @@ Each pass looks at the reducer's best candidate so far and asks
 - :func:`delta_debugging`: ddmin over the remaining nodes, for failures that need
   several ops (single nodes first, on a few); a graph it leaves 1-minimal is
   settled, and the node searches above skip it in later rounds, when only its
-  inputs' values, sizes or config change;
+  inputs' values, sizes or config change (when random inputs loosen the accuracy
+  rule, only its single-node drops are asked again);
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
 - :func:`drop_backward`, :func:`make_static` (a dynamic-shape graph tried with every
   size concrete);
@@ -184,7 +185,7 @@ def _narrow_to_divergence(r: Reducer, current: Candidate) -> bool:
 
 def truncate_suffix(r: Reducer) -> None:
     """Binary search for the shortest prefix of the graph that still fails."""
-    if r.settled():
+    if r.settled(loosened=True):
         return
     kept = r.best.kept
     lo, hi = 0, len(kept)  # prefix(lo) is known not to fail (or untested); prefix(hi) fails
@@ -203,7 +204,7 @@ def remove_prefix(r: Reducer) -> None:
     usually the only one: cutting everything before it is tried first, one query that
     ends the search at once for a single-op culprit.
     """
-    if r.settled():
+    if r.settled(loosened=True):
         return
     kept = r.best.kept
     if len(kept) > 2 and r.consider(r.without(kept[:-1])):
@@ -224,7 +225,7 @@ def cut_between(r: Reducer) -> None:
     the earlier one; what lies between is usually unrelated. Delta debugging would take
     O(k log k) queries to learn that about k nodes.
     """
-    if r.settled():
+    if r.settled(loosened=True):
         return
     kept = r.best.kept
     if len(kept) > 2:
@@ -236,12 +237,14 @@ def cut_between(r: Reducer) -> None:
 SINGLES_UP_TO = 8
 
 
-def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate]) -> bool:
+def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate], singles: bool = False) -> bool:
     """ddmin over ``items(r.best)``: drop chunks of decreasing size while one can go (at least one item stays).
+
+    Single items first when there are few of them, or when ``singles`` says larger chunks were asked already.
 
     True when it ended on single items, none of which could go: the best is then 1-minimal.
     """
-    chunks = 2 if len(items(r.best)) > SINGLES_UP_TO else len(items(r.best))
+    chunks = 2 if len(items(r.best)) > SINGLES_UP_TO and not singles else len(items(r.best))
     while len(items(r.best)) > 1:
         current = items(r.best)
         size = math.ceil(len(current) / chunks)
@@ -257,14 +260,14 @@ def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Call
 def delta_debugging(r: Reducer) -> None:
     """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph.
 
-    A graph it leaves 1-minimal is :meth:`~minifier.reduce.Reducer.settle`\ d: the searches
+    A graph it leaves 1-minimal is settled (:meth:`~minifier.reduce.Reducer.settle`): the searches
     over nodes are not asked again about it when only its inputs' values, sizes or
     config change later (random inputs, say): every one of their candidates drops a
     node that this pass just saw the failure need.
     """
     if r.settled():
         return
-    if _ddmin(r, lambda c: c.kept, r.without):
+    if _ddmin(r, lambda c: c.kept, r.without, singles=r.settled(loosened=True)):
         r.settle()
 
 

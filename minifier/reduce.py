@@ -388,14 +388,11 @@ class Reducer:
     def narrowed(self, c: Candidate) -> Candidate | None:
         """``c`` cut down to what its diverging outputs need, when its query saw a wrong answer in only some of them.
 
-        An accuracy query judges each output of a failing candidate on its own too
-        (:attr:`~minifier.stages.Outcome.diverging`). The outputs computed right, and
-        the nodes only they need, are not the bug; nor is an output that reads another
-        diverging one, which inherits its error. What is left is the first wrong
-        values and the nodes they read: not the random ops that dead-code removal
-        otherwise keeps for the random numbers later ones draw (a sample's attention
-        op), as nothing kept reads them. None: no query answered that about ``c``, or
-        every output diverged first-hand.
+        An accuracy query judges each output on its own too (:attr:`~minifier.stages.Outcome.diverging`).
+        Outputs computed right (and the nodes only they need) are not the bug, nor is one
+        that reads another diverging one. What is left is the first wrong values and what
+        they read (not random ops kept for the numbers later ones draw). None: no query
+        said, or every output diverged first-hand.
         """
         c = self.normalize(c)
         names = set(self.diverging.get(c.key(), ()))
@@ -425,9 +422,12 @@ class Reducer:
         """
         self.settled_structures.add(self._structure(self.normalize(self.best)))
 
-    def settled(self) -> bool:
-        """Were the best's nodes and outputs left 1-minimal already, under the same rules (see :meth:`settle`)?"""
-        return self._structure(self.normalize(self.best)) in self.settled_structures
+    def settled(self, *, loosened: bool = False) -> bool:
+        """Were the best's nodes left 1-minimal already, under the same rules (:meth:`settle`)? (``loosened``: or on real inputs, now random.)"""
+        c = self.normalize(self.best)
+        if loosened and self.target.kind == "accuracy" and c.random and (c.kept, c.outputs, False) in self.settled_structures:
+            return True
+        return self._structure(c) in self.settled_structures
 
     def _structure(self, c: Candidate) -> tuple[Any, ...]:
         return (c.kept, c.outputs, bool(c.random) if self.target.kind == "accuracy" else None)
