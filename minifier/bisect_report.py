@@ -24,6 +24,7 @@ from typing import Any
 from .case import GraphCase
 from .signature import Failure, Signature
 from .stages import Outcome, stage_names
+from .subsystem import Below
 
 
 @dataclass
@@ -84,6 +85,7 @@ class BisectReport:
     kernel: str | None = None  # the Inductor kernel the program failed in, when the failure names one (minifier.blame)
     failed_graph: str | None = None  # the graph the program failed in ("g0.forward"), when known
     failure_rate: float | None = None  # a flaky culprit: how often it failed when measured (culprit.second_look)
+    below: Below | None = None  # the culprit's subsystem and a workaround, when asked (minifier.subsystem)
     profiled: dict[str, Any] = field(default_factory=dict, repr=False)  # graph file -> its profile, asked beside the stages (a minification's)
     # How to pin the culprit down again without trusting the program's own failing compile
     # (when the graph it failed on does not fail alone); not part of the report's JSON.
@@ -125,6 +127,7 @@ class BisectReport:
             "kernel": self.kernel,
             **({"failure_rate": round(self.failure_rate, 3)} if self.failure_rate is not None else {}),
             **({"distributed": self.distributed()} if self.nproc > 1 else {}),
+            **({**self.below.to_json(), "notes": self.below.notes} if self.below is not None else {}),
         }
 
 

@@ -83,10 +83,22 @@ def _fail(error: UserFacingError, as_json: bool) -> None:
     sys.exit(error.exit_code)
 
 
+_subsystem_option = click.option(
+    "--subsystem/--no-subsystem",
+    default=True,
+    envvar="PT2KIT_SUBSYSTEM",
+    show_default=True,
+    help="Go below the failing stage: the subsystem that breaks (torch's CompilerBisector) and a workaround.",
+)
+
+
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@_subsystem_option
 @_common_options
 @_script_arguments
-def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int) -> None:
+def bisect(
+    script: Path, args: tuple[str, ...], subsystem: bool, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int
+) -> None:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
     import json
 
@@ -100,6 +112,12 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy:
         from .report import print_bisect
 
         report = bisect_script(session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc)
+        failure, culprit = report.failure, report.culprit
+        if subsystem and failure is not None and failure.failure is not None and culprit is not None and culprit.case is not None:
+            from .subsystem import go_below
+
+            accuracy_rule = _accuracy(accuracy, strict_accuracy)
+            report.below = go_below(session, failure.stage, failure.failure.signature, accuracy_rule, original=culprit.case, minimized=None, report=report, script=path, args=list(args))
         data = report.to_json()
         (session.run_dir / "report.json").write_text(json.dumps(data, indent=2, default=str))
         return data, lambda console: print_bisect(report, console)
@@ -110,9 +128,12 @@ def bisect(script: Path, args: tuple[str, ...], accuracy: bool, strict_accuracy:
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
 @click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True, help="Minify the dynamo graph, the aot graph, or the aot one when it reproduces.")
+@_subsystem_option
 @_common_options
 @_script_arguments
-def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int) -> None:
+def run(
+    script: Path, args: tuple[str, ...], after: str, subsystem: bool, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int
+) -> None:
     """Run SCRIPT; if it fails, bisect the stages and shrink the failing graph into repro.py."""
     from .session import default_out_dir
 
@@ -125,7 +146,7 @@ def run(script: Path, args: tuple[str, ...], after: str, accuracy: bool, strict_
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         from .minification import minify_script
 
-        return _minified(minify_script(session, path, list(args), after=after, backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), out=out, nproc=nproc))
+        return _minified(minify_script(session, path, list(args), after=after, backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), out=out, nproc=nproc, subsystem=subsystem))
 
     _session_command(script.stem, work, out=out, timeout=timeout, as_json=as_json, first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)))
 

@@ -44,6 +44,7 @@ from .session import Session
 from .signature import Failure, Signature
 from .profile import profile_case, realize
 from .stages import Outcome, Reach, run_case
+from .subsystem import add_workaround_to_repro, go_below
 from .torch_repro import load_any_repro
 from .elsewhere import verify
 from .repro_files import load_repro, write_repro
@@ -321,8 +322,9 @@ def minify_script(
     accuracy: bool = False,
     out: Path,
     nproc: int = 1,
+    subsystem: bool = False,
 ) -> MinifyResult:
-    """``minify run``: bisect the program, pick the failing graph, shrink it, write the repro."""
+    """``minify run``: bisect the program, pick the failing graph, shrink it, write the repro; with ``subsystem``, go below the stage."""
     if after not in AFTER_CHOICES:
         raise UsageError(f"--after must be one of {', '.join(AFTER_CHOICES)}")
     key = fingerprint("run", str(script), args, after, backend, accuracy, nproc, hashlib.sha256(script.read_bytes()).hexdigest())
@@ -337,12 +339,31 @@ def minify_script(
         session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
         blame = (report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None, row.case_path)
         try:
-            return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report, blame=blame)
+            result = minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report, blame=blame)
         except Unconfirmed:
             if report.recheck is None:
                 raise NotReproducible(f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone") from None
             session.log(f"{row.label} does not fail alone the way it failed in the program; pinning the culprit down again")
             report = report.recheck()
+            continue
+        if subsystem:
+            below_the_stage(session, result, script, args)
+        return result
+
+
+def below_the_stage(session: Session, result: MinifyResult, script: Path | None, args: list[str]) -> None:
+    """The subsystem that breaks the minimized graph, confirmed on the original, and a workaround (:mod:`minifier.subsystem`)."""
+    if result.failure.failure is None:
+        return
+    below = go_below(
+        session, result.failure.stage, result.failure.failure.signature, result.accuracy,
+        original=result.before, minimized=result.after, report=result.bisect, script=script, args=args,
+    )  # fmt: skip
+    result.below, result.notes = below, result.notes + below.notes
+    if below.workaround is not None:
+        add_workaround_to_repro(result.repro, below.workaround)
+    result.queries, result.seconds, result.timeline = session.queries, session.seconds, session.full_timeline()
+    (result.run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))  # type: ignore[operator]
 
 
 def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyResult:

@@ -11,6 +11,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from .bisection import BisectReport, Row
     from .result import MinifyResult
+    from .subsystem import Below
 
 _STYLES = {"pass": "green", "compile_error": "bold red", "runtime_error": "bold red", "accuracy": "bold magenta", "crash": "bold red", "timeout": "bold yellow"}
 
@@ -71,7 +72,28 @@ def print_bisect(report: BisectReport, console: Console) -> None:
         console.print(f"  note: {report.note}")
     if culprit.case_path:
         console.print(f"  graph: {culprit.case_path}")
+    if report.below is not None:
+        table = Table(show_header=False, box=None, padding=(0, 1, 0, 2))
+        for name, text in below_rows(report.below):
+            table.add_row(name, text)
+        console.print(table)
+        for note in report.below.notes:
+            console.print(f"  note: {note}", highlight=False, markup=False)
     console.print(f"[dim]{report.queries} queries, {report.seconds:.1f} s; run directory {report.run_dir}[/]")
+
+
+def below_rows(below: Below) -> list[tuple[str, Text]]:
+    """The subsystem and workaround rows (``minify run``'s table, under ``minify bisect``'s)."""
+    rows = []
+    if below.subsystem is not None:
+        confirmed = "" if below.confirmed is None else " (confirmed on the original graph)" if below.confirmed else " (not confirmed on the original graph)"
+        rows.append(("subsystem", Text(below.subsystem.describe() + confirmed)))
+    if below.workaround is not None:
+        seen = "the program runs to the end with it" if below.workaround.verified_on == "program" else "the failing graph runs right with it"
+        rows.append(("workaround", Text(f"{below.workaround.what} ({seen})\n{below.workaround.code.rstrip()}")))
+    else:
+        rows.append(("workaround", Text("none found (see notes)")))
+    return rows
 
 
 def print_minify(result: MinifyResult, console: Console) -> None:
@@ -87,7 +109,12 @@ def print_minify(result: MinifyResult, console: Console) -> None:
     table.add_row("nodes", f"{data['nodes_before']} → {data['nodes_after']}: {', '.join(data['ops_after'])}")
     table.add_row("inputs", result.inputs_summary())
     table.add_row("queries", f"{data['queries']} in {data['seconds']:.1f} s")
-    table.add_row("repro", str(data["repro"]))
+    table.add_row("repro", str(data["repro"]) + ("" if data.get("verified") else "  (not verified on another machine: see notes)"))
+    if result.below is not None:
+        for name, text in below_rows(result.below):
+            table.add_row(name, text)
+    for note in data.get("notes") or []:
+        table.add_row("note", Text(note))
     console.print(table)
 
 

@@ -15,6 +15,7 @@ from .bisect_report import BisectReport, Row
 from .case import GraphCase
 from .context import missing_config
 from .stages import Outcome, stage_names
+from .subsystem import Below
 
 
 @dataclass
@@ -35,6 +36,7 @@ class MinifyResult:
     run_dir: Path | None = None
     notes: list[str] = field(default_factory=list)
     failure_rate: float | None = None  # a flaky failure: how often it failed when measured (minifier.flaky)
+    below: Below | None = None  # the subsystem that breaks the graph, and a workaround (minifier.subsystem)
     timeline: list[tuple[str, float, float | None]] = field(default_factory=list)
 
     def distributed(self) -> dict[str, Any]:
@@ -95,6 +97,7 @@ class MinifyResult:
             "repro": str(self.repro),
             "verified": self.verified,
             **({"failure_rate": round(self.failure_rate, 3)} if self.failure_rate is not None else {}),
+            **(self.below or Below()).to_json(),
             "accuracy": self.accuracy,
             "inputs": "random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
             **({"distributed": self.distributed()} if self.after.distributed or (self.bisect and self.bisect.nproc > 1) else {}),

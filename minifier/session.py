@@ -124,6 +124,7 @@ class Session:
         self.worker: Executor = executor or Worker(log_dir=self.run_dir / "logs", timeout=timeout)
         self.timeout = timeout
         self.queries = 0
+        self.program_seconds = 0.0  # the longest run of the user's program so far
         self.timeline: list[tuple[str, float, float]] = []  # (what, seconds, ended at) of each phase and query
         self._programs: dict[str, tuple[list[str], Any, float]] = {}  # started, not yet waited for: log -> (command, process, start)
 
@@ -214,6 +215,7 @@ class Session:
             kill_program(process)
             raise
         self.mark(label, time.monotonic() - start)
+        self.program_seconds = max(self.program_seconds, time.monotonic() - start)
         tail = log.read_bytes()[-4000:].decode(errors="replace")
         if process.returncode < 0:
             return signature_of_crash(-process.returncode, tail)

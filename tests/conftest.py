@@ -15,6 +15,10 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "inductor
 # here. The tests of that step turn it back on (test_real_bug_shapes.py,
 # test_real_bugs.py); the rest check "verified here" only, and say so in their notes.
 os.environ.setdefault("PT2KIT_VERIFY_ELSEWHERE", "0")
+# ``minify run`` then goes below the stage (the subsystem, a workaround: a dozen small
+# queries and a rerun of the program). tests/test_subsystem.py and the CompilerBisector
+# scenarios turn it on; the rest stop at the repro.
+os.environ.setdefault("PT2KIT_SUBSYSTEM", "0")
 
 pytest_plugins = ["pytester"]
 

@@ -80,6 +80,7 @@ class Scenario:
     text: str | None = None  # what upstream greps for in the failure (and the repro's output)
     stage: str | None = None  # failure.stage
     torch_minifier_armed: bool = True  # the script turns torch's minifier on in code
+    subsystem: tuple[str, str] | None = None  # upstream's bisector: the subsystem, and a word of its debug info
 
 
 RELU_DYNAMO = "torch.relu"
@@ -114,11 +115,11 @@ SCENARIOS = [
     # The patch is made in a `with` block of a script without `if __name__`: issue 10 accepts
     # "exit 5 says so plainly" when the repro cannot carry it.
     Scenario("bisect_bad_decomp", ("--accuracy",), ops=(("aten.exponential.default", "Tensor.exponential_"),), stage="aot_eager_decomp_partition", declines="select_decomp_table", torch_minifier_armed=False),
-    Scenario("bisect_run_helper", ("--accuracy",), ops=(("aten.exponential.default", "Tensor.exponential_"),), stage="aot_eager_decomp_partition", torch_minifier_armed=False),
-    Scenario("bisect_pre_grad", ("--accuracy",), ops=(ADD,), exact=True, kind="accuracy", stage="inductor", torch_minifier_armed=False),
-    Scenario("bisect_joint_graph", ("--accuracy",), ops=(ADD,), exact=True, kind="accuracy", stage="inductor", torch_minifier_armed=False),
-    Scenario("bisect_rng", ("--accuracy",), ops=(("torch.rand", "aten.rand.default"),), kind="accuracy", stage="inductor", torch_minifier_armed=False),
-    Scenario("bisect_bad_lowering", ("--accuracy",), ops=(("Tensor.relu", "aten.relu.default"),), kind="accuracy", stage="inductor", torch_minifier_armed=False),
+    Scenario("bisect_run_helper", ("--accuracy",), ops=(("aten.exponential.default", "Tensor.exponential_"),), stage="aot_eager_decomp_partition", torch_minifier_armed=False, subsystem=("decomposition", "exponential")),
+    Scenario("bisect_pre_grad", ("--accuracy",), ops=(ADD,), exact=True, kind="accuracy", stage="inductor", torch_minifier_armed=False, subsystem=("pre_grad_passes", "pre_grad_custom_pass")),
+    Scenario("bisect_joint_graph", ("--accuracy",), ops=(ADD,), exact=True, kind="accuracy", stage="inductor", torch_minifier_armed=False, subsystem=("joint_graph_passes", "joint_custom_post_pass")),
+    Scenario("bisect_rng", ("--accuracy",), ops=(("torch.rand", "aten.rand.default"),), kind="accuracy", stage="inductor", torch_minifier_armed=False, subsystem=("inductor_fallback_random", "fallback_random")),
+    Scenario("bisect_bad_lowering", ("--accuracy",), ops=(("Tensor.relu", "aten.relu.default"),), kind="accuracy", stage="inductor", torch_minifier_armed=False, subsystem=("lowerings", "relu")),
     Scenario("bisect_eager_backend", expect="not-a-compiler-bug", torch_minifier_armed=False),
     Scenario("bisect_crossref", ops=(("_test_bisector.foo.default",),), exact=True, text="MetadataMismatchError", stage="aot_eager_decomp_partition_crossref", torch_minifier_armed=False),
     Scenario("bisect_pre_grad_graph", ("--accuracy",), ops=(("Tensor.relu", "aten.relu.default"),), kind="accuracy", torch_minifier_armed=False),
@@ -161,7 +162,8 @@ def _scenario_run(name: str, base: Path) -> Run:
     command = [sys.executable, "-P", "-m", "minifier", "run", "--json", "--out", str(workdir / "runs"), *scenario.flags, str(script)]
     start = time.monotonic()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, cwd=workdir, timeout=1800)
+        env = {**os.environ, "PT2KIT_SUBSYSTEM": "1" if scenario.subsystem else "0"}  # (below the stage: where upstream's bisector says)
+        done = subprocess.run(command, capture_output=True, text=True, cwd=workdir, timeout=1800, env=env)
         returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as e:
         returncode, stdout, stderr = -999, e.stdout or "", f"minify run did not finish in {e.timeout} s"
@@ -245,6 +247,20 @@ def test_outcome_is_upstreams(name: str, scenario_base: Path) -> None:
         assert _holds(ops, wanted), f"ops_after {ops} lacks {wanted}: {run.context()}"
     if scenario.exact:
         assert len(ops) == len(scenario.ops), f"ops_after {ops}, upstream expects exactly {list(scenario.ops)}"
+
+
+@pytest.mark.parametrize("name", [s.name for s in SCENARIOS if s.subsystem])
+def test_subsystem_is_upstreams(name: str, scenario_base: Path) -> None:
+    """Below the stage: the subsystem torch's own bisector names for the program, and a workaround the program runs with."""
+    run = _minified_run(name, scenario_base)
+    expected, word = run.scenario.subsystem  # type: ignore[misc]
+    found = run.report.get("subsystem") or {}  # type: ignore[union-attr]
+    assert found.get("name") == expected, f"subsystem {found}, upstream's bisector finds {expected}: {run.context()}"
+    assert word in str(found.get("detail")), f"subsystem detail {found.get('detail')!r} lacks {word!r}: {run.context()}"
+    assert found.get("confirmed_on_original") is True, run.context()
+    workaround = run.report.get("workaround") or {}  # type: ignore[union-attr]
+    assert workaround.get("verified_on") == "program", f"no workaround the program runs with: {run.context()}"
+    assert "# Workaround" in Path(run.report["repro"]).read_text()  # type: ignore[index]
 
 
 def _minified_run(name: str, base: Path) -> Run:

@@ -1,0 +1,134 @@
+"""Below the stage: the subsystem that breaks a graph, and a workaround the unchanged program runs with.
+
+``minify run`` ends, once its repro is written, by asking torch's CompilerBisector which
+subsystem of the failing stage breaks the minimized graph (minifier/subsystem.py), and
+by trying workarounds, narrowest first, until the program runs to the end with one.
+The scenarios ported from upstream's test_compiler_bisector.py check the subsystem
+names upstream's bisector gives (tests/test_torch_scenarios.py::test_subsystem_is_upstreams);
+here, what pt2kit adds: the choice of workarounds, a planted backend no bisector knows,
+and a real Inductor bug whose workaround this test applies itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from minifier.minification import minify_script
+from minifier.subsystem import Subsystem, workarounds
+
+from conftest import EXAMPLES, TESTS
+
+
+def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
+    lowering = Subsystem("inductor", "lowerings", 3, "aten.relu.default")
+    options = workarounds(lowering, "inductor", "inductor")
+    assert [o.stage for o in options] == ["inductor", "aot_eager_decomp_partition"]
+    assert "make_fallback(torch.ops.aten.relu.default" in options[0].code
+    assert "kwargs['backend'] = 'aot_eager_decomp_partition'" in options[-1].code
+
+    config = Subsystem("inductor", "inductor_fallback_random", 0, "fallback_random = True", ("inductor", "fallback_random", True))
+    assert workarounds(config, "inductor", "inductor")[0].code.endswith("torch._inductor.config.fallback_random = True\n")
+    cse = Subsystem("aot_eager_decomp_partition", "aot_eager_decomp_partition_cse", 0, "cse = False", ("aot_eager_decomp_partition", "cse", False))
+    first, last = workarounds(cse, "aot_eager_decomp_partition", "aot_eager_decomp_partition")
+    assert first.code.endswith("torch._functorch.config.cse = False\n") and last.stage == "aot_eager"
+
+    passes = workarounds(Subsystem("inductor", "post_grad_passes", 2, "reinplace_inplaceable_ops"), "inductor", "inductor")
+    assert "disabled_passes = 'reinplace_inplaceable_ops'" in passes[0].code
+    # a detail that is not a pass's name is not pasted into code; nothing found leaves the last resort
+    assert len(workarounds(Subsystem("inductor", "post_grad_passes", 2, "<lambda> at 0x7f"), "inductor", "inductor")) == 1
+    assert [o.stage for o in workarounds(None, "my_backend", "my_backend")] == ["aot_eager"]
+
+
+@pytest.mark.e2e
+def test_a_backend_no_bisector_knows_gets_the_lighter_backend_the_program_runs_with(session, model_script, tmp_path):
+    result = minify_script(session, model_script("planted_compile_error"), [], out=tmp_path / "runs", subsystem=True)
+    assert result.below is not None and result.below.subsystem is None
+    assert result.below.workaround is not None and result.below.workaround.verified_on == "program"
+    assert "kwargs['backend'] = 'aot_eager'" in result.below.workaround.code
+    data = json.loads((result.run_dir / "report.json").read_text())
+    assert data["subsystem"] is None and data["workaround"]["verified_on"] == "program"
+    assert "# Workaround (the program runs to the end with it): compile with aot_eager" in result.repro.read_text()
+
+
+@pytest.mark.e2e
+def test_bisect_names_the_workaround_under_its_stage_table(model_script, tmp_path):
+    script = model_script("planted_runtime_error")
+    command = [sys.executable, "-m", "minifier", "bisect", "--json", "--subsystem", "--out", str(tmp_path / "runs"), str(script)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "bisected" and report["subsystem"] is None
+    assert report["workaround"]["verified"] is True and "'aot_eager'" in report["workaround"]["code"]
+    done = subprocess.run([c for c in command if c != "--json"], capture_output=True, text=True, timeout=600)
+    assert "workaround" in done.stdout and "compile with aot_eager instead of" in done.stdout
+
+
+def _run(script: Path, code: str = "") -> subprocess.CompletedProcess[str]:
+    """The program in a fresh process on an empty Inductor cache, ``code`` run first (as a user pastes it)."""
+    runner = f"import runpy, sys\nexec({code!r}, {{}})\nrunpy.run_path({str(script)!r}, run_name='__main__')\n"
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"PATH": "/usr/bin:/bin", "TORCHINDUCTOR_CACHE_DIR": cache, "PT2KIT_AUTOLOAD": "0", "HOME": cache}
+        return subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, cwd=script.parent, env=env, timeout=600)
+
+
+@pytest.mark.slow
+def test_inductors_relu_bug_is_its_lowering_and_falling_back_lets_the_program_run(session, tmp_path):
+    script = tmp_path / "relu_compile_error.py"
+    shutil.copy(EXAMPLES / script.name, script)
+    result = minify_script(session, script, [], out=tmp_path / "runs", subsystem=True)
+
+    assert result.below is not None and result.below.subsystem is not None and (result.below.subsystem.backend, result.below.subsystem.name) == ("inductor", "lowerings")
+    assert result.below.subsystem.detail == "aten.relu.default" and result.below.confirmed is True
+    workaround = result.below.workaround
+    assert workaround is not None and workaround.verified_on == "program" and "make_fallback" in workaround.code
+    # the program fails as it is, and runs to the end with the workaround pasted before it
+    assert _run(script).returncode != 0
+    assert _run(script, workaround.code).returncode == 0
+
+
+def _minified(session, tmp_path, source: Path, **options):
+    script = tmp_path / source.name
+    shutil.copy(source, script)
+    result = minify_script(session, script, [], out=tmp_path / "runs", subsystem=True, **options)
+    assert result.below is not None, result.notes
+    return script, result
+
+
+@pytest.mark.slow
+def test_a_real_models_wrong_post_grad_pass_is_named_and_turned_off(session, tmp_path):
+    # a transformer encoder layer under a library's custom post-grad pass that turns relu into abs
+    script, result = _minified(session, tmp_path, TESTS / "subsystem_programs" / "transformer_post_grad_pass.py", accuracy=True)
+    assert result.below.subsystem is not None and (result.below.subsystem.name, result.below.subsystem.detail) == ("post_grad_passes", "post_grad_custom_post_pass")
+    assert result.below.confirmed is True
+    assert result.below.workaround is not None and "disabled_passes = 'post_grad_custom_post_pass'" in result.below.workaround.code
+    assert _run(script).returncode != 0
+    assert _run(script, result.below.workaround.code).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_genuine_joint_graph_folding_bug_is_named_to_its_pass(session, tmp_path):
+    # tests/real_bugs/: Inductor's constant folding of x * 0 drops the NaN that eager keeps
+    script, result = _minified(session, tmp_path, TESTS / "real_bugs" / "inductor_mul_by_zero_folding_drops_nan.py", accuracy=True)
+    assert result.below.subsystem is not None and (result.below.subsystem.name, result.below.subsystem.detail) == ("joint_graph_passes", "constant_fold_uniform_value")
+    assert result.below.workaround is not None and result.below.workaround.verified_on == "program"
+    assert _run(script).returncode != 0
+    assert _run(script, result.below.workaround.code).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_genuine_codegen_bug_gets_its_op_falling_back(session, tmp_path):
+    # two identical float16 sums in one kernel: Inductor's C++ declares their cast twice
+    # (tests/real_bugs/); the bisector's lowering count ends on one of the sums
+    script, result = _minified(session, tmp_path, TESTS / "real_bugs" / "inductor_cpp_duplicate_half_reduction.py")
+
+    assert result.below.subsystem is not None and (result.below.subsystem.name, result.below.subsystem.detail) == ("lowerings", "aten.sum.dim_IntList")
+    assert result.below.workaround is not None and result.below.workaround.verified_on == "program"
+    assert _run(script).returncode != 0
+    assert _run(script, result.below.workaround.code).returncode == 0
