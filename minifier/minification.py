@@ -355,10 +355,14 @@ def below_the_stage(session: Session, result: MinifyResult, script: Path | None,
     """The subsystem that breaks the minimized graph, confirmed on the original, and a workaround (:mod:`minifier.subsystem`)."""
     if result.failure.failure is None:
         return
-    below = go_below(
-        session, result.failure.stage, result.failure.failure.signature, result.accuracy,
-        original=result.before, minimized=result.after, report=result.bisect, script=script, args=args,
-    )  # fmt: skip
+    try:
+        below = go_below(
+            session, result.failure.stage, result.failure.failure.signature, result.accuracy,
+            original=result.before, minimized=result.after, report=result.bisect, script=script, args=args,
+        )  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - the repro is written: a failure below the stage costs a note, never the run
+        result.notes.append(f"the subsystem search failed ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected")
+        return
     result.below, result.notes = below, result.notes + below.notes
     if below.workaround is not None:
         add_workaround_to_repro(result.repro, below.workaround)
