@@ -26,14 +26,20 @@ from .writer import render
 
 
 #: Runs a repro as ``python repro.py`` would, with every pt2kit package unimportable.
-RUN_WITH_TORCH_ALONE = (
-    "import os, runpy, sys\n"
-    "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck'):\n"
-    "    sys.modules[name] = None  # importing pt2kit from a repro fails\n"
-    "sys.argv = sys.argv[1:]\n"
-    "sys.path.insert(0, os.getcwd())\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
-)
+def torch_alone_runner(first: str = "") -> str:
+    """Python for ``python -P -c`` that runs ``argv[1]`` from the cwd as ``python argv[1]`` would, pt2kit unimportable, ``first`` run before it."""
+    return (
+        "import os, runpy, sys\n"
+        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck'):\n"
+        "    sys.modules[name] = None  # importing pt2kit from a repro fails\n"
+        + (f"exec(compile({first!r}, '<pt2kit workaround>', 'exec'), {{}})\n" if first else "")
+        + "sys.argv = sys.argv[1:]\n"
+        "sys.path.insert(0, os.getcwd())\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+
+
+RUN_WITH_TORCH_ALONE = torch_alone_runner()
 
 
 @dataclass(frozen=True)

@@ -176,19 +176,13 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Any) -> bool:
 
 def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool:
     """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, an empty Inductor cache?"""
-    runner = (
-        "import runpy, sys\n"
-        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck'):\n"
-        "    sys.modules[name] = None\n"
-        f"exec(compile({code!r}, '<pt2kit workaround>', 'exec'), {{}})\n"
-        "sys.argv = sys.argv[1:]\n"
-        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
-    )
+    from .elsewhere import torch_alone_runner
+
     with tempfile.TemporaryDirectory(prefix="pt2kit-workaround-") as cache:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
         env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
         try:
-            done = subprocess.run([sys.executable, "-c", runner, str(script), *args], cwd=script.parent, env=env, capture_output=True, timeout=timeout)
+            done = subprocess.run([sys.executable, "-P", "-c", torch_alone_runner(code), script.name, *args], cwd=script.parent, env=env, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return False
     return done.returncode == 0

@@ -49,7 +49,7 @@ def probe() -> None:
     for name in ("process_subsystem", "update_bisect_status", "update_run_state", "get_bisect_range", "get_call_counter_debug_info", "get_config_change"):
         if not callable(getattr(cb.CompilerBisector, name, None)):
             raise AttributeError(f"CompilerBisector.{name} is gone")
-    with enabled(tempfile.mkdtemp(prefix="pt2kit-bisect-probe-")):
+    with tempfile.TemporaryDirectory(prefix="pt2kit-bisect-probe-") as directory, enabled(directory):
         cb.CompilerBisector.update_bisect_status("inductor", "lowerings")
         cb.CompilerBisector.update_run_state("inductor", cb.CompilerBisector.get_subsystem_object("inductor", "lowerings"), "test_disable")
         if not cb.CompilerBisector.disable_subsystem("inductor", "lowerings"):
@@ -131,10 +131,9 @@ def disable_whole(backend: str, name: str, directory: str) -> None:
 
 def _search(cls: Any, backend: str, subsystem: Any, passes: Callable[[], bool]) -> bool:
     """torch's own search from ``subsystem`` on (disable each; where that fixes it, bisect its applications)."""
-    import contextlib as _contextlib
     import io
 
-    with _contextlib.redirect_stdout(io.StringIO()):  # (it narrates every step on stdout)
+    with contextlib.redirect_stdout(io.StringIO()):  # (it narrates every step on stdout)
         try:
             return bool(cls.process_subsystem(backend, subsystem, passes, cli_interface=False))
         except RuntimeError:  # it passed with every application enabled: not this one (a flaky test)
