@@ -333,9 +333,42 @@ class ReproOnFailure:
         command.append("--accuracy" if accuracy else "--no-accuracy")
         from pathlib import Path
 
+        from .distributed import minifying, wait_for_other_ranks
+
         roots = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
         env = pt2kit_env({"PYTHONPATH": os.pathsep.join(roots)})
-        return subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL).returncode
+        with minifying(run_dir), _sigterm_deferred():
+            code = subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL).returncode
+        wait_for_other_ranks(self.intent.out)
+        return code
+
+
+class _sigterm_deferred:
+    """SIGTERM waits until the block ends, then takes effect as it would have.
+
+    Under torchrun, the first rank to exit with an error makes the launcher send SIGTERM
+    to every other rank's process group. A rank still minifying would die at once,
+    while its ``python -m minifier repro`` child (which gets the same signal) is writing
+    its best repro so far. Deferred, the rank waits for that child, then ends as
+    SIGTERM ends it. Only the main thread can set a handler; elsewhere nothing changes.
+    """
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.received: list[int] = []
+        self.armed = threading.current_thread() is threading.main_thread()
+        if self.armed:
+            self.previous = signal.signal(signal.SIGTERM, lambda signum, frame: self.received.append(signum))
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.armed:
+            signal.signal(signal.SIGTERM, self.previous if self.previous is not None else signal.SIG_DFL)
+            if self.received:
+                signal.raise_signal(signal.SIGTERM)
 
 
 def run_name() -> str:

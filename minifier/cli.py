@@ -260,9 +260,12 @@ def _session_command(
         session.close()
         _finish(render, data, as_json, wide_console())
     except KeyboardInterrupt:
+        interrupted = Interrupted(f"interrupted; partial results are in {session.run_dir if session else '(nothing yet)'}")
         if session:
             session.close()
-        _fail(Interrupted(f"interrupted; partial results are in {session.run_dir if session else '(nothing yet)'}"), as_json)
+            if error_report:
+                _write_error_report(session, interrupted)
+        _fail(interrupted, as_json)
     except UserFacingError as error:
         if session:
             session.close()
@@ -310,6 +313,7 @@ def entry_point(prog_name: str = "minify") -> None:
     """
     code: Any = 0
     try:
+        _terminate_as_interrupt()
         main(prog_name=prog_name)
     except SystemExit as e:
         code = e.code
@@ -329,6 +333,23 @@ def entry_point(prog_name: str = "minify") -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (torchrun stopping its ranks, a batch system's time limit, ``kill``) is handled as Ctrl-C.
+
+    Either way the run stops where it is and keeps what it has: the best repro so far,
+    its checkpoint (the same command resumes it) and a ``report.json`` that says
+    ``interrupted``. Without this, SIGTERM ends the process with nothing written.
+    """
+    import signal
+    import threading
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 if __name__ == "__main__":  # pragma: no cover

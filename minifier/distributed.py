@@ -22,11 +22,13 @@ shard, placements and mesh (:mod:`minifier.seams.dtensor`).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,53 @@ def launch_ranks(
             _kill(p)
         raise
     return [p.wait() for p in processes]
+
+
+#: The marker a rank's run directory holds while the ``TORCHDYNAMO_REPRO_AFTER`` hook minifies in it.
+MINIFYING = ".minifying"
+
+
+@contextmanager
+def minifying(run_dir: Path) -> Iterator[None]:
+    """Mark ``run_dir`` as being minified by this process, a child of its launcher."""
+    marker = run_dir / MINIFYING
+    marker.write_text(json.dumps({"pid": os.getpid(), "launcher": os.getppid()}))
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def wait_for_other_ranks(out: Path, poll: float = 0.5) -> None:
+    """Under torchrun, hold this rank's error until the job's other failing ranks have written their repros.
+
+    torchrun stops every rank once one exits with an error, so the first rank to finish
+    minifying would cut the others' runs short. A rank waits only for ranks that have
+    already failed and are minifying (a live process of the same launcher, with a
+    marker under ``out``); a healthy rank has no marker, and is never waited for.
+    Each minification ends by its own timeouts, so the wait does too.
+    """
+    if "LOCAL_RANK" not in os.environ:
+        return
+    while any(_another_rank_minifying(marker) for marker in out.glob(f"run-*/{MINIFYING}")):
+        time.sleep(poll)
+
+
+def _another_rank_minifying(marker: Path) -> bool:
+    try:
+        owner = json.loads(marker.read_text())
+        pid, launcher = int(owner["pid"]), int(owner["launcher"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # unreadable: not a marker this job wrote
+    if pid == os.getpid() or launcher != os.getppid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False  # it died without removing its marker
+    except PermissionError:
+        pass
+    return True
 
 
 def _kill(process: subprocess.Popen[Any]) -> None:

@@ -133,6 +133,27 @@ def test_ctrl_c_leaves_a_repro_and_rerun_resumes(model_script, tmp_path):
 
 
 @pytest.mark.e2e
+def test_sigterm_is_an_interrupt_that_keeps_the_best_repro_and_says_so_in_report_json(model_script, tmp_path):
+    # torchrun stopping a rank, a batch system's time limit and `kill` all send SIGTERM.
+    script = model_script("planted_compile_error")
+    out = tmp_path / "runs"
+    slow = {**os.environ, "PLANTED_DELAY": "0.5"}
+    process = subprocess.Popen([*MINIFY, "run", "--out", str(out), str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slow)
+    deadline = time.monotonic() + 300
+    while not list(out.glob("run-*/checkpoint.json")):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    run = next(out.glob("run-*"))
+    assert json.loads((run / "report.json").read_text())["status"] == "interrupted"
+    assert json.loads((run / "checkpoint.json").read_text())["status"] == "interrupted"
+    assert (run / "repro.py").is_file()
+
+
+@pytest.mark.e2e
 def test_repro_after_aot_env_var_arms_pt2kit(model_script, tmp_path):
     script = model_script("planted_compile_error")
     repro_dir = tmp_path / "repros"

@@ -782,3 +782,30 @@ def test_a_run_still_going_is_not_resumed_by_a_second_one_beside_it(tmp_path):
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
     assert find_checkpoint(tmp_path / "out", "same-command") == run / CHECKPOINT
+
+
+def test_a_rank_holds_its_error_while_another_rank_of_its_launcher_is_still_minifying(tmp_path, monkeypatch):
+    import time
+
+    from minifier.distributed import MINIFYING, minifying, wait_for_other_ranks
+
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    threading.Thread(target=other.wait, daemon=True).start()  # reaped when it ends, as torchrun reaps a rank
+    sibling, stranger, mine = (tmp_path / f"run-{name}" for name in ("rank1", "other-job", "rank0"))
+    for run in (sibling, stranger, mine):
+        run.mkdir()
+    (sibling / MINIFYING).write_text(f'{{"pid": {other.pid}, "launcher": {os.getppid()}}}')
+    (stranger / MINIFYING).write_text(f'{{"pid": {other.pid}, "launcher": {os.getppid() + 1}}}')
+    with minifying(mine):
+        assert (mine / MINIFYING).is_file()
+        started = time.monotonic()
+        wait_for_other_ranks(tmp_path, poll=0.05)  # its own marker is not waited for
+    assert not (mine / MINIFYING).exists()
+    assert time.monotonic() - started > 0.5 and other.poll() is not None  # waited until the other rank was done
+
+    (sibling / MINIFYING).write_text("not json")  # an unreadable marker is never waited for
+    monkeypatch.delenv("LOCAL_RANK")
+    started = time.monotonic()
+    wait_for_other_ranks(tmp_path, poll=0.05)
+    assert time.monotonic() - started < 0.5
