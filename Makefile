@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup demo test test-fast scenarios matrix fuzz bench clean
+.PHONY: setup demo test test-fast scenarios matrix fuzz bench browser screenshots clean
 
 setup: $(VENV)/.installed
 
@@ -65,9 +65,20 @@ bench: setup
 	$(PY) benchmarks/bench_explain.py
 	$(PY) benchmarks/bench_opcheck.py
 	PT2KIT_AUTOLOAD=0 $(PY) benchmarks/bench_replay.py
+	$(PY) benchmarks/bench_pages.py
 	$(PY) benchmarks/bench_validation.py
 	$(PY) benchmarks/bench_hook.py
 	$(PY) benchmarks/bench_real_models.py --curve
+
+# Headless Chromium for the page tests (tests/test_pages_browser.py skips without it):
+# Debian's package, never a browser a test tool downloads.
+browser:
+	@command -v chromium >/dev/null || (apt-get install -y -q chromium >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null))
+	@chromium --version
+
+# The screenshots in docs/images, as the browser test takes them.
+screenshots: setup browser
+	PT2KIT_SCREENSHOTS=docs/images $(PY) -m pytest -q -p no:cacheprovider tests/test_pages_browser.py
 
 clean:
 	rm -rf $(VENV) .cache runs build *.egg-info

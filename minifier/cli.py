@@ -100,8 +100,6 @@ def bisect(
     script: Path, args: tuple[str, ...], subsystem: bool, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int
 ) -> None:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
-    import json
-
     try:
         path = resolve_script(script)
     except UserFacingError as error:
@@ -118,8 +116,10 @@ def bisect(
 
             accuracy_rule = _accuracy(accuracy, strict_accuracy)
             report.below = go_below(session, failure.stage, failure.failure.signature, accuracy_rule, original=culprit.case, minimized=None, report=report, script=path, args=list(args))
+        from .pages.minify_page import write_run_report
+
         data = report.to_json()
-        (session.run_dir / "report.json").write_text(json.dumps(data, indent=2, default=str))
+        write_run_report(session.run_dir, data)
         return data, lambda console: print_bisect(report, console)
 
     # bisect leaves no report.json for an error (run and repro do)
@@ -295,12 +295,11 @@ def internal_error(bug: BaseException, run_dir: Path | None) -> InternalError:
 
 
 def _write_error_report(session: Any, error: UserFacingError) -> None:
-    import json
+    from .pages.minify_page import write_run_report
 
-    report = session.run_dir / "report.json"
-    if not report.exists():
+    if not (session.run_dir / "report.json").exists():
         fields = {"status": error.status, "message": str(error), **error.report, "queries": session.queries, "seconds": round(session.seconds, 2)}
-        report.write_text(json.dumps(fields, indent=2, default=str))
+        write_run_report(session.run_dir, fields)
 
 
 def entry_point(prog_name: str = "minify") -> None:

@@ -38,6 +38,7 @@ from .inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
 from .flaky import measured_rate, repeated, tries_for
 from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint
+from .pages.minify_page import write_run_report
 from .passes import PASSES
 from .reduce import Reducer, Unconfirmed
 from .session import Session
@@ -221,7 +222,7 @@ def minify_case(
     )
     result.timeline = session.full_timeline()
     result.notes.extend(session.notes + notes)
-    (run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))
+    write_run_report(run_dir, result.to_json())
     return result
 
 
@@ -367,7 +368,7 @@ def below_the_stage(session: Session, result: MinifyResult, script: Path | None,
     if below.workaround is not None:
         add_workaround_to_repro(result.repro, below.workaround)
     result.queries, result.seconds, result.timeline = session.queries, session.seconds, session.full_timeline()
-    (result.run_dir / "report.json").write_text(json.dumps(result.to_json(), indent=2, default=str))  # type: ignore[operator]
+    write_run_report(result.run_dir, result.to_json())  # type: ignore[arg-type]
 
 
 def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -80,6 +81,7 @@ def print_bisect(report: BisectReport, console: Console) -> None:
         for note in report.below.notes:
             console.print(f"  note: {note}", highlight=False, markup=False)
     console.print(f"[dim]{report.queries} queries, {report.seconds:.1f} s; run directory {report.run_dir}[/]")
+    _print_page(report.run_dir, console)
 
 
 def below_rows(below: Below) -> list[tuple[str, Text]]:
@@ -116,6 +118,15 @@ def print_minify(result: MinifyResult, console: Console) -> None:
     for note in data.get("notes") or []:
         table.add_row("note", Text(note))
     console.print(table)
+    if result.run_dir is not None:
+        _print_page(result.run_dir, console)
+
+
+def _print_page(run_dir: Path, console: Console) -> None:
+    from .pages.minify_page import REPORT_HTML
+
+    if (run_dir / REPORT_HTML).is_file():
+        console.print(f"report: {run_dir / REPORT_HTML}", highlight=False, markup=False, soft_wrap=True)
 
 
 def print_doctor(data: dict[str, Any], console: Console) -> None:

@@ -107,5 +107,6 @@ class MinifyResult:
             "resumed_from": self.resumed_from,
             "kernel": self.bisect.kernel if self.bisect is not None else None,
             "notes": self.notes,
+            **({"script": self.bisect.script, "graphs": [row.to_json(self.bisect.stages) for row in self.bisect.rows]} if self.bisect is not None else {}),
             "timeline": [{"step": step, "seconds": seconds, **({"ended": ended} if ended is not None else {})} for step, seconds, ended in self.timeline],
         }

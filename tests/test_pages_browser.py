@@ -1,0 +1,48 @@
+"""The pages in a real browser: headless Chromium loads each one offline and we look at what it did.
+
+Skipped where Chromium is absent (``make browser`` installs Debian's package; CI runs it).
+``PT2KIT_SCREENSHOTS=DIR`` keeps the screenshots there (``make screenshots`` refreshes
+the ones in docs/images).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from browser import CHROMIUM, Loaded, open_page
+from minifier.pages.minify_page import REPORT_HTML
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make browser)")]
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def looked_at(page: Path, name: str, sections: list[str]) -> Loaded:
+    """Open ``page``; it loads with no error and no request, shows ``sections``, and gives a screenshot."""
+    loaded = open_page(page)
+    assert loaded.errors == [], loaded.errors
+    assert loaded.requests == [], loaded.requests
+    assert [s for s in sections if s not in loaded.section_ids] == [], loaded.section_ids
+    assert loaded.screenshot.startswith(PNG) and len(loaded.screenshot) > 10_000
+    keep = os.environ.get("PT2KIT_SCREENSHOTS")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        (Path(keep) / f"{name}.png").write_bytes(loaded.screenshot)
+    return loaded
+
+
+def test_the_minify_page_of_a_run_loads_offline_with_no_error(model_script, tmp_path):
+    script = model_script("planted_compile_error", train=True, name="model<script>.py")
+    out = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "-m", "minifier", "run", "--json", "--out", str(out), str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = next(out.glob("run-*"))
+    loaded = looked_at(run / REPORT_HTML, "minify", ["summary", "stages", "graph", "inputs", "timeline", "repro"])
+    assert loaded.title == "pt2kit: model<script>.py"
+    assert loaded.load_ms < 2000
