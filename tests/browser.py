@@ -6,6 +6,7 @@ its fd 4. :func:`open_page` loads a file and returns what a reviewer would look 
 
 - every console error and uncaught exception;
 - every network request other than the page itself (a self-contained page makes none);
+- what each copy button says once clicked;
 - the ids of the page's sections, and its load time;
 - a PNG screenshot of the whole page.
 
@@ -49,6 +50,7 @@ class Loaded:
     load_ms: float = 0.0
     screenshot: bytes = b""
     title: str = ""
+    clicked: list[str] = field(default_factory=list)  # each copy button's text after a click
 
 
 class _Pipe:
@@ -138,6 +140,12 @@ def open_page(path: Path, *, width: int = 1280) -> Loaded:
         loaded.title, loaded.section_ids = json.loads(found["result"]["value"])
         shot = pipe.send("Page.captureScreenshot", session, format="png", captureBeyondViewport=True)
         loaded.screenshot = base64.b64decode(shot["data"])
+        clicks = "JSON.stringify(Array.from(document.querySelectorAll('button.copy')).map(b => { b.click(); return b.textContent; }))"
+        time.sleep(0.1)
+        clicked = pipe.send("Runtime.evaluate", session, expression=clicks, returnByValue=True, userGesture=True)
+        time.sleep(0.2)
+        after = pipe.send("Runtime.evaluate", session, expression="JSON.stringify(Array.from(document.querySelectorAll('button.copy')).map(b => b.textContent))", returnByValue=True)
+        loaded.clicked = json.loads(after["result"]["value"]) if clicked else []
         return loaded
     finally:
         try:

@@ -30,6 +30,7 @@ def looked_at(page: Path, name: str, sections: list[str]) -> Loaded:
     assert loaded.requests == [], loaded.requests
     assert [s for s in sections if s not in loaded.section_ids] == [], loaded.section_ids
     assert loaded.screenshot.startswith(PNG) and len(loaded.screenshot) > 10_000
+    assert set(loaded.clicked) <= {"copied"}  # every copy button copies
     keep = os.environ.get("PT2KIT_SCREENSHOTS")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
@@ -45,4 +46,5 @@ def test_the_minify_page_of_a_run_loads_offline_with_no_error(model_script, tmp_
     run = next(out.glob("run-*"))
     loaded = looked_at(run / REPORT_HTML, "minify", ["summary", "stages", "graph", "inputs", "timeline", "repro"])
     assert loaded.title == "pt2kit: model<script>.py"
+    assert loaded.clicked == ["copied"]  # repro.py's copy button
     assert loaded.load_ms < 2000

@@ -167,11 +167,22 @@ summary{cursor:pointer;font-weight:600}
 """
 
 SCRIPT = """
+function pt2kitCopy(text) {
+  var area = document.createElement('textarea');
+  area.value = text;
+  document.body.appendChild(area);
+  area.select();
+  var copied = false;
+  try { copied = document.execCommand('copy'); } catch (e) { copied = false; }
+  document.body.removeChild(area);
+  return copied;
+}
 document.querySelectorAll('button.copy').forEach(function (button) {
   button.addEventListener('click', function () {
     var text = document.getElementById(button.dataset.target).innerText;
     var done = function () { button.textContent = 'copied'; };
-    if (navigator.clipboard) { navigator.clipboard.writeText(text).then(done, function () {}); }
+    var fallback = function () { button.textContent = pt2kitCopy(text) ? 'copied' : 'select and copy'; };
+    if (navigator.clipboard && window.isSecureContext) { navigator.clipboard.writeText(text).then(done, fallback); } else { fallback(); }
   });
 });
 """
