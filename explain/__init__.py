@@ -14,7 +14,7 @@ shows only the first failing guard. This package offers:
   compile in the block, also of functions compiled before it, with all failing guards per
   recompile, graph hash, arity, triggering line and compile time; ``prof.report()`` and
   ``prof.to_json()``;
-- ``python -m explain [--json] SCRIPT [ARGS]...`` -- both, for a whole script.
+- ``python -m explain [--json] [--html FILE] SCRIPT [ARGS]...`` -- both, for a whole script.
 
 How it is built, one module per idea, each importing only the ones above it:
 
@@ -25,7 +25,8 @@ How it is built, one module per idea, each importing only the ones above it:
   listeners they feed (thread-safe, nestable, zero cost on cache hits);
 - :mod:`explain.isolation`: how ``explain`` leaves the user's compiled state untouched;
 - :mod:`explain.remedies` and :mod:`explain.compiles`: the records of a recompile report;
-- :mod:`explain.report`: the rich rendering of both reports;
+- :mod:`explain.report`: the rich rendering of both reports; :mod:`explain.page` the
+  same data as one HTML page (``--html FILE``, ``prof.report(html=FILE)``);
 - :mod:`explain.session` (``explain.explain`` and its :class:`ExplainReport`) and
   :mod:`explain.recompiles` (:class:`RecompileProfiler`): the two reports;
 - ``explain.__main__``: the CLI.

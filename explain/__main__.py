@@ -1,4 +1,4 @@
-"""``python -m explain [--json] SCRIPT [ARGS]...``: graph breaks and recompiles of a whole script.
+"""``python -m explain [--json] [--html FILE] SCRIPT [ARGS]...``: graph breaks and recompiles of a whole script.
 
 The script runs as ``python SCRIPT ARGS...`` would (``minifier.script.run_script``: as
 ``__main__``, with its ``sys.argv``), unchanged: explain/ observes the script's own
@@ -7,7 +7,10 @@ The script runs as ``python SCRIPT ARGS...`` would (``minifier.script.run_script
 analysis and nothing is reset; the report says so (``isolation.strategy == "observed"``).
 
 Output: a rich report on stdout, or with ``--json`` the same report as JSON and nothing
-else on stdout -- the script's own prints are sent to stderr for the run.
+else on stdout -- the script's own prints are sent to stderr for the run. ``--html FILE``
+also draws that JSON as one self-contained page (:mod:`explain.page`) and names the file
+on one line (on stderr with ``--json``). FILE is checked before the script runs: a file
+there that is not a page pt2kit wrote is a user's, never overwritten (exit 2).
 
 Exit codes: 0 when the report was printed; 1 when the script raised (the report of what
 ran before is still printed, and the exception named in it); 2 for usage errors and a
@@ -29,7 +32,8 @@ from typing import NoReturn
 
 import click
 
-from minifier.errors import InternalError, Interrupted, UserFacingError
+from minifier.errors import InternalError, Interrupted, UsageError, UserFacingError
+from minifier.pages.document import ours, page_path
 from minifier.script import resolve_script, run_script, stdout_to_stderr
 
 
@@ -41,9 +45,17 @@ from minifier.script import resolve_script, run_script, stdout_to_stderr
     }
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
+@click.option(
+    "--html",
+    "html",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Also write the report as a self-contained HTML page to FILE (never over a file pt2kit did not write).",
+)
 @click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def main(as_json: bool, script: str, args: tuple[str, ...]) -> None:
+def main(as_json: bool, html: Path | None, script: str, args: tuple[str, ...]) -> None:
     """Run SCRIPT with ARGS and explain its graph breaks and recompiles.
 
     \b
@@ -53,11 +65,13 @@ def main(as_json: bool, script: str, args: tuple[str, ...]) -> None:
     """
     try:
         path = resolve_script(script)
+        if html is not None:
+            html = page_path(html)  # before the script runs: a refusal costs nothing
     except UserFacingError as error:
         click.echo(f"explain: {error}", err=True)
         sys.exit(error.exit_code)
     try:
-        failed = _explain_script(path, args, as_json)
+        failed = _explain_script(path, args, as_json, html)
     except KeyboardInterrupt:
         _fail(Interrupted("interrupted"), as_json)
     except UserFacingError as error:  # a torch pt2kit does not support (seams.SeamBroken)
@@ -67,8 +81,8 @@ def main(as_json: bool, script: str, args: tuple[str, ...]) -> None:
     sys.exit(1 if failed else 0)
 
 
-def _explain_script(path: Path, args: tuple[str, ...], as_json: bool) -> bool:
-    """Run the script with explain listening, print the report; True when the script raised."""
+def _explain_script(path: Path, args: tuple[str, ...], as_json: bool, html: Path | None = None) -> bool:
+    """Run the script with explain listening, print the report (and write its page); True when the script raised."""
     # torch is imported only now, so that a usage error is reported at once
     from rich.console import Console
 
@@ -94,11 +108,34 @@ def _explain_script(path: Path, args: tuple[str, ...], as_json: bool) -> bool:
 
     report = ExplainReport.from_frames(str(path), collector.frames, OBSERVED)
     report.recompiles, report.error = profiler, failure
+    text = report.to_json()
+    # The page first: a refusal (exit 2) then comes before any report is printed.
+    page = _write_page(html, json.loads(text), path) if html is not None else None
     if as_json:
-        sys.stdout.write(report.to_json() + "\n")
+        sys.stdout.write(text + "\n")
     else:
         Console(soft_wrap=False).print(report)
+    if page is not None:
+        click.echo(f"page: {page}", err=as_json)
     return failure is not None
+
+
+def _write_page(html: Path, data: dict[str, object], script: Path) -> Path | None:
+    """The page of ``--json``'s very data at ``html``.
+
+    A file that became a user's while the script ran is still never replaced (exit 2);
+    any other failure to draw or write the page is one line on stderr, and the exit code
+    stays the report's, as for ``python -m validation`` and minify's ``report.html``.
+    """
+    from .page import write_explain_page
+
+    if not ours(html):
+        raise UsageError(f"--html {html} exists and is not a page pt2kit wrote: not overwriting it")
+    try:
+        return write_explain_page(html, data, f"explain: {script.name}")
+    except Exception as error:  # noqa: BLE001 - the page is a view of the report; the report stands without it
+        click.echo(f"explain: the page was not written to {html} ({type(error).__name__}: {error})".splitlines()[0], err=True)
+        return None
 
 
 def _fail(error: UserFacingError, as_json: bool) -> NoReturn:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import threading
 import types
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from . import hooks
 from .compiles import CompileRecord, FunctionCompiles
 from .graphs import summarize_graph
 from .hooks import FrameCompile
+from .page import write_explain_page
 from .report import recompiles_renderable, to_text
 
 
@@ -46,7 +48,7 @@ class RecompileProfiler:
 
         with RecompileProfiler() as prof:
             model(x)            # any torch.compile'd code, compiled before the block or not
-        print(prof.report())    # rich text; prof.to_json() for tools
+        print(prof.report())    # rich text; prof.to_json() for tools, report(html=path) for a page
 
     or, as with the removed ``CompileProfiler``, ``torch.compile(fn, backend=prof)``.
     Thread-safe: compiles on any thread are recorded, and instances can be nested or
@@ -197,8 +199,15 @@ class RecompileProfiler:
         """The report as JSON text (the schema of :meth:`to_dict`)."""
         return json.dumps(self.to_dict(), indent=indent)
 
-    def report(self, width: int = 120) -> str:
-        """The report as rich-rendered plain text, for ``print``."""
+    def report(self, width: int = 120, html: str | os.PathLike[str] | None = None) -> str:
+        """The report as rich-rendered plain text, for ``print``.
+
+        With ``html``, also write the report there as a self-contained page
+        (:mod:`explain.page`, drawn from :meth:`to_json`'s data); a file there that is not
+        a page pt2kit wrote is never replaced (``FileExistsError``).
+        """
+        if html is not None:
+            write_explain_page(html, json.loads(self.to_json()), "pt2kit: RecompileProfiler")
         return to_text(recompiles_renderable(self.functions), width=width)
 
     def __rich__(self) -> Any:

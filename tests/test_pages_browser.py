@@ -48,3 +48,36 @@ def test_the_minify_page_of_a_run_loads_offline_with_no_error(model_script, tmp_
     assert loaded.title == "pt2kit: model<script>.py"
     assert loaded.clicked == ["copied"]  # repro.py's copy button
     assert loaded.load_ms < 2000
+
+
+def test_the_validation_guards_page_loads_offline_with_no_error(tmp_path):
+    page = tmp_path / "guards.html"
+    done = subprocess.run([sys.executable, "-m", "validation", "guards", "--html", str(page), str(EXAMPLES / "validation" / "planted_static_decision.py")], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 1, done.stderr[-3000:]  # unsound
+    loaded = looked_at(page, "validation", ["summary", "compiles"])
+    assert loaded.load_ms < 2000
+
+
+EXPLAINED = """
+import torch
+
+
+@torch.compile
+def step(x, scale):
+    y = torch.sin(x) * scale
+    print("logging breaks the graph")  # <script>alert(1)</script>
+    return torch.cos(y).sum()
+
+
+for batch in (2, 3, 4):
+    step(torch.randn(batch, 8), 2.0)
+"""
+
+
+def test_the_explain_page_loads_offline_with_no_error(tmp_path):
+    script, page = tmp_path / "train<script>.py", tmp_path / "explain.html"
+    script.write_text(EXPLAINED)
+    done = subprocess.run([sys.executable, "-m", "explain", "--html", str(page), str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = looked_at(page, "explain", ["summary", "timeline", "compiles", "breaks", "recompiles"])
+    assert loaded.load_ms < 2000

@@ -29,7 +29,8 @@ How it is built, one module per idea:
 - :mod:`validation.size_classes`: what an enumeration answers (classes, report, which class owns a point);
 - :mod:`validation.enumeration`: the search for the classes, and its entry points;
 - :mod:`validation.size_checks`: an answer against real runs (brute force) and dynamo's cache (recompiles);
-- :mod:`validation.report`: rich rendering; ``validation.__main__``: the CLI.
+- :mod:`validation.report`: rich rendering; :mod:`validation.page`: the same data as one HTML
+  page (``--html FILE``); ``validation.__main__``: the CLI.
 
 Every private torch name used lives in ``minifier/seams/`` (``shape_env``, ``guard_code``,
 ``convert_frame``, ``sympy_z3``, ``fake_tensor``). Public names load on first use, so

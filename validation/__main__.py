@@ -15,6 +15,12 @@ error (a box without an upper bound, an unknown function...).
 
 With ``--json`` each prints exactly one JSON document on stdout; everything else the
 program writes there goes to stderr for the run.
+
+``--html FILE`` (both commands) also draws that JSON document as a self-contained page
+(:mod:`validation.page`) and prints ``page: FILE`` on one line (on stderr with ``--json``,
+so stdout stays one JSON document). FILE is checked before the script runs: a file that
+is not a page pt2kit wrote is never replaced (exit 2, one line). A page that cannot be
+written costs one line on stderr, never the verdict's exit code.
 """
 
 from __future__ import annotations
@@ -33,9 +39,11 @@ from typing import Any
 import click
 
 from minifier.errors import ScriptFailedBeforeCompile, UsageError, UserFacingError
+from minifier.pages.document import ours, page_path, write_page
 from minifier.script import resolve_script, run_script, stdout_to_stderr
 
 _SETTINGS = {"help_option_names": ["-h", "--help"]}
+_HTML_HELP = "Also write the report as a self-contained HTML page to FILE (never over a file pt2kit did not write)."
 
 
 @click.group(context_settings=_SETTINGS)
@@ -49,9 +57,10 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
 @click.option("--confirm", is_flag=True, help="Run each counterexample: eager against the cached compiled entry.")
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=None, help="Z3 time per obligation (default 2000).")
+@click.option("--html", "html_file", metavar="FILE", default=None, help=_HTML_HELP)
 @click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def guards(as_json: bool, confirm: bool, timeout_ms: int | None, script: str, args: tuple[str, ...]) -> None:
+def guards(as_json: bool, confirm: bool, timeout_ms: int | None, html_file: str | None, script: str, args: tuple[str, ...]) -> None:
     """Run SCRIPT and check that the guards of every compile imply its shape assumptions.
 
     \b
@@ -60,9 +69,13 @@ def guards(as_json: bool, confirm: bool, timeout_ms: int | None, script: str, ar
     """
     try:
         path = resolve_script(script)
+        html_path = _page_path(html_file)
     except UserFacingError as error:
         _fail(error)
     from .guards import DEFAULT_TIMEOUT_MS, GuardValidator
+    from .page import render_guards_page
+
+    title = f"pt2kit guards: {path.name}"
 
     validator = GuardValidator(confirm=confirm, timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS)
     failure: str | None = None
@@ -80,10 +93,13 @@ def guards(as_json: bool, confirm: bool, timeout_ms: int | None, script: str, ar
     report.target, report.error = str(path), failure
     if failure is not None and not report.compiles:
         error = ScriptFailedBeforeCompile(f"the script raised before compiling anything: {failure}")
+        document = json.dumps({"status": "error", "error": str(error), "compiles": []})
         if as_json:
-            sys.stdout.write(json.dumps({"status": "error", "error": str(error), "compiles": []}) + "\n")
+            sys.stdout.write(document + "\n")
+        _write_page(html_path, render_guards_page, document, title, as_json)
         _fail(error)
-    _print(report, as_json)
+    document = _print(report, as_json)
+    _write_page(html_path, render_guards_page, document, title, as_json)
     sys.exit(report.exit_code)
 
 
@@ -97,8 +113,18 @@ def guards(as_json: bool, confirm: bool, timeout_ms: int | None, script: str, ar
 @click.option("--max-classes", type=click.IntRange(min=1), default=None, help="Stop after this many classes (default 64).")
 @click.option("--recompiles", is_flag=True, help="Count the cache entries the range needs against the recompile limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
+@click.option("--html", "html_file", metavar="FILE", default=None, help=_HTML_HELP)
 def sizes(
-    target: str, ranks: str, box: str, no_specialize: bool, merge: bool, brute_force: bool, max_classes: int | None, recompiles: bool, as_json: bool
+    target: str,
+    ranks: str,
+    box: str,
+    no_specialize: bool,
+    merge: bool,
+    brute_force: bool,
+    max_classes: int | None,
+    recompiles: bool,
+    as_json: bool,
+    html_file: str | None,
 ) -> None:
     """Enumerate the input sizes of FUNCTION inside the box as equivalence classes.
 
@@ -111,10 +137,12 @@ def sizes(
         from .enumeration import DEFAULT_MAX_CLASSES, parse_box
 
         bounds = parse_box(box)
+        html_path = _page_path(html_file)
         fn = _load_function(target)
     except UserFacingError as error:
         _fail(error)
     from .enumeration import sizes as enumerate_sizes
+    from .page import render_sizes_page
 
     try:
         with stdout_to_stderr(as_json), _progress(not as_json) as progress:
@@ -131,7 +159,8 @@ def sizes(
             )
     except UserFacingError as error:
         _fail(error)
-    _print(report, as_json)
+    document = _print(report, as_json)
+    _write_page(html_path, render_sizes_page, document, f"pt2kit sizes: {report.target}", as_json)
     if report.brute_force and report.brute_force["disagreements"]:
         sys.exit(1)
     sys.exit(0 if report.status == "complete" else 7)
@@ -181,13 +210,39 @@ def _load_function(target: str) -> Any:
     return value
 
 
-def _print(report: Any, as_json: bool) -> None:
+def _print(report: Any, as_json: bool) -> str:
+    """Print ``report`` (its JSON document, or the rich table); the JSON document either way, for the page."""
+    document = report.to_json()
     if as_json:
-        sys.stdout.write(report.to_json() + "\n")
+        sys.stdout.write(document + "\n")
     else:
         from rich.console import Console
 
         Console(soft_wrap=False).print(report)
+    return document
+
+
+def _page_path(html_file: str | None) -> Path | None:
+    return None if html_file is None else page_path(html_file)
+
+
+def _write_page(path: Path | None, render: Any, document: str, title: str, as_json: bool) -> None:
+    """Draw the page from ``document`` -- the JSON text ``--json`` prints, parsed back: the same data, not a second report -- and say where it is.
+
+    ``page: FILE`` goes where the report went (stderr with ``--json``). A file that became
+    a user's while the script ran is still never replaced (exit 2); any other failure to
+    draw or write the page is one line on stderr and leaves the exit code to the verdict.
+    """
+    if path is None:
+        return
+    if not ours(path):
+        _fail(UsageError(f"--html {path} exists and is not a page pt2kit wrote: not overwriting it"))
+    try:
+        write_page(path, render(json.loads(document), title))
+    except Exception as error:  # noqa: BLE001 - the page is a view of the report; the verdict stands without it
+        click.echo(f"validation: the page was not written to {path} ({type(error).__name__}: {error})".splitlines()[0], err=True)
+        return
+    click.echo(f"page: {path}", err=as_json)
 
 
 def _fail(error: UserFacingError) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from typing import Any
+
 
 import z3
 

@@ -36,8 +36,12 @@ class Bar:
     lane: str = ""
 
 
-def timeline_chart(bars: list[Bar], *, width: int = 960, row: int = 18, gutter: int = 170) -> Markup:
-    """A swimlane chart of ``bars`` against time: lanes in order of first use, an axis in seconds, a legend."""
+def timeline_chart(bars: list[Bar], *, width: int = 960, row: int = 18, gutter: int = 170, phases: dict[str, str] | None = None) -> Markup:
+    """A swimlane chart of ``bars`` against time: lanes in order of first use, an axis in seconds, a legend.
+
+    ``phases`` names each phase's colour (default :data:`PHASES`); a phase it does not name is drawn as "other".
+    """
+    colours = PHASES if phases is None else phases
     if not bars:
         return tag("p", "No steps were timed.", class_="note")
     lanes = list(dict.fromkeys(b.lane or b.phase for b in bars))
@@ -58,15 +62,15 @@ def timeline_chart(bars: list[Bar], *, width: int = 960, row: int = 18, gutter: 
     for bar in bars:
         x, y = gutter + bar.start * scale, top + lanes.index(bar.lane or bar.phase) * row
         w = max(bar.seconds * scale, 1.5)
-        colour = PHASES.get(bar.phase, PHASES["other"])
+        colour = colours.get(bar.phase, PHASES["other"])
         tip = esc(f"{bar.label}: {bar.seconds:.2f} s, from {bar.start:.2f} s")
         parts.append(f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row - 6}" rx="2" fill="{colour}" fill-opacity="0.85" stroke="#fff" stroke-width="0.5"><title>{tip}</title></rect>')
     svg = Markup(
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" xmlns="http://www.w3.org/2000/svg">'
         f'<title>{esc(f"{len(bars)} steps over {end:.1f} s")}</title>{"".join(parts)}</svg>'
     )
-    shown = [p for p in PHASES if any(b.phase == p for b in bars)]
-    legend = tag("div", *(tag("span", tag("i", style=f"background:{PHASES[p]}"), p) for p in shown), class_="legend")
+    shown = [p for p in colours if any(b.phase == p for b in bars)]
+    legend = tag("div", *(tag("span", tag("i", style=f"background:{colours[p]}"), p) for p in shown), class_="legend")
     return Markup(svg + legend)
 
 

@@ -58,7 +58,7 @@ def table(headers: list[object], rows: Iterable[list[object]], *, class_: str | 
 
 def status_cell(status: str | None, text: str | None = None) -> Markup:
     """A stage-table cell: ``pass``, ``fail`` or not run, coloured as tlparse colours them."""
-    kind = "none" if not status or status in ("-", "skipped", "not run") else "ok" if status == "pass" else "bad"
+    kind = "none" if not status or status in ("-", "skipped", "not run") else "ok" if status in ("pass", "sound", "ok") else "warn" if status == "incomplete" else "bad"
     return tag("td", text if text is not None else (status or "-"), class_=f"status {kind}")
 
 
@@ -129,6 +129,20 @@ def ours(path: Path) -> bool:
     return head.startswith("<!DOCTYPE html>") and f'<meta name="generator" content="{GENERATOR}">' in head
 
 
+def page_path(given: str | os.PathLike[str]) -> Path:
+    """A ``--html FILE`` argument, checked before anything runs: absent, or a page of pt2kit's (else UsageError)."""
+    from ..errors import UsageError
+
+    path = Path(given).expanduser().absolute()
+    if path.is_dir():
+        raise UsageError(f"--html {given} is a directory: give a file name for the page")
+    if not path.parent.is_dir():
+        raise UsageError(f"--html {given}: no such directory {path.parent}")
+    if not ours(path):
+        raise UsageError(f"--html {given} exists and is not a page pt2kit wrote: not overwriting it")
+    return path
+
+
 def write_page(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all (a reader never sees half a page)."""
     partial = path.with_name(f".{path.name}.partial")
@@ -144,7 +158,7 @@ GENERATOR = "pt2kit"
 POLICY = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 STYLE = """
-:root{--ok:#1a7f37;--okbg:#dafbe1;--bad:#cf222e;--badbg:#ffebe9;--mute:#6e7781;--line:#d0d7de;--mark:#fff8c5}
+:root{--ok:#1a7f37;--okbg:#dafbe1;--bad:#cf222e;--badbg:#ffebe9;--warn:#9a6700;--warnbg:#fff8c5;--mute:#6e7781;--line:#d0d7de;--mark:#fff8c5}
 *{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;background:#f6f8fa}
 header{background:#24292f;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}
 .subtitle{margin:4px 0 8px;color:#d0d7de}nav a{color:#9ecbff;margin-right:14px;text-decoration:none;font-size:13px}
@@ -152,9 +166,9 @@ main{padding:8px 24px 40px;max-width:1400px}section{background:#fff;border:1px s
 h2{font-size:16px;margin:0 0 10px}h3{font-size:14px;margin:12px 0 6px}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.status{text-align:center;font-weight:600}td.ok{color:var(--ok);background:var(--okbg)}
-td.bad{color:var(--bad);background:var(--badbg)}td.none{color:var(--mute)}
-.badge{display:inline-block;padding:0 8px;border-radius:10px;font-size:12px;font-weight:600;background:#eaeef2}
-.badge.ok{background:var(--okbg);color:var(--ok)}.badge.bad{background:var(--badbg);color:var(--bad)}
+td.bad{color:var(--bad);background:var(--badbg)}td.warn{color:var(--warn);background:var(--warnbg)}td.none{color:var(--mute)}
+.badge{display:inline-block;padding:0 8px;border-radius:10px;font-size:12px;font-weight:600;background:#eaeef2;color:#1f2328}
+.badge.ok{background:var(--okbg);color:var(--ok)}.badge.bad{background:var(--badbg);color:var(--bad)}.badge.warn{background:var(--warnbg);color:var(--warn)}
 pre.code{background:#f6f8fa;border:1px solid var(--line);border-radius:6px;padding:8px 0;overflow:auto;max-height:560px;font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;counter-reset:line}
 .line{display:block;padding:0 10px 0 0;white-space:pre}.line::before{counter-increment:line;content:counter(line);display:inline-block;width:3.5em;padding-right:1em;text-align:right;color:var(--mute)}
 .line.mark{background:var(--mark);font-weight:600}
