@@ -31,6 +31,15 @@ from typing import Any
 
 from .signature import Failure, Signature, normalize_message
 
+#: Ops that draw random numbers (by name part): a float64 run of them draws other numbers.
+RANDOM_OPS = ("rand", "randn", "randint", "randperm", "bernoulli", "dropout", "native_dropout", "multinomial", "normal", "uniform", "exponential", "poisson", "rrelu")
+
+
+def draws_random(name: str) -> bool:
+    """Is ``name`` (``rand``, ``torch.randn_like``, ``aten.native_dropout.default``, ``Tensor.exponential_``) a random op?"""
+    parts = [p.strip("_").removesuffix("_like") for p in name.split(".")]
+    return any(p in RANDOM_OPS or p.startswith(("inductor_rand", "philox_rand")) for p in parts)
+
 #: The message of every accuracy signature; details (which output, how far) vary as
 #: the graph shrinks and live in :attr:`Failure.details`.
 ACCURACY_MESSAGE = "compiled output diverges from the fp64 reference"
@@ -132,7 +141,6 @@ def fp64_blocker(gm: Any) -> str | None:
     """
     import math
 
-    from .autoload import draws_random
     from .case import op_name
     from .repro_graph import all_call_nodes
 

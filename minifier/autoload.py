@@ -380,16 +380,9 @@ def run_name() -> str:
     return f"{name}-rank{rank}" if rank is not None and os.environ.get("WORLD_SIZE") else name
 
 
-RANDOM_OPS = ("rand", "randn", "randint", "randperm", "bernoulli", "dropout", "native_dropout", "multinomial", "normal", "uniform", "exponential", "poisson", "rrelu")
-
-
-def draws_random(name: str) -> bool:
-    """Is ``name`` (``rand``, ``torch.randn_like``, ``aten.native_dropout.default``, ``Tensor.exponential_``) a random op?"""
-    parts = [p.strip("_").removesuffix("_like") for p in name.split(".")]
-    return any(p in RANDOM_OPS or p.startswith(("inductor_rand", "philox_rand")) for p in parts)
-
-
 def _has_random_ops(gm: Any) -> bool:
+    from .accuracy import RANDOM_OPS
+
     for node in gm.graph.nodes:
         name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
         if node.op in ("call_function", "call_method") and name.lstrip("_").rstrip("_").startswith(RANDOM_OPS):
