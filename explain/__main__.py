@@ -33,7 +33,7 @@ from typing import NoReturn
 import click
 
 from minifier.errors import InternalError, Interrupted, UsageError, UserFacingError
-from minifier.pages.document import ours, page_path
+from minifier.pages.document import page_path
 from minifier.script import resolve_script, run_script, stdout_to_stderr
 
 
@@ -129,10 +129,10 @@ def _write_page(html: Path, data: dict[str, object], script: Path) -> Path | Non
     """
     from .page import write_explain_page
 
-    if not ours(html):
-        raise UsageError(f"--html {html} exists and is not a page pt2kit wrote: not overwriting it")
     try:
         return write_explain_page(html, data, f"explain: {script.name}")
+    except FileExistsError:  # write_explain_page's own check: a user's file is never replaced
+        raise UsageError(f"--html {html} exists and is not a page pt2kit wrote: not overwriting it") from None
     except Exception as error:  # noqa: BLE001 - the page is a view of the report; the report stands without it
         click.echo(f"explain: the page was not written to {html} ({type(error).__name__}: {error})".splitlines()[0], err=True)
         return None
