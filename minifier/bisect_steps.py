@@ -59,7 +59,7 @@ def capture(
     """
     command, out, log = capture_plan(session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy, again=again)
     if not again:
-        session.warm_up(inductor=backend in (None, "inductor"))
+        session.warm_up(inductor=backend in (None, "inductor"), preload=[__name__])
     label = f"running {script.name} again: checking it is not flaky" if again else f"running {script.name} with capture armed"
     if nproc > 1:
         captured = capture_ranks(session, script, args, backend, out, nproc, label, accuracy)

@@ -128,7 +128,7 @@ def readable_cases(paths: list[Path], read: dict[str, GraphCase] | None = None) 
 
 def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None) -> BisectReport:
     """Stage bisection of one saved graph (``minify repro``): its stages, then its aot graphs."""
-    session.warm_up(inductor=case.backend == "inductor")
+    session.warm_up(inductor=case.backend == "inductor", preload=[__name__])
     row = run_stages(session, case, accuracy=accuracy, path=path)
     report = BisectReport(str(path or case.label()), case.backend, accuracy, session.run_dir, None, [row])
     first = row.first_failure

@@ -60,8 +60,9 @@ class Executor(Protocol):
     warm_seconds: dict[str, float]
     """Seconds spent warming up, by what was warmed, for the report's timeline."""
 
-    def warm_up(self, level: str = "inductor", *, wait: bool = False) -> None:
-        """Prepare to run queries at ``level`` (imports, compilers), in the background unless ``wait``."""
+    def warm_up(self, level: str = "inductor", *, preload: Sequence[str] = (), wait: bool = False) -> None:
+        """Prepare to run queries at ``level`` (imports, compilers, and the ``preload`` modules
+        their functions live in), in the background unless ``wait``."""
 
     def start(self, fn: Callable[[], Any], *, timeout: float | None = None, label: str = "query") -> Handle:
         """Start one query and return at once."""

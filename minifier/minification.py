@@ -133,7 +133,7 @@ def minify_case(
     fail when checked, from a graph the program failed to compile (trusted, not
     compiled again), has its original's rate measured; a flaky one is minified again.
     """
-    session.warm_up(inductor=stage == "inductor")  # already asked for when a bisection came first
+    session.warm_up(inductor=stage == "inductor", preload=[__name__])  # already asked for when a bisection came first
     run_dir = session.run_dir
     before = case
     if resume is None:

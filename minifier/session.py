@@ -128,9 +128,12 @@ class Session:
         self.timeline: list[tuple[str, float, float]] = []  # (what, seconds, ended at) of each phase and query
         self._programs: dict[str, tuple[list[str], Any, float]] = {}  # started, not yet waited for: log -> (command, process, start)
 
-    def warm_up(self, inductor: bool = True) -> None:
-        """Have pt2kit's worker process warm up (in the background) before its next query."""
-        self.worker.warm_up("inductor" if inductor else "eager")
+    def warm_up(self, inductor: bool = True, preload: Sequence[str] = ()) -> None:
+        """Have pt2kit's worker process warm up (in the background) before its next query.
+
+        ``preload``: the modules the coming queries' functions live in (see :meth:`Executor.warm_up`).
+        """
+        self.worker.warm_up("inductor" if inductor else "eager", preload=preload)
 
     def query(self, fn: Callable[[], T], label: str, *, timeout: float | None = None, count: bool = True) -> QueryResult[T]:
         """Run ``fn`` in an isolated child with the session's timeout, showing ``label``."""

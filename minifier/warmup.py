@@ -3,7 +3,8 @@
 The first compile in a process pays for lazy imports and one-time set-up of dynamo,
 AOTAutograd and Inductor: about two seconds that every forked child would pay again.
 :func:`warm_up` pays it once, in the zygote, by compiling one small training step
-through the stages the queries will use (and importing pt2kit's own query code).
+through the stages the queries will use. (The caller names the modules its queries
+pickle functions of: :meth:`minifier.worker.Worker.warm_up`'s ``preload``.)
 ``level`` says how far: ``"eager"`` warms dynamo and AOTAutograd (a run whose final
 backend is not Inductor never needs more), ``"inductor"`` adds Inductor's C++ path.
 
@@ -47,10 +48,6 @@ def warm_up(level: str) -> tuple[float, str | None]:
             if training:
                 out.backward()
         torch.compiler.reset()
-        # pt2kit's own query code (the functions every query pickles by name live
-        # there): unpickling them imported some thirty modules in each child, 0.1 s
-        # per query where Python writes no bytecode cache (PYTHONDONTWRITEBYTECODE).
-        from . import minification  # noqa: F401
     except Exception as e:  # noqa: BLE001 - a failed warm-up only makes queries slower
         return time.perf_counter() - start, f"{type(e).__name__}: {e}"
     _warmed.update(LEVELS[: LEVELS.index(level) + 1])

@@ -46,6 +46,7 @@ group, so ``killpg`` takes its compiler subprocesses with it.
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import pickle
 import struct
@@ -53,6 +54,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from .warmup import warm_up
 
 #: Thread pools pinned to one thread before anything loads them. Children get the
 #: controller's environment back with each query.
@@ -69,6 +72,8 @@ PINNED_ENV = {
 AUTOLOAD_ENV = "PT2KIT_AUTOLOAD"
 #: Library modules a child imported that the zygote may import too (never user modules).
 LEARNABLE_IMPORTS = ("torch._inductor.", "torch._functorch.", "torch._dynamo.", "torch.fx.", "sympy.", "torch._subclasses.", "torch._higher_order_ops.")
+#: pt2kit's own packages: a caller may have the zygote preload the module its queries' functions live in.
+PT2KIT_PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
 
 _HEADER = struct.Struct("!Q")
 
@@ -315,15 +320,11 @@ def _handle(message: object, children: dict[int, int], in_fd: int, out_fd: int, 
         children[pid] = qid
         send(out_fd, ("started", qid, pid))
     elif tag == "warm":
-        from .warmup import warm_up
-
         seconds, error = warm_up(message[1])  # type: ignore[index]
         send(out_fd, ("warmed", seconds, native_thread_count(), error, thread_names()))
     elif tag == "import":
-        import importlib
-
         for name in message[1]:  # type: ignore[index]
-            if name.startswith(LEARNABLE_IMPORTS) and name not in sys.modules:
+            if (name.startswith(LEARNABLE_IMPORTS) or name.split(".")[0] in PT2KIT_PACKAGES) and name not in sys.modules:
                 try:
                     importlib.import_module(name)
                 except Exception:  # noqa: BLE001 - a module that only imports in context: children do it

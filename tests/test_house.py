@@ -1,9 +1,10 @@
 """House rules that keep the code readable: no import loops, modules of one job.
 
 The import graph is read from the source (``ast``), not by importing: an edge
-``a -> b`` is an import of pt2kit module ``b`` that runs when ``a`` is imported (at
-module level, outside ``if TYPE_CHECKING:``). Imports inside functions are lazy on
-purpose (a heavy or optional part loaded when a feature runs) and are not edges.
+``a -> b`` is any import of pt2kit module ``b`` in ``a`` outside ``if TYPE_CHECKING:``,
+at module level or inside a function. A lazy import (a heavy or optional part loaded
+when a feature runs) still ties ``a`` to ``b``: hiding an edge in a function does not
+make a loop go away, it only makes it run later.
 """
 
 from __future__ import annotations
@@ -42,27 +43,15 @@ def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _top_level_imports(tree: ast.Module) -> list[ast.stmt]:
-    """Import statements run at import time: module level, in try/if bodies, not under TYPE_CHECKING."""
-    found: list[ast.stmt] = []
-
-    def visit(body: list[ast.stmt]) -> None:
-        for stmt in body:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                found.append(stmt)
-            elif isinstance(stmt, ast.If):
-                if "TYPE_CHECKING" not in ast.unparse(stmt.test):
-                    visit(stmt.body)
-                visit(stmt.orelse)
-            elif isinstance(stmt, ast.Try):
-                visit(stmt.body)
-                for handler in stmt.handlers:
-                    visit(handler.body)
-                visit(stmt.orelse)
-                visit(stmt.finalbody)
-
-    visit(tree.body)
-    return found
+def _imports(tree: ast.Module) -> list[ast.stmt]:
+    """Every import statement, at module level or in a function, except those under ``if TYPE_CHECKING:``."""
+    typing_only = {
+        id(inner)
+        for stmt in ast.walk(tree)
+        if isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test)
+        for inner in ast.walk(ast.Module(body=stmt.body, type_ignores=[]))
+    }
+    return [stmt for stmt in ast.walk(tree) if isinstance(stmt, (ast.Import, ast.ImportFrom)) and id(stmt) not in typing_only]
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -71,7 +60,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
-        for stmt in _top_level_imports(tree):
+        for stmt in _imports(tree):
             if isinstance(stmt, ast.Import):
                 targets = [alias.name for alias in stmt.names]
             else:
@@ -128,6 +117,16 @@ def test_the_import_graph_reader_finds_a_planted_loop():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_reader_counts_imports_in_functions_but_not_typing_only_ones():
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from .typing_only import T\n"
+        "def f():\n    from .lazy import g\n    return g\n"
+    )
+    found = {stmt.module for stmt in _imports(tree) if isinstance(stmt, ast.ImportFrom)}
+    assert found == {"typing", "lazy"}
 
 
 def test_no_import_loops_between_pt2kit_modules():

@@ -141,12 +141,14 @@ def test_a_warm_worker_has_pt2kit_query_code_loaded_before_a_child_unpickles_its
     # Every reducer query pickles a function of minifier.minification by name: a cold
     # zygote made each child import some thirty pt2kit modules again (0.1 s a query
     # without a bytecode cache). The query here names a builtin, so unpickling it
-    # imports nothing: the module is there only if the warm-up loaded it.
+    # imports nothing: the module is there only if the warm-up preloaded it.
     worker = Worker(log_dir=tmp_path, timeout=60)
     try:
         loaded = functools.partial(eval, "'minifier.minification' in __import__('sys').modules")
         assert worker.run(loaded).value is False  # (a cold zygote: not yet)
         worker.warm_up("eager", wait=True)
+        assert worker.run(loaded).value is False  # warm, but nobody named it
+        worker.warm_up("eager", preload=["minifier.minification"], wait=True)
         assert worker.run(loaded).value is True
     finally:
         worker.close()
