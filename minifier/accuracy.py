@@ -142,7 +142,7 @@ def fp64_blocker(gm: Any) -> str | None:
     import math
 
     from .case import op_name
-    from .repro_graph import all_call_nodes
+    from .graphio import all_call_nodes
 
     for node in all_call_nodes(gm):
         name = op_name(node, gm)

@@ -45,7 +45,7 @@ import torch.fx as fx
 from . import blame, hooks
 from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values, snapshot
 from .casemaker import aot_case, make_case
-from .context import BackendInfo, describe_backend, learn_dynamo_own_patches, resolve_backend
+from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches, resolve_backend
 from .patches import patch_definitions, state_missing, state_modules
 from .extract import merge_definitions
 from .errors import UnknownBackend
@@ -359,10 +359,8 @@ def is_inductor_compiler(compiler: Callable[..., Any]) -> bool:
 
 
 def compiler_reference(compiler: Callable[..., Any]) -> str | None:
-    """How a repro names a user backend's aot compiler (see :func:`minifier.stages._importable_name`)."""
-    from .stages import _importable_name
-
-    return _importable_name(compiler)
+    """How a repro names a user backend's aot compiler (see :func:`minifier.context.importable_name`)."""
+    return importable_name(compiler)
 
 
 class _Busy:

@@ -49,6 +49,8 @@ SCALAR_TYPES = (int, float, bool, type(None))
 #: An aot graph that a user's backend handed to Inductor (``standalone_compile``,
 #: ``compile_fx``): its repro compiles it as the ``inductor`` stage does.
 INDUCTOR_INNER_COMPILE = "torch._inductor.compile_fx:compile_fx_inner"
+#: The name a repro's ``definitions`` bind a backend to when it has no importable name.
+BACKEND_NAME = "pt2kit_backend"
 
 
 @dataclass(frozen=True)
@@ -283,8 +285,6 @@ class GraphCase:
     @property
     def backend_is_defined(self) -> bool:
         """Is the final backend bound by :attr:`definitions` (it has no importable name)?"""
-        from .extract import BACKEND_NAME
-
         return f"{BACKEND_NAME} = " in self.definitions
 
     @property

@@ -397,3 +397,17 @@ def _mentions(module: Any, namespace: str) -> bool:
 
 
 # --------------------------------------------------------------------------- #
+
+
+def importable_name(fn: Callable[..., Any]) -> str | None:
+    """``module:qualname`` of a module-level function a repro can import, or its bare name
+    when the script defines it (the repro carries the script's definitions)."""
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__  # type: ignore[assignment]
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or not qualname or "<" in qualname or module.startswith("torch"):
+        return None
+    if module in MAIN_MODULES:
+        return qualname
+    spec = module_import_spec(module)
+    return f"{spec[0] if spec else module}:{qualname}"

@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-#: The name a repro's ``definitions`` bind a backend to when it has no importable name.
-BACKEND_NAME = "pt2kit_backend"
+from .case import BACKEND_NAME
+
 
 #: Methods whose call on a defined name registers something on it (custom-op kernels,
 #: fake kernels, autograd formulas, library impls, backends).

@@ -183,6 +183,18 @@ def subgraphs(gm: fx.GraphModule) -> dict[str, fx.GraphModule]:
     return found
 
 
+def all_call_nodes(gm: fx.GraphModule) -> list[fx.Node]:
+    """The ``call_function`` nodes of a graph and of all its bodies (higher-order ops' subgraphs).
+
+    What the writer or the accuracy rules ask about the ops a graph calls (Inductor's own
+    prims, collectives, random ops), they ask of every level.
+    """
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    for sub in subgraphs(gm).values():
+        nodes += all_call_nodes(sub)
+    return nodes
+
+
 def _attr(module: Any, path: str) -> Any:
     for part in path.split("."):
         module = getattr(module, part)

@@ -9,9 +9,6 @@ owner (``Repro_true_graph_0``), and a body's own higher-order calls go through
 ``call_hop`` (:mod:`minifier.repro_runtime`) so that FX can trace the body again
 (:data:`HOP_CALL`). With an accuracy check the writer adds ``ReproFloat64``: the
 same graph with the dtypes written in it promoted, for the fp64 reference.
-
-:func:`all_call_nodes` walks a graph and all its bodies: what the writer asks about
-the ops a graph calls (Inductor's own prims, collectives), it asks of every level.
 """
 
 from __future__ import annotations
@@ -63,9 +60,3 @@ def _subgraph_classes(gm: fx.GraphModule, owner: str) -> list[str]:
 #: A higher-order op called in a body's code: routed through ``call_hop`` so that FX can trace the body.
 HOP_CALL = re.compile(r"torch\.ops\.higher_order\.(\w+)\(")
 
-
-def all_call_nodes(gm: fx.GraphModule) -> list[fx.Node]:
-    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
-    for sub in subgraphs(gm).values():
-        nodes += all_call_nodes(sub)
-    return nodes

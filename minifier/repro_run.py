@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from .case import INDUCTOR_INNER_COMPILE, GraphCase
+from .case import BACKEND_NAME, INDUCTOR_INNER_COMPILE, GraphCase
 from .repro_inputs import is_symbolic, program_inputs
 
 
@@ -85,8 +85,6 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
 def backend_expression(case: GraphCase, stage: str) -> str:
     """The expression a repro passes as ``backend=`` for ``stage``."""
     if stage == case.backend and case.backend_is_defined:
-        from .extract import BACKEND_NAME
-
         return BACKEND_NAME
     if stage != case.backend or ":" not in stage:
         return repr(stage)

@@ -39,7 +39,7 @@ import torch.fx as fx
 from . import hooks
 from .casemaker import aot_case
 from .distributed import join_fake_group
-from .context import MAIN_MODULES, module_import_spec
+from .context import importable_name
 from .case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values
 from .accuracy import References, accuracy_divergence, reference_outputs, signature_of_accuracy
 from .signature import Failure, Signature, signature_of_exception, tagging_compile_errors
@@ -275,7 +275,7 @@ class _AotRecorder:
         self.unnamed = False  # a compiler no repro can name was seen (and its graphs not kept)
 
     def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
-        reference = None if self.by_kwargs else _importable_name(compiler)
+        reference = None if self.by_kwargs else importable_name(compiler)
         if reference is None and not self.by_kwargs:
             # Inductor's own compilers: its inner compile records the graph (see lower_case)
             self.unnamed = self.unnamed or not is_torch_own(compiler)
@@ -296,20 +296,6 @@ def is_torch_own(compiler: Any) -> bool:
     """
     parts = (compiler, getattr(compiler, "func", None), getattr(compiler, "compiler_fn", None))
     return any(str(getattr(part, "__module__", "")).startswith(("torch.", "functorch.")) for part in parts if part is not None)
-
-
-def _importable_name(fn: Callable[..., Any]) -> str | None:
-    """``module:qualname`` of a module-level function a repro can import, or its bare name
-    when the script defines it (the repro carries the script's definitions)."""
-    while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__  # type: ignore[assignment]
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or not qualname or "<" in qualname or module.startswith("torch"):
-        return None
-    if module in MAIN_MODULES:
-        return qualname
-    spec = module_import_spec(module)
-    return f"{spec[0] if spec else module}:{qualname}"
 
 
 def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:

@@ -43,7 +43,8 @@ import torch.fx as fx
 
 from .case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, GraphCase, TensorMeta
 from .graphio import GraphFormatError, dump_graph, subgraphs
-from .repro_graph import HOP_CALL, all_call_nodes, module_class
+from .graphio import all_call_nodes
+from .repro_graph import HOP_CALL, module_class
 from .repro_inputs import data_function, data_of, inputs_function, is_symbolic, program_class, program_inputs, symbolic_inputs_function
 from .repro_run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
 from .repro_runtime import call_hop, clone_input, copies, graph_module, non_leaf, rand_tensor

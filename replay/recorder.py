@@ -226,7 +226,7 @@ def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:
     ``binds`` or registers it by name. ``name`` is None when none of that works (``why``).
     """
     from minifier.context import describe_backend
-    from minifier.extract import BACKEND_NAME
+    from minifier.case import BACKEND_NAME
 
     backend_fn, backend_name = convert_frame.innermost_backend(compiler_fn)
     info = describe_backend(backend_fn, backend_name)
