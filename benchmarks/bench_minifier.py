@@ -66,7 +66,7 @@ def primed_cache_for(case: str, args: list[str], pt2kit_warm_up: bool = True) ->
     CACHE["dir"] = str(where / "inductor-cache")
     subprocess.run([sys.executable, f"{case.split('@')[0]}.py", *args], capture_output=True, cwd=where, env=env(), timeout=3600)
     if pt2kit_warm_up:
-        warm = "from minifier.worker import Worker; Worker().warm_up(wait=True)"
+        warm = "from minifier.isolation.worker import Worker; Worker().warm_up(wait=True)"
         subprocess.run([sys.executable, "-c", warm], capture_output=True, cwd=where, env=env(), timeout=3600)
     return Path(CACHE["dir"])
 

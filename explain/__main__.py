@@ -1,6 +1,6 @@
 """``python -m explain [--json] [--html FILE] SCRIPT [ARGS]...``: graph breaks and recompiles of a whole script.
 
-The script runs as ``python SCRIPT ARGS...`` would (``minifier.script.run_script``: as
+The script runs as ``python SCRIPT ARGS...`` would (``minifier.capture.script.run_script``: as
 ``__main__``, with its ``sys.argv``), unchanged: explain/ observes the script's own
 ``torch.compile`` calls at the seats of :mod:`explain.hooks`, with a
 :class:`~explain.RecompileProfiler` armed for the whole run. Nothing is compiled for the
@@ -34,7 +34,7 @@ import click
 
 from minifier.errors import InternalError, Interrupted, UsageError, UserFacingError
 from minifier.pages.document import page_path
-from minifier.script import resolve_script, run_script, stdout_to_stderr
+from minifier.capture.script import resolve_script, run_script, stdout_to_stderr
 
 
 @click.command(

@@ -24,7 +24,7 @@ import dataclasses
 import traceback
 from collections.abc import Callable, Iterable
 
-from minifier.script import is_internal_file, is_launcher_file
+from minifier.capture.script import is_internal_file, is_launcher_file
 from minifier.seams import graph_break_messages
 from minifier.seams.graph_break_messages import LOOP_BREAK, TorchBreakMessage
 

@@ -26,7 +26,7 @@ from collections import Counter
 import torch
 import torch.fx
 
-from minifier.case import op_name
+from minifier.unit.case import op_name
 
 from .guards import GuardLine
 

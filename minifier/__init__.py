@@ -2,19 +2,19 @@
 
 Follow one bug through the modules, in this order:
 
-1. :mod:`minifier.capture` runs the user's program with pt2kit in torch's backend hook
-   (:mod:`minifier.hooks`) and saves every dynamo graph with its real inputs, as a
-   :class:`~minifier.case.GraphCase` written out as a runnable repro
-   (:mod:`minifier.writer`);
-2. :mod:`minifier.stages` runs one graph through one stage (eager → aot_eager →
+1. :mod:`minifier.capture.recorder` runs the user's program with pt2kit in torch's backend hook
+   (:mod:`minifier.capture.hooks`) and saves every dynamo graph with its real inputs, as a
+   :class:`~minifier.unit.case.GraphCase` written out as a runnable repro
+   (:mod:`minifier.repro.writer`);
+2. :mod:`minifier.stages.run` runs one graph through one stage (eager → aot_eager →
    aot_eager_decomp_partition → inductor or the user's backend), and lowers a dynamo
    graph to the aot graphs its backend compiles;
-3. :mod:`minifier.signature` decides whether two failures are the same failure;
-4. :mod:`minifier.worker` answers every such question in a forked child of a warm
-   process, so segfaults and hangs cannot take pt2kit down (:mod:`minifier.session`
+3. :mod:`minifier.unit.signature` decides whether two failures are the same failure;
+4. :mod:`minifier.isolation.worker` answers every such question in a forked child of a warm
+   process, so segfaults and hangs cannot take pt2kit down (:mod:`minifier.isolation.session`
    adds a run directory and progress);
-5. :mod:`minifier.bisection` finds the first failing graph and stage;
-6. :mod:`minifier.reduce` shrinks that graph through one cached ``consider()``;
+5. :mod:`minifier.bisect.bisection` finds the first failing graph and stage;
+6. :mod:`minifier.reduce.engine` shrinks that graph through one cached ``consider()``;
 7. :mod:`minifier.minification` ties it together and writes ``repro.py`` and ``report.json``.
 
 The command line is :mod:`minifier.cli` (``minify``); ``TORCHDYNAMO_REPRO_AFTER`` support

@@ -37,11 +37,11 @@ def save_repro(
     """
     import torch
 
-    from . import hooks
-    from .casemaker import make_case
-    from .context import describe_backend, learn_dynamo_own_patches, resolve_backend
-    from .session import default_out_dir, new_run_dir
-    from .repro_files import write_repro
+    from .capture import hooks
+    from .capture.casemaker import make_case
+    from .capture.context import describe_backend, learn_dynamo_own_patches, resolve_backend
+    from .isolation.session import default_out_dir, new_run_dir
+    from .repro.files import write_repro
 
     info = describe_backend(resolve_backend(backend), backend)  # an unknown name fails here
     learn_dynamo_own_patches()
@@ -75,7 +75,7 @@ def _driver(run_dir: Path) -> Path:
 
 
 def _command(command: str, script: Path, options: dict[str, Any]) -> dict[str, Any]:
-    from .worker import pt2kit_env, python_command
+    from .isolation.worker import pt2kit_env, python_command
 
     argv = python_command("minifier", command, "--json")
     for name, value in options.items():

@@ -157,7 +157,7 @@ def arm() -> None:
             if _safe(read_intent, None) is not None:
                 # here, when torch.compile resolves the backend: learning compiles a no-op
                 # on a thread, which would wait forever for dynamo's lock inside a compile
-                from .context import learn_dynamo_own_patches
+                from .capture.context import learn_dynamo_own_patches
 
                 _safe(learn_dynamo_own_patches, None)
 
@@ -236,8 +236,8 @@ class ReproOnFailure:
         return self.watch(compiled, case)
 
     def _case(self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any]) -> Any:
-        from .casemaker import make_case
-        from .context import describe_backend
+        from .capture.casemaker import make_case
+        from .capture.context import describe_backend
 
         with _lock:
             index = _state["counter"]
@@ -293,7 +293,7 @@ class ReproOnFailure:
 
     def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
         """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
-        from .accuracy import accuracy_divergence, reference_outputs
+        from .unit.accuracy import accuracy_divergence, reference_outputs
 
         if _has_random_ops(case.gm):
             return None  # compiled RNG differs from eager's by design: not comparable
@@ -312,8 +312,8 @@ class ReproOnFailure:
             _safe(self.minify, None, path, False)
 
     def save(self, case: Any, why: str) -> Path:
-        from .session import new_run_dir
-        from .repro_files import write_repro
+        from .isolation.session import new_run_dir
+        from .repro.files import write_repro
 
         run_dir = new_run_dir(self.intent.out, run_name())
         path = write_repro(case, run_dir / "captured" / f"g{case.index}", stage=case.backend)
@@ -326,14 +326,14 @@ class ReproOnFailure:
         """Minify a saved graph in a fresh process (this one runs the user's threads)."""
         import subprocess
 
-        from .worker import pt2kit_env, python_command
+        from .isolation.worker import pt2kit_env, python_command
 
         run_dir = path.parent.parent.parent
         command = python_command("minifier", "repro", str(path), "--after", self.intent.after, "--run-dir", str(run_dir))
         command.append("--accuracy" if accuracy else "--no-accuracy")
         from pathlib import Path
 
-        from .distributed import minifying, wait_for_other_ranks
+        from .stages.distributed import minifying, wait_for_other_ranks
 
         roots = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
         env = pt2kit_env({"PYTHONPATH": os.pathsep.join(roots)})
@@ -381,7 +381,7 @@ def run_name() -> str:
 
 
 def _has_random_ops(gm: Any) -> bool:
-    from .accuracy import RANDOM_OPS
+    from .unit.accuracy import RANDOM_OPS
 
     for node in gm.graph.nodes:
         name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
@@ -391,7 +391,7 @@ def _has_random_ops(gm: Any) -> bool:
 
 
 def _clone_args(args: Sequence[Any]) -> list[Any]:
-    from .case import clone_values
+    from .unit.case import clone_values
 
     return clone_values(list(args))
 
@@ -418,7 +418,7 @@ def _with_values(inputs: list[Any], args: Sequence[Any]) -> list[Any]:
 
     import torch
 
-    from .case import TensorMeta
+    from .unit.case import TensorMeta
 
     if len(args) != len(inputs):
         return inputs

@@ -25,7 +25,7 @@ for _variable in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from .errors import InternalError, Interrupted, UserFacingError  # noqa: E402
-from .script import resolve_script  # noqa: E402
+from .capture.script import resolve_script  # noqa: E402
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -58,7 +58,7 @@ def main() -> None:
 
 
 def _finish(render: Any, data: dict[str, Any], as_json: bool, console: Any) -> None:
-    from .session import print_json
+    from .isolation.session import print_json
 
     if as_json:
         print_json(data)
@@ -75,7 +75,7 @@ def wide_console() -> Any:
 
 
 def _fail(error: UserFacingError, as_json: bool) -> None:
-    from .session import print_json
+    from .isolation.session import print_json
 
     if as_json:
         print_json({"status": error.status, "message": str(error), "exit_code": error.exit_code, **error.report})
@@ -106,13 +106,13 @@ def bisect(
         _fail(error, as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        from .bisection import bisect_script
+        from .bisect.bisection import bisect_script
         from .report import print_bisect
 
         report = bisect_script(session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc)
         failure, culprit = report.failure, report.culprit
         if subsystem and failure is not None and failure.failure is not None and culprit is not None and culprit.case is not None:
-            from .subsystem import go_below
+            from .bisect.subsystem import go_below
 
             accuracy_rule = _accuracy(accuracy, strict_accuracy)
             report.below = go_below(session, failure.stage, failure.failure.signature, accuracy_rule, original=culprit.case, minimized=None, report=report, script=path, args=list(args))
@@ -135,7 +135,7 @@ def run(
     script: Path, args: tuple[str, ...], after: str, subsystem: bool, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int
 ) -> None:
     """Run SCRIPT; if it fails, bisect the stages and shrink the failing graph into repro.py."""
-    from .session import default_out_dir
+    from .isolation.session import default_out_dir
 
     out = out or default_out_dir()
     try:
@@ -163,7 +163,7 @@ def run(
 def repro(path: Path, after: str, accuracy: bool | None, strict_accuracy: bool, out: Path | None, run_dir: Path | None, timeout: float, as_json: bool) -> None:
     """Minify an existing repro.py further (one of pt2kit's, or torch's repro.py / minifier_launcher.py)."""
     from .minification import minify_repro
-    from .session import default_out_dir
+    from .isolation.session import default_out_dir
 
     out = out or default_out_dir()
 
@@ -179,7 +179,7 @@ def doctor(as_json: bool) -> None:
     """Check the installed torch against every torch internal pt2kit relies on."""
     from . import seams
     from .report import print_doctor
-    from .session import print_json
+    from .isolation.session import print_json
 
     statuses = seams.check_all()
     working = seams.features(statuses)
@@ -209,7 +209,7 @@ def doctor(as_json: bool) -> None:
 @_script_arguments
 def capture_(out: Path, backend: str | None, timeout: float | None, accuracy: str | None, script: Path, args: tuple[str, ...]) -> None:
     """(pt2kit's own) run SCRIPT with capture armed; events and graphs go to OUT."""
-    from .capture import capture_script
+    from .capture.recorder import capture_script
 
     capture_script(script.resolve(), list(args), out, backend=backend, timeout=timeout, accuracy={None: False, "on": True, "strict": "strict"}[accuracy])
 
@@ -225,7 +225,7 @@ def _capture_starter(script: Path, args: tuple[str, ...], backend: str | None, n
     """``run`` and ``bisect``: start the program under capture first (a torchrun job starts its ranks later)."""
     if nproc > 1:
         return None
-    from .script import start_capture
+    from .capture.script import start_capture
 
     return lambda session: start_capture(session, script, list(args), backend, accuracy)
 
@@ -246,7 +246,7 @@ def _session_command(
     ``first(session)``, when given, runs before this process imports torch (the
     user's program under capture starts there: it runs beside pt2kit's own imports).
     """
-    from .session import Session
+    from .isolation.session import Session
 
     from . import seams
 

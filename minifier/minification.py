@@ -2,12 +2,12 @@
 
 :func:`minify_script` is what ``minify run`` does:
 
-1. :func:`minifier.bisection.bisect_script` captures the program's graphs, finds the
+1. :func:`minifier.bisect.bisection.bisect_script` captures the program's graphs, finds the
    first failing graph and stage, and checks the failure is not flaky;
 2. :func:`choose_graph` picks the graph to shrink: the aot graph when the failure
    reproduces after AOTAutograd (``--after auto``), else the dynamo graph;
 3. :func:`minify_case` profiles that graph once, then runs the
-   :class:`~minifier.reduce.Reducer` with every candidate answered by an isolated
+   :class:`~minifier.reduce.engine.Reducer` with every candidate answered by an isolated
    query through the failing stage, checkpointing the best candidate as it goes;
 4. the best candidate is written as ``repro.py`` (random inputs when they reproduce
    the failure, else a content-addressed data file), read back and run once more to
@@ -30,26 +30,26 @@ from typing import Any
 
 import torch.fx as fx
 
-from .bisection import BisectReport, Row, bisect_case, bisect_script
+from .bisect.bisection import BisectReport, Row, bisect_case, bisect_script
 from .result import MinifyResult
-from .blame import blamed_nodes
-from .case import GraphCase
-from .inline import variants
+from .capture.blame import blamed_nodes
+from .unit.case import GraphCase
+from .stages.inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
-from .flaky import measured_rate, repeated, tries_for
-from .checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint
+from .stages.flaky import measured_rate, repeated, tries_for
+from .reduce.checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint
 from .pages.minify_page import write_run_report
-from .passes import PASSES
-from .reduce import Reducer, Unconfirmed
-from .session import Session
-from .signature import Failure, Signature
-from .profile import profile_case, realize
-from .stages import Outcome, Reach, run_case
-from .subsystem import add_workaround_to_repro, go_below
-from .torch_repro import load_any_repro
-from .elsewhere import verify
-from .repro_files import load_repro, write_repro
-from .writer import render
+from .reduce.passes import PASSES
+from .reduce.engine import Reducer, Unconfirmed
+from .isolation.session import Session
+from .unit.signature import Failure, Signature
+from .stages.profile import profile_case, realize
+from .stages.run import Outcome, Reach, run_case
+from .bisect.subsystem import add_workaround_to_repro, go_below
+from .capture.torch_repro import load_any_repro
+from .stages.elsewhere import verify
+from .repro.files import load_repro, write_repro
+from .repro.writer import render
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
 
@@ -126,10 +126,10 @@ def minify_case(
     """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json.
 
     ``blame``: the kernel the program failed in (the reducer asks about its nodes
-    first, see :mod:`minifier.blame`) and the file ``case`` was read from (whose
+    first, see :mod:`minifier.capture.blame`) and the file ``case`` was read from (whose
     profile the bisection may have asked already: ``bisect.profiled``).
     ``failure_rate``: a flaky failure's, when known (else the bisection's): every
-    question is asked several times (:mod:`minifier.flaky`). A repro that does not
+    question is asked several times (:mod:`minifier.stages.flaky`). A repro that does not
     fail when checked, from a graph the program failed to compile (trusted, not
     compiled again), has its original's rate measured; a flaky one is minified again.
     """
@@ -229,7 +229,7 @@ def minify_case(
 def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, accuracy: Any) -> Path:
     """The graph as captured, written as the repro, when it fails alone but pt2kit's rebuild of it does not.
 
-    The reducer's canonical form (:meth:`~minifier.reduce.Reducer.normalize`) drops what
+    The reducer's canonical form (:meth:`~minifier.reduce.engine.Reducer.normalize`) drops what
     it takes for dead code and rebuilds the graph; a failure that needs what it dropped
     is pt2kit's limit, and the user still gets a repro that fails. When the captured
     graph does not fail alone either, that is said, with no file that fails to point at.
@@ -244,7 +244,7 @@ def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, ac
 
 
 def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, accuracy: Any) -> GraphCase:
-    """The case with its higher-order ops inlined, when that still fails the same way (see :mod:`minifier.inline`)."""
+    """The case with its higher-order ops inlined, when that still fails the same way (see :mod:`minifier.stages.inline`)."""
     for flat in variants(case.gm):
         candidate = case.replace(gm=flat)
         result = session.query(functools.partial(run_case, candidate, stage, accuracy=accuracy), f"{case.label()}: inlining its higher-order ops")
@@ -274,7 +274,7 @@ class OriginRef:
 
     @property
     def references(self) -> Path:
-        """Where the original's reference outputs are kept, once a query computed them (see :class:`~minifier.stages.Reach`)."""
+        """Where the original's reference outputs are kept, once a query computed them (see :class:`~minifier.stages.run.Reach`)."""
         return self.path.parent / "references.pt"
 
     def realize(self, candidate: GraphCase) -> GraphCase:
@@ -353,7 +353,7 @@ def minify_script(
 
 
 def below_the_stage(session: Session, result: MinifyResult, script: Path | None, args: list[str]) -> None:
-    """The subsystem that breaks the minimized graph, confirmed on the original, and a workaround (:mod:`minifier.subsystem`)."""
+    """The subsystem that breaks the minimized graph, confirmed on the original, and a workaround (:mod:`minifier.bisect.subsystem`)."""
     if result.failure.failure is None:
         return
     try:

@@ -10,9 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from .bisection import BisectReport, Row
+    from .bisect.bisection import BisectReport, Row
     from .result import MinifyResult
-    from .subsystem import Below
+    from .bisect.subsystem import Below
 
 _STYLES = {"pass": "green", "compile_error": "bold red", "runtime_error": "bold red", "accuracy": "bold magenta", "crash": "bold red", "timeout": "bold yellow"}
 

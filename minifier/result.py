@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bisect_report import BisectReport, Row
-from .case import GraphCase
-from .context import missing_config
-from .stages import Outcome, stage_names
-from .subsystem import Below
+from .bisect.report import BisectReport, Row
+from .unit.case import GraphCase
+from .capture.context import missing_config
+from .stages.run import Outcome, stage_names
+from .bisect.subsystem import Below
 
 
 @dataclass
@@ -35,13 +35,13 @@ class MinifyResult:
     resumed_from: str | None = None
     run_dir: Path | None = None
     notes: list[str] = field(default_factory=list)
-    failure_rate: float | None = None  # a flaky failure: how often it failed when measured (minifier.flaky)
-    below: Below | None = None  # the subsystem that breaks the graph, and a workaround (minifier.subsystem)
+    failure_rate: float | None = None  # a flaky failure: how often it failed when measured (minifier.stages.flaky)
+    below: Below | None = None  # the subsystem that breaks the graph, and a workaround (minifier.bisect.subsystem)
     timeline: list[tuple[str, float, float | None]] = field(default_factory=list)
 
     def distributed(self) -> dict[str, Any]:
         """Where a distributed job's repro comes from, and what it runs its collectives on."""
-        from .writer import needs_process_group
+        from .repro.writer import needs_process_group
 
         job = self.after.distributed or {}
         out = dict(self.bisect.distributed() or {}) if self.bisect is not None else {}

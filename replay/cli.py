@@ -68,13 +68,13 @@ def main() -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...]) -> None:
     """Run SCRIPT with ARGS and record every frame whose compile or compiled call fails."""
-    from minifier.script import resolve_script
+    from minifier.capture.script import resolve_script
 
     try:
         path = resolve_script(script)
     except UserFacingError as error:
         _fail(error, as_json)
-    from minifier.script import run_script, stdout_to_stderr
+    from minifier.capture.script import run_script, stdout_to_stderr
 
     from .recorder import default_out, recording
 

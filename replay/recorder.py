@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from minifier.seams import automatic_dynamic, convert_frame, resume_functions
-from minifier.signature import signature_of_exception
+from minifier.unit.signature import signature_of_exception
 
 from . import rebuild, record, state, values
 
@@ -141,7 +141,7 @@ def _versions(args: dict[str, Any]) -> dict[str, int]:
 
 def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """The manifest and tensors of a record of ``snapshot`` failing with ``exc`` at ``stage``."""
-    from minifier.script import is_internal_file
+    from minifier.capture.script import is_internal_file
 
     code = snapshot.code
     module_name = str(snapshot.f_globals.get("__name__", "?"))
@@ -220,13 +220,13 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
 def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:
     """The manifest's ``compile.backend``: how a replay in another process gets the backend back.
 
-    The minifier's naming (:func:`minifier.context.describe_backend`): a registered name or
+    The minifier's naming (:func:`minifier.capture.context.describe_backend`): a registered name or
     ``module:function`` (with the user modules to import), or, for a backend defined in the
     script, a lambda, a partial or a closure, its source (``definitions``) which binds it to
     ``binds`` or registers it by name. ``name`` is None when none of that works (``why``).
     """
-    from minifier.context import describe_backend
-    from minifier.case import BACKEND_NAME
+    from minifier.capture.context import describe_backend
+    from minifier.unit.case import BACKEND_NAME
 
     backend_fn, backend_name = convert_frame.innermost_backend(compiler_fn)
     info = describe_backend(backend_fn, backend_name)
@@ -244,7 +244,7 @@ def frame_label(snapshot: Snapshot) -> str:
     """The function a person would name: ``f`` for f's resume functions, and for torch's
     own wrapper frames (``torch.compile(module)`` compiles one around ``forward``) the
     module or function they wrap."""
-    from minifier.script import is_internal_file
+    from minifier.capture.script import is_internal_file
 
     name = resume_functions.user_function_name(snapshot.code)
     wrapped = snapshot.closure.get("fn")
@@ -257,7 +257,7 @@ def frame_label(snapshot: Snapshot) -> str:
 
 def failing_stage(exc: BaseException) -> str:
     """``backend compile`` when the backend raised while compiling, else ``tracing``."""
-    from minifier.signature import exception_chain
+    from minifier.unit.signature import exception_chain
 
     if any(type(e).__name__ == "BackendCompilerFailed" for e in exception_chain(exc)):
         return "backend compile"

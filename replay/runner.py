@@ -6,7 +6,7 @@
 the caller down, and nothing of the caller's torch state leaks in). The child calls
 :func:`replay_here`, which loads the record, rebuilds the frame and calls it compiled
 (:func:`replay.rebuild.replay_call`), then compares what happened with the recorded
-failure signature (:mod:`minifier.signature`):
+failure signature (:mod:`minifier.unit.signature`):
 
 - ``reproduced``: it failed the same way (exit 1);
 - ``passed``: the call returned; the outputs are listed with the sha256 of their
@@ -156,7 +156,7 @@ def isolated(directory: Path, *, backend: str | None, fullgraph: bool | None, st
 
 
 def _outcome_without_result(directory: Path, kind: str, what: str, seconds: float, stderr: str = "") -> ReplayResult:
-    from minifier.signature import Signature, signature_of_crash, signature_of_timeout
+    from minifier.unit.signature import Signature, signature_of_crash, signature_of_timeout
 
     _, manifest = record_format.read_manifest(directory)
     if kind == "timeout":
@@ -210,8 +210,8 @@ def replay_here(
     allow_partial: bool = False,
 ) -> ReplayResult:
     """Load, rebuild and replay a record *in this process* (it changes global torch state)."""
-    from minifier.context import resolve_backend
-    from minifier.signature import Signature, signature_of_exception
+    from minifier.capture.context import resolve_backend
+    from minifier.unit.signature import Signature, signature_of_exception
 
     from . import rebuild
 

@@ -73,7 +73,7 @@ def model_script(tmp_path):
 @pytest.fixture
 def session(tmp_path):
     """A pt2kit session in this (fork-safe, single-threaded) test process."""
-    from minifier.session import Session
+    from minifier.isolation.session import Session
 
     s = Session("test", out=tmp_path / "runs", timeout=60, quiet=True)
     s.warm_up(inductor=False)

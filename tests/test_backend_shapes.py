@@ -3,7 +3,7 @@
 A registered name in a module, a plain ``(gm, example_inputs)`` function defined in the
 script (with or without ``if __name__ == "__main__":``), a lambda, a
 ``functools.partial`` and a closure: the last four have no importable name, so the
-repro carries their source (minifier/extract.py). Each script compiles a small
+repro carries their source (minifier/capture/extract.py). Each script compiles a small
 function whose graph holds many ops; the backend raises only when cos and exp meet
 in one graph (a two-op bug), at dynamo level, with no AOTAutograd underneath.
 """

@@ -1,4 +1,4 @@
-"""Blame: the kernel a program failed in names the nodes the reducer asks about first (minifier/blame.py).
+"""Blame: the kernel a program failed in names the nodes the reducer asks about first (minifier/capture/blame.py).
 
 The fast tests read kernels off lines of generated code written here, and follow them
 through a stand-in for a compiled graph; the slow ones run torch's own planted Inductor relu
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from minifier.blame import ORIGINS, TRAIL, blamed_nodes, follow_kernels, kernel_in_trail, kernel_in_traceback, write_origins
+from minifier.capture.blame import ORIGINS, TRAIL, blamed_nodes, follow_kernels, kernel_in_trail, kernel_in_traceback, write_origins
 from minifier.seams.kernel_origins import ops_in_kernel_name
 
 GENERATED = """\

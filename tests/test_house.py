@@ -10,6 +10,7 @@ make a loop go away, it only makes it run later.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from conftest import REPO
@@ -108,9 +109,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _is_package_init(name: str, target: str) -> bool:
-    # importing a submodule imports its package's __init__ first: a package that
+    # importing a submodule imports its packages' __init__s first: a package that
     # re-exports its submodules is not a loop with them
-    return target == name.rsplit(".", 1)[0]
+    return name.startswith(target + ".")
 
 
 def test_the_import_graph_reader_finds_a_planted_loop():
@@ -143,3 +144,55 @@ def test_modules_stay_small_unless_they_say_why():
         if lines > LARGE_FOR_A_REASON.get(name, LINE_LIMIT):
             too_large[name] = lines
     assert too_large == {}
+
+
+#: minifier's folders in the order a bug travels through them, lowest first. A module
+#: imports only from its own layer and those before it (imports in functions
+#: counted); the first layer's leaves may be imported from anywhere.
+MINIFIER_LAYERS = (
+    ("minifier.errors", "minifier.import_hooks"),
+    ("minifier.seams",),
+    ("minifier.unit",),
+    ("minifier.repro",),
+    ("minifier.isolation",),
+    ("minifier.capture",),
+    ("minifier.stages",),
+    ("minifier.bisect",),
+    ("minifier.reduce",),
+    ("minifier.pages",),
+    ("minifier.result", "minifier.report", "minifier.minification", "minifier.api", "minifier.autoload", "minifier.cli", "minifier"),
+)
+TOP_LEVEL_LIMIT = 15
+
+
+def _layer(module: str) -> int | None:
+    for index, prefixes in enumerate(MINIFIER_LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes if p != "minifier") or module in prefixes:
+            return index
+    return None
+
+
+def test_minifier_modules_import_only_their_own_layer_or_lower_ones():
+    graph = import_graph()
+    upward = {
+        (name, target)
+        for name, targets in graph.items()
+        for target in targets
+        if name.startswith("minifier") and target.startswith("minifier") and not _is_package_init(name, target)
+        and _layer(name) is not None and _layer(target) is not None and _layer(target) > _layer(name)
+    }
+    assert upward == set()
+    unplaced = {name for name in graph if name.startswith("minifier") and _layer(name) is None}
+    assert unplaced == {"minifier.__main__"}
+
+
+def test_minifier_keeps_its_top_level_short_and_its_folders_say_what_they_hold():
+    top = sorted(p.name for p in (REPO / "minifier").glob("*.py"))
+    assert len(top) <= TOP_LEVEL_LIMIT, top
+    for folder in (REPO / "minifier").iterdir():
+        if (folder / "__init__.py").exists():
+            docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+            modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+            # the folder's docstring names every module in it (a newcomer's map)
+            unnamed = {m for m in modules if not re.search(rf"\b{m}\b", docstring or "")}
+            assert docstring and (unnamed == set() or folder.name == "seams"), (folder.name, unnamed)

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from minifier.bisection import bisect_script
+from minifier.bisect.bisection import bisect_script
 from minifier.errors import FlakyFailure, NoFailure, ScriptFailedBeforeCompile, ScriptNotFound, UnknownBackend
-from minifier.script import resolve_script
+from minifier.capture.script import resolve_script
 
 pytestmark = pytest.mark.e2e  # every test here runs queries in pt2kit's worker processes
 

@@ -11,8 +11,8 @@ import torch
 
 from minifier.errors import FlakyFailure, Interrupted
 from minifier.minification import minify_script
-from minifier.session import Session
-from minifier.repro_files import load_repro
+from minifier.isolation.session import Session
+from minifier.repro.files import load_repro
 
 pytestmark = pytest.mark.e2e  # every test here runs queries in pt2kit's worker processes
 

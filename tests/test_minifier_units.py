@@ -14,14 +14,14 @@ import pytest
 import torch
 
 import minifier
-from minifier.case import GraphCase, GraphInput, TensorMeta, clone_tensor
-from minifier.repro_runtime import rand_tensor
+from minifier.unit.case import GraphCase, GraphInput, TensorMeta, clone_tensor
+from minifier.unit.runtime import rand_tensor
 from minifier.errors import CorruptRecord
-from minifier.accuracy import accuracy_divergence
-from minifier.signature import innermost_exception, normalize_message, signature_of_exception
-from minifier.worker import Worker
-from minifier.repro_files import load_repro, trace_module, write_repro
-from minifier.writer import render
+from minifier.unit.accuracy import accuracy_divergence
+from minifier.unit.signature import innermost_exception, normalize_message, signature_of_exception
+from minifier.isolation.worker import Worker
+from minifier.repro.files import load_repro, trace_module, write_repro
+from minifier.repro.writer import render
 
 # --------------------------------------------------------------------------- #
 # Signatures
@@ -90,7 +90,7 @@ def test_a_compiled_run_is_judged_from_its_own_random_state_and_leaves_the_progr
     # program's own random stream goes on as if nothing had been judged
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from minifier.accuracy import judge_compiled_run
+    from minifier.unit.accuracy import judge_compiled_run
 
     def f(x):
         return (torch.nn.functional.dropout(x, 0.5, training=True) * 3,)
@@ -165,7 +165,7 @@ def test_a_warm_worker_stays_fork_safe_for_autograd_on_this_build(tmp_path):
     # device threads at the first use of autograd after a compile; a zygote that warmed
     # up with a training step then restarted cold, and its children could not run
     # backward. The warm-up must leave one thread, and a child must run a training step.
-    from minifier.warmup import autograd_is_fork_safe
+    from minifier.isolation.warmup import autograd_is_fork_safe
 
     probe = (
         "import os, torch\n"
@@ -191,7 +191,7 @@ def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
     # batch did.
     import time
 
-    from minifier.session import Session
+    from minifier.isolation.session import Session
 
     session = Session("timeline", out=tmp_path / "runs", timeout=60, quiet=True)
     try:
@@ -242,8 +242,8 @@ class _CountingWorker(Worker):
 
 
 def test_a_session_sends_every_query_to_the_executor_it_is_given(tmp_path):
-    from minifier.executor import Executor
-    from minifier.session import Session
+    from minifier.isolation.executor import Executor
+    from minifier.isolation.session import Session
 
     executor = _CountingWorker(log_dir=tmp_path / "logs", timeout=30)
     assert isinstance(executor, Executor)
@@ -263,7 +263,7 @@ def test_a_started_program_is_run_once_and_one_nobody_waits_for_is_killed(tmp_pa
     # other options starts afresh, and a program nobody waits for dies with the session
     import time
 
-    from minifier.session import Session
+    from minifier.isolation.session import Session
 
     runs = tmp_path / "runs.txt"
     command = [sys.executable, "-c", f"open({str(runs)!r}, 'a').write('ran\\n')"]
@@ -409,7 +409,7 @@ print(torch.ops._pt2kit_slice.foo(torch.ones(2)))
 
 
 def test_a_custom_op_whose_namespace_is_in_a_variable_is_carried_with_its_library():
-    from minifier.extract import slice_script
+    from minifier.capture.extract import slice_script
 
     carried = slice_script(SCRIPT_WITH_A_LIBRARY, (), ["_pt2kit_slice"])
     assert 'lib = Library(test_ns, "FRAGMENT")' in carried and 'lib.impl("foo", foo_impl, "CPU")' in carried
@@ -449,7 +449,7 @@ def test_a_divergence_the_original_outputs_cannot_see_is_not_the_failure_and_onl
     # it is multiplied by zero, so it is another failure. Reading the original graph is
     # work that grows with it; a candidate that does not diverge never pays for it.
     import planted  # noqa: F401  registers planted_accuracy (its compiled cos is off by a half)
-    from minifier.stages import UNSEEN_MESSAGE, Reach, run_case
+    from minifier.stages.run import UNSEEN_MESSAGE, Reach, run_case
 
     x = torch.randn(4, 5)
     origin = GraphCase(trace_module(_CosHidden()), [GraphInput("x", x, TensorMeta.of(x))], backend="planted_accuracy")
@@ -472,7 +472,7 @@ def test_the_originals_reference_outputs_are_computed_by_the_first_diverging_que
     # They are the same for every candidate: later queries read them back instead of
     # running the original in working precision and in float64 again.
     import planted  # noqa: F401
-    import minifier.stages as stages
+    import minifier.stages.run as stages
 
     computed: list[int] = []
     real = stages.reference_outputs
@@ -497,8 +497,8 @@ def _wrong_cos_case(fn, *inputs):
 
 def _in_process_query(origin, asked=None, keep_diverging=True):
     """The reducer's query, run here: each candidate's cut inputs from the original, through planted_wrong_cos."""
-    from minifier.profile import realize
-    from minifier.stages import run_case
+    from minifier.stages.profile import realize
+    from minifier.stages.run import run_case
 
     def query(candidates):
         if asked is not None:
@@ -515,9 +515,9 @@ def test_an_accuracy_query_says_which_outputs_are_wrong_and_the_reducer_keeps_th
     # inherits its error, sin is right, and rand (kept by dead-code removal, for the
     # random numbers later ops would draw) is read by nothing kept.
     import planted  # noqa: F401  registers planted_wrong_cos
-    from minifier.profile import profile_case
-    from minifier.reduce import Reducer
-    from minifier.stages import run_case
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from minifier.stages.run import run_case
 
     aten = torch.ops.aten
 
@@ -546,10 +546,10 @@ def test_a_sample_half_with_a_wrong_answer_is_narrowed_in_one_query_not_halved()
     # of which cos and abs diverge, and abs only through cos: one query on cos ends it,
     # where halving took two rounds more.
     import planted  # noqa: F401
-    from minifier.passes import sample_op_kinds
-    from minifier.profile import profile_case
-    from minifier.reduce import Reducer
-    from minifier.stages import run_case
+    from minifier.reduce.passes import sample_op_kinds
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from minifier.stages.run import run_case
 
     aten = torch.ops.aten
     kinds = [aten.sin.default, aten.exp.default, aten.tanh.default, aten.sigmoid.default, aten.neg.default]
@@ -569,8 +569,8 @@ def test_a_sample_half_with_a_wrong_answer_is_narrowed_in_one_query_not_halved()
 
 def _relu_judge(target):
     """A query that fails exactly when the candidate still computes a relu (the reducer's logic alone, in process)."""
-    from minifier.signature import Failure
-    from minifier.stages import Outcome
+    from minifier.unit.signature import Failure
+    from minifier.stages.run import Outcome
 
     def query(candidates):
         return [Outcome("judge", Failure(target) if "aten.relu.default" in case.op_names() else None, 0.0) for case, _, _ in candidates]
@@ -586,10 +586,10 @@ def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
     # When no split can keep the pool whole, the halving stops (it used to spin there).
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from minifier.passes import _keep_failing_half, _split_point
-    from minifier.profile import profile_case
-    from minifier.reduce import Reducer
-    from minifier.signature import Signature
+    from minifier.reduce.passes import _keep_failing_half, _split_point
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from minifier.unit.signature import Signature
 
     def f(x):
         y = torch.ops.aten.relu.default(x)
@@ -639,10 +639,10 @@ def _chain(ops, x):
 def test_a_large_graph_is_asked_as_the_two_halves_of_its_sample_not_the_sample_first():
     # 60 nodes of 6 kinds, one relu among them: the sample (one node per kind) is never
     # asked whole, its halves go out first, side by side, and halving ends at the relu.
-    from minifier.passes import sample_op_kinds
-    from minifier.profile import profile_case
-    from minifier.reduce import Reducer
-    from minifier.signature import Signature
+    from minifier.reduce.passes import sample_op_kinds
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from minifier.unit.signature import Signature
 
     aten = torch.ops.aten
     kinds = [aten.sin.default, aten.cos.default, aten.exp.default, aten.tanh.default, aten.sigmoid.default]
@@ -667,11 +667,11 @@ def test_a_large_graph_is_asked_as_the_two_halves_of_its_sample_not_the_sample_f
 def test_when_neither_half_of_the_sample_fails_the_whole_sample_is_asked():
     # The failure needs a sin and a relu to meet: neither half of the sample has both,
     # so the sample is asked whole, and stays the best for the searches that follow.
-    from minifier.passes import sample_op_kinds
-    from minifier.profile import profile_case
-    from minifier.reduce import Reducer
-    from minifier.signature import Failure, Signature
-    from minifier.stages import Outcome
+    from minifier.reduce.passes import sample_op_kinds
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from minifier.unit.signature import Failure, Signature
+    from minifier.stages.run import Outcome
 
     aten = torch.ops.aten
     kinds = [aten.sin.default, aten.cos.default, aten.exp.default, aten.tanh.default]
@@ -690,11 +690,11 @@ def test_when_neither_half_of_the_sample_fails_the_whole_sample_is_asked():
 def test_inputs_already_small_keep_their_sizes():
     # A failure that needs the sizes it has (a kernel big enough to run threaded): a
     # 2x16x32 input is not shrunk at all (no query); a large input is still searched.
-    from minifier.passes import SMALL_INPUTS, shrink_shapes
-    from minifier.profile import profile_case
-    from minifier.reduce import Reducer
-    from minifier.signature import Failure, Signature
-    from minifier.stages import Outcome
+    from minifier.reduce.passes import SMALL_INPUTS, shrink_shapes
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from minifier.unit.signature import Failure, Signature
+    from minifier.stages.run import Outcome
 
     target = Signature("crash", "SIGABRT", "process killed by SIGABRT")
 
@@ -723,11 +723,11 @@ def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round(
     # asked after it.
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from minifier.passes import PASSES
-    from minifier.profile import profile_case
-    from minifier.reduce import Reducer
-    from minifier.signature import Failure, Signature
-    from minifier.stages import Outcome
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from minifier.unit.signature import Failure, Signature
+    from minifier.stages.run import Outcome
 
     key = "cpp.inject_relu_bug_TESTING_ONLY"
     x = torch.randn(*shape)
@@ -759,7 +759,7 @@ def test_a_run_still_going_is_not_resumed_by_a_second_one_beside_it(tmp_path):
     import json
     import signal
 
-    from minifier.checkpoint import CHECKPOINT, find_checkpoint, holding
+    from minifier.reduce.checkpoint import CHECKPOINT, find_checkpoint, holding
 
     run = tmp_path / "out" / "run-20260101-000000-model"
     run.mkdir(parents=True)
@@ -772,7 +772,7 @@ def test_a_run_still_going_is_not_resumed_by_a_second_one_beside_it(tmp_path):
     assert not (run / ".running").exists()
 
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sys, time; from pathlib import Path; from minifier.checkpoint import holding\nwith holding(Path({str(run)!r})):\n    print('held', flush=True); time.sleep(120)"],
+        [sys.executable, "-c", f"import sys, time; from pathlib import Path; from minifier.reduce.checkpoint import holding\nwith holding(Path({str(run)!r})):\n    print('held', flush=True); time.sleep(120)"],
         stdout=subprocess.PIPE,
         text=True,
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -789,7 +789,7 @@ def test_a_run_still_going_is_not_resumed_by_a_second_one_beside_it(tmp_path):
 def test_a_rank_holds_its_error_while_another_rank_of_its_launcher_is_still_minifying(tmp_path, monkeypatch):
     import time
 
-    from minifier.distributed import MINIFYING, minifying, wait_for_other_ranks
+    from minifier.stages.distributed import MINIFYING, minifying, wait_for_other_ranks
 
     monkeypatch.setenv("LOCAL_RANK", "0")
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])

@@ -18,10 +18,10 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from minifier.case import GraphCase, GraphInput, TensorMeta, alias_groups, clone_values, has_effect
-from minifier.casemaker import graph_inputs
-from minifier.repro_files import exec_repro
-from minifier.writer import data_of, render
+from minifier.unit.case import GraphCase, GraphInput, TensorMeta, alias_groups, clone_values, has_effect
+from minifier.capture.casemaker import graph_inputs
+from minifier.repro.files import exec_repro
+from minifier.repro.writer import data_of, render
 
 
 def test_inputs_that_are_views_of_one_tensor_stay_so_when_copied():
@@ -59,7 +59,7 @@ def test_a_repro_makes_aliased_inputs_views_of_one_tensor_again():
 
 @pytest.mark.parametrize("special", ["zerotensor", "conj"])
 def test_special_inputs_are_made_again_not_copied_flat(special):
-    from minifier.casemaker import tensor_input
+    from minifier.capture.casemaker import tensor_input
 
     plain = torch.randn(3, 4, dtype=torch.complex64)
     value = torch._efficientzerotensor((3, 4), dtype=torch.float32) if special == "zerotensor" else plain.conj()
@@ -95,7 +95,7 @@ def test_a_graph_that_tests_for_overflow_is_judged_against_eager_not_fp64():
     # overflows, and would take the side of a compiler that drops the fp16 rounding
     # (pytorch#183607). A graph with no such test keeps the fp64 rule (torch's
     # test_rmse_improves_over_atol: a compiler more precise than eager is right).
-    from minifier.accuracy import fp64_blocker, reference_outputs
+    from minifier.unit.accuracy import fp64_blocker, reference_outputs
 
     def guarded(x):
         e = x * x
@@ -111,10 +111,10 @@ def test_a_graph_that_tests_for_overflow_is_judged_against_eager_not_fp64():
 
 def test_delta_debugging_settles_a_one_minimal_graph_and_the_next_round_skips_its_nodes():
     import planted  # noqa: F401  registers planted_pair (cos and exp in one graph)
-    from minifier.passes import PASSES, delta_debugging, truncate_suffix
-    from minifier.profile import profile_case, realize
-    from minifier.reduce import Reducer
-    from minifier.stages import run_case
+    from minifier.reduce.passes import PASSES, delta_debugging, truncate_suffix
+    from minifier.stages.profile import profile_case, realize
+    from minifier.reduce.engine import Reducer
+    from minifier.stages.run import run_case
 
     aten = torch.ops.aten
 
@@ -152,8 +152,8 @@ class Tagged(torch.Tensor):
 def test_a_plain_tensor_subclass_input_is_rebuilt_and_a_wrapper_subclass_is_named():
     from torch.testing._internal.two_tensor import TwoTensor
 
-    from minifier.casemaker import tensor_input
-    from minifier.repro_inputs import _tensor_expression
+    from minifier.capture.casemaker import tensor_input
+    from minifier.repro.inputs import _tensor_expression
     from minifier.seams import special_tensors
 
     x = torch.randn(2, 3).as_subclass(Tagged)
@@ -167,7 +167,7 @@ def test_a_plain_tensor_subclass_input_is_rebuilt_and_a_wrapper_subclass_is_name
 
 
 def test_a_repro_run_elsewhere_shows_the_failure_by_its_signal_or_its_last_words():
-    from minifier.signature import Signature, shows_failure
+    from minifier.unit.signature import Signature, shows_failure
 
     compile_error = Signature("compile_error", "CppCompileError", "C++ compile error")
     wrapped = "Traceback (most recent call last):\n  ...\ntorch._inductor.exc.InductorError: CppCompileError: C++ compile error\n"
@@ -186,8 +186,8 @@ def test_a_repro_run_elsewhere_shows_the_failure_by_its_signal_or_its_last_words
 
 def test_torchs_repro_of_an_inference_graph_is_read_as_one(tmp_path):
     # torch 2.15 writes run_repro(..., is_inference=True); 2.13 writes no flag (a forward).
-    from minifier.repro_files import load_repro
-    from minifier.torch_repro import convert_torch_repro
+    from minifier.repro.files import load_repro
+    from minifier.capture.torch_repro import convert_torch_repro
 
     for flag, kind in (("", "forward"), (", is_inference=True", "inference")):
         path = tmp_path / f"repro{bool(flag)}.py"

@@ -170,12 +170,12 @@ def test_repro_fails_alone_on_an_empty_cache(name, bugs_base):
 
 @pytest.mark.parametrize("name", BUGS)
 def test_repro_is_one_minimal(name, bugs_base):
-    from minifier.case import GraphCase
-    from minifier.profile import profile_case, realize
-    from minifier.reduce import Reducer
-    from minifier.repro_files import load_repro
-    from minifier.session import Session
-    from minifier.stages import Outcome, run_case
+    from minifier.unit.case import GraphCase
+    from minifier.stages.profile import profile_case, realize
+    from minifier.reduce.engine import Reducer
+    from minifier.repro.files import load_repro
+    from minifier.isolation.session import Session
+    from minifier.stages.run import Outcome, run_case
 
     run = minified(name, bugs_base)
     loaded = load_repro(Path(run.report["repro"]))

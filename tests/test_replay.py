@@ -49,7 +49,7 @@ def replay_forked(path: Path, **options) -> dict:
     Where this process cannot fork safely (a CUDA build ran autograd: its device
     threads are up), in a fresh process instead, as ``python -m replay run`` does.
     """
-    from minifier.warmup import autograd_is_fork_safe
+    from minifier.isolation.warmup import autograd_is_fork_safe
 
     if not autograd_is_fork_safe():
         try:

@@ -111,7 +111,7 @@ def test_config_a_ci_machine_defaults_differently_is_carried_into_repros(ci, car
 def test_keys_that_act_only_on_custom_ops_are_left_out_of_graphs_without_one(monkeypatch):
     import torch._functorch.config as functorch_config
 
-    from minifier.context import non_default_config
+    from minifier.capture.context import non_default_config
 
     monkeypatch.setattr(functorch_config, "error_on_custom_op_aliasing", True)
     carried = non_default_config(custom_ops=True).values.get("torch._functorch.config", {})

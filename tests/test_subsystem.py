@@ -1,7 +1,7 @@
 """Below the stage: the subsystem that breaks a graph, and a workaround the unchanged program runs with.
 
 ``minify run`` ends, once its repro is written, by asking torch's CompilerBisector which
-subsystem of the failing stage breaks the minimized graph (minifier/subsystem.py), and
+subsystem of the failing stage breaks the minimized graph (minifier/bisect/subsystem.py), and
 by trying workarounds, narrowest first, until the program runs to the end with one.
 The scenarios ported from upstream's test_compiler_bisector.py check the subsystem
 names upstream's bisector gives (tests/test_torch_scenarios.py::test_subsystem_is_upstreams);
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from minifier.minification import minify_script
-from minifier.subsystem import Subsystem, workarounds
+from minifier.bisect.subsystem import Subsystem, workarounds
 
 from conftest import EXAMPLES, TESTS
 

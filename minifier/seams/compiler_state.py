@@ -16,7 +16,7 @@ while warming up, so after a repro's carried definitions change a table,
 
 (Inductor's C++ code generators are classes, ``CppOverrides`` and ``CppVecOverrides``:
 their patched methods are found with the rest of a script's patches of torch's modules,
-:func:`minifier.patches.script_patches`.) :func:`user_entries` lists the entries whose
+:func:`minifier.capture.patches.script_patches`.) :func:`user_entries` lists the entries whose
 code is not torch's, with the function behind each (decorators unwrapped); only tables
 whose module is already imported are read, so nothing is imported for it.
 """

@@ -361,7 +361,7 @@ def failing_compile_locals(exc: BaseException) -> dict[str, Any] | None:
     """``_compile``'s arguments for the frame whose tracing raised ``exc`` (from its traceback).
 
     ``code``, ``globals``, ``locals`` (the frame's arguments) and ``closure``: what the
-    minifier needs to trace a frame dynamo could not (``minifier.frames.lift_frame``).
+    minifier needs to trace a frame dynamo could not (``minifier.capture.frames.lift_frame``).
     """
     import traceback
 

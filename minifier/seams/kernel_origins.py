@@ -6,7 +6,7 @@ joins the sorted ``original_aten`` names of the kernel's origin nodes, and a suf
 counts the kernels of the graph). The generated module defines each kernel on the line
 ``cpp_fused_..._6 = async_compile.cpp_pybinding(...)`` and calls it by that name, so a
 failure inside one kernel (a C++ compile error, an abort while it runs) happens on a
-line that names it (:mod:`minifier.blame`). This seam says what a name stands for:
+line that names it (:mod:`minifier.capture.blame`). This seam says what a name stands for:
 
 - :func:`report_kernels` wraps ``define_kernel`` for the life of the process: each
   kernel's name and the FX nodes it was generated from

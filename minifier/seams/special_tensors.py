@@ -12,7 +12,7 @@ A graph input can be more than its values. Real bugs live in those marks:
 
 pt2kit keeps such an input as its *plain* tensor (an ordinary tensor over the same
 memory, what is saved and cloned) plus its :data:`KINDS` name, in
-:attr:`minifier.case.TensorMeta.special`; :func:`rebuild` puts the mark back, in pt2kit's
+:attr:`minifier.unit.case.TensorMeta.special`; :func:`rebuild` puts the mark back, in pt2kit's
 queries and, as :func:`expression`, in the repro. A ZeroTensor needs no data at all.
 
 A tensor **subclass** that only overrides ``__torch_function__`` (a tag a library puts on

@@ -1,0 +1,8 @@
+"""Stage bisection: which graph breaks, at which stage, and below the stage.
+
+- ``bisection``: puts the steps together (``bisect_script``, ``bisect_case``);
+- ``steps``: the program once under capture, then its graphs through their stages;
+- ``culprit``: which failing graph is the program's failure, and pinning it down;
+- ``report``: a :class:`Row` per graph, and the :class:`BisectReport`;
+- ``subsystem``: below the stage, the subsystem that breaks and a workaround.
+"""

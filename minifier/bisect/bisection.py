@@ -1,0 +1,139 @@
+"""Stage bisection: which graph breaks, and at which stage.
+
+The PT2 FAQ's advice for a crashing ``torch.compile`` is to try ``backend="eager"``,
+then ``"aot_eager"``, then ``"inductor"`` by hand. :func:`bisect_script` does it per
+graph:
+
+1. **capture** the program's dynamo graphs with their real inputs
+   (:mod:`minifier.capture.recorder`); how the program itself ended is the *original* failure;
+2. run each graph through every stage, each in an isolated query
+   (:mod:`minifier.stages.run`, :mod:`minifier.isolation.worker`), side by side on the cores; the
+   first failure in stage order is the graph's;
+3. take as culprit the first graph whose failure has the original signature (with
+   ``--accuracy``, the first graph that fails at all);
+4. when the culprit fails in an AOTAutograd backend, lower it to its forward/backward
+   graphs and run those too, so the table says whether the forward or the backward
+   breaks;
+5. make sure the failure repeats: the failing compile seen again in an aot graph, or
+   else the culprit's query re-run; ``flaky`` otherwise (a program that fails while no
+   graph does gets a second look at both).
+
+A failure inside dynamo's own tracing has no dynamo graph: it is reported as its
+frame failing at the ``eager`` stage, with the graph capture lifted from that frame
+(``make_fx`` on its real arguments) when that graph fails the same way. The result
+is a :class:`BisectReport`, printed as a rich table or as JSON (docs/minify.md).
+
+Its parts, one job each: :mod:`minifier.bisect.report` (the table: a
+:class:`~minifier.bisect.report.Row` per graph, the
+:class:`~minifier.bisect.report.BisectReport` and its JSON),
+:mod:`minifier.bisect.steps` (capture, and graphs through their stages as isolated
+queries) and :mod:`minifier.bisect.culprit` (which failing graph is the program's failure,
+made sure of). This module puts them together: :func:`bisect_script` for a
+program, :func:`bisect_case` for one saved graph.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .report import BisectReport, Row
+from .steps import capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
+from ..unit.case import GraphCase
+from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
+from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile
+from ..repro.files import load_repro
+from ..isolation.session import Session
+
+__all__ = ["BisectReport", "Row", "bisect_case", "bisect_script"]
+
+
+def bisect_script(
+    session: Session,
+    script: Path,
+    args: list[str],
+    *,
+    backend: str | None = None,
+    accuracy: bool = False,
+    aot_rows: bool = True,
+    nproc: int = 1,
+    trust_program: bool = False,
+) -> BisectReport:
+    """Capture ``script``'s graphs and find the first graph and stage that fail (``nproc``: a torchrun job's ranks).
+
+    ``trust_program``: take the program's own failing compile of an aot graph as that
+    graph's final-stage answer instead of compiling it again (see
+    :func:`minifier.bisect.culprit.pin_down`); only for a minification, which confirms it.
+    """
+    captured = capture(session, script, args, backend, nproc=nproc, accuracy=accuracy, profile=trust_program)
+    cases, unreadable = readable_cases(captured.graph_paths, captured.early.cases if captured.early is not None else {})
+    final = backend or (cases[0][0].backend if cases else "inductor")
+    report = BisectReport(str(script), final, accuracy, session.run_dir, captured.failure, nproc=nproc, rank=captured.rank, ranks=captured.ranks)
+    report.kernel, report.failed_graph = captured.kernel, captured.failed_graph
+    report.profiled = captured.early.profiled if captured.early is not None else {}
+    if captured.failure is not None:
+        session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
+
+    if captured.failure is not None and failed_while_tracing(captured):
+        report.rows = [run_stages(session, c, accuracy=accuracy, path=p) for c, p in cases]
+        row = frame_row(session, captured, accuracy=accuracy)
+        report.rows.append(row)
+        report.culprit = row
+        if row.case is not None:
+            return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=False)
+        report.note = "the failing frame could not be lifted to a graph that fails the same way"
+        again = read_capture_again(session, script, args, backend, report.nproc)
+        if again.failure is None or again.failure.signature != captured.failure.signature:
+            raise FlakyFailure(f"flaky: {script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {again.failure.signature if again.failure else 'passed'}")
+        return finish(session, report)
+
+    if unreadable:
+        report.note = "some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable)
+    if not captured.graph_paths:
+        if captured.failure is not None:
+            raise ScriptFailedBeforeCompile(
+                f"{script.name} raised before torch.compile compiled anything: {captured.failure.signature.exception}: {captured.failure.signature.message}"
+            )
+        raise NoFailure(f"{script.name} ran to the end without compiling anything")
+    if captured.failure is None and not accuracy:
+        raise NoFailure(
+            f"{script.name} ran to the end without failing ({len(captured.graph_paths)} graphs compiled); "
+            "pass --accuracy to check the compiled results against eager"
+        )
+
+    for row in run_stages_of(session, cases, accuracy=accuracy, known=seen_in_the_program(captured, cases, final, accuracy), early=captured.early):
+        report.rows.append(row)
+        first = row.first_failure
+        session.log(f"  {row.label}: " + ("all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"))  # type: ignore[union-attr]
+        if first is not None and matches(first, captured.failure, accuracy):
+            # the first graph that fails the program's way, unless the program itself failed in another one
+            if report.culprit is None or row.label == failed_owner(captured):
+                report.culprit = row
+
+    if report.culprit is None:
+        return no_culprit(session, report, script, args, backend, captured)
+
+    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured, trust_program=trust_program)
+
+
+def readable_cases(paths: list[Path], read: dict[str, GraphCase] | None = None) -> tuple[list[tuple[GraphCase, Path]], list[str]]:
+    """The captured graphs pt2kit can read back (``read``: those read already, by file); the others, named."""
+    cases, unreadable = [], []
+    for path in paths:
+        try:
+            cases.append(((read or {}).get(str(path)) or load_repro(path).case, path))
+        except CorruptRecord as e:
+            unreadable.append(f"{path.parent.name}: {e}")
+    return cases, unreadable
+
+
+def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None) -> BisectReport:
+    """Stage bisection of one saved graph (``minify repro``): its stages, then its aot graphs."""
+    session.warm_up(inductor=case.backend == "inductor", preload=[__name__])
+    row = run_stages(session, case, accuracy=accuracy, path=path)
+    report = BisectReport(str(path or case.label()), case.backend, accuracy, session.run_dir, None, [row])
+    first = row.first_failure
+    if first is None:
+        raise NoFailure(f"{path or case.label()} passes every stage" + (" (accuracy checked)" if accuracy else ""))
+    session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {first.failure.signature}")  # type: ignore[union-attr]
+    report.culprit = row
+    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)

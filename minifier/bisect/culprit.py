@@ -1,0 +1,371 @@
+"""Choosing the culprit: which failing graph is the program's failure, and does it fail again?
+
+Once :mod:`minifier.bisect.steps` has run the graphs through their stages, a graph
+*matches* when its first failure has the program's own signature (with
+``--accuracy``, when it fails at all): :func:`matches`. The first graph that matches
+is the culprit, unless the program itself failed in another one that does
+(:func:`failed_owner`). Then :func:`pin_down` makes sure of it:
+
+- a dynamo graph failing in the final backend is narrowed to the aot graph
+  (forward, backward or inference) that fails the same way: one the program
+  compiled itself (:func:`captured_aot_graphs`), or one made by lowering the dynamo
+  graph (:func:`lower`). Seeing that failing compile happen again is also the check
+  that the failure is not flaky. Before a minification, the graph the program failed
+  to compile is trusted instead, and the reducer confirms it (``trust_program``);
+- otherwise the culprit's query runs once more (:func:`second_look`), and a
+  different answer is a :class:`~minifier.errors.FlakyFailure`.
+
+When no graph matches, :func:`no_culprit` tries in turn: a graph that fails the
+program's way once its higher-order ops are inlined (:func:`inlined_culprit`); the
+program's own failing aot graph, run alone (:func:`aot_culprit`); and otherwise a
+second run of the program, which tells a flaky failure from one that needs the
+whole program (:class:`~minifier.errors.NotReproducible`, with a hint at why: a
+backend that cannot be written into a repro, a patch of torch, config pt2kit could
+not carry, or a wrong answer that wants ``--accuracy``).
+
+:func:`seen_in_the_program` spares the bisection its most expensive query: the final
+stage of the graph the program failed in has already answered, in the program.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from .report import BisectReport, Row, signature_of
+from .steps import aot_rows, read_capture_again, run_each, run_stages_of
+from ..capture.result import CaptureResult
+from ..unit.case import GraphCase
+from ..capture.context import missing_config
+from ..errors import FlakyFailure, NoFailure, NotReproducible
+from ..stages.flaky import failure_rate
+from ..isolation.session import Session
+from ..unit.signature import Failure
+from ..stages.run import Outcome, lower_case
+from ..isolation.worker import QueryError
+
+
+def pin_down(
+    session: Session,
+    report: BisectReport,
+    *,
+    accuracy: bool,
+    aot_rows_wanted: bool,
+    captured: CaptureResult | None = None,
+    trust_program: bool = False,
+) -> BisectReport:
+    """Make sure the culprit fails the same way again, and find its failing aot graph.
+
+    A culprit failing in its final AOTAutograd backend is lowered, and its aot graphs
+    run through that backend's compiler: when one fails with the same signature, the
+    failing compile has happened again, and that is the check for flakiness. Otherwise
+    the culprit's query simply runs once more.
+
+    With ``trust_program`` (a minification follows), the aot graph the program itself
+    failed to compile, with the program's inputs, is not compiled again: on a real
+    model that is the most expensive query of a run, and its answer is already known.
+    Its cheap stage still runs. The reducer then confirms the failure with its first
+    failing candidate, or, if none fails, by running the graph once (see
+    :meth:`minifier.reduce.engine.Reducer.assume`); if the graph does not fail alone,
+    :attr:`BisectReport.recheck` pins the culprit down again the way it did before:
+    every aot graph compiled, and a second look.
+    """
+    culprit = report.culprit
+    assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
+    outcome = culprit.first_failure
+    target = signature_of(outcome)
+    captured_aot = captured_aot_graphs(captured, culprit)
+    if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
+        paths, lowering_note = (captured_aot[0], None) if captured_aot else lower(session, culprit)
+        passed, failed = program_verdicts(captured, captured_aot, accuracy=accuracy, trust=trust_program)
+        if failed:
+            rows_before, note_before = list(report.rows), report.note
+            report.recheck = lambda: pin_down(
+                session, _restored(report, rows_before, culprit, note_before), accuracy=accuracy, aot_rows_wanted=aot_rows_wanted, captured=captured, trust_program=False
+            )
+        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed, failed=failed, early=captured.early if captured_aot and captured else None) if paths else []
+        at = report.rows.index(culprit) + 1
+        report.rows[at:at] = rows
+        aot_culprit = next((r for r in rows if r.first_failure and signature_of(r.first_failure) == target), None)
+        internal = inductor_internal_ops(aot_culprit) if target.kind == "accuracy" else []
+        if aot_culprit is not None and not internal:
+            report.culprit = aot_culprit
+            return finish(session, report)
+        if internal:
+            report.note = f"{aot_culprit.label} holds Inductor's own random ops ({', '.join(internal)}), whose eager kernels draw other numbers than Inductor's; the dynamo graph is the unit to minify"  # type: ignore[union-attr]
+        elif rows:
+            report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
+        elif lowering_note:
+            report.note = lowering_note
+        report.failure_rate = second_look(session, [culprit, *rows], accuracy=accuracy, captured=captured)
+    else:
+        report.failure_rate = second_look(session, [culprit], accuracy=accuracy, captured=captured)
+    return finish(session, report)
+
+
+def program_verdicts(captured: CaptureResult | None, captured_aot: tuple[list[str], set[str], set[str]] | None, *, accuracy: bool, trust: bool) -> tuple[set[str], dict[str, Failure]]:
+    """What the program's own run says of its aot graphs' final stage: (passed, failed), by graph file.
+
+    Without ``--accuracy``: the graphs whose first run returned passed, and the one the
+    program failed to compile or run failed, with the program's failure. With it: the
+    capture's verdict on each graph's first compiled run (:meth:`minifier.capture.recorder.Recorder.judge`).
+    A failure is trusted only with ``trust`` (a minification follows to confirm it).
+    """
+    if captured is None or captured_aot is None:
+        return set(), {}
+    if accuracy:
+        verdicts = {path: captured.judged[Path(path).parent.name] for path in captured_aot[0] if Path(path).parent.name in captured.judged}
+        failing = {path: verdict for path, verdict in verdicts.items() if verdict is not None}
+        return {path for path, verdict in verdicts.items() if verdict is None}, failing if trust else {}
+    failing = {path: captured.failure for path in captured_aot[2]} if captured.failure and trust else {}
+    return captured_aot[1], failing
+
+
+def _restored(report: BisectReport, rows: list[Row], culprit: Row, note: str) -> BisectReport:
+    """``report`` as it was before its aot rows were added (for :attr:`BisectReport.recheck`)."""
+    report.rows, report.culprit, report.note, report.recheck = rows, culprit, note, None
+    return report
+
+
+def inductor_internal_ops(row: Row | None) -> list[str]:
+    """Ops of ``row``'s graph that exist only inside Inductor (its RNG prims: ``prims.inductor_random``...).
+
+    Inductor's decompositions put them into the aot graph it compiles (random ops,
+    unless ``fallback_random``). A repro can still run them (it imports Inductor's
+    prims), which is enough for a crash. For a wrong answer it is not: their eager
+    kernels draw from another stream than Inductor's code, so eager and compiled
+    disagree whatever the bug, and the user's own op (``torch.rand``, dropout) is in
+    the dynamo graph, which is the unit to minify then.
+    """
+    if row is None or row.case is None:
+        return []
+    return sorted({op for op in row.case.op_names() if op.startswith("prims.inductor_")})
+
+
+def captured_aot_graphs(captured: CaptureResult | None, row: Row) -> tuple[list[str], set[str], set[str]] | None:
+    """The aot graphs the program itself compiled for ``row``'s dynamo graph: all, those that ran fine, the one it failed on."""
+    if captured is None or row.case is None or row.label.endswith("(inlined)"):
+        return None
+    graphs = captured.aot.get(row.case.index) or []
+    if not graphs:
+        return None
+    failed = captured.failed_graph
+    passed = {g["path"] for g in graphs if not g.get("failure") and Path(g["path"]).parent.name in captured.ran and Path(g["path"]).parent.name != failed}
+    failing = {g["path"] for g in graphs if Path(g["path"]).parent.name == failed}
+    return [g["path"] for g in graphs], passed, failing
+
+
+def lower(session: Session, row: Row) -> tuple[list[str], str | None]:
+    """The aot graphs of a dynamo graph (see :func:`minifier.stages.run.lower_case`); degrades to none.
+
+    A backend that crashes or hangs while being lowered, or a lowering that fails for
+    a reason of pt2kit's own, leaves the dynamo graph as the unit to minify, with a note.
+    """
+    assert row.case is not None
+    try:
+        lowered = session.query(functools.partial(lower_case, row.case, session.run_dir / "captured" / "aot"), f"{row.label}: lowering to aot graphs")
+    except QueryError as e:
+        (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (session.run_dir / "logs" / f"{row.label}-lowering-error.txt").write_text(str(e))
+        return [], f"lowering {row.label} to aot graphs failed inside pt2kit; the dynamo graph is the unit to minify"
+    if lowered.value is None:
+        assert lowered.failure is not None
+        return [], f"lowering {row.label} to aot graphs ended in {lowered.failure.signature}; the dynamo graph is the unit to minify"
+    return lowered.value
+
+
+def second_look(session: Session, rows: list[Row], *, accuracy: bool, captured: CaptureResult | None = None) -> float | None:
+    """Run each row's last stage again; when an outcome changes, measure how often it fails.
+
+    A failure that shows again in some of :data:`~minifier.stages.flaky.LOOKS` runs is flaky but minifiable:
+    its rate (failing runs over all, the program's first one included) comes back, and
+    the row keeps its failing outcome. One that never shows again alone is a
+    :class:`FlakyFailure`. Neither, but not reproducible (exit 5, named), when what made
+    it fail in the program is not in the repro: inputs pt2kit cannot rebuild, or changes
+    to torch's compiler tables no repro can carry (``captured.state_missing``).
+    Returns the lowest rate measured (None: nothing changed).
+    """
+    rate = None
+    looked = [row for row in rows if row.case is not None and row.outcomes]
+    plan = [(row.case, list(row.outcomes)[-1]) for row in looked]
+    labels = [f"{row.label} through {stage} again: checking it is not flaky" for row, (_, stage) in zip(looked, plan)]
+    again = run_each(session, plan, accuracy=accuracy, labels=labels)  # type: ignore[arg-type]
+    for row, (case, stage) in zip(looked, plan):
+        first, second = row.outcomes[stage], again[(id(case), stage)]
+        if signature_of(second) != signature_of(first):
+            if case.unsupported:  # not flaky: what made it fail in the program is not in the graph's repro
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and it takes inputs pt2kit cannot rebuild yet: "
+                    + "; ".join(case.unsupported),
+                    inputs_unsupported=case.unsupported,
+                )
+            if captured is not None and captured.state_missing:
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and the program changed torch's compiler "
+                    "tables in ways no repro can carry: " + "; ".join(captured.state_missing),
+                    state_missing=captured.state_missing,
+                )
+            measured = failure_rate(session, case, stage, first, second, accuracy=accuracy, label=row.label)
+            rate = measured if rate is None else min(rate, measured)
+            continue  # (the row keeps its failing outcome)
+        row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
+    return rate
+
+
+def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
+    """Is a graph's failure the program's failure (or, with --accuracy, any failure)?"""
+    if outcome.failure is None:
+        return False
+    if original is None:
+        return accuracy
+    return outcome.failure.signature == original.signature or (accuracy and outcome.failure.signature.kind == "accuracy")
+
+
+def failed_owner(captured: CaptureResult) -> str | None:
+    """The dynamo graph (``g3``) the program failed in, when the capture knows it."""
+    return captured.failed_graph.split(".")[0] if captured.failed_graph else None
+
+
+def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool) -> dict[tuple[int, str], Outcome]:
+    """The final-stage outcome the program's own run already showed, so it is not paid for again.
+
+    The program compiled the graph it failed in with its final backend, and failed:
+    that graph's row gets that outcome without compiling the whole graph once more
+    (the expensive query of a bisection). Its eager stages still run, to say whether
+    an earlier stage fails too; its failing aot graph runs once, alone, next.
+
+    With ``--accuracy`` the capture judged the first compiled run of every aot graph;
+    a dynamo graph one of whose aot graphs was judged wrong gets that verdict. A pass
+    says nothing of the dynamo graph: the judge compares an aot graph with itself, run
+    eagerly, and what Inductor did before that graph existed (pre-grad passes, its
+    decompositions) is already in both.
+    """
+    if accuracy:
+        return judged_in_the_program(captured, cases, final)
+    if captured.failure is None or captured.failed_graph is None:
+        return {}
+    owner = captured.failed_graph.split(".")[0]
+    return {
+        (id(case), final): Outcome(final, captured.failure, 0.0, seen_in_program=True)
+        for case, _ in cases
+        if case.label() == owner and case.backend == final
+    }
+
+
+def judged_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str) -> dict[tuple[int, str], Outcome]:
+    """``--accuracy``: the dynamo graphs whose final stage the capture saw go wrong (an aot graph's first run judged wrong)."""
+    known = {}
+    for case, _ in cases:
+        labels = [Path(g["path"]).parent.name for g in captured.aot.get(case.index, [])]
+        wrong = next((captured.judged[label] for label in labels if captured.judged.get(label) is not None), None)
+        if case.backend == final and wrong is not None:
+            known[(id(case), final)] = Outcome(final, wrong, 0.0, seen_in_program=True)
+    return known
+
+
+def no_culprit(session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult) -> BisectReport:
+    """No graph fails like the program did: flaky, or a failure that needs the whole program."""
+    failing = [r for r in report.rows if r.first_failure is not None]
+    if captured.failure is None:
+        if failing:  # --accuracy on a program that ran fine, and a graph errors out
+            report.culprit = failing[0]
+            return finish(session, report)
+        raise NoFailure(f"every graph of {script.name} passes every stage" + (" (accuracy checked)" if report.accuracy else ""))
+    inlined = inlined_culprit(session, report, captured)
+    if inlined is not None:
+        return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
+    if aot_culprit(session, report, captured) is not None:
+        report.note = "the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)"
+        return finish(session, report)
+    again = read_capture_again(session, script, args, backend, report.nproc)
+    if again.failure is None or again.failure.signature != captured.failure.signature:
+        raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
+    report.failure_rate = second_look(session, report.rows, accuracy=report.accuracy, captured=captured)  # does any graph fail now?
+    detail = (
+        f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
+        if failing
+        else ""
+    )
+    hint, unsupported = "", sorted({u for r in report.rows if r.case is not None for u in r.case.unsupported})
+    named: dict[str, Any] = {"inputs_unsupported": unsupported} if unsupported else {}
+    if captured.state_missing:
+        named["state_missing"] = captured.state_missing
+    if unsupported:
+        hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
+    elif captured.state_missing:
+        hint = "; the program changed torch's compiler tables in ways no repro can carry: " + "; ".join(captured.state_missing)
+    elif captured.unrecoverable:
+        hint = "; " + "; ".join(captured.unrecoverable) + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
+    elif captured.patches:
+        patched = ", ".join(f"{target} (by {fn})" for target, fn in sorted(captured.patches.items()))
+        hint = f"; the program patches torch ({patched})" + ("" if captured.patches_carried else ", and the repro cannot carry that patch: move it to a module the repro can import")
+    elif missing := sorted({m for r in report.rows if r.case is not None for m in missing_config(r.case.config)}):
+        hint = "; it may need compiler config pt2kit could not carry: " + "; ".join(missing) + " (define it in an importable module)"
+    elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
+        hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
+    raise NotReproducible(
+        f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}",
+        **named,
+    )
+
+
+def inlined_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
+    """A graph that fails the program's way once its higher-order ops are inlined.
+
+    torch.compile cannot trace some higher-order ops when a repro calls them directly
+    (``autograd_function_apply``: it breaks the graph there), so such a graph can pass
+    in isolation. Inlined (see :mod:`minifier.stages.inline`), it runs its bodies' ops
+    itself; if it then fails the same way it becomes the culprit, with a note.
+    """
+    from ..stages.inline import variants
+
+    cases = [(row, flat) for row in report.rows if row.case is not None for flat in variants(row.case.gm)]
+    for row, flat in cases:
+        assert row.case is not None
+        candidate = row.case.replace(gm=flat)
+        (new,) = run_stages_of(session, [(candidate, None)], accuracy=report.accuracy)
+        first = new.first_failure
+        if first is not None and matches(first, captured.failure, report.accuracy):
+            new.label = f"{row.label} (inlined)"
+            report.rows.insert(report.rows.index(row) + 1, new)
+            report.culprit = new
+            report.note = f"{row.label} fails this way only with its higher-order ops inlined (torch.compile cannot trace them when called directly)"
+            return new
+    return None
+
+
+def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
+    """The failing aot graph the program itself compiled, when no dynamo graph stands for it.
+
+    (The dynamo graph may hold inputs a repro cannot rebuild yet, such as DTensors.)
+    """
+    if captured.failure is None or captured.failed_graph is None or "." not in captured.failed_graph:
+        return None
+    owner = int(captured.failed_graph.split(".")[0].removeprefix("g"))
+    paths = [g["path"] for g in captured.aot.get(owner, []) if Path(g["path"]).parent.name == captured.failed_graph]
+    rows = aot_rows(session, paths, accuracy=report.accuracy, stop_at=captured.failure.signature) if paths else []
+    row = next((r for r in rows if r.first_failure is not None and matches(r.first_failure, captured.failure, report.accuracy)), None)
+    if row is not None:
+        report.rows.extend(rows)
+        report.culprit = row
+    return row
+
+
+def looks_like_wrong_answer(failure: Failure) -> bool:
+    """An assertion about values (``assert torch.allclose``, ``torch.testing.assert_close``)."""
+    signature = failure.signature
+    text = f"{signature.message} {failure.details}".lower()
+    return signature.exception in ("AssertionError", "AccuracyError") or any(
+        phrase in text for phrase in ("not close", "mismatched elements", "allclose", "not equal")
+    )
+
+
+def _describe(outcome: Outcome) -> str:
+    return "pass" if outcome.failure is None else str(outcome.failure.signature)
+
+
+def finish(session: Session, report: BisectReport) -> BisectReport:
+    report.queries = session.queries
+    report.seconds = session.seconds
+    return report

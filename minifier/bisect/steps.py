@@ -1,0 +1,386 @@
+"""The steps of a stage bisection: the program once under capture, then its graphs through their stages.
+
+Each step runs something and returns what it saw; none of them chooses a culprit
+(that is :mod:`minifier.bisect.culprit`):
+
+- :func:`capture` runs the user's script as a fresh process with capture armed
+  (:mod:`minifier.capture.recorder`), while pt2kit's worker warms up on the other core; a
+  torchrun job runs every rank under capture (:func:`capture_ranks`) and the lowest
+  failing rank is the one kept. How the program ended is the *original* failure
+  the rest of the bisection looks for; :func:`read_capture_again` runs it once more
+  when only a second run can tell a flaky failure.
+- :func:`run_stages_of` turns graph cases into rows (:class:`~minifier.bisect.report.Row`).
+  Every (case, stage) pair is one isolated query (:func:`run_each`, through the
+  session's worker), all of them in one batch over the cores, each case's final
+  stage first: it is usually the slow one and usually where the failure is, so the
+  cheap eager stages run beside it. A batch can end as soon as some row fails with
+  a wanted signature, and it skips outcomes already known (the program's own run
+  of a graph through its final backend).
+- :func:`aot_rows` does the same for aot graphs read back from their repro files;
+  :func:`frame_row` stands for a frame that dynamo failed to turn into a graph.
+
+A crash or a hang inside a query is an outcome like any other, a failure with a
+signature (:mod:`minifier.isolation.worker` isolates it), never an exception here.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .report import Row, signature_of
+from ..capture.result import CaptureResult, parse_events, read_capture
+from ..unit.case import GraphCase
+from ..errors import UnknownBackend
+from ..repro.files import load_repro
+from ..capture.script import capture_command, capture_plan
+from ..isolation.session import Session
+from ..unit.signature import Failure, Signature
+from ..stages.run import Outcome, run_case, stages_for
+from ..isolation.worker import QueryResult
+
+
+def capture(
+    session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False, nproc: int = 1, accuracy: bool = False, profile: bool = False
+) -> CaptureResult:
+    """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
+
+    The script runs on one core while pt2kit's worker warms up on the other, then
+    runs the stages of the graphs saved so far there (:class:`EarlyStages`). (The
+    script may run for hours; hangs in compiled code are caught inside.) With
+    ``nproc`` > 1 it is a distributed job: every rank runs under capture (see
+    :func:`capture_ranks`), and the lowest failing rank is the one minified.
+    ``profile`` (a minification follows): the aot graph the program failed in is
+    profiled in the same batch as the last stages (:attr:`EarlyStages.profiled`).
+    """
+    command, out, log = capture_plan(session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy, again=again)
+    if not again:
+        session.warm_up(inductor=backend in (None, "inductor"), preload=[__name__])
+    label = f"running {script.name} again: checking it is not flaky" if again else f"running {script.name} with capture armed"
+    if nproc > 1:
+        captured = capture_ranks(session, script, args, backend, out, nproc, label, accuracy)
+    else:
+        early = None if again else EarlyStages(session, out / "events.jsonl", accuracy=accuracy, roots=[str(script.parent)])
+        # (started already, when `minify run` could: see minifier.capture.script.start_capture)
+        ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
+        captured = read_capture(out, ended)
+        if early is not None:
+            early.finish(captured, profile=profile)
+            captured.early = early
+    if captured.unknown_backend:
+        raise UnknownBackend(captured.unknown_backend)
+    # The graphs import the user's modules as the script did: from its directory and
+    # wherever those modules live (queries inherit this process's sys.path).
+    sys.path.extend(p for p in (str(script.parent), *captured.roots) if p not in sys.path)
+    return captured
+
+
+class EarlyStages:
+    """The stages of each graph the program has saved so far, run while the program still runs.
+
+    The program runs on one core; once pt2kit's worker is warm, the other core is
+    idle until the program ends. Every query the bisection asks anyway and that does
+    not wait on the program's own verdict can run there, one at a time, in this
+    order: each dynamo graph's eager stages as soon as it is saved; each aot graph's
+    eager stage once its file holds its real inputs (or its compile failed); then
+    the final stage of a dynamo graph whose first run returned. The final stage of
+    the graph a program crashes in is left alone: the program is about to answer it
+    (:func:`minifier.bisect.culprit.seen_in_the_program`), and compiling a whole graph twice
+    is what a run should not pay for. (With ``--accuracy`` no final stage runs
+    early: the capture judges the program's own compiled runs.)
+
+    When the program ends (:meth:`finish`), the eager stages still queued go out in
+    one batch over every core, beside the query still running: the dynamo graphs', and
+    the aot graph the program failed in (or, with ``--accuracy``, was judged wrong: its
+    eager stage is not asked, since the judge ran it eagerly already). The query still
+    running goes on beside the bisection's next batch, which then settles it
+    (:meth:`settle`). :attr:`outcomes` holds the answers by graph file and stage.
+    """
+
+    def __init__(self, session: Session, events: Path, *, accuracy: bool, roots: list[str]) -> None:
+        self.session, self.events, self.accuracy, self.roots = session, events, accuracy, roots
+        self._read = 0
+        self._partial = b""
+        self._cheap: list[tuple[str, GraphCase, str]] = []  # (graph file, case, stage), in the order saved
+        self._final: list[tuple[str, GraphCase, str]] = []
+        self._dynamo: dict[str, tuple[str, GraphCase]] = {}  # label (g0) -> its file and case
+        self._running: list[tuple[str, str, Any]] = []  # (graph file, stage, handle)
+        self.outcomes: dict[str, dict[str, Outcome]] = {}
+        self.cases: dict[str, GraphCase] = {}  # graph file -> the case read from it (the bisection reads no file twice)
+        self.profiled: dict[str, QueryResult[Any]] = {}  # graph file -> its profile, asked in :meth:`finish`
+
+    def poll(self) -> None:
+        """Take in new events and finished queries; start the next query if none runs."""
+        self.session.worker.poll(0.2)
+        self._collect()
+        for event in self._new_events():
+            self._on_event(event)
+        if not self._running and (self._cheap or self._final):
+            path, case, stage = (self._cheap or self._final).pop(0)
+            label = f"{case.label()} ({case.node_count} nodes) through {stage}, while the program runs"
+            self._running.append((path, stage, self.session.start(functools.partial(run_case, case, stage, accuracy=self.accuracy), label)))
+
+    def finish(self, captured: CaptureResult, *, profile: bool = False) -> None:
+        """The program ended: the eager stages still queued that the bisection needs, in one batch now
+        (with ``profile``, and the profile of the aot graph the program failed in)."""
+        self._collect()
+        for event in self._new_events():  # (what the program logged after the last poll)
+            self._on_event(event)
+        failed = {captured.failed_graph, *(label for label, verdict in captured.judged.items() if verdict is not None)}
+        wanted = [(path, case, stage) for path, case, stage in self._cheap if case.boundary == "dynamo" or Path(path).parent.name in failed]
+        for path, case, stage in [w for w in wanted if w[1].boundary == "aot" and Path(w[0]).parent.name in captured.judged]:
+            # The judge ran this graph eagerly, and in fp64, without error, and an eager
+            # run is its own reference: the isolated query could only say "pass".
+            self.outcomes.setdefault(path, {})[stage] = Outcome(stage, None, 0.0)
+            wanted.remove((path, case, stage))
+        self._cheap.clear()
+        self._final.clear()
+        queries = [(functools.partial(run_case, case, stage, accuracy=self.accuracy), f"{case.label()} ({case.node_count} nodes) through {stage}") for _, case, stage in wanted]
+        failing = next((path for path, case in self.cases.items() if case.boundary == "aot" and Path(path).parent.name in failed), None) if profile else None
+        if failing is not None:
+            from ..stages.profile import profile_case
+
+            values = self.session.run_dir / "work" / "values.pt"
+            values.parent.mkdir(parents=True, exist_ok=True)
+            queries.append((functools.partial(profile_case, self.cases[failing], values), "profiling the graph (one eager run)"))
+        results = self.session.query_all(queries, alongside=[handle for _, _, handle in self._running]) if queries else []
+        for (path, _, stage), result in zip(wanted, results):
+            if result is not None:
+                self.outcomes.setdefault(path, {})[stage] = _as_outcome(stage, result)
+        if failing is not None and results[-1] is not None:
+            self.profiled[failing] = results[-1]
+
+    def running(self) -> dict[tuple[str, str], Any]:
+        """The queries still running, by (graph file, stage)."""
+        return {(path, stage): handle for path, stage, handle in self._running}
+
+    def settle(self) -> dict[str, dict[str, Outcome]]:
+        """Wait for the queries still running; every outcome, by graph file and stage."""
+        if self._running:
+            self.session.worker.wait([handle for _, _, handle in self._running], on_wait=self.session.progress.tick)
+        self._collect()
+        return self.outcomes
+
+    def _collect(self) -> None:
+        for entry in [e for e in self._running if e[2].done]:
+            self._running.remove(entry)
+            path, stage, handle = entry
+            try:
+                result = handle.result()
+            except Exception:  # noqa: BLE001 - left to the bisection's batch, which reports it
+                continue
+            self.session.mark(handle.label, result.seconds, ago=result.ended_ago)
+            self.outcomes.setdefault(path, {})[stage] = _as_outcome(stage, result)
+
+    def _new_events(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.events, "rb") as log:
+                log.seek(self._read)
+                chunk = log.read()
+        except OSError:
+            return []
+        self._read += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        return parse_events(lines)
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "ran" and event.get("graph") in self._dynamo:
+            path, case = self._dynamo.pop(event["graph"])
+            if not self.accuracy:  # (with --accuracy the capture judges the program's own run instead)
+                self._final.append((path, case, stages_for(case)[-1]))
+            return
+        final_version = kind == "graph" or (kind == "aot_graph" and (event.get("real") or event.get("failure")))
+        if not final_version or not event.get("path"):
+            return
+        sys.path.extend(root for root in [*self.roots, *event.get("roots", ())] if root not in sys.path)
+        try:
+            case = self.cases[event["path"]] = load_repro(Path(event["path"])).case
+        except Exception:  # noqa: BLE001 - the bisection reads every graph again and says what is wrong
+            return
+        stages = stages_for(case)
+        self._cheap.extend((event["path"], case, stage) for stage in stages[:-1])
+        if kind == "graph":
+            self._dynamo[case.label()] = (event["path"], case)
+
+
+def capture_ranks(session: Session, script: Path, args: list[str], backend: str | None, out: Path, nproc: int, label: str, accuracy: bool | str = False) -> CaptureResult:
+    """Every rank of the job under capture (``captured/rank<r>``); the lowest rank that failed is the result."""
+    from ..stages.distributed import launch_ranks
+    from ..unit.signature import signature_of_crash, signature_of_exit
+    from ..isolation.worker import pt2kit_env
+
+    outs = [out / f"rank{rank}" for rank in range(nproc)]
+    commands = [capture_command(script, args, o, backend=backend, timeout=session.timeout, accuracy=accuracy) for o in outs]
+    logs = [session.run_dir / "logs" / f"{out.name}-rank{rank}.log" for rank in range(nproc)]
+    session.progress.update(f"{label} ({nproc} ranks)")
+    start = time.monotonic()
+    codes = launch_ranks(commands, pt2kit_env(), logs, failed=lambda rank: _logged_failure(outs[rank]), on_wait=session.progress.tick)
+    session.mark(f"{label} ({nproc} ranks)", time.monotonic() - start)
+    results = []
+    for o, code, log in zip(outs, codes, logs):
+        tail = log.read_bytes()[-4000:].decode(errors="replace") if log.exists() else ""
+        ended = signature_of_crash(-code, tail) if code < 0 and code != -9 else signature_of_exit(code, tail) if code > 0 else None
+        results.append(read_capture(o, ended))
+    failing = [rank for rank, r in enumerate(results) if r.failure is not None]
+    chosen = results[failing[0]] if failing else results[0]
+    chosen.rank = failing[0] if failing else 0
+    chosen.ranks = {rank: (str(r.failure.signature) if r.failure else "ran to the end or was stopped") for rank, r in enumerate(results)}
+    return chosen
+
+
+def _logged_failure(out: Path) -> bool:
+    try:
+        return '"event": "failed"' in (out / "events.jsonl").read_text()
+    except OSError:
+        return False
+
+
+def run_stages(session: Session, case: GraphCase, *, accuracy: bool, path: Path | None = None) -> Row:
+    """Run ``case`` through all its stages, side by side; the first failure in stage order counts."""
+    return run_stages_of(session, [(case, path)], accuracy=accuracy)[0]
+
+
+def run_stages_of(
+    session: Session,
+    cases: list[tuple[GraphCase, Path | None]],
+    *,
+    accuracy: bool,
+    stop_at: Signature | None = None,
+    known: dict[tuple[int, str], Outcome] | None = None,
+    early: EarlyStages | None = None,
+) -> list[Row]:
+    """Rows for several cases, every (case, stage) query in one batch over the cores.
+
+    Each case's final stage goes first: it is usually the slow one (a real compile)
+    and usually where the failure is, so the cheap eager stages run beside it. With
+    ``stop_at``, the batch ends once some case's first failure has that signature
+    (the stages of the rest are left unrun: their rows say so). ``known``: outcomes
+    already seen, by ``(id(case), stage)`` (the program's own run of its final stage),
+    which are not asked again. ``early``: queries started while the program ran; those
+    still running keep their core, and are waited for after the batch.
+    """
+    known = {**(known or {}), **_early_outcomes(early, cases)}
+    running = early.running() if early is not None else {}
+    plan = [(case, stage) for case, path in cases for stage in reversed(stages_for(case)) if (id(case), stage) not in known and (str(path), stage) not in running]
+
+    def found(results: list[QueryResult[Any] | None]) -> bool:
+        done = {**known, **{key: _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}}
+        return any(signature_of(first) == stop_at for case, _ in cases if (first := _first_failure(case, done)) is not None)
+
+    outcomes = {**known, **run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None, alongside=list(running.values()))}
+    if early is not None:
+        early.settle()
+        outcomes |= _early_outcomes(early, cases)
+        # one that raised inside pt2kit is asked again here, where the error is reported
+        outcomes |= run_each(session, [(case, stage) for case, path in cases for stage in stages_for(case) if (str(path), stage) in running and (id(case), stage) not in outcomes], accuracy=accuracy)
+    rows = []
+    for case, path in cases:
+        label = case.label()
+        if case.boundary == "aot" and path is not None and path.parent.name.startswith(label):
+            label = path.parent.name  # (g0.inference2: the second inference graph of g0)
+        row = Row(label, case.boundary, case.kind, case.node_count, case.frame, {}, case, path)
+        for stage in stages_for(case):
+            if (id(case), stage) in outcomes:
+                row.outcomes[stage] = outcomes[(id(case), stage)]
+        rows.append(row)
+    return rows
+
+
+def _early_outcomes(early: EarlyStages | None, cases: list[tuple[GraphCase, Path | None]]) -> dict[tuple[int, str], Outcome]:
+    """The answers :class:`EarlyStages` has for ``cases``, by ``(id(case), stage)``."""
+    if early is None:
+        return {}
+    return {(id(case), stage): outcome for case, path in cases for stage, outcome in early.outcomes.get(str(path), {}).items()}
+
+
+def _first_failure(case: GraphCase, outcomes: dict[tuple[int, str], Outcome]) -> Outcome | None:
+    """The first failing stage of a case, once every stage before it is known to pass."""
+    for stage in stages_for(case):
+        outcome = outcomes.get((id(case), stage))
+        if outcome is None:
+            return None
+        if not outcome.passed:
+            return outcome
+    return None
+
+
+def _as_outcome(stage: str, result: QueryResult[Any]) -> Outcome:
+    return result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+
+
+def run_each(
+    session: Session,
+    plan: list[tuple[GraphCase, str]],
+    *,
+    accuracy: bool,
+    labels: list[str] | None = None,
+    enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
+    alongside: list[Any] | None = None,
+) -> dict[tuple[int, str], Outcome]:
+    """Isolated queries, one per (case, stage); crashes and timeouts become outcomes (``alongside``: see :meth:`Session.query_all`)."""
+    queries = [
+        (functools.partial(run_case, case, stage, accuracy=accuracy), labels[i] if labels else f"{case.label()} ({case.node_count} nodes) through {stage}")
+        for i, (case, stage) in enumerate(plan)
+    ]
+    results = session.query_all(queries, enough=enough, alongside=alongside or ()) if queries else []
+    return {(id(case), stage): _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None}
+
+
+def aot_rows(
+    session: Session,
+    paths: list[str],
+    *,
+    accuracy: bool,
+    stop_at: Signature | None,
+    passed: set[str] = frozenset(),  # type: ignore[assignment]
+    failed: dict[str, Failure] | None = None,
+    early: EarlyStages | None = None,
+) -> list[Row]:
+    """Rows for aot graphs (captured, or written by a lowering), until one fails with ``stop_at``.
+
+    ``passed``: graphs whose final stage the program's own run showed to pass (they ran
+    without failing; with ``--accuracy``, their first run was judged right); it is not
+    asked again.
+    ``failed``: the graph the program failed to compile, and how; that final stage is
+    not asked again either (the outcome says it was only seen in the program).
+    ``early``: the queries asked while the program ran.
+    """
+    cases = [(early.cases[p] if early is not None and p in early.cases else load_repro(Path(p)).case, Path(p)) for p in paths]
+    failed = failed or {}
+    known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed}
+    known |= {(id(case), case.backend): Outcome(case.backend, failed[str(path)], 0.0, seen_in_program=True) for case, path in cases if str(path) in failed}
+    return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known, early=early)
+
+
+def frame_row(session: Session, captured: CaptureResult, *, accuracy: bool) -> Row:
+    """The row of a frame that dynamo failed to turn into a graph: it fails at ``eager``.
+
+    When capture could lift the frame to a graph (``make_fx`` on its real arguments)
+    that fails at ``eager`` with the program's signature, that graph stands for the
+    frame and can be minified; otherwise the row has no graph.
+    """
+    assert captured.failure is not None
+    frame = captured.failure_frame
+    label = f"frame {frame['name']}" if frame else "frame ?"
+    if captured.frame_path is not None:
+        lifted = load_repro(captured.frame_path).case
+        row = run_stages(session, lifted, accuracy=accuracy, path=captured.frame_path)
+        first = row.first_failure
+        if first is not None and first.failure is not None and first.failure.signature == captured.failure.signature:
+            row.label, row.frame = label, frame
+            return row
+    return Row(label, "dynamo", "dynamo", None, frame, {"eager": Outcome("eager", captured.failure, 0.0)})
+
+
+def failed_while_tracing(captured: CaptureResult) -> bool:
+    """Did the program fail inside dynamo's tracing, before its graph reached a backend?"""
+    return any(e["event"] == "failed" and e.get("where") == "tracing" for e in captured.events)
+
+
+def read_capture_again(session: Session, script: Path, args: list[str], backend: str | None, nproc: int = 1) -> CaptureResult:
+    return capture(session, script, args, backend, again=True, nproc=nproc)

@@ -1,0 +1,285 @@
+"""Below the stage: the subsystem that breaks, and a workaround the user can apply today.
+
+A failure "at inductor" could come from any pass, decomposition, lowering or config
+choice of the stage. torch's ``CompilerBisector`` finds which
+(:mod:`minifier.seams.compiler_bisector`); pt2kit drives it from the failing stage
+down, every test an isolated query of the minimized graph (cheap, and a segfault costs
+a query): :func:`drill_down` gives a :class:`Subsystem`, with the application of it
+that breaks the graph and what that was (an op, a pass).
+
+Then the user's question: what can I change today so that my program runs?
+:func:`workarounds` proposes, from the narrowest to the broadest, Python to run before
+the unchanged program: the config key the bisector flipped, the one op falling back
+to ATen (a lowering), the one decomposition dropped, the one pass disabled
+(``disabled_passes``), and as a last resort the program compiled with a lighter
+backend. :func:`verify_workaround` runs the original program after each, as its
+reader will (torch alone, its own directory, an empty Inductor cache); the first
+under which it runs to the end is the :class:`Workaround`. ``report.json`` carries
+both (``subsystem``, ``workaround``), and the summary and the repro's header say them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..unit.case import GraphCase
+from ..seams import compiler_bisector
+from ..isolation.session import Session
+from ..unit.signature import Signature
+from ..stages.run import run_case
+
+
+@dataclass(frozen=True)
+class Subsystem:
+    """The part of a stage that breaks a graph: torch's subsystem name, the application that breaks it, what that was."""
+
+    backend: str
+    name: str
+    application: int
+    detail: str | None
+    config: tuple[str, str, Any] | None = None  # a config-change subsystem: (owner, key, value)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        where = f" #{self.application}" if self.application else ""
+        return f"{self.backend} · {self.name}{where}" + (f": {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class Workaround:
+    """Python to run before the unchanged program, what it does, and what was seen to run right with it.
+
+    ``verified_on``: ``program`` (the program ran to the end: torch alone, its own
+    directory, an empty Inductor cache) or ``graph`` (the graph it failed in ran right;
+    the program was too long to run again, see :data:`PROGRAM_RERUN_LIMIT`).
+    """
+
+    code: str
+    what: str
+    verified_on: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "verified": self.verified_on == "program"}
+
+
+def passes_with_bisector(case: GraphCase, stage: str, target: Signature, accuracy: Any, directory: str) -> bool:
+    """(In a worker child) does ``case`` pass ``stage`` under the bisector's current state? (its config change applied)"""
+    change = compiler_bisector.config_change(stage)
+    with compiler_bisector.enabled(directory), _config_patch(stage, change):
+        outcome = run_case(case, stage, accuracy=accuracy)
+    return not (outcome.failure is not None and outcome.failure.signature == target)
+
+
+def _config_patch(stage: str, change: dict[str, Any]) -> Any:
+    import contextlib
+
+    if not change:
+        return contextlib.nullcontext()
+    if stage == "inductor":
+        import torch._inductor.config as inductor_config
+
+        return inductor_config.patch(change)
+    import torch._functorch.config as functorch_config
+
+    return functorch_config.patch(change)
+
+
+def drill_down(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Any) -> Subsystem | None:
+    """The subsystem of ``stage`` that breaks ``case`` (None: a stage the bisector does not know, or none of its subsystems)."""
+    if stage not in compiler_bisector.DRILLABLE:
+        return None
+    directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-", dir=session.run_dir)
+    asked = functools.partial(passes_with_bisector, case, stage, target, accuracy, directory)
+
+    def passes() -> bool:
+        result = session.query(asked, f"{case.label()}: which part of {stage} breaks it")
+        return bool(result.value)  # (a crash is a failure: False)
+
+    found = compiler_bisector.drill(stage, directory, passes)
+    if found is None:
+        return None
+    return Subsystem(found.backend, found.subsystem, found.application, _detail(found, case), found.config_change)
+
+
+def _detail(found: compiler_bisector.Found, case: GraphCase) -> str | None:
+    """What the guilty application was, in a user's words: an op (``aten.relu.default``), a pass, a config key.
+
+    A lowering names the node it lowered (``relu``): its op is read off the graph.
+    """
+    text = found.detail or ""
+    op = re.search(r"target=torch\.ops\.([\w.]+)", text) or re.search(r"OpOverload\(op='([\w.]+)', overload='(\w+)'\)", text)
+    if op:
+        return ".".join(op.groups())
+    node = next((n for n in case.op_nodes if n.name == text), None) if found.subsystem == "lowerings" else None
+    if node is not None:
+        from ..unit.case import op_name
+
+        return op_name(node, case.gm)
+    return text or None
+
+
+@dataclass(frozen=True)
+class Option:
+    """A workaround to try: the code, what it does, and the stage the failing graph is asked under with it."""
+
+    code: str
+    what: str
+    stage: str
+
+
+def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[Option]:
+    """What to try, narrowest first; the last, a lighter backend, always applies."""
+    found: list[Option] = []
+    if subsystem is not None:
+        detail = subsystem.detail or ""
+        if subsystem.config is not None:
+            owner, key, value = subsystem.config
+            module = "torch._inductor.config" if owner == "inductor" else "torch._functorch.config"
+            found.append(Option(f"import {module}\n{module}.{key} = {value!r}\n", f"set {module}.{key} = {value!r}", stage))
+        elif subsystem.name == "lowerings" and detail.startswith("aten."):
+            found.append(Option(compiler_bisector.fallback_code(detail), f"let {detail} fall back to ATen instead of Inductor's lowering", stage))
+        elif subsystem.name == "decomposition" and detail.startswith("aten."):
+            found.append(Option(compiler_bisector.no_decomposition_code(detail), f"drop Inductor's decomposition of {detail}", stage))
+        elif subsystem.name.endswith("_passes") and detail and re.fullmatch(r"[\w.]+", detail):
+            code = f"import torch._inductor.config\ntorch._inductor.config.disabled_passes = {detail!r}\n"
+            found.append(Option(code, f"disable Inductor's {subsystem.name.replace('_', '-')} {detail}", stage))
+    lighter = "aot_eager_decomp_partition" if stage == "inductor" else "aot_eager"
+    what = f"compile with {lighter} instead of {backend} (a last resort: slower, but right)"
+    found.append(Option(compiler_bisector.lighter_backend_code(lighter), what, lighter))
+    return found
+
+
+def passes_with_code(case: GraphCase, option: Option, accuracy: Any) -> bool:
+    """(In a worker child) does ``case`` run right under ``option.stage`` once ``option.code`` has run?
+
+    Inductor's cache is off: its key does not see a changed lowering or decomposition table.
+    """
+    import torch._inductor.config as inductor_config
+
+    from ..seams import compiler_state
+
+    exec(compile(option.code, "<pt2kit workaround>", "exec"), {})
+    compiler_state.refresh()
+    with inductor_config.patch(fx_graph_cache=False):
+        return run_case(case, option.stage, accuracy=accuracy).failure is None
+
+
+def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool:
+    """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, an empty Inductor cache?"""
+    from ..stages.elsewhere import torch_alone_runner
+
+    with tempfile.TemporaryDirectory(prefix="pt2kit-workaround-") as cache:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
+        env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
+        try:
+            done = subprocess.run([sys.executable, "-P", "-c", torch_alone_runner(code), script.name, *args], cwd=script.parent, env=env, capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+    return done.returncode == 0
+
+
+#: A program that ran longer than this (seconds) is not run again to check a workaround:
+#: the graph it failed in, passing with it, is the evidence then (``verified_on: graph``).
+PROGRAM_RERUN_LIMIT = 120.0
+
+
+def failing_graph(report: Any, case: GraphCase) -> GraphCase:
+    """The dynamo graph ``case`` comes from, when the bisection kept it, else ``case``.
+
+    A workaround is asked about the dynamo graph: an aot graph is Inductor's input
+    after its decompositions already ran, so dropping one would change nothing there.
+    """
+    label = case.label().split(".")[0]
+    rows = report.rows if report is not None else []
+    row = next((r for r in rows if r.label == label and r.boundary == "dynamo" and r.case is not None), None)
+    return row.case if row is not None else case
+
+
+def find_workaround(session: Session, subsystem: Subsystem | None, stage: str, graph: GraphCase, backend: str, accuracy: Any, script: Path | None, args: list[str]) -> Workaround | None:
+    """The first of :func:`workarounds` under which ``graph`` (the program's failing one) runs right, and then the program too.
+
+    Each is one query on that graph (cheap: a lowering's fallback, say, is a small
+    compile). The first that passes is run on the unchanged program when there is
+    one and it ran within :data:`PROGRAM_RERUN_LIMIT`; one the program still fails
+    with is dropped and the next one asked.
+    """
+    for option in workarounds(subsystem, stage, backend):
+        asked = functools.partial(passes_with_code, graph, option, accuracy)
+        if not session.query(asked, f"{graph.label()}: trying a workaround: {option.what}").value:
+            continue
+        if script is None or session.program_seconds > PROGRAM_RERUN_LIMIT:
+            return Workaround(option.code, option.what, "graph")
+        timeout = max(60.0, 4 * session.program_seconds)
+        if session.timed(f"running {script.name} with the workaround: {option.what}", lambda: runs_to_the_end(script, args, option.code, timeout)):
+            return Workaround(option.code, option.what, "program")
+    return None
+
+
+@dataclass
+class Below:
+    """What :func:`go_below` found under a failing stage (``report.json``'s ``subsystem`` and ``workaround``)."""
+
+    subsystem: Subsystem | None = None
+    confirmed: bool | None = None  # disabling it whole makes the original graph pass
+    workaround: Workaround | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        subsystem = None if self.subsystem is None else {**self.subsystem.to_json(), "confirmed_on_original": self.confirmed}
+        return {"subsystem": subsystem, "workaround": None if self.workaround is None else self.workaround.to_json()}
+
+
+def go_below(
+    session: Session, stage: str, target: Signature, accuracy: Any, *, original: GraphCase, minimized: GraphCase | None, report: Any, script: Path | None, args: list[str]
+) -> Below:
+    """The subsystem of ``stage`` that breaks the graph, and a workaround for the program.
+
+    Drilled on ``minimized`` (cheap) and confirmed on ``original``, or drilled on
+    ``original`` alone (``minify bisect``, which minimizes nothing). A torch whose
+    bisector this cannot drive costs a note, never the run.
+    """
+    from .. import seams
+
+    below = Below()
+    status = seams.check("compiler_bisector")
+    if not status.ok:
+        below.notes.append(f"the subsystem search needs torch's CompilerBisector, which this torch changed: {status.error}")
+        return below
+    below.subsystem = drill_down(session, minimized or original, stage, target, accuracy)
+    if below.subsystem is not None:
+        below.confirmed = True if minimized is None else confirm_on(session, below.subsystem, original, target, accuracy)
+    elif stage in compiler_bisector.DRILLABLE:
+        below.notes.append(f"no subsystem of {stage} that torch's bisector knows breaks the graph alone")
+    backend = report.backend if report is not None else original.backend
+    below.workaround = find_workaround(session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args)
+    if below.workaround is None:
+        below.notes.append("no workaround found: the failing graph or the program still fails with each one tried")
+    return below
+
+
+def confirm_on(session: Session, subsystem: Subsystem, case: GraphCase, target: Signature, accuracy: Any) -> bool:
+    """Does the original graph pass with the whole subsystem disabled (one query, on the graph the program failed in)?"""
+    directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-confirm-", dir=session.run_dir)
+    compiler_bisector.disable_whole(subsystem.backend, subsystem.name, directory)
+    asked = functools.partial(passes_with_bisector, case, subsystem.backend, target, accuracy, directory)
+    return bool(session.query(asked, f"{case.label()}: confirming {subsystem.name} on the original graph").value)
+
+
+def add_workaround_to_repro(path: Path, workaround: Workaround) -> None:
+    """Say the workaround in the repro's header comment (the code the repro runs is unchanged)."""
+    lines = path.read_text().splitlines(keepends=True)
+    header = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    seen = "the program runs to the end with it" if workaround.verified_on == "program" else "the graph it failed in runs right with it"
+    said = [f"# Workaround ({seen}): {workaround.what}. Run before the program:\n"]
+    said += [f"#     {line}\n" for line in workaround.code.splitlines()]
+    path.write_text("".join(lines[:header] + said + lines[header:]))

@@ -1,0 +1,16 @@
+"""Where a failing graph comes from: the user's program under capture, or a repro file.
+
+In the order a ``minify run`` meets them:
+
+- ``script``: running a user's script as ``python SCRIPT ARGS`` would;
+- ``hooks``: the three seats pt2kit takes in ``torch.compile``;
+- ``recorder``: the program run with pt2kit armed, every graph it compiles kept;
+- ``casemaker``: a graph torch hands a backend, made a :class:`~minifier.unit.case.GraphCase`;
+- ``context``: what a graph needs around it (config, backend, user modules);
+- ``extract``: the user's own definitions a repro carries, as source;
+- ``patches``: the program's changes to torch itself;
+- ``frames``: where in the user's program a graph or a failure comes from;
+- ``blame``: the Inductor kernel the program failed in, and its nodes;
+- ``result``: what a capture saw, read back from its event log;
+- ``torch_repro``: cases read from pt2kit's own and torch's repro files.
+"""

@@ -1,0 +1,443 @@
+"""Capture: run a user's program with pt2kit armed and keep every graph it compiles.
+
+The first step of following a bug. :func:`capture_script` runs the user's script
+(as a fresh process, ``minify _capture``, see :func:`minifier.capture.script.capture_command`) with a
+:class:`Recorder` sitting in torch's dynamo backend hook
+(:func:`minifier.capture.hooks.dynamo_backends`). For each graph dynamo hands to a backend,
+the recorder
+
+1. turns it into a :class:`~minifier.unit.case.GraphCase` with the *real* example inputs
+   dynamo passes to backends (:mod:`minifier.capture.casemaker`), and the context it needs
+   (:mod:`minifier.capture.context`);
+2. saves it at once as an unminified ``repro.py`` (so a later segfault loses
+   nothing) and logs an event line;
+3. calls the backend the user asked for (or ``--backend``), so the program behaves
+   as it would without pt2kit, until it fails.
+
+Each aot graph is saved as it compiles, and again with its real inputs at its first
+run. During that first run the kernels Inductor wrote for it leave a trail, so a
+crash names its kernel (:mod:`minifier.capture.blame`); with ``--accuracy`` the run is judged
+against eager and fp64 (:meth:`Recorder.judge`), so the bisection need not compile
+the graph again to find out.
+
+A watchdog thread turns a compiled call (or compile) that runs past the query
+timeout into a ``timeout`` event, so a hang inside compiled code does not hang us.
+:func:`minifier.capture.result.read_capture` assembles what a capture run saw from its
+event log, even after that process died mid-run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from . import blame, hooks
+from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values, snapshot
+from .casemaker import aot_case, make_case
+from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches, resolve_backend
+from .patches import patch_definitions, state_missing, state_modules
+from .extract import merge_definitions
+from ..errors import UnknownBackend
+from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
+from .script import run_script
+from ..seams import backend_registry, compile_fx, symbolic_shapes
+from ..seams.aot_autograd import compiler_kwargs
+from ..unit.accuracy import judge_compiled_run
+from ..unit.signature import Signature, exception_chain, signature_of_exception, signature_of_timeout, tagging_compile_errors
+from ..repro.files import write_repro
+
+
+class Recorder:
+    """Sits in torch's backend hook during a capture run; see the module docstring."""
+
+    def __init__(self, out_dir: Path, *, backend_override: str | None = None, timeout: float | None = None, accuracy: bool | str = False) -> None:
+        self.out_dir = out_dir
+        self.backend_override = backend_override
+        self.timeout = timeout
+        self.accuracy = accuracy  # judge each aot graph's first compiled run (True, or "strict": bit for bit)
+        self.trail: int | None = None  # kernels entered and left during first runs (minifier.capture.blame.arm)
+        self.cases: list[GraphCase] = []
+        self._events = open(out_dir / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._lock = threading.Lock()
+        self._busy_since: dict[int, tuple[float, str]] = {}  # active compiled regions -> (start, what)
+        self._watchdog: threading.Thread | None = None
+        self._patches: dict[str, str] = {}
+        self._missing: list[str] = []  # changes to torch's compiler tables no repro can carry (context.state_missing)
+        self._local = threading.local()  # per thread: the dynamo graph being compiled, the aot graphs
+        self._aot_counts: dict[tuple[int, str], int] = {}
+        self.input_limit = int(os.environ.get("PT2KIT_CAPTURE_INPUT_BYTES") or 1 << 30)
+
+    # events ------------------------------------------------------------------
+
+    def event(self, **fields: Any) -> None:
+        with self._lock:
+            self._events.write(json.dumps(fields, default=str) + "\n")
+            self._events.flush()
+
+    def close(self) -> None:
+        self._events.close()
+
+    # the hook ----------------------------------------------------------------
+
+    def wrap_backend(self, fn: Callable[..., Any], name: str | None) -> Callable[..., Any]:
+        """The dynamo backend pt2kit installs in place of the user's (see :func:`hooks.dynamo_backends`)."""
+        recorder = self
+
+        def pt2kit_capture(gm: fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Callable[..., Any]:
+            backend_fn, backend_name = fn, name
+            if recorder.backend_override:
+                backend_fn, backend_name = resolve_backend(recorder.backend_override), recorder.backend_override
+            info = describe_backend(backend_fn, backend_name)
+            case = recorder.record(gm, example_inputs, info)
+            if info.unrecoverable:
+                recorder.event(event="unrecoverable", index=case.index, message=info.unrecoverable)
+            recorder._local.compilers_by_kwargs = compiler_kwargs(backend_registry.unwrap(backend_fn)) is not None
+            with recorder.owning(case), recorder.busy(f"compiling {case.label()}"):
+                compiled = tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs)
+            return recorder.watch(compiled, case.label())
+
+        pt2kit_capture.__name__ = getattr(fn, "__name__", "pt2kit_capture")
+        return pt2kit_capture
+
+    # the aot graphs ------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def owning(self, case: GraphCase | None) -> Iterator[None]:
+        """Compiles within the block belong to dynamo graph ``case`` (AOTAutograd's compile its aot graphs)."""
+        previous = getattr(self._local, "owner", None)
+        self._local.owner = case
+        try:
+            yield
+        finally:
+            self._local.owner = previous
+
+    def wrap_aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
+        """Record each aot graph the program compiles, as it compiles (:class:`AotGraph`).
+
+        Called once per AOTAutograd invocation, during its dynamo graph's compile: the
+        owner is known now, and kept for a backward that compiles lazily, later. The
+        graph is saved before it compiles (with random stand-ins for its inputs), its
+        real inputs at its first run; a compile error is tagged as one.
+
+        A graph whose compiler a repro cannot name is not recorded: not Inductor's (its
+        inner compile never saw the graph), not importable (a closure), and not reachable
+        as ``lookup_backend(name).kwargs`` (a plain function backend that calls
+        ``aot_autograd`` itself). Its dynamo graph is the unit to minify then.
+        """
+        tagged = tagging_compile_errors(compiler)
+        owner = getattr(self._local, "owner", None)
+        reference = None if is_inductor_compiler(compiler) else compiler_reference(compiler)
+        by_kwargs = getattr(self._local, "compilers_by_kwargs", False)
+        recorder = self
+
+        def nameable(graph: AotGraph | None) -> bool:
+            return graph is not None and (graph.inner or graph.compiler is not None or by_kwargs)
+
+        def pt2kit_aot_compiler(gm: fx.GraphModule, example_inputs: Any) -> Any:
+            # (a copy: what the compiler was handed, whatever its passes then do to gm)
+            graph = AotGraph(owner, kind, snapshot(gm), list(example_inputs), {}, reference) if owner is not None else None
+            stack = recorder._aot_stack()
+            stack.append(graph)
+            try:
+                with recorder.owning(owner), recorder.busy(f"compiling a {kind} graph"):
+                    compiled = tagged(gm, example_inputs)
+            except BaseException as e:
+                if nameable(graph):
+                    recorder.save_aot(graph, failure=signature_of_exception(e).signature)  # type: ignore[arg-type]
+                raise
+            finally:
+                stack.pop()
+            if graph is None or not nameable(graph):
+                return recorder.watch(compiled, f"a {kind} graph")
+            recorder.save_aot(graph)
+            label = graph.directory.name if graph.directory is not None else f"{owner.label()}.{graph.kind}"
+            return recorder.watch(compiled, label, first_call=graph)
+
+        return pt2kit_aot_compiler
+
+    def wrap_inner_compile(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        """Inductor's inner compile: the aot graph exactly as Inductor compiles it, with its flags."""
+        recorder = self
+
+        def pt2kit_inner_compile(gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any) -> Any:
+            stack = recorder._aot_stack()
+            graph = stack[-1] if stack else None
+            if graph is not None and not graph.inner:
+                graph.inner = True
+                graph.gm, graph.values = snapshot(gm), list(example_inputs)  # before Inductor's passes rewrite it
+                graph.kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+                graph.compile_kwargs = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
+                if graph.owner.backend != "inductor":  # a user's backend that hands its graphs to Inductor
+                    graph.compiler = INDUCTOR_INNER_COMPILE
+                graph.original_aten = blame.original_aten_of(gm)
+            return inner(gm, example_inputs, compile_region_name, **kwargs)
+
+        return pt2kit_inner_compile
+
+    def compiling(self) -> AotGraph | None:
+        """The aot graph this thread is compiling now, if any."""
+        return (self._aot_stack() or [None])[-1]
+
+    def _aot_stack(self) -> list[AotGraph | None]:
+        if not hasattr(self._local, "aot"):
+            self._local.aot = []
+        return self._local.aot
+
+    def save_aot(self, graph: AotGraph, *, failure: Signature | None = None, real: bool = False) -> None:
+        """Write an aot graph's repro (again, with real inputs once it has them) and log it."""
+        try:
+            if graph.path is None:
+                n = self._aot_counts[(graph.owner.index, graph.kind)] = self._aot_counts.get((graph.owner.index, graph.kind), 0) + 1
+                graph.directory = self.out_dir / f"g{graph.owner.index}.{graph.kind}{n if n > 1 else ''}"
+            case = aot_case(graph.owner, graph.gm, graph.values, kind=graph.kind, compile_kwargs=graph.compile_kwargs, compiler=graph.compiler)
+            graph.path = write_repro(case, graph.directory, stage=graph.owner.backend)
+            blame.write_origins(graph.directory, graph.kernels, graph.original_aten)
+        except Exception as e:  # noqa: BLE001 - an aot graph pt2kit cannot write: the dynamo graph stands
+            self.event(event="aot_graph", owner=graph.owner.index, kind=graph.kind, path=None, error=f"{type(e).__name__}: {e}")
+            return
+        self.event(event="aot_graph", owner=graph.owner.index, kind=graph.kind, path=str(graph.path), real=real, failure=failure.to_json() if failure else None)
+
+    def record(self, gm: fx.GraphModule, example_inputs: Sequence[Any], backend: BackendInfo) -> GraphCase:
+        index = len(self.cases)
+        case = make_case(gm, example_inputs, backend=backend, index=index, frame=current_frame(gm))
+        patches, carried = patch_definitions()
+        if patches:  # the program patched torch: the repro carries the patch
+            case = case.replace(definitions=merge_definitions(case.definitions, carried))
+            if patches != self._patches:
+                self._patches = patches
+                self.event(event="patches", patches=patches, carried=bool(carried))
+        if modules := state_modules():  # a user module's lowering or decomposition: the repro imports the module
+            case = case.replace(modules=list(dict.fromkeys([*case.modules, *modules])))
+        if (missing := state_missing()) != self._missing:
+            self._missing = missing
+            self.event(event="state_missing", entries=missing)
+        self.cases.append(case)
+        path = write_repro(case, self.out_dir / f"g{index}", stage=case.backend)
+        self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend, roots=[root for _, root in case.modules])
+        return case
+
+    def record_failing_frame(self, exc: BaseException, frame: dict[str, Any] | None) -> None:
+        """Dynamo failed while tracing a frame: save the frame, lifted to a graph, if it can be."""
+        failing = failing_frame(exc)
+        if failing is None:
+            return
+        try:
+            case = lift_frame(failing, frame)
+        except Exception as e:  # noqa: BLE001 - lifting is best effort; the failure stands without it
+            self.event(event="frame", path=None, error=f"{type(e).__name__}: {e}")
+            return
+        path = write_repro(case, self.out_dir / "frame", stage="eager", note=f"Frame {failing.code.co_name} traced with make_fx; dynamo failed on it.")
+        self.event(event="frame", path=str(path), nodes=case.node_count)
+
+    # hang detection ----------------------------------------------------------
+
+    def watch(self, compiled: Callable[..., Any], label: str, first_call: AotGraph | None = None) -> Callable[..., Any]:
+        """Wrap a compiled callable: the watchdog sees time spent in it, and a failure in it names it.
+
+        With ``first_call``, the aot graph's real inputs are saved at its first run, before
+        the call (it may crash, or write into its inputs).
+        """
+        recorder = self
+        pending = [first_call, True]
+
+        def pt2kit_watched(*args: Any, **kwargs: Any) -> Any:
+            graph, first = pending
+            try:
+                if first:  # (a crash in the first run leaves "running" without "ran": that graph crashed)
+                    pending[:] = [None, False]
+                    values = call_values(args)  # (now: a boxed call empties its list)
+                    judged = graph is not None and recorder.save_real_inputs(graph, values) and recorder.accuracy
+                    rng = torch.random.get_rng_state() if judged else None
+                    recorder.event(event="running", graph=label)
+                    unfollow = blame.follow_kernels(recorder.trail, compiled)
+                    with recorder.busy(f"running {label}"):
+                        try:
+                            out = compiled(*args, **kwargs)
+                        finally:
+                            unfollow()
+                    recorder.event(event="ran", graph=label)
+                    if judged:
+                        recorder.judge(graph, label, out, rng, values)  # type: ignore[arg-type]
+                    return out
+                with recorder.busy(f"running {label}"):
+                    return compiled(*args, **kwargs)
+            except BaseException as e:
+                if not getattr(e, "_pt2kit_graph", None):
+                    try:
+                        e._pt2kit_graph = label  # type: ignore[attr-defined]
+                    except (AttributeError, TypeError):
+                        pass
+                raise
+
+        for attr in ("_boxed_call", "zero_grad"):
+            if hasattr(compiled, attr):
+                setattr(pt2kit_watched, attr, getattr(compiled, attr))
+        return pt2kit_watched
+
+    def save_real_inputs(self, graph: AotGraph, values: list[Any]) -> bool:
+        """At an aot graph's first run: its repro gets the values it really runs on (False: too large to keep)."""
+        tensors = [v for v in values if isinstance(v, torch.Tensor)]
+        size = sum(t.untyped_storage().nbytes() for t in tensors if not symbolic_shapes.is_fake(t))
+        if len(values) != len(graph.values) or size > self.input_limit:
+            self.event(event="aot_inputs", path=str(graph.path) if graph.path else None, saved=False, bytes=size)
+            return False
+        graph.values = clone_values(values)  # (inputs that are views of one tensor stay so)
+        self.save_aot(graph, real=True)
+        return True
+
+    def judge(self, graph: AotGraph, label: str, outputs: Any, rng: Any, after: list[Any]) -> None:
+        """``--accuracy``: the program's own compiled run of an aot graph, judged as an isolated query would judge it.
+
+        ``after``: the values it ran on, as the run left them (a graph may write into its inputs).
+        """
+        try:
+            failure = judge_compiled_run(graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict", after=after)
+        except Exception as e:  # noqa: BLE001 - no verdict: the bisection asks an isolated query instead
+            self.event(event="judged", graph=label, error=f"{type(e).__name__}: {e}")
+            return
+        self.event(event="judged", graph=label, failure=failure.signature.to_json() if failure else None, details=failure.details if failure else "")
+
+    def busy(self, what: str) -> _Busy:
+        return _Busy(self, what)
+
+    def start_watchdog(self) -> None:
+        if self.timeout is None:
+            return
+        self._watchdog = threading.Thread(target=self._watch_loop, name="pt2kit-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _watch_loop(self) -> None:
+        assert self.timeout is not None
+        while True:
+            time.sleep(min(1.0, self.timeout / 10))
+            with self._lock:
+                started = [(t, what) for t, what in self._busy_since.values()]
+            if started:
+                oldest, what = min(started)
+                if time.monotonic() - oldest > self.timeout:
+                    failure = signature_of_timeout(self.timeout)
+                    self.event(event="failed", failure=failure.signature.to_json(), details=f"{what}: {failure.details}", graphs=len(self.cases))
+                    os._exit(124)
+
+
+@dataclass
+class AotGraph:
+    """An AOTAutograd graph the program compiled, as the compiler got it."""
+
+    owner: GraphCase  # the dynamo graph it belongs to
+    kind: str  # forward | backward | inference
+    gm: fx.GraphModule
+    values: list[Any]  # fake at compile time, real after the first run
+    compile_kwargs: dict[str, Any]
+    compiler: str | None  # how a repro names the compiler (None: through the backend)
+    inner: bool = False  # taken from Inductor's inner compile
+    directory: Path | None = None
+    path: Path | None = None
+    kernels: dict[str, list[str]] = field(default_factory=dict)  # Inductor's kernels of it -> their nodes (minifier.capture.blame)
+    original_aten: dict[str, str] = field(default_factory=dict)  # node -> the aten op a kernel name calls it
+
+
+def call_values(args: tuple[Any, ...]) -> list[Any]:
+    """The values a compiled aot graph is called with, boxed (one list) or not."""
+    return list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+
+
+def is_inductor_compiler(compiler: Callable[..., Any]) -> bool:
+    """Is this AOTAutograd compiler Inductor's (whose graphs the inner-compile hook records)?"""
+    return compile_fx.is_inductor_function(getattr(compiler, "func", compiler))
+
+
+def compiler_reference(compiler: Callable[..., Any]) -> str | None:
+    """How a repro names a user backend's aot compiler (see :func:`minifier.capture.context.importable_name`)."""
+    return importable_name(compiler)
+
+
+class _Busy:
+    def __init__(self, recorder: Recorder, what: str) -> None:
+        self.recorder, self.what = recorder, what
+
+    def __enter__(self) -> None:
+        with self.recorder._lock:
+            self.recorder._busy_since[id(self)] = (time.monotonic(), self.what)
+
+    def __exit__(self, *exc: object) -> None:
+        with self.recorder._lock:
+            self.recorder._busy_since.pop(id(self), None)
+
+
+# --------------------------------------------------------------------------- #
+# Running a script under capture
+# --------------------------------------------------------------------------- #
+
+
+def capture_script(
+    script: Path,
+    args: Sequence[str],
+    out_dir: Path,
+    *,
+    backend: str | None = None,
+    timeout: float | None = None,
+    accuracy: bool | str = False,
+) -> dict[str, Any]:
+    """Run ``script`` with a :class:`Recorder` armed (in a worker child); returns a plain summary.
+
+    The graphs themselves go to ``out_dir/g<N>/repro.py`` as they are compiled, and
+    every event to ``out_dir/events.jsonl``; :func:`minifier.capture.result.read_capture` assembles the result,
+    even after this process died mid-run.
+    """
+    from ..seams.compile_fx import keep_torch_aot_minifier_off, wrap_inner_compile_debug
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    recorder = Recorder(out_dir, backend_override=backend, timeout=timeout, accuracy=accuracy)
+    keep_torch_aot_minifier_off()  # the program may turn torch's minifier on in code
+    learn_dynamo_own_patches()
+    recorder.start_watchdog()
+    blame.arm(recorder)
+    try:
+        wrap_inner_compile_debug(recorder.wrap_inner_compile)  # (this process only captures: for good)
+        with hooks.dynamo_backends(recorder.wrap_backend), hooks.aot_compilers(recorder.wrap_aot_compiler):
+            run_script(script, args)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            recorder.event(event="exit", code=str(e.code), graphs=len(recorder.cases))
+        else:
+            recorder.event(event="finished", graphs=len(recorder.cases))
+    except UnknownBackend as e:
+        recorder.event(event="unknown_backend", message=str(e))
+    except BaseException as e:  # noqa: BLE001 - the user's failure is the data we want
+        unknown = next((x for x in exception_chain(e) if isinstance(x, UnknownBackend)), None)
+        if unknown is not None:
+            recorder.event(event="unknown_backend", message=str(unknown))
+        else:
+            failure = signature_of_exception(e)
+            where = where_it_failed(e)
+            frame = frame_of_exception(e) or current_frame()
+            recorder.event(
+                event="failed",
+                failure=failure.signature.to_json(),
+                where=where,
+                details=failure.details,
+                traceback="".join(traceback.format_exception(e))[-8000:],
+                frame=frame,
+                graphs=len(recorder.cases),
+                graph=next((g for x in exception_chain(e) if (g := getattr(x, "_pt2kit_graph", None))), None),
+                kernel=blame.kernel_in_traceback(e),
+            )
+            if where == "tracing":
+                recorder.record_failing_frame(e, frame)
+    else:
+        recorder.event(event="finished", graphs=len(recorder.cases))
+    finally:
+        recorder.close()
+    return {"graphs": len(recorder.cases)}

@@ -1,0 +1,151 @@
+"""Running a user's script as ``python SCRIPT ARGS...`` would, inside the current process.
+
+Every pt2kit command that takes a SCRIPT (``minify run``, ``minify bisect``,
+``python -m explain``) goes through :func:`run_script`, so
+they all agree on what "running the script" means: ``__name__ == "__main__"``,
+``sys.argv`` set, the script's directory first on ``sys.path``, and the working
+directory left alone. :func:`capture_plan` and :func:`start_capture` say how the
+minifier runs it under capture, as a fresh process; like the rest of this module
+they import no torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import runpy
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import ScriptNotFound
+
+if TYPE_CHECKING:
+    from ..isolation.session import Session
+
+
+def resolve_script(path: str | os.PathLike[str]) -> Path:
+    """Return the absolute path of a script, or raise :class:`ScriptNotFound`."""
+    script = Path(path).expanduser()
+    if not script.is_file():
+        raise ScriptNotFound(str(path))
+    return script.resolve()
+
+
+#: The script this process ran with :func:`run_script` (its ``__main__``, once runpy
+#: has put the previous ``__main__`` back).
+last_script: Path | None = None
+
+
+def main_module_file() -> str | None:
+    """The file of the program's ``__main__``: the user's script, however it was started."""
+    if last_script is not None:
+        return str(last_script)
+    return getattr(sys.modules.get("__main__"), "__file__", None)
+
+
+def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> dict[str, object]:
+    """Execute ``path`` as the program's ``__main__`` with ``args`` as its arguments.
+
+    Returns the script's globals. Exceptions (including ``SystemExit``) propagate to
+    the caller, which decides what a failure means. ``sys.argv`` and ``sys.path`` are
+    restored afterwards so several scripts can run in one process (tests do).
+    """
+    global last_script
+    script = resolve_script(path)
+    last_script = script
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script), *args]
+    sys.path.insert(0, str(script.parent))
+    try:
+        return runpy.run_path(str(script), run_name="__main__")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def capture_command(script: Path, args: Sequence[str], out_dir: Path, *, backend: str | None, timeout: float | None, accuracy: bool | str = False) -> list[str]:
+    """The command that runs :func:`minifier.capture.recorder.capture_script` into ``out_dir`` in a fresh process (``minify _capture``).
+
+    ``accuracy``: judge each compiled graph's first run too (``True``, or ``"strict"``).
+    """
+    from ..isolation.worker import python_command
+
+    options = ["--out", str(out_dir)] + (["--backend", backend] if backend else []) + (["--timeout", str(timeout)] if timeout else [])
+    options += ["--accuracy", "strict" if accuracy == "strict" else "on"] if accuracy else []
+    return python_command("minifier", "_capture", *options, "--", str(script), *args)
+
+
+def capture_plan(
+    run_dir: Path, script: Path, args: Sequence[str], *, backend: str | None, timeout: float | None, accuracy: bool | str = False, again: bool = False
+) -> tuple[list[str], Path, Path]:
+    """How a run directory's capture of ``script`` runs: (command, its output directory, its log).
+
+    Nothing here imports torch, so ``minify run`` can start the program before its own
+    process has imported torch (:meth:`minifier.isolation.session.Session.start_program`): the
+    second that import takes is spent beside the program instead of before it.
+    """
+    out = run_dir / ("captured-again" if again else "captured")
+    return capture_command(script, args, out, backend=backend, timeout=timeout, accuracy=accuracy), out, run_dir / "logs" / f"{out.name}.log"
+
+
+def start_capture(session: Session, script: Path, args: Sequence[str], backend: str | None, accuracy: bool | str = False) -> None:
+    """Start ``script`` under capture now, and the worker's warm-up; the bisection's capture adopts it.
+
+    For the command line, before its own process imports torch (nothing here does):
+    the program, the worker's warm-up and pt2kit's own imports then run at once.
+    """
+    command, _, log = capture_plan(session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy)
+    session.warm_up(inductor=backend in (None, "inductor"))
+    session.start_program(command, log=log)
+
+
+# Frames that are not the user's code: torch's, pt2kit's own, and the machinery that
+# runs a script (runpy, frozen importlib). Reports point at the first frame outside.
+_TORCH_DIR = os.path.dirname(importlib.util.find_spec("torch").origin or "") + os.sep  # type: ignore[union-attr]
+_PT2KIT_DIRS = tuple(
+    os.path.join(str(Path(__file__).resolve().parents[2]), package) + os.sep
+    for package in ("minifier", "replay", "validation", "explain", "opcheck")
+)
+
+
+def is_launcher_file(filename: str) -> bool:
+    """pt2kit's own files and runpy's: what runs the user's code, not the user's code."""
+    return filename.startswith(_PT2KIT_DIRS) or filename.endswith(os.sep + "runpy.py") or filename.startswith("<frozen ")
+
+
+def is_internal_file(filename: str) -> bool:
+    """torch's files and the launcher's, which no user wants a report to point at."""
+    return filename.startswith(_TORCH_DIR) or is_launcher_file(filename)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr(enabled: bool) -> Iterator[None]:
+    """Keep stdout for a command's JSON document: send everything else written there to stderr.
+
+    Python-level writes are redirected with ``redirect_stdout``; when stdout is the real
+    file descriptor 1, fd 1 is pointed at stderr too, so output from C code (or from
+    subprocesses the script starts) cannot slip into the JSON either. Every ``--json``
+    command that runs a user's script in its own process uses it (explain, validation,
+    replay record).
+    """
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved_fd = None
+    try:
+        if sys.stdout.fileno() == 1:
+            saved_fd = os.dup(1)
+            os.dup2(2, 1)
+    except (AttributeError, OSError, ValueError):  # not a real file (a test runner's buffer)
+        saved_fd = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            os.close(saved_fd)

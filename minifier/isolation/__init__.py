@@ -1,0 +1,10 @@
+"""Isolated queries: every question about a graph runs in a child process.
+
+- ``zygote``: pt2kit's own warm process, which forks one child per query;
+- ``warmup``: what the zygote compiles once, so that children start warm;
+- ``worker``: :class:`Worker`, the controller's side: start, wait, kill, results;
+- ``executor``: the interface a session drives (``Worker`` is one);
+- ``session``: one pt2kit run: its directory, its worker, progress and timeline.
+
+A crash, hang or abort in a query ends its child, never the caller.
+"""

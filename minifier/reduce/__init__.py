@@ -1,0 +1,9 @@
+"""Reduction: shrink a failing graph while it keeps failing the same way.
+
+- ``engine``: the canonical form (:class:`Candidate`) and the one cached ``consider()``;
+- ``passes``: short functions that propose smaller candidates to it;
+- ``checkpoint``: an interrupted minification resumes where it stopped.
+
+:mod:`minifier.minification` drives a reduction: it picks the graph, runs the
+engine over the passes, and writes ``repro.py``.
+"""

@@ -1,0 +1,111 @@
+"""Checkpoints: a minification interrupted (Ctrl-C, a crash) resumes where it stopped.
+
+The reducer's state is small: the best candidate so far and the answers to every
+question asked (:class:`minifier.reduce.engine.Candidate` keys → failed or not). It is
+written atomically after each improvement (:func:`save_checkpoint`), under a
+fingerprint of the command and the script's contents (:func:`fingerprint`). Running
+the same command again finds the newest unfinished checkpoint with that fingerprint
+(:func:`find_checkpoint`) and starts from it, with every answer cached.
+
+A run still going holds a lock on its directory (:func:`holding`), so a second
+run of the same command beside it starts afresh instead of resuming, and writing
+into, a checkpoint that is still being written. The lock goes with the process that
+held it, however that process ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CorruptRecord
+
+if TYPE_CHECKING:
+    from .engine import Candidate, Reducer
+
+#: The checkpoint's name in a run directory.
+CHECKPOINT = "checkpoint.json"
+#: The file a live run holds an exclusive ``flock`` on.
+RUN_LOCK = ".running"
+
+
+@contextlib.contextmanager
+def holding(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir``'s lock while the block runs: :func:`find_checkpoint` passes it by meanwhile."""
+    fd = None
+    try:
+        import fcntl
+
+        fd = os.open(run_dir / RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):
+        if fd is not None:
+            os.close(fd)
+            fd = None  # no flock here (or a read-only directory): runs are simply not told apart
+    try:
+        yield
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(run_dir / RUN_LOCK)  # only its holder ever locks it: a prober that still sees it finds it free
+            os.close(fd)
+
+
+def in_use(run_dir: Path) -> bool:
+    """Does a live run hold ``run_dir``?"""
+    try:
+        import fcntl
+
+        fd = os.open(run_dir / RUN_LOCK, os.O_RDONLY)
+    except (ImportError, OSError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def fingerprint(*parts: Any) -> str:
+    """Identifies "the same minification" across runs, for resuming."""
+    return hashlib.sha256(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def find_checkpoint(out: Path, key: str) -> Path | None:
+    """The newest interrupted run under ``out`` with this fingerprint, if any (not one still running)."""
+    found = []
+    for path in out.glob(f"run-*/{CHECKPOINT}"):
+        if in_use(path.parent):
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if data.get("fingerprint") == key and data.get("status") != "done":
+            found.append((path.stat().st_mtime, path))
+    return max(found)[1] if found else None
+
+
+def save_checkpoint(r: Reducer, path: Path, extra: dict[str, Any]) -> None:
+    """Write the best candidate and the cache, atomically (a rerun resumes from it)."""
+    data = {**extra, "best": r.best.to_json(), "cache": r.cache, "queries": r.queries}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def load_checkpoint(path: Path) -> tuple[dict[str, bool], Candidate]:
+    from .engine import Candidate
+
+    try:
+        data = json.loads(path.read_text())
+        return dict(data["cache"]), Candidate.from_json(data["best"])
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+        raise CorruptRecord(f"cannot resume from {path}: {e}") from None

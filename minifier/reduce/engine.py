@@ -1,0 +1,469 @@
+"""The reduction engine: shrink a failing graph while it keeps failing the same way.
+
+The design follows Minithesis. Every candidate is a point in a canonical form, a
+:class:`Candidate` that says which *op nodes of the original graph* are kept, which
+of them are returned, which inputs are replaced by random stand-ins, which config
+entries are kept and whether backward runs. A graph is never edited in place: each
+candidate is rebuilt from the original (:meth:`Reducer.build`). Where a kept node
+reads a value from a node that is not kept, that value becomes a new graph input,
+fed with the concrete value the original graph computes there (or inlined, when
+it is a plain Python literal).
+
+All candidates go through one function, :meth:`Reducer.consider`. It normalizes the
+candidate (dead code out, cuts moved to where they can be made), looks it up in a
+cache keyed by that canonical form, and only on a miss asks an isolated worker
+whether the candidate fails with the *target signature*. The same candidate is
+never compiled twice, however many passes propose it. Whatever succeeds and is
+smaller (:meth:`Reducer.size`) becomes the new best, and is checkpointed.
+
+The passes (:mod:`minifier.reduce.passes`) are short functions over the current best,
+run in order until none makes progress (:meth:`Reducer.run`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch.fx as fx
+
+from ..unit.case import GraphCase, GraphInput, TensorMeta, has_effect
+from ..unit.signature import Signature
+from ..capture.casemaker import random_seed
+from ..unit.graphio import node_meta
+from ..stages.profile import NodeInfo
+from ..stages.run import Outcome
+from ..repro.writer import is_symbolic
+
+OP_KINDS = ("call_function", "call_method", "call_module")
+
+
+class Unconfirmed(Exception):
+    """An assumed failure (seen in the program's run) did not happen when the graph ran alone."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A reduced version of the original graph, described relative to it."""
+
+    kept: tuple[str, ...]  # op nodes of the original graph, in graph order
+    outputs: tuple[str, ...]  # kept nodes the graph returns
+    random: frozenset[str] = frozenset()  # inputs replaced by seeded random tensors
+    config: frozenset[tuple[str, str]] = frozenset()  # (config module, key) entries kept
+    backward: bool = True
+    merged: frozenset[tuple[str, str]] = frozenset()  # (input, equal-valued input it reads instead)
+    static: bool = False  # every size concrete (the original's symbolic sizes dropped)
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs given smaller (random, contiguous) values
+
+    def key(self) -> str:
+        return json.dumps(
+            [self.kept, self.outputs, sorted(self.random), sorted(self.config), self.backward, sorted(self.merged), self.static, sorted(self.shapes)]
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kept": list(self.kept),
+            "outputs": list(self.outputs),
+            "random": sorted(self.random),
+            "config": sorted(list(c) for c in self.config),
+            "backward": self.backward,
+            "merged": sorted(list(m) for m in self.merged),
+            "static": self.static,
+            "shapes": [[name, list(shape)] for name, shape in self.shapes],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Candidate:
+        return cls(
+            kept=tuple(data["kept"]),
+            outputs=tuple(data["outputs"]),
+            random=frozenset(data["random"]),
+            config=frozenset(tuple(c) for c in data["config"]),
+            backward=data["backward"],
+            merged=frozenset(tuple(m) for m in data["merged"]),
+            static=data.get("static", False),
+            shapes=tuple((name, tuple(shape)) for name, shape in data.get("shapes", ())),
+        )
+
+
+#: Runs built cases (side by side, each in an isolated worker) and classifies each; each
+#: comes with a label and the original graph's nodes that are its outputs.
+Query = Callable[[list[tuple[GraphCase, str, tuple[str, ...]]]], list[Outcome]]
+
+
+@dataclass
+class Reducer:
+    """Holds the original graph, the target failure, the cache and the best candidate so far."""
+
+    origin: GraphCase
+    info: dict[str, NodeInfo]  # what each op node of the origin produces (see stages.profile_case)
+    target: Signature
+    query: Query  # runs built cases in isolated workers and classifies them
+    on_improve: Callable[[Reducer], None] = lambda reducer: None
+    on_pass: Callable[[str, Reducer], None] = lambda name, reducer: None
+    cache: dict[str, bool] = field(default_factory=dict)
+    queries: int = 0
+    unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
+    diverging: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a wrong answer's outputs that diverge, by candidate key (see narrowed)
+    blamed: tuple[str, ...] = ()  # op nodes of the kernel the program failed in (minifier.capture.blame), asked about first
+    settled_structures: set[tuple[Any, ...]] = field(default_factory=set)  # (kept, outputs, ...) left 1-minimal (see settle)
+    best: Candidate = field(init=False)
+    _nodes: dict[str, fx.Node] = field(init=False, repr=False)
+    _order: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        nodes = list(self.origin.gm.graph.nodes)
+        self._nodes = {n.name: n for n in nodes}
+        self._order = {n.name: i for i, n in enumerate(nodes)}
+        self.best = self.initial()
+
+    # -- the canonical form -------------------------------------------------- #
+
+    def initial(self) -> Candidate:
+        """The original graph as a candidate: every op node, every graph output."""
+        output = next(n for n in self.origin.gm.graph.nodes if n.op == "output")
+        outputs = tuple(dict.fromkeys(a.name for a in _flat_nodes(output.args[0])))
+        config = frozenset((module, key) for module, values in self.origin.config.items() for key in values)
+        # inputs the program's run never gave real values (a graph whose compile failed) stay random
+        random_from_the_start = {i.name for i in self.origin.inputs if i.is_random}
+        return Candidate(
+            kept=tuple(n.name for n in self.origin.op_nodes),
+            outputs=outputs,
+            random=frozenset(n.name for n in self.origin.gm.graph.find_nodes(op="placeholder") if str(n.target) in random_from_the_start),
+            config=config,
+            backward=self.origin.backward,
+            static=not is_symbolic(self.origin),
+        )
+
+    def _is_cut_value(self, name: str, static: bool) -> bool:
+        """Can a kept node read this (not kept) node's value as an input or a literal?
+
+        A symbolic int (``x.size(0)`` under dynamic shapes) is inlined as a literal only
+        in a fully static candidate: inlined, it would be a constant where the failure
+        may need a symbol.
+        """
+        node = self._nodes[name]
+        if node.op in ("placeholder", "get_attr"):
+            return True
+        info = self.info.get(name, NodeInfo("other"))
+        return info.kind == "tensor" or (info.kind == "literal" and (static or not info.symint))
+
+    def normalize(self, c: Candidate) -> Candidate:
+        """The canonical version of ``c``: buildable, no dead code, no stale references."""
+        kept = set(c.kept)
+        # A kept node that reads a cut value which cannot become an input (a tuple)
+        # is cut too; its own value then becomes the input.
+        changed = True
+        while changed:
+            changed = False
+            for name in sorted(kept, key=self._order.__getitem__):
+                node = self._nodes[name]
+                if any(a.name not in kept and not self._is_cut_value(a.name, c.static) for a in node.all_input_nodes):
+                    kept.discard(name)
+                    changed = True
+        outputs = tuple(o for o in dict.fromkeys(c.outputs) if o in kept and self.info.get(o, NodeInfo("other")).kind == "tensor")
+        # Dead code: keep what the outputs need, and side effects.
+        live: set[str] = set()
+        todo = [o for o in outputs] + [n for n in kept if has_effect(self._nodes[n])]
+        while todo:
+            name = todo.pop()
+            if name in live:
+                continue
+            live.add(name)
+            todo.extend(a.name for a in self._nodes[name].all_input_nodes if a.name in kept)
+        kept_order = tuple(sorted(live, key=self._order.__getitem__))
+        inputs = set(self.input_names(kept_order))
+        merged = frozenset((a, b) for a, b in c.merged if a in inputs and b in inputs)
+        return replace(
+            c,
+            kept=kept_order,
+            outputs=outputs,
+            random=frozenset(r for r in c.random if r in inputs),
+            shapes=tuple(sorted((n, shape) for n, shape in c.shapes if n in inputs and n in c.random)),
+            merged=merged,
+            backward=c.backward and self.origin.boundary == "dynamo" and self.origin.backward,
+        )
+
+    def input_names(self, kept: Iterable[str]) -> list[str]:
+        """Inputs a kept set needs: original placeholders first, then cut values, in graph order."""
+        kept = set(kept)
+        needed: set[str] = set()
+        for name in kept:
+            for a in self._nodes[name].all_input_nodes:
+                if a.name not in kept and a.op != "get_attr" and (a.op == "placeholder" or self.info[a.name].kind == "tensor"):
+                    needed.add(a.name)
+        return sorted(needed, key=lambda n: (self._nodes[n].op != "placeholder", self._order[n]))
+
+    def size(self, c: Candidate) -> tuple[int, ...]:
+        """Smaller is better: op nodes, then outputs, inputs, real-data inputs, config, backward."""
+        inputs = self.input_names(c.kept)
+        real = [i for i in inputs if i not in c.random and self._input_is_tensor(i)]
+        numel = sum(math.prod(shape) for _, shape in c.shapes) - sum(math.prod(self._shape(n)) for n, _ in c.shapes)
+        return (len(c.kept), len(c.outputs), len(inputs) - len(c.merged), len(real), len(c.config), int(c.backward), int(not c.static), numel)
+
+    def _shape(self, name: str) -> tuple[int, ...]:
+        """The size an input has in the original graph (a placeholder's, or a cut node's)."""
+        meta = self._meta(name)
+        return meta.shape if meta is not None else ()
+
+    def _meta(self, name: str) -> TensorMeta | None:
+        """What a placeholder or op node of the original graph holds, when it is a tensor."""
+        node = self._nodes[name]
+        if node.op == "placeholder":
+            return next(i for i in self.origin.inputs if i.name == node.target).meta
+        return self.info[name].meta if name in self.info else None
+
+    def op_kind(self, name: str) -> tuple[str, tuple[str, ...]]:
+        """What makes two op nodes "the same op" to a compiler: the target and the dtypes it reads."""
+        node = self._nodes[name]
+        dtypes = tuple(meta.dtype if (meta := self._meta(a.name)) is not None else "-" for a in node.all_input_nodes)
+        return str(node.target), dtypes
+
+    def can_stand_alone(self, name: str, c: Candidate) -> bool:
+        """Can this op node be kept with every node it reads cut into an input or a literal?"""
+        return all(self._is_cut_value(a.name, c.static) for a in self._nodes[name].all_input_nodes)
+
+    def tuple_readers(self, name: str) -> list[str]:
+        """The op nodes that take a multi-output node's parts (its ``getitem`` users), in graph order."""
+        if name not in self.info or self.info[name].kind != "other":
+            return []
+        return sorted((u.name for u in self._nodes[name].users if u.op in OP_KINDS), key=self._order.__getitem__)
+
+    def _input_is_tensor(self, name: str) -> bool:
+        node = self._nodes[name]
+        if node.op == "placeholder":
+            return next(i for i in self.origin.inputs if i.name == node.target).is_tensor
+        return self.info[name].kind == "tensor"
+
+    # -- building ------------------------------------------------------------ #
+
+    def build(self, c: Candidate) -> GraphCase:
+        """The graph case a (normalized) candidate describes."""
+        graph = fx.Graph()
+        env: dict[fx.Node, Any] = {}
+        kept = set(c.kept)
+        origin_inputs = {i.name: i for i in self.origin.inputs}
+        aliases = dict(c.merged)
+        inputs: list[GraphInput] = []
+        input_nodes: list[str] = []  # the node each input feeds (a dynamo placeholder l_x_ reads input L_x_)
+        for name in self.input_names(kept):
+            if name in aliases:
+                continue
+            input_nodes.append(name)
+            node = self._nodes[name]
+            if node.op == "placeholder":
+                original = origin_inputs[str(node.target)]
+                placeholder = graph.placeholder(str(node.target))
+                made = name in c.random or (original.meta is not None and original.meta.special == "zerotensor")
+                inputs.append(replace(original, seed=random_seed(original.name) if made else None))
+            else:
+                placeholder = graph.placeholder(name)
+                info = self.info[name]
+                made = name in c.random or (info.meta is not None and info.meta.special == "zerotensor")  # (no value needed)
+                inputs.append(GraphInput(name, None, info.meta, random_seed(name) if made else None, info.dynamic_dims, source=name))
+            placeholder.meta.update(node_meta(node))
+            env[node] = placeholder
+        for alias, target in aliases.items():
+            env[self._nodes[alias]] = env[self._nodes[target]]
+
+        def arg(node: fx.Node) -> Any:
+            if node in env:
+                return env[node]
+            if node.op == "get_attr":
+                env[node] = graph.get_attr(str(node.target))
+                return env[node]
+            if node.op in OP_KINDS and node.name not in kept:
+                return self.info[node.name].literal  # a literal cut value, inlined
+            raise KeyError(node.name)
+
+        for name in c.kept:
+            env[self._nodes[name]] = graph.node_copy(self._nodes[name], arg)
+        graph.output(tuple(env[self._nodes[o]] for o in c.outputs))
+        graph.lint()
+        shapes = dict(c.shapes)
+        inputs = [_reshaped(i, shapes[node]) if node in shapes else i for i, node in zip(inputs, input_nodes)]
+        # a view into another input's memory stays one only while that input is there, at its size
+        whole = {i.name for i, node in zip(inputs, input_nodes) if node not in shapes}
+        inputs = [replace(i, view_of=None) if i.view_of and not (i.view_of[0] in whole and i.name in whole) else i for i in inputs]
+        if c.static:
+            inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
+        else:
+            inputs = _derive_sizes(inputs, graph)
+        gm = fx.GraphModule(self.origin.gm, graph)
+        constants = {str(n.target): self.origin.constants[str(n.target)] for n in graph.find_nodes(op="get_attr") if str(n.target) in self.origin.constants}
+        config = {m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()}
+        return self.origin.replace(
+            gm=gm,
+            inputs=inputs,
+            constants=constants,
+            config={m: v for m, v in config.items() if v},
+            backward=c.backward,
+        )
+
+    # -- asking ---------------------------------------------------------------- #
+
+    def consider(self, c: Candidate) -> bool:
+        """Does ``c`` fail with the target signature? Cached; updates ``best`` on success."""
+        return self.consider_all([c])[0]
+
+    def consider_all(self, candidates: list[Candidate]) -> list[bool]:
+        """:meth:`consider` for independent candidates; the uncached ones run side by side."""
+        normalized = [self.normalize(c) for c in candidates]
+        todo: dict[str, Candidate] = {}
+        for c in normalized:
+            key = c.key()
+            if key not in self.cache and key not in todo:
+                if c.kept:
+                    todo[key] = c
+                else:
+                    self.cache[key] = False  # an empty graph fails nowhere worth reporting
+        if todo:
+            self.queries += len(todo)
+            outcomes = self.query([(self.build(c), f"{len(c.kept)} nodes", c.outputs) for c in todo.values()])
+            for (key, c), outcome in zip(todo.items(), outcomes):
+                interesting = outcome.failure is not None and outcome.failure.signature == self.target
+                self.cache[key] = interesting
+                if interesting and outcome.diverging:
+                    self.diverging[key] = tuple(c.outputs[i] for i in outcome.diverging if i < len(c.outputs))
+                if interesting and self.size(c) < self.size(self.best):
+                    self.best = c
+                    self.on_improve(self)
+        return [self.cache[c.key()] for c in normalized]
+
+    def assume(self, c: Candidate, interesting: bool, *, confirmed: bool = True) -> None:
+        """Record an answer known without a query (the bisection already asked it).
+
+        ``confirmed=False``: the answer was seen only in the program's own run (its
+        failing compile, which pt2kit does not pay for twice). Any smaller candidate
+        that fails confirms it in passing; when a pass asks and none does, :meth:`run`
+        asks about ``c`` itself, and raises :class:`Unconfirmed` if it does not fail.
+        """
+        key = self.normalize(c).key()
+        self.cache[key] = interesting
+        if not confirmed:
+            self.unconfirmed.add(key)
+
+    def _confirm_best(self) -> None:
+        """Ask about the best candidate for real, if its answer was only assumed."""
+        key = self.normalize(self.best).key()
+        if key in self.unconfirmed:
+            self.unconfirmed.discard(key)
+            del self.cache[key]
+            if not self.consider(self.best):
+                raise Unconfirmed(f"the graph does not fail with {self.target} when run alone")
+
+    # -- candidates near the best ------------------------------------------------ #
+
+    def prefix(self, nodes: tuple[str, ...], base: Candidate | None = None) -> Candidate:
+        """Keep only ``nodes`` (a prefix of ``base``, the best by default); return whatever of them the rest used."""
+        base = base or self.best
+        kept, rest = set(nodes), [n for n in base.kept if n not in nodes]
+        escaping = {a.name for n in rest for a in self._nodes[n].all_input_nodes if a.name in kept}
+        escaping |= {o for o in base.outputs if o in kept}
+        outputs = tuple(n for n in nodes if n in escaping)
+        return replace(base, kept=nodes, outputs=outputs)
+
+    def without(self, nodes: Iterable[str], base: Candidate | None = None) -> Candidate:
+        """Cut ``nodes`` out of ``base`` (the best by default); their values, where still needed, become inputs.
+
+        A node whose only users are cut becomes an output rather than dead code: a
+        failure may need it computed (two ops that must meet in one graph), and
+        :func:`remove_outputs` drops it later if not.
+        """
+        base = base or self.best
+        drop = set(nodes)
+        kept = tuple(n for n in base.kept if n not in drop)
+        base_kept = set(base.kept)
+        orphans = tuple(
+            n
+            for n in kept
+            if (users := [u.name for u in self._nodes[n].users if u.name in base_kept]) and all(u in drop for u in users)
+        )
+        outputs = tuple(o for o in base.outputs if o not in drop)
+        return replace(base, kept=kept, outputs=outputs + tuple(o for o in orphans if o not in outputs))
+
+    def narrowed(self, c: Candidate) -> Candidate | None:
+        """``c`` cut down to what its diverging outputs need, when its query saw a wrong answer in only some of them.
+
+        An accuracy query judges each output on its own too (:attr:`~minifier.stages.run.Outcome.diverging`).
+        Outputs computed right (and the nodes only they need) are not the bug, nor is one
+        that reads another diverging one. What is left is the first wrong values and what
+        they read (not random ops kept for the numbers later ones draw). None: no query
+        said, or every output diverged first-hand.
+        """
+        c = self.normalize(c)
+        names = set(self.diverging.get(c.key(), ()))
+        kept = set(c.kept)
+        first = tuple(o for o in c.outputs if o in names and not (self._upstream(o, kept) & names))
+        if not first or set(first) >= set(c.outputs):
+            return None
+        cone = set(first).union(*(self._upstream(o, kept) for o in first))
+        return self.normalize(replace(c, kept=tuple(n for n in c.kept if n in cone), outputs=first))
+
+    def _upstream(self, name: str, kept: set[str]) -> set[str]:
+        """The kept nodes ``name`` reads, directly or through other kept nodes."""
+        seen: set[str] = set()
+        todo = [a.name for a in self._nodes[name].all_input_nodes]
+        while todo:
+            a = todo.pop()
+            if a in kept and a not in seen:
+                seen.add(a)
+                todo.extend(b.name for b in self._nodes[a].all_input_nodes)
+        return seen
+
+    def settle(self) -> None:
+        """The best's nodes are 1-minimal (delta debugging dropped none of them alone): the node searches are done with them.
+
+        Under the same rules only: a wrong answer on real inputs must reach the program's
+        outputs, one on random inputs cannot be (:func:`minifier.stages.run.run_case`).
+        """
+        self.settled_structures.add(self._structure(self.normalize(self.best)))
+
+    def settled(self, *, loosened: bool = False) -> bool:
+        """Were the best's nodes left 1-minimal already, under the same rules (:meth:`settle`)? (``loosened``: or on real inputs, now random.)"""
+        c = self.normalize(self.best)
+        if loosened and self.target.kind == "accuracy" and c.random and (c.kept, c.outputs, False) in self.settled_structures:
+            return True
+        return self._structure(c) in self.settled_structures
+
+    def _structure(self, c: Candidate) -> tuple[Any, ...]:
+        return (c.kept, c.outputs, bool(c.random) if self.target.kind == "accuracy" else None)
+
+    def best_case(self) -> GraphCase:
+        return self.build(self.normalize(self.best))
+
+    def run(self, passes: list[Callable[[Reducer], None]]) -> Candidate:
+        """Run the passes (:data:`minifier.reduce.passes.PASSES`) until none of them shrinks the best candidate."""
+        while True:
+            before = self.best
+            for reduction in passes:
+                self.on_pass(reduction.__name__, self)
+                start, asked = self.best, self.queries
+                reduction(self)
+                if self.best == start and self.queries > asked:
+                    self._confirm_best()  # a pass asked and nothing smaller failed: is the start real?
+            if self.best == before:
+                self._confirm_best()
+                return self.best
+
+
+def _reshaped(i: GraphInput, shape: tuple[int, ...]) -> GraphInput:
+    """A random input given a new (contiguous) shape."""
+    assert i.meta is not None
+    stride = tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
+    return replace(i, meta=replace(i.meta, shape=shape, stride=stride), value=None)
+
+
+def _derive_sizes(inputs: list[GraphInput], graph: fx.Graph) -> list[GraphInput]:
+    """Keep a symbolic-int input derived from a tensor input's size only while that tensor is an input."""
+    names = {i.name for i in inputs}
+    return [replace(i, derived_from=None, symbolic_int=True) if i.derived_from and i.derived_from[0] not in names else i for i in inputs]
+
+
+def _flat_nodes(arg: Any) -> list[fx.Node]:
+    out: list[fx.Node] = []
+    fx.node.map_arg(arg, out.append)
+    return out

@@ -1,0 +1,62 @@
+"""The graph in a ``repro.py``: ``class Repro``, in FX's own code.
+
+A repro shows the failing graph as code a person can read and edit: the
+``forward`` FX generates for it (``graph.python_code``), inside ``class
+Repro(torch.nn.Module)``, whose buffers are the graph's constants (from the data
+file). The bodies of higher-order ops (``cond``, ``while_loop``, ``wrap``...) are
+subgraph modules: each becomes a class of its own, innermost first, named after its
+owner (``Repro_true_graph_0``), and a body's own higher-order calls go through
+``call_hop`` (:mod:`minifier.unit.runtime`) so that FX can trace the body again
+(:data:`HOP_CALL`). With an accuracy check the writer adds ``ReproFloat64``: the
+same graph with the dtypes written in it promoted, for the fp64 reference.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import torch.fx as fx
+
+from ..unit.case import GraphCase
+from ..unit.graphio import subgraphs
+
+
+def module_class(case: GraphCase, gm: fx.GraphModule | None = None, name: str = "Repro") -> str:
+    """``class Repro``: the graph as FX's readable code, its constants, and its subgraph modules."""
+    gm = case.gm if gm is None else gm
+    code = gm.graph.python_code(root_module="self")
+    lines = [f"class {name}(torch.nn.Module):", "    def __init__(self, data):", "        super().__init__()"]
+    for constant in case.constants:
+        lines.append(f"        self.register_buffer({constant!r}, data[{('constant:' + constant)!r}])")
+    for attr in subgraphs(gm):
+        lines.append(f"        self.{attr} = graph_module({_subgraph_class(name, attr)}())")
+    body = textwrap.indent(code.src.strip().rstrip(), "    ")
+    return "".join(_subgraph_classes(gm, name)) + "\n".join(lines) + "\n\n" + body
+
+
+def _subgraph_class(owner: str, attr: str) -> str:
+    return f"{owner}_{attr}"
+
+
+def _subgraph_classes(gm: fx.GraphModule, owner: str) -> list[str]:
+    """A class per subgraph module (the body of a higher-order op), innermost first."""
+    out = []
+    for attr, sub in subgraphs(gm).items():
+        name = _subgraph_class(owner, attr)
+        out += _subgraph_classes(sub, name)
+        code = sub.graph.python_code(root_module="self").src.strip("\n")
+        code = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", code)  # a body's own higher-order ops
+        lines = [f"class {name}(torch.nn.Module):"]
+        nested = subgraphs(sub)
+        if nested:
+            lines += ["    def __init__(self):", "        super().__init__()"]
+            lines += [f"        self.{inner} = graph_module({_subgraph_class(name, inner)}())" for inner in nested]
+            lines.append("")
+        out.append("\n".join(lines) + "\n" + textwrap.indent(code.rstrip(), "    ") + "\n\n\n")
+    return out
+
+
+#: A higher-order op called in a body's code: routed through ``call_hop`` so that FX can trace the body.
+HOP_CALL = re.compile(r"torch\.ops\.higher_order\.(\w+)\(")
+

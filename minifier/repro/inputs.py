@@ -1,0 +1,171 @@
+"""The inputs of a ``repro.py``: ``load_data()``, ``make_inputs(data)``, and the sizes they keep.
+
+A repro rebuilds the graph's inputs itself, each as simply as still reproduces
+the failure:
+
+- a tensor with a ``seed`` is drawn again by ``rand_tensor`` (the same shape,
+  strides, dtype, value range and seed): no data file needed;
+- any other tensor is its real value, from the sibling ``inputs-<sha>.pt`` that
+  ``load_data()`` reads with ``weights_only=True`` (that file holds :func:`data_of`:
+  the real inputs and the graph's constants), cloned strides and all, since a graph
+  may write into its inputs;
+- a non-tensor is a literal; a DTensor is its local shard placed on a mesh
+  (``make_mesh``, over the fake process group); inputs that required grad, or were
+  non-leaves, are made so again.
+
+A dynamo graph may take symbolic sizes as inputs of their own. The repro makes only
+the tensors (:func:`program_inputs`) and reads those sizes off them, in
+``make_inputs`` and in ``class Program``, the program's view of the graph; which
+dims are dynamic is said where the graph is compiled (:mod:`minifier.repro.run`).
+An aot graph compiled with symbolic sizes (:func:`is_symbolic`) is handed fake
+inputs with exactly those dims symbolic (``symbolic_inputs``), as its compiler saw
+them in the program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from ..unit.case import GraphCase, GraphInput, compact_tensor
+from ..seams import special_tensors
+
+
+def data_of(case: GraphCase) -> dict[str, torch.Tensor]:
+    """The tensors a case's repro reads from its data file: real inputs and constants."""
+    data = {f"input:{i.name}": compact_tensor(i.value) for i in case.inputs if i.is_tensor and not i.is_random and i.value is not None}
+    data.update({f"constant:{name}": compact_tensor(t) for name, t in case.constants.items()})
+    return data
+
+
+def data_function(data_file: str | None) -> str:
+    if data_file is None:
+        return 'def load_data():\n    """No saved tensors: random inputs reproduce the failure."""\n    return {}'
+    return (
+        "def load_data():\n"
+        '    """Real input values (random stand-ins did not reproduce the failure)."""\n'
+        f"    return torch.load(pathlib.Path(__file__).with_name({data_file!r}), weights_only=True)"
+    )
+
+
+def inputs_function(case: GraphCase) -> str:
+    made = program_inputs(case)
+    names = [i.name for i in made]
+    sizes = [(k, i) for k, i in enumerate(made) if i.derived_from and i.derived_from[0] in names]
+    views = [(k, i) for k, i in enumerate(made) if i.view_of and i.view_of[0] in names and i.meta is not None]
+    lines = ["def make_inputs(data):", "    inputs = [" if sizes or views else "    return ["]
+    for i in made:
+        comment = f"  # {i.name}: {i.meta.describe()}" if i.meta else f"  # {i.name}" + (" (a symbolic int)" if i.symbolic_int else "")
+        if i.meta and i.symbolic_dims:
+            comment += f", dynamic dims {list(i.symbolic_dims)}"
+        lines.append(f"        {_input_expression(i)},{comment}")
+    lines.append("    ]")
+    for k, i in views:  # the program passed views of one tensor: they share its memory again
+        base, offset = i.view_of  # type: ignore[misc]
+        m = i.meta
+        assert m is not None
+        j = names.index(base)
+        lines.append(f"    inputs[{k}] = inputs[{j}].as_strided({m.shape!r}, {m.stride!r}, inputs[{j}].storage_offset() + {offset})  # {i.name}: a view of {base}")
+    for k, i in sizes:
+        tensor, dim = i.derived_from  # type: ignore[misc]
+        lines.append(f"    inputs[{k}] = inputs[{names.index(tensor)}].size({dim})  # {i.name}: the size of {tensor}, dim {dim}")
+    if sizes or views:
+        lines.append("    return inputs")
+    return "\n".join(lines)
+
+
+def _input_expression(i: GraphInput) -> str:
+    if i.opaque:
+        return "None  # not supported yet: " + i.opaque
+    if i.dtensor is not None and i.meta is None:  # a DeviceMesh
+        return f"make_mesh({tuple(i.dtensor['mesh_shape'])!r})"
+    if i.meta is None:
+        return repr(i.value)
+    if i.dtensor is not None:
+        placements = ", ".join(i.dtensor["placements"])
+        local = _tensor_expression(i)
+        return f"DTensor.from_local({local}, make_mesh({tuple(i.dtensor['mesh_shape'])!r}), [{placements}], run_check=False)"
+    return _tensor_expression(i)
+
+
+def _tensor_expression(i: GraphInput) -> str:
+    assert i.meta is not None
+    m = i.meta
+    if m.subclass is not None:  # a plain tensor subclass: its data, viewed as the class
+        plain = _tensor_expression(replace(i, meta=replace(m, subclass=None)))
+        return f"{plain}.as_subclass({m.subclass})"
+    if m.special is not None:  # a ZeroTensor, a conjugate or negative view: the plain tensor, marked again
+        plain = _tensor_expression(replace(i, meta=replace(m, special=None, requires_grad=False, is_leaf=True)))
+        expr = special_tensors.expression(m.special, plain, m.shape, m.dtype, m.device)
+        return expr + (".requires_grad_()" if m.requires_grad else "")
+    if i.seed is not None:
+        extra = "".join(
+            f", {k}={v!r}" for k, v in (("low", m.low), ("high", m.high)) if v is not None
+        ) + ("" if m.device == "cpu" else f", device={m.device!r}")
+        grad = ", requires_grad=True" if m.requires_grad and m.is_leaf else ""
+        expr = f"rand_tensor({m.shape!r}, {m.stride!r}, torch.{m.dtype}{grad}, seed={i.seed}{extra})"
+        return f"non_leaf({expr})" if m.requires_grad and not m.is_leaf else expr
+    expr = f"clone_input(data[{('input:' + i.name)!r}])"
+    if m.requires_grad and not m.is_leaf:
+        return f"non_leaf({expr})"
+    return expr + (".requires_grad_()" if m.requires_grad else "")
+
+
+def program_inputs(case: GraphCase) -> list[GraphInput]:
+    """The inputs a repro makes: a dynamo graph's symbolic sizes are read off its tensors instead."""
+    if case.boundary == "dynamo":
+        return [i for i in case.inputs if i.derived_from is None]
+    return list(case.inputs)
+
+
+def program_class(case: GraphCase) -> str:
+    """``Program``: what torch.compile is handed when the graph also takes sizes of its tensors."""
+    if not any(i.derived_from for i in case.inputs):
+        return ""
+    names = [i.name for i in program_inputs(case)]
+    arguments = [f"{i.derived_from[0]}.size({i.derived_from[1]})" if i.derived_from else i.name for i in case.inputs]
+    return (
+        "class Program(torch.nn.Module):\n"
+        '    """The program\'s view of the graph: tensors in; the symbolic sizes the graph takes are read off them."""\n\n'
+        "    def __init__(self, graph):\n"
+        "        super().__init__()\n"
+        "        self.graph = graph\n\n"
+        f"    def forward(self, {', '.join(names)}):\n"
+        f"        return self.graph({', '.join(arguments)})"
+    )
+
+
+def is_symbolic(case: GraphCase) -> bool:
+    """Does the case keep symbolic sizes (dynamic shapes)?"""
+    return any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in case.inputs)
+
+
+def symbolic_inputs_function(case: GraphCase) -> str:
+    """``symbolic_inputs``: an aot graph's fake inputs with exactly the dims that were symbolic."""
+    dims = {k: list(i.symbolic_dims) for k, i in enumerate(case.inputs) if i.symbolic_dims}
+    names = [i.name for i in case.inputs]
+    sizes = {k: (names.index(i.derived_from[0]), i.derived_from[1]) for k, i in enumerate(case.inputs) if i.derived_from}
+    free = [k for k, i in enumerate(case.inputs) if i.symbolic_int]
+    return (
+        f"DYNAMIC_DIMS = {dims!r}  # input -> its symbolic dims\n"
+        f"SIZES_OF = {sizes!r}  # symbolic-int input -> (tensor input, dim) whose size it is\n"
+        f"FREE_SYMBOLS = {free!r}  # symbolic-int inputs no tensor's size gives\n\n\n"
+        "def symbolic_inputs(inputs):\n"
+        '    """Fake inputs with exactly the symbolic sizes the compiler saw in the program."""\n'
+        "    from torch._subclasses.fake_tensor import FakeTensorMode\n"
+        "    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext\n\n"
+        "    mode = FakeTensorMode(shape_env=ShapeEnv())\n"
+        "    fakes = []\n"
+        "    for k, value in enumerate(inputs):\n"
+        "        if isinstance(value, torch.Tensor):\n"
+        "            sizes = [DimDynamic.DYNAMIC if d in DYNAMIC_DIMS.get(k, ()) else DimDynamic.STATIC for d in range(value.dim())]\n"
+        "            fakes.append(mode.from_tensor(value, symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes)))\n"
+        "        elif k in FREE_SYMBOLS:\n"
+        "            fakes.append(mode.shape_env.create_unspecified_symint_and_symbol(value, None, DimDynamic.DYNAMIC))\n"
+        "        else:\n"
+        "            fakes.append(value)\n"
+        "    for k, (tensor, dim) in SIZES_OF.items():\n"
+        "        fakes[k] = fakes[tensor].shape[dim]\n"
+        "    return mode, fakes"
+    )

@@ -1,0 +1,142 @@
+"""The stage call in a ``repro.py``: ``compile_graph``, ``run(mod, inputs)`` and ``run_eager``.
+
+``run`` is the one call that fails, written for the graph's boundary:
+
+- a **dynamo** graph goes through ``torch.compile(mod, backend=...)`` as the
+  program's did: the dims that were dynamic are marked with ``mark_dynamic`` (and
+  when an int no tensor's size gives was symbolic, ``dynamic=True`` with every
+  other dim marked static); when the program ran backward, so does ``run``, from
+  the sum of the outputs that require grad;
+- an **aot** graph (forward, backward or inference, after AOTAutograd) goes
+  straight to the compiler its backend handed it: Inductor's ``compile_fx_inner``,
+  the user's compiler by import, or the one in the backend's ``kwargs``
+  (:data:`AOT_COMPILER_KEYS`); the eager stages (:data:`EAGER_STAGES`) run it as it
+  is. A graph compiled with symbolic sizes is traced on fake inputs with those
+  sizes (``symbolic_inputs``, :mod:`minifier.repro.inputs`).
+
+``run_eager`` is the same graph, not compiled: the accuracy check's reference.
+:func:`backend_expression` names the backend: a registered name, a
+``module:function`` import, or the definition the repro carries from the script.
+"""
+
+from __future__ import annotations
+
+from ..unit.case import BACKEND_NAME, INDUCTOR_INNER_COMPILE, GraphCase
+from .inputs import is_symbolic, program_inputs
+
+
+#: The stages that run no compiler of their own: an aot graph goes through them as it is.
+EAGER_STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
+
+
+#: Where a backend's ``kwargs`` hold its compiler for each kind of aot graph.
+AOT_COMPILER_KEYS = {"forward": "fw_compiler", "backward": "bw_compiler", "inference": "inference_compiler"}
+
+
+def run_functions(case: GraphCase, stage: str) -> str:
+    if case.boundary == "dynamo":
+        return _run_dynamo(case, stage)
+    return _run_aot(case, stage)
+
+
+def _run_dynamo(case: GraphCase, stage: str) -> str:
+    made = program_inputs(case)
+    dynamic = any(i.symbolic_int for i in case.inputs)  # an int no tensor's size gives: only dynamic=True makes it symbolic
+    marks = [f"    torch._dynamo.mark_dynamic(inputs[{k}], {d})\n" for k, i in enumerate(made) for d in i.symbolic_dims]
+    if dynamic:  # ... and then every other dim must be pinned
+        marks += [
+            f"    torch._dynamo.mark_static(inputs[{k}], {d})\n"
+            for k, i in enumerate(made)
+            if i.meta is not None
+            for d in range(len(i.meta.shape))
+            if d not in i.symbolic_dims
+        ]
+    options = ", dynamic=True" if dynamic else ""
+    wrap = "Program(mod)" if any(i.derived_from for i in case.inputs) else "mod"
+    no_grad, pad = ("", "    ") if case.grad_enabled else ("    with torch.no_grad():{comment}\n", "        ")
+    backward = (
+        "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
+        "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
+        "    if loss and leaves:\n"
+        "        outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)\n"
+        if case.backward
+        else ""
+    )
+    return (
+        "def compile_graph(mod, inputs):\n"
+        f'    """The failing stage: torch.compile with backend {stage!r}."""\n'
+        + "".join(marks)
+        + f"    return torch.compile({wrap}, backend={backend_expression(case, stage)}{options})\n\n\n"
+        "def forward_backward(fn, inputs):\n"
+        '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
+        "    outputs = fn(*inputs)\n"
+        "    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]\n"
+        + backward
+        + "    return outputs\n\n\n"
+        "def run(mod, inputs):\n"
+        + no_grad.format(comment="  # as the program compiled it: AOTAutograd makes an inference graph")
+        + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
+        "def run_eager(mod, inputs):\n"
+        + no_grad.format(comment="")
+        + f"{pad}return forward_backward({wrap}, inputs)"
+    )
+
+
+def backend_expression(case: GraphCase, stage: str) -> str:
+    """The expression a repro passes as ``backend=`` for ``stage``."""
+    if stage == case.backend and case.backend_is_defined:
+        return BACKEND_NAME
+    if stage != case.backend or ":" not in stage:
+        return repr(stage)
+    module, _, attr = stage.partition(":")
+    return f"__import__({module!r}, fromlist=[{attr!r}]).{attr}"
+
+
+def _run_aot(case: GraphCase, stage: str) -> str:
+    kwargs = "".join(f", {k}={v!r}" for k, v in sorted(case.compile_kwargs.items()))
+    # The compiler gets ordinary copies to trace and compile with, as it got fake ones in the program:
+    # tracing runs the graph, which may write into its inputs, and a special input (a ZeroTensor)
+    # reaches only the compiled code.
+    trace = "    examples = copies(inputs)\n    gm = make_fx(mod, tracing_mode='real')(*examples)\n"
+    symbolic = is_symbolic(case)
+    if symbolic:  # the compiler sees fake inputs with the program's symbolic sizes, as it did then
+        trace = "    mode, examples = symbolic_inputs(inputs)\n    with mode:\n        gm = make_fx(mod, tracing_mode='real')(*examples)\n"
+    if stage in EAGER_STAGES:
+        doc = f"{stage} runs aot graphs as they are"
+        body = "    return mod\n"
+    elif stage == "inductor" or case.compiler == INDUCTOR_INNER_COMPILE:
+        doc = f"the {case.kind} graph through Inductor's inner compiler"
+        body = trace + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, examples{kwargs})\n"
+    elif case.compiler:
+        module, _, attr = case.compiler.rpartition(":")
+        doc = f"the {case.kind} graph through {stage}'s compiler"
+        load = f"    from {module} import {attr}\n" if module else ""  # (else: defined above, from the user's script)
+        body = trace + f"{load}    return {attr}(gm, examples)\n"
+    else:
+        doc = f"the {case.kind} graph through {stage}'s compiler"
+        key = AOT_COMPILER_KEYS[case.kind]
+        backend = backend_expression(case, stage)
+        backend = f"torch._dynamo.lookup_backend({backend})" if backend.startswith(("'", '"')) else backend
+        fallback = "" if key == "fw_compiler" else f'.get({key!r}) or kwargs["fw_compiler"]'
+        lookup = f"kwargs{fallback}" if fallback else f"kwargs[{key!r}]"
+        body = trace + (
+            f"    kwargs = {backend}.kwargs\n"
+            f"    compiler = {lookup}  # AOTAutograd's default when the backend gives none\n"
+            if fallback
+            else f"    compiler = {backend}.kwargs[{key!r}]\n"
+        ) + "    return compiler(gm, examples)\n"
+    return (
+        "def compile_graph(mod, inputs):\n"
+        f'    """The failing stage: {doc}."""\n'
+        + body
+        + "\n\n"
+        "def run(mod, inputs):\n"
+        "    with torch.no_grad():  # AOTAutograd runs its graphs without autograd\n"
+        "        compiled = compile_graph(mod, inputs)\n"
+        "        outputs = compiled(list(inputs)) if getattr(compiled, '_boxed_call', False) else compiled(*inputs)\n"
+        "    return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]\n\n\n"
+        "def run_eager(mod, inputs):\n"
+        "    with torch.no_grad():\n"
+        "        outputs = mod(*inputs)\n"
+        "    return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]"
+    )

@@ -1,0 +1,150 @@
+"""Running a written repro as its reader will: in another directory, with torch alone, on no warm cache.
+
+A repro is verified only once it fails the same way there (DESIGN.md, "Verified
+means: on another machine"). A warm Inductor cache can hold a kernel compiled under
+state the repro does not carry (a patched lowering, a codegen override, a custom
+pass): the same file then "fails" on this machine only. :func:`verify` asks twice:
+here first (the reducer's last query, or one more), then :func:`run_elsewhere`, a
+fresh process that cannot see pt2kit, its run directory or its cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..unit.case import GraphCase
+from ..repro.files import load_repro
+from ..isolation.session import Session
+from ..unit.signature import Signature, shows_failure
+from .run import Outcome, run_case
+from ..repro.writer import render
+
+
+#: Runs a repro as ``python repro.py`` would, with every pt2kit package unimportable.
+def torch_alone_runner(first: str = "") -> str:
+    """Python for ``python -P -c`` that runs ``argv[1]`` from the cwd as ``python argv[1]`` would, pt2kit unimportable, ``first`` run before it."""
+    return (
+        "import os, runpy, sys\n"
+        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck'):\n"
+        "    sys.modules[name] = None  # importing pt2kit from a repro fails\n"
+        + (f"exec(compile({first!r}, '<pt2kit workaround>', 'exec'), {{}})\n" if first else "")
+        + "sys.argv = sys.argv[1:]\n"
+        "sys.path.insert(0, os.getcwd())\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+
+
+RUN_WITH_TORCH_ALONE = torch_alone_runner()
+
+
+@dataclass(frozen=True)
+class ElsewhereRun:
+    """``python repro.py`` on a clean machine: its exit status and what it printed on stderr."""
+
+    returncode: int | None  # None: it did not finish in time
+    stderr: str
+    seconds: float
+    cache: str  # "fresh" (an empty Inductor cache) or "clean" (pt2kit's, written only by runs like this one)
+
+
+def uses_inductor(case: GraphCase, stage: str) -> bool:
+    """Does running the repro compile with Inductor (whose cache could hold a stale kernel)?"""
+    from ..unit.case import INDUCTOR_INNER_COMPILE
+
+    return stage == "inductor" or case.compiler == INDUCTOR_INNER_COMPILE or "inductor" in str(case.backend)
+
+
+def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:
+    """The Inductor cache a verification may share: pt2kit's own, or None for a fresh empty one.
+
+    A kernel compiled under state its cache key does not cover (a patched lowering, a
+    codegen override) would make a repro "fail" on this machine only. pt2kit's clean
+    cache is written by nothing but these runs of repros that carry none of the user's
+    code (no definitions, no user modules): under pristine torch, its keys are sound.
+    Any other repro that compiles with Inductor gets an empty cache (one that does not
+    never reads it).
+    """
+    if uses_inductor(case, stage) and (case.definitions.strip() or case.modules):
+        return None
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pt2kit" / f"inductor-clean-{torch.__version__}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root
+
+
+def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
+    """Run the repro at ``path`` as its reader will: a copy in a new directory, torch alone, no warm cache.
+
+    The repro and the files beside it it needs (its data file, copied user modules)
+    go to a temporary directory; the child runs there with pt2kit unimportable, its
+    autoload hook off, and an Inductor cache that cannot hold kernels compiled under
+    state the repro does not carry (:func:`clean_inductor_cache`).
+    """
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    loaded = load_repro(path)
+    case = loaded.case
+    with tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-") as where:
+        for sibling in path.parent.iterdir():
+            if sibling.is_file() and sibling.suffix in (".py", ".pt"):
+                shutil.copy(sibling, Path(where) / sibling.name)
+        clean = clean_inductor_cache(case, loaded.stage)
+        cache = str(clean) if clean is not None else str(Path(where) / "inductor-cache")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PYTHONPATH"))}
+        env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-P", "-c", RUN_WITH_TORCH_ALONE, path.name], cwd=where, env=env, capture_output=True, text=True, timeout=timeout
+            )
+            returncode, stderr = done.returncode, done.stderr
+        except subprocess.TimeoutExpired as e:
+            returncode, stderr = None, (e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or "")
+    # (all of it: a C++ compile error's line comes before the compiler's whole output)
+    return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "clean" if clean is not None else "fresh")
+
+
+def verify(session: Session, path: Path, target: Signature, asked: GraphCase, tries: int = 1) -> tuple[bool, str | None]:
+    """Does the written repro fail the same way on another machine? (verified, why not)
+
+    First here: when the file reads back into exactly the code of the reducer's last
+    failing query (same graph, inputs, config and stage call, down to the text), that
+    query already answered; otherwise the file runs once more in a query. Then as its
+    reader will run it (DESIGN.md, "Verified means: on another machine"): a copy in
+    another directory, torch alone, and no warm Inductor cache
+    (:func:`~minifier.repro.files.run_elsewhere`). ``tries``: a flaky failure gets that
+    many runs here (the repro's own loop runs it that often elsewhere).
+    """
+    loaded = load_repro(path)
+    if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict) != render(asked, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict):
+        check = functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict)
+        for _ in range(tries):
+            result = session.query(check, "checking the written repro fails the same way")
+            outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
+            if outcome.failure is not None and outcome.failure.signature == target:
+                break
+        else:
+            return False, "the written repro.py did not reproduce the failure when read back; the graph in work/origin does"
+    if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
+        return True, "not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only"
+    elsewhere = session.timed("running repro.py elsewhere: torch alone, another directory, no warm cache", lambda: run_elsewhere(path, session.timeout))
+    if shows_failure(elsewhere.returncode, elsewhere.stderr, target):
+        return True, None
+    (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    (session.run_dir / "logs" / "repro-elsewhere.log").write_text(elsewhere.stderr)
+    shown = "did not finish in time" if elsewhere.returncode is None else "passed" if elsewhere.returncode == 0 else f"exited {elsewhere.returncode} another way"
+    return False, (
+        f"repro.py fails here but, run with torch alone in another directory on a {elsewhere.cache} Inductor cache, it {shown} "
+        "(logs/repro-elsewhere.log): the failure needs state the repro does not carry"
+    )

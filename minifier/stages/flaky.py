@@ -1,0 +1,82 @@
+"""Flaky failures: how often one shows, and minifying it with repeated questions (DESIGN.md, "Flaky failures").
+
+A failure that shows in some runs only (a race, a random choice in a compiler, a
+resource limit) must get the same verdict on every run of pt2kit. When the culprit's
+second look does not fail, :func:`failure_rate` measures it over :data:`LOOKS` runs: a
+failure seen again is minified, one seen once only is :class:`~minifier.errors.FlakyFailure`
+(exit 1). Minifying it, every question is asked up to :func:`tries_for` times and counts
+as failing when any run fails that way (:func:`repeated`): enough runs that a candidate
+failing as often as the original is caught with :data:`CONFIDENCE`. The repro loops
+the same number of times (:func:`minifier.repro.writer.render`'s ``tries``), and ``report.json``
+carries the ``failure_rate``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from ..unit.case import GraphCase
+from ..errors import FlakyFailure
+from ..isolation.session import Session
+from ..unit.signature import Signature
+from .run import Outcome, run_case
+
+
+#: Looks at a failure that did not repeat, to measure how often it shows (DESIGN.md, "Flaky failures").
+LOOKS = 8
+
+
+def failure_rate(session: Session, case: GraphCase, stage: str, first: Outcome, second: Outcome, *, accuracy: bool, label: str) -> float:
+    """How often ``case`` fails through ``stage`` the way it first did, over :data:`LOOKS` runs (the first two included).
+
+    Raises :class:`FlakyFailure` when only one of them failed that way (the program's own):
+    too rare to minify, and the same verdict on every run of pt2kit.
+    """
+    more = [(functools.partial(run_case, case, stage, accuracy=accuracy), f"{label} through {stage}: look {n + 3} of {LOOKS}, measuring how often it fails") for n in range(LOOKS - 2)]
+    target = _signature(first)
+    outcomes = [second] + [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in session.query_all(more) if r is not None]
+    failing = 1 + sum(_signature(o) == target for o in outcomes)
+    if failing == 1:
+        raise FlakyFailure(f"flaky: {label} through {stage} gave {first.failure.signature if first.failure else 'a pass'} once, then passed or failed otherwise {len(outcomes)} times alone", failure_rate=round(failing / (1 + len(outcomes)), 3))
+    session.log(f"{label} fails through {stage} in {failing} of {1 + len(outcomes)} runs: flaky, minified with repeated queries")
+    return failing / (1 + len(outcomes))
+
+
+#: How sure a flaky failure's repeated queries make pt2kit that a candidate does not fail.
+CONFIDENCE = 0.99
+#: ... within this many runs of a candidate (and of the repro's own loop).
+MAX_TRIES = 12
+
+
+def tries_for(rate: float | None) -> int:
+    """Runs per question for a failure seen in ``rate`` of runs: enough that a candidate failing as often is seen to fail with :data:`CONFIDENCE`."""
+    if rate is None or rate >= 1.0:
+        return 1
+    return max(1, min(MAX_TRIES, math.ceil(math.log(1 - CONFIDENCE) / math.log(1 - rate))))
+
+
+def repeated(session: Session, fn: Any, label: str, tries: int, stage: str, target: Signature) -> Outcome:
+    """``fn``'s outcome over up to ``tries`` runs: the first that fails with ``target``, else the last."""
+    outcome = Outcome(stage, None, 0.0)
+    for n in range(0, tries, 2):  # (two side by side: the machine's cores)
+        batch = [(fn, f"{label} · try {k + 1} of {tries}") for k in range(n, min(tries, n + 2))]
+        for result in session.query_all(batch):
+            if result is None:
+                continue
+            outcome = result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+            if outcome.failure is not None and outcome.failure.signature == target:
+                return outcome
+    return outcome
+
+
+def _signature(outcome: Outcome) -> Signature | None:
+    return outcome.failure.signature if outcome.failure else None
+
+
+def measured_rate(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Any) -> float:
+    """The fraction of :data:`LOOKS` runs of ``case`` through ``stage`` that fail with ``target``."""
+    looks = [(functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} through {stage}: run {n + 1} of {LOOKS}, measuring how often it fails") for n in range(LOOKS)]
+    outcomes = [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in session.query_all(looks) if r is not None]
+    return sum(_signature(o) == target for o in outcomes) / max(1, len(outcomes))

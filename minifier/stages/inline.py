@@ -1,0 +1,111 @@
+"""Higher-order ops, inlined: the flatter graph the reducer starts from, when the failure allows.
+
+A higher-order op (activation checkpointing's ``tag_activation_checkpoint``, ``wrap``,
+``invoke_subgraph``, ``torch.cond``, a custom ``autograd.Function``'s
+``autograd_function_apply``) holds its body as a subgraph module. To the reducer
+(:mod:`minifier.reduce.engine`) the op is one node: it can keep it or cut it, never look
+inside. When the bug lives in the body (Inductor miscompiles a relu under
+checkpointing or in a ``cond`` branch), the minimal repro is the body's op, not the
+higher-order op around it.
+
+:func:`inlined` rewrites a graph with every such op replaced by a copy of its body
+(``cond`` by one of its branches, as the predicate would pick it; an
+``autograd.Function`` by its forward). The result computes the same forward values
+but is not the same program (no recomputation, no custom backward), so it is used
+only if it still fails the same way: one query, asked by
+:func:`minifier.minification.minify_case` before the reduction starts.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch.fx as fx
+
+from ..unit.graphio import target_name
+
+#: ``torch.ops.higher_order.<name>``: where the body is and where its operands start.
+BODY_AND_OPERANDS = {"tag_activation_checkpoint": (0, 1), "wrap": (0, 1), "invoke_subgraph": (0, 2), "autograd_function_apply": (0, 2)}
+
+
+def _hop_name(node: fx.Node) -> str | None:
+    if node.op != "call_function":
+        return None
+    try:
+        name = target_name(node.target)
+    except Exception:  # noqa: BLE001 - an unnameable function is no higher-order op of ours
+        return None
+    prefix = "torch.ops.higher_order."
+    return name[len(prefix) :] if name.startswith(prefix) else None
+
+
+def has_inlinable(gm: fx.GraphModule) -> bool:
+    return any(_hop_name(n) in (*BODY_AND_OPERANDS, "cond") for n in gm.graph.nodes)
+
+
+def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
+    """A copy of ``gm`` with its higher-order ops inlined (``cond`` takes branch ``cond_branch``: 0 true, 1 false).
+
+    Returns None when nothing could be inlined. An op whose body reads attributes of
+    its own (nested bodies, constants) or whose result is used other than by indexing
+    stays as it is.
+    """
+    gm = copy.deepcopy(gm)
+    graph = gm.graph
+    changed = False
+    for node in list(graph.nodes):
+        name = _hop_name(node)
+        if name == "cond":
+            body_arg, operands = node.args[1 + cond_branch], list(node.args[3])
+        elif name in BODY_AND_OPERANDS:
+            body_index, start = BODY_AND_OPERANDS[name]
+            body_arg, operands = node.args[body_index], list(node.args[start:])
+        else:
+            continue
+        if not isinstance(body_arg, fx.Node) or body_arg.op != "get_attr":
+            continue
+        body = gm.get_submodule(str(body_arg.target))
+        if not isinstance(body, fx.GraphModule) or body.graph.find_nodes(op="get_attr"):
+            continue
+        placeholders = body.graph.find_nodes(op="placeholder")
+        if len(placeholders) != len(operands) or not all(u.op == "call_function" and u.target is _getitem() for u in node.users):
+            continue
+        with graph.inserting_before(node):
+            result = graph.graph_copy(body.graph, dict(zip(placeholders, operands)))
+        if name == "autograd_function_apply":  # the forward returns (outputs, saved tensors)
+            result = result[0]
+        values = list(result) if isinstance(result, (tuple, list)) else [result]
+        for user in list(node.users):
+            user.replace_all_uses_with(values[user.args[1]])  # type: ignore[index]
+            graph.erase_node(user)
+        graph.erase_node(node)
+        changed = True
+    if not changed:
+        return None
+    graph.eliminate_dead_code()
+    for node in graph.find_nodes(op="get_attr"):
+        if not node.users:
+            graph.erase_node(node)
+    graph.lint()
+    gm.recompile()
+    return gm
+
+
+def _getitem() -> Any:
+    import operator
+
+    return operator.getitem
+
+
+def variants(gm: fx.GraphModule) -> list[fx.GraphModule]:
+    """The inlined graphs worth asking about: ``cond`` through its true branch, then its false one."""
+    found = []
+    for branch in (0, 1):
+        flat = inlined(gm, branch)
+        if flat is not None and all(flat.code != other.code for other in found):
+            found.append(flat)
+        if not any(_hop_name(n) == "cond" for n in gm.graph.nodes):
+            break
+    return found
+

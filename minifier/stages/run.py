@@ -1,0 +1,351 @@
+"""Stages: running one graph through one stage, and lowering a dynamo graph to its aot graphs.
+
+The stages are ordered, each a real torch backend (docs/minify.md):
+
+1. ``eager``: dynamo capture only;
+2. ``aot_eager``: plus AOTAutograd;
+3. ``aot_eager_decomp_partition``: plus Inductor's decompositions and partitioner;
+4. the final stage: ``inductor``, or the user's own backend in its place.
+
+:func:`run_case` answers one question, "what happens when this case runs through
+this stage?", and is meant to run inside a worker child. It renders the case as the
+very ``repro.py`` pt2kit would write (:mod:`minifier.repro.writer`), executes that text, and
+classifies the outcome: ``pass``, or a :class:`~minifier.unit.signature.Failure`
+(``compile_error``, ``runtime_error``, or ``accuracy`` against an fp64 reference;
+crashes and timeouts are seen by the worker's parent).
+
+:func:`lower_case` turns a dynamo graph into the forward/backward/inference graphs
+its final backend compiles, each with the real values it receives at run time. It
+runs the backend's own AOTAutograd pipeline but swaps the innermost compiler for a
+recorder that runs the graph eagerly, so lowering works even when that compiler is
+the thing that crashes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from ..capture import hooks
+from ..capture.casemaker import aot_case
+from .distributed import join_fake_group
+from ..capture.context import importable_name
+from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values
+from ..unit.accuracy import References, accuracy_divergence, reference_outputs, signature_of_accuracy
+from ..unit.signature import Failure, Signature, signature_of_exception, tagging_compile_errors
+from ..seams import backend_registry
+from ..seams.aot_autograd import compiler_kwargs
+from ..repro.files import exec_repro, write_repro
+from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
+
+
+def stage_names(final: str) -> list[str]:
+    """All stages in order, ending with ``final`` (``inductor`` or the user's backend)."""
+    return [*EAGER_STAGES, *([] if final in EAGER_STAGES else [final])]
+
+
+def stages_for(case: GraphCase) -> list[str]:
+    """The stages that apply to a case: all of them for dynamo graphs.
+
+    An aot graph only exists once AOTAutograd has run, so for it the eager stages
+    collapse into one: running the graph as it is (what ``aot_eager_decomp_partition``
+    does with it), then the final backend's compiler.
+    """
+    if case.boundary == "dynamo":
+        return stage_names(case.backend)
+    return ["aot_eager_decomp_partition", case.backend]
+
+
+@dataclass
+class Outcome:
+    """The result of running one case through one stage."""
+
+    stage: str
+    failure: Failure | None
+    seconds: float
+    seen_in_program: bool = False  # known from the program's own run, not yet from an isolated query
+    diverging: tuple[int, ...] = ()  # a wrong answer: the outputs that diverge, each judged on its own
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+    @property
+    def status(self) -> str:
+        return "pass" if self.failure is None else self.failure.signature.kind
+
+
+# --------------------------------------------------------------------------- #
+# One case through one stage (runs in a worker child)
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Where a reduced candidate came from: the identity of an accuracy failure.
+
+    Two wrong answers are the same failure only if both reach the program's outputs.
+    A candidate's outputs are nodes of the original graph; :func:`reaches_outputs`
+    puts the candidate's compiled values in their place in an eager run of the
+    original, and asks whether the original's outputs still diverge. A compiled op
+    whose error no output of the program can see (a flipped boolean mask that a
+    ``where`` ignores) is then not the bug being minified.
+
+    ``load_origin`` reads the original graph only when a candidate diverges: most
+    queries (those that pass, or fail otherwise) never need it, and reading a graph of
+    thousands of nodes is work that grows with the original, in every query.
+
+    ``references``: where the original's own reference outputs (eager and float64,
+    the same for every candidate) are kept. The first diverging query computes and
+    saves them; later ones read them back instead of running the original twice more.
+    """
+
+    load_origin: Callable[[], GraphCase]
+    outputs: tuple[str, ...]
+    references: Path | None = None
+
+
+def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: bool = False, reach: Reach | None = None) -> Outcome:
+    """Run ``case`` through ``stage`` the way its repro.py would; classify what happens.
+
+    With ``accuracy``, the repro's own ``accuracy_runs`` make the compiled run and its
+    references (inputs the graph writes into are compared like outputs); a float64
+    reference that cannot run leaves eager as the reference, never a failure of the graph.
+    """
+    start = time.perf_counter()
+    strict = strict or accuracy == "strict"
+    namespace = exec_repro(render(case, stage=stage, accuracy=accuracy, strict=strict), meta={"definitions": case.definitions})
+    namespace["apply_config"]()
+    join_fake_group(case)
+    namespace["compile_graph"] = tagging_compile_errors(namespace["compile_graph"])
+    try:
+        with hooks.aot_compilers(lambda kind, compiler: tagging_compile_errors(compiler)):
+            if not accuracy:
+                data = data_of(case)
+                seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
+                return Outcome(stage, None, time.perf_counter() - start)
+            expected, actual, fp64, written, _ = namespace["accuracy_runs"](data_of(case))
+        problem = accuracy_divergence(expected, actual, fp64, strict=strict, labels=namespace["value_labels"](len(expected), written))
+        if not problem:
+            return Outcome(stage, None, time.perf_counter() - start)
+        references = fp64 if fp64 is not None else [None] * len(expected)
+        diverging = tuple(
+            i for i, (e, a, f) in enumerate(zip(expected, actual, references)) if accuracy_divergence([e], [a], None if f is None else [f], strict=strict)
+        )
+        # strict mode is torch's: any output that differs bitwise, seen by the program or not
+        if reach is not None and not strict and not any(i.is_random for i in case.inputs):
+            plain = len(expected) - len(written)
+            made = program_inputs(case)
+            # a wrong write into one of the program's own inputs is seen by the program as it is
+            into_program_input = any(i >= plain and made[written[i - plain]].source is None for i in diverging)
+            if not into_program_input and reaches_outputs(reach, actual, strict) is None:
+                return Outcome(stage, Failure(Signature("accuracy", "AccuracyError", UNSEEN_MESSAGE), problem), time.perf_counter() - start)
+        return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start, diverging=diverging)
+    except Exception as e:  # noqa: BLE001 - classifying failures is the job
+        return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
+
+
+def seeded(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` from the RNG state every run starts from.
+
+    A graph with random ops (dropout, ``rand``, ``exponential_``) otherwise gets a
+    random verdict: the compiled, eager and fp64 runs would draw different numbers, and
+    a failure seen once would not be seen again.
+    """
+    torch.manual_seed(RUN_SEED)
+    return fn(*args)
+
+
+#: The signature of a divergence that the program's own outputs do not see (never a target).
+UNSEEN_MESSAGE = "compiled output diverges, but not where the program's outputs can see it"
+
+
+class _Substituting(fx.Interpreter):
+    """Runs a graph eagerly, with some nodes' values replaced (by a candidate's compiled outputs)."""
+
+    def __init__(self, gm: fx.GraphModule, values: dict[str, Any]) -> None:
+        super().__init__(gm)
+        self.values = values
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.name in self.values:
+            return self.values[n.name]
+        return super().run_node(n)
+
+
+def reaches_outputs(reach: Reach, actual: list[Any], strict: bool) -> str | None:
+    """Does the divergence of a candidate's outputs reach the original graph's outputs? (See :class:`Reach`.)"""
+    origin = reach.load_origin()
+    inputs = origin.materialize_inputs()
+    references = origin_references(origin, inputs, reach.references)
+    values = [v.detach() if isinstance(v, torch.Tensor) else v for v in inputs]
+    with torch.no_grad():
+        substituting = _Substituting(origin.gm, dict(zip(reach.outputs, actual)))
+        substituted = references.outputs_of(seeded(substituting.run, *values), values)
+    return accuracy_divergence(references.expected, substituted, references.fp64, strict=strict)
+
+
+def origin_references(origin: GraphCase, inputs: list[Any], path: Path | None) -> References:
+    """The original graph's eager and float64 outputs (see :class:`Reach`): read from ``path``, else computed and saved there.
+
+    Queries run side by side may both compute them; each writes a whole file and
+    moves it into place, so a reader never sees half of one. A file that does not
+    read back is computed again.
+    """
+    if path is not None and path.exists():
+        try:
+            saved = torch.load(path, weights_only=True)
+            return References(saved["expected"], saved["fp64"], saved["written"], saved["fp64_error"])
+        except Exception:  # noqa: BLE001 - a damaged cache is only slower
+            pass
+    references = reference_outputs(origin.gm, inputs, rng=RUN_SEED, set_rng=torch.manual_seed)
+    if path is not None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            torch.save(vars(references), tmp)
+            tmp.replace(path)
+        except Exception:  # noqa: BLE001 - (outputs torch cannot save): computed again next time
+            tmp.unlink(missing_ok=True)
+    return references
+
+
+# --------------------------------------------------------------------------- #
+# Lowering a dynamo graph to aot graphs (runs in a worker child)
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class _Recorded:
+    kind: str
+    gm: fx.GraphModule
+    compile_kwargs: dict[str, Any]
+    compiler: str | None
+    inputs: list[Any] | None = None
+
+
+class _AotRecorder:
+    """Stands in for the innermost compiler: keeps each graph and its first real inputs."""
+
+    graphs: list[_Recorded]
+
+    def eager_runner(self, record: _Recorded) -> Callable[[list[Any]], Any]:
+        gm = record.gm
+
+        def run_recorded(args: list[Any]) -> Any:
+            if record.inputs is None:
+                record.inputs = clone_values(list(args))
+            values = list(args)
+            args.clear()  # boxed calling convention: the callee owns the inputs
+            with torch.no_grad():
+                return gm(*values)
+
+        run_recorded._boxed_call = True  # type: ignore[attr-defined]
+        return run_recorded
+
+    def inductor_inner(self, inner: Callable[..., Any], compiler: str | None = None) -> Callable[..., Any]:
+        """Record what Inductor's inner compile gets (``compiler``: how the repro names it, None: the ``inductor`` stage)."""
+
+        def record_inner_compile(gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any) -> Any:
+            kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+            literal = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
+            record = _Recorded(kind, copy.deepcopy(gm), literal, compiler)
+            self.graphs.append(record)
+            return self.eager_runner(record)
+
+        return record_inner_compile
+
+    def __init__(self, backend: Any) -> None:
+        self.graphs = []
+        # A registered aot_autograd backend is named by its kwargs in the repro
+        # (lookup_backend(name).kwargs["bw_compiler"]); other backends that call
+        # AOTAutograd themselves by the compiler's importable name.
+        if isinstance(backend, str):  # a registered name, as the repro spells it
+            backend = backend_registry.lookup(backend)
+        self.by_kwargs = compiler_kwargs(backend) is not None
+        self.unnamed = False  # a compiler no repro can name was seen (and its graphs not kept)
+
+    def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
+        reference = None if self.by_kwargs else importable_name(compiler)
+        if reference is None and not self.by_kwargs:
+            # Inductor's own compilers: its inner compile records the graph (see lower_case)
+            self.unnamed = self.unnamed or not is_torch_own(compiler)
+            return compiler
+
+        def record_compile(gm: fx.GraphModule, example_inputs: Any) -> Any:
+            record = _Recorded(kind, copy.deepcopy(gm), {}, reference)
+            self.graphs.append(record)
+            return self.eager_runner(record)
+
+        return record_compile
+
+
+def is_torch_own(compiler: Any) -> bool:
+    """Is this aot compiler torch's own (Inductor's, in whatever wrapper AOTAutograd gets it)?
+
+    Such graphs are named by their stage (``compile_fx_inner`` for Inductor), not by the compiler.
+    """
+    parts = (compiler, getattr(compiler, "func", None), getattr(compiler, "compiler_fn", None))
+    return any(str(getattr(part, "__module__", "")).startswith(("torch.", "functorch.")) for part in parts if part is not None)
+
+
+def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
+    """Write the aot graphs the final backend compiles for ``case``: (their repro paths, a note).
+
+    The paths are empty when the backend does not go through AOTAutograd (a plain
+    ``(gm, example_inputs)`` backend); the note says why lowering stopped short
+    when the backend failed before AOTAutograd handed it a graph.
+    """
+    namespace = exec_repro(render(case, stage=case.backend), meta={"definitions": case.definitions})
+    namespace["apply_config"]()
+    join_fake_group(case)
+    recorder = _AotRecorder(eval(namespace_backend_expression(case), namespace))  # noqa: S307 - our own repro text
+    data = data_of(case)
+    hook = contextlib.ExitStack()
+    if case.backend == "inductor":
+        hook.enter_context(hooks.inductor_inner_compile(recorder.inductor_inner))
+    else:  # a user's backend: its own aot compilers, or Inductor's when it hands graphs on
+        hook.enter_context(hooks.aot_compilers(recorder.aot_compiler))
+        hook.enter_context(hooks.inductor_inner_compile(functools.partial(recorder.inductor_inner, compiler=INDUCTOR_INNER_COMPILE)))
+    note = None
+    try:
+        with hook:
+            namespace["run"](namespace["Repro"](data), namespace["make_inputs"](data))
+    except Exception as e:  # noqa: BLE001 - a backend that fails outside AOTAutograd: no aot graphs to show
+        if not recorder.graphs:
+            note = f"{case.backend} failed before AOTAutograd produced a graph ({type(e).__name__}); the dynamo graph is the unit to minify"
+    paths = []
+    counts: dict[str, int] = {}
+    for record in recorder.graphs:
+        if record.inputs is None:
+            continue  # compiled but never run (e.g. a backward nobody asked for)
+        number = counts[record.kind] = counts.get(record.kind, 0) + 1
+        aot_case = aot_case_of(case, record)
+        name = f"g{case.index}.{record.kind}" + (f"{number}" if number > 1 else "")
+        paths.append(str(write_repro(aot_case, out_dir / name, stage=case.backend)))
+    if not paths and note is None and recorder.unnamed:
+        note = f"{case.backend} calls AOTAutograd with compilers a repro cannot name (not importable, not the backend's .kwargs); the dynamo graph is the unit to minify"
+    elif not paths and note is None and case.backend != "inductor":
+        note = f"{case.backend} does not compile through AOTAutograd; the dynamo graph is the unit to minify"
+    return paths, note
+
+
+def namespace_backend_expression(case: GraphCase) -> str:
+    """The expression that evaluates to the final backend inside the case's repro namespace."""
+    from ..repro.writer import backend_expression
+
+    return backend_expression(case, case.backend)
+
+
+def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
+    assert record.inputs is not None
+    return aot_case(case, record.gm, record.inputs, kind=record.kind, compile_kwargs=record.compile_kwargs, compiler=record.compiler)

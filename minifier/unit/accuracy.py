@@ -1,0 +1,368 @@
+"""Wrong answers: a compiled run judged against eager and an fp64 eager reference.
+
+:func:`accuracy_divergence` is the rule. It compares compiled outputs with an fp64
+eager reference and forgives whatever error eager itself makes in the working
+precision (torch's ``same(..., fp64_ref=...)`` without its fixed tolerances). An
+accuracy failure's :class:`~minifier.unit.signature.Signature` names the *kind* of
+divergence (:func:`accuracy_category`): a NaN bug is not a rounding bug.
+
+What is compared:
+
+- every output, and every input the graph writes into, as it is after the run
+  (:class:`References`; the eager run's version counters say which inputs it wrote):
+  a graph whose only effect is ``x[idx] += 1`` is judged on ``x``;
+- against eager in the working precision and eager in float64, with float64 as the
+  default dtype (:func:`run_float64`), so tensors the graph creates follow its
+  promoted inputs. A float64 run that cannot run at all is the reference's limit,
+  never the graph's failure: eager alone is then the reference, within a stated
+  tolerance.
+
+The functions a repro needs (the rule, the category, the version counters and
+:func:`run_float64`) use only ``torch`` and carry no annotations: the repro writer
+copies their source into every accuracy ``repro.py``, whose ``accuracy_runs`` is
+what pt2kit's own queries call (:func:`minifier.stages.run.run_case`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .signature import Failure, Signature, normalize_message
+
+#: Ops that draw random numbers (by name part): a float64 run of them draws other numbers.
+RANDOM_OPS = ("rand", "randn", "randint", "randperm", "bernoulli", "dropout", "native_dropout", "multinomial", "normal", "uniform", "exponential", "poisson", "rrelu")
+
+
+def draws_random(name: str) -> bool:
+    """Is ``name`` (``rand``, ``torch.randn_like``, ``aten.native_dropout.default``, ``Tensor.exponential_``) a random op?"""
+    parts = [p.strip("_").removesuffix("_like") for p in name.split(".")]
+    return any(p in RANDOM_OPS or p.startswith(("inductor_rand", "philox_rand")) for p in parts)
+
+#: The message of every accuracy signature; details (which output, how far) vary as
+#: the graph shrinks and live in :attr:`Failure.details`.
+ACCURACY_MESSAGE = "compiled output diverges from the fp64 reference"
+
+
+def accuracy_category(problem: str) -> str:
+    """What kind of wrong answer :func:`accuracy_divergence` found: part of an accuracy failure's identity.
+
+    A NaN bug is not a rounding bug, and a shape bug is neither; the minifier keeps
+    the kind of divergence the program had (as well as keeping it reaching the
+    program's outputs, see :func:`minifier.stages.run.run_case`).
+    """
+    if "non-finite" in problem:
+        return "non-finite values"
+    if " != eager " in problem and ("(" in problem.split(" != eager ")[1]):
+        return "shape or dtype"
+    if "outputs, eager gives" in problem or "got " in problem:
+        return "output structure"
+    if "values differ" in problem:
+        return "exact values"
+    if "RMSE" in problem or "off eager beyond" in problem:  # (the second: no fp64 reference could run)
+        return "values"
+    return "non-tensor values"
+
+
+def signature_of_accuracy(problem: str) -> Failure:
+    return Failure(Signature("accuracy", "AccuracyError", f"{ACCURACY_MESSAGE} ({accuracy_category(problem)})"), details=problem)
+
+
+#: Methods that cast to a low-precision float, and what the fp64 reference calls instead.
+_FLOAT_CASTS = {"half": "double", "float": "double", "bfloat16": "double"}
+
+
+def float64_graph(gm: Any) -> Any:
+    """A copy of ``gm`` computing in float64: parameters, buffers *and* the dtypes written in the graph.
+
+    torch's ``same(fp64_ref=...)`` rule needs a reference computed in real fp64; casting
+    only the inputs leaves ``torch.tensor(655, dtype=torch.half)`` or ``x.to(torch.half)``
+    in low precision, and the reference then disagrees with a compiler that keeps
+    more precision (pytorch's ``test_rmse_improves_over_atol``). Like torch's
+    ``cast_dtype_args_to_fp64``, every floating dtype argument becomes float64; unlike
+    it, positional dtypes and ``.half()``-style methods are promoted too.
+    """
+    import copy
+
+    import torch
+
+    gm = copy.deepcopy(gm).to(torch.float64)
+
+    def promote(value: Any) -> Any:
+        if isinstance(value, torch.dtype) and value.is_floating_point and value != torch.float64:
+            return torch.float64
+        if isinstance(value, (list, tuple)):
+            return type(value)(promote(v) for v in value)
+        return value
+
+    def visit(module: Any) -> None:
+        for node in module.graph.nodes:
+            if node.op in ("call_function", "call_method"):
+                node.args = promote(node.args)
+                node.kwargs = {k: promote(v) for k, v in node.kwargs.items()}
+            if node.op == "call_method" and node.target in _FLOAT_CASTS:
+                node.target = _FLOAT_CASTS[node.target]
+        module.recompile()
+        for child in module.children():
+            if isinstance(child, torch.fx.GraphModule):
+                visit(child)
+
+    visit(gm)
+    return gm
+
+
+def to_float64(values: list[Any]) -> list[Any]:
+    """Floating tensors as float64 (``requires_grad`` kept); everything else as it is."""
+    import torch
+
+    return [
+        v.detach().to(torch.float64).requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for v in values
+    ]
+
+
+#: Ops that test values for inf or NaN: a graph that holds one decides on overflows
+#: of its working precision, which a float64 run does not have (an fp16 ``x * x`` that
+#: becomes inf, then ``where(isinf(e), 0, e)``).
+NONFINITE_TESTS = ("isinf", "isnan", "isfinite", "isposinf", "isneginf", "nan_to_num")
+
+
+def fp64_blocker(gm: Any) -> str | None:
+    """Why a float64 run of ``gm`` would not be a reference for what the program means (None: it is).
+
+    A graph that tests its values for inf or NaN (:data:`NONFINITE_TESTS`, or a
+    comparison with an infinite constant) means the overflows of its working precision:
+    promoted to float64, the overflow it guards against never happens, and the
+    reference would take the compiled code's side. A graph that draws random numbers
+    draws other ones in float64 (``rand`` fills a double from 53 random bits, a float
+    from 24), so its float64 run computes something else. Eager alone, from the same
+    seed, is the reference then.
+    """
+    import math
+
+    from .case import op_name
+    from .graphio import all_call_nodes
+
+    for node in all_call_nodes(gm):
+        name = op_name(node, gm)
+        if draws_random(name):
+            return f"the graph draws random numbers ({name}), which float64 draws differently"
+        if any(part in NONFINITE_TESTS for part in name.split(".")):
+            return f"the graph tests its values for inf or NaN ({name}), which float64 does not overflow to"
+        if any(isinstance(a, float) and not math.isfinite(a) for a in node.args):
+            return f"the graph compares with an infinite constant ({name}), which float64 does not overflow to"
+    return None
+
+
+def tensor_versions(values):
+    """Each tensor's version counter: every in-place write bumps it, through any view of it.
+
+    (An inference tensor keeps no count: None, as for a value that is not a tensor.)
+    It imports only torch: the repro writer copies its source into accuracy repros.
+    """
+    import torch
+
+    counts = []
+    for v in values:
+        try:
+            counts.append(v._version if isinstance(v, torch.Tensor) else None)
+        except RuntimeError:
+            counts.append(None)
+    return counts
+
+
+def written_inputs(before, after):
+    """The positions of the inputs a run wrote into, from their version counters before and after it (copied into repros)."""
+    return [i for i, (b, a) in enumerate(zip(before, after)) if b is not None and b != a]
+
+
+@dataclass
+class References:
+    """The reference side of an accuracy check, from eager runs of a graph.
+
+    ``expected`` (working precision) and ``fp64`` are the graph's outputs followed by the
+    values, after the run, of the inputs it writes into (``written``, their positions):
+    a graph whose only effect is ``x.add_(y)`` is judged on ``x``. ``fp64`` is None when
+    the float64 run cannot run at all (``fp64_error`` says why); eager alone is then the
+    reference (:func:`accuracy_divergence`), and the graph is not to blame.
+    """
+
+    expected: list[Any]
+    fp64: list[Any] | None
+    written: list[int]
+    fp64_error: str | None = None
+
+    def outputs_of(self, outputs: Any, inputs: list[Any]) -> list[Any]:
+        """A run's outputs, followed by its inputs at the positions the reference run wrote into."""
+        return _as_list(outputs) + [inputs[i] for i in self.written]
+
+
+def _as_list(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def run_float64(fn, *args):
+    """``fn(*args)`` with float64 as the default dtype: what the graph creates follows its promoted inputs.
+
+    (``torch.zeros(n)`` in a graph would otherwise stay float32 beside float64 inputs,
+    and an op that refuses mixed dtypes, such as ``index_add_``, would fail in the
+    reference only.) Copied into accuracy repros: torch only, no annotations.
+    """
+    import torch
+
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return fn(*args)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def reference_outputs(gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: Callable[[Any], None] | None = None) -> References:
+    """The eager outputs of ``gm`` on ``inputs`` in working precision and in float64: the one fp64 driver.
+
+    Runs on clones (graphs mutate inputs in place), without autograd. With ``rng`` and
+    ``set_rng``, both runs start from that random state. A float64 run that raises
+    leaves ``fp64`` None (see :class:`References`).
+    """
+    import torch
+
+    from .case import clone_values
+
+    def clones() -> list[Any]:
+        return [v.detach() if isinstance(v, torch.Tensor) else v for v in clone_values(inputs)]
+
+    with torch.no_grad():
+        if set_rng is not None:
+            set_rng(rng)
+        values = clones()
+        before = tensor_versions(values)
+        outputs = gm(*values)
+        written = written_inputs(before, tensor_versions(values))
+        references = References([], None, written)
+        references.expected = references.outputs_of(outputs, values)
+        if set_rng is not None:
+            set_rng(rng)
+        references.fp64_error = fp64_blocker(gm)
+        try:
+            if references.fp64_error is None:
+                values = to_float64(clones())
+                references.fp64 = references.outputs_of(run_float64(float64_graph(gm), *values), values)
+        except Exception as e:  # noqa: BLE001 - a reference that cannot run is ours to own, not the graph's
+            references.fp64_error = f"{type(e).__name__}: {normalize_message(str(e))}"
+    return references
+
+
+def judge_compiled_run(
+    gm: Any, inputs: list[Any], outputs: Any, *, rng: Any, strict: bool = False, after: list[Any] | None = None
+) -> Failure | None:
+    """Was one compiled run of ``gm`` on ``inputs`` right? The isolated queries' accuracy rule, for a run that already happened.
+
+    ``outputs`` is what the compiled code returned, from the random state ``rng``, and
+    ``after`` the inputs it ran on, as they are after the run (None: not kept); eager
+    runs of ``gm`` from that same state, in working precision and in float64, are the
+    reference (:func:`accuracy_divergence`). ``--accuracy`` under capture judges the
+    program's own compile of each aot graph this way at its first run, so the
+    bisection need not compile it again. The caller's random state is left untouched.
+    """
+    import torch
+
+    with torch.random.fork_rng():
+        references = reference_outputs(gm, inputs, rng=rng, set_rng=torch.random.set_rng_state)
+    actual = _as_list(outputs)
+    if references.written:
+        if after is None:
+            return None  # the graph writes into its inputs, and how the compiled run left them is not known
+        actual = references.outputs_of(outputs, after)
+    actual = [o.detach() if isinstance(o, torch.Tensor) else o for o in actual]
+    problem = accuracy_divergence(references.expected, actual, references.fp64, strict=strict, labels=output_labels(references, len(actual)))
+    return signature_of_accuracy(problem) if problem else None
+
+
+def output_labels(references: References, count: int, names: list[str] | None = None) -> list[str]:
+    """How a divergence names each compared value: ``output 2``, or ``input x (written in place)``."""
+    plain = count - len(references.written)
+    return [f"output {i}" for i in range(plain)] + [
+        f"input {names[i] if names else i} (written in place)" for i in references.written
+    ]
+
+
+def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=None):
+    """Compare ``compiled`` outputs with an fp64 eager reference, forgiving eager's own error.
+
+    ``eager``, ``compiled`` and ``fp64`` are lists of the same outputs (tensors or
+    plain values) computed by eager in working precision, by the compiled program,
+    and by eager in float64. A floating output passes when it is allclose to eager,
+    or when its RMSE against fp64 is at most ``multiplier`` times eager's own RMSE
+    against fp64 (plus ``tol / 10``): compiled code may round differently, but not
+    worse than eager does. NaN or inf where eager and fp64 are finite always fails.
+    Integer and bool outputs must match exactly. With ``strict``, every output must
+    equal eager's bit for bit (``--strict-accuracy``). Returns None when everything
+    passes, else one line naming the first output that does not.
+
+    Eager is the reference instead, within a stated tolerance (1e-3, 1e-2 in half
+    precision), where ``fp64`` is None (see :func:`fp64_blocker`) or an fp64 output does
+    not match eager's shape. ``labels`` name the values in the message (default
+    ``output <i>``).
+
+    This is torch's ``same(..., fp64_ref=...)`` rule without its fixed-tolerance
+    shortcuts. It imports only torch and carries no annotations: the repro writer
+    copies its source into repro.py.
+    """
+    import torch
+
+    if fp64 is None:
+        fp64 = [None] * len(eager)
+    for i, (ref, res, hi) in enumerate(zip(eager, compiled, fp64)):
+        name = labels[i] if labels is not None and i < len(labels) else f"output {i}"
+        if not isinstance(ref, torch.Tensor):
+            if ref != res and not (isinstance(ref, float) and ref != ref and res != res):
+                return f"{name}: {res!r} != eager {ref!r}"
+            continue
+        if not isinstance(res, torch.Tensor):
+            return f"{name}: got {type(res).__name__}, eager gives a tensor"
+        if res.shape != ref.shape or res.dtype != ref.dtype:
+            return f"{name}: {res.dtype}{tuple(res.shape)} != eager {ref.dtype}{tuple(ref.shape)}"
+        ref, res = ref.detach(), res.detach()
+        if strict or not (ref.is_floating_point() or ref.is_complex()):
+            same = torch.equal(ref, res) or (ref.is_floating_point() and torch.allclose(ref, res, atol=0.0, rtol=0.0, equal_nan=True))
+            if not same:
+                bad = int((ref != res).sum())
+                return f"{name}: {bad} of {ref.numel()} values differ from eager"
+            continue
+        if torch.allclose(ref, res, atol=tol, rtol=tol, equal_nan=True):
+            continue
+        if hi is not None and (not isinstance(hi, torch.Tensor) or hi.shape != ref.shape):
+            hi = None  # the float64 run took another path (a dtype the graph reinterprets): no reference here
+        if ref.is_complex():
+            ref, res = torch.view_as_real(ref), torch.view_as_real(res)
+            hi = None if hi is None else torch.view_as_real(hi.detach().to(torch.complex128))
+        res64, ref64 = res.to(torch.float64), ref.to(torch.float64)
+        if hi is not None:
+            hi = hi.detach().to(torch.float64)
+        if hi is None:  # eager is the reference, within a stated tolerance
+            loose = 1e-2 if res.dtype in (torch.float16, torch.bfloat16) else 1e-3
+            bad_res = ~torch.isfinite(res64) & torch.isfinite(ref64)
+            if bool(bad_res.any()):
+                return f"{name}: {int(bad_res.sum())} non-finite values where eager is finite (no fp64 reference)"
+            if not torch.allclose(ref64, res64, atol=loose, rtol=loose, equal_nan=True):
+                max_abs = float((res64 - ref64).abs().nan_to_num(0.0).max())
+                return f"{name}: values off eager beyond {loose:g} (no fp64 reference); max abs error {max_abs:.3g}"
+            continue
+        bad_res = ~torch.isfinite(res64) & torch.isfinite(hi) & torch.isfinite(ref64)
+        if bool(bad_res.any()):
+            return f"{name}: {int(bad_res.sum())} non-finite values where eager and fp64 are finite"
+        finite = torch.isfinite(hi) & torch.isfinite(ref64)
+        ref_err = float(torch.sqrt(torch.mean(torch.square(hi - ref64)[finite]))) if bool(finite.any()) else 0.0
+        res_err = float(torch.sqrt(torch.mean(torch.square(hi - res64)[finite]))) if bool(finite.any()) else 0.0
+        multiplier = 3.0 if (res.dtype in (torch.float16, torch.bfloat16) or ref.numel() < 1000) else 2.0
+        if res_err > multiplier * ref_err + tol / 10.0:
+            max_abs = float((res64 - hi).abs()[finite].max()) if bool(finite.any()) else float("nan")
+            return (
+                f"{name}: RMSE vs fp64 {res_err:.3g}, eager's own {ref_err:.3g} "
+                f"(allowed {multiplier:g}x + {tol / 10:g}); max abs error {max_abs:.3g}"
+            )
+    if not (len(eager) == len(compiled) == len(fp64)):
+        return f"{len(compiled)} outputs, eager gives {len(eager)}"
+    return None

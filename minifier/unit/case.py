@@ -1,0 +1,383 @@
+"""The unit pt2kit works on: one FX graph, its inputs, and how to run it through a stage.
+
+A :class:`GraphCase` is everything needed to ask "does this graph still fail?":
+
+- ``gm``: the graph, either a dynamo graph (torch-level ops, run through
+  ``torch.compile(backend=...)``) or an AOTAutograd graph (aten ops; ``forward``,
+  ``backward`` or ``inference``, run through the backend's inner compiler);
+- ``inputs``: one :class:`GraphInput` per placeholder, holding the *real* value the
+  program passed (values matter: a bug may only show on some data), the metadata
+  of that value, and optionally a seed that replaces it by a random stand-in of the
+  same shape, strides, dtype and ``requires_grad``;
+- ``constants``: tensors the graph reads with ``get_attr``;
+- the context that makes it fail: the final backend's name, the non-default
+  compiler config, and the user modules that register custom backends or ops.
+
+Captured graphs, checkpoints, and the final ``repro.py`` are all the same thing on
+disk: :mod:`minifier.repro.writer` renders a case as a runnable script and reads it back.
+
+:func:`~minifier.unit.runtime.rand_tensor` makes the random stand-ins (every repro
+that needs one carries a copy).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from .runtime import rand_tensor
+from ..seams import ops, special_tensors
+
+#: How a config value that is not a literal travels in :attr:`GraphCase.config`: a
+#: one-key dict (itself a literal) naming how the repro gets the value back.
+CONFIG_IMPORT = "pt2kit:import"  # {"pt2kit:import": "module:qualname"}: imported by reference
+CONFIG_CARRIED = "pt2kit:carried"  # {"pt2kit:carried": name}: bound by the carried definitions
+CONFIG_MISSING = "pt2kit:missing"  # {"pt2kit:missing": why}: the user must supply it
+
+BOUNDARIES = ("dynamo", "aot")
+GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
+
+#: Scalar types a graph input or a folded boundary value may have besides tensors.
+SCALAR_TYPES = (int, float, bool, type(None))
+
+
+#: An aot graph that a user's backend handed to Inductor (``standalone_compile``,
+#: ``compile_fx``): its repro compiles it as the ``inductor`` stage does.
+INDUCTOR_INNER_COMPILE = "torch._inductor.compile_fx:compile_fx_inner"
+#: The name a repro's ``definitions`` bind a backend to when it has no importable name.
+BACKEND_NAME = "pt2kit_backend"
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """Shape, strides, dtype, device and ``requires_grad`` of a tensor, and its value range."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: str
+    device: str
+    requires_grad: bool
+    low: float | None = None  # value range of the real data (integer tensors only)
+    high: float | None = None
+    is_leaf: bool = True  # False: a non-leaf requiring grad (the output of a differentiable op)
+    special: str | None = None  # a ZeroTensor, or a conjugate or negative view (minifier.seams.special_tensors)
+    subclass: str | None = None  # a plain tensor subclass: how a repro names its class (``Tagged``, ``mylib.Tagged``)
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> TensorMeta:
+        low = high = None
+        special = special_tensors.kind_of(t)
+        if not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool and t.numel() and special is None:
+            low, high = float(t.min()), float(t.max())
+        return cls(
+            shape=tuple(t.shape),
+            stride=tuple(t.stride()),
+            dtype=str(t.dtype).removeprefix("torch."),
+            device=str(t.device),
+            requires_grad=bool(t.requires_grad),
+            low=low,
+            high=high,
+            is_leaf=bool(t.is_leaf) or not t.requires_grad,
+            special=special,
+        )
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    def describe(self) -> str:
+        grad = (", requires_grad" if self.is_leaf else ", requires_grad, non-leaf") if self.requires_grad else ""
+        special = {"zerotensor": ", a ZeroTensor", "conj": ", conjugate bit", "neg": ", negative bit"}.get(self.special or "", "")
+        special += f", a {self.subclass}" if self.subclass else ""
+        return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}{special}"
+
+
+@dataclass
+class GraphInput:
+    """One placeholder's value: the real one, or a seeded random stand-in."""
+
+    name: str
+    value: Any  # the real value (tensor or scalar)
+    meta: TensorMeta | None  # None for scalars
+    seed: int | None = None  # when set, a random tensor replaces ``value``
+    symbolic_dims: tuple[int, ...] = ()  # dims that were dynamic when dynamo captured the graph
+    source: str | None = None  # minifier: the origin graph's node whose value this input takes
+    derived_from: tuple[str, int] | None = None  # a symbolic size: (tensor input, dim) it is read from
+    symbolic_int: bool = False  # a symbolic int that no tensor input's size gives (compile with dynamic=True)
+    dtensor: dict[str, Any] | None = None  # a DTensor: ``value``/``meta`` are its local shard; placements and mesh here
+    opaque: str | None = None  # a value pt2kit cannot write (a DeviceMesh, a script object): its type
+    view_of: tuple[str, int] | None = None  # a view into another input's memory: (that input, storage offset from its own)
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.meta is not None
+
+    @property
+    def is_random(self) -> bool:
+        return self.seed is not None
+
+    def materialize(self) -> Any:
+        """A fresh value for one run: a clone of the real tensor, or the random stand-in.
+
+        A DTensor is rebuilt from its local shard (and a DeviceMesh made) over the
+        process group of the running query (a fake one).
+        """
+        if self.dtensor is not None:
+            from ..seams import dtensor
+
+            if self.meta is None:
+                return dtensor.mesh(self.dtensor["mesh_shape"], self.dtensor.get("device_type", "cpu"))
+            return dtensor.rebuild(self._materialize_tensor(), self.dtensor)
+        if self.meta is None:
+            return self.value
+        return self._materialize_tensor()
+
+    def _materialize_tensor(self) -> Any:
+        assert self.meta is not None
+        m = self.meta
+        if self.seed is not None:
+            value = rand_tensor(m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device)
+        else:
+            value = clone_tensor(self.value, m.requires_grad, device=m.device)  # placed here, in the child
+        value = special_tensors.rebuild(value, m.special)  # (``value`` is the plain tensor behind it)
+        if m.requires_grad and not m.is_leaf:  # as the program passed it: the output of a differentiable op
+            with torch.enable_grad():
+                value = value.clone(memory_format=torch.preserve_format)
+        return value
+
+
+def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of ``gm``'s graph over the same module: the graph as a compiler was handed it.
+
+    Compilers rewrite the graph they are given in place (Inductor's post-grad passes
+    reinplace ops, for one); a query must compile what the compiler got, not what its
+    passes made of it.
+    """
+    return fx.GraphModule(gm, copy.deepcopy(gm.graph))
+
+
+def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None, device: str | torch.device | None = None) -> torch.Tensor:
+    """A leaf copy of ``t`` with the same shape and strides, owning only the memory they reach.
+
+    Copying the reachable memory rather than the elements keeps overlapping layouts
+    (``expand``'s zero strides) that a plain elementwise copy cannot write into. A
+    special tensor (a ZeroTensor, a conjugate view...) stays what it is.
+    """
+    requires_grad = t.requires_grad if requires_grad is None else requires_grad
+    special = special_tensors.kind_of(t)
+    if special is not None:
+        copied = clone_tensor(special_tensors.plain(t), False, device)
+        return special_tensors.rebuild(copied, special).requires_grad_(requires_grad)
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    with torch.no_grad():
+        memory = torch.empty(span, dtype=t.dtype, device=t.device if device is None else device)
+        if span:
+            memory.copy_(t.detach().as_strided((span,), (1,)))
+        copy = memory.as_strided(t.shape, t.stride())
+        if span == t.numel():  # dense: a tensor of its own, as the program's was, not a view
+            copy = copy.clone()
+    return copy.detach().requires_grad_(requires_grad)
+
+
+def view_into(base: torch.Tensor, meta: TensorMeta, offset: int) -> torch.Tensor:
+    """A view of ``base``'s memory with ``meta``'s layout, ``offset`` elements past ``base``'s own start."""
+    view = base.as_strided(meta.shape, meta.stride, base.storage_offset() + offset)
+    return view.requires_grad_() if meta.requires_grad and not view.requires_grad else view
+
+
+def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Tensors among ``values`` that share memory: (the one whose memory holds the others', [(another, its offset from it)]).
+
+    A graph's inputs can be views of one tensor (``f(buf, buf[1:])``), and a compiler's
+    bug can live in that aliasing. A group is kept only when one member's memory (the
+    elements its strides reach) holds every other member's; other overlaps stay apart.
+    """
+    groups: dict[tuple[str, int], list[int]] = {}
+    for k, v in enumerate(values):
+        if not isinstance(v, torch.Tensor) or v.layout != torch.strided or special_tensors.kind_of(v) or v.numel() == 0:
+            continue
+        try:
+            key = (str(v.device), v.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError):  # fake and meta tensors own no memory
+            continue
+        if key[1]:
+            groups.setdefault(key, []).append(k)
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        return t.storage_offset(), t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+
+    found = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        spans = {k: span(values[k]) for k in members}
+        cover = next((k for k in members if all(spans[k][0] <= a and b <= spans[k][1] for a, b in spans.values())), None)
+        if cover is not None:
+            found.append((cover, [(k, spans[k][0] - spans[cover][0]) for k in members if k != cover]))
+    return found
+
+
+def clone_values(values: list[Any]) -> list[Any]:
+    """Copies of ``values`` (tensors cloned, the rest as they are) in which tensors that shared memory share it again."""
+    copies = [clone_tensor(v.detach(), v.requires_grad) if isinstance(v, torch.Tensor) else v for v in values]
+    for cover, views in alias_groups(values):
+        for k, offset in views:
+            copies[k] = view_into(copies[cover], TensorMeta.of(values[k]), offset)
+    return copies
+
+
+def compact_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A detached copy of ``t`` holding only the memory its strides reach, for saving (a special tensor's plain one)."""
+    return clone_tensor(special_tensors.plain(t.detach()), requires_grad=False)
+
+
+@dataclass
+class GraphCase:
+    """A graph, its inputs, and what it takes to run it through the failing stage."""
+
+    gm: fx.GraphModule
+    inputs: list[GraphInput]
+    boundary: str = "dynamo"  # dynamo | aot
+    kind: str = "dynamo"  # dynamo | forward | backward | inference
+    backend: str = "inductor"  # the final stage: "inductor" or the user's backend name
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> {key: literal or a CONFIG_* marker}
+    modules: list[tuple[str, str]] = field(default_factory=list)  # (import name, sys.path root) of user modules
+    compile_kwargs: dict[str, Any] = field(default_factory=dict)  # aot inner-compile kwargs
+    compiler: str | None = None  # aot graphs of a user backend: "module:function" of its compiler (INDUCTOR_INNER_COMPILE: Inductor's)
+    constants: dict[str, torch.Tensor] = field(default_factory=dict)  # get_attr targets
+    backward: bool = True  # dynamo graphs: also run backward when an output needs grad
+    grad_enabled: bool = True  # dynamo graphs: the grad mode the program compiled them under
+    dynamic: bool = False  # dynamo graphs: compile with dynamic=True (symbolic sizes captured)
+    index: int = 0  # position among the program's captured graphs
+    parent: int | None = None  # aot graphs: index of the dynamo graph they were lowered from
+    frame: dict[str, Any] | None = None  # the user frame dynamo compiled: name, filename, lineno
+    distributed: dict[str, int] | None = None  # {"rank", "world_size"} of the job it comes from
+    definitions: str = ""  # user source the repro carries: backends/ops with no importable name (see extract)
+
+    def __post_init__(self) -> None:
+        if self.boundary not in BOUNDARIES:
+            raise ValueError(f"boundary must be one of {BOUNDARIES}, not {self.boundary!r}")
+        if self.kind not in GRAPH_KINDS:
+            raise ValueError(f"kind must be one of {GRAPH_KINDS}, not {self.kind!r}")
+        # Type annotations only clutter the repro, and some (strings, Parameter) do not
+        # survive a round trip through its text.
+        modules = [self.gm]
+        while modules:
+            module = modules.pop()
+            for node in module.graph.nodes:
+                node.type = None
+            modules += [m for m in module.children() if isinstance(m, fx.GraphModule)]
+
+    @property
+    def unsupported(self) -> list[str]:
+        """Inputs a repro cannot rebuild yet (as ``name: type``)."""
+        return [f"{i.name}: {i.opaque}" for i in self.inputs if i.opaque and i.name in self.used_inputs()]
+
+    def used_inputs(self) -> set[str]:
+        """Placeholders some node of the graph reads."""
+        return {str(n.target) for n in self.gm.graph.find_nodes(op="placeholder") if n.users}
+
+    @property
+    def backend_is_defined(self) -> bool:
+        """Is the final backend bound by :attr:`definitions` (it has no importable name)?"""
+        return f"{BACKEND_NAME} = " in self.definitions
+
+    @property
+    def op_nodes(self) -> list[fx.Node]:
+        return [n for n in self.gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+
+    @property
+    def node_count(self) -> int:
+        """Op nodes, the size ``report.json``'s ``nodes_before``/``nodes_after`` report."""
+        return len(self.op_nodes)
+
+    def op_names(self) -> list[str]:
+        """The op of each op node, e.g. ``aten.relu.default`` or ``torch.sin`` or ``Tensor.sin``."""
+        return [op_name(n, self.gm) for n in self.op_nodes]
+
+    def materialize_inputs(self) -> list[Any]:
+        values = [i.materialize() for i in self.inputs]
+        names = [i.name for i in self.inputs]
+        for k, i in enumerate(self.inputs):  # an input that shared another's memory shares it again
+            if i.view_of and i.view_of[0] in names and i.meta is not None:
+                values[k] = view_into(values[names.index(i.view_of[0])], i.meta, i.view_of[1])
+        for k, i in enumerate(self.inputs):  # a symbolic size is the size of its tensor, whatever that is now
+            if i.derived_from and i.derived_from[0] in names:
+                values[k] = values[names.index(i.derived_from[0])].size(i.derived_from[1])
+        return values
+
+    def label(self) -> str:
+        if self.boundary == "aot":
+            return f"g{self.index if self.parent is None else self.parent}.{self.kind}"
+        return f"g{self.index}"
+
+    def replace(self, **changes: Any) -> GraphCase:
+        """A shallow copy with some fields changed (the graph module is shared unless given)."""
+        return dataclasses.replace(self, **changes)
+
+    def deepcopy_graph(self) -> GraphCase:
+        return self.replace(gm=copy.deepcopy(self.gm))
+
+
+def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
+    """The name a user would recognise for one op node.
+
+    ``aten.relu.default`` for aten overloads (``report.json``'s ``ops_after``), torch's
+    qualified name for functions (``torch.sin``, ``torch._C._nn.linear``,
+    ``operator.add``), ``Tensor.sin`` for method calls on tensors, and the module
+    class (``nn.Linear``) for ``call_module`` nodes when the graph module is given.
+    """
+    if node.op == "call_method":
+        receiver = node.args[0] if node.args else None
+        example = receiver.meta.get("example_value") if isinstance(receiver, fx.Node) else None
+        owner = "Tensor" if example is None or isinstance(example, torch.Tensor) else type(example).__name__
+        return f"{owner}.{node.target}"
+    if node.op == "call_module":
+        if gm is None:
+            return f"module.{node.target}"
+        module_type = type(gm.get_submodule(str(node.target)))
+        if module_type.__module__.startswith("torch.nn."):
+            return f"nn.{module_type.__name__}"
+        return f"{module_type.__module__}.{module_type.__qualname__}"
+    if node.op != "call_function":
+        raise ValueError(f"not an op node: {node.op}")
+    target = node.target
+    if ops.is_overload(target):
+        return ".".join(ops.overload_name(target))
+    if ops.is_packet(target):
+        return ".".join(ops.packet_name(target))
+    try:
+        name = ops.qualified_name(target)
+    except Exception:  # noqa: BLE001 - torch raises for callables it did not create (lambdas)
+        name = getattr(target, "__qualname__", None) or repr(target)
+    # builtins live in C modules with a leading underscore; users import them without it
+    for c_module, public in (("_operator.", "operator."), ("builtins.", "")):
+        if name.startswith(c_module):
+            return public + name[len(c_module) :]
+    return name
+
+
+#: Python's in-place operators: on a tensor, ``x += y`` in a dynamo graph writes into ``x``.
+_IN_PLACE_OPERATORS = frozenset(f"i{name}" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "matmul"))
+
+
+def has_effect(node: fx.Node) -> bool:
+    """Does running ``node`` matter even when nothing reads its value?
+
+    FX's own rule (``Node.is_impure``: mutable aten ops, asserts, random ops...), plus
+    what a dynamo graph writes in place (``x.mul_(y)``, ``x += y``) and the mode switches
+    around ``with torch.inference_mode():``, which FX does not count: a graph whose only
+    effect is a write into its input is not dead code.
+    """
+    if node.is_impure() or ops.switches_mode(node.target):
+        return True
+    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+    if not isinstance(name, str):
+        return False
+    in_place_method = name.endswith("_") and not name.startswith("_")
+    return in_place_method or (node.op == "call_function" and getattr(node.target, "__module__", None) in ("_operator", "operator") and name in _IN_PLACE_OPERATORS)

@@ -1,0 +1,68 @@
+"""The functions every repro carries a copy of: torch only, no annotations, no pt2kit.
+
+The repro writer (:mod:`minifier.repro.writer`) copies the source of the ones a repro needs
+into it with ``inspect.getsource``, so a repro runs with plain torch; pt2kit's own
+queries use the same functions, so what the minifier asks is what the user runs.
+"""
+
+import torch
+
+def graph_module(module):
+    """A higher-order op takes its body as a torch.fx.GraphModule: trace one from the body's code."""
+
+    class BodyTracer(torch.fx.Tracer):
+        def getattr(self, attr, attr_val, parameter_proxy_cache):
+            if isinstance(attr_val, torch.fx.GraphModule):  # a nested body stays a module attribute
+                return self.create_proxy("get_attr", attr, (), {})
+            return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+    return torch.fx.GraphModule(module, BodyTracer(autowrap_functions=(call_hop,)).trace(module))
+
+
+def call_hop(name, *args, **kwargs):
+    """Call the higher-order op ``torch.ops.higher_order.<name>`` (FX records this call in a body)."""
+    return getattr(torch.ops.higher_order, name)(*args, **kwargs)
+
+
+def clone_input(t):
+    """A fresh copy of a saved input, strides and all (a graph may write into its inputs).
+
+    A dense input is a tensor of its own, as the program's was (AOTAutograd treats a
+    view that a graph writes into differently); an overlapping one (``expand``) is a
+    view of the memory its strides reach.
+    """
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    copy = t.as_strided((span,), (1,)).clone().as_strided(t.shape, t.stride())
+    return copy.clone() if span == t.numel() else copy
+
+
+def copies(values):
+    """Ordinary copies of the tensors among ``values`` (a ZeroTensor or a conjugate view becomes its values)."""
+    return [clone_input(v) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def non_leaf(t):
+    """``t`` as a non-leaf that requires grad, the way the program passed it (as torch's repros do)."""
+    with torch.enable_grad():
+        return t.requires_grad_().clone(memory_format=torch.preserve_format)
+
+
+def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu"):
+    """A seeded random tensor with exactly this shape, stride, dtype and requires_grad.
+
+    Floats are standard normal; integers stay within the real data's [low, high]
+    (so index tensors stay valid); bools are fair coins. The result is a leaf.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    numel = 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(n > 0 for n in shape) else 0
+    if dtype.is_floating_point or dtype.is_complex:
+        base = torch.randn(numel, generator=generator, dtype=dtype)
+    elif dtype == torch.bool:
+        base = torch.randint(0, 2, (numel,), generator=generator).bool()
+    else:
+        lo = 0 if low is None else int(low)
+        hi = lo if high is None else int(high)
+        base = torch.randint(lo, hi + 1, (numel,), generator=generator, dtype=dtype)
+    made = base.to(device).as_strided(shape, stride)
+    made = made.clone() if numel == made.numel() else made  # a dense one is a tensor of its own, not a view
+    return made.detach().requires_grad_(requires_grad)

@@ -1,0 +1,193 @@
+"""Deciding whether two failures are the same failure.
+
+A minifier is only as exact as its notion of "still failing": too loose and it
+happily minifies one bug into another (torch's after-dynamo minifier accepts any
+error whose difflib ratio is above 0.5), too strict and it cannot shrink anything
+because messages mention node names and temp paths that change as the graph
+shrinks. pt2kit's answer (docs/minify.md) is a :class:`Signature`:
+
+- ``kind``: ``compile_error | runtime_error | accuracy | crash | timeout``;
+- ``exception``: the type name of the innermost meaningful exception (torch's
+  wrappers such as ``BackendCompilerFailed``/``InductorError`` are peeled off, so a
+  failure keeps its signature whether it surfaces through ``torch.compile``, through
+  ``compile_fx_inner`` or in a standalone repro);
+- ``message``: its first line, normalized by :func:`normalize_message`.
+
+Wrong answers are judged in :mod:`minifier.unit.accuracy`, against an fp64 eager
+reference; their signature is made there too (``signature_of_accuracy``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..seams import dynamo_exc
+
+KINDS = ("compile_error", "runtime_error", "accuracy", "crash", "timeout")
+
+#: Attribute our compile-phase wrappers set on exceptions raised while compiling.
+COMPILE_PHASE_ATTR = "_pt2kit_compile_phase"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What must match for two failures to be the same failure."""
+
+    kind: str
+    exception: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.exception}: {self.message}"
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Signature:
+        return cls(kind=data["kind"], exception=data["exception"], message=data["message"])
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A signature plus what a person needs to read it (never compared)."""
+
+    signature: Signature
+    details: str = ""
+
+
+# --------------------------------------------------------------------------- #
+# Normalizing messages
+# --------------------------------------------------------------------------- #
+
+_NORMALIZERS: list[tuple[re.Pattern[str], str]] = [
+    # object addresses and ids
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"\b(id|pid|tid)[=: ]\s*\d+"), r"\1=?"),
+    # absolute paths: generated sources, cache and temp directories
+    (re.compile(r"(?<![\w.])/(?:[\w.\-]+/)+[\w.\-]*"), "<path>"),
+    # long hashes (cache keys, kernel names like cxk2tiw6ldlulrtg...)
+    (re.compile(r"\b[a-z0-9]{20,}\b"), "<hash>"),
+    # generated names with numeric suffixes: arg0_1, add_3, primals_12, getitem_5
+    (re.compile(r"\b([A-Za-z][A-Za-z_]*?)\d*((?:_\d+)+)\b"), lambda m: m.group(1) + re.sub(r"\d+", "#", m.group(2))),  # type: ignore[list-item]
+    # generated names with bare numeric suffixes: buf12, tmp3, kernel7, s0, u1 (sympy)
+    (re.compile(r"\b(buf|tmp|arg|kernel|cpp_fused_\w+?|ks|s|u|x|y|z|q|var|node)(\d+)\b"), r"\1#"),
+]
+
+
+def normalize_message(message: str) -> str:
+    """First line of ``message``, with addresses, ids, temp paths and generated numbering masked."""
+    lines = [line.strip() for line in str(message).strip().splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    for pattern, replacement in _NORMALIZERS:
+        first = pattern.sub(replacement, first)  # type: ignore[arg-type]
+    return first[:300]
+
+
+# --------------------------------------------------------------------------- #
+# Classifying exceptions
+# --------------------------------------------------------------------------- #
+
+
+def innermost_exception(exc: BaseException) -> BaseException:
+    """Peel torch's wrapper exceptions off ``exc`` to find the error that happened (:func:`~minifier.seams.dynamo_exc.innermost`)."""
+    return dynamo_exc.innermost(exc)
+
+
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it wraps (``inner_exception``) or was raised from, outermost first."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        yield node
+        node = dynamo_exc.inner_exception(node) or node.__cause__ or node.__context__
+
+
+def _raised_while_compiling(exc: BaseException) -> bool:
+    """Was ``exc`` raised by dynamo's tracing or by a backend's compile step?"""
+    dynamo_exception = dynamo_exc.dynamo_exception_type()
+    return any(getattr(e, COMPILE_PHASE_ATTR, False) or isinstance(e, dynamo_exception) for e in exception_chain(exc))
+
+
+def signature_of_exception(exc: BaseException) -> Failure:
+    """The failure an exception represents: a compile error if it came out of a compile step."""
+    inner = innermost_exception(exc)
+    kind = "compile_error" if _raised_while_compiling(exc) else "runtime_error"
+    text = str(inner) or type(inner).__name__
+    return Failure(Signature(kind, type(inner).__name__, normalize_message(text)), details=text[:4000])
+
+
+def mark_compile_phase(exc: BaseException) -> None:
+    """Tag an exception as raised while compiling (used by pt2kit's compiler wrappers)."""
+    try:
+        setattr(exc, COMPILE_PHASE_ATTR, True)
+    except (AttributeError, TypeError):  # exceptions with __slots__
+        pass
+
+
+def tagging_compile_errors(compiler: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a compiler so that whatever it raises is marked as a compile error.
+
+    AOTAutograd compiles backward graphs lazily, during ``loss.backward()``; without
+    this mark such a failure would look like a runtime error.
+    """
+
+    @functools.wraps(compiler)
+    def compile_marking_errors(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return compiler(*args, **kwargs)
+        except BaseException as e:
+            mark_compile_phase(e)
+            raise
+
+    return compile_marking_errors
+
+
+def signature_of_crash(signum: int, stderr_tail: str = "") -> Failure:
+    """A process killed by a signal (segfault, ``abort()``...): the signal is the signature."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    return Failure(Signature("crash", name, f"process killed by {name}"), details=stderr_tail[-4000:])
+
+
+def signature_of_exit(code: int, stderr_tail: str = "") -> Failure:
+    """A process that called ``exit()``/``os._exit()`` from native or user code mid-query."""
+    return Failure(Signature("crash", "SystemExit", f"process exited with status {code}"), details=stderr_tail[-4000:])
+
+
+def signature_of_timeout(seconds: float) -> Failure:
+    return Failure(Signature("timeout", "Timeout", "no result within the time limit"), details=f"killed after {seconds:g} s")
+
+
+def shows_failure(returncode: int | None, stderr: str, target: Signature) -> bool:
+    """Does a process that ran a repro (its exit status and stderr) show the ``target`` failure?
+
+    A crash is its signal; a timeout, no exit; anything else a line of the repro's
+    output naming the exception with the same normalized message (a traceback's last
+    line, ``torch._inductor.exc.InductorError: CppCompileError: C++ compile error``,
+    or an accuracy repro's ``AccuracyError: ...`` verdict).
+    """
+    if target.kind == "timeout":
+        return returncode is None
+    if target.kind == "crash":
+        if returncode is None or returncode == 0:
+            return False
+        shown = signature_of_crash(-returncode) if returncode < 0 else signature_of_exit(returncode)
+        return shown.signature.exception == target.exception
+    if not returncode:
+        return False
+    marker = f"{target.exception}: "
+    for line in stderr.splitlines():
+        if marker in line and normalize_message(line.split(marker, 1)[1]).startswith(target.message):
+            return True
+        if target.message == target.exception and line.strip().endswith(target.exception):  # raised without a message
+            return True
+    return False
