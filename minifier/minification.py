@@ -42,6 +42,7 @@ from .pages.minify_page import write_run_report
 from .reduce.passes import PASSES
 from .reduce.engine import Reducer, Unconfirmed
 from .isolation.session import Session
+from .isolation.worker import QueryResult
 from .unit.signature import Failure, Signature
 from .stages.profile import profile_case, realize
 from .stages.run import Outcome, Reach, run_case
@@ -134,96 +135,123 @@ def minify_case(
     compiled again), has its original's rate measured; a flaky one is minified again.
     """
     session.warm_up(inductor=stage == "inductor", preload=[__name__])  # already asked for when a bisection came first
-    run_dir = session.run_dir
     before = case
     if resume is None:
         case = flatten(session, case, stage=stage, target=target, accuracy=accuracy)
-    origin_dir = run_dir / "work" / "origin"
-    origin_path = write_repro(case, origin_dir, stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification.")
+    origin_path = write_repro(
+        case, session.run_dir / "work" / "origin", stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification."
+    )
     OriginRef(origin_path).references.unlink(missing_ok=True)  # (an earlier origin's; this one's are saved by its queries)
-    values = run_dir / "work" / "values.pt"
-    prior = bisect.profiled.get(str(blame[1])) if bisect is not None and blame[1] is not None and case is before else None
-    # (the bisection profiled the graph the program failed in beside its last stages, into the same file)
-    profiled = prior or session.query(functools.partial(profile_case, case, values), "profiling the graph (one eager run)")
-    if profiled.value is None:
-        raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
-    accuracy_mode = accuracy if target.signature.kind == "accuracy" else False  # True, or "strict" (bitwise)
-    strict = accuracy_mode == "strict"
-    origin_ref = OriginRef(origin_path, values)
+    values = session.run_dir / "work" / "values.pt"
+    profiled = original_profile(session, case, values, bisect.profiled.get(str(blame[1])) if bisect is not None and blame[1] is not None and case is before else None)
     failure_rate = failure_rate if failure_rate is not None else bisect.failure_rate if bisect is not None else None
-    tries = tries_for(failure_rate)
-
-    def query(candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
-        asked = [
-            (functools.partial(_run_candidate, candidate, origin_ref, stage, accuracy_mode, strict, outputs), f"{progress_label()} · {label}")
-            for candidate, label, outputs in candidates
-        ]
-        if tries > 1:  # a flaky failure: a candidate fails when any of its runs does
-            return [repeated(session, fn, label, tries, stage, target.signature) for fn, label in asked]
-        return [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in session.query_all(asked)]
-
-    checkpoint = run_dir / CHECKPOINT
+    query = CandidateQuery(session, OriginRef(origin_path, values), stage, target.signature, accuracy, tries_for(failure_rate))
+    checkpoint = session.run_dir / CHECKPOINT
     state = {"fingerprint": key, "origin": str(origin_path), "stage": stage, "target": target.signature.to_json(), "accuracy": accuracy, "status": "running"}
-    reducer = Reducer(case, profiled.value, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state))
+    reducer = Reducer(case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state))
+    query.reducer = reducer
+    reducer.on_pass = lambda name, r: setattr(query, "current_pass", name)
     reducer.blamed = tuple(blamed_nodes(*blame, list(reducer.best.kept)))
     if reducer.blamed:
         session.log(f"the program failed in Inductor kernel {blame[0]}, made of {', '.join(reducer.blamed)}: asking about those first")
-    current_pass = ["starting"]
-    reducer.on_pass = lambda name, r: current_pass.__setitem__(0, name)
-
-    def progress_label() -> str:
-        return f"{current_pass[0]} · {len(reducer.best.kept)} nodes left · {reducer.queries} queries"
-
-    resumed_from = None
     if resume is not None:
         reducer.cache, reducer.best = load_checkpoint(resume)
-        resumed_from = str(resume.parent)
         session.log(f"resuming {resume.parent.name}: {len(reducer.cache)} answers cached, best so far has {len(reducer.best.kept)} nodes")
     if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
         # The bisection just ran this very graph through this stage and saw the target.
         reducer.assume(reducer.best, True, confirmed=not (bisect.failure is not None and bisect.failure.seen_in_program))
-    notes = []
-    with holding(run_dir):  # a second run of this command meanwhile starts afresh
-        if not reducer.consider(reducer.best):
-            path = unreduced(session, case, stage, target, accuracy_mode)
-            notes.append(f"pt2kit's rebuild of {case.label()} does not fail, the graph as captured does: repro.py is that graph, not reduced")
-            verified, unverified = verify(session, path, target.signature, case, tries)
-            notes += [unverified] if unverified else []
-        else:
-            save_checkpoint(reducer, checkpoint, state)
-            try:
-                reducer.run(PASSES)
-            except KeyboardInterrupt:
-                path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode, tries)
-                save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
-                raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
-            path = write_best(session, reducer, origin_ref, stage, target, accuracy_mode, tries)
-            verified, unverified = verify(session, path, target.signature, reducer.best_case(), tries)
-            notes += [unverified] if unverified else []
-            save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
-    if not verified and tries == 1 and 0 < (rate := measured_rate(session, case, stage, target.signature, accuracy_mode)) < 1:
+    with holding(session.run_dir):  # a second run of this command meanwhile starts afresh
+        path, verified, notes = reduce_and_write(session, reducer, query, case, target, checkpoint, state)
+    if not verified and query.tries == 1 and 0 < (rate := measured_rate(session, case, stage, target.signature, query.accuracy)) < 1:
         session.log(f"{case.label()} fails in {rate:.0%} of its runs: flaky; minifying it again with repeated questions")
         return minify_case(session, before, stage=stage, target=target, accuracy=accuracy, key=key, bisect=bisect, blame=blame, failure_rate=rate)
-    after = load_repro(path).case
     result = MinifyResult(
         failure=Outcome(stage, target, 0.0),
         before=before,
-        after=after,
+        after=load_repro(path).case,
         repro=path,
         queries=session.queries,
         reduction_queries=reducer.queries,
         seconds=session.seconds,
         verified=verified,
-        accuracy=accuracy_mode,
+        accuracy=query.accuracy,
         bisect=bisect,
-        resumed_from=resumed_from,
-        run_dir=run_dir,
+        resumed_from=str(resume.parent) if resume is not None else None,
+        run_dir=session.run_dir,
         failure_rate=failure_rate,
     )
     result.timeline = session.full_timeline()
     result.notes.extend(session.notes + notes)
-    write_run_report(run_dir, result.to_json())
+    write_run_report(session.run_dir, result.to_json())
     return result
+
+
+def original_profile(session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | None) -> Any:
+    """The original graph's profile (each node's value, saved to ``values``), from one eager run.
+
+    ``prior``: the bisection's, when it profiled this very graph beside its last stages.
+    """
+    profiled = prior or session.query(functools.partial(profile_case, case, values), "profiling the graph (one eager run)")
+    if profiled.value is None:
+        raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
+    return profiled.value
+
+
+class CandidateQuery:
+    """The reducer's question, asked of a batch of candidates: each as an isolated query through ``stage``.
+
+    A flaky failure's candidates (``tries`` > 1) are each asked several times, and fail
+    when any of their runs does. ``accuracy``: the run's mode when the target is a wrong
+    answer (``True``, or ``"strict"`` for bitwise), else ``False``.
+    """
+
+    def __init__(self, session: Session, origin: OriginRef, stage: str, target: Signature, accuracy: bool | str, tries: int) -> None:
+        self.session, self.origin, self.stage, self.target, self.tries = session, origin, stage, target, tries
+        self.accuracy: bool | str = accuracy if target.kind == "accuracy" else False
+        self.reducer: Reducer | None = None  # set once the reducer exists: progress labels read it
+        self.current_pass = "starting"
+
+    def __call__(self, candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
+        strict = self.accuracy == "strict"
+        asked = [
+            (functools.partial(_run_candidate, candidate, self.origin, self.stage, self.accuracy, strict, outputs), f"{self.progress()} · {label}")
+            for candidate, label, outputs in candidates
+        ]
+        if self.tries > 1:
+            return [repeated(self.session, fn, label, self.tries, self.stage, self.target) for fn, label in asked]
+        return [Outcome.of_query(self.stage, r) for r in self.session.query_all(asked)]
+
+    def progress(self) -> str:
+        if self.reducer is None:
+            return self.current_pass
+        return f"{self.current_pass} · {len(self.reducer.best.kept)} nodes left · {self.reducer.queries} queries"
+
+
+def reduce_and_write(
+    session: Session, reducer: Reducer, query: CandidateQuery, case: GraphCase, target: Failure, checkpoint: Path, state: dict[str, Any]
+) -> tuple[Path, bool, list[str]]:
+    """Run the passes from the reducer's best candidate and write the best as repro.py: (path, verified, notes).
+
+    Ctrl-C writes the best repro so far and an ``interrupted`` checkpoint to resume from.
+    A graph whose rebuild does not fail is written as captured (:func:`unreduced`).
+    """
+    stage, accuracy, tries = query.stage, query.accuracy, query.tries
+    if not reducer.consider(reducer.best):
+        path = unreduced(session, case, stage, target, accuracy)
+        verified, unverified = verify(session, path, target.signature, case, tries)
+        note = f"pt2kit's rebuild of {case.label()} does not fail, the graph as captured does: repro.py is that graph, not reduced"
+        return path, verified, [note] + ([unverified] if unverified else [])
+    save_checkpoint(reducer, checkpoint, state)
+    try:
+        reducer.run(PASSES)
+    except KeyboardInterrupt:
+        path = write_best(session, reducer, query.origin, stage, target, accuracy, tries)
+        save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
+        raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
+    path = write_best(session, reducer, query.origin, stage, target, accuracy, tries)
+    verified, unverified = verify(session, path, target.signature, reducer.best_case(), tries)
+    save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
+    return path, verified, [unverified] if unverified else []
 
 
 def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, accuracy: Any) -> Path:
@@ -235,7 +263,7 @@ def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, ac
     graph does not fail alone either, that is said, with no file that fails to point at.
     """
     result = session.query(functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} as captured, alone")
-    outcome = result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+    outcome = Outcome.of_query(stage, result)
     if outcome.failure is None or outcome.failure.signature != target.signature:
         got = "passes" if outcome.failure is None else f"fails with {outcome.failure.signature}"
         raise NotReproducible(f"{case.label()} does not fail with {target.signature} when it runs alone: as captured it {got}, and pt2kit's rebuild of it passes")
@@ -248,14 +276,14 @@ def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, a
     for flat in variants(case.gm):
         candidate = case.replace(gm=flat)
         result = session.query(functools.partial(run_case, candidate, stage, accuracy=accuracy), f"{case.label()}: inlining its higher-order ops")
-        outcome = result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+        outcome = Outcome.of_query(stage, result)
         if outcome.failure is not None and outcome.failure.signature == target.signature:
             session.log(f"{case.label()}: higher-order ops inlined ({case.node_count} → {candidate.node_count} nodes); the failure holds")
             return candidate
     return case
 
 
-def _run_candidate(candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool, strict: bool, outputs: tuple[str, ...]) -> Outcome:
+def _run_candidate(candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool | str, strict: bool, outputs: tuple[str, ...]) -> Outcome:
     """(In a worker child) one reducer question: the candidate, its cut inputs filled in, through the stage."""
     reach = Reach(origin.load, outputs, origin.references) if accuracy else None
     return run_case(origin.realize(candidate), stage, accuracy=accuracy, strict=strict, reach=reach)

@@ -141,6 +141,16 @@ class _Obligation:
     local: list[z3.BoolRef]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Guards:
+    """The installed guards as Z3 reads them."""
+
+    translated: list[tuple[str, z3.BoolRef]]  # the shape guards, as text and formula
+    identities: set[str]  # sources dynamo pins by identity (ID_MATCH)
+    complete: bool  # every shape guard in the epilogue was translated
+    findings: list[Finding]  # the shape guards that were not
+
+
 def check_compile(
     *,
     shape_env: Any,
@@ -159,18 +169,53 @@ def check_compile(
 ) -> CompileCheck:
     start = time.perf_counter()
     vocab = Vocabulary(shape_env)
-    findings: list[Finding] = []
     names = _namer(vocab)
+    guards = _read_guards(vocab, guard_manager)  # 1. the installed guards
+    findings = list(guards.findings)
+    # 2. assumptions and facts
+    assumptions, fact_exprs = gather(shape_env, decisions, where)
+    pinned = [a for a in assumptions if _pinned_elsewhere(a, guards.identities)]
+    facts = _facts(vocab, pinned, fact_exprs)
+    obligations, untranslatable = _obligations(vocab, [a for a in assumptions if a not in pinned], names)
+    findings += untranslatable
+    hypotheses = [formula for _, formula in guards.translated] + facts + vocab.domain()
+    sizes = sorted((term for name, term in vocab.sources.items() if is_tensor_property(name)), key=str)
+    others = sorted((term for name, term in vocab.sources.items() if not is_tensor_property(name)), key=str)
+    # 3. the guards must accept the inputs they were built from
+    if f_locals is not None and guard_manager is not None:
+        findings += _own_inputs(guards.translated, vocab, f_locals, guard_manager, refused)
+    # 4. one question per assumption
+    findings += _refutations(obligations, guards.translated, hypotheses, sizes, others, timeout_ms, names)
+    check = CompileCheck(
+        function=function,
+        compile_id=compile_id,
+        filename=filename,
+        firstlineno=firstlineno,
+        status="sound",
+        guards=len(guards.translated),
+        assumptions=len(obligations),
+        seconds=time.perf_counter() - start,
+        compile_seconds=compile_seconds,
+        findings=findings,
+        installed=installed,
+        refused=_first_line(refused) if refused is not None else None,
+        guards_complete=guards.complete,
+    )
+    check.settle()
+    return check
 
-    # 1. the installed guards
-    guards: list[tuple[str, z3.BoolRef]] = []
+
+def _read_guards(vocab: Vocabulary, guard_manager: Any) -> _Guards:
+    """Which guard parts are shape guards for Z3, which pin a source by identity, and which cannot be read."""
+    translated: list[tuple[str, z3.BoolRef]] = []
     identities: set[str] = set()
-    guards_complete = True
+    complete = True
+    findings: list[Finding] = []
     for part in guard_code.code_parts(guard_manager):
         code = pyexpr.strip_comment(part.code)
         pinned = pyexpr.static_sizes(part.code)
         if pinned is not None:
-            guards += [(f"{name} == {value}", vocab.source(name) == value) for name, value in pinned]
+            translated += [(f"{name} == {value}", vocab.source(name) == value) for name, value in pinned]
             continue
         identity = pyexpr.identity_source(part.code)
         if identity is not None:
@@ -184,31 +229,35 @@ def check_compile(
             leaves = []
         if not leaves or not all(vocab.known_source(leaf) or vocab.is_float_source(leaf) for leaf in leaves):
             if part.epilogue and not leaves:
-                guards_complete = False
-                findings.append(Finding("untranslatable", code, code, "guard", detail="not a Python expression pt2kit can read"))
+                complete = False
+                detail = "not a Python expression pt2kit can read"
+                findings.append(Finding("untranslatable", code, code, "guard", detail=detail))
             continue
         try:
-            guards.append((code, vocab.code(part.code)))
+            translated.append((code, vocab.code(part.code)))
         except Untranslatable as why:
             if leaves and all(vocab.is_float_source(leaf) for leaf in leaves):
                 # A guard on float inputs alone shares no variable with the integer ones: leaving
                 # it out cannot change an integer verdict (it holds at the example inputs). A
-                # decision on those floats is untranslatable in its own right, below.
+                # decision on those floats is untranslatable in its own right, in _obligations.
                 continue
-            guards_complete = False
+            complete = False
             findings.append(Finding("untranslatable", code, code, "guard", detail=str(why)))
+    return _Guards(translated, identities, complete, findings)
 
-    # 2. assumptions and facts. Dynamo does not put an input's sizes in shape guards when the
-    # input is pinned otherwise: by identity (ID_MATCH on it or on an object holding it), or
-    # as a module's parameter or buffer (guarded through the module). Their bindings are
-    # facts here, as they are for dynamo, not obligations.
-    assumptions, fact_exprs = gather(shape_env, decisions, where)
-    pinned_by_identity = [
-        a for a in assumptions if a.binding is not None and (_owned_by(a.binding[0], identities) or _module_state(a.binding[0]))
-    ]
-    assumptions = [a for a in assumptions if a not in pinned_by_identity]
+
+def _pinned_elsewhere(assumption: Assumption, identities: set[str]) -> bool:
+    """Whether a binding is a fact, not an obligation: its input is pinned by identity or is module state."""
+    # Dynamo puts no such input's sizes in shape guards: it guards it by identity (ID_MATCH on it or on
+    # an object holding it), or as a module's parameter or buffer (through the module).
+    binding = assumption.binding
+    return binding is not None and (_owned_by(binding[0], identities) or _module_state(binding[0]))
+
+
+def _facts(vocab: Vocabulary, pinned: list[Assumption], fact_exprs: Sequence[Any]) -> list[z3.BoolRef]:
+    """The facts that are hypotheses: those Z3 can read (leaving one out only weakens the hypotheses)."""
     facts: list[z3.BoolRef] = []
-    for assumption in pinned_by_identity:
+    for assumption in pinned:
         try:
             facts.append(_formula(vocab, assumption))
         except Untranslatable:
@@ -218,28 +267,47 @@ def check_compile(
             facts.append(vocab.formula(fact))
         except Untranslatable:
             pass  # a fact left out only weakens the hypotheses
+    return facts
+
+
+def _obligations(
+    vocab: Vocabulary, assumptions: list[Assumption], names: Any
+) -> tuple[list[_Obligation], list[Finding]]:
+    """Each assumption as a formula to prove, or an untranslatable finding when it cannot be one."""
     obligations: list[_Obligation] = []
+    findings: list[Finding] = []
     for assumption in assumptions:
         try:
             obligations.append(_Obligation(assumption, _formula(vocab, assumption), _local(vocab, assumption)))
         except Untranslatable as why:
             findings.append(
-                Finding("untranslatable", assumption.text, _readable(assumption, names), assumption.origin, detail=str(why), where=assumption.where)
+                Finding(
+                    "untranslatable",
+                    assumption.text,
+                    _readable(assumption, names),
+                    assumption.origin,
+                    detail=str(why),
+                    where=assumption.where,
+                )
             )
+    return obligations, findings
 
-    hypotheses = [formula for _, formula in guards] + facts + vocab.domain()
-    sizes = sorted((term for name, term in vocab.sources.items() if is_tensor_property(name)), key=str)
-    others = sorted((term for name, term in vocab.sources.items() if not is_tensor_property(name)), key=str)
 
-    # 3. the guards must accept the inputs they were built from
-    if f_locals is not None and guard_manager is not None:
-        findings += _own_inputs(guards, vocab, f_locals, guard_manager, refused)
-
-    # 4. one question per assumption
+def _refutations(
+    obligations: list[_Obligation],
+    guards: Sequence[tuple[str, z3.BoolRef]],
+    hypotheses: list[z3.BoolRef],
+    sizes: list[z3.ArithRef],
+    others: list[z3.ArithRef],
+    timeout_ms: int,
+    names: Any,
+) -> list[Finding]:
+    """The obligations the hypotheses do not imply: a minimized counterexample each, or a timeout."""
     solver = z3.Solver()
     solver.set("timeout", int(timeout_ms))
     solver.add(*hypotheses)
     guard_ids = {formula.get_id() for _, formula in guards}  # z3 hash-conses: equal terms, equal ids
+    findings: list[Finding] = []
     for obligation in obligations:
         if obligation.formula.get_id() in guard_ids and not obligation.local:
             continue
@@ -276,24 +344,7 @@ def check_compile(
                 where=assumption.where,
             )
         )
-
-    check = CompileCheck(
-        function=function,
-        compile_id=compile_id,
-        filename=filename,
-        firstlineno=firstlineno,
-        status="sound",
-        guards=len(guards),
-        assumptions=len(obligations),
-        seconds=time.perf_counter() - start,
-        compile_seconds=compile_seconds,
-        findings=findings,
-        installed=installed,
-        refused=_first_line(refused) if refused is not None else None,
-        guards_complete=guards_complete,
-    )
-    check.settle()
-    return check
+    return findings
 
 
 def _module_state(quantity: str) -> bool:

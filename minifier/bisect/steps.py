@@ -150,7 +150,7 @@ class EarlyStages:
         results = self.session.query_all(queries, alongside=[handle for _, _, handle in self._running]) if queries else []
         for (path, _, stage), result in zip(wanted, results):
             if result is not None:
-                self.outcomes.setdefault(path, {})[stage] = _as_outcome(stage, result)
+                self.outcomes.setdefault(path, {})[stage] = Outcome.of_query(stage, result)
         if failing is not None and results[-1] is not None:
             self.profiled[failing] = results[-1]
 
@@ -174,7 +174,7 @@ class EarlyStages:
             except Exception:  # noqa: BLE001 - left to the bisection's batch, which reports it
                 continue
             self.session.mark(handle.label, result.seconds, ago=result.ended_ago)
-            self.outcomes.setdefault(path, {})[stage] = _as_outcome(stage, result)
+            self.outcomes.setdefault(path, {})[stage] = Outcome.of_query(stage, result)
 
     def _new_events(self) -> list[dict[str, Any]]:
         try:
@@ -269,7 +269,7 @@ def run_stages_of(
     plan = [(case, stage) for case, path in cases for stage in reversed(stages_for(case)) if (id(case), stage) not in known and (str(path), stage) not in running]
 
     def found(results: list[QueryResult[Any] | None]) -> bool:
-        done = {**known, **{key: _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}}
+        done = {**known, **{key: Outcome.of_query(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}}
         return any(signature_of(first) == stop_at for case, _ in cases if (first := _first_failure(case, done)) is not None)
 
     outcomes = {**known, **run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None, alongside=list(running.values()))}
@@ -309,10 +309,6 @@ def _first_failure(case: GraphCase, outcomes: dict[tuple[int, str], Outcome]) ->
     return None
 
 
-def _as_outcome(stage: str, result: QueryResult[Any]) -> Outcome:
-    return result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
-
-
 def run_each(
     session: Session,
     plan: list[tuple[GraphCase, str]],
@@ -328,7 +324,7 @@ def run_each(
         for i, (case, stage) in enumerate(plan)
     ]
     results = session.query_all(queries, enough=enough, alongside=alongside or ()) if queries else []
-    return {(id(case), stage): _as_outcome(stage, result) for (case, stage), result in zip(plan, results) if result is not None}
+    return {(id(case), stage): Outcome.of_query(stage, result) for (case, stage), result in zip(plan, results) if result is not None}
 
 
 def aot_rows(

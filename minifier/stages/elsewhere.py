@@ -131,7 +131,7 @@ def verify(session: Session, path: Path, target: Signature, asked: GraphCase, tr
         check = functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict)
         for _ in range(tries):
             result = session.query(check, "checking the written repro fails the same way")
-            outcome = result.value if result.value is not None else Outcome(loaded.stage, result.failure, result.seconds)
+            outcome = Outcome.of_query(loaded.stage, result)
             if outcome.failure is not None and outcome.failure.signature == target:
                 break
         else:

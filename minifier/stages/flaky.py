@@ -36,7 +36,7 @@ def failure_rate(session: Session, case: GraphCase, stage: str, first: Outcome, 
     """
     more = [(functools.partial(run_case, case, stage, accuracy=accuracy), f"{label} through {stage}: look {n + 3} of {LOOKS}, measuring how often it fails") for n in range(LOOKS - 2)]
     target = _signature(first)
-    outcomes = [second] + [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in session.query_all(more) if r is not None]
+    outcomes = [second] + [Outcome.of_query(stage, r) for r in session.query_all(more) if r is not None]
     failing = 1 + sum(_signature(o) == target for o in outcomes)
     if failing == 1:
         raise FlakyFailure(f"flaky: {label} through {stage} gave {first.failure.signature if first.failure else 'a pass'} once, then passed or failed otherwise {len(outcomes)} times alone", failure_rate=round(failing / (1 + len(outcomes)), 3))
@@ -65,7 +65,7 @@ def repeated(session: Session, fn: Any, label: str, tries: int, stage: str, targ
         for result in session.query_all(batch):
             if result is None:
                 continue
-            outcome = result.value if result.value is not None else Outcome(stage, result.failure, result.seconds)
+            outcome = Outcome.of_query(stage, result)
             if outcome.failure is not None and outcome.failure.signature == target:
                 return outcome
     return outcome
@@ -78,5 +78,5 @@ def _signature(outcome: Outcome) -> Signature | None:
 def measured_rate(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Any) -> float:
     """The fraction of :data:`LOOKS` runs of ``case`` through ``stage`` that fail with ``target``."""
     looks = [(functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} through {stage}: run {n + 1} of {LOOKS}, measuring how often it fails") for n in range(LOOKS)]
-    outcomes = [r.value if r.value is not None else Outcome(stage, r.failure, r.seconds) for r in session.query_all(looks) if r is not None]
+    outcomes = [Outcome.of_query(stage, r) for r in session.query_all(looks) if r is not None]
     return sum(_signature(o) == target for o in outcomes) / max(1, len(outcomes))

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx as fx
@@ -47,6 +47,9 @@ from ..seams import backend_registry
 from ..seams.aot_autograd import compiler_kwargs
 from ..repro.files import exec_repro, write_repro
 from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
+
+if TYPE_CHECKING:
+    from ..isolation.worker import QueryResult
 
 
 def stage_names(final: str) -> list[str]:
@@ -83,6 +86,12 @@ class Outcome:
     @property
     def status(self) -> str:
         return "pass" if self.failure is None else self.failure.signature.kind
+
+    @classmethod
+    def of_query(cls, stage: str, result: QueryResult[Any]) -> Outcome:
+        """A query's answer: the outcome its child returned, or the child's own failure
+        (a crash, a hang, an abort) as the outcome of ``stage``."""
+        return result.value if result.value is not None else cls(stage, result.failure, result.seconds)
 
 
 # --------------------------------------------------------------------------- #
