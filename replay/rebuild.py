@@ -153,7 +153,6 @@ def bytecode_digest(code: types.CodeType) -> str:
 # The value tree
 # --------------------------------------------------------------------------- #
 
-_SHELLS = {"list", "dict", "odict", "defaultdict", "set", "module", "object"}
 
 
 class Decoder:
@@ -275,115 +274,13 @@ class Decoder:
         self.in_progress.discard(key)
         return value
 
-    def build(self, node: dict[str, Any], key: str | None) -> Any:  # noqa: C901 - one branch per kind
+    def build(self, node: dict[str, Any], key: str | None) -> Any:
+        """Make what ``node`` describes with the builder ``BUILDERS`` holds for its kind (none: a malformed record)."""
         kind = node.get("t")
-        v = self.value
-        if kind == "float":
-            return float(node["v"])
-        if kind == "complex":
-            return complex(node["re"], node["im"])
-        if kind == "bytes":
-            return bytes.fromhex(node["hex"])
-        if kind == "tuple":
-            return tuple(v(item) for item in node["items"])
-        if kind == "frozenset":
-            return frozenset(v(item) for item in node["items"])
-        if kind == "ellipsis":
-            return ...
-        if kind == "slice":
-            return slice(v(node["start"]), v(node["stop"]), v(node["step"]))
-        if kind == "range":
-            return range(node["start"], node["stop"], node["step"])
-        if kind == "list":
-            out: list[Any] = []
-            self._remember(key, out)
-            out.extend(v(item) for item in node["items"])
-            return out
-        if kind in ("dict", "odict", "defaultdict"):
-            if kind == "dict":
-                mapping: Any = {}
-            elif kind == "odict":
-                import collections
-
-                mapping = collections.OrderedDict()
-            else:
-                import collections
-
-                mapping = collections.defaultdict(None)
-            self._remember(key, mapping)
-            if kind == "defaultdict":
-                mapping.default_factory = v(node["factory"])
-            for k, item in node["items"]:
-                mapping[v(k)] = v(item)
-            return mapping
-        if kind == "set":
-            out_set: set[Any] = set()
-            self._remember(key, out_set)
-            out_set.update(v(item) for item in node["items"])
-            return out_set
-        if kind == "dtype":
-            return getattr(torch, node["name"])
-        if kind == "device":
-            return torch.device(node["name"])
-        if kind == "size":
-            return torch.Size(node["items"])
-        if kind in ("layout", "memory_format", "qscheme"):
-            return getattr(torch, node["name"])
-        if kind == "tensor":
-            return self.tensor(node, key)
-        if kind == "subclass":
-            cls = v(node["class"])
-            inner = {name: v(item) for name, item in node["inner"].items()}
-            t = cls.__tensor_unflatten__(inner, v(node["ctx"]), torch.Size(node["size"]), tuple(node["stride"]))
-            if node.get("requires_grad"):
-                t.requires_grad_(True)
-            return t
-        if kind == "generator":
-            g = torch.Generator(device=node["device"])
-            g.set_state(v(node["state"]))
-            return g
-        if kind == "ndarray":
-            return v(node["tensor"]).numpy()
-        if kind == "class":
-            return self.klass(node["source"]) if "source" in node else resolve(node["ref"])
-        if kind == "function":
-            if "ref" in node:
-                return resolve(node["ref"])
-            return self.function(node, key)
-        if kind == "pymodule":
-            return importlib.import_module(node["name"])
-        if kind == "op":
-            op: Any = torch.ops
-            for part in node["name"].split("."):
-                op = getattr(op, part)
-            return op
-        if kind == "attr":
-            return getattr(v(node["of"]), node["name"])
-        if kind == "method":
-            return getattr(v(node["self"]), node["name"])
-        if kind == "partial":
-            import functools
-
-            return functools.partial(v(node["func"]), *v(node["args"]), **v(node["keywords"]))
-        if kind == "enum":
-            cls = v(node["class"])
-            return cls[node["name"]] if node.get("name") is not None else cls(v(node["value"]))
-        if kind == "namedtuple":
-            return tuple.__new__(v(node["class"]), [v(item) for item in node["items"]])
-        if kind == "structseq":
-            return v(node["class"])([v(item) for item in node["items"]])
-        if kind in ("module", "object"):
-            cls = v(node["class"])
-            obj = cls.__new__(cls)
-            self._remember(key, obj)
-            for name, item in node["state"].items():
-                object.__setattr__(obj, name, v(item))
-            return obj
-        if kind == "unrecordable":
-            if not self.allow_unrecordable:
-                raise RebuildError(f"{node.get('name')} ({node.get('type')}) was not recorded: {node.get('reason')}")
-            return Unrecordable(node.get("name", "?"), node.get("type", "?"), node.get("reason", ""))
-        raise RebuildError(f"malformed record: unknown value kind {kind!r}")
+        builder = self.BUILDERS.get(kind) if isinstance(kind, str) else None
+        if builder is None:
+            raise RebuildError(f"malformed record: unknown value kind {kind!r}")
+        return builder(self, node, key)
 
     def _remember(self, key: str | None, value: Any) -> None:
         if key is not None:
@@ -411,6 +308,115 @@ class Decoder:
             t.__dict__[name] = self.value(item)
         self.tensor_nodes.append(t)
         return t
+
+    # -- one builder per kind: BUILDERS maps a kind to builder(decoder, node, key) ----------------------
+    # Containers and objects are registered under ``key`` before their items are built, so cycles find them.
+
+    def _build_list(self, node: dict[str, Any], key: str | None) -> list[Any]:
+        out: list[Any] = []
+        self._remember(key, out)
+        out.extend(self.value(item) for item in node["items"])
+        return out
+
+    def _build_mapping(self, node: dict[str, Any], key: str | None) -> Any:
+        import collections
+
+        kind = node["t"]
+        mapping: Any = {"dict": dict, "odict": collections.OrderedDict, "defaultdict": collections.defaultdict}[kind]()
+        self._remember(key, mapping)
+        if kind == "defaultdict":
+            mapping.default_factory = self.value(node["factory"])
+        for k, item in node["items"]:
+            mapping[self.value(k)] = self.value(item)
+        return mapping
+
+    def _build_set(self, node: dict[str, Any], key: str | None) -> set[Any]:
+        out: set[Any] = set()
+        self._remember(key, out)
+        out.update(self.value(item) for item in node["items"])
+        return out
+
+    def _build_object(self, node: dict[str, Any], key: str | None) -> Any:
+        """A module or user object: made by ``cls.__new__`` (no ``__init__``), then its attributes set one by one."""
+        cls = self.value(node["class"])
+        obj = cls.__new__(cls)
+        self._remember(key, obj)
+        for name, item in node["state"].items():
+            object.__setattr__(obj, name, self.value(item))
+        return obj
+
+    def _build_subclass(self, node: dict[str, Any], key: str | None) -> torch.Tensor:
+        cls = self.value(node["class"])
+        inner = {name: self.value(item) for name, item in node["inner"].items()}
+        t = cls.__tensor_unflatten__(inner, self.value(node["ctx"]), torch.Size(node["size"]), tuple(node["stride"]))
+        if node.get("requires_grad"):
+            t.requires_grad_(True)
+        return t
+
+    def _build_generator(self, node: dict[str, Any], key: str | None) -> torch.Generator:
+        g = torch.Generator(device=node["device"])
+        g.set_state(self.value(node["state"]))
+        return g
+
+    def _build_op(self, node: dict[str, Any], key: str | None) -> Any:
+        op: Any = torch.ops
+        for part in node["name"].split("."):
+            op = getattr(op, part)
+        return op
+
+    def _build_partial(self, node: dict[str, Any], key: str | None) -> Any:
+        import functools
+
+        return functools.partial(self.value(node["func"]), *self.value(node["args"]), **self.value(node["keywords"]))
+
+    def _build_enum(self, node: dict[str, Any], key: str | None) -> Any:
+        cls = self.value(node["class"])
+        return cls[node["name"]] if node.get("name") is not None else cls(self.value(node["value"]))
+
+    def _build_unrecordable(self, node: dict[str, Any], key: str | None) -> Unrecordable:
+        """A placeholder, in a partial replay only; otherwise the missing value stops the rebuild."""
+        if not self.allow_unrecordable:
+            raise RebuildError(f"{node.get('name')} ({node.get('type')}) was not recorded: {node.get('reason')}")
+        return Unrecordable(node.get("name", "?"), node.get("type", "?"), node.get("reason", ""))
+
+    BUILDERS: dict[str, Any] = {
+        "float": lambda d, node, key: float(node["v"]),
+        "complex": lambda d, node, key: complex(node["re"], node["im"]),
+        "bytes": lambda d, node, key: bytes.fromhex(node["hex"]),
+        "tuple": lambda d, node, key: tuple(d.value(item) for item in node["items"]),
+        "frozenset": lambda d, node, key: frozenset(d.value(item) for item in node["items"]),
+        "ellipsis": lambda d, node, key: ...,
+        "slice": lambda d, node, key: slice(d.value(node["start"]), d.value(node["stop"]), d.value(node["step"])),
+        "range": lambda d, node, key: range(node["start"], node["stop"], node["step"]),
+        "list": _build_list,
+        "dict": _build_mapping,
+        "odict": _build_mapping,
+        "defaultdict": _build_mapping,
+        "set": _build_set,
+        "dtype": lambda d, node, key: getattr(torch, node["name"]),
+        "device": lambda d, node, key: torch.device(node["name"]),
+        "size": lambda d, node, key: torch.Size(node["items"]),
+        "layout": lambda d, node, key: getattr(torch, node["name"]),
+        "memory_format": lambda d, node, key: getattr(torch, node["name"]),
+        "qscheme": lambda d, node, key: getattr(torch, node["name"]),
+        "tensor": lambda d, node, key: d.tensor(node, key),
+        "subclass": _build_subclass,
+        "generator": _build_generator,
+        "ndarray": lambda d, node, key: d.value(node["tensor"]).numpy(),
+        "class": lambda d, node, key: d.klass(node["source"]) if "source" in node else resolve(node["ref"]),
+        "function": lambda d, node, key: resolve(node["ref"]) if "ref" in node else d.function(node, key),
+        "pymodule": lambda d, node, key: importlib.import_module(node["name"]),
+        "op": _build_op,
+        "attr": lambda d, node, key: getattr(d.value(node["of"]), node["name"]),
+        "method": lambda d, node, key: getattr(d.value(node["self"]), node["name"]),
+        "partial": _build_partial,
+        "enum": _build_enum,
+        "namedtuple": lambda d, node, key: tuple.__new__(d.value(node["class"]), list(map(d.value, node["items"]))),
+        "structseq": lambda d, node, key: d.value(node["class"])(list(map(d.value, node["items"]))),
+        "module": _build_object,
+        "object": _build_object,
+        "unrecordable": _build_unrecordable,
+    }
 
 
 # --------------------------------------------------------------------------- #
