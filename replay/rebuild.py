@@ -154,7 +154,6 @@ def bytecode_digest(code: types.CodeType) -> str:
 # --------------------------------------------------------------------------- #
 
 
-
 class Decoder:
     """Turns the manifest's value tree back into objects (one decoder per rebuilt frame)."""
 
