@@ -28,11 +28,10 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
-from minifier.errors import InternalError, Interrupted, UsageError, UserFacingError
+from minifier.errors import InternalError, Interrupted, UsageError, UserFacingError, exit_with
 from minifier.pages.document import page_path
 from minifier.capture.script import resolve_script, run_script, stdout_to_stderr
 
@@ -73,11 +72,11 @@ def main(as_json: bool, html: Path | None, script: str, args: tuple[str, ...]) -
     try:
         failed = _explain_script(path, args, as_json, html)
     except KeyboardInterrupt:
-        _fail(Interrupted("interrupted"), as_json)
+        exit_with(Interrupted("interrupted"), "explain", as_json)
     except UserFacingError as error:  # a torch pt2kit does not support (seams.SeamBroken)
-        _fail(error, as_json)
+        exit_with(error, "explain", as_json)
     except Exception as bug:  # noqa: BLE001 - explain's own failure: one line, its own exit code
-        _fail(internal_error(bug), as_json)
+        exit_with(internal_error(bug), "explain", as_json)
     sys.exit(1 if failed else 0)
 
 
@@ -136,14 +135,6 @@ def _write_page(html: Path, data: dict[str, object], script: Path) -> Path | Non
     except Exception as error:  # noqa: BLE001 - the page is a view of the report; the report stands without it
         click.echo(f"explain: the page was not written to {html} ({type(error).__name__}: {error})".splitlines()[0], err=True)
         return None
-
-
-def _fail(error: UserFacingError, as_json: bool) -> NoReturn:
-    """One line on stderr and the error's exit code; with ``--json`` also its JSON on stdout."""
-    if as_json:
-        sys.stdout.write(json.dumps({"status": error.status, "message": str(error), "exit_code": error.exit_code}) + "\n")
-    click.echo(f"explain: {error}", err=True)
-    sys.exit(error.exit_code)
 
 
 def internal_error(bug: BaseException) -> InternalError:

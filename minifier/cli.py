@@ -24,7 +24,7 @@ for _variable in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
     os.environ.pop(_variable, None)
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from .errors import InternalError, Interrupted, UserFacingError  # noqa: E402
+from .errors import InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
 from .capture.script import resolve_script  # noqa: E402
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -74,15 +74,6 @@ def wide_console() -> Any:
     return console if console.is_terminal else Console(width=140)
 
 
-def _fail(error: UserFacingError, as_json: bool) -> None:
-    from .isolation.session import print_json
-
-    if as_json:
-        print_json({"status": error.status, "message": str(error), "exit_code": error.exit_code, **error.report})
-    click.echo(f"minify: {error}", err=True)
-    sys.exit(error.exit_code)
-
-
 _subsystem_option = click.option(
     "--subsystem/--no-subsystem",
     default=True,
@@ -103,7 +94,7 @@ def bisect(
     try:
         path = resolve_script(script)
     except UserFacingError as error:
-        _fail(error, as_json)
+        exit_with(error, "minify", as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         from .bisect.bisection import bisect_script
@@ -141,7 +132,7 @@ def run(
     try:
         path = resolve_script(script)
     except UserFacingError as error:
-        _fail(error, as_json)
+        exit_with(error, "minify", as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         from .minification import minify_script
@@ -265,19 +256,19 @@ def _session_command(
             session.close()
             if error_report:
                 _write_error_report(session, interrupted)
-        _fail(interrupted, as_json)
+        exit_with(interrupted, "minify", as_json)
     except UserFacingError as error:
         if session:
             session.close()
             if error_report:
                 _write_error_report(session, error)
-        _fail(error, as_json)
+        exit_with(error, "minify", as_json)
     except Exception as bug:  # noqa: BLE001 - pt2kit's own failure: one line, its own exit code, nothing lost
         error = internal_error(bug, session.run_dir if session else None)
         if session:
             session.close()
             _write_error_report(session, error)
-        _fail(error, as_json)
+        exit_with(error, "minify", as_json)
 
 
 def internal_error(bug: BaseException, run_dir: Path | None) -> InternalError:

@@ -12,6 +12,10 @@ Exit codes are documented in docs/minify.md (0 written, 1 nothing to minify or f
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import NoReturn
+
 
 class UserFacingError(Exception):
     """A problem with the user's input, reported as one line and an exit code.
@@ -90,3 +94,16 @@ class Interrupted(UserFacingError):
 
     exit_code = 130
     status = "interrupted"
+
+
+def exit_with(error: UserFacingError, program: str, as_json: bool = False) -> NoReturn:
+    """Every command's way out on a :class:`UserFacingError`: ``program: message`` on one
+    line of stderr and the error's exit code; with ``--json``, its JSON on stdout first
+    (``status``, ``message``, ``exit_code`` and the error's ``report`` fields)."""
+    if as_json:
+        data = {"status": error.status, "message": str(error), "exit_code": error.exit_code, **error.report}
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        sys.stdout.flush()
+    sys.stderr.write(f"{program}: {error}\n")
+    sys.stderr.flush()
+    sys.exit(error.exit_code)

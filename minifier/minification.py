@@ -55,6 +55,12 @@ from .repro.writer import render
 AFTER_CHOICES = ("auto", "dynamo", "aot")
 
 
+def check_after(after: str) -> None:
+    """``--after`` (the command line's choice, or the Python API's argument) names a boundary pt2kit knows."""
+    if after not in AFTER_CHOICES:
+        raise UsageError(f"--after must be one of {', '.join(AFTER_CHOICES)}")
+
+
 # --------------------------------------------------------------------------- #
 # Choosing the graph
 # --------------------------------------------------------------------------- #
@@ -354,8 +360,7 @@ def minify_script(
     subsystem: bool = False,
 ) -> MinifyResult:
     """``minify run``: bisect the program, pick the failing graph, shrink it, write the repro; with ``subsystem``, go below the stage."""
-    if after not in AFTER_CHOICES:
-        raise UsageError(f"--after must be one of {', '.join(AFTER_CHOICES)}")
+    check_after(after)
     key = fingerprint("run", str(script), args, after, backend, accuracy, nproc, hashlib.sha256(script.read_bytes()).hexdigest())
     resume = find_checkpoint(out, key)
     if resume is not None:
@@ -415,8 +420,7 @@ def minify_repro(session: Session, path: Path, *, after: str = "auto", accuracy:
     The repro's graph is bisected like one captured graph: its stages in order, then,
     for a dynamo graph failing in its final backend, its aot graphs (``--after``).
     """
-    if after not in AFTER_CHOICES:
-        raise UsageError(f"--after must be one of {', '.join(AFTER_CHOICES)}")
+    check_after(after)
     loaded = load_any_repro(path, session)
     accuracy = loaded.accuracy if accuracy is None else accuracy
     key = fingerprint("repro", hashlib.sha256(path.read_bytes()).hexdigest(), after, accuracy)

@@ -32,7 +32,7 @@ import click
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from minifier.errors import ScriptFailedBeforeCompile, UserFacingError  # noqa: E402
+from minifier.errors import ScriptFailedBeforeCompile, UserFacingError, exit_with  # noqa: E402
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -40,13 +40,6 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 def _print_json(data: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
-
-
-def _fail(error: UserFacingError, as_json: bool) -> None:
-    if as_json:
-        _print_json({"status": error.status, "message": str(error), "exit_code": error.exit_code})
-    click.echo(f"replay: {error}", err=True)
-    sys.exit(error.exit_code)
 
 
 def _console() -> Any:
@@ -73,7 +66,7 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
     try:
         path = resolve_script(script)
     except UserFacingError as error:
-        _fail(error, as_json)
+        exit_with(error, "replay", as_json)
     from minifier.capture.script import run_script, stdout_to_stderr
 
     from .recorder import default_out, recording
@@ -90,9 +83,11 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
                 if not recorder.records:
                     traceback.print_exc(file=sys.stderr)
     except UserFacingError as error:  # a torch pt2kit does not support (seams.SeamBroken)
-        _fail(error, as_json)
+        exit_with(error, "replay", as_json)
     if raised is not None and recorder.frames_seen == 0:
-        _fail(ScriptFailedBeforeCompile(f"the script raised {type(raised).__name__} before torch.compile compiled anything: {str(raised).splitlines()[0] if str(raised) else ''}"), as_json)
+        first_line = str(raised).splitlines()[0] if str(raised) else ""
+        message = f"the script raised {type(raised).__name__} before torch.compile compiled anything: {first_line}"
+        exit_with(ScriptFailedBeforeCompile(message), "replay", as_json)
     summary = {"status": "recorded" if recorder.records else "no-failure", "records": [r.summary() for r in recorder.records]}
     if raised is not None and not recorder.records:
         summary["script_error"] = f"{type(raised).__name__}: {str(raised).splitlines()[0] if str(raised) else ''}"
@@ -125,7 +120,7 @@ def run(backend: str | None, fullgraph: bool | None, static: bool, allow_partial
     try:
         outcome = run_record(record_path, backend=backend, fullgraph=fullgraph, static=static, allow_partial=allow_partial, timeout=timeout)
     except UserFacingError as error:
-        _fail(error, as_json)
+        exit_with(error, "replay", as_json)
     if as_json:
         _print_json(outcome.to_json())
     else:
@@ -164,7 +159,7 @@ def show(as_json: bool, record_path: Path) -> None:
     try:
         loaded = record_format.load(record_path)
     except UserFacingError as error:
-        _fail(error, as_json)
+        exit_with(error, "replay", as_json)
     data = show_data(loaded)
     if as_json:
         _print_json(data)
@@ -182,7 +177,7 @@ def script(output: Path | None, record_path: Path) -> None:
     try:
         path = write_script(record_path, output)
     except UserFacingError as error:
-        _fail(error, False)
+        exit_with(error, "replay", False)
     click.echo(str(path))
 
 
@@ -198,7 +193,7 @@ def minify(out: Path | None, timeout: float | None, as_json: bool, record_path: 
     try:
         path = write_script(record_path)
     except UserFacingError as error:
-        _fail(error, as_json)
+        exit_with(error, "replay", as_json)
     command = [sys.executable, "-P", "-m", "minifier", "run"]
     if out is not None:
         command += ["--out", str(out)]

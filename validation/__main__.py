@@ -38,7 +38,7 @@ from typing import Any
 
 import click
 
-from minifier.errors import ScriptFailedBeforeCompile, UsageError, UserFacingError
+from minifier.errors import ScriptFailedBeforeCompile, UsageError, UserFacingError, exit_with
 from minifier.pages.document import ours, page_path, write_page
 from minifier.capture.script import resolve_script, run_script, stdout_to_stderr
 
@@ -71,7 +71,7 @@ def guards(as_json: bool, confirm: bool, timeout_ms: int | None, html_file: str 
         path = resolve_script(script)
         html_path = _page_path(html_file)
     except UserFacingError as error:
-        _fail(error)
+        exit_with(error, "validation")
     from .guards import DEFAULT_TIMEOUT_MS, GuardValidator
     from .page import render_guards_page
 
@@ -97,7 +97,7 @@ def guards(as_json: bool, confirm: bool, timeout_ms: int | None, html_file: str 
         if as_json:
             sys.stdout.write(document + "\n")
         _write_page(html_path, render_guards_page, document, title, as_json)
-        _fail(error)
+        exit_with(error, "validation")
     document = _print(report, as_json)
     _write_page(html_path, render_guards_page, document, title, as_json)
     sys.exit(report.exit_code)
@@ -140,7 +140,7 @@ def sizes(
         html_path = _page_path(html_file)
         fn = _load_function(target)
     except UserFacingError as error:
-        _fail(error)
+        exit_with(error, "validation")
     from .enumeration import sizes as enumerate_sizes
     from .page import render_sizes_page
 
@@ -158,7 +158,7 @@ def sizes(
                 progress=progress,
             )
     except UserFacingError as error:
-        _fail(error)
+        exit_with(error, "validation")
     document = _print(report, as_json)
     _write_page(html_path, render_sizes_page, document, f"pt2kit sizes: {report.target}", as_json)
     if report.brute_force and report.brute_force["disagreements"]:
@@ -236,18 +236,13 @@ def _write_page(path: Path | None, render: Any, document: str, title: str, as_js
     if path is None:
         return
     if not ours(path):
-        _fail(UsageError(f"--html {path} exists and is not a page pt2kit wrote: not overwriting it"))
+        exit_with(UsageError(f"--html {path} exists and is not a page pt2kit wrote: not overwriting it"), "validation")
     try:
         write_page(path, render(json.loads(document), title))
     except Exception as error:  # noqa: BLE001 - the page is a view of the report; the verdict stands without it
         click.echo(f"validation: the page was not written to {path} ({type(error).__name__}: {error})".splitlines()[0], err=True)
         return
     click.echo(f"page: {path}", err=as_json)
-
-
-def _fail(error: UserFacingError) -> None:
-    click.echo(f"validation: {error}", err=True)
-    sys.exit(error.exit_code)
 
 
 @contextlib.contextmanager
