@@ -31,6 +31,7 @@ from typing import Any
 import torch.fx as fx
 
 from .bisect.bisection import BisectReport, Row, bisect_case, bisect_script
+from .bisect.culprit import pin_down_again
 from .result import MinifyResult
 from .capture.blame import blamed_nodes
 from .unit.case import GraphCase
@@ -375,10 +376,10 @@ def minify_script(
         try:
             result = minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report, blame=blame)
         except Unconfirmed:
-            if report.recheck is None:
+            if report.retry is None:
                 raise NotReproducible(f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone") from None
             session.log(f"{row.label} does not fail alone the way it failed in the program; pinning the culprit down again")
-            report = report.recheck()
+            report = pin_down_again(session, report)
             continue
         if subsystem:
             below_the_stage(session, result, script, args)

@@ -33,7 +33,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from .report import BisectReport, Row, signature_of
+from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
 from ..unit.case import GraphCase
@@ -68,8 +68,8 @@ def pin_down(
     Its cheap stage still runs. The reducer then confirms the failure with its first
     failing candidate, or, if none fails, by running the graph once (see
     :meth:`minifier.reduce.engine.Reducer.assume`); if the graph does not fail alone,
-    :attr:`BisectReport.recheck` pins the culprit down again the way it did before:
-    every aot graph compiled, and a second look.
+    :func:`pin_down_again` pins the culprit down again the way it did before (from
+    :attr:`BisectReport.retry`): every aot graph compiled, and a second look.
     """
     culprit = report.culprit
     assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
@@ -80,10 +80,7 @@ def pin_down(
         paths, lowering_note = (captured_aot[0], None) if captured_aot else lower(session, culprit)
         passed, failed = program_verdicts(captured, captured_aot, accuracy=accuracy, trust=trust_program)
         if failed:
-            rows_before, note_before = list(report.rows), report.note
-            report.recheck = lambda: pin_down(
-                session, _restored(report, rows_before, culprit, note_before), accuracy=accuracy, aot_rows_wanted=aot_rows_wanted, captured=captured, trust_program=False
-            )
+            report.retry = PinDownRetry(list(report.rows), culprit, report.note, aot_rows_wanted, captured)
         rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed, failed=failed, early=captured.early if captured_aot and captured else None) if paths else []
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
@@ -122,10 +119,13 @@ def program_verdicts(captured: CaptureResult | None, captured_aot: tuple[list[st
     return captured_aot[1], failing
 
 
-def _restored(report: BisectReport, rows: list[Row], culprit: Row, note: str) -> BisectReport:
-    """``report`` as it was before its aot rows were added (for :attr:`BisectReport.recheck`)."""
-    report.rows, report.culprit, report.note, report.recheck = rows, culprit, note, None
-    return report
+def pin_down_again(session: Session, report: BisectReport) -> BisectReport:
+    """``report``'s culprit pinned down again without the program's word (:attr:`BisectReport.retry`):
+    from the rows it had before, every aot graph compiled, and a second look."""
+    retry = report.retry
+    assert retry is not None
+    report.rows, report.culprit, report.note, report.retry = list(retry.rows), retry.culprit, retry.note, None
+    return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=retry.aot_rows_wanted, captured=retry.captured, trust_program=False)
 
 
 def inductor_internal_ops(row: Row | None) -> list[str]:

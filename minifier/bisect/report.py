@@ -16,7 +16,6 @@ table for people, and :meth:`BisectReport.to_json` is its ``--json`` twin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +64,17 @@ def _failure_json(failure: Failure | None, stage: str | None) -> dict[str, Any] 
     return {"stage": stage, **failure.signature.to_json(), "details": failure.details[:2000]}
 
 
+@dataclass(frozen=True)
+class PinDownRetry:
+    """A report as it stood before its culprit was pinned down on the program's word."""
+
+    rows: list[Row]
+    culprit: Row
+    note: str
+    aot_rows_wanted: bool
+    captured: Any  # the CaptureResult the first pin-down read (minifier.capture.result)
+
+
 @dataclass
 class BisectReport:
     """Everything ``minify bisect`` found."""
@@ -87,9 +97,10 @@ class BisectReport:
     failure_rate: float | None = None  # a flaky culprit: how often it failed when measured (culprit.second_look)
     below: Below | None = None  # the culprit's subsystem and a workaround, when asked (minifier.bisect.subsystem)
     profiled: dict[str, Any] = field(default_factory=dict, repr=False)  # graph file -> its profile, asked beside the stages (a minification's)
-    # How to pin the culprit down again without trusting the program's own failing compile
-    # (when the graph it failed on does not fail alone); not part of the report's JSON.
-    recheck: Callable[[], BisectReport] | None = field(default=None, repr=False, compare=False)
+    # Set when the culprit was pinned down on the program's own word (its failing compile
+    # trusted, not repeated): minification.py pins it down again from here when that graph
+    # does not fail alone (minifier.bisect.culprit.pin_down_again). Not part of the JSON.
+    retry: PinDownRetry | None = field(default=None, repr=False, compare=False)
 
     def distributed(self) -> dict[str, Any] | None:
         """The ``distributed`` entry of a report (docs/distributed.md)."""
