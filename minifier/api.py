@@ -42,6 +42,7 @@ def save_repro(
     from .capture.context import describe_backend, learn_dynamo_own_patches, resolve_backend
     from .isolation.session import default_out_dir, new_run_dir
     from .repro.files import write_repro
+    from .unit.case import GraphId
 
     info = describe_backend(resolve_backend(backend), backend)  # an unknown name fails here
     learn_dynamo_own_patches()
@@ -51,7 +52,7 @@ def save_repro(
     @hooks.internal
     def save_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         case = make_case(gm, example_inputs, backend=info, index=len(saved))
-        saved.append(write_repro(case, run_dir / f"g{case.index}", stage=backend, note="Saved by minifier.save_repro."))
+        saved.append(write_repro(case, run_dir / str(GraphId(case.index)), stage=backend, note="Saved by minifier.save_repro."))
         return gm.forward
 
     target = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None) or fn

@@ -314,9 +314,10 @@ class ReproOnFailure:
     def save(self, case: Any, why: str) -> Path:
         from .isolation.session import new_run_dir
         from .repro.files import write_repro
+        from .unit.case import GraphId
 
         run_dir = new_run_dir(self.intent.out, run_name())
-        path = write_repro(case, run_dir / "captured" / f"g{case.index}", stage=case.backend)
+        path = write_repro(case, run_dir / "captured" / str(GraphId(case.index)), stage=case.backend)
         if self.intent.level in (1, 3):
             write_repro(case, run_dir, stage=case.backend, note="Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook; not minified.")
         _say(f"graph {case.label()} {why}; repro in {run_dir}")

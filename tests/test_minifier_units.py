@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import minifier
-from minifier.unit.case import GraphCase, GraphInput, TensorMeta, clone_tensor
+from minifier.unit.case import GraphCase, GraphId, GraphInput, TensorMeta, clone_tensor
 from minifier.unit.runtime import rand_tensor
 from minifier.errors import CorruptRecord
 from minifier.unit.accuracy import accuracy_divergence
@@ -811,3 +811,18 @@ def test_a_rank_holds_its_error_while_another_rank_of_its_launcher_is_still_mini
     started = time.monotonic()
     wait_for_other_ranks(tmp_path, poll=0.05)
     assert time.monotonic() - started < 0.5
+
+
+def test_a_graph_id_reads_back_what_it_writes_and_knows_its_dynamo_graph():
+    for text in ("g0", "g12.forward", "g3.backward2", "g1.inference"):
+        assert str(GraphId.parse(text)) == text
+    assert GraphId.parse("g3.backward2") == GraphId(3, "backward", 2)
+    assert GraphId.parse("g3.backward2").owner == GraphId(3) and str(GraphId(3)) == "g3"
+    assert str(GraphId(0, "forward", 1)) == "g0.forward"  # the first of its kind has no number
+    for bad in ("", "3", "g", "gx.forward", "g0.", "g0.forward.x"):
+        with pytest.raises(ValueError):
+            GraphId.parse(bad)
+    # a case's label is its id: an aot case names its dynamo graph, not its own index
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    case = GraphCase(gm=gm, inputs=[], boundary="aot", kind="forward", index=5, parent=2)
+    assert case.label() == "g2.forward" and case.graph_id.owner == GraphId(2)

@@ -36,7 +36,7 @@ from typing import Any
 from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
-from ..unit.case import GraphCase
+from ..unit.case import GraphCase, GraphId
 from ..capture.context import missing_config
 from ..errors import FlakyFailure, NoFailure, NotReproducible
 from ..stages.flaky import failure_rate
@@ -224,7 +224,7 @@ def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
 
 def failed_owner(captured: CaptureResult) -> str | None:
     """The dynamo graph (``g3``) the program failed in, when the capture knows it."""
-    return captured.failed_graph.split(".")[0] if captured.failed_graph else None
+    return str(GraphId.parse(captured.failed_graph).owner) if captured.failed_graph else None
 
 
 def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool) -> dict[tuple[int, str], Outcome]:
@@ -245,7 +245,7 @@ def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Pa
         return judged_in_the_program(captured, cases, final)
     if captured.failure is None or captured.failed_graph is None:
         return {}
-    owner = captured.failed_graph.split(".")[0]
+    owner = str(GraphId.parse(captured.failed_graph).owner)
     return {
         (id(case), final): Outcome(final, captured.failure, 0.0, seen_in_program=True)
         for case, _ in cases
@@ -340,9 +340,9 @@ def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult)
 
     (The dynamo graph may hold inputs a repro cannot rebuild yet, such as DTensors.)
     """
-    if captured.failure is None or captured.failed_graph is None or "." not in captured.failed_graph:
+    if captured.failure is None or captured.failed_graph is None or GraphId.parse(captured.failed_graph).kind is None:
         return None
-    owner = int(captured.failed_graph.split(".")[0].removeprefix("g"))
+    owner = GraphId.parse(captured.failed_graph).index
     paths = [g["path"] for g in captured.aot.get(owner, []) if Path(g["path"]).parent.name == captured.failed_graph]
     rows = aot_rows(session, paths, accuracy=report.accuracy, stop_at=captured.failure.signature) if paths else []
     row = next((r for r in rows if r.first_failure is not None and matches(r.first_failure, captured.failure, report.accuracy)), None)

@@ -199,7 +199,7 @@ def failing_graph(report: Any, case: GraphCase) -> GraphCase:
     A workaround is asked about the dynamo graph: an aot graph is Inductor's input
     after its decompositions already ran, so dropping one would change nothing there.
     """
-    label = case.label().split(".")[0]
+    label = str(case.graph_id.owner)
     rows = report.rows if report is not None else []
     row = next((r for r in rows if r.label == label and r.boundary == "dynamo" and r.case is not None), None)
     return row.case if row is not None else case

@@ -43,7 +43,7 @@ import torch
 import torch.fx as fx
 
 from . import blame, hooks
-from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values, snapshot
+from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values, snapshot
 from .casemaker import aot_case, make_case
 from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches, resolve_backend
 from .patches import patch_definitions, state_missing, state_modules
@@ -199,7 +199,7 @@ class Recorder:
         try:
             if graph.path is None:
                 n = self._aot_counts[(graph.owner.index, graph.kind)] = self._aot_counts.get((graph.owner.index, graph.kind), 0) + 1
-                graph.directory = self.out_dir / f"g{graph.owner.index}.{graph.kind}{n if n > 1 else ''}"
+                graph.directory = self.out_dir / str(GraphId(graph.owner.index, graph.kind, n))
             case = aot_case(graph.owner, graph.gm, graph.values, kind=graph.kind, compile_kwargs=graph.compile_kwargs, compiler=graph.compiler)
             graph.path = write_repro(case, graph.directory, stage=graph.owner.backend)
             blame.write_origins(graph.directory, graph.kernels, graph.original_aten)
@@ -223,7 +223,7 @@ class Recorder:
             self._missing = missing
             self.event(event="state_missing", entries=missing)
         self.cases.append(case)
-        path = write_repro(case, self.out_dir / f"g{index}", stage=case.backend)
+        path = write_repro(case, self.out_dir / str(GraphId(index)), stage=case.backend)
         self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend, roots=[root for _, root in case.modules])
         return case
 

@@ -40,7 +40,7 @@ from ..capture import hooks
 from ..capture.casemaker import aot_case
 from .distributed import join_fake_group
 from ..capture.context import importable_name
-from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, clone_values
+from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values
 from ..unit.accuracy import References, accuracy_divergence, reference_outputs, signature_of_accuracy
 from ..unit.signature import Failure, Signature, signature_of_exception, tagging_compile_errors
 from ..seams import backend_registry
@@ -339,8 +339,7 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
             continue  # compiled but never run (e.g. a backward nobody asked for)
         number = counts[record.kind] = counts.get(record.kind, 0) + 1
         aot_case = aot_case_of(case, record)
-        name = f"g{case.index}.{record.kind}" + (f"{number}" if number > 1 else "")
-        paths.append(str(write_repro(aot_case, out_dir / name, stage=case.backend)))
+        paths.append(str(write_repro(aot_case, out_dir / str(GraphId(case.index, record.kind, number)), stage=case.backend)))
     if not paths and note is None and recorder.unnamed:
         note = f"{case.backend} calls AOTAutograd with compilers a repro cannot name (not importable, not the backend's .kwargs); the dynamo graph is the unit to minify"
     elif not paths and note is None and case.backend != "inductor":

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,6 +237,38 @@ def compact_tensor(t: torch.Tensor) -> torch.Tensor:
     return clone_tensor(special_tensors.plain(t.detach()), requires_grad=False)
 
 
+@dataclass(frozen=True)
+class GraphId:
+    """Which graph of a program: dynamo's ``g0``, or one of its aot graphs, ``g0.forward``.
+
+    ``number``: the how-manyth aot graph of that kind the dynamo graph compiled (a
+    recompile's is ``g0.forward2``). Its text names the graph's directory in a capture.
+    """
+
+    index: int
+    kind: str | None = None  # forward, backward, inference: None for the dynamo graph
+    number: int = 1
+
+    def __str__(self) -> str:
+        return f"g{self.index}" + (f".{self.kind}{self.number if self.number > 1 else ''}" if self.kind else "")
+
+    @classmethod
+    def parse(cls, text: str) -> GraphId:
+        match = _GRAPH_ID.fullmatch(text)
+        if match is None:
+            raise ValueError(f"not a graph id: {text!r}")
+        index, kind, number = match.groups()
+        return cls(int(index), kind, int(number) if number else 1)
+
+    @property
+    def owner(self) -> GraphId:
+        """The dynamo graph this one was compiled from (itself for a dynamo graph)."""
+        return GraphId(self.index)
+
+
+_GRAPH_ID = re.compile(r"g(\d+)(?:\.([a-z]+)(\d*))?")
+
+
 @dataclass
 class GraphCase:
     """A graph, its inputs, and what it takes to run it through the failing stage."""
@@ -311,10 +344,14 @@ class GraphCase:
                 values[k] = values[names.index(i.derived_from[0])].size(i.derived_from[1])
         return values
 
-    def label(self) -> str:
+    @property
+    def graph_id(self) -> GraphId:
         if self.boundary == "aot":
-            return f"g{self.index if self.parent is None else self.parent}.{self.kind}"
-        return f"g{self.index}"
+            return GraphId(self.index if self.parent is None else self.parent, self.kind)
+        return GraphId(self.index)
+
+    def label(self) -> str:
+        return str(self.graph_id)
 
     def replace(self, **changes: Any) -> GraphCase:
         """A shallow copy with some fields changed (the graph module is shared unless given)."""
