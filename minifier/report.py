@@ -20,8 +20,6 @@ _STYLES = {"pass": "green", "compile_error": "bold red", "runtime_error": "bold 
 def _frame(frame: dict[str, Any] | None) -> str:
     if not frame:
         return ""
-    from pathlib import Path
-
     return f"{frame.get('name', '?')} ({Path(str(frame.get('filename', '?'))).name}:{frame.get('lineno', '?')})"
 
 

@@ -610,8 +610,6 @@ def prepare_call(
     ``torch.compile(fn, backend=..., fullgraph=...)``. The returned call restores the RNGs
     and calls it once; it returns the outputs, and whatever it raises propagates.
     """
-    import torch
-
     torch.compiler.reset()
     compile_options = manifest.get("compile", {})
     recorded = compile_options.get("backend", {})

@@ -236,17 +236,3 @@ def identity_source(code: str) -> str | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "___check_obj_id" and node.args:
         return ast.unparse(node.args[0])
     return None
-
-
-def tensor_rank(code: str) -> tuple[str, int] | None:
-    """For a ``check_tensor`` guard: (source, number of dimensions)."""
-    try:
-        node = parse(code)
-    except Untranslatable:
-        return None
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check_tensor" and node.args):
-        return None
-    for keyword in node.keywords:
-        if keyword.arg == "size" and isinstance(keyword.value, ast.List | ast.Tuple):
-            return ast.unparse(node.args[0]), len(keyword.value.elts)
-    return None

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from . import blame
-from ..unit.case import GraphCase
-from ..repro.files import load_repro
 from ..unit.signature import Failure, Signature
 
 
@@ -45,9 +43,6 @@ class CaptureResult:
     early: Any = None  # the queries asked while the program ran (minifier.bisect.steps.EarlyStages)
     kernel: str | None = None  # the Inductor kernel the program failed in, when it says (minifier.capture.blame)
     judged: dict[str, Failure | None] = field(default_factory=dict)  # --accuracy: aot graph ("g0.forward") -> its first run's verdict
-
-    def load_cases(self) -> list[GraphCase]:
-        return [load_repro(p).case for p in self.graph_paths]
 
 
 def parse_events(lines: Iterable[str | bytes]) -> list[dict[str, Any]]:

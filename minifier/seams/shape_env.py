@@ -298,11 +298,6 @@ def hints(shape_env: Any) -> dict[Any, int]:
     return {symbol: int(value) for symbol, value in shape_env.backed_var_to_val.items() if getattr(value, "is_integer", False)}
 
 
-def guard_exprs(shape_env: Any) -> list[Any]:
-    """The sympy guards the trace added, in order."""
-    return [guard.expr for guard in shape_env.guards]
-
-
 def runtime_asserts(shape_env: Any) -> list[Any]:
     """Every deferred runtime assert (checked by the graph at run time), as sympy booleans."""
     return [ra.expr for asserts in shape_env.deferred_runtime_asserts.values() for ra in asserts]

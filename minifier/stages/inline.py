@@ -40,10 +40,6 @@ def _hop_name(node: fx.Node) -> str | None:
     return name[len(prefix) :] if name.startswith(prefix) else None
 
 
-def has_inlinable(gm: fx.GraphModule) -> bool:
-    return any(_hop_name(n) in (*BODY_AND_OPERANDS, "cond") for n in gm.graph.nodes)
-
-
 def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
     """A copy of ``gm`` with its higher-order ops inlined (``cond`` takes branch ``cond_branch``: 0 true, 1 false).
 

@@ -43,9 +43,6 @@ CONFIG_MISSING = "pt2kit:missing"  # {"pt2kit:missing": why}: the user must supp
 BOUNDARIES = ("dynamo", "aot")
 GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
 
-#: Scalar types a graph input or a folded boundary value may have besides tensors.
-SCALAR_TYPES = (int, float, bool, type(None))
-
 
 #: An aot graph that a user's backend handed to Inductor (``standalone_compile``,
 #: ``compile_fx``): its repro compiles it as the ``inductor`` stage does.
@@ -356,9 +353,6 @@ class GraphCase:
     def replace(self, **changes: Any) -> GraphCase:
         """A shallow copy with some fields changed (the graph module is shared unless given)."""
         return dataclasses.replace(self, **changes)
-
-    def deepcopy_graph(self) -> GraphCase:
-        return self.replace(gm=copy.deepcopy(self.gm))
 
 
 def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
