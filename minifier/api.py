@@ -76,7 +76,7 @@ def _driver(run_dir: Path) -> Path:
 
 
 def _command(command: str, script: Path, options: dict[str, Any]) -> dict[str, Any]:
-    from .isolation.worker import pt2kit_env, python_command
+    from .isolation.zygote import pt2kit_env, python_command
 
     argv = python_command("minifier", command, "--json")
     for name, value in options.items():

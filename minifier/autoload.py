@@ -327,7 +327,7 @@ class ReproOnFailure:
         """Minify a saved graph in a fresh process (this one runs the user's threads)."""
         import subprocess
 
-        from .isolation.worker import pt2kit_env, python_command
+        from .isolation.zygote import pt2kit_env, python_command
 
         run_dir = path.parent.parent.parent
         command = python_command("minifier", "repro", str(path), "--after", self.intent.after, "--run-dir", str(run_dir))

@@ -30,7 +30,8 @@ from typing import Any
 
 import torch.fx as fx
 
-from .bisect.bisection import BisectReport, Row, bisect_case, bisect_script
+from .bisect.bisection import bisect_case, bisect_script
+from .bisect.report import BisectReport, Row
 from .bisect.culprit import pin_down_again
 from .result import MinifyResult
 from .capture.blame import blamed_nodes

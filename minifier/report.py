@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from .bisect.bisection import BisectReport, Row
+    from .bisect.report import BisectReport, Row
     from .result import MinifyResult
     from .bisect.subsystem import Below
 

@@ -36,15 +36,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .report import BisectReport, Row
+from .report import BisectReport
 from .steps import capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
 from ..unit.case import GraphCase
 from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
 from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile
 from ..repro.files import load_repro
 from ..isolation.session import Session
-
-__all__ = ["BisectReport", "Row", "bisect_case", "bisect_script"]
 
 
 def bisect_script(

@@ -212,7 +212,7 @@ def capture_ranks(session: Session, script: Path, args: list[str], backend: str 
     """Every rank of the job under capture (``captured/rank<r>``); the lowest rank that failed is the result."""
     from ..stages.distributed import launch_ranks
     from ..unit.signature import signature_of_crash, signature_of_exit
-    from ..isolation.worker import pt2kit_env
+    from ..isolation.zygote import pt2kit_env
 
     outs = [out / f"rank{rank}" for rank in range(nproc)]
     commands = [capture_command(script, args, o, backend=backend, timeout=session.timeout, accuracy=accuracy) for o in outs]

@@ -70,7 +70,7 @@ def capture_command(script: Path, args: Sequence[str], out_dir: Path, *, backend
 
     ``accuracy``: judge each compiled graph's first run too (``True``, or ``"strict"``).
     """
-    from ..isolation.worker import python_command
+    from ..isolation.zygote import python_command
 
     options = ["--out", str(out_dir)] + (["--backend", backend] if backend else []) + (["--timeout", str(timeout)] if timeout else [])
     options += ["--accuracy", "strict" if accuracy == "strict" else "on"] if accuracy else []

@@ -177,7 +177,7 @@ class Session:
         """
         import subprocess
 
-        from .worker import pt2kit_env
+        from .zygote import pt2kit_env
 
         log.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()

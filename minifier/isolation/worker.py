@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from ..unit.signature import Failure, signature_of_crash, signature_of_exit, signature_of_timeout
-from .zygote import WorkerDied, ZygoteProcess, python_command, pt2kit_env  # noqa: F401 - python_command, pt2kit_env: where callers look
+from .zygote import WorkerDied, ZygoteProcess, pt2kit_env
 
 T = TypeVar("T")
 
