@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from minifier.errors import UnknownBackend, UserFacingError
+from minifier.isolation.zygote import kill_group
 
 from . import record as record_format
 
@@ -138,11 +139,11 @@ def isolated(directory: Path, *, backend: str | None, fullgraph: bool | None, st
         try:
             _, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(process)
+            kill_group(process.pid)
             process.communicate()
             return _outcome_without_result(directory, "timeout", f"no result within {timeout:g} s", time.perf_counter() - started)
         except KeyboardInterrupt:
-            _kill_group(process)
+            kill_group(process.pid)
             raise
         sys.stderr.write(stderr)
         if result_file.is_file():
@@ -166,13 +167,6 @@ def _outcome_without_result(directory: Path, kind: str, what: str, seconds: floa
     recorded = Signature.from_json(manifest["failure"])
     status = "reproduced" if recorded == failure else "different-failure"
     return ReplayResult(status, failure.to_json(), recorded.to_json(), seconds=seconds, record=str(directory))
-
-
-def _kill_group(process: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()
 
 
 def _has_fileno(stream: Any) -> bool:

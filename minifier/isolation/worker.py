@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from ..unit.signature import Failure, signature_of_crash, signature_of_exit, signature_of_timeout
-from .zygote import WorkerDied, ZygoteProcess, pt2kit_env
+from .zygote import WorkerDied, ZygoteProcess, kill_group, pt2kit_env
 
 T = TypeVar("T")
 
@@ -214,7 +214,7 @@ class Worker:
                 if running.deadline is None and running.timeout is not None:
                     running.deadline = time.monotonic() + running.timeout
                 if running.killed:  # killed before the zygote forked it
-                    _kill_group(running.pid)
+                    kill_group(running.pid)
         elif tag == "exited":
             running = zygote.running.pop(message[1], None)
             if running is not None:
@@ -352,7 +352,7 @@ class Running(Generic[T]):
             return
         self.killed = True
         if self.pid is not None:
-            _kill_group(self.pid)
+            kill_group(self.pid)
         else:  # not forked yet: the zygote will report it; forget it now
             self.zygote.running.pop(self.qid, None)
             self.done = True
@@ -393,16 +393,8 @@ class Running(Generic[T]):
 
 def kill_program(process: Any) -> None:
     """Kill a program pt2kit started in a session of its own, with its process group, and reap it."""
-    _kill_group(process.pid)
+    kill_group(process.pid)
     process.wait()
-
-
-def _kill_group(pid: int) -> None:
-    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            kill()
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _tail(log: Path | None, limit: int = 4000) -> str:

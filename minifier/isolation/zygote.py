@@ -49,6 +49,7 @@ import gc
 import importlib
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -238,8 +239,6 @@ def thread_names() -> str:
 def serve(in_fd: int, out_fd: int) -> None:
     """The zygote's loop: fork queries, reap children, report; until the controller goes away."""
     import select
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides about Ctrl-C
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
@@ -269,14 +268,19 @@ def serve(in_fd: int, out_fd: int) -> None:
         for message in reader.read():
             _handle(message, children, in_fd, out_fd, wake_read, wake_write)
         if reader.closed:  # the controller is gone: nobody will read results
-            import signal as _signal
-
             for pid in children:
-                try:
-                    os.killpg(pid, _signal.SIGKILL)
-                except OSError:
-                    pass
+                kill_group(pid)
             os._exit(0)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a process pt2kit started as a group leader, and its group with it (its compiler
+    subprocesses); one already gone, or no longer ours, is left alone."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _reap(children: dict[int, int], out_fd: int) -> None:
@@ -350,8 +354,6 @@ def _child(payload: bytes, log: str | None, result: str, threads: int, cwd: str,
         os.setpgid(0, 0)
         os.chdir(cwd)
         sys.path[:] = list(dict.fromkeys([*sys_path, *sys.path]))  # what the controller can import
-        import signal
-
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.environ.clear()  # the controller's environment (the pinned values were for this process only)
