@@ -131,3 +131,11 @@ def test_a_torch_outside_the_tested_releases_gets_one_line_once(monkeypatch, cap
     finally:
         seams._say_untested_once.cache_clear()
         seams.check.cache_clear()
+
+
+def test_an_inner_compiles_keywords_name_its_graph_and_the_flags_a_repro_passes_again():
+    from minifier.seams.compile_fx import graph_kind
+
+    assert graph_kind({"is_backward": True, "cudagraphs": None}) == ("backward", {"is_backward": True})
+    assert graph_kind({"is_inference": True, "is_backward": False}) == ("inference", {"is_inference": True})
+    assert graph_kind({"is_backward": False, "graph_id": 3}) == ("forward", {})

@@ -176,8 +176,7 @@ class Recorder:
             if graph is not None and not graph.inner:
                 graph.inner = True
                 graph.gm, graph.values = snapshot(gm), list(example_inputs)  # before Inductor's passes rewrite it
-                graph.kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
-                graph.compile_kwargs = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
+                graph.kind, graph.compile_kwargs = compile_fx.graph_kind(kwargs)
                 if graph.owner.backend != "inductor":  # a user's backend that hands its graphs to Inductor
                     graph.compiler = INDUCTOR_INNER_COMPILE
                 graph.original_aten = blame.original_aten_of(gm)

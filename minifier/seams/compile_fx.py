@@ -100,3 +100,15 @@ def keep_torch_aot_minifier_off(when: Callable[[], bool] = lambda: True) -> None
 def is_inductor_function(fn: Any) -> bool:
     """Is ``fn`` part of Inductor (its compile_fx, its inner compile)?"""
     return str(getattr(fn, "__module__", "")).startswith("torch._inductor")
+
+
+#: The inner-compile keyword arguments that say which graph Inductor compiles; a repro
+#: passes them again (``compile_fx_inner(gm, inputs, is_backward=True)``).
+GRAPH_FLAGS = ("is_backward", "is_inference")
+
+
+def graph_kind(kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The aot graph's kind (forward, backward, inference) Inductor's inner compile got, from its
+    keyword arguments, and the flags among them a repro's inner compile takes again."""
+    kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+    return kind, {k: kwargs[k] for k in GRAPH_FLAGS if kwargs.get(k)}

@@ -43,7 +43,7 @@ from ..capture.context import importable_name
 from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values
 from ..unit.accuracy import References, accuracy_divergence, reference_outputs, signature_of_accuracy
 from ..unit.signature import Failure, Signature, signature_of_exception, tagging_compile_errors
-from ..seams import backend_registry
+from ..seams import backend_registry, compile_fx
 from ..seams.aot_autograd import compiler_kwargs
 from ..repro.files import exec_repro, write_repro
 from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
@@ -265,9 +265,8 @@ class _AotRecorder:
         """Record what Inductor's inner compile gets (``compiler``: how the repro names it, None: the ``inductor`` stage)."""
 
         def record_inner_compile(gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any) -> Any:
-            kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
-            literal = {k: kwargs[k] for k in ("is_backward", "is_inference") if kwargs.get(k)}
-            record = _Recorded(kind, copy.deepcopy(gm), literal, compiler)
+            kind, flags = compile_fx.graph_kind(kwargs)
+            record = _Recorded(kind, copy.deepcopy(gm), flags, compiler)
             self.graphs.append(record)
             return self.eager_runner(record)
 
