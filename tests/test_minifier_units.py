@@ -826,3 +826,44 @@ def test_a_graph_id_reads_back_what_it_writes_and_knows_its_dynamo_graph():
     gm = torch.fx.symbolic_trace(lambda x: x + 1)
     case = GraphCase(gm=gm, inputs=[], boundary="aot", kind="forward", index=5, parent=2)
     assert case.label() == "g2.forward" and case.graph_id.owner == GraphId(2)
+
+
+def test_every_capture_event_reads_back_as_it_was_written_and_a_cut_line_is_skipped(tmp_path):
+    from minifier.capture import events
+    from minifier.capture.result import read_capture
+    from minifier.unit.signature import Signature
+
+    boom = Signature("compile_error", "RuntimeError", "planted: boom")
+    written = [
+        events.GraphSaved(0, str(tmp_path / "g0" / "repro.py"), {"name": "f"}, 3, "eager", ["/src"]),
+        events.AotGraphSaved(0, "forward", str(tmp_path / "g0.forward" / "repro.py")),
+        events.Running("g0.forward"),
+        events.Ran("g0.forward"),
+        events.AotGraphSaved(0, "forward", str(tmp_path / "g0.forward" / "repro.py"), real=True),
+        events.AotInputsNotSaved(None, False, 10**9),
+        events.Judged("g0.forward", boom, "RMSE 1.0"),
+        events.Judged("g1.forward", error="ValueError: no verdict"),
+        events.Patches({"torch.sin": "my_sin"}, False),
+        events.StateMissing(["lowerings[aten.sin]"]),
+        events.Unrecoverable(0, "a lambda"),
+        events.FrameLifted(None, error="TypeError: no"),
+        events.Failed(boom, "details", 1, where="backend", graph="g0.forward", kernel="cpp_fused_0"),
+        events.Exited("3", 1),
+        events.Finished(1),
+        events.UnknownBackendNamed("no backend 'x'"),
+    ]
+    assert {type(e) for e in written} == set(events.Event.__args__)  # every kind is exercised
+    lines = [events.to_line(e) for e in written]
+    assert [events.parse_event(line) for line in lines] == written
+    cut = lines[-1][: len(lines[-1]) // 2]
+    assert events.parse_events([*lines, cut, '{"event": "from_the_future"}\n']) == written
+
+    (tmp_path / "events.jsonl").write_text("".join(lines[:-3]) + cut)  # a crash mid-write
+    read = read_capture(tmp_path)
+    assert read.graph_paths == [tmp_path / "g0" / "repro.py"] and read.roots == ["/src"]
+    assert read.failure is not None and read.failure.signature == boom and read.failed_graph == "g0.forward"
+    assert read.kernel == "cpp_fused_0" and read.ran == {"g0.forward"}
+    assert read.judged == {"g0.forward": read.judged["g0.forward"]} and read.judged["g0.forward"].details == "RMSE 1.0"
+    assert [g.real for g in read.aot[0]] == [True]  # the latest version of a graph saved twice
+    assert read.patches == {"torch.sin": "my_sin"} and not read.patches_carried
+    assert read.state_missing == ["lowerings[aten.sin]"] and read.unrecoverable == ["a lambda"]

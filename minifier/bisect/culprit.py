@@ -151,9 +151,10 @@ def captured_aot_graphs(captured: CaptureResult | None, row: Row) -> tuple[list[
     if not graphs:
         return None
     failed = captured.failed_graph
-    passed = {g["path"] for g in graphs if not g.get("failure") and Path(g["path"]).parent.name in captured.ran and Path(g["path"]).parent.name != failed}
-    failing = {g["path"] for g in graphs if Path(g["path"]).parent.name == failed}
-    return [g["path"] for g in graphs], passed, failing
+    paths = [str(g.path) for g in graphs]  # (the capture keeps only aot graphs it saved)
+    passed = {str(g.path) for g in graphs if not g.failure and Path(str(g.path)).parent.name in captured.ran - {failed}}
+    failing = {path for path in paths if Path(path).parent.name == failed}
+    return paths, passed, failing
 
 
 def lower(session: Session, row: Row) -> tuple[list[str], str | None]:
@@ -257,7 +258,7 @@ def judged_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, 
     """``--accuracy``: the dynamo graphs whose final stage the capture saw go wrong (an aot graph's first run judged wrong)."""
     known = {}
     for case, _ in cases:
-        labels = [Path(g["path"]).parent.name for g in captured.aot.get(case.index, [])]
+        labels = [Path(g.path).parent.name for g in captured.aot.get(case.index, []) if g.path is not None]
         wrong = next((captured.judged[label] for label in labels if captured.judged.get(label) is not None), None)
         if case.backend == final and wrong is not None:
             known[(id(case), final)] = Outcome(final, wrong, 0.0, seen_in_program=True)
@@ -343,7 +344,7 @@ def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult)
     if captured.failure is None or captured.failed_graph is None or GraphId.parse(captured.failed_graph).kind is None:
         return None
     owner = GraphId.parse(captured.failed_graph).index
-    paths = [g["path"] for g in captured.aot.get(owner, []) if Path(g["path"]).parent.name == captured.failed_graph]
+    paths = [g.path for g in captured.aot.get(owner, []) if g.path is not None and Path(g.path).parent.name == captured.failed_graph]
     rows = aot_rows(session, paths, accuracy=report.accuracy, stop_at=captured.failure.signature) if paths else []
     row = next((r for r in rows if r.first_failure is not None and matches(r.first_failure, captured.failure, report.accuracy)), None)
     if row is not None:

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from .report import Row, signature_of
-from ..capture.result import CaptureResult, parse_events, read_capture
+from ..capture.events import AotGraphSaved, Event, Failed, GraphSaved, Ran, parse_events
+from ..capture.result import CaptureResult, read_capture
 from ..unit.case import GraphCase
 from ..errors import UnknownBackend
 from ..repro.files import load_repro
@@ -187,25 +188,26 @@ class EarlyStages:
         *lines, self._partial = (self._partial + chunk).split(b"\n")
         return parse_events(lines)
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind == "ran" and event.get("graph") in self._dynamo:
-            path, case = self._dynamo.pop(event["graph"])
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, Ran) and event.graph in self._dynamo:
+            path, case = self._dynamo.pop(event.graph)
             if not self.accuracy:  # (with --accuracy the capture judges the program's own run instead)
                 self._final.append((path, case, stages_for(case)[-1]))
             return
-        final_version = kind == "graph" or (kind == "aot_graph" and (event.get("real") or event.get("failure")))
-        if not final_version or not event.get("path"):
+        final_version = isinstance(event, GraphSaved) or (isinstance(event, AotGraphSaved) and (event.real or event.failure))
+        if not final_version or not event.path:  # type: ignore[union-attr]
             return
-        sys.path.extend(root for root in [*self.roots, *event.get("roots", ())] if root not in sys.path)
+        path: str = event.path  # type: ignore[union-attr]
+        roots = event.roots if isinstance(event, GraphSaved) else []
+        sys.path.extend(root for root in [*self.roots, *roots] if root not in sys.path)
         try:
-            case = self.cases[event["path"]] = load_repro(Path(event["path"])).case
+            case = self.cases[path] = load_repro(Path(path)).case
         except Exception:  # noqa: BLE001 - the bisection reads every graph again and says what is wrong
             return
         stages = stages_for(case)
-        self._cheap.extend((event["path"], case, stage) for stage in stages[:-1])
-        if kind == "graph":
-            self._dynamo[case.label()] = (event["path"], case)
+        self._cheap.extend((path, case, stage) for stage in stages[:-1])
+        if isinstance(event, GraphSaved):
+            self._dynamo[case.label()] = (path, case)
 
 
 def capture_ranks(session: Session, script: Path, args: list[str], backend: str | None, out: Path, nproc: int, label: str, accuracy: bool | str = False) -> CaptureResult:
@@ -235,7 +237,7 @@ def capture_ranks(session: Session, script: Path, args: list[str], backend: str 
 
 def _logged_failure(out: Path) -> bool:
     try:
-        return '"event": "failed"' in (out / "events.jsonl").read_text()
+        return any(isinstance(e, Failed) for e in parse_events((out / "events.jsonl").read_text().splitlines()))
     except OSError:
         return False
 
@@ -375,7 +377,7 @@ def frame_row(session: Session, captured: CaptureResult, *, accuracy: bool) -> R
 
 def failed_while_tracing(captured: CaptureResult) -> bool:
     """Did the program fail inside dynamo's tracing, before its graph reached a backend?"""
-    return any(e["event"] == "failed" and e.get("where") == "tracing" for e in captured.events)
+    return any(isinstance(e, Failed) and e.where == "tracing" for e in captured.events)
 
 
 def read_capture_again(session: Session, script: Path, args: list[str], backend: str | None, nproc: int = 1) -> CaptureResult:

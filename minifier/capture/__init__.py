@@ -11,6 +11,7 @@ In the order a ``minify run`` meets them:
 - ``patches``: the program's changes to torch itself;
 - ``frames``: where in the user's program a graph or a failure comes from;
 - ``blame``: the Inductor kernel the program failed in, and its nodes;
+- ``events``: the event log it writes as it goes, one typed record a line;
 - ``result``: what a capture saw, read back from its event log;
 - ``torch_repro``: cases read from pt2kit's own and torch's repro files.
 """

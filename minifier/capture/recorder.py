@@ -29,7 +29,6 @@ event log, even after that process died mid-run.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
@@ -47,6 +46,10 @@ from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values
 from .casemaker import aot_case, make_case
 from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches, resolve_backend
 from .patches import patch_definitions, state_missing, state_modules
+from .events import (
+    AotGraphSaved, AotInputsNotSaved, Event, Exited, Failed, Finished, FrameLifted, GraphSaved, Judged, Patches, Ran,
+    Running, StateMissing, UnknownBackendNamed, Unrecoverable, to_line,
+)  # fmt: skip
 from .extract import merge_definitions
 from ..errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
@@ -80,9 +83,10 @@ class Recorder:
 
     # events ------------------------------------------------------------------
 
-    def event(self, **fields: Any) -> None:
+    def event(self, event: Event) -> None:
+        """Write one event to the log, flushed: it survives whatever happens next."""
         with self._lock:
-            self._events.write(json.dumps(fields, default=str) + "\n")
+            self._events.write(to_line(event))
             self._events.flush()
 
     def close(self) -> None:
@@ -101,7 +105,7 @@ class Recorder:
             info = describe_backend(backend_fn, backend_name)
             case = recorder.record(gm, example_inputs, info)
             if info.unrecoverable:
-                recorder.event(event="unrecoverable", index=case.index, message=info.unrecoverable)
+                recorder.event(Unrecoverable(case.index, info.unrecoverable))
             recorder._local.compilers_by_kwargs = compiler_kwargs(backend_registry.unwrap(backend_fn)) is not None
             with recorder.owning(case), recorder.busy(f"compiling {case.label()}"):
                 compiled = tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs)
@@ -203,9 +207,9 @@ class Recorder:
             graph.path = write_repro(case, graph.directory, stage=graph.owner.backend)
             blame.write_origins(graph.directory, graph.kernels, graph.original_aten)
         except Exception as e:  # noqa: BLE001 - an aot graph pt2kit cannot write: the dynamo graph stands
-            self.event(event="aot_graph", owner=graph.owner.index, kind=graph.kind, path=None, error=f"{type(e).__name__}: {e}")
+            self.event(AotGraphSaved(graph.owner.index, graph.kind, None, error=f"{type(e).__name__}: {e}"))
             return
-        self.event(event="aot_graph", owner=graph.owner.index, kind=graph.kind, path=str(graph.path), real=real, failure=failure.to_json() if failure else None)
+        self.event(AotGraphSaved(graph.owner.index, graph.kind, str(graph.path), real=real, failure=failure))
 
     def record(self, gm: fx.GraphModule, example_inputs: Sequence[Any], backend: BackendInfo) -> GraphCase:
         index = len(self.cases)
@@ -215,15 +219,15 @@ class Recorder:
             case = case.replace(definitions=merge_definitions(case.definitions, carried))
             if patches != self._patches:
                 self._patches = patches
-                self.event(event="patches", patches=patches, carried=bool(carried))
+                self.event(Patches(patches, bool(carried)))
         if modules := state_modules():  # a user module's lowering or decomposition: the repro imports the module
             case = case.replace(modules=list(dict.fromkeys([*case.modules, *modules])))
         if (missing := state_missing()) != self._missing:
             self._missing = missing
-            self.event(event="state_missing", entries=missing)
+            self.event(StateMissing(missing))
         self.cases.append(case)
         path = write_repro(case, self.out_dir / str(GraphId(index)), stage=case.backend)
-        self.event(event="graph", index=index, path=str(path), frame=case.frame, nodes=case.node_count, backend=case.backend, roots=[root for _, root in case.modules])
+        self.event(GraphSaved(index, str(path), case.frame, case.node_count, case.backend, [root for _, root in case.modules]))
         return case
 
     def record_failing_frame(self, exc: BaseException, frame: dict[str, Any] | None) -> None:
@@ -234,10 +238,10 @@ class Recorder:
         try:
             case = lift_frame(failing, frame)
         except Exception as e:  # noqa: BLE001 - lifting is best effort; the failure stands without it
-            self.event(event="frame", path=None, error=f"{type(e).__name__}: {e}")
+            self.event(FrameLifted(None, error=f"{type(e).__name__}: {e}"))
             return
         path = write_repro(case, self.out_dir / "frame", stage="eager", note=f"Frame {failing.code.co_name} traced with make_fx; dynamo failed on it.")
-        self.event(event="frame", path=str(path), nodes=case.node_count)
+        self.event(FrameLifted(str(path), case.node_count))
 
     # hang detection ----------------------------------------------------------
 
@@ -258,14 +262,14 @@ class Recorder:
                     values = call_values(args)  # (now: a boxed call empties its list)
                     judged = graph is not None and recorder.save_real_inputs(graph, values) and recorder.accuracy
                     rng = torch.random.get_rng_state() if judged else None
-                    recorder.event(event="running", graph=label)
+                    recorder.event(Running(label))
                     unfollow = blame.follow_kernels(recorder.trail, compiled)
                     with recorder.busy(f"running {label}"):
                         try:
                             out = compiled(*args, **kwargs)
                         finally:
                             unfollow()
-                    recorder.event(event="ran", graph=label)
+                    recorder.event(Ran(label))
                     if judged:
                         recorder.judge(graph, label, out, rng, values)  # type: ignore[arg-type]
                     return out
@@ -289,7 +293,7 @@ class Recorder:
         tensors = [v for v in values if isinstance(v, torch.Tensor)]
         size = sum(t.untyped_storage().nbytes() for t in tensors if not symbolic_shapes.is_fake(t))
         if len(values) != len(graph.values) or size > self.input_limit:
-            self.event(event="aot_inputs", path=str(graph.path) if graph.path else None, saved=False, bytes=size)
+            self.event(AotInputsNotSaved(str(graph.path) if graph.path else None, False, size))
             return False
         graph.values = clone_values(values)  # (inputs that are views of one tensor stay so)
         self.save_aot(graph, real=True)
@@ -303,9 +307,9 @@ class Recorder:
         try:
             failure = judge_compiled_run(graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict", after=after)
         except Exception as e:  # noqa: BLE001 - no verdict: the bisection asks an isolated query instead
-            self.event(event="judged", graph=label, error=f"{type(e).__name__}: {e}")
+            self.event(Judged(label, error=f"{type(e).__name__}: {e}"))
             return
-        self.event(event="judged", graph=label, failure=failure.signature.to_json() if failure else None, details=failure.details if failure else "")
+        self.event(Judged(label, failure.signature if failure else None, failure.details if failure else ""))
 
     def busy(self, what: str) -> _Busy:
         return _Busy(self, what)
@@ -326,7 +330,7 @@ class Recorder:
                 oldest, what = min(started)
                 if time.monotonic() - oldest > self.timeout:
                     failure = signature_of_timeout(self.timeout)
-                    self.event(event="failed", failure=failure.signature.to_json(), details=f"{what}: {failure.details}", graphs=len(self.cases))
+                    self.event(Failed(failure.signature, f"{what}: {failure.details}", len(self.cases)))
                     os._exit(124)
 
 
@@ -409,34 +413,35 @@ def capture_script(
             run_script(script, args)
     except SystemExit as e:
         if e.code not in (None, 0):
-            recorder.event(event="exit", code=str(e.code), graphs=len(recorder.cases))
+            recorder.event(Exited(str(e.code), len(recorder.cases)))
         else:
-            recorder.event(event="finished", graphs=len(recorder.cases))
+            recorder.event(Finished(len(recorder.cases)))
     except UnknownBackend as e:
-        recorder.event(event="unknown_backend", message=str(e))
+        recorder.event(UnknownBackendNamed(str(e)))
     except BaseException as e:  # noqa: BLE001 - the user's failure is the data we want
         unknown = next((x for x in exception_chain(e) if isinstance(x, UnknownBackend)), None)
         if unknown is not None:
-            recorder.event(event="unknown_backend", message=str(unknown))
+            recorder.event(UnknownBackendNamed(str(unknown)))
         else:
             failure = signature_of_exception(e)
             where = where_it_failed(e)
             frame = frame_of_exception(e) or current_frame()
             recorder.event(
-                event="failed",
-                failure=failure.signature.to_json(),
-                where=where,
-                details=failure.details,
-                traceback="".join(traceback.format_exception(e))[-8000:],
-                frame=frame,
-                graphs=len(recorder.cases),
-                graph=next((g for x in exception_chain(e) if (g := getattr(x, "_pt2kit_graph", None))), None),
-                kernel=blame.kernel_in_traceback(e),
+                Failed(
+                    failure.signature,
+                    where=where,
+                    details=failure.details,
+                    traceback="".join(traceback.format_exception(e))[-8000:],
+                    frame=frame,
+                    graphs=len(recorder.cases),
+                    graph=next((g for x in exception_chain(e) if (g := getattr(x, "_pt2kit_graph", None))), None),
+                    kernel=blame.kernel_in_traceback(e),
+                )
             )
             if where == "tracing":
                 recorder.record_failing_frame(e, frame)
     else:
-        recorder.event(event="finished", graphs=len(recorder.cases))
+        recorder.event(Finished(len(recorder.cases)))
     finally:
         recorder.close()
     return {"graphs": len(recorder.cases)}
