@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup demo test test-fast scenarios matrix fuzz bench browser screenshots clean
+.PHONY: setup demo test test-fast scenarios matrix fuzz bench browser screenshots format clean
 
 setup: $(VENV)/.installed
 
@@ -48,6 +48,11 @@ matrix: $(foreach v,$(MATRIX_VENVS),$(v)/.installed)
 		$$venv/bin/minify doctor || exit 1; \
 		$$venv/bin/python -m pytest -q -p no:cacheprovider -m '(not slow and not e2e and not scenarios) or matrix' || exit 1; \
 	done
+
+# pt2kit's packages laid out by ruff at 120 columns (pyproject.toml's [tool.ruff]).
+format: setup
+	$(PY) -m pip install -q ruff
+	$(PY) -m ruff format minifier replay validation explain opcheck benchmarks
 
 test-fast: setup
 	$(PY) -m pytest -q -m 'not slow and not e2e'

@@ -69,19 +69,37 @@ def main() -> None:
 
     shutil.copytree(primed, where / "cache-pt2kit")
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "minifier", "bisect", "--json", "--out", "runs", CASE.name], capture_output=True, text=True, cwd=where, env=env(where / "cache-pt2kit"), timeout=3600)
+    done = subprocess.run(
+        [sys.executable, "-m", "minifier", "bisect", "--json", "--out", "runs", CASE.name],
+        capture_output=True,
+        text=True,
+        cwd=where,
+        env=env(where / "cache-pt2kit"),
+        timeout=3600,
+    )
     ours = time.perf_counter() - start
     report = json.loads(done.stdout)
 
     shutil.copytree(primed, where / "cache-torch")
     start = time.perf_counter()
-    torch_run = subprocess.run([sys.executable, "-c", TORCH_BISECT, str(where)], capture_output=True, text=True, cwd=where, env=env(where / "cache-torch"), timeout=3600)
+    torch_run = subprocess.run(
+        [sys.executable, "-c", TORCH_BISECT, str(where)],
+        capture_output=True,
+        text=True,
+        cwd=where,
+        env=env(where / "cache-torch"),
+        timeout=3600,
+    )
     theirs = time.perf_counter() - start
     found = json.loads(next(line for line in torch_run.stdout.splitlines() if line.startswith("{")))
 
-    print(f"pt2kit minify bisect:        {ours:6.1f} s, {report['queries']} queries: first failure {report['failure']['stage']} "
-          f"({report['failure']['kind']}: {report['failure']['exception']}) on {report['graph']['label']}")
-    print(f"torch CompilerBisector:      {theirs:6.1f} s ({found['seconds_in_process']:.1f} s bisecting), {found['calls']} calls: {found['result']}")
+    print(
+        f"pt2kit minify bisect:        {ours:6.1f} s, {report['queries']} queries: first failure {report['failure']['stage']} "
+        f"({report['failure']['kind']}: {report['failure']['exception']}) on {report['graph']['label']}"
+    )
+    print(
+        f"torch CompilerBisector:      {theirs:6.1f} s ({found['seconds_in_process']:.1f} s bisecting), {found['calls']} calls: {found['result']}"
+    )
     print(f"ratio torch / pt2kit: {theirs / ours:.2f}x")
 
 

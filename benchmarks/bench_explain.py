@@ -79,8 +79,7 @@ def main() -> None:
         print(json.dumps(figures, indent=2))
         return
     print(
-        f"steady-state call of a compiled function "
-        f"(backend={args.backend}, {args.calls} calls x {args.rounds} rounds)"
+        f"steady-state call of a compiled function (backend={args.backend}, {args.calls} calls x {args.rounds} rounds)"
     )
     print(f"  without profiler: {figures['us_per_call_without_profiler']:8.2f} us/call (best batch)")
     print(f"  profiler armed:   {figures['us_per_call_with_profiler']:8.2f} us/call (best batch)")

@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-PROGRAM = r'''
+PROGRAM = r"""
 import json, sys, time
 import torch
 
@@ -55,7 +55,7 @@ def batch(n=200):
 
 steady = min(batch() for _ in range(5))
 print(json.dumps({"compile": compile_seconds, "steady": steady}))
-'''
+"""
 
 SETTINGS = {
     "off": {"PT2KIT_AUTOLOAD": "0"},
@@ -68,8 +68,12 @@ SETTINGS = {
 
 def run(script: Path, setting: str, cache: str) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
-    env.update({"TORCHINDUCTOR_CACHE_DIR": cache, "TORCHDYNAMO_REPRO_DIR": str(script.parent / "repros"), **SETTINGS[setting]})
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=script.parent, timeout=1200)
+    env.update(
+        {"TORCHINDUCTOR_CACHE_DIR": cache, "TORCHDYNAMO_REPRO_DIR": str(script.parent / "repros"), **SETTINGS[setting]}
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=script.parent, timeout=1200
+    )
     if done.returncode != 0:
         raise SystemExit(f"{setting}: the healthy program failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -101,7 +105,9 @@ def main() -> None:
             "compile_ratio": round(compile_s / base_compile, 3),
             "steady_ratio": round(steady / base_steady, 3),
         }
-        print(f"{name:13s} compile {compile_s:6.2f} s ({summary[name]['compile_ratio']:.2f}x)   steady {steady * 1000:7.3f} ms/step ({summary[name]['steady_ratio']:.2f}x)")
+        print(
+            f"{name:13s} compile {compile_s:6.2f} s ({summary[name]['compile_ratio']:.2f}x)   steady {steady * 1000:7.3f} ms/step ({summary[name]['steady_ratio']:.2f}x)"
+        )
     leftovers = list((where / "repros").glob("run-*")) if (where / "repros").exists() else []
     print(f"run directories left by a healthy program: {len(leftovers)}")
     if options.json:

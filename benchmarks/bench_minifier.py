@@ -40,9 +40,19 @@ EXAMPLES = REPO / "examples"
 # case: (pt2kit flags, torch's TORCHDYNAMO_REPRO_AFTER, torch's level, the error text a repro must print)
 CASES = {
     "relu_compile_error": ([], "aot", 2, "CppCompileError"),
-    "relu_runtime_error": ([], "aot", 3, None),  # an abort: torch needs level 3 to dump before it; the repro must die of SIGABRT
+    "relu_runtime_error": (
+        [],
+        "aot",
+        3,
+        None,
+    ),  # an abort: torch needs level 3 to dump before it; the repro must die of SIGABRT
     "relu_accuracy": (["--accuracy"], "aot", 4, "AccuracyError"),
-    "backward_only": ([], "dynamo", 2, "bw_tanh_bug: cannot lower aten.tanh_backward"),  # torch's after-aot hook is Inductor-only
+    "backward_only": (
+        [],
+        "dynamo",
+        2,
+        "bw_tanh_bug: cannot lower aten.tanh_backward",
+    ),  # torch's after-aot hook is Inductor-only
     "custom_op_bad_fake": ([], "dynamo", 2, "Attempting to broadcast a dimension of length 4"),
 }
 
@@ -64,7 +74,9 @@ def primed_cache_for(case: str, args: list[str], pt2kit_warm_up: bool = True) ->
     """:func:`primed_cache` for ``case`` (``name`` or ``name@variant``) run with ``args``."""
     where = workdir(case)
     CACHE["dir"] = str(where / "inductor-cache")
-    subprocess.run([sys.executable, f"{case.split('@')[0]}.py", *args], capture_output=True, cwd=where, env=env(), timeout=3600)
+    subprocess.run(
+        [sys.executable, f"{case.split('@')[0]}.py", *args], capture_output=True, cwd=where, env=env(), timeout=3600
+    )
     if pt2kit_warm_up:
         warm = "from minifier.isolation.worker import Worker; Worker().warm_up(wait=True)"
         subprocess.run([sys.executable, "-c", warm], capture_output=True, cwd=where, env=env(), timeout=3600)
@@ -86,12 +98,18 @@ def op_nodes(repro: Path) -> int | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "Repro":
             forward = next(f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "forward")
-            return sum(1 for s in forward.body if isinstance(s, ast.Assign) and isinstance(s.value, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)))
+            return sum(
+                1
+                for s in forward.body
+                if isinstance(s, ast.Assign) and isinstance(s.value, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript))
+            )
     return None
 
 
 def reproduces(repro: Path, expected: str | None) -> bool:
-    done = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, cwd=repro.parent, env=env(), timeout=900)
+    done = subprocess.run(
+        [sys.executable, str(repro)], capture_output=True, text=True, cwd=repro.parent, env=env(), timeout=900
+    )
     if expected is None:
         return done.returncode == -6  # SIGABRT
     return done.returncode != 0 and expected in done.stderr
@@ -114,37 +132,74 @@ def last_error(stderr: str, code: int) -> str:
 def run_pt2kit(case: str, flags: list[str], expected: str | None) -> dict:
     where = workdir(case)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "minifier", "run", "--json", *flags, "--out", "runs", f"{case}.py"], capture_output=True, text=True, cwd=where, env=env(), timeout=3600)
+    done = subprocess.run(
+        [sys.executable, "-m", "minifier", "run", "--json", *flags, "--out", "runs", f"{case}.py"],
+        capture_output=True,
+        text=True,
+        cwd=where,
+        env=env(),
+        timeout=3600,
+    )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         return {"seconds": seconds, "error": last_error(done.stderr, done.returncode)}
     report = json.loads(done.stdout)
     repro = Path(report["repro"])
-    return {"seconds": seconds, "queries": report["queries"], "reduction_queries": report["reduction_queries"], "nodes": op_nodes(repro), "reproduces": reproduces(repro, expected), "repro": str(repro)}
+    return {
+        "seconds": seconds,
+        "queries": report["queries"],
+        "reduction_queries": report["reduction_queries"],
+        "nodes": op_nodes(repro),
+        "reproduces": reproduces(repro, expected),
+        "repro": str(repro),
+    }
 
 
 def run_torch(case: str, after: str, level: int, expected: str | None, isolate: bool) -> dict:
     where = workdir(case)
     start = time.perf_counter()
-    dump = subprocess.run([sys.executable, f"{case}.py"], capture_output=True, text=True, cwd=where, env=env(TORCHDYNAMO_REPRO_AFTER=after, TORCHDYNAMO_REPRO_LEVEL=str(level)), timeout=3600)
+    dump = subprocess.run(
+        [sys.executable, f"{case}.py"],
+        capture_output=True,
+        text=True,
+        cwd=where,
+        env=env(TORCHDYNAMO_REPRO_AFTER=after, TORCHDYNAMO_REPRO_LEVEL=str(level)),
+        timeout=3600,
+    )
     launchers = sorted(where.glob("torch_compile_debug/run_*/minifier/minifier_launcher.py"))
     if not launchers:
-        return {"seconds": time.perf_counter() - start, "error": "torch wrote no minifier_launcher.py" + (" (the failure happens before the backend)" if dump.returncode else "")}
+        return {
+            "seconds": time.perf_counter() - start,
+            "error": "torch wrote no minifier_launcher.py"
+            + (" (the failure happens before the backend)" if dump.returncode else ""),
+        }
     command = [sys.executable, str(launchers[0])] + ([] if isolate else ["minify", "--no-isolate"])
     done = subprocess.run(command, capture_output=True, text=True, cwd=where, env=env(), timeout=3600)
     seconds = time.perf_counter() - start
     queries = re.findall(r"Made (\d+) queries", done.stderr)
     repro = where / "repro.py"
     if done.returncode != 0 or not repro.exists():
-        return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "error": last_error(done.stderr, done.returncode)}
-    return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "nodes": op_nodes(repro), "reproduces": reproduces(repro, expected), "repro": str(repro)}
+        return {
+            "seconds": seconds,
+            "queries": int(queries[-1]) if queries else None,
+            "error": last_error(done.stderr, done.returncode),
+        }
+    return {
+        "seconds": seconds,
+        "queries": int(queries[-1]) if queries else None,
+        "nodes": op_nodes(repro),
+        "reproduces": reproduces(repro, expected),
+        "repro": str(repro),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    parser.add_argument("--cold", action="store_true", help="leave pt2kit's one-time warm-up kernels out of the primed cache")
+    parser.add_argument(
+        "--cold", action="store_true", help="leave pt2kit's one-time warm-up kernels out of the primed cache"
+    )
     options = parser.parse_args()
     results = {}
     for case in options.cases.split(","):
@@ -163,9 +218,14 @@ def main() -> None:
         print(f"\n{case}")
         for tool in ("pt2kit", "torch_isolated", "torch_no_isolate"):
             r = row[tool]
-            detail = r.get("error") or f"{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
+            detail = (
+                r.get("error")
+                or f"{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
+            )
             print(f"  {tool:17s} {r['seconds']:7.1f} s  {detail}")
-        print(f"  ratios: torch isolated / pt2kit = {row['torch_isolated_over_pt2kit']}x, torch --no-isolate / pt2kit = {row['torch_no_isolate_over_pt2kit']}x")
+        print(
+            f"  ratios: torch isolated / pt2kit = {row['torch_isolated_over_pt2kit']}x, torch --no-isolate / pt2kit = {row['torch_no_isolate_over_pt2kit']}x"
+        )
     if options.json:
         options.json.write_text(json.dumps(results, indent=2))
 

@@ -50,16 +50,33 @@ def loaded(page: Path) -> dict:
 
 def tlparse_page(work: Path) -> dict:
     trace = work / "trace"
-    env = {**os.environ, "TORCH_TRACE": str(trace), "TORCHINDUCTOR_CACHE_DIR": str(work / "cache-tlparse"), "PT2KIT_AUTOLOAD": "0"}
+    env = {
+        **os.environ,
+        "TORCH_TRACE": str(trace),
+        "TORCHINDUCTOR_CACHE_DIR": str(work / "cache-tlparse"),
+        "PT2KIT_AUTOLOAD": "0",
+    }
     started = time.perf_counter()
     subprocess.run([sys.executable, "gpt2_train.py"], cwd=work, env=env, capture_output=True, timeout=1800)
     logs = sorted(trace.glob("*.log"))
     out = work / "tlparse"
     tlparse = shutil.which("tlparse") or str(Path(sys.executable).parent / "tlparse")
-    subprocess.run([tlparse, str(logs[0]), "-o", str(out), "--no-browser", "--overwrite"], cwd=work, capture_output=True, timeout=600, check=True)
+    subprocess.run(
+        [tlparse, str(logs[0]), "-o", str(out), "--no-browser", "--overwrite"],
+        cwd=work,
+        capture_output=True,
+        timeout=600,
+        check=True,
+    )
     seconds = time.perf_counter() - started
     total, files = size(out)
-    return {"tool": "tlparse", "bytes": total, "files": files, "seconds_to_page": round(seconds, 1), **loaded(out / "index.html")}
+    return {
+        "tool": "tlparse",
+        "bytes": total,
+        "files": files,
+        "seconds_to_page": round(seconds, 1),
+        **loaded(out / "index.html"),
+    }
 
 
 def pt2kit_page(work: Path) -> dict:
@@ -67,7 +84,13 @@ def pt2kit_page(work: Path) -> dict:
 
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(work / "cache-pt2kit")}
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "minifier", "run", "--json", "--out", "runs", "gpt2_train.py"], cwd=work, env=env, capture_output=True, timeout=1800)
+    subprocess.run(
+        [sys.executable, "-m", "minifier", "run", "--json", "--out", "runs", "gpt2_train.py"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        timeout=1800,
+    )
     seconds = time.perf_counter() - started
     run = next((work / "runs").glob("run-*"))
     report = json.loads((run / "report.json").read_text())
@@ -75,7 +98,15 @@ def pt2kit_page(work: Path) -> dict:
     render_report_page(report, run)
     draw_ms = (time.perf_counter() - drawn) * 1000
     total, files = size(run / REPORT_HTML)
-    return {"tool": "pt2kit", "bytes": total, "files": files, "seconds_to_page": round(seconds, 1), "draw_ms": round(draw_ms, 1), "nodes_before": report.get("nodes_before"), **loaded(run / REPORT_HTML)}
+    return {
+        "tool": "pt2kit",
+        "bytes": total,
+        "files": files,
+        "seconds_to_page": round(seconds, 1),
+        "draw_ms": round(draw_ms, 1),
+        "nodes_before": report.get("nodes_before"),
+        **loaded(run / REPORT_HTML),
+    }
 
 
 def main() -> int:
@@ -91,8 +122,12 @@ def main() -> int:
     tl, ours = rows
     print(f"{'tool':8} {'bytes':>10} {'files':>6} {'load ms':>8} {'errors':>6} {'requests':>8} {'s to page':>9}")
     for r in rows:
-        print(f"{r['tool']:8} {r['bytes']:>10,} {r['files']:>6} {r['load_ms']:>8} {r['errors']:>6} {r['requests']:>8} {r['seconds_to_page']:>9}")
-    print(f"pt2kit's page: {ours['bytes'] / tl['bytes']:.2f}x tlparse's bytes, {ours['load_ms'] / max(tl['load_ms'], 1):.2f}x its load time; drawn again from report.json in {ours['draw_ms']} ms")
+        print(
+            f"{r['tool']:8} {r['bytes']:>10,} {r['files']:>6} {r['load_ms']:>8} {r['errors']:>6} {r['requests']:>8} {r['seconds_to_page']:>9}"
+        )
+    print(
+        f"pt2kit's page: {ours['bytes'] / tl['bytes']:.2f}x tlparse's bytes, {ours['load_ms'] / max(tl['load_ms'], 1):.2f}x its load time; drawn again from report.json in {ours['draw_ms']} ms"
+    )
     print(f"bars: under 1 MB: {ours['bytes'] < 1_000_000}; under 2 s: {ours['load_ms'] < 2000}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -60,11 +60,17 @@ def fails_alone(repro: Path) -> bool:
     """Does the repro fail when run alone, elsewhere, on an empty cache, with pt2kit off?"""
     elsewhere = Path(tempfile.mkdtemp(prefix="bench-bug-repro-"))
     for sibling in repro.parent.iterdir():
-        if sibling.is_file() and (sibling.suffix in (".py", ".pt") or sibling.name.startswith("inputs-")) and "launcher" not in sibling.name:
+        if (
+            sibling.is_file()
+            and (sibling.suffix in (".py", ".pt") or sibling.name.startswith("inputs-"))
+            and "launcher" not in sibling.name
+        ):
             shutil.copy(sibling, elsewhere)
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": str(elsewhere / "inductor-cache")}
     try:
-        done = subprocess.run([sys.executable, repro.name], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=900)
+        done = subprocess.run(
+            [sys.executable, repro.name], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=900
+        )
     except subprocess.TimeoutExpired:
         return False
     finally:
@@ -78,7 +84,14 @@ def run_pt2kit(name: str, case: dict, timeout: float) -> dict:
     flags = ["--accuracy"] if case["kind"] == "accuracy" else []
     start = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "-m", "minifier", "run", "--json", *flags, "--out", "runs", f"{name}.py"], capture_output=True, text=True, cwd=where, env=env, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "-m", "minifier", "run", "--json", *flags, "--out", "runs", f"{name}.py"],
+            capture_output=True,
+            text=True,
+            cwd=where,
+            env=env,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         return {"seconds": timeout, "error": f"no result in {timeout:g} s"}
     seconds = time.perf_counter() - start
@@ -87,10 +100,16 @@ def run_pt2kit(name: str, case: dict, timeout: float) -> dict:
     except json.JSONDecodeError:
         return {"seconds": seconds, "error": last_error(done.stderr, done.returncode)}
     if report.get("status") != "minified":
-        return {"seconds": seconds, "error": f"exit {done.returncode}: {report.get('message', report.get('status'))}"[:200]}
+        return {
+            "seconds": seconds,
+            "error": f"exit {done.returncode}: {report.get('message', report.get('status'))}"[:200],
+        }
     repro = Path(report["repro"])
     stages = report.get("stages", {})
-    first = next((s for s in ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor") if stages.get(s) == "fail"), report["failure"]["stage"])
+    first = next(
+        (s for s in ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor") if stages.get(s) == "fail"),
+        report["failure"]["stage"],
+    )
     return {
         "seconds": seconds,
         "queries": report["queries"],
@@ -109,25 +128,56 @@ def run_torch(name: str, case: dict, isolate: bool, timeout: float) -> dict:
     level = 4 if case["kind"] == "accuracy" else 3 if case["kind"] == "crash" else 2
     start = time.perf_counter()
     try:
-        subprocess.run([sys.executable, f"{name}.py"], capture_output=True, text=True, cwd=where, timeout=timeout, env={**env, "TORCHDYNAMO_REPRO_AFTER": after, "TORCHDYNAMO_REPRO_LEVEL": str(level)})
+        subprocess.run(
+            [sys.executable, f"{name}.py"],
+            capture_output=True,
+            text=True,
+            cwd=where,
+            timeout=timeout,
+            env={**env, "TORCHDYNAMO_REPRO_AFTER": after, "TORCHDYNAMO_REPRO_LEVEL": str(level)},
+        )
     except subprocess.TimeoutExpired:
         return {"seconds": timeout, "error": f"the program did not end in {timeout:g} s"}
     launchers = sorted(where.glob("torch_compile_debug/run_*/minifier/minifier_launcher.py"))
     if not launchers:
-        return {"seconds": time.perf_counter() - start, "error": f"torch wrote no minifier_launcher.py (TORCHDYNAMO_REPRO_AFTER={after})"}
+        return {
+            "seconds": time.perf_counter() - start,
+            "error": f"torch wrote no minifier_launcher.py (TORCHDYNAMO_REPRO_AFTER={after})",
+        }
     command = [sys.executable, str(launchers[0]), "minify"] + ([] if isolate else ["--no-isolate"])
     try:
-        done = subprocess.run(command, capture_output=True, text=True, cwd=where, env=env, timeout=max(1.0, timeout - (time.perf_counter() - start)))
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            cwd=where,
+            env=env,
+            timeout=max(1.0, timeout - (time.perf_counter() - start)),
+        )
     except subprocess.TimeoutExpired as e:
         out = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
         queries = re.findall(r"Made (\d+) queries", out)
-        return {"seconds": timeout, "queries": int(queries[-1]) if queries else None, "error": f"no repro in {timeout:g} s"}
+        return {
+            "seconds": timeout,
+            "queries": int(queries[-1]) if queries else None,
+            "error": f"no repro in {timeout:g} s",
+        }
     seconds = time.perf_counter() - start
     queries = re.findall(r"Made (\d+) queries", done.stderr)
     repro = where / "repro.py"
     if not repro.exists():
-        return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "error": last_error(done.stderr, done.returncode)}
-    return {"seconds": seconds, "queries": int(queries[-1]) if queries else None, "nodes": op_nodes(repro), "fails_alone": fails_alone(repro), "repro": str(repro)}
+        return {
+            "seconds": seconds,
+            "queries": int(queries[-1]) if queries else None,
+            "error": last_error(done.stderr, done.returncode),
+        }
+    return {
+        "seconds": seconds,
+        "queries": int(queries[-1]) if queries else None,
+        "nodes": op_nodes(repro),
+        "fails_alone": fails_alone(repro),
+        "repro": str(repro),
+    }
 
 
 def cell(result: dict) -> str:
@@ -140,7 +190,9 @@ def cell(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bugs", default=",".join(sorted(p.stem for p in BUGS.glob("*.py"))))
-    parser.add_argument("--isolated", action="store_true", help="torch's default isolated mode (a process per query; minutes per bug)")
+    parser.add_argument(
+        "--isolated", action="store_true", help="torch's default isolated mode (a process per query; minutes per bug)"
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per tool per bug")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     options = parser.parse_args()
@@ -153,8 +205,13 @@ def main() -> None:
         print(f"{name}: pt2kit {cell(row['pt2kit'])}; torch {cell(row['torch'])}", flush=True)
         if options.json:
             options.json.write_text(json.dumps(results, indent=2))
-    written = {tool: sum(1 for r in results.values() if "error" not in r[tool] and r[tool].get("fails_alone")) for tool in ("pt2kit", "torch")}
-    print(f"\nrepros that fail alone on an empty cache: pt2kit {written['pt2kit']} of {len(results)}, torch {written['torch']} of {len(results)}")
+    written = {
+        tool: sum(1 for r in results.values() if "error" not in r[tool] and r[tool].get("fails_alone"))
+        for tool in ("pt2kit", "torch")
+    }
+    print(
+        f"\nrepros that fail alone on an empty cache: pt2kit {written['pt2kit']} of {len(results)}, torch {written['torch']} of {len(results)}"
+    )
 
 
 if __name__ == "__main__":

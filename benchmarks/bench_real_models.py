@@ -68,7 +68,13 @@ def program_time(case: str, args: list[str]) -> float:
     """The program's own time to fail, from the primed cache."""
     where = workdir(case)
     start = time.perf_counter()
-    subprocess.run([sys.executable, f"{case.split('@')[0]}.py", *args], capture_output=True, cwd=where, env=common.env(), timeout=3600)
+    subprocess.run(
+        [sys.executable, f"{case.split('@')[0]}.py", *args],
+        capture_output=True,
+        cwd=where,
+        env=common.env(),
+        timeout=3600,
+    )
     return time.perf_counter() - start
 
 
@@ -91,11 +97,16 @@ def where_time_went(repro: str | None, total: float | None = None) -> dict[str, 
     for step in report.get("timeline", []):
         name = step["step"]
         key = (
-            "warm-up" if name.startswith("warm-up")
-            else "capture" if "capture armed" in name or "again" in name
-            else "reduction" if " · " in name
-            else "lowering" if "lowering" in name
-            else "profile" if "profiling" in name
+            "warm-up"
+            if name.startswith("warm-up")
+            else "capture"
+            if "capture armed" in name or "again" in name
+            else "reduction"
+            if " · " in name
+            else "lowering"
+            if "lowering" in name
+            else "profile"
+            if "profiling" in name
             else "stages"
         )
         if step.get("ended") is None:
@@ -128,7 +139,11 @@ def run_pt2kit(case: str, args: list[str], flags: list[str], expected: str | Non
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "minifier", "run", "--json", *flags, "--out", "runs", f"{case.split('@')[0]}.py", *args],
-        capture_output=True, text=True, cwd=where, env=common.env(), timeout=7200,
+        capture_output=True,
+        text=True,
+        cwd=where,
+        env=common.env(),
+        timeout=7200,
     )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
@@ -156,12 +171,30 @@ def curve(layers: tuple[int, ...]) -> list[dict]:
         common.use_copy_of(cache, "pt2kit")
         own = program_time(case, [str(n)])
         result = run_pt2kit(case, [str(n)], [], "CppCompileError")
-        points.append({"layers": n, "program_seconds": round(own, 1), **{k: result.get(k) for k in ("seconds", "queries", "reduction_queries", "nodes_before", "nodes", "where", "error")}})
-        print(f"  {n:3d} layers: {result.get('nodes_before')} nodes, {result['seconds']:.1f} s, {result.get('queries')} queries (program fails in {own:.1f} s) {result.get('error') or ''}")
+        points.append(
+            {
+                "layers": n,
+                "program_seconds": round(own, 1),
+                **{
+                    k: result.get(k)
+                    for k in ("seconds", "queries", "reduction_queries", "nodes_before", "nodes", "where", "error")
+                },
+            }
+        )
+        print(
+            f"  {n:3d} layers: {result.get('nodes_before')} nodes, {result['seconds']:.1f} s, {result.get('queries')} queries (program fails in {own:.1f} s) {result.get('error') or ''}"
+        )
     return points
 
 
-PARTS = ("capture", "stages", "lowering", "profile", "reduction", "pt2kit's own")  # wall-clock parts of a run (warm-up overlaps capture)
+PARTS = (
+    "capture",
+    "stages",
+    "lowering",
+    "profile",
+    "reduction",
+    "pt2kit's own",
+)  # wall-clock parts of a run (warm-up overlaps capture)
 COLOURS = ("#4e79a7", "#f28e2b", "#76b7b2", "#edc948", "#e15759", "#9e9e9e")
 
 
@@ -176,13 +209,15 @@ def plot(points: list[dict], path: Path) -> bool:
     ymax = max(max(p["seconds"], p["program_seconds"]) for p in good) * 1.1
     step = (width - left - 170) / len(good)
     y = lambda v: top + plot_h * (1 - v / ymax)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           '<text x="20" y="22" font-size="13">Minifying a planted Inductor bug in a GPT-2 training step (2-core CPU)</text>',
-           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="black"/>',
-           f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 170}" y2="{top + plot_h}" stroke="black"/>',
-           f'<text x="12" y="{top + plot_h / 2}" transform="rotate(-90 12 {top + plot_h / 2})">seconds</text>',
-           f'<text x="{left + 40}" y="{height - 12}">op nodes in the failing aot graph (layers)</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        '<text x="20" y="22" font-size="13">Minifying a planted Inductor bug in a GPT-2 training step (2-core CPU)</text>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="black"/>',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - 170}" y2="{top + plot_h}" stroke="black"/>',
+        f'<text x="12" y="{top + plot_h / 2}" transform="rotate(-90 12 {top + plot_h / 2})">seconds</text>',
+        f'<text x="{left + 40}" y="{height - 12}">op nodes in the failing aot graph (layers)</text>',
+    ]
     for tick in range(0, int(ymax) + 1, max(1, int(ymax / 5) // 10 * 10 or 1)):
         out.append(f'<text x="{left - 8}" y="{y(tick) + 4}" text-anchor="end">{tick}</text>')
         out.append(f'<line x1="{left}" y1="{y(tick)}" x2="{width - 170}" y2="{y(tick)}" stroke="#eee"/>')
@@ -192,17 +227,27 @@ def plot(points: list[dict], path: Path) -> bool:
         for part, colour in zip(PARTS, COLOURS):
             value = float(p["where"].get(part) or 0.0)
             if value:
-                out.append(f'<rect x="{x0:.1f}" y="{y(base + value):.1f}" width="{step * 0.6:.1f}" height="{y(base) - y(base + value):.1f}" fill="{colour}"><title>{part}: {value} s</title></rect>')
+                out.append(
+                    f'<rect x="{x0:.1f}" y="{y(base + value):.1f}" width="{step * 0.6:.1f}" height="{y(base) - y(base + value):.1f}" fill="{colour}"><title>{part}: {value} s</title></rect>'
+                )
                 base += value
         cx = x0 + step * 0.3
-        out.append(f'<text x="{cx:.1f}" y="{y(p["seconds"]) - 6:.1f}" text-anchor="middle">{p["seconds"]:.0f} s, {p["queries"]} q</text>')
+        out.append(
+            f'<text x="{cx:.1f}" y="{y(p["seconds"]) - 6:.1f}" text-anchor="middle">{p["seconds"]:.0f} s, {p["queries"]} q</text>'
+        )
         out.append(f'<path d="M{cx - 6:.1f},{y(p["program_seconds"]):.1f} h12" stroke="black" stroke-width="3"/>')
-        out.append(f'<text x="{cx:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{p["nodes_before"]} ({p["layers"]})</text>')
+        out.append(
+            f'<text x="{cx:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{p["nodes_before"]} ({p["layers"]})</text>'
+        )
     legend = [*zip(PARTS, COLOURS)]
     for j, (part, colour) in enumerate(legend):
-        out.append(f'<rect x="{width - 160}" y="{top + j * 18}" width="12" height="12" fill="{colour}"/><text x="{width - 142}" y="{top + j * 18 + 10}">{part}</text>')
+        out.append(
+            f'<rect x="{width - 160}" y="{top + j * 18}" width="12" height="12" fill="{colour}"/><text x="{width - 142}" y="{top + j * 18 + 10}">{part}</text>'
+        )
     j = len(legend)
-    out.append(f'<path d="M{width - 160},{top + j * 18 + 6} h12" stroke="black" stroke-width="3"/><text x="{width - 142}" y="{top + j * 18 + 10}">the program fails</text>')
+    out.append(
+        f'<path d="M{width - 160},{top + j * 18 + 6} h12" stroke="black" stroke-width="3"/><text x="{width - 142}" y="{top + j * 18 + 10}">the program fails</text>'
+    )
     out.append("</svg>")
     path.write_text("\n".join(out) + "\n")
     return True
@@ -228,10 +273,26 @@ def plot_png(points: list[dict], path: Path) -> bool:
         if any(values):
             ax.bar(xs, values, 0.55, bottom=base, color=colour, label=part)
             base = [b + v for b, v in zip(base, values)]
-    ax.scatter(xs, [p["program_seconds"] for p in good], marker="_", s=500, linewidths=3, color="black", label="the program fails", zorder=3)
+    ax.scatter(
+        xs,
+        [p["program_seconds"] for p in good],
+        marker="_",
+        s=500,
+        linewidths=3,
+        color="black",
+        label="the program fails",
+        zorder=3,
+    )
     for x, p, top in zip(xs, good, base):
-        ax.annotate(f'{p["seconds"]:.0f} s end to end, {p["queries"]} queries', (x, max(top, p["seconds"])), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=9)
-    ax.set_xticks(list(xs), [f'{p["nodes_before"]:,} ({p["layers"]})' for p in good])
+        ax.annotate(
+            f"{p['seconds']:.0f} s end to end, {p['queries']} queries",
+            (x, max(top, p["seconds"])),
+            textcoords="offset points",
+            xytext=(0, 4),
+            ha="center",
+            fontsize=9,
+        )
+    ax.set_xticks(list(xs), [f"{p['nodes_before']:,} ({p['layers']})" for p in good])
     ax.set_xlabel("op nodes in the failing aot graph (GPT-2 layers)")
     ax.set_ylabel("seconds")
     ax.set_ylim(0, max(max(p["seconds"], p["program_seconds"], top) for p, top in zip(good, base)) * 1.12)
@@ -254,11 +315,15 @@ def draw(points: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--isolated", action="store_true", help="also run torch's isolated minifier (slow: minutes per case)")
+    parser.add_argument(
+        "--isolated", action="store_true", help="also run torch's isolated minifier (slow: minutes per case)"
+    )
     parser.add_argument("--curve", action="store_true", help="measure the cost curve and plot it")
     parser.add_argument("--layers", default=",".join(map(str, CURVE_LAYERS)), help="the curve's GPT-2 depths")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--replot", type=Path, default=None, help="redraw the curve from an earlier --json file, measuring nothing")
+    parser.add_argument(
+        "--replot", type=Path, default=None, help="redraw the curve from an earlier --json file, measuring nothing"
+    )
     options = parser.parse_args()
     if options.replot:
         draw(json.loads(options.replot.read_text())["curve"])
@@ -289,9 +354,17 @@ def main() -> None:
         for tool in ("pt2kit", "pt2kit_warm", "torch_no_isolate", "torch_isolated"):
             if tool in row:
                 r = row[tool]
-                detail = r.get("error") or f"{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
+                detail = (
+                    r.get("error")
+                    or f"{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
+                )
                 print(f"  {tool:17s} {r['seconds']:7.1f} s  {detail}")
-        print(f"  pt2kit / program = {row['pt2kit_over_program']}x; " + ", ".join(f"{t} / pt2kit = {row[f'{t}_over_pt2kit']}x" for t in ("torch_no_isolate", "torch_isolated") if t in row))
+        print(
+            f"  pt2kit / program = {row['pt2kit_over_program']}x; "
+            + ", ".join(
+                f"{t} / pt2kit = {row[f'{t}_over_pt2kit']}x" for t in ("torch_no_isolate", "torch_isolated") if t in row
+            )
+        )
         print(f"  pt2kit's time went to: {row['pt2kit'].get('where')}")
     if options.curve:
         print("\ncost curve (GPT-2 training steps)")

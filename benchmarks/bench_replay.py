@@ -133,12 +133,18 @@ def main() -> None:
     print(f"cache hits ({args.calls} calls x {args.rounds} rounds, best batch)")
     print(f"  plain:                       {figures['us_per_call_plain']:8.2f} us/call")
     print(f"  compiled while recording:    {figures['us_per_call_compiled_while_recording']:8.2f} us/call")
-    print(f"  ratio: {figures['cache_hit_ratio_recording_over_plain']:.3f} (median of batches {figures['cache_hit_median_ratio']:.3f})")
+    print(
+        f"  ratio: {figures['cache_hit_ratio_recording_over_plain']:.3f} (median of batches {figures['cache_hit_median_ratio']:.3f})"
+    )
     print(f"compiles of a fresh code object (median of {args.compiles}, backend=eager, pairs interleaved)")
     print(f"  plain (switch off):                       {plain_ms:8.2f} ms")
-    print(f"  torch's replay_record_enabled:            {figures['ms_per_compile_torch_replay_record']:8.2f} ms  ({figures['compile_ratio_torch_over_plain']:.3f}x plain)")
+    print(
+        f"  torch's replay_record_enabled:            {figures['ms_per_compile_torch_replay_record']:8.2f} ms  ({figures['compile_ratio_torch_over_plain']:.3f}x plain)"
+    )
     print(f"  pt2kit armed, switch off:                 {figures['ms_per_compile_switch_off_after_arming']:8.2f} ms")
-    print(f"  pt2kit's switch on (records on failure): {figures['ms_per_compile_pt2kit_switch']:8.2f} ms  ({figures['compile_ratio_pt2kit_over_switch_off']:.3f}x switch off)")
+    print(
+        f"  pt2kit's switch on (records on failure): {figures['ms_per_compile_pt2kit_switch']:8.2f} ms  ({figures['compile_ratio_pt2kit_over_switch_off']:.3f}x switch off)"
+    )
 
 
 if __name__ == "__main__":

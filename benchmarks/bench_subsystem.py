@@ -45,7 +45,10 @@ PROGRAMS = {
     "bisect_bad_lowering": (TESTS / "scenarios" / "bisect_bad_lowering.py", ["--accuracy"]),
     "bisect_joint_graph": (TESTS / "scenarios" / "bisect_joint_graph.py", ["--accuracy"]),
     "transformer_post_grad_pass": (TESTS / "subsystem_programs" / "transformer_post_grad_pass.py", ["--accuracy"]),
-    "inductor_mul_by_zero_folding_drops_nan": (TESTS / "real_bugs" / "inductor_mul_by_zero_folding_drops_nan.py", ["--accuracy"]),
+    "inductor_mul_by_zero_folding_drops_nan": (
+        TESTS / "real_bugs" / "inductor_mul_by_zero_folding_drops_nan.py",
+        ["--accuracy"],
+    ),
     "inductor_cpp_duplicate_half_reduction": (TESTS / "real_bugs" / "inductor_cpp_duplicate_half_reduction.py", []),
 }
 
@@ -77,7 +80,15 @@ def run_torch(program: Path, timeout: float) -> dict:
     where, env = fresh(program, "torch")
     (where / "runner.py").write_text(RUNNER)
     env["TORCH_BISECT_DIR"] = str(where / "bisect")
-    command = [sys.executable, "-m", "torch._inductor.compiler_bisector", "run", sys.executable, "runner.py", program.name]
+    command = [
+        sys.executable,
+        "-m",
+        "torch._inductor.compiler_bisector",
+        "run",
+        sys.executable,
+        "runner.py",
+        program.name,
+    ]
     start = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, cwd=where, env=env, timeout=timeout)
@@ -89,7 +100,11 @@ def run_torch(program: Path, timeout: float) -> dict:
     found = "no issue found" if result is None else result.group(1)
     fields = dict(re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|\w+)", found))
     if fields:
-        found = " · ".join(str(fields.get(k, "")).strip("'\"") for k in ("backend", "subsystem", "bisect_number", "debug_info") if fields.get(k) not in (None, "None"))
+        found = " · ".join(
+            str(fields.get(k, "")).strip("'\"")
+            for k in ("backend", "subsystem", "bisect_number", "debug_info")
+            if fields.get(k) not in (None, "None")
+        )
     runs = (where / "runs.log").read_text().count("run") if (where / "runs.log").exists() else None
     shutil.rmtree(where, ignore_errors=True)
     return {"found": found[:90], "tests": runs, "seconds": round(seconds, 1)}
@@ -101,10 +116,23 @@ DRILL_STEPS = ("which part of", "confirming")
 def run_pt2kit(program: Path, flags: list[str], timeout: float) -> dict:
     where, env = fresh(program, "pt2kit")
     env.pop("PT2KIT_AUTOLOAD")
-    command = [sys.executable, "-m", "minifier", "run", "--json", "--subsystem", *flags, "--out", str(where / "runs"), program.name]
+    command = [
+        sys.executable,
+        "-m",
+        "minifier",
+        "run",
+        "--json",
+        "--subsystem",
+        *flags,
+        "--out",
+        str(where / "runs"),
+        program.name,
+    ]
     start = time.perf_counter()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, cwd=where, env={**env, "PYTHONPATH": str(REPO)}, timeout=timeout)
+        done = subprocess.run(
+            command, capture_output=True, text=True, cwd=where, env={**env, "PYTHONPATH": str(REPO)}, timeout=timeout
+        )
         report = json.loads(done.stdout)
     except (subprocess.TimeoutExpired, json.JSONDecodeError):
         return {"found": "no report", "tests": None, "seconds": round(time.perf_counter() - start, 1)}
@@ -115,7 +143,11 @@ def run_pt2kit(program: Path, flags: list[str], timeout: float) -> dict:
     sub = report.get("subsystem") or {}
     shutil.rmtree(where, ignore_errors=True)
     return {
-        "found": " · ".join(str(x) for x in (sub.get("backend"), sub.get("name"), f"#{sub.get('application')}", sub.get("detail")) if x) if sub else "none",
+        "found": " · ".join(
+            str(x) for x in (sub.get("backend"), sub.get("name"), f"#{sub.get('application')}", sub.get("detail")) if x
+        )
+        if sub
+        else "none",
         "tests": len(drill),
         "drill_seconds": round(sum(t["seconds"] for t in drill), 1),
         "workaround": (report.get("workaround") or {}).get("what"),
@@ -148,12 +180,38 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Below the stage: torch's CompilerBisector (whole program per test) vs pt2kit (minimized graph)")
-    for column in ("program", "torch finds", "runs", "s", "pt2kit finds", "queries", "drill s", "ratio", "workaround (verified)", "whole run s", "ratio"):
+    table = Table(
+        title="Below the stage: torch's CompilerBisector (whole program per test) vs pt2kit (minimized graph)"
+    )
+    for column in (
+        "program",
+        "torch finds",
+        "runs",
+        "s",
+        "pt2kit finds",
+        "queries",
+        "drill s",
+        "ratio",
+        "workaround (verified)",
+        "whole run s",
+        "ratio",
+    ):
         table.add_column(column)
     for name, row in rows.items():
         t, p = row["torch"], row["pt2kit"]
-        table.add_row(name, t["found"], str(t["tests"]), str(t["seconds"]), p["found"], str(p["tests"]), str(p.get("drill_seconds")), f"{row['ratio_torch_over_pt2kit_drill']}×", f"{p.get('workaround')} ({p.get('workaround_seconds')} s)", str(p["seconds"]), f"{row['ratio_torch_over_pt2kit_whole_run']}×")
+        table.add_row(
+            name,
+            t["found"],
+            str(t["tests"]),
+            str(t["seconds"]),
+            p["found"],
+            str(p["tests"]),
+            str(p.get("drill_seconds")),
+            f"{row['ratio_torch_over_pt2kit_drill']}×",
+            f"{p.get('workaround')} ({p.get('workaround_seconds')} s)",
+            str(p["seconds"]),
+            f"{row['ratio_torch_over_pt2kit_whole_run']}×",
+        )
     Console(width=240).print(table)
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2))

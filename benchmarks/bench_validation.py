@@ -61,7 +61,9 @@ def attention(x, w):
 class Encoder(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True, dropout=0.0)
+        self.layer = torch.nn.TransformerEncoderLayer(
+            d_model=32, nhead=4, dim_feedforward=64, batch_first=True, dropout=0.0
+        )
         self.head = torch.nn.Linear(32, 8)
 
     def forward(self, x):
@@ -148,7 +150,9 @@ def main() -> None:
     parser.add_argument("--programs", default=",".join(PROGRAMS))
     parser.add_argument("--backends", default="eager,inductor")
     parser.add_argument("--modes", default="plain,pt2kit,torch-tv")
-    parser.add_argument("--tv-timeout", type=float, default=1200.0, help="give torch's translation validation this long")
+    parser.add_argument(
+        "--tv-timeout", type=float, default=1200.0, help="give torch's translation validation this long"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", nargs=3, metavar=("MODE", "PROGRAM", "BACKEND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -183,7 +187,9 @@ def main() -> None:
             if "pt2kit" in best:
                 ours = best["pt2kit"]
                 row["validation_s"] = round(float(ours["validation_seconds"]), 3)  # type: ignore[arg-type]
-                row["validation/compile"] = round(float(ours["validation_seconds"]) / max(float(ours["compile_seconds"]), 1e-9), 3)  # type: ignore[arg-type]
+                row["validation/compile"] = round(
+                    float(ours["validation_seconds"]) / max(float(ours["compile_seconds"]), 1e-9), 3
+                )  # type: ignore[arg-type]
                 row["pt2kit_status"] = ours["status"]
                 row["assumptions"] = ours["assumptions"]
             if "torch-tv" in best:
@@ -201,7 +207,10 @@ def main() -> None:
     table.add_column("program")
     table.add_column("backend")
     for column in columns:
-        table.add_column(column.replace("_s", "").replace("_status", "").replace("validation/compile", "valid./comp."), justify="right")
+        table.add_column(
+            column.replace("_s", "").replace("_status", "").replace("validation/compile", "valid./comp."),
+            justify="right",
+        )
     for row in rows:
         table.add_row(str(row["program"]), str(row["backend"]), *[str(row.get(c, "")) for c in columns])
     Console(width=200).print(table)

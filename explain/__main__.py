@@ -133,7 +133,9 @@ def _write_page(html: Path, data: dict[str, object], script: Path) -> Path | Non
     except FileExistsError:  # write_explain_page's own check: a user's file is never replaced
         raise UsageError(f"--html {html} exists and is not a page pt2kit wrote: not overwriting it") from None
     except Exception as error:  # noqa: BLE001 - the page is a view of the report; the report stands without it
-        click.echo(f"explain: the page was not written to {html} ({type(error).__name__}: {error})".splitlines()[0], err=True)
+        click.echo(
+            f"explain: the page was not written to {html} ({type(error).__name__}: {error})".splitlines()[0], err=True
+        )
         return None
 
 

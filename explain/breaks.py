@@ -134,6 +134,7 @@ TRANSLATIONS: tuple[Translation, ...] = (
     ),
 )
 
+
 def translate(message: TorchBreakMessage) -> tuple[str, str | None]:
     """The plain reason and the remedy (``None`` if no clear one) for one torch message."""
     fields = message.template_fields()
@@ -240,10 +241,14 @@ def merge_breaks(breaks: Iterable[GraphBreak]) -> list[GraphBreak]:
     merged: dict[tuple[object, ...], GraphBreak] = {}
     for brk in breaks:
         seen = merged.get(brk.key)
-        merged[brk.key] = brk if seen is None else dataclasses.replace(
-            seen,
-            compile_ids=seen.compile_ids + tuple(c for c in brk.compile_ids if c not in seen.compile_ids),
-            frame_skipped=seen.frame_skipped or brk.frame_skipped,
+        merged[brk.key] = (
+            brk
+            if seen is None
+            else dataclasses.replace(
+                seen,
+                compile_ids=seen.compile_ids + tuple(c for c in brk.compile_ids if c not in seen.compile_ids),
+                frame_skipped=seen.frame_skipped or brk.frame_skipped,
+            )
         )
     return list(merged.values())
 

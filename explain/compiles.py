@@ -165,7 +165,9 @@ class FunctionCompiles:
     @property
     def remedies(self) -> list[str]:
         refused = self.limit_hit
-        return suggest_remedies(self.failures, refused.limit.limit_type if refused is not None and refused.limit else None)
+        return suggest_remedies(
+            self.failures, refused.limit.limit_type if refused is not None and refused.limit else None
+        )
 
     def to_dict(self) -> dict[str, object]:
         refused = self.limit_hit

@@ -302,8 +302,15 @@ def _symbolic_failures(parts: tuple[str, ...], scope: dict[str, Any]) -> list[Gu
         text = f"{readable(code)} no longer holds" + (f" ({now})" if now else "")
         failures.append(
             GuardFailure(
-                readable(source), source, source_scope(source), "dynamic_shape",
-                readable(code), now or None, text, code, guard_text.size_dim(code),
+                readable(source),
+                source,
+                source_scope(source),
+                "dynamic_shape",
+                readable(code),
+                now or None,
+                text,
+                code,
+                guard_text.size_dim(code),
             )
         )
     return failures

@@ -176,7 +176,9 @@ def render_explain_page(data: Data, title: str) -> str:
     if breaks is not None:
         sections.append(Section("breaks", f"Graph breaks ({len(breaks)})", _breaks(breaks)))
     if recompiles is not None:
-        sections.append(Section("recompiles", f"Recompiles ({recompiles.get('recompile_count', 0)})", _recompiles(recompiles, tree)))
+        sections.append(
+            Section("recompiles", f"Recompiles ({recompiles.get('recompile_count', 0)})", _recompiles(recompiles, tree))
+        )
     return page(title, _subtitle(data, recompiles), sections)
 
 
@@ -238,7 +240,9 @@ def _summary(data: Data, recompiles: Data | None, tree: CompileTree) -> Markup:
 def _isolation(isolation: Data) -> Markup:
     called = "was" if isolation.get("reset_called") else "was not"
     notes = [tag("li", detail) for detail in isolation.get("details") or []]
-    return join([f"{isolation.get('strategy')}; torch._dynamo.reset() {called} called", tag("ul", *notes) if notes else ""])
+    return join(
+        [f"{isolation.get('strategy')}; torch._dynamo.reset() {called} called", tag("ul", *notes) if notes else ""]
+    )
 
 
 #: The timeline's colours: a first compile, and a recompile (tlparse's red for trouble).
@@ -274,11 +278,26 @@ def _compile_tree(tree: CompileTree, breaks: list[Data]) -> Markup:
 
 def _frame_entry(frame: Frame, breaks: list[Data]) -> Markup:
     summary = frame.summary or {}
-    counts = f" — {_plural(summary['compiles'], 'compile')}, {_plural(summary['recompiles'], 'recompile')}" if "compiles" in summary else ""
-    head = tag("h3", badge(f"[{frame.frame_id}]"), " ", frame.name, " (", _where(frame.filename, frame.firstlineno), ")", counts)
+    counts = (
+        f" — {_plural(summary['compiles'], 'compile')}, {_plural(summary['recompiles'], 'recompile')}"
+        if "compiles" in summary
+        else ""
+    )
+    head = tag(
+        "h3",
+        badge(f"[{frame.frame_id}]"),
+        " ",
+        frame.name,
+        " (",
+        _where(frame.filename, frame.firstlineno),
+        ")",
+        counts,
+    )
     parts: list[object] = [head]
     if (limit := summary.get("limit_hit")) is not None:
-        parts.append(tag("p", badge("recompile limit hit", "bad"), " ", limit.get("lost_to_eager") or limit.get("compile_id")))
+        parts.append(
+            tag("p", badge("recompile limit hit", "bad"), " ", limit.get("lost_to_eager") or limit.get("compile_id"))
+        )
     parts.extend(_compile_entry(c, breaks) for c in frame.compiles)
     return tag("div", *parts, id=f"frame-{_slug(frame.frame_id)}")
 
@@ -304,12 +323,27 @@ def _compile_entry(c: Compile, breaks: list[Data]) -> Markup:
     if record.get("failed_guards"):
         parts.append(_failing_guards(record["failed_guards"]))
     if c.breaks:
-        items = [tag("li", tag("a", f"graph break {i}", href=f"#break-{i}"), ": ", _where(breaks[i].get("filename"), breaks[i].get("lineno")), " ", breaks[i].get("reason")) for i in c.breaks]
+        items = [
+            tag(
+                "li",
+                tag("a", f"graph break {i}", href=f"#break-{i}"),
+                ": ",
+                _where(breaks[i].get("filename"), breaks[i].get("lineno")),
+                " ",
+                breaks[i].get("reason"),
+            )
+            for i in c.breaks
+        ]
         parts.append(tag("ul", *items))
     for g in c.graphs:
         guards = g.get("guards") or []
-        guard_rows = [[guard.get("kind"), guard.get("source"), tag("span", guard.get("text"), title=guard.get("raw"))] for guard in guards]
-        parts.append(details(f"guards of graph {g.get('index')} ({len(guards)})", table(["kind", "source", "guard"], guard_rows)))
+        guard_rows = [
+            [guard.get("kind"), guard.get("source"), tag("span", guard.get("text"), title=guard.get("raw"))]
+            for guard in guards
+        ]
+        parts.append(
+            details(f"guards of graph {g.get('index')} ({len(guards)})", table(["kind", "source", "guard"], guard_rows))
+        )
     return tag("div", *parts, id=f"compile-{_slug(c.compile_id)}", style=INDENTED)
 
 
@@ -334,10 +368,16 @@ def _break_entry(index: int, brk: Data) -> Markup:
         ("torch", join(torch_says)),
         ("broke", join([_compile_link(c) for c in brk.get("compile_ids") or []], " ")),
     ]
-    parts: list[object] = [tag("h3", f"#{index}  ", _where(brk.get("filename"), brk.get("lineno")), f" in {brk.get('function') or '?'}"), facts(rows)]
+    parts: list[object] = [
+        tag("h3", f"#{index}  ", _where(brk.get("filename"), brk.get("lineno")), f" in {brk.get('function') or '?'}"),
+        facts(rows),
+    ]
     stack = brk.get("user_stack") or []
     if len(stack) > 1:
-        stack_rows = [[frame.get("function"), _where(frame.get("filename"), frame.get("lineno")), tag("code", frame.get("line"))] for frame in stack]
+        stack_rows = [
+            [frame.get("function"), _where(frame.get("filename"), frame.get("lineno")), tag("code", frame.get("line"))]
+            for frame in stack
+        ]
         parts.append(details(f"user stack ({len(stack)} frames)", table(["function", "where", "line"], stack_rows)))
     if brk.get("raw_reason"):
         parts.append(details("torch's message", code_block(brk["raw_reason"])))
@@ -346,7 +386,13 @@ def _break_entry(index: int, brk: Data) -> Markup:
 
 def _recompiles(recompiles: Data, tree: CompileTree) -> Markup:
     rows = [
-        [_compile_link(c.compile_id), frame.name, badge(c.cause, _cause_kind(c.cause)), _user_line((c.record or {}).get("triggered_by")), _failing_guards(c.record["failed_guards"])]
+        [
+            _compile_link(c.compile_id),
+            frame.name,
+            badge(c.cause, _cause_kind(c.cause)),
+            _user_line((c.record or {}).get("triggered_by")),
+            _failing_guards(c.record["failed_guards"]),
+        ]
         for frame in tree.frames
         for c in frame.compiles
         if c.record is not None and c.cause not in (None, "first compile")
@@ -356,7 +402,11 @@ def _recompiles(recompiles: Data, tree: CompileTree) -> Markup:
     parts: list[object] = [table(["compile", "function", "cause", "triggered by", "every guard it failed"], rows)]
     for function in recompiles.get("functions") or []:
         if (limit := function.get("limit_hit")) is not None:
-            parts.append(tag("p", badge("recompile limit hit", "bad"), " ", limit.get("lost_to_eager") or limit.get("compile_id")))
+            parts.append(
+                tag(
+                    "p", badge("recompile limit hit", "bad"), " ", limit.get("lost_to_eager") or limit.get("compile_id")
+                )
+            )
         if function.get("remedies"):
             name = _frame_name(function.get("function"), function.get("resumed_at"))
             parts += [tag("h3", f"What to do about {name}"), _remedies(function["remedies"])]
@@ -375,7 +425,20 @@ def _failing_guards(entries: list[Data]) -> Markup:
         if not items:
             items = [tag("li", entry.get("torch_reason") or "no guard failed (torch gave no reason)", class_="note")]
         against = entry.get("against")
-        blocks.append(join([tag("div", "failed the guards of ", _compile_link(against), f" ({len(failures)}):", title=entry.get("torch_reason")), tag("ul", *items)]))
+        blocks.append(
+            join(
+                [
+                    tag(
+                        "div",
+                        "failed the guards of ",
+                        _compile_link(against),
+                        f" ({len(failures)}):",
+                        title=entry.get("torch_reason"),
+                    ),
+                    tag("ul", *items),
+                ]
+            )
+        )
     total = sum(len(entry.get("failures") or []) for entry in entries)
     body = join(blocks)
     return details(f"{total} failing guards", body) if total > OPEN_LIMIT else body
@@ -429,4 +492,12 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'s' * (count != 1)}"
 
 
-__all__ = ["Compile", "CompileTree", "Frame", "compile_tree", "overwrite_refusal", "render_explain_page", "write_explain_page"]
+__all__ = [
+    "Compile",
+    "CompileTree",
+    "Frame",
+    "compile_tree",
+    "overwrite_refusal",
+    "render_explain_page",
+    "write_explain_page",
+]

@@ -153,8 +153,15 @@ def _break_entry(index: int, brk: GraphBreak) -> Group:
 
 def _graphs_table(graphs: Sequence[CapturedGraph]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for name, justify in (("#", "right"), ("function", "left"), ("id", "left"), ("ops", "right"),
-                          ("in/out", "center"), ("compile", "right"), ("hash", "left")):
+    for name, justify in (
+        ("#", "right"),
+        ("function", "left"),
+        ("id", "left"),
+        ("ops", "right"),
+        ("in/out", "center"),
+        ("compile", "right"),
+        ("hash", "left"),
+    ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for graph in graphs:
         function = graph.function + (f" (after line {graph.resumed_at})" if graph.resumed_at is not None else "")

@@ -46,13 +46,17 @@ def save_repro(
 
     info = describe_backend(resolve_backend(backend), backend)  # an unknown name fails here
     learn_dynamo_own_patches()
-    run_dir = new_run_dir(Path(out) if out is not None else default_out_dir(), getattr(fn, "__name__", type(fn).__name__))
+    run_dir = new_run_dir(
+        Path(out) if out is not None else default_out_dir(), getattr(fn, "__name__", type(fn).__name__)
+    )
     saved: list[Path] = []
 
     @hooks.internal
     def save_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         case = make_case(gm, example_inputs, backend=info, index=len(saved))
-        saved.append(write_repro(case, run_dir / str(GraphId(case.index)), stage=backend, note="Saved by minifier.save_repro."))
+        saved.append(
+            write_repro(case, run_dir / str(GraphId(case.index)), stage=backend, note="Saved by minifier.save_repro.")
+        )
         return gm.forward
 
     target = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None) or fn
@@ -84,13 +88,17 @@ def _command(command: str, script: Path, options: dict[str, Any]) -> dict[str, A
             argv.append(f"--{name}")
         elif value not in (None, False):
             argv += [f"--{name}", str(value)]
-    done = subprocess.run([*argv, str(script)], capture_output=True, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*argv, str(script)], capture_output=True, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL
+    )
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
         from .errors import InternalError
 
-        raise InternalError(f"minify {command} gave no report (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}") from None
+        raise InternalError(
+            f"minify {command} gave no report (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}"
+        ) from None
     if done.returncode != 0:
         error = UserFacingError(report.get("message", "minify failed"))
         error.exit_code = done.returncode

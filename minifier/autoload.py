@@ -204,7 +204,9 @@ def _safe(fn: Callable[..., Any], default: Any, *args: Any) -> Any:
     try:
         return fn(*args)
     except Exception as e:  # noqa: BLE001 - first, do no harm
-        _say(f"internal error in {getattr(fn, '__name__', 'a step')} ({type(e).__name__}: {e}); the program continues as without pt2kit")
+        _say(
+            f"internal error in {getattr(fn, '__name__', 'a step')} ({type(e).__name__}: {e}); the program continues as without pt2kit"
+        )
         return default
 
 
@@ -221,7 +223,9 @@ class ReproOnFailure:
     def __init__(self, intent: Intent) -> None:
         self.intent = intent
 
-    def compile(self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
+    def compile(
+        self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any], **kwargs: Any
+    ) -> Any:
         case = _safe(self._case, None, backend, name, gm, example_inputs)
         if case is not None and self.intent.level == 3:
             _safe(self.save, None, case, "saved before compiling (TORCHDYNAMO_REPRO_LEVEL=3)")
@@ -283,12 +287,20 @@ class ReproOnFailure:
             return result
         problem = _safe(self._divergence, None, case, references, result, rng, list(args))
         if problem:
-            path = _safe(self.save, None, case.replace(inputs=_with_values(case.inputs, references)), f"diverges from the fp64 reference ({problem})")
+            path = _safe(
+                self.save,
+                None,
+                case.replace(inputs=_with_values(case.inputs, references)),
+                f"diverges from the fp64 reference ({problem})",
+            )
             if path is not None:
                 _safe(self.minify, None, path, True)
             from .seams.dynamo_exc import accuracy_error
 
-            raise accuracy_error()(f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}" + (f"; repro in {path.parent.parent.parent}" if path else ""))
+            raise accuracy_error()(
+                f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}"
+                + (f"; repro in {path.parent.parent.parent}" if path else "")
+            )
         return result
 
     def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
@@ -319,7 +331,9 @@ class ReproOnFailure:
         run_dir = new_run_dir(self.intent.out, run_name())
         path = write_repro(case, run_dir / "captured" / str(GraphId(case.index)), stage=case.backend)
         if self.intent.level in (1, 3):
-            write_repro(case, run_dir, stage=case.backend, note="Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook; not minified.")
+            write_repro(
+                case, run_dir, stage=case.backend, note="Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook; not minified."
+            )
         _say(f"graph {case.label()} {why}; repro in {run_dir}")
         return path
 
@@ -330,7 +344,9 @@ class ReproOnFailure:
         from .isolation.zygote import pt2kit_env, python_command
 
         run_dir = path.parent.parent.parent
-        command = python_command("minifier", "repro", str(path), "--after", self.intent.after, "--run-dir", str(run_dir))
+        command = python_command(
+            "minifier", "repro", str(path), "--after", self.intent.after, "--run-dir", str(run_dir)
+        )
         command.append("--accuracy" if accuracy else "--no-accuracy")
         from pathlib import Path
 
@@ -424,6 +440,8 @@ def _with_values(inputs: list[Any], args: Sequence[Any]) -> list[Any]:
     if len(args) != len(inputs):
         return inputs
     return [
-        replace(i, value=a.detach().requires_grad_(a.requires_grad), meta=TensorMeta.of(a)) if isinstance(a, torch.Tensor) else i
+        replace(i, value=a.detach().requires_grad_(a.requires_grad), meta=TensorMeta.of(a))
+        if isinstance(a, torch.Tensor)
+        else i
         for i, a in zip(inputs, args)
     ]

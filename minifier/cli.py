@@ -37,13 +37,39 @@ def _script_arguments(func: Any) -> Any:
 
 
 def _common_options(func: Any) -> Any:
-    func = click.option("--nproc-per-node", "nproc", type=click.IntRange(1), default=1, show_default=True, help="SCRIPT is a distributed job: launch it as `torchrun --nproc-per-node N` would.")(func)
+    func = click.option(
+        "--nproc-per-node",
+        "nproc",
+        type=click.IntRange(1),
+        default=1,
+        show_default=True,
+        help="SCRIPT is a distributed job: launch it as `torchrun --nproc-per-node N` would.",
+    )(func)
     func = click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")(func)
-    func = click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query before it counts as a hang.")(func)
-    func = click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go [default: $TORCHDYNAMO_REPRO_DIR or ./torch_compile_debug].")(func)
-    func = click.option("--backend", default=None, help="Final stage: a registered backend name or module:function [default: what the script asks for].")(func)
-    func = click.option("--strict-accuracy", is_flag=True, help="Like --accuracy, but compiled outputs must equal eager's bit for bit.")(func)
-    func = click.option("--accuracy", is_flag=True, help="Also treat wrong answers (against an fp64 reference) as failures.")(func)
+    func = click.option(
+        "--timeout",
+        type=float,
+        default=300.0,
+        show_default=True,
+        help="Seconds per isolated query before it counts as a hang.",
+    )(func)
+    func = click.option(
+        "--out",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Where run directories go [default: $TORCHDYNAMO_REPRO_DIR or ./torch_compile_debug].",
+    )(func)
+    func = click.option(
+        "--backend",
+        default=None,
+        help="Final stage: a registered backend name or module:function [default: what the script asks for].",
+    )(func)
+    func = click.option(
+        "--strict-accuracy", is_flag=True, help="Like --accuracy, but compiled outputs must equal eager's bit for bit."
+    )(func)
+    func = click.option(
+        "--accuracy", is_flag=True, help="Also treat wrong answers (against an fp64 reference) as failures."
+    )(func)
     return func
 
 
@@ -88,7 +114,16 @@ _subsystem_option = click.option(
 @_common_options
 @_script_arguments
 def bisect(
-    script: Path, args: tuple[str, ...], subsystem: bool, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int
+    script: Path,
+    args: tuple[str, ...],
+    subsystem: bool,
+    accuracy: bool,
+    strict_accuracy: bool,
+    backend: str | None,
+    out: Path | None,
+    timeout: float,
+    as_json: bool,
+    nproc: int,
 ) -> None:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
     try:
@@ -100,13 +135,31 @@ def bisect(
         from .bisect.bisection import bisect_script
         from .report import print_bisect
 
-        report = bisect_script(session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc)
+        report = bisect_script(
+            session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc
+        )
         failure, culprit = report.failure, report.culprit
-        if subsystem and failure is not None and failure.failure is not None and culprit is not None and culprit.case is not None:
+        if (
+            subsystem
+            and failure is not None
+            and failure.failure is not None
+            and culprit is not None
+            and culprit.case is not None
+        ):
             from .bisect.subsystem import go_below
 
             accuracy_rule = _accuracy(accuracy, strict_accuracy)
-            report.below = go_below(session, failure.stage, failure.failure.signature, accuracy_rule, original=culprit.case, minimized=None, report=report, script=path, args=list(args))
+            report.below = go_below(
+                session,
+                failure.stage,
+                failure.failure.signature,
+                accuracy_rule,
+                original=culprit.case,
+                minimized=None,
+                report=report,
+                script=path,
+                args=list(args),
+            )
         from .pages.minify_page import write_run_report
 
         data = report.to_json()
@@ -114,16 +167,40 @@ def bisect(
         return data, lambda console: print_bisect(report, console)
 
     # bisect leaves no report.json for an error (run and repro do)
-    _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, error_report=False, first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)))
+    _session_command(
+        path.stem,
+        work,
+        out=out,
+        timeout=timeout,
+        as_json=as_json,
+        error_report=False,
+        first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)),
+    )
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
-@click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True, help="Minify the dynamo graph, the aot graph, or the aot one when it reproduces.")
+@click.option(
+    "--after",
+    type=click.Choice(["auto", "dynamo", "aot"]),
+    default="auto",
+    show_default=True,
+    help="Minify the dynamo graph, the aot graph, or the aot one when it reproduces.",
+)
 @_subsystem_option
 @_common_options
 @_script_arguments
 def run(
-    script: Path, args: tuple[str, ...], after: str, subsystem: bool, accuracy: bool, strict_accuracy: bool, backend: str | None, out: Path | None, timeout: float, as_json: bool, nproc: int
+    script: Path,
+    args: tuple[str, ...],
+    after: str,
+    subsystem: bool,
+    accuracy: bool,
+    strict_accuracy: bool,
+    backend: str | None,
+    out: Path | None,
+    timeout: float,
+    as_json: bool,
+    nproc: int,
 ) -> None:
     """Run SCRIPT; if it fails, bisect the stages and shrink the failing graph into repro.py."""
     from .isolation.session import default_out_dir
@@ -137,13 +214,38 @@ def run(
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         from .minification import minify_script
 
-        return _minified(minify_script(session, path, list(args), after=after, backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), out=out, nproc=nproc, subsystem=subsystem))
+        return _minified(
+            minify_script(
+                session,
+                path,
+                list(args),
+                after=after,
+                backend=backend,
+                accuracy=_accuracy(accuracy, strict_accuracy),
+                out=out,
+                nproc=nproc,
+                subsystem=subsystem,
+            )
+        )
 
-    _session_command(script.stem, work, out=out, timeout=timeout, as_json=as_json, first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)))
+    _session_command(
+        script.stem,
+        work,
+        out=out,
+        timeout=timeout,
+        as_json=as_json,
+        first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)),
+    )
 
 
 @main.command(context_settings=CONTEXT)
-@click.option("--after", type=click.Choice(["auto", "dynamo", "aot"]), default="auto", show_default=True, help="For a dynamo graph: minify it, or its failing aot graph.")
+@click.option(
+    "--after",
+    type=click.Choice(["auto", "dynamo", "aot"]),
+    default="auto",
+    show_default=True,
+    help="For a dynamo graph: minify it, or its failing aot graph.",
+)
 @click.option("--accuracy/--no-accuracy", default=None, help="Judge wrong answers [default: as the repro says].")
 @click.option("--strict-accuracy", is_flag=True, help="Judge wrong answers bit for bit against eager.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go.")
@@ -151,7 +253,16 @@ def run(
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-def repro(path: Path, after: str, accuracy: bool | None, strict_accuracy: bool, out: Path | None, run_dir: Path | None, timeout: float, as_json: bool) -> None:
+def repro(
+    path: Path,
+    after: str,
+    accuracy: bool | None,
+    strict_accuracy: bool,
+    out: Path | None,
+    run_dir: Path | None,
+    timeout: float,
+    as_json: bool,
+) -> None:
     """Minify an existing repro.py further (one of pt2kit's, or torch's repro.py / minifier_launcher.py)."""
     from .minification import minify_repro
     from .isolation.session import default_out_dir
@@ -159,7 +270,11 @@ def repro(path: Path, after: str, accuracy: bool | None, strict_accuracy: bool, 
     out = out or default_out_dir()
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        return _minified(minify_repro(session, resolve_script(path), after=after, accuracy=_accuracy(accuracy, strict_accuracy), out=out))
+        return _minified(
+            minify_repro(
+                session, resolve_script(path), after=after, accuracy=_accuracy(accuracy, strict_accuracy), out=out
+            )
+        )
 
     _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)
 
@@ -198,11 +313,20 @@ def doctor(as_json: bool) -> None:
 @click.option("--timeout", type=float, default=None)
 @click.option("--accuracy", type=click.Choice(["on", "strict"]), default=None)
 @_script_arguments
-def capture_(out: Path, backend: str | None, timeout: float | None, accuracy: str | None, script: Path, args: tuple[str, ...]) -> None:
+def capture_(
+    out: Path, backend: str | None, timeout: float | None, accuracy: str | None, script: Path, args: tuple[str, ...]
+) -> None:
     """(pt2kit's own) run SCRIPT with capture armed; events and graphs go to OUT."""
     from .capture.recorder import capture_script
 
-    capture_script(script.resolve(), list(args), out, backend=backend, timeout=timeout, accuracy={None: False, "on": True, "strict": "strict"}[accuracy])
+    capture_script(
+        script.resolve(),
+        list(args),
+        out,
+        backend=backend,
+        timeout=timeout,
+        accuracy={None: False, "on": True, "strict": "strict"}[accuracy],
+    )
 
 
 def _minified(result: Any) -> tuple[dict[str, Any], Any]:
@@ -251,7 +375,9 @@ def _session_command(
         session.close()
         _finish(render, data, as_json, wide_console())
     except KeyboardInterrupt:
-        interrupted = Interrupted(f"interrupted; partial results are in {session.run_dir if session else '(nothing yet)'}")
+        interrupted = Interrupted(
+            f"interrupted; partial results are in {session.run_dir if session else '(nothing yet)'}"
+        )
         if session:
             session.close()
             if error_report:
@@ -289,7 +415,13 @@ def _write_error_report(session: Any, error: UserFacingError) -> None:
     from .pages.minify_page import write_run_report
 
     if not (session.run_dir / "report.json").exists():
-        fields = {"status": error.status, "message": str(error), **error.report, "queries": session.queries, "seconds": round(session.seconds, 2)}
+        fields = {
+            "status": error.status,
+            "message": str(error),
+            **error.report,
+            "queries": session.queries,
+            "seconds": round(session.seconds, 2),
+        }
         write_run_report(session.run_dir, fields)
 
 

@@ -24,7 +24,6 @@ import copy
 import functools
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +37,17 @@ from .capture.blame import blamed_nodes
 from .unit.case import GraphCase
 from .stages.inline import variants
 from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
-from .stages.flaky import measured_rate, repeated, tries_for
+from .stages.flaky import measured_rate, tries_for
 from .reduce.checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint
 from .pages.minify_page import write_run_report
 from .reduce.passes import PASSES
 from .reduce.engine import Reducer, Unconfirmed
+from .reduce.queries import CandidateQuery, OriginRef, write_best
 from .isolation.session import Session
 from .isolation.worker import QueryResult
 from .unit.signature import Failure, Signature
-from .stages.profile import profile_case, realize
-from .stages.run import Outcome, Reach, run_case
+from .stages.profile import profile_case
+from .stages.run import Outcome, run_case
 from .bisect.subsystem import add_workaround_to_repro, go_below
 from .capture.torch_repro import load_any_repro
 from .stages.elsewhere import verify
@@ -81,7 +81,11 @@ def choose_graph(report: BisectReport, after: str) -> Row:
     if after == "aot" and culprit.boundary != "aot":
         raise UsageError("--after aot: no aot graph fails the same way in isolation; try --after dynamo")
     if after == "dynamo" and culprit.boundary == "aot":
-        return next(r for r in report.rows if r.boundary == "dynamo" and r.case is not None and r.case.index == culprit.case.parent)
+        return next(
+            r
+            for r in report.rows
+            if r.boundary == "dynamo" and r.case is not None and r.case.index == culprit.case.parent
+        )
     return culprit
 
 
@@ -118,7 +122,6 @@ def without_passthrough(case: GraphCase) -> GraphCase:
     return case.replace(gm=fx.GraphModule(case.gm, graph), inputs=[i for i in case.inputs if i.name not in unused])
 
 
-
 def minify_case(
     session: Session,
     case: GraphCase,
@@ -146,33 +149,35 @@ def minify_case(
     before = case
     if resume is None:
         case = flatten(session, case, stage=stage, target=target, accuracy=accuracy)
-    origin_path = write_repro(
-        case, session.run_dir / "work" / "origin", stage=stage, failure=target.signature, accuracy=accuracy, note="The graph before minification."
-    )
-    OriginRef(origin_path).references.unlink(missing_ok=True)  # (an earlier origin's; this one's are saved by its queries)
-    values = session.run_dir / "work" / "values.pt"
-    profiled = original_profile(session, case, values, bisect.profiled.get(str(blame[1])) if bisect is not None and blame[1] is not None and case is before else None)
     failure_rate = failure_rate if failure_rate is not None else bisect.failure_rate if bisect is not None else None
-    query = CandidateQuery(session, OriginRef(origin_path, values), stage, target.signature, accuracy, tries_for(failure_rate))
-    checkpoint = session.run_dir / CHECKPOINT
-    state = {"fingerprint": key, "origin": str(origin_path), "stage": stage, "target": target.signature.to_json(), "accuracy": accuracy, "status": "running"}
-    reducer = Reducer(case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state))
-    query.reducer = reducer
-    reducer.on_pass = lambda name, r: setattr(query, "current_pass", name)
-    reducer.blamed = tuple(blamed_nodes(*blame, list(reducer.best.kept)))
-    if reducer.blamed:
-        session.log(f"the program failed in Inductor kernel {blame[0]}, made of {', '.join(reducer.blamed)}: asking about those first")
-    if resume is not None:
-        reducer.cache, reducer.best = load_checkpoint(resume)
-        session.log(f"resuming {resume.parent.name}: {len(reducer.cache)} answers cached, best so far has {len(reducer.best.kept)} nodes")
-    if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
-        # The bisection just ran this very graph through this stage and saw the target.
-        reducer.assume(reducer.best, True, confirmed=not (bisect.failure is not None and bisect.failure.seen_in_program))
+    prior = (
+        bisect.profiled.get(str(blame[1])) if bisect is not None and blame[1] is not None and case is before else None
+    )
+    reducer, query, checkpoint, state = start_reducer(
+        session,
+        case,
+        stage=stage,
+        target=target,
+        accuracy=accuracy,
+        key=key,
+        prior=prior,
+        tries=tries_for(failure_rate),
+        resume=resume,
+        bisect=bisect,
+        blame=blame,
+    )
     with holding(session.run_dir):  # a second run of this command meanwhile starts afresh
         path, verified, notes = reduce_and_write(session, reducer, query, case, target, checkpoint, state)
-    if not verified and query.tries == 1 and 0 < (rate := measured_rate(session, case, stage, target.signature, query.accuracy)) < 1:
-        session.log(f"{case.label()} fails in {rate:.0%} of its runs: flaky; minifying it again with repeated questions")
-        return minify_case(session, before, stage=stage, target=target, accuracy=accuracy, key=key, bisect=bisect, blame=blame, failure_rate=rate)
+    if not verified and query.tries == 1:
+        rate = measured_rate(session, case, stage, target.signature, query.accuracy)
+        if 0 < rate < 1:
+            session.log(
+                f"{case.label()} fails in {rate:.0%} of its runs: flaky; minifying it again with repeated questions"
+            )
+            return minify_case(
+                session, before, stage=stage, target=target, accuracy=accuracy, key=key, bisect=bisect, blame=blame,
+                failure_rate=rate,
+            )  # fmt: skip
     result = MinifyResult(
         failure=Outcome(stage, target, 0.0),
         before=before,
@@ -194,49 +199,92 @@ def minify_case(
     return result
 
 
+def start_reducer(
+    session: Session,
+    case: GraphCase,
+    *,
+    stage: str,
+    target: Failure,
+    accuracy: bool,
+    key: str,
+    prior: QueryResult[Any] | None,
+    tries: int,
+    resume: Path | None,
+    bisect: BisectReport | None,
+    blame: tuple[str | None, Path | None],
+) -> tuple[Reducer, CandidateQuery, Path, dict[str, Any]]:
+    """The reducer for ``case``, its query, and its checkpoint's path and state.
+
+    The graph is saved as the run's origin (each query's child reads it from there) and
+    profiled once (``prior``: the bisection's profile of it, when it asked already). The
+    reducer starts from a checkpoint (``resume``), asks about the blamed kernel's nodes
+    first, and takes the bisection's word for the graph it just saw fail.
+    """
+    origin_path = write_repro(
+        case,
+        session.run_dir / "work" / "origin",
+        stage=stage,
+        failure=target.signature,
+        accuracy=accuracy,
+        note="The graph before minification.",
+    )
+    # an earlier origin's reference outputs; this one's are saved by its own queries
+    OriginRef(origin_path).references.unlink(missing_ok=True)
+    values = session.run_dir / "work" / "values.pt"
+    profiled = original_profile(session, case, values, prior)
+    query = CandidateQuery(session, OriginRef(origin_path, values), stage, target.signature, accuracy, tries)
+    checkpoint = session.run_dir / CHECKPOINT
+    state = {
+        "fingerprint": key,
+        "origin": str(origin_path),
+        "stage": stage,
+        "target": target.signature.to_json(),
+        "accuracy": accuracy,
+        "status": "running",
+    }
+    reducer = Reducer(
+        case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state)
+    )
+    query.reducer = reducer
+    reducer.on_pass = lambda name, r: setattr(query, "current_pass", name)
+    reducer.blamed = tuple(blamed_nodes(*blame, list(reducer.best.kept)))
+    if reducer.blamed:
+        blamed = ", ".join(reducer.blamed)
+        session.log(f"the program failed in Inductor kernel {blame[0]}, made of {blamed}: asking about those first")
+    if resume is not None:
+        reducer.cache, reducer.best = load_checkpoint(resume)
+        cached, kept = len(reducer.cache), len(reducer.best.kept)
+        session.log(f"resuming {resume.parent.name}: {cached} answers cached, best so far has {kept} nodes")
+    if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
+        # The bisection just ran this very graph through this stage and saw the target.
+        seen_only_in_program = bisect.failure is not None and bisect.failure.seen_in_program
+        reducer.assume(reducer.best, True, confirmed=not seen_only_in_program)
+    return reducer, query, checkpoint, state
+
+
 def original_profile(session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | None) -> Any:
     """The original graph's profile (each node's value, saved to ``values``), from one eager run.
 
     ``prior``: the bisection's, when it profiled this very graph beside its last stages.
     """
-    profiled = prior or session.query(functools.partial(profile_case, case, values), "profiling the graph (one eager run)")
+    profiled = prior or session.query(
+        functools.partial(profile_case, case, values), "profiling the graph (one eager run)"
+    )
     if profiled.value is None:
-        raise NotReproducible(f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}")
+        raise NotReproducible(
+            f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}"
+        )
     return profiled.value
 
 
-class CandidateQuery:
-    """The reducer's question, asked of a batch of candidates: each as an isolated query through ``stage``.
-
-    A flaky failure's candidates (``tries`` > 1) are each asked several times, and fail
-    when any of their runs does. ``accuracy``: the run's mode when the target is a wrong
-    answer (``True``, or ``"strict"`` for bitwise), else ``False``.
-    """
-
-    def __init__(self, session: Session, origin: OriginRef, stage: str, target: Signature, accuracy: bool | str, tries: int) -> None:
-        self.session, self.origin, self.stage, self.target, self.tries = session, origin, stage, target, tries
-        self.accuracy: bool | str = accuracy if target.kind == "accuracy" else False
-        self.reducer: Reducer | None = None  # set once the reducer exists: progress labels read it
-        self.current_pass = "starting"
-
-    def __call__(self, candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
-        strict = self.accuracy == "strict"
-        asked = [
-            (functools.partial(_run_candidate, candidate, self.origin, self.stage, self.accuracy, strict, outputs), f"{self.progress()} · {label}")
-            for candidate, label, outputs in candidates
-        ]
-        if self.tries > 1:
-            return [repeated(self.session, fn, label, self.tries, self.stage, self.target) for fn, label in asked]
-        return [Outcome.of_query(self.stage, r) for r in self.session.query_all(asked)]
-
-    def progress(self) -> str:
-        if self.reducer is None:
-            return self.current_pass
-        return f"{self.current_pass} · {len(self.reducer.best.kept)} nodes left · {self.reducer.queries} queries"
-
-
 def reduce_and_write(
-    session: Session, reducer: Reducer, query: CandidateQuery, case: GraphCase, target: Failure, checkpoint: Path, state: dict[str, Any]
+    session: Session,
+    reducer: Reducer,
+    query: CandidateQuery,
+    case: GraphCase,
+    target: Failure,
+    checkpoint: Path,
+    state: dict[str, Any],
 ) -> tuple[Path, bool, list[str]]:
     """Run the passes from the reducer's best candidate and write the best as repro.py: (path, verified, notes).
 
@@ -255,7 +303,9 @@ def reduce_and_write(
     except KeyboardInterrupt:
         path = write_best(session, reducer, query.origin, stage, target, accuracy, tries)
         save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
-        raise Interrupted(f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume") from None
+        raise Interrupted(
+            f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume"
+        ) from None
     path = write_best(session, reducer, query.origin, stage, target, accuracy, tries)
     verified, unverified = verify(session, path, target.signature, reducer.best_case(), tries)
     save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
@@ -270,78 +320,42 @@ def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, ac
     is pt2kit's limit, and the user still gets a repro that fails. When the captured
     graph does not fail alone either, that is said, with no file that fails to point at.
     """
-    result = session.query(functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} as captured, alone")
+    result = session.query(
+        functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} as captured, alone"
+    )
     outcome = Outcome.of_query(stage, result)
     if outcome.failure is None or outcome.failure.signature != target.signature:
         got = "passes" if outcome.failure is None else f"fails with {outcome.failure.signature}"
-        raise NotReproducible(f"{case.label()} does not fail with {target.signature} when it runs alone: as captured it {got}, and pt2kit's rebuild of it passes")
+        raise NotReproducible(
+            f"{case.label()} does not fail with {target.signature} when it runs alone: as captured it {got}, and pt2kit's rebuild of it passes"
+        )
     note = "pt2kit could not reduce this graph (its rebuild of it does not fail): this is the graph as captured."
-    return write_repro(case, session.run_dir, stage=stage, failure=target.signature, accuracy=bool(accuracy), strict=accuracy == "strict", note=note)
+    return write_repro(
+        case,
+        session.run_dir,
+        stage=stage,
+        failure=target.signature,
+        accuracy=bool(accuracy),
+        strict=accuracy == "strict",
+        note=note,
+    )
 
 
 def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, accuracy: Any) -> GraphCase:
     """The case with its higher-order ops inlined, when that still fails the same way (see :mod:`minifier.stages.inline`)."""
     for flat in variants(case.gm):
         candidate = case.replace(gm=flat)
-        result = session.query(functools.partial(run_case, candidate, stage, accuracy=accuracy), f"{case.label()}: inlining its higher-order ops")
+        result = session.query(
+            functools.partial(run_case, candidate, stage, accuracy=accuracy),
+            f"{case.label()}: inlining its higher-order ops",
+        )
         outcome = Outcome.of_query(stage, result)
         if outcome.failure is not None and outcome.failure.signature == target.signature:
-            session.log(f"{case.label()}: higher-order ops inlined ({case.node_count} → {candidate.node_count} nodes); the failure holds")
+            session.log(
+                f"{case.label()}: higher-order ops inlined ({case.node_count} → {candidate.node_count} nodes); the failure holds"
+            )
             return candidate
     return case
-
-
-def _run_candidate(candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool | str, strict: bool, outputs: tuple[str, ...]) -> Outcome:
-    """(In a worker child) one reducer question: the candidate, its cut inputs filled in, through the stage."""
-    reach = Reach(origin.load, outputs, origin.references) if accuracy else None
-    return run_case(origin.realize(candidate), stage, accuracy=accuracy, strict=strict, reach=reach)
-
-
-@dataclass(frozen=True)
-class OriginRef:
-    """The graph being minified, by the path of its saved repro: children read it from disk
-    (once per query) instead of receiving all of its tensors in every query's payload."""
-
-    path: Path
-    values: Path | None = None  # the original graph's node values, saved by the profiling query
-
-    def load(self) -> GraphCase:
-        return load_repro(self.path).case
-
-    @property
-    def references(self) -> Path:
-        """Where the original's reference outputs are kept, once a query computed them (see :class:`~minifier.stages.run.Reach`)."""
-        return self.path.parent / "references.pt"
-
-    def realize(self, candidate: GraphCase) -> GraphCase:
-        """The candidate's cut inputs filled in: from the saved values, else from the original graph."""
-        realized = realize(candidate, None, self.values)
-        if any(i.source is not None and i.seed is None and i.value is None for i in realized.inputs):
-            realized = realize(candidate, self.load(), self.values)
-        return realized
-
-
-def write_best(session: Session, reducer: Reducer, origin: OriginRef, stage: str, target: Failure, accuracy: bool, tries: int = 1) -> Path:
-    """Write the best candidate as the run's repro.py, filling cut inputs with their values."""
-    best = reducer.best_case()
-    needed = [i for i in best.inputs if i.source is not None and not i.is_random]
-    if needed:
-        result = session.query(functools.partial(realized_values, best, origin), "saving the inputs the repro needs", count=False)
-        if result.value is None:
-            raise NotReproducible(f"the original graph no longer runs in eager: {result.failure.signature if result.failure else '?'}")
-        best = best.replace(inputs=[i if i.name not in result.value or i.is_random else _with_value(i, result.value[i.name]) for i in best.inputs])
-    return write_repro(best, session.run_dir, stage=stage, failure=target.signature, accuracy=bool(accuracy), strict=accuracy == "strict", tries=tries)
-
-
-def realized_values(case: GraphCase, origin: OriginRef) -> dict[str, Any]:
-    """(In a worker child) the values of a candidate's cut inputs, computed by the original graph."""
-    return {i.name: i.value for i in origin.realize(case).inputs if i.source is not None}
-
-
-def _with_value(i: Any, value: Any) -> Any:
-    from dataclasses import replace
-
-    return replace(i, value=value, source=None)
 
 
 # --------------------------------------------------------------------------- #
@@ -363,23 +377,52 @@ def minify_script(
 ) -> MinifyResult:
     """``minify run``: bisect the program, pick the failing graph, shrink it, write the repro; with ``subsystem``, go below the stage."""
     check_after(after)
-    key = fingerprint("run", str(script), args, after, backend, accuracy, nproc, hashlib.sha256(script.read_bytes()).hexdigest())
+    key = fingerprint(
+        "run", str(script), args, after, backend, accuracy, nproc, hashlib.sha256(script.read_bytes()).hexdigest()
+    )
     resume = find_checkpoint(out, key)
     if resume is not None:
         return resume_minification(session, resume, key)
-    report = bisect_script(session, script, args, backend=backend, accuracy=accuracy, aot_rows=after != "dynamo", nproc=nproc, trust_program=True)
+    report = bisect_script(
+        session,
+        script,
+        args,
+        backend=backend,
+        accuracy=accuracy,
+        aot_rows=after != "dynamo",
+        nproc=nproc,
+        trust_program=True,
+    )
     while True:
         row = choose_graph(report, after)
         outcome = row.first_failure
         assert outcome is not None and outcome.failure is not None and row.case is not None
-        session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
-        blame = (report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None, row.case_path)
+        session.log(
+            f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}"
+        )
+        blame = (
+            report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None,
+            row.case_path,
+        )
         try:
-            result = minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report, blame=blame)
+            result = minify_case(
+                session,
+                row.case,
+                stage=outcome.stage,
+                target=outcome.failure,
+                accuracy=accuracy,
+                key=key,
+                bisect=report,
+                blame=blame,
+            )
         except Unconfirmed:
             if report.retry is None:
-                raise NotReproducible(f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone") from None
-            session.log(f"{row.label} does not fail alone the way it failed in the program; pinning the culprit down again")
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone"
+                ) from None
+            session.log(
+                f"{row.label} does not fail alone the way it failed in the program; pinning the culprit down again"
+            )
             report = pin_down_again(session, report)
             continue
         if subsystem:
@@ -397,7 +440,9 @@ def below_the_stage(session: Session, result: MinifyResult, script: Path | None,
             original=result.before, minimized=result.after, report=result.bisect, script=script, args=args,
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - the repro is written: a failure below the stage costs a note, never the run
-        result.notes.append(f"the subsystem search failed ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected")
+        result.notes.append(
+            f"the subsystem search failed ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected"
+        )
         return
     result.below, result.notes = below, result.notes + below.notes
     if below.workaround is not None:
@@ -413,10 +458,20 @@ def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyR
         target = Failure(Signature.from_json(state["target"]))
     except (OSError, KeyError, json.JSONDecodeError) as e:
         raise CorruptRecord(f"cannot resume from {checkpoint}: {e}") from None
-    return minify_case(session, loaded.case, stage=state["stage"], target=target, accuracy=state["accuracy"], key=key, resume=checkpoint)
+    return minify_case(
+        session,
+        loaded.case,
+        stage=state["stage"],
+        target=target,
+        accuracy=state["accuracy"],
+        key=key,
+        resume=checkpoint,
+    )
 
 
-def minify_repro(session: Session, path: Path, *, after: str = "auto", accuracy: bool | None = None, out: Path) -> MinifyResult:
+def minify_repro(
+    session: Session, path: Path, *, after: str = "auto", accuracy: bool | None = None, out: Path
+) -> MinifyResult:
     """``minify repro``: shrink an existing repro (pt2kit's or torch's) further.
 
     The repro's graph is bisected like one captured graph: its stages in order, then,
@@ -434,6 +489,12 @@ def minify_repro(session: Session, path: Path, *, after: str = "auto", accuracy:
     outcome = row.first_failure
     assert outcome is not None and outcome.failure is not None and row.case is not None
     if loaded.failure is not None and outcome.failure.signature != loaded.failure:
-        session.log(f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {loaded.failure}; minifying what it does now")
-    session.log(f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}")
-    return minify_case(session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report)
+        session.log(
+            f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {loaded.failure}; minifying what it does now"
+        )
+    session.log(
+        f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}"
+    )
+    return minify_case(
+        session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report
+    )

@@ -14,7 +14,14 @@ if TYPE_CHECKING:
     from .result import MinifyResult
     from .bisect.subsystem import Below
 
-_STYLES = {"pass": "green", "compile_error": "bold red", "runtime_error": "bold red", "accuracy": "bold magenta", "crash": "bold red", "timeout": "bold yellow"}
+_STYLES = {
+    "pass": "green",
+    "compile_error": "bold red",
+    "runtime_error": "bold red",
+    "accuracy": "bold magenta",
+    "crash": "bold red",
+    "timeout": "bold yellow",
+}
 
 
 def _frame(frame: dict[str, Any] | None) -> str:
@@ -86,10 +93,20 @@ def below_rows(below: Below) -> list[tuple[str, Text]]:
     """The subsystem and workaround rows (``minify run``'s table, under ``minify bisect``'s)."""
     rows = []
     if below.subsystem is not None:
-        confirmed = "" if below.confirmed is None else " (confirmed on the original graph)" if below.confirmed else " (not confirmed on the original graph)"
+        confirmed = (
+            ""
+            if below.confirmed is None
+            else " (confirmed on the original graph)"
+            if below.confirmed
+            else " (not confirmed on the original graph)"
+        )
         rows.append(("subsystem", Text(below.subsystem.describe() + confirmed)))
     if below.workaround is not None:
-        seen = "the program runs to the end with it" if below.workaround.verified_on == "program" else "the failing graph runs right with it"
+        seen = (
+            "the program runs to the end with it"
+            if below.workaround.verified_on == "program"
+            else "the failing graph runs right with it"
+        )
         rows.append(("workaround", Text(f"{below.workaround.what} ({seen})\n{below.workaround.code.rstrip()}")))
     else:
         rows.append(("workaround", Text("none found (see notes)")))
@@ -109,7 +126,9 @@ def print_minify(result: MinifyResult, console: Console) -> None:
     table.add_row("nodes", f"{data['nodes_before']} → {data['nodes_after']}: {', '.join(data['ops_after'])}")
     table.add_row("inputs", result.inputs_summary())
     table.add_row("queries", f"{data['queries']} in {data['seconds']:.1f} s")
-    table.add_row("repro", str(data["repro"]) + ("" if data.get("verified") else "  (not verified on another machine: see notes)"))
+    table.add_row(
+        "repro", str(data["repro"]) + ("" if data.get("verified") else "  (not verified on another machine: see notes)")
+    )
     if result.below is not None:
         for name, text in below_rows(result.below):
             table.add_row(name, text)
@@ -130,7 +149,10 @@ def _print_page(run_dir: Path, console: Console) -> None:
 def print_doctor(data: dict[str, Any], console: Console) -> None:
     """``minify doctor``: each seam and what it serves; each feature and whether it works."""
     tested = ", ".join(data["tested"])
-    console.print(f"torch {data['torch']} (pt2kit is tested with {tested})" + ("" if data["in_tested_range"] else " [bold yellow]outside the tested range[/]"))
+    console.print(
+        f"torch {data['torch']} (pt2kit is tested with {tested})"
+        + ("" if data["in_tested_range"] else " [bold yellow]outside the tested range[/]")
+    )
     table = Table(title="torch internals pt2kit relies on", title_justify="left")
     for column in ("seam", "wraps", "status"):
         table.add_column(column, overflow="fold")
@@ -142,5 +164,7 @@ def print_doctor(data: dict[str, Any], console: Console) -> None:
     features.add_column("feature")
     features.add_column("")
     for feature, ok in sorted(data["features"].items()):
-        features.add_row(feature, Text("works", style="green") if ok else Text("broken by this torch", style="bold red"))
+        features.add_row(
+            feature, Text("works", style="green") if ok else Text("broken by this torch", style="bold red")
+        )
     console.print(features)

@@ -59,7 +59,14 @@ class MinifyResult:
     def _dynamo_row(self) -> Row | None:
         if self.bisect is None:
             return None
-        return next((r for r in self.bisect.rows if r.boundary == "dynamo" and r.case is not None and r.case.index == self.before.index), None)
+        return next(
+            (
+                r
+                for r in self.bisect.rows
+                if r.boundary == "dynamo" and r.case is not None and r.case.index == self.before.index
+            ),
+            None,
+        )
 
     def to_json(self) -> dict[str, Any]:
         signature = self.failure.failure.signature if self.failure.failure else None
@@ -100,13 +107,24 @@ class MinifyResult:
             **(self.below or Below()).to_json(),
             "accuracy": self.accuracy,
             "inputs": "random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
-            **({"distributed": self.distributed()} if self.after.distributed or (self.bisect and self.bisect.nproc > 1) else {}),
+            **(
+                {"distributed": self.distributed()}
+                if self.after.distributed or (self.bisect and self.bisect.nproc > 1)
+                else {}
+            ),
             "config": self.after.config,
             "config_missing": missing_config(self.after.config),
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "resumed_from": self.resumed_from,
             "kernel": self.bisect.kernel if self.bisect is not None else None,
             "notes": self.notes,
-            **({"script": self.bisect.script, "graphs": [row.to_json(self.bisect.stages) for row in self.bisect.rows]} if self.bisect is not None else {}),
-            "timeline": [{"step": step, "seconds": seconds, **({"ended": ended} if ended is not None else {})} for step, seconds, ended in self.timeline],
+            **(
+                {"script": self.bisect.script, "graphs": [row.to_json(self.bisect.stages) for row in self.bisect.rows]}
+                if self.bisect is not None
+                else {}
+            ),
+            "timeline": [
+                {"step": step, "seconds": seconds, **({"ended": ended} if ended is not None else {})}
+                for step, seconds, ended in self.timeline
+            ],
         }

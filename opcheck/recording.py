@@ -283,7 +283,9 @@ def signature_of(op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Signa
 def _meta(value: Any, grad_active: bool, tensors: list[torch.Tensor]) -> Any:
     """A hashable stand-in for one argument (see the module docstring for what counts)."""
     if isinstance(value, torch.Tensor):
-        if type(value) not in _PLAIN_TENSOR_TYPES or value.is_meta or dispatch.is_transform_wrapped(value):  # vmap, grad, functional
+        if (
+            type(value) not in _PLAIN_TENSOR_TYPES or value.is_meta or dispatch.is_transform_wrapped(value)
+        ):  # vmap, grad, functional
             raise NotRecordable(type(value).__name__)
         tensors.append(value)
         return (

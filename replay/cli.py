@@ -55,7 +55,12 @@ def main() -> None:
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where records go [default: $TORCHDYNAMO_REPRO_DIR or ./torch_compile_debug].")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where records go [default: $TORCHDYNAMO_REPRO_DIR or ./torch_compile_debug].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON summary on stdout, nothing else.")
 @click.argument("script", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -88,7 +93,10 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
         first_line = str(raised).splitlines()[0] if str(raised) else ""
         message = f"the script raised {type(raised).__name__} before torch.compile compiled anything: {first_line}"
         exit_with(ScriptFailedBeforeCompile(message), "replay", as_json)
-    summary = {"status": "recorded" if recorder.records else "no-failure", "records": [r.summary() for r in recorder.records]}
+    summary = {
+        "status": "recorded" if recorder.records else "no-failure",
+        "records": [r.summary() for r in recorder.records],
+    }
     if raised is not None and not recorder.records:
         summary["script_error"] = f"{type(raised).__name__}: {str(raised).splitlines()[0] if str(raised) else ''}"
     if as_json:
@@ -101,16 +109,34 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
 
 
 @main.command(context_settings=CONTEXT)
-@click.option("--backend", default=None, help="A registered backend name or module:function [default: the recorded one].")
-@click.option("--fullgraph/--no-fullgraph", default=None, help="Compile with fullgraph on or off [default: as recorded].")
-@click.option("--static", is_flag=True, help="Replay without the recorded dynamic-shape state (automatic dynamic, mark_dynamic).")
-@click.option("--allow-partial", is_flag=True, help="Replay a partial record; values that were not recorded become placeholders.")
+@click.option(
+    "--backend", default=None, help="A registered backend name or module:function [default: the recorded one]."
+)
+@click.option(
+    "--fullgraph/--no-fullgraph", default=None, help="Compile with fullgraph on or off [default: as recorded]."
+)
+@click.option(
+    "--static", is_flag=True, help="Replay without the recorded dynamic-shape state (automatic dynamic, mark_dynamic)."
+)
+@click.option(
+    "--allow-partial", is_flag=True, help="Replay a partial record; values that were not recorded become placeholders."
+)
 @click.option("--timeout", type=float, default=None, help="Seconds before the replay counts as a hang.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout, nothing else.")
 @click.option("--here", is_flag=True, hidden=True, help="Replay in this process (the isolated child does).")
 @click.option("--result", type=click.Path(dir_okay=False, path_type=Path), default=None, hidden=True)
 @click.argument("record_path", metavar="RECORD", type=click.Path(path_type=Path))
-def run(backend: str | None, fullgraph: bool | None, static: bool, allow_partial: bool, timeout: float | None, as_json: bool, here: bool, result: Path | None, record_path: Path) -> None:
+def run(
+    backend: str | None,
+    fullgraph: bool | None,
+    static: bool,
+    allow_partial: bool,
+    timeout: float | None,
+    as_json: bool,
+    here: bool,
+    result: Path | None,
+    record_path: Path,
+) -> None:
     """Rebuild RECORD's frame in a fresh process and call it compiled: exit 1 reproduced, 0 passed, 5 different failure."""
     if here:
         _run_here(record_path, backend, fullgraph, static, allow_partial, result)
@@ -118,7 +144,14 @@ def run(backend: str | None, fullgraph: bool | None, static: bool, allow_partial
     from .runner import run as run_record
 
     try:
-        outcome = run_record(record_path, backend=backend, fullgraph=fullgraph, static=static, allow_partial=allow_partial, timeout=timeout)
+        outcome = run_record(
+            record_path,
+            backend=backend,
+            fullgraph=fullgraph,
+            static=static,
+            allow_partial=allow_partial,
+            timeout=timeout,
+        )
     except UserFacingError as error:
         exit_with(error, "replay", as_json)
     if as_json:
@@ -130,12 +163,21 @@ def run(backend: str | None, fullgraph: bool | None, static: bool, allow_partial
     sys.exit(outcome.exit_code)
 
 
-def _run_here(record_path: Path, backend: str | None, fullgraph: bool | None, static: bool, allow_partial: bool, result: Path | None) -> None:
+def _run_here(
+    record_path: Path,
+    backend: str | None,
+    fullgraph: bool | None,
+    static: bool,
+    allow_partial: bool,
+    result: Path | None,
+) -> None:
     """The isolated child: replay, then write the result (or the error) where the parent reads it."""
     from .runner import replay_here
 
     try:
-        data = replay_here(record_path, backend=backend, fullgraph=fullgraph, static=static, allow_partial=allow_partial).to_json()
+        data = replay_here(
+            record_path, backend=backend, fullgraph=fullgraph, static=static, allow_partial=allow_partial
+        ).to_json()
     except UserFacingError as error:
         data = {"status": "error", "message": str(error), "exit_code": error.exit_code}
     text = json.dumps(data, indent=2, default=str)
@@ -168,7 +210,13 @@ def show(as_json: bool, record_path: Path) -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Where to write the script [default: RECORD/replay.py].")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the script [default: RECORD/replay.py].",
+)
 @click.argument("record_path", metavar="RECORD", type=click.Path(path_type=Path))
 def script(output: Path | None, record_path: Path) -> None:
     """Write a torch-only script that replays RECORD's frame."""
@@ -182,7 +230,9 @@ def script(output: Path | None, record_path: Path) -> None:
 
 
 @main.command(context_settings=CONTEXT)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where minify's run directory goes.")
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where minify's run directory goes."
+)
 @click.option("--timeout", type=float, default=None, help="Seconds per isolated query (minify run --timeout).")
 @click.option("--json", "as_json", is_flag=True, help="Print minify's report.json on stdout, nothing else.")
 @click.argument("record_path", metavar="RECORD", type=click.Path(path_type=Path))

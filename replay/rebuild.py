@@ -108,7 +108,13 @@ def source_text(entry: dict[str, Any]) -> str:
 def compile_source(entry: dict[str, Any]) -> types.CodeType:
     """Compile a source entry (nothing runs): the module-level code object."""
     try:
-        return compile(source_text(entry), entry.get("file") or "<replay>", "exec", flags=int(entry.get("flags", 0)), dont_inherit=True)
+        return compile(
+            source_text(entry),
+            entry.get("file") or "<replay>",
+            "exec",
+            flags=int(entry.get("flags", 0)),
+            dont_inherit=True,
+        )
     except SyntaxError as e:
         raise RebuildError(f"the recorded source of {entry.get('qualname')} does not compile: {e}") from None
 
@@ -157,7 +163,9 @@ def bytecode_digest(code: types.CodeType) -> str:
 class Decoder:
     """Turns the manifest's value tree back into objects (one decoder per rebuilt frame)."""
 
-    def __init__(self, manifest: dict[str, Any], tensors: list[torch.Tensor], *, allow_unrecordable: bool = False) -> None:
+    def __init__(
+        self, manifest: dict[str, Any], tensors: list[torch.Tensor], *, allow_unrecordable: bool = False
+    ) -> None:
         self.manifest = manifest
         self.tensors = tensors
         self.objects: dict[str, Any] = manifest.get("objects", {})
@@ -435,7 +443,13 @@ class Frame:
         return self.decoder.tensor_nodes
 
 
-def rebuild_frame(manifest: dict[str, Any], tensors: list[torch.Tensor], internals: dict[str, Any], *, allow_unrecordable: bool = False) -> Frame:
+def rebuild_frame(
+    manifest: dict[str, Any],
+    tensors: list[torch.Tensor],
+    internals: dict[str, Any],
+    *,
+    allow_unrecordable: bool = False,
+) -> Frame:
     """The recorded frame's function, arguments and globals, ready to call.
 
     ``internals`` holds the few private torch hooks replay needs (pt2kit passes its seams;
@@ -450,7 +464,9 @@ def rebuild_frame(manifest: dict[str, Any], tensors: list[torch.Tensor], interna
     code_spec = frame["code"]
     namespace_key = frame.get("namespace")
     if "unavailable" in code_spec:
-        raise RebuildError(f"the source of the recorded function was not available when it was recorded ({code_spec['unavailable']})")
+        raise RebuildError(
+            f"the source of the recorded function was not available when it was recorded ({code_spec['unavailable']})"
+        )
     if "ref" in code_spec:
         original = resolve(code_spec["ref"])
         code = getattr(original, "__code__", None)
@@ -507,7 +523,9 @@ def apply_global_state(state: dict[str, Any]) -> contextlib.ExitStack:
     """Set the process-wide state and return the contexts (grad, autocast...) to call inside."""
     torch.set_default_dtype(getattr(torch, state.get("default_dtype", "float32")))
     if state.get("deterministic") is not None:
-        torch.use_deterministic_algorithms(bool(state["deterministic"]), warn_only=bool(state.get("deterministic_warn_only")))
+        torch.use_deterministic_algorithms(
+            bool(state["deterministic"]), warn_only=bool(state.get("deterministic_warn_only"))
+        )
     if state.get("float32_matmul_precision"):
         torch.set_float32_matmul_precision(state["float32_matmul_precision"])
     for name, value in state.get("backends", {}).items():
@@ -523,7 +541,13 @@ def apply_global_state(state: dict[str, Any]) -> contextlib.ExitStack:
     stack.enter_context(torch.set_grad_enabled(bool(state.get("grad_enabled", True))))
     for device, autocast in state.get("autocast", {}).items():
         if autocast.get("enabled"):
-            stack.enter_context(torch.autocast(device, dtype=getattr(torch, autocast["dtype"]), cache_enabled=state.get("autocast_cache_enabled", True)))
+            stack.enter_context(
+                torch.autocast(
+                    device,
+                    dtype=getattr(torch, autocast["dtype"]),
+                    cache_enabled=state.get("autocast_cache_enabled", True),
+                )
+            )
     return stack
 
 
@@ -567,14 +591,18 @@ def resolve_backend(name: str) -> Any:
 def recorded_backend(recorded: dict[str, Any]) -> Any:
     """The backend the record names: import its modules, run its carried definitions, resolve it."""
     if not recorded.get("name"):
-        raise BackendNotFound(f"the recorded backend cannot be rebuilt ({recorded.get('why') or 'it has no name'}); choose one with --backend")
+        raise BackendNotFound(
+            f"the recorded backend cannot be rebuilt ({recorded.get('why') or 'it has no name'}); choose one with --backend"
+        )
     for name, root in recorded.get("modules", []):
         if root and root not in sys.path:
             sys.path.insert(0, root)
         try:
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001
-            raise BackendNotFound(f"the recorded backend {recorded['name']!r} lives in {name}, which does not import here: {type(e).__name__}: {e}") from None
+            raise BackendNotFound(
+                f"the recorded backend {recorded['name']!r} lives in {name}, which does not import here: {type(e).__name__}: {e}"
+            ) from None
     if recorded.get("definitions"):
         # the backend's own source, carried from the user's program (a script, a lambda...)
         namespace: dict[str, Any] = {"__name__": "__pt2kit_backend__", "__builtins__": builtins}
@@ -587,7 +615,9 @@ def recorded_backend(recorded: dict[str, Any]) -> Any:
     return resolve_backend(recorded["name"])
 
 
-def replay_call(manifest: dict[str, Any], tensors: list[torch.Tensor], internals: dict[str, Any], **options: Any) -> Any:
+def replay_call(
+    manifest: dict[str, Any], tensors: list[torch.Tensor], internals: dict[str, Any], **options: Any
+) -> Any:
     """Rebuild the frame and call it compiled, as it was called when it failed (see :func:`prepare_call`)."""
     return prepare_call(manifest, tensors, internals, **options)()
 
@@ -659,14 +689,22 @@ def flat_outputs(value: Any) -> list[Any]:
 def digest(value: Any) -> dict[str, Any]:
     """Shape, dtype and the sha256 of an output's contiguous CPU bytes (or of a plain value's repr)."""
     if not isinstance(value, torch.Tensor):
-        return {"shape": None, "dtype": type(value).__name__, "sha256": hashlib.sha256(repr(value).encode()).hexdigest()}
+        return {
+            "shape": None,
+            "dtype": type(value).__name__,
+            "sha256": hashlib.sha256(repr(value).encode()).hexdigest(),
+        }
     t = value.detach()
     if t.is_meta:
         return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "sha256": None}
     if t.layout != torch.strided:
         t = t.to_dense()
     t = t.cpu().resolve_conj().resolve_neg().clone(memory_format=torch.contiguous_format)
-    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "sha256": hashlib.sha256(bytes(t.untyped_storage())).hexdigest()}
+    return {
+        "shape": list(t.shape),
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "sha256": hashlib.sha256(bytes(t.untyped_storage())).hexdigest(),
+    }
 
 
 __all__ = [

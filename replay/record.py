@@ -38,7 +38,17 @@ FORMAT = "pt2kit-replay"
 VERSION = 1
 
 #: Keys every manifest must have, with their JSON types.
-REQUIRED = {"format": str, "version": int, "status": str, "frame": dict, "objects": dict, "sources": list, "namespaces": dict, "tensors": dict, "failure": dict}
+REQUIRED = {
+    "format": str,
+    "version": int,
+    "status": str,
+    "frame": dict,
+    "objects": dict,
+    "sources": list,
+    "namespaces": dict,
+    "tensors": dict,
+    "failure": dict,
+}
 
 
 class PartialRecord(UserFacingError):
@@ -177,10 +187,18 @@ def load(path: str | os.PathLike[str]) -> Record:
         tensors = torch.load(tensors_path, weights_only=True)
     except pickle.UnpicklingError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CorruptRecord(f"{tensors_path} is unsafe to load: torch.load(weights_only=True) refused it ({first[:200]})") from None
+        raise CorruptRecord(
+            f"{tensors_path} is unsafe to load: torch.load(weights_only=True) refused it ({first[:200]})"
+        ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError, KeyError) as e:
-        raise CorruptRecord(f"{tensors_path} cannot be read (truncated or corrupt): {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
-    if not isinstance(tensors, list) or not all(isinstance(t, torch.Tensor) for t in tensors) or len(tensors) != spec.get("count"):
+        raise CorruptRecord(
+            f"{tensors_path} cannot be read (truncated or corrupt): {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}"
+        ) from None
+    if (
+        not isinstance(tensors, list)
+        or not all(isinstance(t, torch.Tensor) for t in tensors)
+        or len(tensors) != spec.get("count")
+    ):
         raise CorruptRecord(f"{tensors_path} does not hold the {spec.get('count')} tensors the manifest lists")
     return Record(directory, manifest, tensors)
 
@@ -191,7 +209,9 @@ def _validate(manifest: Any, where: Path) -> None:
     if manifest.get("format") != FORMAT:
         raise CorruptRecord(f"{where} is not a pt2kit replay record (format {manifest.get('format')!r})")
     if manifest.get("version") != VERSION:
-        raise CorruptRecord(f"{where} is a version {manifest.get('version')!r} record; this pt2kit reads version {VERSION}")
+        raise CorruptRecord(
+            f"{where} is a version {manifest.get('version')!r} record; this pt2kit reads version {VERSION}"
+        )
     for key, kind in REQUIRED.items():
         if not isinstance(manifest.get(key), kind):
             raise CorruptRecord(f"{where} is corrupt: '{key}' is missing or not a {kind.__name__}")

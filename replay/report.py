@@ -30,7 +30,15 @@ def describe_node(node: Any, manifest: dict[str, Any], depth: int = 0) -> str:
         target = objects.get(node.get("id"), {})
         return describe_node(target, manifest, depth) if depth < 4 else "..."
     if kind == "tensor":
-        flags = [w for w, on in (("Parameter", node.get("parameter")), ("requires_grad", node.get("requires_grad") and not node.get("parameter")), ("view", "view" in node)) if on]
+        flags = [
+            w
+            for w, on in (
+                ("Parameter", node.get("parameter")),
+                ("requires_grad", node.get("requires_grad") and not node.get("parameter")),
+                ("view", "view" in node),
+            )
+            if on
+        ]
         marks = sorted(k for k in node.get("attrs", {}) if k.startswith("_dynamo_"))
         if marks:
             flags.append("marked " + ",".join(m.removeprefix("_dynamo_") for m in marks))
@@ -107,10 +115,17 @@ def show_data(record: Any) -> dict[str, Any]:
         "args": {name: describe_node(node, manifest) for name, node in frame["args"].items()},
         "closure": {name: describe_node(node, manifest) for name, node in frame.get("closure", {}).items()},
         "globals": {name: describe_node(node, manifest) for name, node in namespace.get("globals", {}).items()},
-        "config": {f"{module}.{key}": describe_node(node, manifest) for module, values in manifest.get("config", {}).items() for key, node in values.items()},
+        "config": {
+            f"{module}.{key}": describe_node(node, manifest)
+            for module, values in manifest.get("config", {}).items()
+            for key, node in values.items()
+        },
         "global_state": manifest.get("global_state"),
         "dynamic": manifest.get("dynamic"),
-        "sources": [{"kind": s["kind"], "qualname": s["qualname"], "file": s["file"], "line": s["firstlineno"]} for s in manifest.get("sources", [])],
+        "sources": [
+            {"kind": s["kind"], "qualname": s["qualname"], "file": s["file"], "line": s["firstlineno"]}
+            for s in manifest.get("sources", [])
+        ],
         "tensors": manifest.get("tensors", {}).get("count"),
         "notes": manifest.get("notes", []),
         "torch": manifest.get("torch"),
@@ -119,11 +134,24 @@ def show_data(record: Any) -> dict[str, Any]:
 
 def print_show(data: dict[str, Any], console: Console) -> None:
     failure = data["failure"]
-    console.print(f"[bold]{data['function']}[/bold] ({data['file']}:{data['line']}), compile {data['compile_id']}" + (" (resume function after a graph break)" if data["resume"] else ""))
-    console.print(f"failure at {data['stage']}: {failure['kind']}: {failure['exception']}: {failure['message']}" + (" (suppressed by suppress_errors)" if data.get("suppressed") else ""))
+    console.print(
+        f"[bold]{data['function']}[/bold] ({data['file']}:{data['line']}), compile {data['compile_id']}"
+        + (" (resume function after a graph break)" if data["resume"] else "")
+    )
+    console.print(
+        f"failure at {data['stage']}: {failure['kind']}: {failure['exception']}: {failure['message']}"
+        + (" (suppressed by suppress_errors)" if data.get("suppressed") else "")
+    )
     backend = (data.get("compile") or {}).get("backend", {})
-    console.print(f"backend {backend.get('name')!s}, fullgraph={data['compile'].get('fullgraph')}; record {data['status']}; snapshot taken at {data['snapshot']}")
-    for title, section in (("arguments", data["args"]), ("closure", data["closure"]), ("globals", data["globals"]), ("non-default config", data["config"])):
+    console.print(
+        f"backend {backend.get('name')!s}, fullgraph={data['compile'].get('fullgraph')}; record {data['status']}; snapshot taken at {data['snapshot']}"
+    )
+    for title, section in (
+        ("arguments", data["args"]),
+        ("closure", data["closure"]),
+        ("globals", data["globals"]),
+        ("non-default config", data["config"]),
+    ):
         if not section:
             continue
         table = Table(title=title, title_justify="left", show_header=False)
@@ -140,7 +168,9 @@ def print_show(data: dict[str, Any], console: Console) -> None:
     console.print("global state: " + ", ".join(changed))
     automatic = (data.get("dynamic") or {}).get("automatic") or {}
     if automatic:
-        console.print("automatic dynamic: " + ", ".join(f"{name} size {entry.get('size')}" for name, entry in automatic.items()))
+        console.print(
+            "automatic dynamic: " + ", ".join(f"{name} size {entry.get('size')}" for name, entry in automatic.items())
+        )
     for item in data["unrecordable"]:
         console.print(f"[yellow]not recorded[/yellow]: {item['name']} ({item['type']}): {item['reason']}")
     for note in data.get("notes", []):
@@ -149,28 +179,47 @@ def print_show(data: dict[str, Any], console: Console) -> None:
 
 def print_records(summary: dict[str, Any], console: Console) -> None:
     if not summary["records"]:
-        console.print("no frame failed: nothing was recorded" + (f" (the script raised {summary['script_error']})" if summary.get("script_error") else ""))
+        console.print(
+            "no frame failed: nothing was recorded"
+            + (f" (the script raised {summary['script_error']})" if summary.get("script_error") else "")
+        )
         return
     table = Table(title="recorded frames", title_justify="left")
     for column in ("function", "where", "failure", "record", "status"):
         table.add_column(column)
     for entry in summary["records"]:
         failure = entry["failure"]
-        table.add_row(entry["function"], f"{entry['file']}:{entry['line']}", f"{failure['kind']}: {failure['exception']}: {failure['message']}", entry["path"], entry["status"])
+        table.add_row(
+            entry["function"],
+            f"{entry['file']}:{entry['line']}",
+            f"{failure['kind']}: {failure['exception']}: {failure['message']}",
+            entry["path"],
+            entry["status"],
+        )
     console.print(table)
     for entry in summary["records"]:
         for item in entry["unrecordable"]:
-            console.print(f"[yellow]not recorded[/yellow] in {entry['function']}: {item['name']} ({item['type']}): {item['reason']}")
+            console.print(
+                f"[yellow]not recorded[/yellow] in {entry['function']}: {item['name']} ({item['type']}): {item['reason']}"
+            )
     console.print("replay one: python -m replay run RECORD [--backend NAME]")
 
 
 def print_result(result: Any, console: Console) -> None:
-    status = {"reproduced": "[red]reproduced[/red]", "passed": "[green]passed[/green]", "different-failure": "[yellow]different failure[/yellow]"}[result.status]
-    console.print(f"{status} with backend {result.backend} (fullgraph={result.fullgraph}{', static' if result.static else ''}) in {result.seconds:.2f} s")
+    status = {
+        "reproduced": "[red]reproduced[/red]",
+        "passed": "[green]passed[/green]",
+        "different-failure": "[yellow]different failure[/yellow]",
+    }[result.status]
+    console.print(
+        f"{status} with backend {result.backend} (fullgraph={result.fullgraph}{', static' if result.static else ''}) in {result.seconds:.2f} s"
+    )
     recorded = result.recorded
     console.print(f"recorded: {recorded.get('kind')}: {recorded.get('exception')}: {recorded.get('message')}")
     if result.failure:
-        console.print(f"replayed: {result.failure.get('kind')}: {result.failure.get('exception')}: {result.failure.get('message')}")
+        console.print(
+            f"replayed: {result.failure.get('kind')}: {result.failure.get('exception')}: {result.failure.get('message')}"
+        )
     if result.outputs:
         table = Table(title="outputs", title_justify="left")
         for column in ("#", "shape", "dtype", "sha256"):

@@ -111,15 +111,27 @@ def run(
     directory, manifest = record_format.read_manifest(path)  # fails fast, without torch
     if manifest["status"] != "complete" and not allow_partial:
         raise _partial(manifest)
-    return isolated(directory, backend=backend, fullgraph=fullgraph, static=static, allow_partial=allow_partial, timeout=timeout)
+    return isolated(
+        directory, backend=backend, fullgraph=fullgraph, static=static, allow_partial=allow_partial, timeout=timeout
+    )
 
 
 def _partial(manifest: dict[str, Any]) -> record_format.PartialRecord:
     names = ", ".join(f"{u['name']} ({u['type']})" for u in manifest.get("unrecordable", [])[:5])
-    return record_format.PartialRecord(f"the record is partial (not recorded: {names}); replay it anyway with --allow-partial")
+    return record_format.PartialRecord(
+        f"the record is partial (not recorded: {names}); replay it anyway with --allow-partial"
+    )
 
 
-def isolated(directory: Path, *, backend: str | None, fullgraph: bool | None, static: bool, allow_partial: bool, timeout: float | None) -> ReplayResult:
+def isolated(
+    directory: Path,
+    *,
+    backend: str | None,
+    fullgraph: bool | None,
+    static: bool,
+    allow_partial: bool,
+    timeout: float | None,
+) -> ReplayResult:
     """Run :func:`replay_here` on ``directory`` in a fresh interpreter and return its result."""
     with tempfile.TemporaryDirectory(prefix="pt2kit-replay-") as scratch:
         result_file = Path(scratch) / "result.json"
@@ -135,13 +147,22 @@ def isolated(directory: Path, *, backend: str | None, fullgraph: bool | None, st
         env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         started = time.perf_counter()
-        process = subprocess.Popen(command, env=env, stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            env=env,
+            stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             _, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_group(process.pid)
             process.communicate()
-            return _outcome_without_result(directory, "timeout", f"no result within {timeout:g} s", time.perf_counter() - started)
+            return _outcome_without_result(
+                directory, "timeout", f"no result within {timeout:g} s", time.perf_counter() - started
+            )
         except KeyboardInterrupt:
             kill_group(process.pid)
             raise
@@ -152,8 +173,12 @@ def isolated(directory: Path, *, backend: str | None, fullgraph: bool | None, st
                 raise ReplayError(data["message"], int(data.get("exit_code", 1)))
             return ReplayResult.from_json(data)
         if process.returncode < 0:
-            return _outcome_without_result(directory, "crash", signal.Signals(-process.returncode).name, time.perf_counter() - started, stderr)
-        raise ReplayError(f"the replay process exited with status {process.returncode} and no result:\n{stderr.strip()[-2000:]}", 1)
+            return _outcome_without_result(
+                directory, "crash", signal.Signals(-process.returncode).name, time.perf_counter() - started, stderr
+            )
+        raise ReplayError(
+            f"the replay process exited with status {process.returncode} and no result:\n{stderr.strip()[-2000:]}", 1
+        )
 
 
 def _outcome_without_result(directory: Path, kind: str, what: str, seconds: float, stderr: str = "") -> ReplayResult:
@@ -227,14 +252,24 @@ def replay_here(
     recorded = Signature.from_json(record.failure)
     started = time.perf_counter()
     try:
-        call = rebuild.prepare_call(record.manifest, record.tensors, internals(), backend=chosen, fullgraph=fullgraph, static=static, allow_unrecordable=allow_partial)
+        call = rebuild.prepare_call(
+            record.manifest,
+            record.tensors,
+            internals(),
+            backend=chosen,
+            fullgraph=fullgraph,
+            static=static,
+            allow_unrecordable=allow_partial,
+        )
     except rebuild.BackendNotFound as e:
         raise UnknownBackend(str(e)) from None
     except rebuild.RebuildError as e:
         raise record_format.CannotRebuild(f"cannot rebuild the frame {record.function}: {e}") from None
     except Exception as e:  # noqa: BLE001 - an import, a class statement... of the user's program failed
         first = str(e).splitlines()[0] if str(e) else ""
-        raise record_format.CannotRebuild(f"cannot rebuild the frame {record.function}: {type(e).__name__}: {first}") from None
+        raise record_format.CannotRebuild(
+            f"cannot rebuild the frame {record.function}: {type(e).__name__}: {first}"
+        ) from None
     try:
         outputs = call()
     except Exception as exc:  # noqa: BLE001 - the replayed frame's failure is the result
@@ -242,7 +277,9 @@ def replay_here(
         status = "reproduced" if failure == recorded else "different-failure"
         result = ReplayResult(status, {**failure.to_json(), "details": str(exc)[:2000]}, recorded.to_json())
     else:
-        result = ReplayResult("passed", None, recorded.to_json(), outputs=[rebuild.digest(o) for o in rebuild.flat_outputs(outputs)])
+        result = ReplayResult(
+            "passed", None, recorded.to_json(), outputs=[rebuild.digest(o) for o in rebuild.flat_outputs(outputs)]
+        )
     result.seconds = time.perf_counter() - started
     result.backend = backend_name
     result.fullgraph = bool(record.manifest["compile"].get("fullgraph")) if fullgraph is None else fullgraph

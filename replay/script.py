@@ -24,7 +24,7 @@ from . import record as record_format
 
 SCRIPT_NAME = "replay.py"
 
-_MAIN = '''
+_MAIN = """
 
 INTERNALS = {
     "regenerate_resume": regenerate,
@@ -53,7 +53,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 
 def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) -> str:
@@ -87,7 +87,8 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
     body = inspect.getsource(rebuild)
     body = body.replace("from __future__ import annotations\n", "", 1)
     seams_code = "\n\n".join(
-        textwrap.dedent(inspect.getsource(fn)) for fn in (resume_functions.regenerate, automatic_dynamic.restore, mark_dynamic.strip_dynamic_marks)
+        textwrap.dedent(inspect.getsource(fn))
+        for fn in (resume_functions.regenerate, automatic_dynamic.restore, mark_dynamic.strip_dynamic_marks)
     )
     data = [
         "",
@@ -102,7 +103,13 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
         "",
         seams_code,
     ]
-    return "\n".join(header) + "# --- rebuilding the frame (a copy of pt2kit's replay/rebuild.py) ---------------\n" + body + "\n".join(data) + _MAIN
+    return (
+        "\n".join(header)
+        + "# --- rebuilding the frame (a copy of pt2kit's replay/rebuild.py) ---------------\n"
+        + body
+        + "\n".join(data)
+        + _MAIN
+    )
 
 
 def _json_literal(manifest: dict[str, Any]) -> str:

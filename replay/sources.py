@@ -41,7 +41,16 @@ for _feature in __import__("__future__").all_feature_names:
     _FUTURE_FLAGS |= getattr(__import__("__future__"), _feature).compiler_flag
 
 #: Modules whose callables are always referenced by name, never rebuilt.
-_SEARCH_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "operator", "math", "builtins")
+_SEARCH_NAMESPACES = (
+    "torch",
+    "torch.nn.functional",
+    "torch.linalg",
+    "torch.fft",
+    "torch.special",
+    "operator",
+    "math",
+    "builtins",
+)
 
 
 class SourceBook:
@@ -110,7 +119,9 @@ class SourceBook:
         module_code = rebuild.compile_source(entry)
         rebuilt = rebuild.find_code(module_code, code.co_name, code.co_firstlineno)
         if not rebuild.same_bytecode(rebuilt, code):
-            raise rebuild.RebuildError(f"the source of {qualname} in {code.co_filename} no longer compiles to the code that ran (was the file edited?)")
+            raise rebuild.RebuildError(
+                f"the source of {qualname} in {code.co_filename} no longer compiles to the code that ran (was the file edited?)"
+            )
         index = self._keep(cache_key, entry)
         self.queue_globals(entry["namespace"], global_names(module_code, module_level=False))
         return index

@@ -37,7 +37,10 @@ def global_state() -> dict[str, Any]:
     """The process-wide torch state a compiled frame depends on, as JSON."""
     autocast = {}
     for device in ("cpu", "cuda"):
-        autocast[device] = {"enabled": torch.is_autocast_enabled(device), "dtype": _dtype(torch.get_autocast_dtype(device))}
+        autocast[device] = {
+            "enabled": torch.is_autocast_enabled(device),
+            "dtype": _dtype(torch.get_autocast_dtype(device)),
+        }
     backends = {}
     for name in BACKEND_FLAGS:
         owner: Any = torch.backends

@@ -21,9 +21,12 @@ PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
 LARGE_FOR_A_REASON = {
     # its source is copied verbatim into standalone replay scripts (replay/script.py),
     # which must need torch alone: it cannot import a sibling module
-    "replay.rebuild": 700,
+    "replay.rebuild": 740,
 }
-LINE_LIMIT = 470
+#: Lines of code as ``ruff format --line-length 120`` lays them out (pyproject.toml). The
+#: limit was 470 when lines ran to 170 columns; wrapping them at 120 made the same
+#: modules some 12% longer.
+LINE_LIMIT = 530
 
 
 def _modules() -> dict[str, Path]:

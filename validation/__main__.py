@@ -60,7 +60,9 @@ def main() -> None:
 @click.option("--html", "html_file", metavar="FILE", default=None, help=_HTML_HELP)
 @click.argument("script")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def guards(as_json: bool, confirm: bool, timeout_ms: int | None, html_file: str | None, script: str, args: tuple[str, ...]) -> None:
+def guards(
+    as_json: bool, confirm: bool, timeout_ms: int | None, html_file: str | None, script: str, args: tuple[str, ...]
+) -> None:
     """Run SCRIPT and check that the guards of every compile imply its shape assumptions.
 
     \b
@@ -104,13 +106,27 @@ def guards(as_json: bool, confirm: bool, timeout_ms: int | None, html_file: str 
 
 
 @main.command(context_settings=_SETTINGS)
-@click.option("--fn", "target", required=True, metavar="MODULE:FUNCTION", help="The function: an importable module or a .py file, and its name.")
-@click.option("--ranks", required=True, metavar="R1,R2,...", help="One tensor argument per rank, e.g. 2,2 for a matmul.")
+@click.option(
+    "--fn",
+    "target",
+    required=True,
+    metavar="MODULE:FUNCTION",
+    help="The function: an importable module or a .py file, and its name.",
+)
+@click.option(
+    "--ranks", required=True, metavar="R1,R2,...", help="One tensor argument per rank, e.g. 2,2 for a matmul."
+)
 @click.option("--box", required=True, metavar="LO:HI", help="Every dimension ranges over LO..HI (inclusive).")
-@click.option("--no-specialize", is_flag=True, help="Trace without 0/1 specialization and duck sizing (fewest classes).")
+@click.option(
+    "--no-specialize", is_flag=True, help="Trace without 0/1 specialization and duck sizing (fewest classes)."
+)
 @click.option("--merge", is_flag=True, help="Join classes with the same outcome.")
-@click.option("--check-brute-force", "brute_force", is_flag=True, help="Also run every point of the box for real and compare.")
-@click.option("--max-classes", type=click.IntRange(min=1), default=None, help="Stop after this many classes (default 64).")
+@click.option(
+    "--check-brute-force", "brute_force", is_flag=True, help="Also run every point of the box for real and compare."
+)
+@click.option(
+    "--max-classes", type=click.IntRange(min=1), default=None, help="Stop after this many classes (default 64)."
+)
 @click.option("--recompiles", is_flag=True, help="Count the cache entries the range needs against the recompile limit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
 @click.option("--html", "html_file", metavar="FILE", default=None, help=_HTML_HELP)
@@ -198,7 +214,9 @@ def _load_function(target: str) -> Any:
     except UsageError:
         raise
     except Exception as error:  # noqa: BLE001 - the user's module failed to import
-        raise UsageError(f"--fn: importing {module_name} failed: {type(error).__name__}: {error}".splitlines()[0]) from None
+        raise UsageError(
+            f"--fn: importing {module_name} failed: {type(error).__name__}: {error}".splitlines()[0]
+        ) from None
     value: Any = module
     for part in attribute.split("."):
         try:
@@ -240,7 +258,10 @@ def _write_page(path: Path | None, render: Any, document: str, title: str, as_js
     try:
         write_page(path, render(json.loads(document), title))
     except Exception as error:  # noqa: BLE001 - the page is a view of the report; the verdict stands without it
-        click.echo(f"validation: the page was not written to {path} ({type(error).__name__}: {error})".splitlines()[0], err=True)
+        click.echo(
+            f"validation: the page was not written to {path} ({type(error).__name__}: {error})".splitlines()[0],
+            err=True,
+        )
         return
     click.echo(f"page: {path}", err=as_json)
 
@@ -254,7 +275,9 @@ def _progress(enabled: bool) -> Iterator[Any]:
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True), transient=True) as progress:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), console=Console(stderr=True), transient=True
+    ) as progress:
         task = progress.add_task("enumerating sizes", total=None)
 
         def update(classes: int, traces: int) -> None:

@@ -31,7 +31,9 @@ import torch
 from minifier.seams import guard_code
 from minifier.seams.convert_frame import FrameEntry
 
-_PROPERTY = re.compile(r"^L\[(?P<key>'[^']*'|\"[^\"]*\")\](?:\.(?P<prop>size|stride)\(\)\[(?P<dim>\d+)\]|\.(?P<offset>storage_offset)\(\))?$")
+_PROPERTY = re.compile(
+    r"^L\[(?P<key>'[^']*'|\"[^\"]*\")\](?:\.(?P<prop>size|stride)\(\)\[(?P<dim>\d+)\]|\.(?P<offset>storage_offset)\(\))?$"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +43,9 @@ class Confirmation:
     refuted: bool = False  # the installed guards reject the counterexample: it is not real
 
 
-def confirm(frame: FrameEntry, guard_manager: Any, code: types.CodeType | None, counterexample: dict[str, int], *, seed: int = 0) -> Confirmation:
+def confirm(
+    frame: FrameEntry, guard_manager: Any, code: types.CodeType | None, counterexample: dict[str, int], *, seed: int = 0
+) -> Confirmation:
     """Run eager and the compiled entry at ``counterexample``; see the module docstring."""
     if code is None:
         return Confirmation(None, "no transformed code to run")
@@ -52,9 +56,15 @@ def confirm(frame: FrameEntry, guard_manager: Any, code: types.CodeType | None, 
     try:
         accepted = guard_code.passes(guard_manager, inputs)
     except Exception as error:  # noqa: BLE001 - a guard that raises rejects
-        return Confirmation(False, f"the installed guards reject the counterexample (they raise {type(error).__name__})", refuted=True)
+        return Confirmation(
+            False, f"the installed guards reject the counterexample (they raise {type(error).__name__})", refuted=True
+        )
     if not accepted:
-        return Confirmation(False, "the installed guards reject the counterexample: a guard pt2kit could not read excludes it", refuted=True)
+        return Confirmation(
+            False,
+            "the installed guards reject the counterexample: a guard pt2kit could not read excludes it",
+            refuted=True,
+        )
     eager = _run(frame.code, frame, _copy(inputs))
     compiled = _run(code, frame, _copy(inputs))
     return _compare(eager, compiled)
@@ -103,7 +113,10 @@ def _tensor_like(original: torch.Tensor, entry: dict[str, Any], generator: torch
             tensor = torch.randint(-3, 4, sizes, generator=generator).to(original.dtype)
         tensor = tensor.to(original.device)
         strides = [entry["stride"].get(i) for i in range(len(sizes))]
-        if any(s is not None for s in strides) and tuple(s if s is not None else t for s, t in zip(strides, tensor.stride())) != tensor.stride():
+        if (
+            any(s is not None for s in strides)
+            and tuple(s if s is not None else t for s, t in zip(strides, tensor.stride())) != tensor.stride()
+        ):
             full = tuple(s if s is not None else t for s, t in zip(strides, tensor.stride()))
             tensor = torch.empty_strided(sizes, full, dtype=tensor.dtype, device=tensor.device).copy_(tensor)
     return tensor.requires_grad_(True) if original.requires_grad else tensor
@@ -150,10 +163,19 @@ def _compare(eager: _Outcome, compiled: _Outcome) -> Confirmation:
         if eager.error is not None and compiled.error is not None:
             if type(eager.error) is type(compiled.error):
                 return Confirmation(False, f"eager and the compiled entry both raise {type(eager.error).__name__}")
-            return Confirmation(True, f"eager raises {type(eager.error).__name__}, the compiled entry raises {type(compiled.error).__name__}")
+            return Confirmation(
+                True,
+                f"eager raises {type(eager.error).__name__}, the compiled entry raises {type(compiled.error).__name__}",
+            )
         if eager.error is not None:
-            return Confirmation(True, f"eager raises {type(eager.error).__name__}: {_line(eager.error)}; the compiled entry returns a result")
-        return Confirmation(True, f"eager returns a result; the compiled entry raises {type(compiled.error).__name__}: {_line(compiled.error)}")
+            return Confirmation(
+                True,
+                f"eager raises {type(eager.error).__name__}: {_line(eager.error)}; the compiled entry returns a result",
+            )
+        return Confirmation(
+            True,
+            f"eager returns a result; the compiled entry raises {type(compiled.error).__name__}: {_line(compiled.error)}",
+        )
     difference = _difference(eager.value, compiled.value)
     if difference is None:
         return Confirmation(False, "eager and the compiled entry agree at these sizes")
@@ -197,4 +219,3 @@ def _difference(a: Any, b: Any, where: str = "output") -> str | None:
 
 def _line(error: BaseException) -> str:
     return str(error).splitlines()[0][:200] if str(error) else ""
-

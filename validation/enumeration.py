@@ -86,7 +86,9 @@ def sizes(
     lo, hi = parse_box(box)
     dims = Dims(tuple(names or _parameter_names(fn, len(ranks))), ranks)
     start = time.perf_counter()
-    enumeration = _Enumeration(fn, dims, (lo, hi), specialize=specialize, dtype=dtype, max_classes=max_classes, progress=progress)
+    enumeration = _Enumeration(
+        fn, dims, (lo, hi), specialize=specialize, dtype=dtype, max_classes=max_classes, progress=progress
+    )
     enumeration.run()
     classes = enumeration.classes
     for cls in classes:
@@ -120,7 +122,9 @@ def sizes(
 enumerate_sizes = sizes
 
 
-def representatives(fn: Callable[..., Any], ranks: Sequence[int], box: Any = (0, 8), *, outcome: str | None = "ok", **options: Any) -> list[Shapes]:
+def representatives(
+    fn: Callable[..., Any], ranks: Sequence[int], box: Any = (0, 8), *, outcome: str | None = "ok", **options: Any
+) -> list[Shapes]:
     """The minimal sizes of each class of ``fn`` (those with ``outcome``; every class for None).
 
     One representative per code path: sample inputs for tests and for opcheck, or where a
@@ -151,7 +155,17 @@ class _Enumeration:
     or ``max_classes``, the trace budget or an undecidable query stops it (``reason``).
     """
 
-    def __init__(self, fn: Callable[..., Any], dims: Dims, box: tuple[int, int], *, specialize: bool, dtype: Any, max_classes: int, progress: Any) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        dims: Dims,
+        box: tuple[int, int],
+        *,
+        specialize: bool,
+        dtype: Any,
+        max_classes: int,
+        progress: Any,
+    ) -> None:
         self.fn, self.dims, self.specialize, self.dtype = fn, dims, specialize, dtype
         self.max_classes = max_classes
         self.progress = progress
@@ -227,7 +241,9 @@ class _Enumeration:
         if not second.trusted or first.outcome != second.outcome or first.value_dependent != second.value_dependent:
             return False
         other = z3.And(second.cell, self.box, self._outside())
-        return not self._satisfiable(z3.And(region, z3.Not(second.cell))) and not self._satisfiable(z3.And(other, z3.Not(first.cell)))
+        return not self._satisfiable(z3.And(region, z3.Not(second.cell))) and not self._satisfiable(
+            z3.And(other, z3.Not(first.cell))
+        )
 
     # -- classes -------------------------------------------------------------------------
 
@@ -311,7 +327,9 @@ class _Enumeration:
         differ = [var != point[i][j] for (i, j), var in zip(self.dims.all, self.dims.vars())]
         if not differ:
             return None
-        return self._model_point(z3.And(region, *differ)) or self._model_point(z3.And(region, z3.Not(self.dims.point(point))))
+        return self._model_point(z3.And(region, *differ)) or self._model_point(
+            z3.And(region, z3.Not(self.dims.point(point)))
+        )
 
     def _trace(self, point: Shapes) -> Trace:
         self.traces += 1

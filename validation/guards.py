@@ -182,7 +182,9 @@ class GuardValidator:
             if frame_seam.current() is None:
                 self._recorder.forget()
 
-    def _check(self, frame: frame_seam.FrameEntry, guard_manager: Any, shape_env: Any, refused: BaseException | None) -> None:
+    def _check(
+        self, frame: frame_seam.FrameEntry, guard_manager: Any, shape_env: Any, refused: BaseException | None
+    ) -> None:
         started = time.perf_counter()
         decisions = self._recorder.take(shape_env)
         try:
@@ -213,7 +215,13 @@ class GuardValidator:
                 assumptions=0,
                 seconds=time.perf_counter() - started,
                 compile_seconds=frame.seconds,
-                findings=[Finding("untranslatable", "<compile>", detail=f"pt2kit could not validate this compile: {type(error).__name__}: {error}")],
+                findings=[
+                    Finding(
+                        "untranslatable",
+                        "<compile>",
+                        detail=f"pt2kit could not validate this compile: {type(error).__name__}: {error}",
+                    )
+                ],
                 installed=frame.installed,
             )
         with self._lock:

@@ -43,8 +43,13 @@ def render_guards_page(data: dict[str, Any], title: str) -> str:
     """The page of ``python -m validation guards --json``'s document ``data``."""
     status = str(data.get("status") or "unknown")
     compiles = list(data.get("compiles") or [])
-    sections = [Section("summary", "Summary", _guards_summary(data, compiles)), Section("compiles", "Compiles", _compiles(compiles))]
-    subtitle = join([badge(status, _KIND.get(status, "none")), "  python -m validation guards · ", data.get("target") or ""])
+    sections = [
+        Section("summary", "Summary", _guards_summary(data, compiles)),
+        Section("compiles", "Compiles", _compiles(compiles)),
+    ]
+    subtitle = join(
+        [badge(status, _KIND.get(status, "none")), "  python -m validation guards · ", data.get("target") or ""]
+    )
     return page(title, subtitle, sections)
 
 
@@ -55,9 +60,16 @@ def render_sizes_page(data: dict[str, Any], title: str) -> str:
     if data.get("brute_force") is not None:
         sections.append(Section("brute-force", "Brute force", _brute_force(data["brute_force"])))
     if data.get("recompiles") is not None:
-        sections.append(Section("recompiles", "Recompiles", _recompiles(data["recompiles"], merged=bool(data.get("merged")))))
+        sections.append(
+            Section("recompiles", "Recompiles", _recompiles(data["recompiles"], merged=bool(data.get("merged"))))
+        )
     box = data.get("box") or ["?", "?"]
-    subtitle = join([badge(status, _KIND.get(status, "none")), f"  python -m validation sizes · {data.get('target') or '?'} over box {box[0]}..{box[1]}"])
+    subtitle = join(
+        [
+            badge(status, _KIND.get(status, "none")),
+            f"  python -m validation sizes · {data.get('target') or '?'} over box {box[0]}..{box[1]}",
+        ]
+    )
     return page(title, subtitle, sections)
 
 
@@ -66,7 +78,10 @@ def render_sizes_page(data: dict[str, Any], title: str) -> str:
 
 def _guards_summary(data: dict[str, Any], compiles: list[dict[str, Any]]) -> Markup:
     status = str(data.get("status") or "unknown")
-    counts = {verdict: sum(1 for c in compiles if c.get("status") == verdict) for verdict in ("sound", "unsound", "incomplete")}
+    counts = {
+        verdict: sum(1 for c in compiles if c.get("status") == verdict)
+        for verdict in ("sound", "unsound", "incomplete")
+    }
     seconds, compile_seconds = data.get("seconds"), data.get("compile_seconds")
     confirm = data.get("confirm")
     rows: list[tuple[str, object]] = [
@@ -76,13 +91,32 @@ def _guards_summary(data: dict[str, Any], compiles: list[dict[str, Any]]) -> Mar
         ("sound", badge(counts["sound"], "ok" if counts["sound"] else "none")),
         ("unsound", badge(counts["unsound"], "bad" if counts["unsound"] else "none")),
         ("incomplete", badge(counts["incomplete"], "warn" if counts["incomplete"] else "none")),
-        ("time", f"validation {seconds:.2f} s for {compile_seconds:.2f} s of compiling" if seconds is not None and compile_seconds is not None else None),
-        ("--confirm", None if confirm is None else "yes: each counterexample was run, eager against the compiled entry" if confirm else "no: counterexamples were not run"),
+        (
+            "time",
+            f"validation {seconds:.2f} s for {compile_seconds:.2f} s of compiling"
+            if seconds is not None and compile_seconds is not None
+            else None,
+        ),
+        (
+            "--confirm",
+            None
+            if confirm is None
+            else "yes: each counterexample was run, eager against the compiled entry"
+            if confirm
+            else "no: counterexamples were not run",
+        ),
         ("the program raised", data.get("error")),
     ]
     body = facts(rows)
     if status == "incomplete":
-        body = Markup(body + tag("p", "Incomplete is never sound: something could not be checked exactly (see the findings below).", class_="note"))
+        body = Markup(
+            body
+            + tag(
+                "p",
+                "Incomplete is never sound: something could not be checked exactly (see the findings below).",
+                class_="note",
+            )
+        )
     return body
 
 
@@ -103,7 +137,11 @@ def _compiles(compiles: list[dict[str, Any]]) -> Markup:
                 _seconds(c.get("compile_seconds")),
             ]
         )
-    overview = table(["compile", "function", "verdict", "guards", "assumptions", "findings", "validation s", "compile s"], rows, class_="compiles")
+    overview = table(
+        ["compile", "function", "verdict", "guards", "assumptions", "findings", "validation s", "compile s"],
+        rows,
+        class_="compiles",
+    )
     return join([overview, *(_compile_block(c) for c in compiles)])
 
 
@@ -113,9 +151,19 @@ def _compile_block(c: dict[str, Any]) -> Markup:
     heading = tag("h3", _compile_label(c), " ", _function(c), " ", badge(status, _KIND.get(status, "none")))
     checked = facts(
         [
-            ("guards", f"{c.get('guards')} shape guard parts of the installed guards, translated to Z3 (the hypotheses)"),
+            (
+                "guards",
+                f"{c.get('guards')} shape guard parts of the installed guards, translated to Z3 (the hypotheses)",
+            ),
             ("assumptions", f"{c.get('assumptions')} shape assumptions of the trace, each checked against them"),
-            ("installed", None if c.get("installed") is None else "yes" if c.get("installed") else "no: torch did not install this entry"),
+            (
+                "installed",
+                None
+                if c.get("installed") is None
+                else "yes"
+                if c.get("installed")
+                else "no: torch did not install this entry",
+            ),
             ("torch refused it", c.get("refused")),
         ]
     )
@@ -123,14 +171,20 @@ def _compile_block(c: dict[str, Any]) -> Markup:
     if findings:
         body = join(_finding(f) for f in findings)
     else:
-        body = tag("p", "Every assumption is implied by the installed guards." if status == "sound" else "No findings.", class_="note")
+        body = tag(
+            "p",
+            "Every assumption is implied by the installed guards." if status == "sound" else "No findings.",
+            class_="note",
+        )
     return tag("div", heading, checked, body, id=_compile_anchor(c), class_="compile")
 
 
 def _finding(f: dict[str, Any]) -> Markup:
     kind = str(f.get("kind") or "?")
     readable = f.get("readable") or f.get("assumption")
-    head = tag("p", badge(kind, "bad" if kind in _UNSOUND else "none"), f" ({f.get('origin') or '?'}) ", tag("code", readable))
+    head = tag(
+        "p", badge(kind, "bad" if kind in _UNSOUND else "none"), f" ({f.get('origin') or '?'}) ", tag("code", readable)
+    )
     counterexample = f.get("counterexample")
     rows: list[tuple[str, object]] = [
         ("assumption", tag("code", f.get("assumption"))),
@@ -151,7 +205,9 @@ def _counterexample(sizes: dict[str, Any], readable: object, kind: str) -> Marku
         says = join(["the inputs the guards were built from; the guard ", tag("code", readable), " is false on them"])
     else:
         says = join(["these sizes pass the installed guards and break ", tag("code", readable)])
-    cells = table(["input size", "value"], ([tag("code", name), value] for name, value in sizes.items()), class_="counterexample")
+    cells = table(
+        ["input size", "value"], ([tag("code", name), value] for name, value in sizes.items()), class_="counterexample"
+    )
     return join([cells, tag("p", says, class_="note")])
 
 
@@ -160,7 +216,11 @@ def _confirmed(confirmed: bool | None, refuted: bool) -> Markup | None:
         return badge("refuted: the real guards reject these sizes (a guard pt2kit could not read)", "none")
     if confirmed is None:
         return None
-    return badge("yes: eager and the compiled entry disagree", "bad") if confirmed else badge("no: eager and the compiled entry agreed here", "none")
+    return (
+        badge("yes: eager and the compiled entry disagree", "bad")
+        if confirmed
+        else badge("no: eager and the compiled entry agreed here", "none")
+    )
 
 
 def _verdict_cell(status: object) -> Markup:
@@ -204,7 +264,12 @@ def _sizes_summary(data: dict[str, Any]) -> Markup:
         ("ranks", ", ".join(map(str, data.get("ranks") or [])) or "-"),
         ("box", f"every dimension in {box[0]}..{box[1]}"),
         ("classes", f"{len(classes)} ({ok} ok, {len(classes) - ok} raising)"),
-        ("traced as", "torch.compile(dynamic=True): 0/1 specialized, equal sizes duck-sized" if data.get("specialize") else "without 0/1 specialization or duck sizing"),
+        (
+            "traced as",
+            "torch.compile(dynamic=True): 0/1 specialized, equal sizes duck-sized"
+            if data.get("specialize")
+            else "without 0/1 specialization or duck sizing",
+        ),
         ("merged", "yes: classes with the same outcome joined" if data.get("merged") else None),
         ("specializes on", ", ".join(data["specializes_on"]) if data.get("specializes_on") else None),
         ("traces", data.get("traces")),
@@ -229,8 +294,21 @@ def _classes(data: dict[str, Any]) -> Markup:
         ]
         for index, c in enumerate(classes)
     ]
-    note = tag("p", "The representative is the class's minimal sizes, one shape per input (least total size first). A point belongs to the first class found whose condition holds there.", class_="note")
-    return join([table(["#", "outcome", "representative", "condition", "value-dependent", "decided by", "message"], rows, class_="classes"), note])
+    note = tag(
+        "p",
+        "The representative is the class's minimal sizes, one shape per input (least total size first). A point belongs to the first class found whose condition holds there.",
+        class_="note",
+    )
+    return join(
+        [
+            table(
+                ["#", "outcome", "representative", "condition", "value-dependent", "decided by", "message"],
+                rows,
+                class_="classes",
+            ),
+            note,
+        ]
+    )
 
 
 def _brute_force(bf: dict[str, Any]) -> Markup:
@@ -256,9 +334,19 @@ def _recompiles(rc: dict[str, Any], *, merged: bool) -> Markup:
             ("cache entries", rc.get("entries")),
             ("recompile limit", rc.get("limit")),
             ("verdict", badge("fits" if fits else "exceeds the limit", "ok" if fits else "bad")),
-            ("classes that compile" + (" (numbered before merging)" if merged else ""), ", ".join(f"#{i}" for i in rc.get("classes") or []) or "-"),
+            (
+                "classes that compile" + (" (numbered before merging)" if merged else ""),
+                ", ".join(f"#{i}" for i in rc.get("classes") or []) or "-",
+            ),
             ("assumes", rc.get("assumes")),
-            ("complete", None if rc.get("complete") is None else "yes" if rc.get("complete") else "no: the enumeration was incomplete"),
+            (
+                "complete",
+                None
+                if rc.get("complete") is None
+                else "yes"
+                if rc.get("complete")
+                else "no: the enumeration was incomplete",
+            ),
         ]
     )
 

@@ -168,7 +168,9 @@ class _Translator:
             if name in ("max", "min") and args:
                 result = args[0]
                 for other in args[1:]:
-                    result = z3.If(other > result, other, result) if name == "max" else z3.If(other < result, other, result)
+                    result = (
+                        z3.If(other > result, other, result) if name == "max" else z3.If(other < result, other, result)
+                    )
                 return result
             if name == "abs" and len(args) == 1:
                 return z3.If(args[0] < 0, -args[0], args[0])
@@ -204,7 +206,9 @@ def static_sizes(code: str) -> list[tuple[str, int]] | None:
         node = parse(code)
     except Untranslatable:
         return None
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check_tensor" and node.args):
+    if not (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "check_tensor" and node.args
+    ):
         return None
     base = ast.unparse(node.args[0])
     pinned: list[tuple[str, int]] = []
@@ -212,7 +216,11 @@ def static_sizes(code: str) -> list[tuple[str, int]] | None:
         if keyword.arg not in ("size", "stride") or not isinstance(keyword.value, ast.List | ast.Tuple):
             continue
         for index, element in enumerate(keyword.value.elts):
-            if isinstance(element, ast.Constant) and isinstance(element.value, int) and not isinstance(element.value, bool):
+            if (
+                isinstance(element, ast.Constant)
+                and isinstance(element.value, int)
+                and not isinstance(element.value, bool)
+            ):
                 pinned.append((f"{base}.{keyword.arg}()[{index}]", element.value))
     return pinned
 
@@ -233,6 +241,11 @@ def identity_source(code: str) -> str | None:
         node = parse(code)
     except Untranslatable:
         return None
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "___check_obj_id" and node.args:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "___check_obj_id"
+        and node.args
+    ):
         return ast.unparse(node.args[0])
     return None

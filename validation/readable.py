@@ -16,7 +16,14 @@ from typing import Any
 import sympy
 from sympy.printing.str import StrPrinter
 
-_OPS = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<", "LessThan": "<=", "StrictGreaterThan": ">", "GreaterThan": ">="}
+_OPS = {
+    "Equality": "==",
+    "Unequality": "!=",
+    "StrictLessThan": "<",
+    "LessThan": "<=",
+    "StrictGreaterThan": ">",
+    "GreaterThan": ">=",
+}
 _SOURCE = re.compile(r"L\['([^']+)'\]\.size\(\)\[(\d+)\]")
 
 

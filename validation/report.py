@@ -32,7 +32,9 @@ def guards_renderable(report: GuardReport) -> Any:
     if report.compiles:
         table = Table(show_edge=False, pad_edge=False)
         for column in ("compile", "function", "status", "guards", "assumptions", "validation s", "compile s"):
-            table.add_column(column, justify="right" if column.endswith(" s") or column in ("guards", "assumptions") else "left")
+            table.add_column(
+                column, justify="right" if column.endswith(" s") or column in ("guards", "assumptions") else "left"
+            )
         for check in report.compiles:
             table.add_row(
                 check.compile_id,
@@ -57,7 +59,12 @@ def guards_renderable(report: GuardReport) -> Any:
                 sizes = ", ".join(f"{name} = {value}" for name, value in finding.counterexample.items())
                 parts.append(Text(f"    counterexample: {sizes}"))
             if finding.confirmed is not None:
-                parts.append(Text(f"    confirmed: {'yes' if finding.confirmed else 'no'}", style="bold" if finding.confirmed else ""))
+                parts.append(
+                    Text(
+                        f"    confirmed: {'yes' if finding.confirmed else 'no'}",
+                        style="bold" if finding.confirmed else "",
+                    )
+                )
             if finding.detail:
                 parts.append(Text(f"    {finding.detail}", style="dim"))
     if report.error:
@@ -69,7 +76,11 @@ def guards_renderable(report: GuardReport) -> Any:
 
 def sizes_renderable(report: SizeReport) -> Any:
     parts: list[Any] = []
-    status = report.status if not report.specializes_on or report.status == "complete" else f"incomplete: specializes on {', '.join(report.specializes_on)}"
+    status = (
+        report.status
+        if not report.specializes_on or report.status == "complete"
+        else f"incomplete: specializes on {', '.join(report.specializes_on)}"
+    )
     parts.append(
         Text.assemble(
             f"size space of {report.target} over box {report.box[0]}..{report.box[1]}: ",
@@ -102,7 +113,9 @@ def sizes_renderable(report: SizeReport) -> Any:
         if bf.get("uncovered"):
             extra.append(f"{bf['uncovered']} not reached by the enumeration")
         suffix = f" ({'; '.join(extra)})" if extra else ""
-        parts.append(Text(f"brute force: {bf['points']} points, {bf['disagreements']} disagreements{suffix}", style=style))
+        parts.append(
+            Text(f"brute force: {bf['points']} points, {bf['disagreements']} disagreements{suffix}", style=style)
+        )
         for example in bf.get("examples", []):
             parts.append(Text(f"    {example}", style="dim"))
     if report.recompiles is not None:

@@ -38,7 +38,9 @@ from .z3ops import Untranslatable, smallest
 BRUTE_FORCE_LIMIT = 50_000
 
 
-def brute_force(fn: Callable[..., Any], report: SizeReport, dims: Dims, box: tuple[int, int], *, dtype: Any) -> dict[str, Any]:
+def brute_force(
+    fn: Callable[..., Any], report: SizeReport, dims: Dims, box: tuple[int, int], *, dtype: Any
+) -> dict[str, Any]:
     """Run ``fn`` at every point of ``box`` and count where the report's classes disagree.
 
     ``disagreements`` are points whose owning class claims another outcome than the real

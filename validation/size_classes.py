@@ -45,7 +45,8 @@ class SizeClass:
     representative: Shapes
     value_dependent: bool
     region: Any = dataclasses.field(repr=False)  # Z3: the class within the box, earlier classes cut out
-    cell: Any = dataclasses.field(repr=False, default=None)  # Z3: the trace's own cell (first class holding a point owns it)
+    # Z3: the trace's own cell (first class holding a point owns it)
+    cell: Any = dataclasses.field(repr=False, default=None)
     order: int = 0  # when the enumeration found it
     decided_by: str = "trace"  # "trace": a symbolic trace covers the class; "run": one real run at one point
     message: str = ""

@@ -66,7 +66,12 @@ class Finding:
         return self.kind in ("unsound-guard", "static-decision", "guard-rejects-own-inputs")
 
     def to_dict(self) -> dict[str, object]:
-        data: dict[str, object] = {"kind": self.kind, "assumption": self.assumption, "readable": self.readable, "origin": self.origin}
+        data: dict[str, object] = {
+            "kind": self.kind,
+            "assumption": self.assumption,
+            "readable": self.readable,
+            "origin": self.origin,
+        }
         if self.counterexample is not None:
             data["counterexample"] = self.counterexample
         data["confirmed"] = self.confirmed
@@ -128,7 +133,11 @@ class CompileCheck:
         trusted = [f for f in unsound if self.guards_complete or f.confirmed or f.kind == "guard-rejects-own-inputs"]
         if trusted:
             self.status = "unsound"
-        elif unsound or any(f.refuted or f.kind in ("untranslatable", "timeout") for f in self.findings) or not self.guards_complete:
+        elif (
+            unsound
+            or any(f.refuted or f.kind in ("untranslatable", "timeout") for f in self.findings)
+            or not self.guards_complete
+        ):
             self.status = "incomplete"
         else:
             self.status = "sound"
@@ -409,7 +418,13 @@ def _local(vocab: Vocabulary, assumption: Assumption) -> list[z3.BoolRef]:
     return local
 
 
-def _own_inputs(guards: Sequence[tuple[str, z3.BoolRef]], vocab: Vocabulary, f_locals: dict[str, Any], guard_manager: Any, refused: BaseException | None) -> list[Finding]:
+def _own_inputs(
+    guards: Sequence[tuple[str, z3.BoolRef]],
+    vocab: Vocabulary,
+    f_locals: dict[str, Any],
+    guard_manager: Any,
+    refused: BaseException | None,
+) -> list[Finding]:
     try:
         accepted = guard_code.passes(guard_manager, f_locals)
     except Exception:  # noqa: BLE001 - a guard that raises rejects
@@ -428,7 +443,15 @@ def _own_inputs(guards: Sequence[tuple[str, z3.BoolRef]], vocab: Vocabulary, f_l
     if refused is not None:
         detail += f"; torch refused them ({_first_line(refused)})"
     return [
-        Finding("guard-rejects-own-inputs", text, readable.short(text), "guard", counterexample=dict(sorted(example.items())), confirmed=True, detail=detail)
+        Finding(
+            "guard-rejects-own-inputs",
+            text,
+            readable.short(text),
+            "guard",
+            counterexample=dict(sorted(example.items())),
+            confirmed=True,
+            detail=detail,
+        )
         for text in failing or ["<installed guards>"]
     ]
 

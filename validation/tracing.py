@@ -178,10 +178,23 @@ def trace(fn: Callable[..., Any], shapes: Shapes, dims: Dims, *, specialize: boo
         reasons.append(f"the cell depends on {', '.join(strangers)}, which is not an input size")
         trusted = False
     parts = _essential_parts([*pieces, *static], substitutions, dims)
-    return Trace(tuple(tuple(s) for s in shapes), outcome, message, kind, trusted, cell, parts, value_dependent, specialized, reasons)
+    return Trace(
+        tuple(tuple(s) for s in shapes),
+        outcome,
+        message,
+        kind,
+        trusted,
+        cell,
+        parts,
+        value_dependent,
+        specialized,
+        reasons,
+    )
 
 
-def _essential_parts(pieces: Sequence[tuple[str, z3.BoolRef]], substitutions: Sequence[tuple[z3.ArithRef, z3.ArithRef]], dims: Dims) -> list[str]:
+def _essential_parts(
+    pieces: Sequence[tuple[str, z3.BoolRef]], substitutions: Sequence[tuple[z3.ArithRef, z3.ArithRef]], dims: Dims
+) -> list[str]:
     """The readable pieces of a cell, leaving out each one the earlier ones (and sizes >= 0) imply."""
     solver = z3.Solver()
     solver.set("timeout", 500)

@@ -156,7 +156,11 @@ def prove(
 
 
 def smallest(
-    constraints: Sequence[z3.BoolRef], terms: Sequence[z3.ArithRef], *, timeout_ms: int, report: Sequence[z3.ArithRef] = ()
+    constraints: Sequence[z3.BoolRef],
+    terms: Sequence[z3.ArithRef],
+    *,
+    timeout_ms: int,
+    report: Sequence[z3.ArithRef] = (),
 ) -> dict[str, int | None] | None:
     """A model of ``constraints`` with the least sum of ``terms`` (then each term, in order), or None.
 

@@ -1,4 +1,5 @@
 """GPT-2 inference with a graph break after every block (a print in a forward hook), Inductor's planted relu bug."""
+
 import torch
 import torch._inductor.config as inductor_config
 from transformers import GPT2Config, GPT2LMHeadModel

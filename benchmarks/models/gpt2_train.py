@@ -4,6 +4,7 @@
 torch's ``inject_relu_bug_TESTING_ONLY`` (default compile_error). The aot forward graph
 grows with LAYERS (about 120 op nodes per block), for the cost curve.
 """
+
 import sys
 
 import torch

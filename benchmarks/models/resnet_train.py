@@ -1,4 +1,5 @@
 """A ResNet training step (transformers' ResNet, random weights, from a config) with Inductor's planted relu bug."""
+
 import torch
 import torch._inductor.config as inductor_config
 from transformers import ResNetConfig, ResNetModel

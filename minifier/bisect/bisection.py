@@ -38,6 +38,7 @@ from pathlib import Path
 
 from .report import BisectReport
 from .steps import capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
+from ..capture.result import CaptureResult
 from ..unit.case import GraphCase
 from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
 from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile
@@ -65,43 +66,35 @@ def bisect_script(
     captured = capture(session, script, args, backend, nproc=nproc, accuracy=accuracy, profile=trust_program)
     cases, unreadable = readable_cases(captured.graph_paths, captured.early.cases if captured.early is not None else {})
     final = backend or (cases[0][0].backend if cases else "inductor")
-    report = BisectReport(str(script), final, accuracy, session.run_dir, captured.failure, nproc=nproc, rank=captured.rank, ranks=captured.ranks)
+    report = BisectReport(
+        str(script),
+        final,
+        accuracy,
+        session.run_dir,
+        captured.failure,
+        nproc=nproc,
+        rank=captured.rank,
+        ranks=captured.ranks,
+    )
     report.kernel, report.failed_graph = captured.kernel, captured.failed_graph
     report.profiled = captured.early.profiled if captured.early is not None else {}
     if captured.failure is not None:
         session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
 
     if captured.failure is not None and failed_while_tracing(captured):
-        report.rows = [run_stages(session, c, accuracy=accuracy, path=p) for c, p in cases]
-        row = frame_row(session, captured, accuracy=accuracy)
-        report.rows.append(row)
-        report.culprit = row
-        if row.case is not None:
-            return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=False)
-        report.note = "the failing frame could not be lifted to a graph that fails the same way"
-        again = read_capture_again(session, script, args, backend, report.nproc)
-        if again.failure is None or again.failure.signature != captured.failure.signature:
-            raise FlakyFailure(f"flaky: {script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {again.failure.signature if again.failure else 'passed'}")
-        return finish(session, report)
-
+        return bisect_failed_frame(session, report, captured, cases, script, args, backend)
     if unreadable:
         report.note = "some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable)
-    if not captured.graph_paths:
-        if captured.failure is not None:
-            raise ScriptFailedBeforeCompile(
-                f"{script.name} raised before torch.compile compiled anything: {captured.failure.signature.exception}: {captured.failure.signature.message}"
-            )
-        raise NoFailure(f"{script.name} ran to the end without compiling anything")
-    if captured.failure is None and not accuracy:
-        raise NoFailure(
-            f"{script.name} ran to the end without failing ({len(captured.graph_paths)} graphs compiled); "
-            "pass --accuracy to check the compiled results against eager"
-        )
+    something_failed(captured, script, accuracy)
 
-    for row in run_stages_of(session, cases, accuracy=accuracy, known=seen_in_the_program(captured, cases, final, accuracy), early=captured.early):
+    known = seen_in_the_program(captured, cases, final, accuracy)
+    for row in run_stages_of(session, cases, accuracy=accuracy, known=known, early=captured.early):
         report.rows.append(row)
         first = row.first_failure
-        session.log(f"  {row.label}: " + ("all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"))  # type: ignore[union-attr]
+        verdict = (
+            "all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"
+        )  # type: ignore[union-attr]
+        session.log(f"  {row.label}: {verdict}")
         if first is not None and matches(first, captured.failure, accuracy):
             # the first graph that fails the program's way, unless the program itself failed in another one
             if report.culprit is None or row.label == failed_owner(captured):
@@ -110,10 +103,61 @@ def bisect_script(
     if report.culprit is None:
         return no_culprit(session, report, script, args, backend, captured)
 
-    return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured, trust_program=trust_program)
+    return pin_down(
+        session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured, trust_program=trust_program
+    )
 
 
-def readable_cases(paths: list[Path], read: dict[str, GraphCase] | None = None) -> tuple[list[tuple[GraphCase, Path]], list[str]]:
+def bisect_failed_frame(
+    session: Session,
+    report: BisectReport,
+    captured: CaptureResult,
+    cases: list[tuple[GraphCase, Path]],
+    script: Path,
+    args: list[str],
+    backend: str | None,
+) -> BisectReport:
+    """The program failed inside dynamo's tracing: the frame it failed in, lifted to a graph, is the culprit.
+
+    A frame that cannot be lifted to a graph that fails the same way is looked at
+    again: a second run of the program must fail the same way, or it is flaky.
+    """
+    assert captured.failure is not None
+    report.rows = [run_stages(session, c, accuracy=report.accuracy, path=p) for c, p in cases]
+    row = frame_row(session, captured, accuracy=report.accuracy)
+    report.rows.append(row)
+    report.culprit = row
+    if row.case is not None:
+        return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=False)
+    report.note = "the failing frame could not be lifted to a graph that fails the same way"
+    again = read_capture_again(session, script, args, backend, report.nproc)
+    if again.failure is None or again.failure.signature != captured.failure.signature:
+        then = again.failure.signature if again.failure else "passed"
+        raise FlakyFailure(
+            f"flaky: {script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {then}"
+        )
+    return finish(session, report)
+
+
+def something_failed(captured: CaptureResult, script: Path, accuracy: bool) -> None:
+    """Raise when there is nothing to bisect: no graph compiled, or nothing failed and no --accuracy to judge."""
+    if not captured.graph_paths:
+        if captured.failure is not None:
+            signature = captured.failure.signature
+            raise ScriptFailedBeforeCompile(
+                f"{script.name} raised before torch.compile compiled anything: {signature.exception}: {signature.message}"
+            )
+        raise NoFailure(f"{script.name} ran to the end without compiling anything")
+    if captured.failure is None and not accuracy:
+        raise NoFailure(
+            f"{script.name} ran to the end without failing ({len(captured.graph_paths)} graphs compiled); "
+            "pass --accuracy to check the compiled results against eager"
+        )
+
+
+def readable_cases(
+    paths: list[Path], read: dict[str, GraphCase] | None = None
+) -> tuple[list[tuple[GraphCase, Path]], list[str]]:
     """The captured graphs pt2kit can read back (``read``: those read already, by file); the others, named."""
     cases, unreadable = [], []
     for path in paths:
@@ -124,7 +168,9 @@ def readable_cases(paths: list[Path], read: dict[str, GraphCase] | None = None) 
     return cases, unreadable
 
 
-def bisect_case(session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None) -> BisectReport:
+def bisect_case(
+    session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None
+) -> BisectReport:
     """Stage bisection of one saved graph (``minify repro``): its stages, then its aot graphs."""
     session.warm_up(inductor=case.backend == "inductor", preload=[__name__])
     row = run_stages(session, case, accuracy=accuracy, path=path)

@@ -81,7 +81,19 @@ def pin_down(
         passed, failed = program_verdicts(captured, captured_aot, accuracy=accuracy, trust=trust_program)
         if failed:
             report.retry = PinDownRetry(list(report.rows), culprit, report.note, aot_rows_wanted, captured)
-        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=target, passed=passed, failed=failed, early=captured.early if captured_aot and captured else None) if paths else []
+        rows = (
+            aot_rows(
+                session,
+                paths,
+                accuracy=accuracy,
+                stop_at=target,
+                passed=passed,
+                failed=failed,
+                early=captured.early if captured_aot and captured else None,
+            )
+            if paths
+            else []
+        )
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and signature_of(r.first_failure) == target), None)
@@ -92,7 +104,9 @@ def pin_down(
         if internal:
             report.note = f"{aot_culprit.label} holds Inductor's own random ops ({', '.join(internal)}), whose eager kernels draw other numbers than Inductor's; the dynamo graph is the unit to minify"  # type: ignore[union-attr]
         elif rows:
-            report.note = "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
+            report.note = (
+                "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
+            )
         elif lowering_note:
             report.note = lowering_note
         report.failure_rate = second_look(session, [culprit, *rows], accuracy=accuracy, captured=captured)
@@ -101,7 +115,13 @@ def pin_down(
     return finish(session, report)
 
 
-def program_verdicts(captured: CaptureResult | None, captured_aot: tuple[list[str], set[str], set[str]] | None, *, accuracy: bool, trust: bool) -> tuple[set[str], dict[str, Failure]]:
+def program_verdicts(
+    captured: CaptureResult | None,
+    captured_aot: tuple[list[str], set[str], set[str]] | None,
+    *,
+    accuracy: bool,
+    trust: bool,
+) -> tuple[set[str], dict[str, Failure]]:
     """What the program's own run says of its aot graphs' final stage: (passed, failed), by graph file.
 
     Without ``--accuracy``: the graphs whose first run returned passed, and the one the
@@ -112,7 +132,11 @@ def program_verdicts(captured: CaptureResult | None, captured_aot: tuple[list[st
     if captured is None or captured_aot is None:
         return set(), {}
     if accuracy:
-        verdicts = {path: captured.judged[Path(path).parent.name] for path in captured_aot[0] if Path(path).parent.name in captured.judged}
+        verdicts = {
+            path: captured.judged[Path(path).parent.name]
+            for path in captured_aot[0]
+            if Path(path).parent.name in captured.judged
+        }
         failing = {path: verdict for path, verdict in verdicts.items() if verdict is not None}
         return {path for path, verdict in verdicts.items() if verdict is None}, failing if trust else {}
     failing = {path: captured.failure for path in captured_aot[2]} if captured.failure and trust else {}
@@ -125,7 +149,14 @@ def pin_down_again(session: Session, report: BisectReport) -> BisectReport:
     retry = report.retry
     assert retry is not None
     report.rows, report.culprit, report.note, report.retry = list(retry.rows), retry.culprit, retry.note, None
-    return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=retry.aot_rows_wanted, captured=retry.captured, trust_program=False)
+    return pin_down(
+        session,
+        report,
+        accuracy=report.accuracy,
+        aot_rows_wanted=retry.aot_rows_wanted,
+        captured=retry.captured,
+        trust_program=False,
+    )
 
 
 def inductor_internal_ops(row: Row | None) -> list[str]:
@@ -165,18 +196,26 @@ def lower(session: Session, row: Row) -> tuple[list[str], str | None]:
     """
     assert row.case is not None
     try:
-        lowered = session.query(functools.partial(lower_case, row.case, session.run_dir / "captured" / "aot"), f"{row.label}: lowering to aot graphs")
+        lowered = session.query(
+            functools.partial(lower_case, row.case, session.run_dir / "captured" / "aot"),
+            f"{row.label}: lowering to aot graphs",
+        )
     except QueryError as e:
         (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         (session.run_dir / "logs" / f"{row.label}-lowering-error.txt").write_text(str(e))
         return [], f"lowering {row.label} to aot graphs failed inside pt2kit; the dynamo graph is the unit to minify"
     if lowered.value is None:
         assert lowered.failure is not None
-        return [], f"lowering {row.label} to aot graphs ended in {lowered.failure.signature}; the dynamo graph is the unit to minify"
+        return (
+            [],
+            f"lowering {row.label} to aot graphs ended in {lowered.failure.signature}; the dynamo graph is the unit to minify",
+        )
     return lowered.value
 
 
-def second_look(session: Session, rows: list[Row], *, accuracy: bool, captured: CaptureResult | None = None) -> float | None:
+def second_look(
+    session: Session, rows: list[Row], *, accuracy: bool, captured: CaptureResult | None = None
+) -> float | None:
     """Run each row's last stage again; when an outcome changes, measure how often it fails.
 
     A failure that shows again in some of :data:`~minifier.stages.flaky.LOOKS` runs is flaky but minifiable:
@@ -220,7 +259,9 @@ def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
         return False
     if original is None:
         return accuracy
-    return outcome.failure.signature == original.signature or (accuracy and outcome.failure.signature.kind == "accuracy")
+    return outcome.failure.signature == original.signature or (
+        accuracy and outcome.failure.signature.kind == "accuracy"
+    )
 
 
 def failed_owner(captured: CaptureResult) -> str | None:
@@ -228,7 +269,9 @@ def failed_owner(captured: CaptureResult) -> str | None:
     return str(GraphId.parse(captured.failed_graph).owner) if captured.failed_graph else None
 
 
-def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool) -> dict[tuple[int, str], Outcome]:
+def seen_in_the_program(
+    captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool
+) -> dict[tuple[int, str], Outcome]:
     """The final-stage outcome the program's own run already showed, so it is not paid for again.
 
     The program compiled the graph it failed in with its final backend, and failed:
@@ -254,7 +297,9 @@ def seen_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Pa
     }
 
 
-def judged_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str) -> dict[tuple[int, str], Outcome]:
+def judged_in_the_program(
+    captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str
+) -> dict[tuple[int, str], Outcome]:
     """``--accuracy``: the dynamo graphs whose final stage the capture saw go wrong (an aot graph's first run judged wrong)."""
     known = {}
     for case, _ in cases:
@@ -265,14 +310,18 @@ def judged_in_the_program(captured: CaptureResult, cases: list[tuple[GraphCase, 
     return known
 
 
-def no_culprit(session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult) -> BisectReport:
+def no_culprit(
+    session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult
+) -> BisectReport:
     """No graph fails like the program did: flaky, or a failure that needs the whole program."""
     failing = [r for r in report.rows if r.first_failure is not None]
     if captured.failure is None:
         if failing:  # --accuracy on a program that ran fine, and a graph errors out
             report.culprit = failing[0]
             return finish(session, report)
-        raise NoFailure(f"every graph of {script.name} passes every stage" + (" (accuracy checked)" if report.accuracy else ""))
+        raise NoFailure(
+            f"every graph of {script.name} passes every stage" + (" (accuracy checked)" if report.accuracy else "")
+        )
     inlined = inlined_culprit(session, report, captured)
     if inlined is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
@@ -281,8 +330,11 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
         return finish(session, report)
     again = read_capture_again(session, script, args, backend, report.nproc)
     if again.failure is None or again.failure.signature != captured.failure.signature:
-        raise FlakyFailure(f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run")
-    report.failure_rate = second_look(session, report.rows, accuracy=report.accuracy, captured=captured)  # does any graph fail now?
+        raise FlakyFailure(
+            f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run"
+        )
+    # does any graph fail now?
+    report.failure_rate = second_look(session, report.rows, accuracy=report.accuracy, captured=captured)
     detail = (
         f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
         if failing
@@ -295,14 +347,28 @@ def no_culprit(session: Session, report: BisectReport, script: Path, args: list[
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
     elif captured.state_missing:
-        hint = "; the program changed torch's compiler tables in ways no repro can carry: " + "; ".join(captured.state_missing)
+        hint = "; the program changed torch's compiler tables in ways no repro can carry: " + "; ".join(
+            captured.state_missing
+        )
     elif captured.unrecoverable:
-        hint = "; " + "; ".join(captured.unrecoverable) + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
+        hint = (
+            "; "
+            + "; ".join(captured.unrecoverable)
+            + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
+        )
     elif captured.patches:
         patched = ", ".join(f"{target} (by {fn})" for target, fn in sorted(captured.patches.items()))
-        hint = f"; the program patches torch ({patched})" + ("" if captured.patches_carried else ", and the repro cannot carry that patch: move it to a module the repro can import")
+        hint = f"; the program patches torch ({patched})" + (
+            ""
+            if captured.patches_carried
+            else ", and the repro cannot carry that patch: move it to a module the repro can import"
+        )
     elif missing := sorted({m for r in report.rows if r.case is not None for m in missing_config(r.case.config)}):
-        hint = "; it may need compiler config pt2kit could not carry: " + "; ".join(missing) + " (define it in an importable module)"
+        hint = (
+            "; it may need compiler config pt2kit could not carry: "
+            + "; ".join(missing)
+            + " (define it in an importable module)"
+        )
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     raise NotReproducible(
@@ -344,9 +410,20 @@ def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult)
     if captured.failure is None or captured.failed_graph is None or GraphId.parse(captured.failed_graph).kind is None:
         return None
     owner = GraphId.parse(captured.failed_graph).index
-    paths = [g.path for g in captured.aot.get(owner, []) if g.path is not None and Path(g.path).parent.name == captured.failed_graph]
+    paths = [
+        g.path
+        for g in captured.aot.get(owner, [])
+        if g.path is not None and Path(g.path).parent.name == captured.failed_graph
+    ]
     rows = aot_rows(session, paths, accuracy=report.accuracy, stop_at=captured.failure.signature) if paths else []
-    row = next((r for r in rows if r.first_failure is not None and matches(r.first_failure, captured.failure, report.accuracy)), None)
+    row = next(
+        (
+            r
+            for r in rows
+            if r.first_failure is not None and matches(r.first_failure, captured.failure, report.accuracy)
+        ),
+        None,
+    )
     if row is not None:
         report.rows.extend(rows)
         report.culprit = row

@@ -92,11 +92,14 @@ class BisectReport:
     nproc: int = 1  # a distributed job's ranks
     rank: int | None = None  # the rank minified
     ranks: dict[int, str] = field(default_factory=dict)  # how each rank ended
-    kernel: str | None = None  # the Inductor kernel the program failed in, when the failure names one (minifier.capture.blame)
+    kernel: str | None = (
+        None  # the Inductor kernel the program failed in, when the failure names one (minifier.capture.blame)
+    )
     failed_graph: str | None = None  # the graph the program failed in ("g0.forward"), when known
     failure_rate: float | None = None  # a flaky culprit: how often it failed when measured (culprit.second_look)
     below: Below | None = None  # the culprit's subsystem and a workaround, when asked (minifier.bisect.subsystem)
-    profiled: dict[str, Any] = field(default_factory=dict, repr=False)  # graph file -> its profile, asked beside the stages (a minification's)
+    # graph file -> its profile, asked beside the stages (a minification's)
+    profiled: dict[str, Any] = field(default_factory=dict, repr=False)
     # Set when the culprit was pinned down on the program's own word (its failing compile
     # trusted, not repeated): minification.py pins it down again from here when that graph
     # does not fail alone (minifier.bisect.culprit.pin_down_again). Not part of the JSON.
@@ -106,7 +109,12 @@ class BisectReport:
         """The ``distributed`` entry of a report (docs/distributed.md)."""
         if self.nproc <= 1:
             return None
-        return {"world_size": self.nproc, "rank": self.rank, "process_group": "fake", "ranks": {str(k): v for k, v in self.ranks.items()}}
+        return {
+            "world_size": self.nproc,
+            "rank": self.rank,
+            "process_group": "fake",
+            "ranks": {str(k): v for k, v in self.ranks.items()},
+        }
 
     @property
     def stages(self) -> list[str]:

@@ -46,7 +46,15 @@ from ..isolation.worker import QueryResult
 
 
 def capture(
-    session: Session, script: Path, args: list[str], backend: str | None, *, again: bool = False, nproc: int = 1, accuracy: bool = False, profile: bool = False
+    session: Session,
+    script: Path,
+    args: list[str],
+    backend: str | None,
+    *,
+    again: bool = False,
+    nproc: int = 1,
+    accuracy: bool = False,
+    profile: bool = False,
 ) -> CaptureResult:
     """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
 
@@ -58,14 +66,22 @@ def capture(
     ``profile`` (a minification follows): the aot graph the program failed in is
     profiled in the same batch as the last stages (:attr:`EarlyStages.profiled`).
     """
-    command, out, log = capture_plan(session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy, again=again)
+    command, out, log = capture_plan(
+        session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy, again=again
+    )
     if not again:
         session.warm_up(inductor=backend in (None, "inductor"), preload=[__name__])
-    label = f"running {script.name} again: checking it is not flaky" if again else f"running {script.name} with capture armed"
+    label = (
+        f"running {script.name} again: checking it is not flaky"
+        if again
+        else f"running {script.name} with capture armed"
+    )
     if nproc > 1:
         captured = capture_ranks(session, script, args, backend, out, nproc, label, accuracy)
     else:
-        early = None if again else EarlyStages(session, out / "events.jsonl", accuracy=accuracy, roots=[str(script.parent)])
+        early = (
+            None if again else EarlyStages(session, out / "events.jsonl", accuracy=accuracy, roots=[str(script.parent)])
+        )
         # (started already, when `minify run` could: see minifier.capture.script.start_capture)
         ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
         captured = read_capture(out, ended)
@@ -123,7 +139,13 @@ class EarlyStages:
         if not self._running and (self._cheap or self._final):
             path, case, stage = (self._cheap or self._final).pop(0)
             label = f"{case.label()} ({case.node_count} nodes) through {stage}, while the program runs"
-            self._running.append((path, stage, self.session.start(functools.partial(run_case, case, stage, accuracy=self.accuracy), label)))
+            self._running.append(
+                (
+                    path,
+                    stage,
+                    self.session.start(functools.partial(run_case, case, stage, accuracy=self.accuracy), label),
+                )
+            )
 
     def finish(self, captured: CaptureResult, *, profile: bool = False) -> None:
         """The program ended: the eager stages still queued that the bisection needs, in one batch now
@@ -132,23 +154,50 @@ class EarlyStages:
         for event in self._new_events():  # (what the program logged after the last poll)
             self._on_event(event)
         failed = {captured.failed_graph, *(label for label, verdict in captured.judged.items() if verdict is not None)}
-        wanted = [(path, case, stage) for path, case, stage in self._cheap if case.boundary == "dynamo" or Path(path).parent.name in failed]
-        for path, case, stage in [w for w in wanted if w[1].boundary == "aot" and Path(w[0]).parent.name in captured.judged]:
+        wanted = [
+            (path, case, stage)
+            for path, case, stage in self._cheap
+            if case.boundary == "dynamo" or Path(path).parent.name in failed
+        ]
+        for path, case, stage in [
+            w for w in wanted if w[1].boundary == "aot" and Path(w[0]).parent.name in captured.judged
+        ]:
             # The judge ran this graph eagerly, and in fp64, without error, and an eager
             # run is its own reference: the isolated query could only say "pass".
             self.outcomes.setdefault(path, {})[stage] = Outcome(stage, None, 0.0)
             wanted.remove((path, case, stage))
         self._cheap.clear()
         self._final.clear()
-        queries = [(functools.partial(run_case, case, stage, accuracy=self.accuracy), f"{case.label()} ({case.node_count} nodes) through {stage}") for _, case, stage in wanted]
-        failing = next((path for path, case in self.cases.items() if case.boundary == "aot" and Path(path).parent.name in failed), None) if profile else None
+        queries = [
+            (
+                functools.partial(run_case, case, stage, accuracy=self.accuracy),
+                f"{case.label()} ({case.node_count} nodes) through {stage}",
+            )
+            for _, case, stage in wanted
+        ]
+        failing = (
+            next(
+                (
+                    path
+                    for path, case in self.cases.items()
+                    if case.boundary == "aot" and Path(path).parent.name in failed
+                ),
+                None,
+            )
+            if profile
+            else None
+        )
         if failing is not None:
             from ..stages.profile import profile_case
 
             values = self.session.run_dir / "work" / "values.pt"
             values.parent.mkdir(parents=True, exist_ok=True)
-            queries.append((functools.partial(profile_case, self.cases[failing], values), "profiling the graph (one eager run)"))
-        results = self.session.query_all(queries, alongside=[handle for _, _, handle in self._running]) if queries else []
+            queries.append(
+                (functools.partial(profile_case, self.cases[failing], values), "profiling the graph (one eager run)")
+            )
+        results = (
+            self.session.query_all(queries, alongside=[handle for _, _, handle in self._running]) if queries else []
+        )
         for (path, _, stage), result in zip(wanted, results):
             if result is not None:
                 self.outcomes.setdefault(path, {})[stage] = Outcome.of_query(stage, result)
@@ -194,7 +243,9 @@ class EarlyStages:
             if not self.accuracy:  # (with --accuracy the capture judges the program's own run instead)
                 self._final.append((path, case, stages_for(case)[-1]))
             return
-        final_version = isinstance(event, GraphSaved) or (isinstance(event, AotGraphSaved) and (event.real or event.failure))
+        final_version = isinstance(event, GraphSaved) or (
+            isinstance(event, AotGraphSaved) and (event.real or event.failure)
+        )
         if not final_version or not event.path:  # type: ignore[union-attr]
             return
         path: str = event.path  # type: ignore[union-attr]
@@ -210,28 +261,50 @@ class EarlyStages:
             self._dynamo[case.label()] = (path, case)
 
 
-def capture_ranks(session: Session, script: Path, args: list[str], backend: str | None, out: Path, nproc: int, label: str, accuracy: bool | str = False) -> CaptureResult:
+def capture_ranks(
+    session: Session,
+    script: Path,
+    args: list[str],
+    backend: str | None,
+    out: Path,
+    nproc: int,
+    label: str,
+    accuracy: bool | str = False,
+) -> CaptureResult:
     """Every rank of the job under capture (``captured/rank<r>``); the lowest rank that failed is the result."""
     from ..stages.distributed import launch_ranks
     from ..unit.signature import signature_of_crash, signature_of_exit
     from ..isolation.zygote import pt2kit_env
 
     outs = [out / f"rank{rank}" for rank in range(nproc)]
-    commands = [capture_command(script, args, o, backend=backend, timeout=session.timeout, accuracy=accuracy) for o in outs]
+    commands = [
+        capture_command(script, args, o, backend=backend, timeout=session.timeout, accuracy=accuracy) for o in outs
+    ]
     logs = [session.run_dir / "logs" / f"{out.name}-rank{rank}.log" for rank in range(nproc)]
     session.progress.update(f"{label} ({nproc} ranks)")
     start = time.monotonic()
-    codes = launch_ranks(commands, pt2kit_env(), logs, failed=lambda rank: _logged_failure(outs[rank]), on_wait=session.progress.tick)
+    codes = launch_ranks(
+        commands, pt2kit_env(), logs, failed=lambda rank: _logged_failure(outs[rank]), on_wait=session.progress.tick
+    )
     session.mark(f"{label} ({nproc} ranks)", time.monotonic() - start)
     results = []
     for o, code, log in zip(outs, codes, logs):
         tail = log.read_bytes()[-4000:].decode(errors="replace") if log.exists() else ""
-        ended = signature_of_crash(-code, tail) if code < 0 and code != -9 else signature_of_exit(code, tail) if code > 0 else None
+        ended = (
+            signature_of_crash(-code, tail)
+            if code < 0 and code != -9
+            else signature_of_exit(code, tail)
+            if code > 0
+            else None
+        )
         results.append(read_capture(o, ended))
     failing = [rank for rank, r in enumerate(results) if r.failure is not None]
     chosen = results[failing[0]] if failing else results[0]
     chosen.rank = failing[0] if failing else 0
-    chosen.ranks = {rank: (str(r.failure.signature) if r.failure else "ran to the end or was stopped") for rank, r in enumerate(results)}
+    chosen.ranks = {
+        rank: (str(r.failure.signature) if r.failure else "ran to the end or was stopped")
+        for rank, r in enumerate(results)
+    }
     return chosen
 
 
@@ -268,18 +341,51 @@ def run_stages_of(
     """
     known = {**(known or {}), **_early_outcomes(early, cases)}
     running = early.running() if early is not None else {}
-    plan = [(case, stage) for case, path in cases for stage in reversed(stages_for(case)) if (id(case), stage) not in known and (str(path), stage) not in running]
+    plan = [
+        (case, stage)
+        for case, path in cases
+        for stage in reversed(stages_for(case))
+        if (id(case), stage) not in known and (str(path), stage) not in running
+    ]
 
     def found(results: list[QueryResult[Any] | None]) -> bool:
-        done = {**known, **{key: Outcome.of_query(stage, result) for (case, stage), result in zip(plan, results) if result is not None for key in [(id(case), stage)]}}
-        return any(signature_of(first) == stop_at for case, _ in cases if (first := _first_failure(case, done)) is not None)
+        done = {
+            **known,
+            **{
+                key: Outcome.of_query(stage, result)
+                for (case, stage), result in zip(plan, results)
+                if result is not None
+                for key in [(id(case), stage)]
+            },
+        }
+        return any(
+            signature_of(first) == stop_at for case, _ in cases if (first := _first_failure(case, done)) is not None
+        )
 
-    outcomes = {**known, **run_each(session, plan, accuracy=accuracy, enough=found if stop_at is not None else None, alongside=list(running.values()))}
+    outcomes = {
+        **known,
+        **run_each(
+            session,
+            plan,
+            accuracy=accuracy,
+            enough=found if stop_at is not None else None,
+            alongside=list(running.values()),
+        ),
+    }
     if early is not None:
         early.settle()
         outcomes |= _early_outcomes(early, cases)
         # one that raised inside pt2kit is asked again here, where the error is reported
-        outcomes |= run_each(session, [(case, stage) for case, path in cases for stage in stages_for(case) if (str(path), stage) in running and (id(case), stage) not in outcomes], accuracy=accuracy)
+        outcomes |= run_each(
+            session,
+            [
+                (case, stage)
+                for case, path in cases
+                for stage in stages_for(case)
+                if (str(path), stage) in running and (id(case), stage) not in outcomes
+            ],
+            accuracy=accuracy,
+        )
     rows = []
     for case, path in cases:
         label = case.label()
@@ -293,11 +399,17 @@ def run_stages_of(
     return rows
 
 
-def _early_outcomes(early: EarlyStages | None, cases: list[tuple[GraphCase, Path | None]]) -> dict[tuple[int, str], Outcome]:
+def _early_outcomes(
+    early: EarlyStages | None, cases: list[tuple[GraphCase, Path | None]]
+) -> dict[tuple[int, str], Outcome]:
     """The answers :class:`EarlyStages` has for ``cases``, by ``(id(case), stage)``."""
     if early is None:
         return {}
-    return {(id(case), stage): outcome for case, path in cases for stage, outcome in early.outcomes.get(str(path), {}).items()}
+    return {
+        (id(case), stage): outcome
+        for case, path in cases
+        for stage, outcome in early.outcomes.get(str(path), {}).items()
+    }
 
 
 def _first_failure(case: GraphCase, outcomes: dict[tuple[int, str], Outcome]) -> Outcome | None:
@@ -322,11 +434,18 @@ def run_each(
 ) -> dict[tuple[int, str], Outcome]:
     """Isolated queries, one per (case, stage); crashes and timeouts become outcomes (``alongside``: see :meth:`Session.query_all`)."""
     queries = [
-        (functools.partial(run_case, case, stage, accuracy=accuracy), labels[i] if labels else f"{case.label()} ({case.node_count} nodes) through {stage}")
+        (
+            functools.partial(run_case, case, stage, accuracy=accuracy),
+            labels[i] if labels else f"{case.label()} ({case.node_count} nodes) through {stage}",
+        )
         for i, (case, stage) in enumerate(plan)
     ]
     results = session.query_all(queries, enough=enough, alongside=alongside or ()) if queries else []
-    return {(id(case), stage): Outcome.of_query(stage, result) for (case, stage), result in zip(plan, results) if result is not None}
+    return {
+        (id(case), stage): Outcome.of_query(stage, result)
+        for (case, stage), result in zip(plan, results)
+        if result is not None
+    }
 
 
 def aot_rows(
@@ -348,10 +467,16 @@ def aot_rows(
     not asked again either (the outcome says it was only seen in the program).
     ``early``: the queries asked while the program ran.
     """
-    cases = [(early.cases[p] if early is not None and p in early.cases else load_repro(Path(p)).case, Path(p)) for p in paths]
+    cases = [
+        (early.cases[p] if early is not None and p in early.cases else load_repro(Path(p)).case, Path(p)) for p in paths
+    ]
     failed = failed or {}
     known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed}
-    known |= {(id(case), case.backend): Outcome(case.backend, failed[str(path)], 0.0, seen_in_program=True) for case, path in cases if str(path) in failed}
+    known |= {
+        (id(case), case.backend): Outcome(case.backend, failed[str(path)], 0.0, seen_in_program=True)
+        for case, path in cases
+        if str(path) in failed
+    }
     return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known, early=early)
 
 
@@ -380,5 +505,7 @@ def failed_while_tracing(captured: CaptureResult) -> bool:
     return any(isinstance(e, Failed) and e.where == "tracing" for e in captured.events)
 
 
-def read_capture_again(session: Session, script: Path, args: list[str], backend: str | None, nproc: int = 1) -> CaptureResult:
+def read_capture_again(
+    session: Session, script: Path, args: list[str], backend: str | None, nproc: int = 1
+) -> CaptureResult:
     return capture(session, script, args, backend, again=True, nproc=nproc)

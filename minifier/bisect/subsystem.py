@@ -117,7 +117,9 @@ def _detail(found: compiler_bisector.Found, case: GraphCase) -> str | None:
     A lowering names the node it lowered (``relu``): its op is read off the graph.
     """
     text = found.detail or ""
-    op = re.search(r"target=torch\.ops\.([\w.]+)", text) or re.search(r"OpOverload\(op='([\w.]+)', overload='(\w+)'\)", text)
+    op = re.search(r"target=torch\.ops\.([\w.]+)", text) or re.search(
+        r"OpOverload\(op='([\w.]+)', overload='(\w+)'\)", text
+    )
     if op:
         return ".".join(op.groups())
     node = next((n for n in case.op_nodes if n.name == text), None) if found.subsystem == "lowerings" else None
@@ -145,11 +147,23 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
         if subsystem.config is not None:
             owner, key, value = subsystem.config
             module = "torch._inductor.config" if owner == "inductor" else "torch._functorch.config"
-            found.append(Option(f"import {module}\n{module}.{key} = {value!r}\n", f"set {module}.{key} = {value!r}", stage))
+            found.append(
+                Option(f"import {module}\n{module}.{key} = {value!r}\n", f"set {module}.{key} = {value!r}", stage)
+            )
         elif subsystem.name == "lowerings" and detail.startswith("aten."):
-            found.append(Option(compiler_bisector.fallback_code(detail), f"let {detail} fall back to ATen instead of Inductor's lowering", stage))
+            found.append(
+                Option(
+                    compiler_bisector.fallback_code(detail),
+                    f"let {detail} fall back to ATen instead of Inductor's lowering",
+                    stage,
+                )
+            )
         elif subsystem.name == "decomposition" and detail.startswith("aten."):
-            found.append(Option(compiler_bisector.no_decomposition_code(detail), f"drop Inductor's decomposition of {detail}", stage))
+            found.append(
+                Option(
+                    compiler_bisector.no_decomposition_code(detail), f"drop Inductor's decomposition of {detail}", stage
+                )
+            )
         elif subsystem.name.endswith("_passes") and detail and re.fullmatch(r"[\w.]+", detail):
             code = f"import torch._inductor.config\ntorch._inductor.config.disabled_passes = {detail!r}\n"
             found.append(Option(code, f"disable Inductor's {subsystem.name.replace('_', '-')} {detail}", stage))
@@ -182,7 +196,13 @@ def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | N
         env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
         env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
         try:
-            done = subprocess.run([sys.executable, "-P", "-c", torch_alone_runner(code), script.name, *args], cwd=script.parent, env=env, capture_output=True, timeout=timeout)
+            done = subprocess.run(
+                [sys.executable, "-P", "-c", torch_alone_runner(code), script.name, *args],
+                cwd=script.parent,
+                env=env,
+                capture_output=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             return False
     return done.returncode == 0
@@ -205,7 +225,16 @@ def failing_graph(report: Any, case: GraphCase) -> GraphCase:
     return row.case if row is not None else case
 
 
-def find_workaround(session: Session, subsystem: Subsystem | None, stage: str, graph: GraphCase, backend: str, accuracy: Any, script: Path | None, args: list[str]) -> Workaround | None:
+def find_workaround(
+    session: Session,
+    subsystem: Subsystem | None,
+    stage: str,
+    graph: GraphCase,
+    backend: str,
+    accuracy: Any,
+    script: Path | None,
+    args: list[str],
+) -> Workaround | None:
     """The first of :func:`workarounds` under which ``graph`` (the program's failing one) runs right, and then the program too.
 
     Each is one query on that graph (cheap: a lowering's fallback, say, is a small
@@ -220,7 +249,10 @@ def find_workaround(session: Session, subsystem: Subsystem | None, stage: str, g
         if script is None or session.program_seconds > PROGRAM_RERUN_LIMIT:
             return Workaround(option.code, option.what, "graph")
         timeout = max(60.0, 4 * session.program_seconds)
-        if session.timed(f"running {script.name} with the workaround: {option.what}", lambda: runs_to_the_end(script, args, option.code, timeout)):
+        if session.timed(
+            f"running {script.name} with the workaround: {option.what}",
+            lambda: runs_to_the_end(script, args, option.code, timeout),
+        ):
             return Workaround(option.code, option.what, "program")
     return None
 
@@ -235,12 +267,23 @@ class Below:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        subsystem = None if self.subsystem is None else {**self.subsystem.to_json(), "confirmed_on_original": self.confirmed}
+        subsystem = (
+            None if self.subsystem is None else {**self.subsystem.to_json(), "confirmed_on_original": self.confirmed}
+        )
         return {"subsystem": subsystem, "workaround": None if self.workaround is None else self.workaround.to_json()}
 
 
 def go_below(
-    session: Session, stage: str, target: Signature, accuracy: Any, *, original: GraphCase, minimized: GraphCase | None, report: Any, script: Path | None, args: list[str]
+    session: Session,
+    stage: str,
+    target: Signature,
+    accuracy: Any,
+    *,
+    original: GraphCase,
+    minimized: GraphCase | None,
+    report: Any,
+    script: Path | None,
+    args: list[str],
 ) -> Below:
     """The subsystem of ``stage`` that breaks the graph, and a workaround for the program.
 
@@ -253,15 +296,21 @@ def go_below(
     below = Below()
     status = seams.check("compiler_bisector")
     if not status.ok:
-        below.notes.append(f"the subsystem search needs torch's CompilerBisector, which this torch changed: {status.error}")
+        below.notes.append(
+            f"the subsystem search needs torch's CompilerBisector, which this torch changed: {status.error}"
+        )
         return below
     below.subsystem = drill_down(session, minimized or original, stage, target, accuracy)
     if below.subsystem is not None:
-        below.confirmed = True if minimized is None else confirm_on(session, below.subsystem, original, target, accuracy)
+        below.confirmed = (
+            True if minimized is None else confirm_on(session, below.subsystem, original, target, accuracy)
+        )
     elif stage in compiler_bisector.DRILLABLE:
         below.notes.append(f"no subsystem of {stage} that torch's bisector knows breaks the graph alone")
     backend = report.backend if report is not None else original.backend
-    below.workaround = find_workaround(session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args)
+    below.workaround = find_workaround(
+        session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args
+    )
     if below.workaround is None:
         below.notes.append("no workaround found: the failing graph or the program still fails with each one tried")
     return below
@@ -279,7 +328,11 @@ def add_workaround_to_repro(path: Path, workaround: Workaround) -> None:
     """Say the workaround in the repro's header comment (the code the repro runs is unchanged)."""
     lines = path.read_text().splitlines(keepends=True)
     header = next(i for i, line in enumerate(lines) if not line.startswith("#"))
-    seen = "the program runs to the end with it" if workaround.verified_on == "program" else "the graph it failed in runs right with it"
+    seen = (
+        "the program runs to the end with it"
+        if workaround.verified_on == "program"
+        else "the graph it failed in runs right with it"
+    )
     said = [f"# Workaround ({seen}): {workaround.what}. Run before the program:\n"]
     said += [f"#     {line}\n" for line in workaround.code.splitlines()]
     path.write_text("".join(lines[:header] + said + lines[header:]))

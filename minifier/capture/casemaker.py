@@ -25,6 +25,7 @@ from ..seams import dtensor, special_tensors, symbolic_shapes
 #: Plain values a repro writes as literals.
 LITERAL_INPUTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
 
+
 def _flat_constants(gm: fx.GraphModule) -> dict[str, torch.Tensor]:
     """Give every tensor ``get_attr`` a flat name, so the repro can register it as a buffer."""
     constants: dict[str, torch.Tensor] = {}
@@ -136,14 +137,22 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
             shard = dtensor.local(value)
             meta = fake_meta(shard) if symbolic_shapes.is_fake(shard) else TensorMeta.of(shard)
             real = None if symbolic_shapes.is_fake(shard) else shard.detach()
-            inputs.append(GraphInput(name, real, meta, random_seed(name) if real is None else None, dtensor=dtensor.describe(value)))
+            inputs.append(
+                GraphInput(
+                    name, real, meta, random_seed(name) if real is None else None, dtensor=dtensor.describe(value)
+                )
+            )
         elif isinstance(value, torch.Tensor) and symbolic_shapes.is_fake(value):
             meta = fake_meta(value)
             inputs.append(GraphInput(name, None, meta, random_seed(name), symbolic_dims(node)))
         elif isinstance(value, torch.Tensor) and (why := special_tensors.unsupported(value)):
             inputs.append(GraphInput(name, None, None, opaque=f"{why} (not supported yet)"))
         elif dtensor.is_mesh(value):
-            inputs.append(GraphInput(name, None, None, dtensor={"mesh_shape": list(value.shape), "device_type": value.device_type}))
+            inputs.append(
+                GraphInput(
+                    name, None, None, dtensor={"mesh_shape": list(value.shape), "device_type": value.device_type}
+                )
+            )
         elif not isinstance(value, (torch.Tensor, torch.SymInt, *LITERAL_INPUTS)):
             inputs.append(GraphInput(name, None, None, opaque=type(value).__name__))
         elif isinstance(value, torch.Tensor):
@@ -152,7 +161,11 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
             symbolic = _is_symbolic(_example(node))
             # (never int(value): that would add a guard and specialize the program's graph)
             plain = symbolic_shapes.hint(value) if isinstance(value, torch.SymInt) else value
-            inputs.append(GraphInput(name, plain, None, derived_from=derived.get(name), symbolic_int=symbolic and name not in derived))
+            inputs.append(
+                GraphInput(
+                    name, plain, None, derived_from=derived.get(name), symbolic_int=symbolic and name not in derived
+                )
+            )
     for cover, views in alias_groups(list(values)):  # inputs that are views of one tensor stay so
         for k, offset in views:
             inputs[k] = replace(inputs[k], view_of=(inputs[cover].name, offset))

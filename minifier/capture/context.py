@@ -36,7 +36,24 @@ from ..seams import config as config_seam
 #: Config pt2kit itself changes, or that only steers torch's own debug tooling.
 IGNORED_CONFIG = {"compile_threads", "repro_after", "repro_level", "debug_dir_root"}
 #: Namespaces of ops that ship with torch; anything else is a custom op from user code.
-TORCH_OP_NAMESPACES = {"aten", "prims", "quantized", "higher_order", "_c10d_functional", "c10d_functional", "_dtensor", "inductor", "debugprims", "rngprims", "profiler", "_quantized", "quantized_decomposed", "mkldnn", "onednn", "_inductor_test"}
+TORCH_OP_NAMESPACES = {
+    "aten",
+    "prims",
+    "quantized",
+    "higher_order",
+    "_c10d_functional",
+    "c10d_functional",
+    "_dtensor",
+    "inductor",
+    "debugprims",
+    "rngprims",
+    "profiler",
+    "_quantized",
+    "quantized_decomposed",
+    "mkldnn",
+    "onednn",
+    "_inductor_test",
+}
 
 
 # --------------------------------------------------------------------------- #
@@ -116,7 +133,9 @@ class CompilerConfig:
     definitions: str = ""  # source binding the carried values
 
 
-def non_default_config(extra: dict[str, dict[str, Any]] | None = None, *, in_backend: bool = False, custom_ops: bool = True) -> CompilerConfig:
+def non_default_config(
+    extra: dict[str, dict[str, Any]] | None = None, *, in_backend: bool = False, custom_ops: bool = True
+) -> CompilerConfig:
     """Config values the user changed, per module, in a form a repro can write back.
 
     Keys torch marks ``compile_ignored`` do not change what gets compiled and are
@@ -150,7 +169,13 @@ def _config_reference(config: CompilerConfig, key: str, value: Any) -> dict[str,
     from .extract import Unrecoverable, merge_definitions, value_definition
 
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-    if module and qualname and module not in MAIN_MODULES and "<" not in qualname and _resolves(module, qualname, value):
+    if (
+        module
+        and qualname
+        and module not in MAIN_MODULES
+        and "<" not in qualname
+        and _resolves(module, qualname, value)
+    ):
         if spec := module_import_spec(module):
             config.modules.append(spec)
         return {CONFIG_IMPORT: f"{module}:{qualname}"}
@@ -208,7 +233,15 @@ def script_source() -> str | None:
 
 def is_user_module(module_name: str) -> bool:
     """A module of the user's (not torch, the standard library, site-packages or pt2kit itself)."""
-    if module_name in MAIN_MODULES or module_name.split(".")[0] in ("torch", "functorch", "minifier", "replay", "validation", "explain", "opcheck"):
+    if module_name in MAIN_MODULES or module_name.split(".")[0] in (
+        "torch",
+        "functorch",
+        "minifier",
+        "replay",
+        "validation",
+        "explain",
+        "opcheck",
+    ):
         return False
     return module_import_spec(module_name) is not None
 
@@ -226,7 +259,11 @@ def module_import_spec(module_name: str) -> tuple[str, str] | None:
     if path is None:
         return None
     path = os.path.abspath(path)
-    if any(part in path for part in ("site-packages", "dist-packages")) or path.startswith(sys.base_prefix) or is_launcher_file(path):
+    if (
+        any(part in path for part in ("site-packages", "dist-packages"))
+        or path.startswith(sys.base_prefix)
+        or is_launcher_file(path)
+    ):
         return None
     root = Path(path).parent
     for _ in range(module_name.count(".") + (1 if path.endswith("__init__.py") else 0)):
@@ -282,13 +319,21 @@ def describe_backend(fn: Callable[..., Any], name: str | None) -> BackendInfo:
             source = script_source()
             definitions = slice_script(source, [getattr(fn, "__name__", "")], [registered]) if source else ""
             if not definitions:
-                return BackendInfo(registered, modules, unrecoverable=f"backend {registered!r} is registered by the script, whose source cannot be read")
+                return BackendInfo(
+                    registered,
+                    modules,
+                    unrecoverable=f"backend {registered!r} is registered by the script, whose source cannot be read",
+                )
         return BackendInfo(registered, modules, definitions=definitions)
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
     if module and qualname and "<" not in qualname and module not in MAIN_MODULES:
         spec = module_import_spec(module)
         return BackendInfo(f"{spec[0] if spec else module}:{qualname}", modules)
-    display = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None), "__qualname__", None) or type(fn).__name__
+    display = (
+        getattr(fn, "__qualname__", None)
+        or getattr(getattr(fn, "func", None), "__qualname__", None)
+        or type(fn).__name__
+    )
     try:
         definitions = backend_definition(fn, script_source())
     except Unrecoverable as e:

@@ -41,8 +41,18 @@ from ..unit.case import BACKEND_NAME
 #: Methods whose call on a defined name registers something on it (custom-op kernels,
 #: fake kernels, autograd formulas, library impls, backends).
 REGISTRATION_METHODS = {
-    "register_fake", "register_kernel", "register_autograd", "register_torch_dispatch", "register_autocast",
-    "register_vmap", "impl", "define", "fallback", "impl_abstract", "_register_fake", "register_backend",
+    "register_fake",
+    "register_kernel",
+    "register_autograd",
+    "register_torch_dispatch",
+    "register_autocast",
+    "register_vmap",
+    "impl",
+    "define",
+    "fallback",
+    "impl_abstract",
+    "_register_fake",
+    "register_backend",
 }
 
 
@@ -140,9 +150,16 @@ def _registers_on(statement: _Statement, defined: set[str]) -> bool:
 
 def _defines_something(node: ast.stmt) -> bool:
     """A definition or a registration, not a use (``print(torch.compile(f, backend="name")(x))``)."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom)):
+    if isinstance(
+        node,
+        (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom),
+    ):
         return True
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and _call_name(node.value) in REGISTRATION_METHODS
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and _call_name(node.value) in REGISTRATION_METHODS
+    )
 
 
 def _call_name(call: ast.Call) -> str:
@@ -178,11 +195,17 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
             if i in kept:
                 continue
             carries = bool(s.uses & carriers) and _defines_something(s.node)
-            if (s.binds & needed and not isinstance(s.node, ast.Expr)) or _registers_on(s, defined | set(names)) or carries:
+            if (
+                (s.binds & needed and not isinstance(s.node, ast.Expr))
+                or _registers_on(s, defined | set(names))
+                or carries
+            ):
                 kept.add(i)
                 carriers |= s.binds if carries else set()
                 changed = True
-    future = [i for i, s in enumerate(statements) if isinstance(s.node, ast.ImportFrom) and s.node.module == "__future__"]
+    future = [
+        i for i, s in enumerate(statements) if isinstance(s.node, ast.ImportFrom) and s.node.module == "__future__"
+    ]
     kept |= set(future) if kept else set()
     return "\n".join(statements[i].text.rstrip("\n") + "\n" for i in sorted(kept))
 
@@ -230,7 +253,9 @@ def _function_source(fn: Callable[..., Any]) -> str:
         try:
             tree = ast.parse(text)
         except SyntaxError:
-            raise Unrecoverable(f"cannot parse the lines around the lambda at {fn.__code__.co_filename}:{start}") from None
+            raise Unrecoverable(
+                f"cannot parse the lines around the lambda at {fn.__code__.co_filename}:{start}"
+            ) from None
     arguments = fn.__code__.co_varnames[: fn.__code__.co_argcount]
     found = [
         n
@@ -240,7 +265,9 @@ def _function_source(fn: Callable[..., Any]) -> str:
         and tuple(a.arg for a in n.args.args) == arguments
     ]
     if len(found) != 1:
-        raise Unrecoverable(f"cannot tell which lambda at {fn.__code__.co_filename}:{fn.__code__.co_firstlineno} is the backend")
+        raise Unrecoverable(
+            f"cannot tell which lambda at {fn.__code__.co_filename}:{fn.__code__.co_firstlineno} is the backend"
+        )
     return ast.get_source_segment(text, found[0]) or ast.unparse(found[0])
 
 
@@ -258,7 +285,9 @@ def _instance_expression(obj: Any, script_source: str | None) -> tuple[str, str]
         prelude = f"from {cls.__module__} import {cls.__qualname__.split('.')[0]}\n"
     name = f"{cls.__qualname__.split('.')[-1].lower()}_object"
     # the object is made without calling __init__, then given its fields
-    made = f"{name} = {cls.__qualname__}.__new__({cls.__qualname__})\n" + "".join(f"{name}.{k} = {v}\n" for k, v in state.items())
+    made = f"{name} = {cls.__qualname__}.__new__({cls.__qualname__})\n" + "".join(
+        f"{name}.{k} = {v}\n" for k, v in state.items()
+    )
     return prelude + made, name
 
 
@@ -307,7 +336,11 @@ def _bound_in_script(obj: Any, script_source: str | None) -> str | None:
     if script_source is None or main is None or inspect.isfunction(obj):
         return None
     for name, value in list(vars(main).items()):
-        if value is obj and not name.startswith("_") and re.search(rf"^{re.escape(name)}\s*[:=]", script_source, re.MULTILINE):
+        if (
+            value is obj
+            and not name.startswith("_")
+            and re.search(rf"^{re.escape(name)}\s*[:=]", script_source, re.MULTILINE)
+        ):
             return name
     return None
 

@@ -125,6 +125,7 @@ def lift_frame(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase
 
 # --------------------------------------------------------------------------- #
 
+
 def where_it_failed(exc: BaseException) -> str:
     """``backend`` (a compiler raised), ``tracing`` (dynamo itself raised) or ``runtime``."""
     chain = list(exception_chain(exc))

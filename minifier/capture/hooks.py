@@ -29,10 +29,21 @@ from ..seams.after_dynamo import INTERNAL, BackendWrapper, dynamo_backends
 from ..seams.aot_autograd import AOT_COMPILER_KINDS, CompilerWrapper, aot_compilers
 from ..seams.compile_fx import InnerCompileWrapper, inductor_inner_compile
 
+
 def internal(backend: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a backend as pt2kit's own, so no hook wraps it (e.g. a calibration compile)."""
     setattr(backend, INTERNAL, True)
     return backend
 
 
-__all__ = ["dynamo_backends", "inductor_inner_compile", "aot_compilers", "internal", "AOT_COMPILER_KINDS", "INTERNAL", "BackendWrapper", "CompilerWrapper", "InnerCompileWrapper"]
+__all__ = [
+    "dynamo_backends",
+    "inductor_inner_compile",
+    "aot_compilers",
+    "internal",
+    "AOT_COMPILER_KINDS",
+    "INTERNAL",
+    "BackendWrapper",
+    "CompilerWrapper",
+    "InnerCompileWrapper",
+]

@@ -57,14 +57,27 @@ from .script import run_script
 from ..seams import backend_registry, compile_fx, symbolic_shapes
 from ..seams.aot_autograd import compiler_kwargs
 from ..unit.accuracy import judge_compiled_run
-from ..unit.signature import Signature, exception_chain, signature_of_exception, signature_of_timeout, tagging_compile_errors
+from ..unit.signature import (
+    Signature,
+    exception_chain,
+    signature_of_exception,
+    signature_of_timeout,
+    tagging_compile_errors,
+)
 from ..repro.files import write_repro
 
 
 class Recorder:
     """Sits in torch's backend hook during a capture run; see the module docstring."""
 
-    def __init__(self, out_dir: Path, *, backend_override: str | None = None, timeout: float | None = None, accuracy: bool | str = False) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        *,
+        backend_override: str | None = None,
+        timeout: float | None = None,
+        accuracy: bool | str = False,
+    ) -> None:
         self.out_dir = out_dir
         self.backend_override = backend_override
         self.timeout = timeout
@@ -150,7 +163,9 @@ class Recorder:
 
         def pt2kit_aot_compiler(gm: fx.GraphModule, example_inputs: Any) -> Any:
             # (a copy: what the compiler was handed, whatever its passes then do to gm)
-            graph = AotGraph(owner, kind, snapshot(gm), list(example_inputs), {}, reference) if owner is not None else None
+            graph = (
+                AotGraph(owner, kind, snapshot(gm), list(example_inputs), {}, reference) if owner is not None else None
+            )
             stack = recorder._aot_stack()
             stack.append(graph)
             try:
@@ -174,7 +189,9 @@ class Recorder:
         """Inductor's inner compile: the aot graph exactly as Inductor compiles it, with its flags."""
         recorder = self
 
-        def pt2kit_inner_compile(gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any) -> Any:
+        def pt2kit_inner_compile(
+            gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any
+        ) -> Any:
             stack = recorder._aot_stack()
             graph = stack[-1] if stack else None
             if graph is not None and not graph.inner:
@@ -201,9 +218,18 @@ class Recorder:
         """Write an aot graph's repro (again, with real inputs once it has them) and log it."""
         try:
             if graph.path is None:
-                n = self._aot_counts[(graph.owner.index, graph.kind)] = self._aot_counts.get((graph.owner.index, graph.kind), 0) + 1
+                n = self._aot_counts[(graph.owner.index, graph.kind)] = (
+                    self._aot_counts.get((graph.owner.index, graph.kind), 0) + 1
+                )
                 graph.directory = self.out_dir / str(GraphId(graph.owner.index, graph.kind, n))
-            case = aot_case(graph.owner, graph.gm, graph.values, kind=graph.kind, compile_kwargs=graph.compile_kwargs, compiler=graph.compiler)
+            case = aot_case(
+                graph.owner,
+                graph.gm,
+                graph.values,
+                kind=graph.kind,
+                compile_kwargs=graph.compile_kwargs,
+                compiler=graph.compiler,
+            )
             graph.path = write_repro(case, graph.directory, stage=graph.owner.backend)
             blame.write_origins(graph.directory, graph.kernels, graph.original_aten)
         except Exception as e:  # noqa: BLE001 - an aot graph pt2kit cannot write: the dynamo graph stands
@@ -227,7 +253,9 @@ class Recorder:
             self.event(StateMissing(missing))
         self.cases.append(case)
         path = write_repro(case, self.out_dir / str(GraphId(index)), stage=case.backend)
-        self.event(GraphSaved(index, str(path), case.frame, case.node_count, case.backend, [root for _, root in case.modules]))
+        self.event(
+            GraphSaved(index, str(path), case.frame, case.node_count, case.backend, [root for _, root in case.modules])
+        )
         return case
 
     def record_failing_frame(self, exc: BaseException, frame: dict[str, Any] | None) -> None:
@@ -240,7 +268,12 @@ class Recorder:
         except Exception as e:  # noqa: BLE001 - lifting is best effort; the failure stands without it
             self.event(FrameLifted(None, error=f"{type(e).__name__}: {e}"))
             return
-        path = write_repro(case, self.out_dir / "frame", stage="eager", note=f"Frame {failing.code.co_name} traced with make_fx; dynamo failed on it.")
+        path = write_repro(
+            case,
+            self.out_dir / "frame",
+            stage="eager",
+            note=f"Frame {failing.code.co_name} traced with make_fx; dynamo failed on it.",
+        )
         self.event(FrameLifted(str(path), case.node_count))
 
     # hang detection ----------------------------------------------------------
@@ -305,7 +338,9 @@ class Recorder:
         ``after``: the values it ran on, as the run left them (a graph may write into its inputs).
         """
         try:
-            failure = judge_compiled_run(graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict", after=after)
+            failure = judge_compiled_run(
+                graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict", after=after
+            )
         except Exception as e:  # noqa: BLE001 - no verdict: the bisection asks an isolated query instead
             self.event(Judged(label, error=f"{type(e).__name__}: {e}"))
             return
@@ -347,7 +382,8 @@ class AotGraph:
     inner: bool = False  # taken from Inductor's inner compile
     directory: Path | None = None
     path: Path | None = None
-    kernels: dict[str, list[str]] = field(default_factory=dict)  # Inductor's kernels of it -> their nodes (minifier.capture.blame)
+    # Inductor's kernels of it -> their nodes (minifier.capture.blame)
+    kernels: dict[str, list[str]] = field(default_factory=dict)
     original_aten: dict[str, str] = field(default_factory=dict)  # node -> the aten op a kernel name calls it
 
 

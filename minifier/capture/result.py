@@ -46,7 +46,8 @@ class CaptureResult:
     events: list[Event] = field(default_factory=list)
     early: Any = None  # the queries asked while the program ran (minifier.bisect.steps.EarlyStages)
     kernel: str | None = None  # the Inductor kernel the program failed in, when it says (minifier.capture.blame)
-    judged: dict[str, Failure | None] = field(default_factory=dict)  # --accuracy: aot graph ("g0.forward") -> its first run's verdict
+    # --accuracy: aot graph ("g0.forward") -> its first run's verdict
+    judged: dict[str, Failure | None] = field(default_factory=dict)
 
 
 def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:

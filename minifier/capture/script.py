@@ -65,20 +65,39 @@ def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> dict[s
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
-def capture_command(script: Path, args: Sequence[str], out_dir: Path, *, backend: str | None, timeout: float | None, accuracy: bool | str = False) -> list[str]:
+def capture_command(
+    script: Path,
+    args: Sequence[str],
+    out_dir: Path,
+    *,
+    backend: str | None,
+    timeout: float | None,
+    accuracy: bool | str = False,
+) -> list[str]:
     """The command that runs :func:`minifier.capture.recorder.capture_script` into ``out_dir`` in a fresh process (``minify _capture``).
 
     ``accuracy``: judge each compiled graph's first run too (``True``, or ``"strict"``).
     """
     from ..isolation.zygote import python_command
 
-    options = ["--out", str(out_dir)] + (["--backend", backend] if backend else []) + (["--timeout", str(timeout)] if timeout else [])
+    options = (
+        ["--out", str(out_dir)]
+        + (["--backend", backend] if backend else [])
+        + (["--timeout", str(timeout)] if timeout else [])
+    )
     options += ["--accuracy", "strict" if accuracy == "strict" else "on"] if accuracy else []
     return python_command("minifier", "_capture", *options, "--", str(script), *args)
 
 
 def capture_plan(
-    run_dir: Path, script: Path, args: Sequence[str], *, backend: str | None, timeout: float | None, accuracy: bool | str = False, again: bool = False
+    run_dir: Path,
+    script: Path,
+    args: Sequence[str],
+    *,
+    backend: str | None,
+    timeout: float | None,
+    accuracy: bool | str = False,
+    again: bool = False,
 ) -> tuple[list[str], Path, Path]:
     """How a run directory's capture of ``script`` runs: (command, its output directory, its log).
 
@@ -87,16 +106,24 @@ def capture_plan(
     second that import takes is spent beside the program instead of before it.
     """
     out = run_dir / ("captured-again" if again else "captured")
-    return capture_command(script, args, out, backend=backend, timeout=timeout, accuracy=accuracy), out, run_dir / "logs" / f"{out.name}.log"
+    return (
+        capture_command(script, args, out, backend=backend, timeout=timeout, accuracy=accuracy),
+        out,
+        run_dir / "logs" / f"{out.name}.log",
+    )
 
 
-def start_capture(session: Session, script: Path, args: Sequence[str], backend: str | None, accuracy: bool | str = False) -> None:
+def start_capture(
+    session: Session, script: Path, args: Sequence[str], backend: str | None, accuracy: bool | str = False
+) -> None:
     """Start ``script`` under capture now, and the worker's warm-up; the bisection's capture adopts it.
 
     For the command line, before its own process imports torch (nothing here does):
     the program, the worker's warm-up and pt2kit's own imports then run at once.
     """
-    command, _, log = capture_plan(session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy)
+    command, _, log = capture_plan(
+        session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy
+    )
     session.warm_up(inductor=backend in (None, "inductor"))
     session.start_program(command, log=log)
 
@@ -112,7 +139,9 @@ _PT2KIT_DIRS = tuple(
 
 def is_launcher_file(filename: str) -> bool:
     """pt2kit's own files and runpy's: what runs the user's code, not the user's code."""
-    return filename.startswith(_PT2KIT_DIRS) or filename.endswith(os.sep + "runpy.py") or filename.startswith("<frozen ")
+    return (
+        filename.startswith(_PT2KIT_DIRS) or filename.endswith(os.sep + "runpy.py") or filename.startswith("<frozen ")
+    )
 
 
 def is_internal_file(filename: str) -> bool:

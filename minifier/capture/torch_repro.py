@@ -52,7 +52,9 @@ def convert_torch_repro(path: Path, out_dir: Path) -> str:
     config = non_default_config(custom_ops=bool(custom_op_names(gm))).values
     placeholders = gm.graph.find_nodes(op="placeholder")
     inputs = [
-        GraphInput(str(node.target), value, TensorMeta.of(value)) if isinstance(value, torch.Tensor) else GraphInput(str(node.target), value, None)
+        GraphInput(str(node.target), value, TensorMeta.of(value))
+        if isinstance(value, torch.Tensor)
+        else GraphInput(str(node.target), value, None)
         for node, value in zip(placeholders, reader.args)
     ]
     aot = kind == "torch-aot"
@@ -90,9 +92,13 @@ def load_any_repro(path: Path, session: Session) -> LoadedRepro:
     try:
         ast.parse(source)
     except SyntaxError as e:  # torch can write config values that do not parse (pytorch#128830)
-        raise CorruptRecord(f"{path}: not valid Python ({e.msg}, line {e.lineno}); torch wrote a config value it cannot read back") from None
+        raise CorruptRecord(
+            f"{path}: not valid Python ({e.msg}, line {e.lineno}); torch wrote a config value it cannot read back"
+        ) from None
     out = session.run_dir / "work" / "converted"
-    result = session.query(functools.partial(convert_torch_repro, path, out), f"reading torch's {path.name}", count=False)
+    result = session.query(
+        functools.partial(convert_torch_repro, path, out), f"reading torch's {path.name}", count=False
+    )
     if result.value is None:
         raise CorruptRecord(f"{path}: could not be loaded ({result.failure.signature if result.failure else '?'})")
     return load_repro(Path(result.value))

@@ -126,7 +126,8 @@ class Session:
         self.queries = 0
         self.program_seconds = 0.0  # the longest run of the user's program so far
         self.timeline: list[tuple[str, float, float]] = []  # (what, seconds, ended at) of each phase and query
-        self._programs: dict[str, tuple[list[str], Any, float]] = {}  # started, not yet waited for: log -> (command, process, start)
+        # started, not yet waited for: log -> (command, process, start)
+        self._programs: dict[str, tuple[list[str], Any, float]] = {}
 
     def warm_up(self, inductor: bool = True, preload: Sequence[str] = ()) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query.
@@ -135,7 +136,9 @@ class Session:
         """
         self.worker.warm_up("inductor" if inductor else "eager", preload=preload)
 
-    def query(self, fn: Callable[[], T], label: str, *, timeout: float | None = None, count: bool = True) -> QueryResult[T]:
+    def query(
+        self, fn: Callable[[], T], label: str, *, timeout: float | None = None, count: bool = True
+    ) -> QueryResult[T]:
         """Run ``fn`` in an isolated child with the session's timeout, showing ``label``."""
         result = self.query_all([(fn, label)], timeout=timeout, count=count, slots=1)[0]
         assert result is not None
@@ -160,7 +163,9 @@ class Session:
         labels = " ‖ ".join(label for _, label in queries)
         self.progress.update(f"{labels}  (from query {self.queries + 1})" if count else labels)
         timeout = self.timeout if timeout is None else timeout
-        results = self.worker.run_all(queries, timeout=timeout, slots=slots, enough=enough, on_wait=self.progress.tick, alongside=alongside)
+        results = self.worker.run_all(
+            queries, timeout=timeout, slots=slots, enough=enough, on_wait=self.progress.tick, alongside=alongside
+        )
         if count:
             self.queries += sum(r is not None for r in results)
         for (_, label), result in zip(queries, results):
@@ -182,10 +187,19 @@ class Session:
         log.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
         with open(log, "ab") as output:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env=pt2kit_env(), start_new_session=True)
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                env=pt2kit_env(),
+                start_new_session=True,
+            )
         self._programs[str(log)] = (command, process, start)
 
-    def run_program(self, command: list[str], label: str, *, log: Path, while_running: Callable[[], None] | None = None) -> Failure | None:
+    def run_program(
+        self, command: list[str], label: str, *, log: Path, while_running: Callable[[], None] | None = None
+    ) -> Failure | None:
         """Run a whole program (the user's script under capture) as a fresh process; how it ended.
 
         A fresh interpreter, in the user's own environment, every time: a second run

@@ -81,7 +81,13 @@ def program_threads() -> int:
 class Worker:
     """Runs picklable functions in forked children of pt2kit's zygote, one child per call."""
 
-    def __init__(self, log_dir: Path | None = None, timeout: float | None = None, slots: int | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        log_dir: Path | None = None,
+        timeout: float | None = None,
+        slots: int | None = None,
+        threads: int | None = None,
+    ) -> None:
         self.log_dir = log_dir
         self.timeout = timeout
         self.queries = 0
@@ -135,7 +141,9 @@ class Worker:
 
     # -- starting and waiting ------------------------------------------------------ #
 
-    def start(self, fn: Callable[[], T], *, timeout: float | None = None, label: str = "query", threads: int | None = None) -> Running[T]:
+    def start(
+        self, fn: Callable[[], T], *, timeout: float | None = None, label: str = "query", threads: int | None = None
+    ) -> Running[T]:
         """Start a child that runs ``fn()``; collect its result with :meth:`wait`.
 
         ``fn`` must be picklable. ``threads``: the child's torch threads (default: what
@@ -153,12 +161,16 @@ class Worker:
             zygote.send(("import", sorted(self._learned)))
             self._learned.clear()
         self.child_threads = self.child_threads or program_threads()  # asked late: it may import torch (see cli.py)
-        running: Running[T] = Running(self, zygote, qid, label, log, result, timeout, payload, threads or self.child_threads)
+        running: Running[T] = Running(
+            self, zygote, qid, label, log, result, timeout, payload, threads or self.child_threads
+        )
         zygote.running[qid] = running
         zygote.send(running.message())
         return running
 
-    def wait(self, queries: Sequence[Running[Any]], on_wait: Callable[[], None] | None = None, *, any_: bool = False) -> None:
+    def wait(
+        self, queries: Sequence[Running[Any]], on_wait: Callable[[], None] | None = None, *, any_: bool = False
+    ) -> None:
         """Wait until all (or, with ``any_``, one) of ``queries`` are done. Ctrl-C kills them all."""
         try:
             while True:
@@ -239,7 +251,9 @@ class Worker:
             if threads > 1:
                 zygote.retired = True  # running children finish; new queries go to a fresh zygote
                 self._warming.clear()
-                self.notes.append(f"warm-up left {threads - 1} threads beside the main one in pt2kit's worker process ({names}); continuing with a cold one")
+                self.notes.append(
+                    f"warm-up left {threads - 1} threads beside the main one in pt2kit's worker process ({names}); continuing with a cold one"
+                )
 
     def _on_zygote_death(self, zygote: ZygoteProcess) -> None:
         zygote.close()
@@ -297,7 +311,14 @@ class Worker:
             raise
         return results
 
-    def run(self, fn: Callable[[], T], *, timeout: float | None = None, label: str = "query", on_wait: Callable[[], None] | None = None) -> QueryResult[T]:
+    def run(
+        self,
+        fn: Callable[[], T],
+        *,
+        timeout: float | None = None,
+        label: str = "query",
+        on_wait: Callable[[], None] | None = None,
+    ) -> QueryResult[T]:
         """Run ``fn()`` in a child and return its result (see :meth:`run_all`)."""
         result = self.run_all([(fn, label)], timeout=timeout, slots=1, on_wait=on_wait)[0]
         assert result is not None
@@ -328,7 +349,18 @@ class Worker:
 class Running(Generic[T]):
     """A query while it runs: its zygote, its child's pid once forked, its deadline."""
 
-    def __init__(self, worker: Worker, zygote: ZygoteProcess, qid: int, label: str, log: Path | None, result_path: Path, timeout: float | None, payload: bytes, threads: int) -> None:
+    def __init__(
+        self,
+        worker: Worker,
+        zygote: ZygoteProcess,
+        qid: int,
+        label: str,
+        log: Path | None,
+        result_path: Path,
+        timeout: float | None,
+        payload: bytes,
+        threads: int,
+    ) -> None:
         self.worker, self.zygote, self.qid, self.label, self.log = worker, zygote, qid, label, log
         self.result_path, self.timeout, self.payload, self.threads = result_path, timeout, payload, threads
         self.begun = self.started = self.ended = time.perf_counter()
@@ -345,7 +377,17 @@ class Running(Generic[T]):
 
     def message(self) -> tuple[Any, ...]:
         """The zygote's ``run`` message for this query."""
-        return ("run", self.qid, self.payload, None if self.log is None else str(self.log), str(self.result_path), self.threads, self.cwd, self.sys_path, self.env)
+        return (
+            "run",
+            self.qid,
+            self.payload,
+            None if self.log is None else str(self.log),
+            str(self.result_path),
+            self.threads,
+            self.cwd,
+            self.sys_path,
+            self.env,
+        )
 
     def kill(self) -> None:
         if self.done:
@@ -374,7 +416,9 @@ class Running(Generic[T]):
         if self.timed_out:
             return QueryResult(None, signature_of_timeout(self.timeout or 0.0), seconds, self.log)
         if self.died:
-            raise WorkerDied(f"{self.label}: pt2kit's worker process died; see {self.log.parent / 'zygote.log' if self.log else 'its log'}")
+            raise WorkerDied(
+                f"{self.label}: pt2kit's worker process died; see {self.log.parent / 'zygote.log' if self.log else 'its log'}"
+            )
         status = self.status
         if status is not None and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and self.result_path.exists():
             tag, value, imported = pickle.loads(self.result_path.read_bytes())

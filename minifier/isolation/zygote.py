@@ -72,7 +72,15 @@ PINNED_ENV = {
 #: Set in every process pt2kit starts: its TORCHDYNAMO_REPRO_AFTER hook stays quiet there.
 AUTOLOAD_ENV = "PT2KIT_AUTOLOAD"
 #: Library modules a child imported that the zygote may import too (never user modules).
-LEARNABLE_IMPORTS = ("torch._inductor.", "torch._functorch.", "torch._dynamo.", "torch.fx.", "sympy.", "torch._subclasses.", "torch._higher_order_ops.")
+LEARNABLE_IMPORTS = (
+    "torch._inductor.",
+    "torch._functorch.",
+    "torch._dynamo.",
+    "torch.fx.",
+    "sympy.",
+    "torch._subclasses.",
+    "torch._higher_order_ops.",
+)
 #: pt2kit's own packages: a caller may have the zygote preload the module its queries' functions live in.
 PT2KIT_PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
 
@@ -239,6 +247,7 @@ def thread_names() -> str:
 def serve(in_fd: int, out_fd: int) -> None:
     """The zygote's loop: fork queries, reap children, report; until the controller goes away."""
     import select
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the controller decides about Ctrl-C
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
@@ -296,7 +305,9 @@ def _reap(children: dict[int, int], out_fd: int) -> None:
             send(out_fd, ("exited", qid, status))
 
 
-def _handle(message: object, children: dict[int, int], in_fd: int, out_fd: int, wake_read: int, wake_write: int) -> None:
+def _handle(
+    message: object, children: dict[int, int], in_fd: int, out_fd: int, wake_read: int, wake_write: int
+) -> None:
     tag = message[0]  # type: ignore[index]
     if tag == "run":
         _, qid, payload, log, result, threads, cwd, sys_path, env = message  # type: ignore[misc]
@@ -328,7 +339,9 @@ def _handle(message: object, children: dict[int, int], in_fd: int, out_fd: int, 
         send(out_fd, ("warmed", seconds, native_thread_count(), error, thread_names()))
     elif tag == "import":
         for name in message[1]:  # type: ignore[index]
-            if (name.startswith(LEARNABLE_IMPORTS) or name.split(".")[0] in PT2KIT_PACKAGES) and name not in sys.modules:
+            if (
+                name.startswith(LEARNABLE_IMPORTS) or name.split(".")[0] in PT2KIT_PACKAGES
+            ) and name not in sys.modules:
                 try:
                     importlib.import_module(name)
                 except Exception:  # noqa: BLE001 - a module that only imports in context: children do it
@@ -345,7 +358,9 @@ def _quiet_thread_starters() -> None:
         pass
 
 
-def _child(payload: bytes, log: str | None, result: str, threads: int, cwd: str, sys_path: list[str], env: dict[str, str]) -> None:
+def _child(
+    payload: bytes, log: str | None, result: str, threads: int, cwd: str, sys_path: list[str], env: dict[str, str]
+) -> None:
     """(In the forked child) run the query and write its result; never returns."""
     import traceback
 
@@ -381,7 +396,9 @@ def _child(payload: bytes, log: str | None, result: str, threads: int, cwd: str,
         try:
             data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:  # noqa: BLE001 - an unpicklable result is a pt2kit bug; say so
-            data = pickle.dumps(("raised", "the query's result cannot be pickled:\n" + traceback.format_exc(), message[2]))
+            data = pickle.dumps(
+                ("raised", "the query's result cannot be pickled:\n" + traceback.format_exc(), message[2])
+            )
         tmp = f"{result}.tmp"
         with open(tmp, "wb") as handle:
             handle.write(data)

@@ -43,7 +43,7 @@ def join(parts: Iterable[object], sep: str = "") -> Markup:
 def tag(name: str, *children: object, **attrs: object) -> Markup:
     """``<name attrs>children</name>``; ``class_`` is ``class``, a ``None`` or ``False`` attribute is left out."""
     rendered = "".join(
-        f' {key.rstrip("_").replace("_", "-")}' + ("" if value is True else f'="{esc(value)}"')
+        f" {key.rstrip('_').replace('_', '-')}" + ("" if value is True else f'="{esc(value)}"')
         for key, value in attrs.items()
         if value is not None and value is not False
     )
@@ -52,13 +52,30 @@ def tag(name: str, *children: object, **attrs: object) -> Markup:
 
 def table(headers: list[object], rows: Iterable[list[object]], *, class_: str | None = None) -> Markup:
     head = tag("thead", tag("tr", *(tag("th", h) for h in headers)))
-    body = tag("tbody", *(tag("tr", *(cell if isinstance(cell, Markup) and cell.startswith("<td") else tag("td", cell) for cell in row)) for row in rows))
+    body = tag(
+        "tbody",
+        *(
+            tag(
+                "tr",
+                *(cell if isinstance(cell, Markup) and cell.startswith("<td") else tag("td", cell) for cell in row),
+            )
+            for row in rows
+        ),
+    )
     return tag("table", head, body, class_=class_)
 
 
 def status_cell(status: str | None, text: str | None = None) -> Markup:
     """A stage-table cell: ``pass``, ``fail`` or not run, coloured as tlparse colours them."""
-    kind = "none" if not status or status in ("-", "skipped", "not run") else "ok" if status in ("pass", "sound", "ok") else "warn" if status == "incomplete" else "bad"
+    kind = (
+        "none"
+        if not status or status in ("-", "skipped", "not run")
+        else "ok"
+        if status in ("pass", "sound", "ok")
+        else "warn"
+        if status == "incomplete"
+        else "bad"
+    )
     return tag("td", text if text is not None else (status or "-"), class_=f"status {kind}")
 
 
@@ -69,7 +86,10 @@ def badge(text: object, kind: str = "none") -> Markup:
 def code_block(text: str, *, marked: Iterable[int] = (), id_: str | None = None) -> Markup:
     """``text`` as numbered lines; lines in ``marked`` (1-based) highlighted."""
     marked = set(marked)
-    lines = [tag("span", line + "\n", class_="line mark" if number in marked else "line") for number, line in enumerate(text.splitlines(), 1)]
+    lines = [
+        tag("span", line + "\n", class_="line mark" if number in marked else "line")
+        for number, line in enumerate(text.splitlines(), 1)
+    ]
     return tag("pre", tag("code", *lines, id=id_), class_="code")
 
 
@@ -83,7 +103,11 @@ def details(summary: object, *body: object, open_: bool = False) -> Markup:
 
 def facts(items: Iterable[tuple[str, object]]) -> Markup:
     """A definition list of short facts (label, value)."""
-    return tag("dl", *(Markup(tag("dt", label) + tag("dd", value)) for label, value in items if value is not None), class_="facts")
+    return tag(
+        "dl",
+        *(Markup(tag("dt", label) + tag("dd", value)) for label, value in items if value is not None),
+        class_="facts",
+    )
 
 
 @dataclass
@@ -110,7 +134,12 @@ def page(title: str, subtitle: object, sections: list[Section]) -> str:
                 tag("title", title),
                 Markup(f"<style>{STYLE}</style>"),
             ),
-            tag("body", tag("header", tag("h1", title), tag("p", subtitle, class_="subtitle"), nav), tag("main", *body), Markup(f"<script>{SCRIPT}</script>")),
+            tag(
+                "body",
+                tag("header", tag("h1", title), tag("p", subtitle, class_="subtitle"), nav),
+                tag("main", *body),
+                Markup(f"<script>{SCRIPT}</script>"),
+            ),
             lang="en",
         )
         + "\n"

@@ -26,7 +26,22 @@ from pathlib import Path
 from typing import Any
 
 from .charts import Bar, timeline_chart
-from .document import Markup, Section, badge, code_block, copy_button, details, esc, facts, join, page, status_cell, table, tag, write_page
+from .document import (
+    Markup,
+    Section,
+    badge,
+    code_block,
+    copy_button,
+    details,
+    esc,
+    facts,
+    join,
+    page,
+    status_cell,
+    table,
+    tag,
+    write_page,
+)
 
 #: The page's file name in a run directory, beside ``report.json``.
 REPORT_HTML = "report.html"
@@ -71,8 +86,19 @@ def render_report_page(report: dict[str, Any], run_dir: Path) -> str:
     if report.get("timeline"):
         sections.append(Section("timeline", "Where the time went", timeline_chart(timeline_bars(report["timeline"]))))
     if repro is not None:
-        sections.append(Section("repro", "repro.py", Markup(copy_button("repro-code") + _run_line(report) + code_block(repro, id_="repro-code"))))
-    subtitle = join([badge(status, "bad" if status in ("error", "interrupted", "flaky") else "ok"), f"  minify {command} · {script} · {run_dir}"])
+        sections.append(
+            Section(
+                "repro",
+                "repro.py",
+                Markup(copy_button("repro-code") + _run_line(report) + code_block(repro, id_="repro-code")),
+            )
+        )
+    subtitle = join(
+        [
+            badge(status, "bad" if status in ("error", "interrupted", "flaky") else "ok"),
+            f"  minify {command} · {script} · {run_dir}",
+        ]
+    )
     return page(f"pt2kit: {Path(script).name}", subtitle, sections)
 
 
@@ -80,13 +106,24 @@ def _summary(report: dict[str, Any]) -> Markup:
     failure = report.get("failure") or {}
     what = None
     if failure:
-        what = join([f"{failure.get('kind') or 'failure'} at ", tag("b", failure.get("stage") or "?"), f": {failure.get('exception') or ''}: {failure.get('message') or ''}"])
+        what = join(
+            [
+                f"{failure.get('kind') or 'failure'} at ",
+                tag("b", failure.get("stage") or "?"),
+                f": {failure.get('exception') or ''}: {failure.get('message') or ''}",
+            ]
+        )
     graph = report.get("graph") or {}
     rows = [
         ("status", report.get("status")),
         ("message", report.get("message")),
         ("failure", what),
-        ("graph", f"{graph.get('label') or 'g' + str(graph.get('index'))} ({graph.get('boundary')}, {graph.get('kind')})" if graph else None),
+        (
+            "graph",
+            f"{graph.get('label') or 'g' + str(graph.get('index'))} ({graph.get('boundary')}, {graph.get('kind')})"
+            if graph
+            else None,
+        ),
         ("nodes", f"{report['nodes_before']} → {report['nodes_after']}" if "nodes_after" in report else None),
         ("ops kept", ", ".join(report["ops_after"]) if report.get("ops_after") else None),
         ("verified", _verified(report) if "verified" in report else None),
@@ -114,14 +151,27 @@ def _stages(report: dict[str, Any]) -> Markup:
         stages = list(report["stages"])
         label = (report.get("graph") or {}).get("label") or "the failing graph"
         first = next((s for s in stages if report["stages"][s] == "fail"), None)
-        return table(["graph", *stages, "first failure"], [[label, *(status_cell(report["stages"][s]) for s in stages), first or "-"]], class_="stages")
+        return table(
+            ["graph", *stages, "first failure"],
+            [[label, *(status_cell(report["stages"][s]) for s in stages), first or "-"]],
+            class_="stages",
+        )
     stages = list(dict.fromkeys(s for g in graphs for s in g.get("stages", {})))
     rows = []
     for g in graphs:
         culprit = g.get("label") == (report.get("graph") or {}).get("label")
         name = tag("b", g["label"]) if culprit else esc(g["label"])
         nodes = g.get("nodes") if g.get("nodes") is not None else ""
-        rows.append([name, g.get("kind") or "", nodes, *(status_cell(g["stages"].get(s)) for s in stages), g.get("first_failure") or "-", _frame(g.get("frame"))])
+        rows.append(
+            [
+                name,
+                g.get("kind") or "",
+                nodes,
+                *(status_cell(g["stages"].get(s)) for s in stages),
+                g.get("first_failure") or "-",
+                _frame(g.get("frame")),
+            ]
+        )
     return table(["graph", "kind", "nodes", *stages, "first failure", "from"], rows, class_="stages")
 
 
@@ -136,12 +186,27 @@ def _below(report: dict[str, Any]) -> Markup:
     parts = []
     subsystem = report.get("subsystem")
     if subsystem:
-        parts.append(facts([("backend", subsystem.get("backend")), ("subsystem", tag("b", subsystem.get("name"))), ("application", subsystem.get("application")), ("detail", subsystem.get("detail"))]))
+        parts.append(
+            facts(
+                [
+                    ("backend", subsystem.get("backend")),
+                    ("subsystem", tag("b", subsystem.get("name"))),
+                    ("application", subsystem.get("application")),
+                    ("detail", subsystem.get("detail")),
+                ]
+            )
+        )
     workaround = report.get("workaround")
     if workaround:
-        verified = badge("verified on your program", "ok") if workaround.get("verified") else badge("not verified on the whole program", "none")
+        verified = (
+            badge("verified on your program", "ok")
+            if workaround.get("verified")
+            else badge("not verified on the whole program", "none")
+        )
         parts.append(tag("h3", "Workaround: ", workaround.get("what"), " ", verified))
-        parts.append(Markup(copy_button("workaround-code") + code_block(workaround.get("code") or "", id_="workaround-code")))
+        parts.append(
+            Markup(copy_button("workaround-code") + code_block(workaround.get("code") or "", id_="workaround-code"))
+        )
     return join(parts)
 
 
@@ -153,17 +218,36 @@ def _before_after(origin: str | None, repro: str, report: dict[str, Any]) -> Mar
         return tag("div", after_block, class_="side")
     before, _ = forward_source(origin)
     marked = [n for n, line in enumerate(before.splitlines(), 1) if _assigned(line) in kept]
-    before_block = tag("div", tag("h3", f"before: {report.get('nodes_before', '?')} nodes, the {len(marked)} kept highlighted"), details("show the original graph", code_block(before, marked=marked), open_=len(before.splitlines()) <= 80))
+    before_block = tag(
+        "div",
+        tag("h3", f"before: {report.get('nodes_before', '?')} nodes, the {len(marked)} kept highlighted"),
+        details("show the original graph", code_block(before, marked=marked), open_=len(before.splitlines()) <= 80),
+    )
     return tag("div", before_block, after_block, class_="side")
 
 
 def _inputs(inputs: list[dict[str, Any]]) -> Markup:
-    rows = [[i.get("name"), i.get("dtype"), _dims(i.get("shape")), _dims(i.get("stride")), ", ".join(map(str, i.get("dynamic_dims") or [])) or "-"] for i in inputs]
+    rows = [
+        [
+            i.get("name"),
+            i.get("dtype"),
+            _dims(i.get("shape")),
+            _dims(i.get("stride")),
+            ", ".join(map(str, i.get("dynamic_dims") or [])) or "-",
+        ]
+        for i in inputs
+    ]
     return table(["input", "dtype", "shape", "stride", "dynamic dims"], rows)
 
 
 def _run_line(report: dict[str, Any]) -> Markup:
-    return tag("p", "Run ", tag("code", "python repro.py"), ": it exits non-zero when the failure reproduces (torch alone; no pt2kit needed).", class_="note")
+    return tag(
+        "p",
+        "Run ",
+        tag("code", "python repro.py"),
+        ": it exits non-zero when the failure reproduces (torch alone; no pt2kit needed).",
+        class_="note",
+    )
 
 
 def _dims(dims: list[int] | None) -> str:

@@ -2,6 +2,7 @@
 
 - ``engine``: the canonical form (:class:`Candidate`) and the one cached ``consider()``;
 - ``passes``: short functions that propose smaller candidates to it;
+- ``queries``: how a candidate is asked: an isolated query through the failing stage;
 - ``checkpoint``: an interrupted minification resumes where it stopped.
 
 :mod:`minifier.minification` drives a reduction: it picks the graph, runs the

@@ -52,7 +52,8 @@ def holding(run_dir: Path) -> Iterator[None]:
     finally:
         if fd is not None:
             with contextlib.suppress(OSError):
-                os.unlink(run_dir / RUN_LOCK)  # only its holder ever locks it: a prober that still sees it finds it free
+                # only its holder ever locks it: a prober that still sees it finds it free
+                os.unlink(run_dir / RUN_LOCK)
             os.close(fd)
 
 

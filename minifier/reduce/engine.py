@@ -60,7 +60,16 @@ class Candidate:
 
     def key(self) -> str:
         return json.dumps(
-            [self.kept, self.outputs, sorted(self.random), sorted(self.config), self.backward, sorted(self.merged), self.static, sorted(self.shapes)]
+            [
+                self.kept,
+                self.outputs,
+                sorted(self.random),
+                sorted(self.config),
+                self.backward,
+                sorted(self.merged),
+                self.static,
+                sorted(self.shapes),
+            ]
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -107,9 +116,12 @@ class Reducer:
     cache: dict[str, bool] = field(default_factory=dict)
     queries: int = 0
     unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
-    diverging: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a wrong answer's outputs that diverge, by candidate key (see narrowed)
-    blamed: tuple[str, ...] = ()  # op nodes of the kernel the program failed in (minifier.capture.blame), asked about first
-    settled_structures: set[tuple[Any, ...]] = field(default_factory=set)  # (kept, outputs, ...) left 1-minimal (see settle)
+    # a wrong answer's outputs that diverge, by candidate key (see narrowed)
+    diverging: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # op nodes of the kernel the program failed in (minifier.capture.blame), asked about first
+    blamed: tuple[str, ...] = ()
+    # (kept, outputs, ...) left 1-minimal (see settle)
+    settled_structures: set[tuple[Any, ...]] = field(default_factory=set)
     best: Candidate = field(init=False)
     _nodes: dict[str, fx.Node] = field(init=False, repr=False)
     _order: dict[str, int] = field(init=False, repr=False)
@@ -132,7 +144,11 @@ class Reducer:
         return Candidate(
             kept=tuple(n.name for n in self.origin.op_nodes),
             outputs=outputs,
-            random=frozenset(n.name for n in self.origin.gm.graph.find_nodes(op="placeholder") if str(n.target) in random_from_the_start),
+            random=frozenset(
+                n.name
+                for n in self.origin.gm.graph.find_nodes(op="placeholder")
+                if str(n.target) in random_from_the_start
+            ),
             config=config,
             backward=self.origin.backward,
             static=not is_symbolic(self.origin),
@@ -164,7 +180,9 @@ class Reducer:
                 if any(a.name not in kept and not self._is_cut_value(a.name, c.static) for a in node.all_input_nodes):
                     kept.discard(name)
                     changed = True
-        outputs = tuple(o for o in dict.fromkeys(c.outputs) if o in kept and self.info.get(o, NodeInfo("other")).kind == "tensor")
+        outputs = tuple(
+            o for o in dict.fromkeys(c.outputs) if o in kept and self.info.get(o, NodeInfo("other")).kind == "tensor"
+        )
         # Dead code: keep what the outputs need, and side effects.
         live: set[str] = set()
         todo = [o for o in outputs] + [n for n in kept if has_effect(self._nodes[n])]
@@ -193,7 +211,11 @@ class Reducer:
         needed: set[str] = set()
         for name in kept:
             for a in self._nodes[name].all_input_nodes:
-                if a.name not in kept and a.op != "get_attr" and (a.op == "placeholder" or self.info[a.name].kind == "tensor"):
+                if (
+                    a.name not in kept
+                    and a.op != "get_attr"
+                    and (a.op == "placeholder" or self.info[a.name].kind == "tensor")
+                ):
                     needed.add(a.name)
         return sorted(needed, key=lambda n: (self._nodes[n].op != "placeholder", self._order[n]))
 
@@ -202,7 +224,16 @@ class Reducer:
         inputs = self.input_names(c.kept)
         real = [i for i in inputs if i not in c.random and self._input_is_tensor(i)]
         numel = sum(math.prod(shape) for _, shape in c.shapes) - sum(math.prod(self._shape(n)) for n, _ in c.shapes)
-        return (len(c.kept), len(c.outputs), len(inputs) - len(c.merged), len(real), len(c.config), int(c.backward), int(not c.static), numel)
+        return (
+            len(c.kept),
+            len(c.outputs),
+            len(inputs) - len(c.merged),
+            len(real),
+            len(c.config),
+            int(c.backward),
+            int(not c.static),
+            numel,
+        )
 
     def _shape(self, name: str) -> tuple[int, ...]:
         """The size an input has in the original graph (a placeholder's, or a cut node's)."""
@@ -262,8 +293,13 @@ class Reducer:
             else:
                 placeholder = graph.placeholder(name)
                 info = self.info[name]
-                made = name in c.random or (info.meta is not None and info.meta.special == "zerotensor")  # (no value needed)
-                inputs.append(GraphInput(name, None, info.meta, random_seed(name) if made else None, info.dynamic_dims, source=name))
+                # (no value needed)
+                made = name in c.random or (info.meta is not None and info.meta.special == "zerotensor")
+                inputs.append(
+                    GraphInput(
+                        name, None, info.meta, random_seed(name) if made else None, info.dynamic_dims, source=name
+                    )
+                )
             placeholder.meta.update(node_meta(node))
             env[node] = placeholder
         for alias, target in aliases.items():
@@ -287,14 +323,23 @@ class Reducer:
         inputs = [_reshaped(i, shapes[node]) if node in shapes else i for i, node in zip(inputs, input_nodes)]
         # a view into another input's memory stays one only while that input is there, at its size
         whole = {i.name for i, node in zip(inputs, input_nodes) if node not in shapes}
-        inputs = [replace(i, view_of=None) if i.view_of and not (i.view_of[0] in whole and i.name in whole) else i for i in inputs]
+        inputs = [
+            replace(i, view_of=None) if i.view_of and not (i.view_of[0] in whole and i.name in whole) else i
+            for i in inputs
+        ]
         if c.static:
             inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
         else:
             inputs = _derive_sizes(inputs, graph)
         gm = fx.GraphModule(self.origin.gm, graph)
-        constants = {str(n.target): self.origin.constants[str(n.target)] for n in graph.find_nodes(op="get_attr") if str(n.target) in self.origin.constants}
-        config = {m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()}
+        constants = {
+            str(n.target): self.origin.constants[str(n.target)]
+            for n in graph.find_nodes(op="get_attr")
+            if str(n.target) in self.origin.constants
+        }
+        config = {
+            m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()
+        }
         return self.origin.replace(
             gm=gm,
             inputs=inputs,
@@ -380,7 +425,8 @@ class Reducer:
         orphans = tuple(
             n
             for n in kept
-            if (users := [u.name for u in self._nodes[n].users if u.name in base_kept]) and all(u in drop for u in users)
+            if (users := [u.name for u in self._nodes[n].users if u.name in base_kept])
+            and all(u in drop for u in users)
         )
         outputs = tuple(o for o in base.outputs if o not in drop)
         return replace(base, kept=kept, outputs=outputs + tuple(o for o in orphans if o not in outputs))
@@ -425,7 +471,12 @@ class Reducer:
     def settled(self, *, loosened: bool = False) -> bool:
         """Were the best's nodes left 1-minimal already, under the same rules (:meth:`settle`)? (``loosened``: or on real inputs, now random.)"""
         c = self.normalize(self.best)
-        if loosened and self.target.kind == "accuracy" and c.random and (c.kept, c.outputs, False) in self.settled_structures:
+        if (
+            loosened
+            and self.target.kind == "accuracy"
+            and c.random
+            and (c.kept, c.outputs, False) in self.settled_structures
+        ):
             return True
         return self._structure(c) in self.settled_structures
 
@@ -460,7 +511,10 @@ def _reshaped(i: GraphInput, shape: tuple[int, ...]) -> GraphInput:
 def _derive_sizes(inputs: list[GraphInput], graph: fx.Graph) -> list[GraphInput]:
     """Keep a symbolic-int input derived from a tensor input's size only while that tensor is an input."""
     names = {i.name for i in inputs}
-    return [replace(i, derived_from=None, symbolic_int=True) if i.derived_from and i.derived_from[0] not in names else i for i in inputs]
+    return [
+        replace(i, derived_from=None, symbolic_int=True) if i.derived_from and i.derived_from[0] not in names else i
+        for i in inputs
+    ]
 
 
 def _flat_nodes(arg: Any) -> list[fx.Node]:

@@ -50,7 +50,6 @@ from .engine import Candidate, Reducer
 from ..seams.config import ENVIRONMENT_DEFAULTS
 
 
-
 def eliminate_dead_code(r: Reducer) -> None:
     """Normalization removes dead nodes and unused inputs; check the result still fails."""
     r.consider(r.best)
@@ -237,7 +236,12 @@ def cut_between(r: Reducer) -> None:
 SINGLES_UP_TO = 8
 
 
-def _ddmin(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate], singles: bool = False) -> bool:
+def _ddmin(
+    r: Reducer,
+    items: Callable[[Candidate], tuple[str, ...]],
+    drop: Callable[[tuple[str, ...]], Candidate],
+    singles: bool = False,
+) -> bool:
     """ddmin over ``items(r.best)``: drop chunks of decreasing size while one can go (at least one item stays).
 
     Single items first when there are few of them, or when ``singles`` says larger chunks were asked already.
@@ -273,7 +277,11 @@ def delta_debugging(r: Reducer) -> None:
 
 def remove_outputs(r: Reducer) -> None:
     """ddmin over the outputs (the graph keeps at least one)."""
-    _ddmin(r, lambda c: c.outputs, lambda chunk: replace(r.best, outputs=tuple(o for o in r.best.outputs if o not in chunk)))
+    _ddmin(
+        r,
+        lambda c: c.outputs,
+        lambda chunk: replace(r.best, outputs=tuple(o for o in r.best.outputs if o not in chunk)),
+    )
 
 
 def consolidate_inputs(r: Reducer) -> None:
@@ -378,7 +386,11 @@ def _current_shapes(r: Reducer, base: Candidate | None = None) -> list[tuple[str
     """The random tensor inputs of ``base`` (the best by default) and their current shapes."""
     base = base or r.best
     shapes = dict(base.shapes)
-    return [(name, shapes.get(name, r._shape(name))) for name in r.input_names(base.kept) if name in base.random and r._input_is_tensor(name)]
+    return [
+        (name, shapes.get(name, r._shape(name)))
+        for name in r.input_names(base.kept)
+        if name in base.random and r._input_is_tensor(name)
+    ]
 
 
 def _resized(r: Reducer, members: list[tuple[str, int]], size: int, base: Candidate | None = None) -> Candidate:

@@ -69,7 +69,16 @@ def write_repro(
     directory.mkdir(parents=True, exist_ok=True)
     copy_modules(case, directory)
     data_file = save_data(data_of(case), directory)
-    source = render(case, stage=stage, failure=failure, accuracy=accuracy, data_file=data_file, note=note, strict=strict, tries=tries)
+    source = render(
+        case,
+        stage=stage,
+        failure=failure,
+        accuracy=accuracy,
+        data_file=data_file,
+        note=note,
+        strict=strict,
+        tries=tries,
+    )
     path = directory / name
     _atomic_write(path, source.encode())
     return path
@@ -201,7 +210,9 @@ def read_metadata(source: str, path: Path | str = "<repro>") -> dict[str, Any]:
             except ValueError:
                 raise CorruptRecord(f"{path}: its PT2KIT header is not a plain literal") from None
             if not isinstance(meta, dict) or meta.get("version") != FORMAT_VERSION:
-                raise CorruptRecord(f"{path}: unsupported pt2kit repro version {meta.get('version') if isinstance(meta, dict) else '?'}")
+                raise CorruptRecord(
+                    f"{path}: unsupported pt2kit repro version {meta.get('version') if isinstance(meta, dict) else '?'}"
+                )
             return meta
     raise CorruptRecord(f"{path}: not a pt2kit repro (no PT2KIT header)")
 
@@ -268,7 +279,9 @@ def load_repro(path: Path) -> LoadedRepro:
     return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path, bool(meta.get("strict")))
 
 
-def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<case>", meta: dict[str, Any] | None = None) -> GraphCase:
+def read_case(
+    source: str, data: dict[str, torch.Tensor], path: Path | str = "<case>", meta: dict[str, Any] | None = None
+) -> GraphCase:
     """The :class:`GraphCase` a repro's text and its tensors describe."""
     meta = meta or read_metadata(source, path)
     try:
@@ -285,7 +298,13 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
         gm = trace_module(namespace["Repro"](data))
     inputs = []
     for spec in meta["inputs"]:
-        tensor_meta = TensorMeta(**{**spec["meta"], "shape": tuple(spec["meta"]["shape"]), "stride": tuple(spec["meta"]["stride"])}) if spec["meta"] else None
+        tensor_meta = (
+            TensorMeta(
+                **{**spec["meta"], "shape": tuple(spec["meta"]["shape"]), "stride": tuple(spec["meta"]["stride"])}
+            )
+            if spec["meta"]
+            else None
+        )
         value = spec["value"]
         if tensor_meta is not None and spec["seed"] is None:
             key = f"input:{spec['name']}"  # (a DTensor's: its local shard)
@@ -295,8 +314,16 @@ def read_case(source: str, data: dict[str, torch.Tensor], path: Path | str = "<c
         derived = tuple(spec["derived_from"]) if spec.get("derived_from") else None
         inputs.append(
             GraphInput(
-                spec["name"], value, tensor_meta, spec["seed"], tuple(spec["symbolic_dims"]), spec.get("source"), derived,
-                bool(spec.get("symbolic_int")), spec.get("dtensor"), spec.get("opaque"),
+                spec["name"],
+                value,
+                tensor_meta,
+                spec["seed"],
+                tuple(spec["symbolic_dims"]),
+                spec.get("source"),
+                derived,
+                bool(spec.get("symbolic_int")),
+                spec.get("dtensor"),
+                spec.get("opaque"),
                 tuple(spec["view_of"]) if spec.get("view_of") else None,
             )
         )
@@ -345,4 +372,3 @@ def _reduce_case(case: GraphCase) -> tuple[Any, ...]:
 
 
 copyreg.pickle(GraphCase, _reduce_case)
-

@@ -59,4 +59,3 @@ def _subgraph_classes(gm: fx.GraphModule, owner: str) -> list[str]:
 
 #: A higher-order op called in a body's code: routed through ``call_hop`` so that FX can trace the body.
 HOP_CALL = re.compile(r"torch\.ops\.higher_order\.(\w+)\(")
-

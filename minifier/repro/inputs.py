@@ -34,7 +34,11 @@ from ..seams import special_tensors
 
 def data_of(case: GraphCase) -> dict[str, torch.Tensor]:
     """The tensors a case's repro reads from its data file: real inputs and constants."""
-    data = {f"input:{i.name}": compact_tensor(i.value) for i in case.inputs if i.is_tensor and not i.is_random and i.value is not None}
+    data = {
+        f"input:{i.name}": compact_tensor(i.value)
+        for i in case.inputs
+        if i.is_tensor and not i.is_random and i.value is not None
+    }
     data.update({f"constant:{name}": compact_tensor(t) for name, t in case.constants.items()})
     return data
 
@@ -56,7 +60,11 @@ def inputs_function(case: GraphCase) -> str:
     views = [(k, i) for k, i in enumerate(made) if i.view_of and i.view_of[0] in names and i.meta is not None]
     lines = ["def make_inputs(data):", "    inputs = [" if sizes or views else "    return ["]
     for i in made:
-        comment = f"  # {i.name}: {i.meta.describe()}" if i.meta else f"  # {i.name}" + (" (a symbolic int)" if i.symbolic_int else "")
+        comment = (
+            f"  # {i.name}: {i.meta.describe()}"
+            if i.meta
+            else f"  # {i.name}" + (" (a symbolic int)" if i.symbolic_int else "")
+        )
         if i.meta and i.symbolic_dims:
             comment += f", dynamic dims {list(i.symbolic_dims)}"
         lines.append(f"        {_input_expression(i)},{comment}")
@@ -66,10 +74,14 @@ def inputs_function(case: GraphCase) -> str:
         m = i.meta
         assert m is not None
         j = names.index(base)
-        lines.append(f"    inputs[{k}] = inputs[{j}].as_strided({m.shape!r}, {m.stride!r}, inputs[{j}].storage_offset() + {offset})  # {i.name}: a view of {base}")
+        lines.append(
+            f"    inputs[{k}] = inputs[{j}].as_strided({m.shape!r}, {m.stride!r}, inputs[{j}].storage_offset() + {offset})  # {i.name}: a view of {base}"
+        )
     for k, i in sizes:
         tensor, dim = i.derived_from  # type: ignore[misc]
-        lines.append(f"    inputs[{k}] = inputs[{names.index(tensor)}].size({dim})  # {i.name}: the size of {tensor}, dim {dim}")
+        lines.append(
+            f"    inputs[{k}] = inputs[{names.index(tensor)}].size({dim})  # {i.name}: the size of {tensor}, dim {dim}"
+        )
     if sizes or views:
         lines.append("    return inputs")
     return "\n".join(lines)
@@ -100,9 +112,9 @@ def _tensor_expression(i: GraphInput) -> str:
         expr = special_tensors.expression(m.special, plain, m.shape, m.dtype, m.device)
         return expr + (".requires_grad_()" if m.requires_grad else "")
     if i.seed is not None:
-        extra = "".join(
-            f", {k}={v!r}" for k, v in (("low", m.low), ("high", m.high)) if v is not None
-        ) + ("" if m.device == "cpu" else f", device={m.device!r}")
+        extra = "".join(f", {k}={v!r}" for k, v in (("low", m.low), ("high", m.high)) if v is not None) + (
+            "" if m.device == "cpu" else f", device={m.device!r}"
+        )
         grad = ", requires_grad=True" if m.requires_grad and m.is_leaf else ""
         expr = f"rand_tensor({m.shape!r}, {m.stride!r}, torch.{m.dtype}{grad}, seed={i.seed}{extra})"
         return f"non_leaf({expr})" if m.requires_grad and not m.is_leaf else expr
@@ -145,7 +157,9 @@ def symbolic_inputs_function(case: GraphCase) -> str:
     """``symbolic_inputs``: an aot graph's fake inputs with exactly the dims that were symbolic."""
     dims = {k: list(i.symbolic_dims) for k, i in enumerate(case.inputs) if i.symbolic_dims}
     names = [i.name for i in case.inputs]
-    sizes = {k: (names.index(i.derived_from[0]), i.derived_from[1]) for k, i in enumerate(case.inputs) if i.derived_from}
+    sizes = {
+        k: (names.index(i.derived_from[0]), i.derived_from[1]) for k, i in enumerate(case.inputs) if i.derived_from
+    }
     free = [k for k, i in enumerate(case.inputs) if i.symbolic_int]
     return (
         f"DYNAMIC_DIMS = {dims!r}  # input -> its symbolic dims\n"

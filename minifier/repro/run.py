@@ -41,7 +41,8 @@ def run_functions(case: GraphCase, stage: str) -> str:
 
 def _run_dynamo(case: GraphCase, stage: str) -> str:
     made = program_inputs(case)
-    dynamic = any(i.symbolic_int for i in case.inputs)  # an int no tensor's size gives: only dynamic=True makes it symbolic
+    # an int no tensor's size gives: only dynamic=True makes it symbolic
+    dynamic = any(i.symbolic_int for i in case.inputs)
     marks = [f"    torch._dynamo.mark_dynamic(inputs[{k}], {d})\n" for k, i in enumerate(made) for d in i.symbolic_dims]
     if dynamic:  # ... and then every other dim must be pinned
         marks += [
@@ -76,9 +77,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         "def run(mod, inputs):\n"
         + no_grad.format(comment="  # as the program compiled it: AOTAutograd makes an inference graph")
         + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
-        "def run_eager(mod, inputs):\n"
-        + no_grad.format(comment="")
-        + f"{pad}return forward_backward({wrap}, inputs)"
+        "def run_eager(mod, inputs):\n" + no_grad.format(comment="") + f"{pad}return forward_backward({wrap}, inputs)"
     )
 
 
@@ -106,7 +105,10 @@ def _run_aot(case: GraphCase, stage: str) -> str:
         body = "    return mod\n"
     elif stage == "inductor" or case.compiler == INDUCTOR_INNER_COMPILE:
         doc = f"the {case.kind} graph through Inductor's inner compiler"
-        body = trace + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, examples{kwargs})\n"
+        body = (
+            trace
+            + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, examples{kwargs})\n"
+        )
     elif case.compiler:
         module, _, attr = case.compiler.rpartition(":")
         doc = f"the {case.kind} graph through {stage}'s compiler"
@@ -119,17 +121,19 @@ def _run_aot(case: GraphCase, stage: str) -> str:
         backend = f"torch._dynamo.lookup_backend({backend})" if backend.startswith(("'", '"')) else backend
         fallback = "" if key == "fw_compiler" else f'.get({key!r}) or kwargs["fw_compiler"]'
         lookup = f"kwargs{fallback}" if fallback else f"kwargs[{key!r}]"
-        body = trace + (
-            f"    kwargs = {backend}.kwargs\n"
-            f"    compiler = {lookup}  # AOTAutograd's default when the backend gives none\n"
-            if fallback
-            else f"    compiler = {backend}.kwargs[{key!r}]\n"
-        ) + "    return compiler(gm, examples)\n"
+        body = (
+            trace
+            + (
+                f"    kwargs = {backend}.kwargs\n"
+                f"    compiler = {lookup}  # AOTAutograd's default when the backend gives none\n"
+                if fallback
+                else f"    compiler = {backend}.kwargs[{key!r}]\n"
+            )
+            + "    return compiler(gm, examples)\n"
+        )
     return (
         "def compile_graph(mod, inputs):\n"
-        f'    """The failing stage: {doc}."""\n'
-        + body
-        + "\n\n"
+        f'    """The failing stage: {doc}."""\n' + body + "\n\n"
         "def run(mod, inputs):\n"
         "    with torch.no_grad():  # AOTAutograd runs its graphs without autograd\n"
         "        compiled = compile_graph(mod, inputs)\n"

@@ -45,7 +45,15 @@ from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, GraphCase
 from ..unit.graphio import GraphFormatError, dump_graph, subgraphs
 from ..unit.graphio import all_call_nodes
 from .graph import HOP_CALL, module_class
-from .inputs import data_function, data_of, inputs_function, is_symbolic, program_class, program_inputs, symbolic_inputs_function
+from .inputs import (
+    data_function,
+    data_of,
+    inputs_function,
+    is_symbolic,
+    program_class,
+    program_inputs,
+    symbolic_inputs_function,
+)
 from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
 from ..unit.runtime import call_hop, clone_input, copies, graph_module, non_leaf, rand_tensor
 from ..unit.accuracy import (
@@ -61,8 +69,18 @@ from ..unit.accuracy import (
 from ..unit.signature import Signature
 
 __all__ = [  # the parts' public names are the writer's too
-    "AOT_COMPILER_KEYS", "COLLECTIVES", "EAGER_STAGES", "FORMAT_VERSION", "HOP_CALL", "MODULE_COMMENT",
-    "backend_expression", "data_of", "is_symbolic", "needs_process_group", "program_inputs", "render",
+    "AOT_COMPILER_KEYS",
+    "COLLECTIVES",
+    "EAGER_STAGES",
+    "FORMAT_VERSION",
+    "HOP_CALL",
+    "MODULE_COMMENT",
+    "backend_expression",
+    "data_of",
+    "is_symbolic",
+    "needs_process_group",
+    "program_inputs",
+    "render",
 ]
 
 
@@ -95,7 +113,9 @@ def render(
         _config_function(case),
         module_class(case),
         program_class(case),
-        symbolic_inputs_function(case) if case.boundary == "aot" and is_symbolic(case) and stage not in EAGER_STAGES else "",
+        symbolic_inputs_function(case)
+        if case.boundary == "aot" and is_symbolic(case) and stage not in EAGER_STAGES
+        else "",
         data_function(data_file),
         inputs_function(case),
         run_functions(case, stage),
@@ -123,12 +143,16 @@ def render(
         parts.append(inspect.getsource(accuracy_divergence).strip())
         parts.append(inspect.getsource(accuracy_category).strip())
         parts += [inspect.getsource(f).strip() for f in (tensor_versions, written_inputs, run_float64)]
-        parts.append(_accuracy_runs(case, "ReproFloat64" if fp64.code != case.gm.code else "Repro", fp64_blocker(case.gm)))
+        parts.append(
+            _accuracy_runs(case, "ReproFloat64" if fp64.code != case.gm.code else "Repro", fp64_blocker(case.gm))
+        )
     metadata = _metadata(case, stage, failure, bool(accuracy), data_file)
     metadata["strict"] = strict
     if tries > 1:
         metadata["tries"] = tries
-    parts.append("# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + _literal(metadata))
+    parts.append(
+        "# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + _literal(metadata)
+    )
     parts.append(_main(accuracy, distributed=needs_process_group(case), tries=tries))
     return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
@@ -199,7 +223,9 @@ def _literal(metadata: dict[str, Any]) -> str:
     return "\n".join([*lines, "}"])
 
 
-def _metadata(case: GraphCase, stage: str, failure: Signature | None, accuracy: bool, data_file: str | None) -> dict[str, Any]:
+def _metadata(
+    case: GraphCase, stage: str, failure: Signature | None, accuracy: bool, data_file: str | None
+) -> dict[str, Any]:
     return {
         "version": FORMAT_VERSION,
         "torch": torch.__version__,
@@ -355,11 +381,9 @@ def _accuracy_runs(case: GraphCase, fp64_class: str, blocker: str | None) -> str
         "    fp64 is None when there is no float64 reference (``note`` says why): eager is then\n"
         "    the reference.\n"
         '    """\n'
-        "    compiled_inputs = make_inputs(data)\n" + seed +
-        "    actual = run(Repro(data), compiled_inputs)\n"
+        "    compiled_inputs = make_inputs(data)\n" + seed + "    actual = run(Repro(data), compiled_inputs)\n"
         "    inputs = make_inputs(data)\n"
-        "    before = tensor_versions(inputs)\n" + seed +
-        "    expected = run_eager(Repro(data), inputs)\n"
+        "    before = tensor_versions(inputs)\n" + seed + "    expected = run_eager(Repro(data), inputs)\n"
         "    written = written_inputs(before, tensor_versions(inputs))\n"
         "    expected = expected + [inputs[i] for i in written]\n"
         "    actual = actual + [compiled_inputs[i] for i in written]\n"
@@ -395,9 +419,10 @@ def _main(accuracy: bool, distributed: bool = False, tries: int = 1) -> str:
         ]
         passed = "no divergence"
     if tries > 1:  # a flaky failure: the stage runs again, compiled afresh, until it fails
-        body = [f"for attempt in range({tries}):  # the failure showed in only some runs when pt2kit measured it", "    torch._dynamo.reset()"] + [
-            "    " + line for line in body
-        ]
+        body = [
+            f"for attempt in range({tries}):  # the failure showed in only some runs when pt2kit measured it",
+            "    torch._dynamo.reset()",
+        ] + ["    " + line for line in body]
         passed = f"did not fail in {tries} tries"
     setup = ["setup_process_group()"] if distributed else []
     lines = ["apply_config()", *setup, "data = load_data()", *body, f"print({passed!r})"]

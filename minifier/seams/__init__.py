@@ -101,7 +101,14 @@ def check(name: str) -> SeamStatus:
         with _quietly():
             module.probe()
     except Exception as e:  # noqa: BLE001 - a broken seam is data here
-        return SeamStatus(name, seam, False, f"{type(e).__name__}: {e}".splitlines()[0][:300], time.perf_counter() - start, seam.features if seam else ())
+        return SeamStatus(
+            name,
+            seam,
+            False,
+            f"{type(e).__name__}: {e}".splitlines()[0][:300],
+            time.perf_counter() - start,
+            seam.features if seam else (),
+        )
     return SeamStatus(name, seam, True, "", time.perf_counter() - start, seam.features)
 
 

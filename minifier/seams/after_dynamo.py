@@ -37,7 +37,9 @@ def probe() -> None:
 
     parameters = list(inspect.signature(after_dynamo.wrap_backend_debug).parameters)
     if parameters[:2] != ["unconfigured_compiler_fn", "compiler_name"]:
-        raise AttributeError(f"wrap_backend_debug takes {parameters}, expected (unconfigured_compiler_fn, compiler_name)")
+        raise AttributeError(
+            f"wrap_backend_debug takes {parameters}, expected (unconfigured_compiler_fn, compiler_name)"
+        )
     if "wrap_backend_debug" not in inspect.getsource(eval_frame.get_compiler_fn):
         raise AttributeError("eval_frame.get_compiler_fn no longer calls wrap_backend_debug")
 

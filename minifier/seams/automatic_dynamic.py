@@ -28,7 +28,11 @@ from . import Seam
 
 SEAM = Seam(
     wraps="torch._dynamo.pgo.get_code_state / CodeId / FrameStateSizeEntry / _CODE_STATE / _INIT_CODE_STATE",
-    features=("replay record (dynamic-shape state)", "replay run (recompile-only failures)", "explain (isolated analysis)"),
+    features=(
+        "replay record (dynamic-shape state)",
+        "replay run (recompile-only failures)",
+        "explain (isolated analysis)",
+    ),
 )
 
 
@@ -37,7 +41,15 @@ def probe() -> None:
 
     from torch._dynamo import pgo
 
-    for name in ("get_code_state", "CodeId", "CodeState", "FrameStateSizeEntry", "auto_dynamic", "auto_unset", "InferStride"):
+    for name in (
+        "get_code_state",
+        "CodeId",
+        "CodeState",
+        "FrameStateSizeEntry",
+        "auto_dynamic",
+        "auto_unset",
+        "InferStride",
+    ):
         if not hasattr(pgo, name):
             raise AttributeError(f"torch._dynamo.pgo.{name} is gone")
     fields = {f.name for f in dataclasses.fields(pgo.FrameStateSizeEntry)}
@@ -93,7 +105,9 @@ def restore(code, closure, entries):
         return
     state = pgo.get_code_state()[pgo.CodeId.make(code, closure)]
     for name, entry in entries.items():
-        state.automatic_dynamic[name] = pgo.FrameStateSizeEntry(scalar=atom(entry["scalar"]), size=atom(entry["size"]), stride=atom(entry["stride"]))
+        state.automatic_dynamic[name] = pgo.FrameStateSizeEntry(
+            scalar=atom(entry["scalar"]), size=atom(entry["size"]), stride=atom(entry["stride"])
+        )
 
 
 @contextlib.contextmanager

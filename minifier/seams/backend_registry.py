@@ -29,7 +29,9 @@ def probe() -> None:
 
     if not isinstance(_COMPILER_FNS, dict):
         raise TypeError("_COMPILER_FNS is no longer a dict")
-    if "self.config" not in inspect.getsource(torch._TorchCompileInductorWrapper) or "self.dynamic" not in inspect.getsource(torch._TorchCompileInductorWrapper):
+    if "self.config" not in inspect.getsource(
+        torch._TorchCompileInductorWrapper
+    ) or "self.dynamic" not in inspect.getsource(torch._TorchCompileInductorWrapper):
         raise AttributeError("torch._TorchCompileInductorWrapper no longer keeps config and dynamic")
     if "self.compiler_fn" not in inspect.getsource(torch._TorchCompileWrapper):
         raise AttributeError("torch._TorchCompileWrapper no longer keeps compiler_fn")

@@ -46,12 +46,21 @@ def probe() -> None:
         names = [s.name for s in cb.BACKENDS[backend]]
         if not names:
             raise AttributeError(f"CompilerBisector knows no subsystems of {backend}")
-    for name in ("process_subsystem", "update_bisect_status", "update_run_state", "get_bisect_range", "get_call_counter_debug_info", "get_config_change"):
+    for name in (
+        "process_subsystem",
+        "update_bisect_status",
+        "update_run_state",
+        "get_bisect_range",
+        "get_call_counter_debug_info",
+        "get_config_change",
+    ):
         if not callable(getattr(cb.CompilerBisector, name, None)):
             raise AttributeError(f"CompilerBisector.{name} is gone")
     with tempfile.TemporaryDirectory(prefix="pt2kit-bisect-probe-") as directory, enabled(directory):
         cb.CompilerBisector.update_bisect_status("inductor", "lowerings")
-        cb.CompilerBisector.update_run_state("inductor", cb.CompilerBisector.get_subsystem_object("inductor", "lowerings"), "test_disable")
+        cb.CompilerBisector.update_run_state(
+            "inductor", cb.CompilerBisector.get_subsystem_object("inductor", "lowerings"), "test_disable"
+        )
         if not cb.CompilerBisector.disable_subsystem("inductor", "lowerings"):
             raise AttributeError("CompilerBisector no longer disables a subsystem whose run state is test_disable")
 
@@ -113,7 +122,13 @@ def drill(backend: str, directory: str, passes: Callable[[], bool]) -> Found | N
         name = CompilerBisector.get_subsystem()
         subsystem = CompilerBisector.get_subsystem_object(backend, name)
         if isinstance(subsystem, ConfigChange):
-            return Found(backend, name, 0, f"{subsystem.config_field} = {subsystem.config_value!r}", (subsystem.config_name, subsystem.config_field, subsystem.config_value))
+            return Found(
+                backend,
+                name,
+                0,
+                f"{subsystem.config_field} = {subsystem.config_value!r}",
+                (subsystem.config_name, subsystem.config_field, subsystem.config_value),
+            )
         low, _ = CompilerBisector.get_bisect_range(backend, name)
         return Found(backend, name, low, CompilerBisector.get_call_counter_debug_info(backend, name, low), None)
 

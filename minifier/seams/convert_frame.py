@@ -37,15 +37,36 @@ from . import Seam
 
 SEAM = Seam(
     wraps="torch._dynamo.convert_frame._compile, torch._dynamo.convert_frame.register_bytecode_hook",
-    features=("replay record", "replay.recording", "replay_record_enabled switch", "validation guards", "GuardValidator", "explain", "RecompileProfiler"),
+    features=(
+        "replay record",
+        "replay.recording",
+        "replay_record_enabled switch",
+        "validation guards",
+        "GuardValidator",
+        "explain",
+        "RecompileProfiler",
+    ),
 )
 
 log = logging.getLogger(__name__)
 
 #: Parameters of ``_compile`` the seam reads by name.
 PARAMETERS = (
-    "code", "globals", "locals", "builtins", "closure", "compiler_fn", "one_graph", "export", "frame_state", "compile_id",
-    "convert_frame_box", "frame", "cache_size", "cache_entries", "cache_entries_for_reasons",
+    "code",
+    "globals",
+    "locals",
+    "builtins",
+    "closure",
+    "compiler_fn",
+    "one_graph",
+    "export",
+    "frame_state",
+    "compile_id",
+    "convert_frame_box",
+    "frame",
+    "cache_size",
+    "cache_entries",
+    "cache_entries_for_reasons",
 )
 
 
@@ -346,7 +367,9 @@ def wrap_backend(compiler_fn: Callable[..., Any], wrapper: Callable[..., Any]) -
     dynamo names backends in its error messages by ``__name__`` and finds the user's
     backend behind wrappers through ``_torchdynamo_orig_backend``; both are carried over.
     """
-    functools.update_wrapper(wrapper, compiler_fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
+    functools.update_wrapper(
+        wrapper, compiler_fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=()
+    )
     for attribute in ("__name__", "compiler_name", "get_compiler_config", "_compiler_name"):
         if hasattr(compiler_fn, attribute):
             try:

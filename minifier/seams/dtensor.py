@@ -43,7 +43,11 @@ def probe() -> None:
     for attr in ("shape", "mesh_dim_names", "device_type"):
         if not hasattr(DeviceMesh, attr):
             raise AttributeError(f"DeviceMesh.{attr} is gone")
-    if placement_code(Shard(1)) != "Shard(1)" or placement_code(Replicate()) != "Replicate()" or placement_code(Partial()) != "Partial('sum')":
+    if (
+        placement_code(Shard(1)) != "Shard(1)"
+        or placement_code(Replicate()) != "Replicate()"
+        or placement_code(Partial()) != "Partial('sum')"
+    ):
         raise AttributeError("placements changed")
     FakeStore()
 
@@ -126,7 +130,9 @@ def rebuild(local_shard: Any, info: dict[str, Any]) -> Any:
     from torch.distributed.tensor import DTensor
 
     placements = [placement(code) for code in info["placements"]]
-    return DTensor.from_local(local_shard, mesh(info["mesh_shape"], info.get("device_type", "cpu")), placements, run_check=False)
+    return DTensor.from_local(
+        local_shard, mesh(info["mesh_shape"], info.get("device_type", "cpu")), placements, run_check=False
+    )
 
 
 def placement(code: str) -> Any:

@@ -51,7 +51,9 @@ def probe() -> None:
     except Exception as e:  # noqa: BLE001 - the failure is what is probed
         real = innermost(e)
         if not str(real).startswith("Attempting to broadcast"):
-            raise AttributeError(f"a failure on fake tensors no longer leads to its error, but to {type(real).__name__}: {str(real)[:100]}") from None
+            raise AttributeError(
+                f"a failure on fake tensors no longer leads to its error, but to {type(real).__name__}: {str(real)[:100]}"
+            ) from None
     else:
         raise AttributeError("adding tensors of sizes 3 and 4 compiled")
     finally:

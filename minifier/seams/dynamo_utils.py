@@ -30,7 +30,9 @@ def probe() -> None:
     import torch
     from torch._dynamo import utils
 
-    if not isinstance(utils.counters, collections.defaultdict) or not isinstance(utils.counters["stats"], collections.Counter):
+    if not isinstance(utils.counters, collections.defaultdict) or not isinstance(
+        utils.counters["stats"], collections.Counter
+    ):
         raise TypeError("torch._dynamo.utils.counters is no longer a defaultdict of Counters")
     if not isinstance(utils.guard_failures, collections.defaultdict):
         raise TypeError("torch._dynamo.utils.guard_failures is no longer a defaultdict")

@@ -69,7 +69,9 @@ class SymbolicInputs:
     tensors: list[Any]
 
 
-def symbolic_inputs(shapes: Sequence[Sequence[int]], names: Sequence[str], *, specialize: bool, dtype: Any = None) -> SymbolicInputs:
+def symbolic_inputs(
+    shapes: Sequence[Sequence[int]], names: Sequence[str], *, specialize: bool, dtype: Any = None
+) -> SymbolicInputs:
     """Fake tensors of ``shapes`` (contiguous, offset 0) named ``L['<name>']``, every dimension dynamic."""
     import torch
     from torch._dynamo.source import LocalSource
@@ -118,7 +120,9 @@ def classify(exc: BaseException) -> str:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:  # dynamo and torch wrap the original
         seen.add(id(current))
-        if isinstance(current, GuardOnDataDependentSymNode | DataDependentOutputException | DynamicOutputShapeException):
+        if isinstance(
+            current, GuardOnDataDependentSymNode | DataDependentOutputException | DynamicOutputShapeException
+        ):
             return "data-dependent"
         if isinstance(current, UnsupportedOperatorException | UnsupportedFakeTensorException | MetadataMismatchError):
             return "unsupported"

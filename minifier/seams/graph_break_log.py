@@ -100,7 +100,11 @@ def remove_observer(observer: BreakObserver) -> None:
 
     with _lock:
         _observers = tuple(o for o in _observers if o is not observer)
-        if not _observers and _installed and InstructionTranslatorBase.__dict__.get("log_graph_break") is _installed["wrapper"]:
+        if (
+            not _observers
+            and _installed
+            and InstructionTranslatorBase.__dict__.get("log_graph_break") is _installed["wrapper"]
+        ):
             InstructionTranslatorBase.log_graph_break = _installed["original"]  # type: ignore[method-assign]
             _installed.clear()
 

@@ -60,7 +60,10 @@ def probe() -> None:
     text = exc.format_graph_break_message("Some break", "the context", "what happened", ["first hint", "second hint"])
     message = TorchBreakMessage.parse(text)
     if (message.gb_type, message.explanation, message.hints, message.context) != (
-        "Some break", "what happened", ("first hint", "second hint"), "the context"
+        "Some break",
+        "what happened",
+        ("first hint", "second hint"),
+        "the context",
     ):
         raise AttributeError(f"format_graph_break_message changed its layout: {message}")
     if "While handling this graph break, another graph break occurred" not in inspect.getsource(exc):

@@ -62,8 +62,18 @@ def probe() -> None:
 
     parameters = list(inspect.signature(CheckFunctionManager.__init__).parameters)
     if parameters[1:3] != ["f_code", "output_graph"]:
-        raise AttributeError(f"CheckFunctionManager.__init__ takes {parameters}, expected (self, f_code, output_graph, ...)")
-    for method in ("get_leaf_guards", "get_child_managers", "get_epilogue_lambda_guards", "check", "check_verbose", "clone_manager", "get_source"):
+        raise AttributeError(
+            f"CheckFunctionManager.__init__ takes {parameters}, expected (self, f_code, output_graph, ...)"
+        )
+    for method in (
+        "get_leaf_guards",
+        "get_child_managers",
+        "get_epilogue_lambda_guards",
+        "check",
+        "check_verbose",
+        "clone_manager",
+        "get_source",
+    ):
         if not hasattr(RootGuardManager, method):
             raise AttributeError(f"RootGuardManager.{method} is gone")
     if not hasattr(GuardManager, "get_type_of_guarded_value"):
@@ -93,7 +103,9 @@ class GuardPart:
 
 
 class BuildListener(Protocol):
-    def guards_built(self, f_code: types.CodeType, guard_manager: Any, shape_env: Any, error: BaseException | None) -> None: ...
+    def guards_built(
+        self, f_code: types.CodeType, guard_manager: Any, shape_env: Any, error: BaseException | None
+    ) -> None: ...
 
 
 _lock = threading.Lock()
@@ -261,7 +273,9 @@ def epilogue(guard_manager: Any) -> list[Leaf]:
     return [Leaf(type(leaf).__name__, tuple(leaf.verbose_code_parts())) for leaf in root.get_epilogue_lambda_guards()]
 
 
-def check_restricted(guard_manager: Any, sources: set[str], f_locals: Mapping[str, object]) -> tuple[bool, tuple[str, ...]]:
+def check_restricted(
+    guard_manager: Any, sources: set[str], f_locals: Mapping[str, object]
+) -> tuple[bool, tuple[str, ...]]:
     """Check ``f_locals`` against the tree restricted to the nodes at ``sources``.
 
     Returns whether they pass, and torch's ``verbose_code_parts`` of what failed (the

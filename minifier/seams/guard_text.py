@@ -55,19 +55,32 @@ def probe() -> None:
     from torch._dynamo.output_graph import OutputGraph
     from torch._dynamo.source import AttrSource, DictGetItemSource, GlobalSource, LocalSource
 
-    member = DictGetItemSource(AttrSource(DictGetItemSource(AttrSource(LocalSource("self"), "_modules"), "fc"), "_parameters"), "weight")
-    spelled = {LocalSource("x").name: "x", GlobalSource("N").name: "N", member.name: "self.fc.weight", "G['__builtins_dict___0']['print']": "print"}
+    member = DictGetItemSource(
+        AttrSource(DictGetItemSource(AttrSource(LocalSource("self"), "_modules"), "fc"), "_parameters"), "weight"
+    )
+    spelled = {
+        LocalSource("x").name: "x",
+        GlobalSource("N").name: "N",
+        member.name: "self.fc.weight",
+        "G['__builtins_dict___0']['print']": "print",
+    }
     for source, user in spelled.items():
         if readable(source) != user:
             raise AttributeError(f"guard sources changed: {source} no longer reads as {user}")
     if 'install_global("__builtins_dict__"' not in inspect.getsource(OutputGraph.install_builtins_dict_in_fglobals):
         raise AttributeError("dynamo no longer installs the builtins dict as G['__builtins_dict___N']")
     tensor = torch.zeros(2, 3)
-    code = get_tensor_guard_code_part(tensor, "L['x']", [2, None], [3, 1], type(tensor), torch._C._dispatch_keys(tensor))
+    code = get_tensor_guard_code_part(
+        tensor, "L['x']", [2, None], [3, 1], type(tensor), torch._C._dispatch_keys(tensor)
+    )
     fields = tensor_check(code)
-    if fields is None or (fields["dtype"], fields["device"], fields["requires_grad"], fields["size"], fields["stride"]) != (
-        "float32", None, False, (2, None), (3, 1)
-    ):
+    if fields is None or (
+        fields["dtype"],
+        fields["device"],
+        fields["requires_grad"],
+        fields["size"],
+        fields["stride"],
+    ) != ("float32", None, False, (2, None), (3, 1)):
         raise AttributeError(f"TENSOR_MATCH's check_tensor(...) code changed: {code}")
 
 

@@ -53,7 +53,9 @@ def probe() -> None:
     source = inspect.getsource(CppScheduling.define_kernel)
     if "return kernel_name" not in source or '"cpp"' not in source:
         raise AttributeError("CppScheduling.define_kernel no longer returns a kernel name made with the 'cpp' prefix")
-    if not callable(getattr(utils, "aggregate_origins", None)) or "original_aten" not in inspect.getsource(utils.get_fused_kernel_name):
+    if not callable(getattr(utils, "aggregate_origins", None)) or "original_aten" not in inspect.getsource(
+        utils.get_fused_kernel_name
+    ):
         raise AttributeError("torch._inductor.utils no longer names kernels after their nodes' original_aten ops")
     from torch._inductor.output_code import CompiledFxGraph
 
@@ -132,7 +134,14 @@ def ops_in_kernel_name(kernel: str, ops: Iterable[str]) -> set[str]:
     found: set[str] = set()
     at = 0
     while at < len(listed):
-        op = next((op for op in known if listed.startswith(op, at) and at + len(op) in (len(listed), listed.find("_", at + len(op)))), None)
+        op = next(
+            (
+                op
+                for op in known
+                if listed.startswith(op, at) and at + len(op) in (len(listed), listed.find("_", at + len(op)))
+            ),
+            None,
+        )
         if op is not None:
             found.add(op)
             at += len(op) + 1

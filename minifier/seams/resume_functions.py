@@ -35,7 +35,23 @@ def probe() -> None:
 
     cache = resume_execution.ContinueExecutionCache
     parameters = list(inspect.signature(cache.generate).parameters)
-    expected = ["code", "lineno", "init_offset", "resume_offset", "setup_fn_target_offsets", "nstack", "argnames", "argnames_null", "setup_fns", "handle_inactive_ctx", "stack_ctx_vars", "argnames_ctx_vars", "null_idxes", "nested_code_objs", "pop_nested_resume_result"]
+    expected = [
+        "code",
+        "lineno",
+        "init_offset",
+        "resume_offset",
+        "setup_fn_target_offsets",
+        "nstack",
+        "argnames",
+        "argnames_null",
+        "setup_fns",
+        "handle_inactive_ctx",
+        "stack_ctx_vars",
+        "argnames_ctx_vars",
+        "null_idxes",
+        "nested_code_objs",
+        "pop_nested_resume_result",
+    ]
     if parameters != expected:
         raise AttributeError(f"ContinueExecutionCache.generate takes {parameters}")
     for name in ("values", "refs"):

@@ -171,7 +171,15 @@ def _active() -> bool:
 
 def _wrap_evaluate_expr(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def evaluate_expr(self: Any, orig_expr: Any, hint: Any = None, fx_node: Any = None, size_oblivious: bool = False, fallback_value: Any = None, **kwargs: Any) -> Any:
+    def evaluate_expr(
+        self: Any,
+        orig_expr: Any,
+        hint: Any = None,
+        fx_node: Any = None,
+        size_oblivious: bool = False,
+        fallback_value: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         if not _active():
             return original(self, orig_expr, hint, fx_node, size_oblivious, fallback_value, **kwargs)
         guards, deferred = len(self.guards), self.num_deferred_runtime_asserts
@@ -182,7 +190,15 @@ def _wrap_evaluate_expr(original: Callable[..., Any]) -> Callable[..., Any]:
         fallback = fallback_value is not None and not guarded and not added and _same(result, fallback_value)
         _emit(
             Decision(
-                self, "evaluate_expr", orig_expr, result, guarded, added, size_oblivious=size_oblivious, fallback=fallback, suppressed=suppressed
+                self,
+                "evaluate_expr",
+                orig_expr,
+                result,
+                guarded,
+                added,
+                size_oblivious=size_oblivious,
+                fallback=fallback,
+                suppressed=suppressed,
             )
         )
         return result
@@ -192,9 +208,24 @@ def _wrap_evaluate_expr(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _wrap_maybe_evaluate_static(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    def _maybe_evaluate_static(self: Any, expr: Any, *, unbacked_only: bool = False, compute_hint: bool = False, size_oblivious: bool = False, axioms: Any = None, var_to_range: Any = None) -> Any:
+    def _maybe_evaluate_static(
+        self: Any,
+        expr: Any,
+        *,
+        unbacked_only: bool = False,
+        compute_hint: bool = False,
+        size_oblivious: bool = False,
+        axioms: Any = None,
+        var_to_range: Any = None,
+    ) -> Any:
         result = original(
-            self, expr, unbacked_only=unbacked_only, compute_hint=compute_hint, size_oblivious=size_oblivious, axioms=axioms, var_to_range=var_to_range
+            self,
+            expr,
+            unbacked_only=unbacked_only,
+            compute_hint=compute_hint,
+            size_oblivious=size_oblivious,
+            axioms=axioms,
+            var_to_range=var_to_range,
         )
         # compute_hint substitutes the example sizes: a hint, not a decision.
         if result is not None and not compute_hint and _active() and (result.is_number or result.is_Boolean):
@@ -219,7 +250,16 @@ def _wrap_runtime_assert(original: Callable[..., Any]) -> Callable[..., Any]:
         result = original(self, orig_expr, msg, fx_node)
         import sympy
 
-        _emit(Decision(self, "runtime_assert", orig_expr, sympy.true, len(self.guards) > guards, self.num_deferred_runtime_asserts > deferred))
+        _emit(
+            Decision(
+                self,
+                "runtime_assert",
+                orig_expr,
+                sympy.true,
+                len(self.guards) > guards,
+                self.num_deferred_runtime_asserts > deferred,
+            )
+        )
         return result
 
     for attribute in ("cache_clear", "cache_info"):
@@ -295,7 +335,11 @@ def _finite(bound: Any) -> int | None:
 
 def hints(shape_env: Any) -> dict[Any, int]:
     """The example value of each backed symbol."""
-    return {symbol: int(value) for symbol, value in shape_env.backed_var_to_val.items() if getattr(value, "is_integer", False)}
+    return {
+        symbol: int(value)
+        for symbol, value in shape_env.backed_var_to_val.items()
+        if getattr(value, "is_integer", False)
+    }
 
 
 def runtime_asserts(shape_env: Any) -> list[Any]:

@@ -25,7 +25,10 @@ def probe() -> None:
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
     mode = FakeTensorMode(shape_env=ShapeEnv())
-    fake = mode.from_tensor(torch.zeros(5, 3), symbolic_context=StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]))
+    fake = mode.from_tensor(
+        torch.zeros(5, 3),
+        symbolic_context=StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]),
+    )
     size = fake.shape[0]
     if not is_symbolic(size) or is_symbolic(fake.shape[1]) or hint(size) != 5:
         raise AttributeError("SymInt expressions or hints changed")

@@ -39,7 +39,9 @@ def probe() -> None:
     inference = "is_inference" in inspect.signature(after_aot.save_graph_repro).parameters
     written = io.StringIO()
     x = torch.ones(2)
-    after_aot.save_graph_repro(written, make_fx(lambda x: (x.sin(),))(x), [x], "inductor", **({"is_inference": True} if inference else {}))
+    after_aot.save_graph_repro(
+        written, make_fx(lambda x: (x.sin(),))(x), [x], "inductor", **({"is_inference": True} if inference else {})
+    )
     source = written.getvalue()
     if torch_repro_kind(source) != "torch-aot":
         raise AttributeError("torch's aot repro files no longer import torch._dynamo.repro.after_aot")

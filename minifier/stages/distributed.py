@@ -108,12 +108,21 @@ def launch_ranks(
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as output:
             processes.append(
-                subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, env={**env, **rank_env(rank, world, port)}, start_new_session=True)
+                subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=output,
+                    env={**env, **rank_env(rank, world, port)},
+                    start_new_session=True,
+                )
             )
     deadline: float | None = None
     try:
         while any(p.poll() is None for p in processes):
-            if deadline is None and any(p.poll() is not None and (p.returncode != 0 or failed(r)) for r, p in enumerate(processes)):
+            if deadline is None and any(
+                p.poll() is not None and (p.returncode != 0 or failed(r)) for r, p in enumerate(processes)
+            ):
                 deadline = time.monotonic() + GRACE
             if deadline is not None and time.monotonic() > deadline:
                 for p in processes:

@@ -71,7 +71,11 @@ def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:
     """
     if uses_inductor(case, stage) and (case.definitions.strip() or case.modules):
         return None
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pt2kit" / f"inductor-clean-{torch.__version__}"
+    root = (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        / "pt2kit"
+        / f"inductor-clean-{torch.__version__}"
+    )
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -106,7 +110,12 @@ def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
         start = time.perf_counter()
         try:
             done = subprocess.run(
-                [sys.executable, "-P", "-c", RUN_WITH_TORCH_ALONE, path.name], cwd=where, env=env, capture_output=True, text=True, timeout=timeout
+                [sys.executable, "-P", "-c", RUN_WITH_TORCH_ALONE, path.name],
+                cwd=where,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
             )
             returncode, stderr = done.returncode, done.stderr
         except subprocess.TimeoutExpired as e:
@@ -115,7 +124,9 @@ def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
     return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "clean" if clean is not None else "fresh")
 
 
-def verify(session: Session, path: Path, target: Signature, asked: GraphCase, tries: int = 1) -> tuple[bool, str | None]:
+def verify(
+    session: Session, path: Path, target: Signature, asked: GraphCase, tries: int = 1
+) -> tuple[bool, str | None]:
     """Does the written repro fail the same way on another machine? (verified, why not)
 
     First here: when the file reads back into exactly the code of the reducer's last
@@ -127,7 +138,9 @@ def verify(session: Session, path: Path, target: Signature, asked: GraphCase, tr
     many runs here (the repro's own loop runs it that often elsewhere).
     """
     loaded = load_repro(path)
-    if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict) != render(asked, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict):
+    if render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict) != render(
+        asked, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict
+    ):
         check = functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict)
         for _ in range(tries):
             result = session.query(check, "checking the written repro fails the same way")
@@ -135,15 +148,27 @@ def verify(session: Session, path: Path, target: Signature, asked: GraphCase, tr
             if outcome.failure is not None and outcome.failure.signature == target:
                 break
         else:
-            return False, "the written repro.py did not reproduce the failure when read back; the graph in work/origin does"
+            return (
+                False,
+                "the written repro.py did not reproduce the failure when read back; the graph in work/origin does",
+            )
     if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
         return True, "not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only"
-    elsewhere = session.timed("running repro.py elsewhere: torch alone, another directory, no warm cache", lambda: run_elsewhere(path, session.timeout))
+    elsewhere = session.timed(
+        "running repro.py elsewhere: torch alone, another directory, no warm cache",
+        lambda: run_elsewhere(path, session.timeout),
+    )
     if shows_failure(elsewhere.returncode, elsewhere.stderr, target):
         return True, None
     (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     (session.run_dir / "logs" / "repro-elsewhere.log").write_text(elsewhere.stderr)
-    shown = "did not finish in time" if elsewhere.returncode is None else "passed" if elsewhere.returncode == 0 else f"exited {elsewhere.returncode} another way"
+    shown = (
+        "did not finish in time"
+        if elsewhere.returncode is None
+        else "passed"
+        if elsewhere.returncode == 0
+        else f"exited {elsewhere.returncode} another way"
+    )
     return False, (
         f"repro.py fails here but, run with torch alone in another directory on a {elsewhere.cache} Inductor cache, it {shown} "
         "(logs/repro-elsewhere.log): the failure needs state the repro does not carry"

@@ -28,19 +28,32 @@ from .run import Outcome, run_case
 LOOKS = 8
 
 
-def failure_rate(session: Session, case: GraphCase, stage: str, first: Outcome, second: Outcome, *, accuracy: bool, label: str) -> float:
+def failure_rate(
+    session: Session, case: GraphCase, stage: str, first: Outcome, second: Outcome, *, accuracy: bool, label: str
+) -> float:
     """How often ``case`` fails through ``stage`` the way it first did, over :data:`LOOKS` runs (the first two included).
 
     Raises :class:`FlakyFailure` when only one of them failed that way (the program's own):
     too rare to minify, and the same verdict on every run of pt2kit.
     """
-    more = [(functools.partial(run_case, case, stage, accuracy=accuracy), f"{label} through {stage}: look {n + 3} of {LOOKS}, measuring how often it fails") for n in range(LOOKS - 2)]
+    more = [
+        (
+            functools.partial(run_case, case, stage, accuracy=accuracy),
+            f"{label} through {stage}: look {n + 3} of {LOOKS}, measuring how often it fails",
+        )
+        for n in range(LOOKS - 2)
+    ]
     target = _signature(first)
     outcomes = [second] + [Outcome.of_query(stage, r) for r in session.query_all(more) if r is not None]
     failing = 1 + sum(_signature(o) == target for o in outcomes)
     if failing == 1:
-        raise FlakyFailure(f"flaky: {label} through {stage} gave {first.failure.signature if first.failure else 'a pass'} once, then passed or failed otherwise {len(outcomes)} times alone", failure_rate=round(failing / (1 + len(outcomes)), 3))
-    session.log(f"{label} fails through {stage} in {failing} of {1 + len(outcomes)} runs: flaky, minified with repeated queries")
+        raise FlakyFailure(
+            f"flaky: {label} through {stage} gave {first.failure.signature if first.failure else 'a pass'} once, then passed or failed otherwise {len(outcomes)} times alone",
+            failure_rate=round(failing / (1 + len(outcomes)), 3),
+        )
+    session.log(
+        f"{label} fails through {stage} in {failing} of {1 + len(outcomes)} runs: flaky, minified with repeated queries"
+    )
     return failing / (1 + len(outcomes))
 
 
@@ -77,6 +90,12 @@ def _signature(outcome: Outcome) -> Signature | None:
 
 def measured_rate(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Any) -> float:
     """The fraction of :data:`LOOKS` runs of ``case`` through ``stage`` that fail with ``target``."""
-    looks = [(functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} through {stage}: run {n + 1} of {LOOKS}, measuring how often it fails") for n in range(LOOKS)]
+    looks = [
+        (
+            functools.partial(run_case, case, stage, accuracy=accuracy),
+            f"{case.label()} through {stage}: run {n + 1} of {LOOKS}, measuring how often it fails",
+        )
+        for n in range(LOOKS)
+    ]
     outcomes = [Outcome.of_query(stage, r) for r in session.query_all(looks) if r is not None]
     return sum(_signature(o) == target for o in outcomes) / max(1, len(outcomes))

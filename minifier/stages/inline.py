@@ -26,7 +26,12 @@ import torch.fx as fx
 from ..unit.graphio import target_name
 
 #: ``torch.ops.higher_order.<name>``: where the body is and where its operands start.
-BODY_AND_OPERANDS = {"tag_activation_checkpoint": (0, 1), "wrap": (0, 1), "invoke_subgraph": (0, 2), "autograd_function_apply": (0, 2)}
+BODY_AND_OPERANDS = {
+    "tag_activation_checkpoint": (0, 1),
+    "wrap": (0, 1),
+    "invoke_subgraph": (0, 2),
+    "autograd_function_apply": (0, 2),
+}
 
 
 def _hop_name(node: fx.Node) -> str | None:
@@ -65,7 +70,9 @@ def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
         if not isinstance(body, fx.GraphModule) or body.graph.find_nodes(op="get_attr"):
             continue
         placeholders = body.graph.find_nodes(op="placeholder")
-        if len(placeholders) != len(operands) or not all(u.op == "call_function" and u.target is _getitem() for u in node.users):
+        if len(placeholders) != len(operands) or not all(
+            u.op == "call_function" and u.target is _getitem() for u in node.users
+        ):
             continue
         with graph.inserting_before(node):
             result = graph.graph_copy(body.graph, dict(zip(placeholders, operands)))
@@ -104,4 +111,3 @@ def variants(gm: fx.GraphModule) -> list[fx.GraphModule]:
         if not any(_hop_name(n) == "cond" for n in gm.graph.nodes):
             break
     return found
-

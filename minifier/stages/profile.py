@@ -111,7 +111,11 @@ def profile_case(case: GraphCase, values_path: Path | None = None) -> dict[str, 
     values = eager_values(case)
     if values_path is not None:
         # (a special tensor's plain one: a ZeroTensor cannot be saved, and a cut input of one needs no value)
-        tensors = {name: special_tensors.plain(v.detach()) for name, v in values.items() if isinstance(v, torch.Tensor) and not special_tensors.unsupported(v)}
+        tensors = {
+            name: special_tensors.plain(v.detach())
+            for name, v in values.items()
+            if isinstance(v, torch.Tensor) and not special_tensors.unsupported(v)
+        }
         tmp = values_path.with_name(values_path.name + ".tmp")
         torch.save(tensors, tmp)
         tmp.replace(values_path)
@@ -120,10 +124,14 @@ def profile_case(case: GraphCase, values_path: Path | None = None) -> dict[str, 
         if isinstance(value, torch.Tensor) and special_tensors.unsupported(value):
             info[name] = NodeInfo("other")  # (a quantized or sparse value: cut at its users instead)
         elif isinstance(value, torch.Tensor):
-            info[name] = NodeInfo("tensor", TensorMeta.of(value), digest=_digest(value), dynamic_dims=tuple(traced.get(DYNAMIC_DIMS, ())))
+            info[name] = NodeInfo(
+                "tensor", TensorMeta.of(value), digest=_digest(value), dynamic_dims=tuple(traced.get(DYNAMIC_DIMS, ()))
+            )
         else:
             ok, literal = _literal(value)
-            info[name] = NodeInfo("literal", literal=literal, symint=bool(traced.get(SYMINT))) if ok else NodeInfo("other")
+            info[name] = (
+                NodeInfo("literal", literal=literal, symint=bool(traced.get(SYMINT))) if ok else NodeInfo("other")
+            )
     return info
 
 
@@ -144,8 +152,5 @@ def realize(case: GraphCase, origin: GraphCase | None, values_path: Path | None 
         if origin is None:
             return case  # (the caller runs the original graph for them)
         values = eager_values(origin, needed)
-    inputs = [
-        dataclasses.replace(i, value=values[i.source]) if i.source in needed else i
-        for i in case.inputs
-    ]
+    inputs = [dataclasses.replace(i, value=values[i.source]) if i.source in needed else i for i in case.inputs]
     return case.replace(inputs=inputs)

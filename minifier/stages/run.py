@@ -124,7 +124,9 @@ class Reach:
     references: Path | None = None
 
 
-def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: bool = False, reach: Reach | None = None) -> Outcome:
+def run_case(
+    case: GraphCase, stage: str, *, accuracy: bool = False, strict: bool = False, reach: Reach | None = None
+) -> Outcome:
     """Run ``case`` through ``stage`` the way its repro.py would; classify what happens.
 
     With ``accuracy``, the repro's own ``accuracy_runs`` make the compiled run and its
@@ -133,7 +135,9 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: boo
     """
     start = time.perf_counter()
     strict = strict or accuracy == "strict"
-    namespace = exec_repro(render(case, stage=stage, accuracy=accuracy, strict=strict), meta={"definitions": case.definitions})
+    namespace = exec_repro(
+        render(case, stage=stage, accuracy=accuracy, strict=strict), meta={"definitions": case.definitions}
+    )
     namespace["apply_config"]()
     join_fake_group(case)
     namespace["compile_graph"] = tagging_compile_errors(namespace["compile_graph"])
@@ -144,12 +148,16 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: boo
                 seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
                 return Outcome(stage, None, time.perf_counter() - start)
             expected, actual, fp64, written, _ = namespace["accuracy_runs"](data_of(case))
-        problem = accuracy_divergence(expected, actual, fp64, strict=strict, labels=namespace["value_labels"](len(expected), written))
+        problem = accuracy_divergence(
+            expected, actual, fp64, strict=strict, labels=namespace["value_labels"](len(expected), written)
+        )
         if not problem:
             return Outcome(stage, None, time.perf_counter() - start)
         references = fp64 if fp64 is not None else [None] * len(expected)
         diverging = tuple(
-            i for i, (e, a, f) in enumerate(zip(expected, actual, references)) if accuracy_divergence([e], [a], None if f is None else [f], strict=strict)
+            i
+            for i, (e, a, f) in enumerate(zip(expected, actual, references))
+            if accuracy_divergence([e], [a], None if f is None else [f], strict=strict)
         )
         # strict mode is torch's: any output that differs bitwise, seen by the program or not
         if reach is not None and not strict and not any(i.is_random for i in case.inputs):
@@ -158,7 +166,11 @@ def run_case(case: GraphCase, stage: str, *, accuracy: bool = False, strict: boo
             # a wrong write into one of the program's own inputs is seen by the program as it is
             into_program_input = any(i >= plain and made[written[i - plain]].source is None for i in diverging)
             if not into_program_input and reaches_outputs(reach, actual, strict) is None:
-                return Outcome(stage, Failure(Signature("accuracy", "AccuracyError", UNSEEN_MESSAGE), problem), time.perf_counter() - start)
+                return Outcome(
+                    stage,
+                    Failure(Signature("accuracy", "AccuracyError", UNSEEN_MESSAGE), problem),
+                    time.perf_counter() - start,
+                )
         return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start, diverging=diverging)
     except Exception as e:  # noqa: BLE001 - classifying failures is the job
         return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
@@ -264,7 +276,9 @@ class _AotRecorder:
     def inductor_inner(self, inner: Callable[..., Any], compiler: str | None = None) -> Callable[..., Any]:
         """Record what Inductor's inner compile gets (``compiler``: how the repro names it, None: the ``inductor`` stage)."""
 
-        def record_inner_compile(gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any) -> Any:
+        def record_inner_compile(
+            gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any
+        ) -> Any:
             kind, flags = compile_fx.graph_kind(kwargs)
             record = _Recorded(kind, copy.deepcopy(gm), flags, compiler)
             self.graphs.append(record)
@@ -303,7 +317,9 @@ def is_torch_own(compiler: Any) -> bool:
     Such graphs are named by their stage (``compile_fx_inner`` for Inductor), not by the compiler.
     """
     parts = (compiler, getattr(compiler, "func", None), getattr(compiler, "compiler_fn", None))
-    return any(str(getattr(part, "__module__", "")).startswith(("torch.", "functorch.")) for part in parts if part is not None)
+    return any(
+        str(getattr(part, "__module__", "")).startswith(("torch.", "functorch.")) for part in parts if part is not None
+    )
 
 
 def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
@@ -323,7 +339,9 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
         hook.enter_context(hooks.inductor_inner_compile(recorder.inductor_inner))
     else:  # a user's backend: its own aot compilers, or Inductor's when it hands graphs on
         hook.enter_context(hooks.aot_compilers(recorder.aot_compiler))
-        hook.enter_context(hooks.inductor_inner_compile(functools.partial(recorder.inductor_inner, compiler=INDUCTOR_INNER_COMPILE)))
+        hook.enter_context(
+            hooks.inductor_inner_compile(functools.partial(recorder.inductor_inner, compiler=INDUCTOR_INNER_COMPILE))
+        )
     note = None
     try:
         with hook:
@@ -338,7 +356,9 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
             continue  # compiled but never run (e.g. a backward nobody asked for)
         number = counts[record.kind] = counts.get(record.kind, 0) + 1
         aot_case = aot_case_of(case, record)
-        paths.append(str(write_repro(aot_case, out_dir / str(GraphId(case.index, record.kind, number)), stage=case.backend)))
+        paths.append(
+            str(write_repro(aot_case, out_dir / str(GraphId(case.index, record.kind, number)), stage=case.backend))
+        )
     if not paths and note is None and recorder.unnamed:
         note = f"{case.backend} calls AOTAutograd with compilers a repro cannot name (not importable, not the backend's .kwargs); the dynamo graph is the unit to minify"
     elif not paths and note is None and case.backend != "inductor":
@@ -355,4 +375,6 @@ def namespace_backend_expression(case: GraphCase) -> str:
 
 def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
     assert record.inputs is not None
-    return aot_case(case, record.gm, record.inputs, kind=record.kind, compile_kwargs=record.compile_kwargs, compiler=record.compiler)
+    return aot_case(
+        case, record.gm, record.inputs, kind=record.kind, compile_kwargs=record.compile_kwargs, compiler=record.compiler
+    )

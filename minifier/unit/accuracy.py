@@ -32,13 +32,28 @@ from typing import Any
 from .signature import Failure, Signature, normalize_message
 
 #: Ops that draw random numbers (by name part): a float64 run of them draws other numbers.
-RANDOM_OPS = ("rand", "randn", "randint", "randperm", "bernoulli", "dropout", "native_dropout", "multinomial", "normal", "uniform", "exponential", "poisson", "rrelu")
+RANDOM_OPS = (
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "bernoulli",
+    "dropout",
+    "native_dropout",
+    "multinomial",
+    "normal",
+    "uniform",
+    "exponential",
+    "poisson",
+    "rrelu",
+)
 
 
 def draws_random(name: str) -> bool:
     """Is ``name`` (``rand``, ``torch.randn_like``, ``aten.native_dropout.default``, ``Tensor.exponential_``) a random op?"""
     parts = [p.strip("_").removesuffix("_like") for p in name.split(".")]
     return any(p in RANDOM_OPS or p.startswith(("inductor_rand", "philox_rand")) for p in parts)
+
 
 #: The message of every accuracy signature; details (which output, how far) vary as
 #: the graph shrinks and live in :attr:`Failure.details`.
@@ -66,7 +81,9 @@ def accuracy_category(problem: str) -> str:
 
 
 def signature_of_accuracy(problem: str) -> Failure:
-    return Failure(Signature("accuracy", "AccuracyError", f"{ACCURACY_MESSAGE} ({accuracy_category(problem)})"), details=problem)
+    return Failure(
+        Signature("accuracy", "AccuracyError", f"{ACCURACY_MESSAGE} ({accuracy_category(problem)})"), details=problem
+    )
 
 
 #: Methods that cast to a low-precision float, and what the fp64 reference calls instead.
@@ -117,7 +134,9 @@ def to_float64(values: list[Any]) -> list[Any]:
     import torch
 
     return [
-        v.detach().to(torch.float64).requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        v.detach().to(torch.float64).requires_grad_(v.requires_grad)
+        if isinstance(v, torch.Tensor) and v.is_floating_point()
+        else v
         for v in values
     ]
 
@@ -219,7 +238,9 @@ def run_float64(fn, *args):
         torch.set_default_dtype(default)
 
 
-def reference_outputs(gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: Callable[[Any], None] | None = None) -> References:
+def reference_outputs(
+    gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: Callable[[Any], None] | None = None
+) -> References:
     """The eager outputs of ``gm`` on ``inputs`` in working precision and in float64: the one fp64 driver.
 
     Runs on clones (graphs mutate inputs in place), without autograd. With ``rng`` and
@@ -276,7 +297,9 @@ def judge_compiled_run(
             return None  # the graph writes into its inputs, and how the compiled run left them is not known
         actual = references.outputs_of(outputs, after)
     actual = [o.detach() if isinstance(o, torch.Tensor) else o for o in actual]
-    problem = accuracy_divergence(references.expected, actual, references.fp64, strict=strict, labels=output_labels(references, len(actual)))
+    problem = accuracy_divergence(
+        references.expected, actual, references.fp64, strict=strict, labels=output_labels(references, len(actual))
+    )
     return signature_of_accuracy(problem) if problem else None
 
 
@@ -326,7 +349,9 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
             return f"{name}: {res.dtype}{tuple(res.shape)} != eager {ref.dtype}{tuple(ref.shape)}"
         ref, res = ref.detach(), res.detach()
         if strict or not (ref.is_floating_point() or ref.is_complex()):
-            same = torch.equal(ref, res) or (ref.is_floating_point() and torch.allclose(ref, res, atol=0.0, rtol=0.0, equal_nan=True))
+            same = torch.equal(ref, res) or (
+                ref.is_floating_point() and torch.allclose(ref, res, atol=0.0, rtol=0.0, equal_nan=True)
+            )
             if not same:
                 bad = int((ref != res).sum())
                 return f"{name}: {bad} of {ref.numel()} values differ from eager"

@@ -90,7 +90,9 @@ class TensorMeta:
 
     def describe(self) -> str:
         grad = (", requires_grad" if self.is_leaf else ", requires_grad, non-leaf") if self.requires_grad else ""
-        special = {"zerotensor": ", a ZeroTensor", "conj": ", conjugate bit", "neg": ", negative bit"}.get(self.special or "", "")
+        special = {"zerotensor": ", a ZeroTensor", "conj": ", conjugate bit", "neg": ", negative bit"}.get(
+            self.special or "", ""
+        )
         special += f", a {self.subclass}" if self.subclass else ""
         return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}{special}"
 
@@ -109,7 +111,9 @@ class GraphInput:
     symbolic_int: bool = False  # a symbolic int that no tensor input's size gives (compile with dynamic=True)
     dtensor: dict[str, Any] | None = None  # a DTensor: ``value``/``meta`` are its local shard; placements and mesh here
     opaque: str | None = None  # a value pt2kit cannot write (a DeviceMesh, a script object): its type
-    view_of: tuple[str, int] | None = None  # a view into another input's memory: (that input, storage offset from its own)
+    view_of: tuple[str, int] | None = (
+        None  # a view into another input's memory: (that input, storage offset from its own)
+    )
 
     @property
     def is_tensor(self) -> bool:
@@ -159,7 +163,9 @@ def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
     return fx.GraphModule(gm, copy.deepcopy(gm.graph))
 
 
-def clone_tensor(t: torch.Tensor, requires_grad: bool | None = None, device: str | torch.device | None = None) -> torch.Tensor:
+def clone_tensor(
+    t: torch.Tensor, requires_grad: bool | None = None, device: str | torch.device | None = None
+) -> torch.Tensor:
     """A leaf copy of ``t`` with the same shape and strides, owning only the memory they reach.
 
     Copying the reachable memory rather than the elements keeps overlapping layouts
@@ -214,7 +220,9 @@ def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int]]]]:
         if len(members) < 2:
             continue
         spans = {k: span(values[k]) for k in members}
-        cover = next((k for k in members if all(spans[k][0] <= a and b <= spans[k][1] for a, b in spans.values())), None)
+        cover = next(
+            (k for k in members if all(spans[k][0] <= a and b <= spans[k][1] for a, b in spans.values())), None
+        )
         if cover is not None:
             found.append((cover, [(k, spans[k][0] - spans[cover][0]) for k in members if k != cover]))
     return found
@@ -278,7 +286,9 @@ class GraphCase:
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> {key: literal or a CONFIG_* marker}
     modules: list[tuple[str, str]] = field(default_factory=list)  # (import name, sys.path root) of user modules
     compile_kwargs: dict[str, Any] = field(default_factory=dict)  # aot inner-compile kwargs
-    compiler: str | None = None  # aot graphs of a user backend: "module:function" of its compiler (INDUCTOR_INNER_COMPILE: Inductor's)
+    compiler: str | None = (
+        None  # aot graphs of a user backend: "module:function" of its compiler (INDUCTOR_INNER_COMPILE: Inductor's)
+    )
     constants: dict[str, torch.Tensor] = field(default_factory=dict)  # get_attr targets
     backward: bool = True  # dynamo graphs: also run backward when an output needs grad
     grad_enabled: bool = True  # dynamo graphs: the grad mode the program compiled them under
@@ -394,7 +404,24 @@ def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
 
 
 #: Python's in-place operators: on a tensor, ``x += y`` in a dynamo graph writes into ``x``.
-_IN_PLACE_OPERATORS = frozenset(f"i{name}" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "matmul"))
+_IN_PLACE_OPERATORS = frozenset(
+    f"i{name}"
+    for name in (
+        "add",
+        "sub",
+        "mul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "pow",
+        "and",
+        "or",
+        "xor",
+        "lshift",
+        "rshift",
+        "matmul",
+    )
+)
 
 
 def has_effect(node: fx.Node) -> bool:
@@ -407,8 +434,18 @@ def has_effect(node: fx.Node) -> bool:
     """
     if node.is_impure() or ops.switches_mode(node.target):
         return True
-    name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+    name = (
+        node.target
+        if node.op == "call_method"
+        else getattr(node.target, "__name__", "")
+        if node.op == "call_function"
+        else ""
+    )
     if not isinstance(name, str):
         return False
     in_place_method = name.endswith("_") and not name.startswith("_")
-    return in_place_method or (node.op == "call_function" and getattr(node.target, "__module__", None) in ("_operator", "operator") and name in _IN_PLACE_OPERATORS)
+    return in_place_method or (
+        node.op == "call_function"
+        and getattr(node.target, "__module__", None) in ("_operator", "operator")
+        and name in _IN_PLACE_OPERATORS
+    )

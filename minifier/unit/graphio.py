@@ -123,7 +123,9 @@ def encode(value: Any) -> Any:
         return ("complex", [encode(value.real), encode(value.imag)])
     if value is Ellipsis:
         return ("ellipsis",)
-    if type(value).__name__ in ("Shard", "Replicate", "Partial") and type(value).__module__.startswith("torch.distributed"):
+    if type(value).__name__ in ("Shard", "Replicate", "Partial") and type(value).__module__.startswith(
+        "torch.distributed"
+    ):
         from ..seams.dtensor import placement_code
 
         return ("placement", placement_code(value))

@@ -7,6 +7,7 @@ queries use the same functions, so what the minifier asks is what the user runs.
 
 import torch
 
+
 def graph_module(module):
     """A higher-order op takes its body as a torch.fx.GraphModule: trace one from the body's code."""
 

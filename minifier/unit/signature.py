@@ -164,7 +164,9 @@ def signature_of_exit(code: int, stderr_tail: str = "") -> Failure:
 
 
 def signature_of_timeout(seconds: float) -> Failure:
-    return Failure(Signature("timeout", "Timeout", "no result within the time limit"), details=f"killed after {seconds:g} s")
+    return Failure(
+        Signature("timeout", "Timeout", "no result within the time limit"), details=f"killed after {seconds:g} s"
+    )
 
 
 def shows_failure(returncode: int | None, stderr: str, target: Signature) -> bool:
