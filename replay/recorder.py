@@ -61,7 +61,12 @@ _explicit_lock = threading.Lock()
 
 def argument_names(code: types.CodeType) -> tuple[str, ...]:
     """The names a frame's arguments are bound to on entry (positional, keyword-only, *args, **kwargs)."""
-    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & _CO_VARARGS) + bool(code.co_flags & _CO_VARKEYWORDS)
+    count = (
+        code.co_argcount
+        + code.co_kwonlyargcount
+        + bool(code.co_flags & _CO_VARARGS)
+        + bool(code.co_flags & _CO_VARKEYWORDS)
+    )
     return code.co_varnames[:count]
 
 
@@ -139,7 +144,9 @@ def _versions(args: dict[str, Any]) -> dict[str, int]:
 # --------------------------------------------------------------------------- #
 
 
-def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False) -> tuple[dict[str, Any], list[torch.Tensor]]:
+def describe(
+    snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False
+) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """The manifest and tensors of a record of ``snapshot`` failing with ``exc`` at ``stage``."""
     from minifier.capture.script import is_internal_file
 
@@ -155,7 +162,11 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
             encoder.unrecordable.append({"name": "<code>", "type": "resume function", "reason": str(e)})
     code_spec: dict[str, Any]
     function_object = snapshot.f_globals.get(code.co_name)
-    reference = values.reference_of(function_object) if getattr(function_object, "__code__", None) is source_code and is_internal_file(code.co_filename) else None
+    reference = (
+        values.reference_of(function_object)
+        if getattr(function_object, "__code__", None) is source_code and is_internal_file(code.co_filename)
+        else None
+    )
     if reference is not None:
         code_spec = {"ref": reference}
     else:
@@ -163,7 +174,9 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
             code_spec = {"source": encoder.source_entry(source_code, snapshot.f_globals)}
         except (OSError, TypeError, SyntaxError, IndexError, rebuild.RebuildError) as e:
             code_spec = {"unavailable": str(e)}
-            encoder.unrecordable.append({"name": "<code>", "type": "code", "reason": f"no source for {code.co_name}: {e}"})
+            encoder.unrecordable.append(
+                {"name": "<code>", "type": "code", "reason": f"no source for {code.co_name}: {e}"}
+            )
     namespace = encoder.namespace_key(snapshot.f_globals)
     args = {name: encoder.encode(value, name) for name, value in snapshot.args.items()}
     closure = {name: encoder.encode(value, f"closure {name}") for name, value in snapshot.closure.items()}
@@ -175,7 +188,9 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
     encoder.finish()
     for name, version in snapshot.versions.items():
         if snapshot.args[name]._version != version:
-            notes.append(f"argument {name} was modified in place between frame entry and the failure; the record holds its later value")
+            notes.append(
+                f"argument {name} was modified in place between frame entry and the failure; the record holds its later value"
+            )
     backend = describe_compile_backend(snapshot.compiler_fn)
     failure = signature_of_exception(exc)
     manifest: dict[str, Any] = {
@@ -200,7 +215,12 @@ def describe(snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: 
             "closure": closure,
         },
         "snapshot": snapshot.taken,
-        "failure": {**failure.signature.to_json(), "stage": stage, "suppressed": suppressed, "details": failure.details[:2000]},
+        "failure": {
+            **failure.signature.to_json(),
+            "stage": stage,
+            "suppressed": suppressed,
+            "details": failure.details[:2000],
+        },
         "compile": {"backend": backend, "fullgraph": snapshot.one_graph},
         "config": config,
         "global_state": snapshot.global_state,
@@ -414,7 +434,11 @@ class Recorder:
 def _torch_recorder_off() -> Any:
     import torch._dynamo.config as dynamo_config
 
-    return dynamo_config.patch(replay_record_enabled=False) if dynamo_config.replay_record_enabled else contextlib.nullcontext()
+    return (
+        dynamo_config.patch(replay_record_enabled=False)
+        if dynamo_config.replay_record_enabled
+        else contextlib.nullcontext()
+    )
 
 
 def _user_frame(code: types.CodeType) -> types.FrameType | None:
@@ -450,7 +474,9 @@ def recording(out: str | os.PathLike[str] | None = None, *, quiet: bool = False)
         recorder.stop()
 
 
-def record_call(fn: Callable[..., Any], *args: Any, out: str | os.PathLike[str] | None = None, **kwargs: Any) -> list[record.Record]:
+def record_call(
+    fn: Callable[..., Any], *args: Any, out: str | os.PathLike[str] | None = None, **kwargs: Any
+) -> list[record.Record]:
     """Call ``fn(*args, **kwargs)`` while recording; return the records of what failed.
 
     The exception of a failing call is swallowed here (it is in the records); an empty

@@ -51,7 +51,11 @@ from .sources import SourceBook, global_names, module_imports, reference_of
 
 #: Python classes whose instances are C objects bound to the running process.
 _PROCESS_BOUND: tuple[tuple[tuple[type, ...], str, str], ...] = (
-    ((types.GeneratorType, types.AsyncGeneratorType), "generator", "a running generator's position cannot be written down"),
+    (
+        (types.GeneratorType, types.AsyncGeneratorType),
+        "generator",
+        "a running generator's position cannot be written down",
+    ),
     ((types.CoroutineType,), "coroutine", "a running coroutine's position cannot be written down"),
     ((type(threading.Lock()), type(threading.RLock())), "lock", "a lock belongs to the running process"),
     ((io.IOBase,), "file", "an open file belongs to the running process"),
@@ -128,7 +132,12 @@ class Encoder:
         if value is Ellipsis:
             return {"t": "ellipsis"}
         if kind is slice:
-            return {"t": "slice", "start": self.encode(value.start, path), "stop": self.encode(value.stop, path), "step": self.encode(value.step, path)}
+            return {
+                "t": "slice",
+                "start": self.encode(value.start, path),
+                "stop": self.encode(value.stop, path),
+                "step": self.encode(value.step, path),
+            }
         if kind is range:
             return {"t": "range", "start": value.start, "stop": value.stop, "step": value.step}
         if kind is torch.dtype:
@@ -148,9 +157,17 @@ class Encoder:
         if isinstance(value, enum.Enum):
             return self._enum(value, path)
         if isinstance(value, tuple) and hasattr(kind, "_fields"):
-            return {"t": "namedtuple", "class": self._class(kind, path), "items": [self.encode(v, f"{path}.{f}") for f, v in zip(kind._fields, value)]}
+            return {
+                "t": "namedtuple",
+                "class": self._class(kind, path),
+                "items": [self.encode(v, f"{path}.{f}") for f, v in zip(kind._fields, value)],
+            }
         if isinstance(value, tuple) and hasattr(kind, "n_fields") and kind.__module__.startswith("torch"):
-            return {"t": "structseq", "class": self._class(kind, path), "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+            return {
+                "t": "structseq",
+                "class": self._class(kind, path),
+                "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(value)],
+            }
         # everything below has an identity worth keeping
         known = self._memo.get(id(value))
         if known is not None:
@@ -162,12 +179,20 @@ class Encoder:
         if isinstance(value, torch.Tensor):
             return self._define(value, lambda: self._tensor(value, path))
         if kind is list:
-            return self._define(value, lambda: {"t": "list", "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(value)]})
+            return self._define(
+                value, lambda: {"t": "list", "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+            )
         if kind in (dict, collections.OrderedDict, collections.defaultdict):
             tag = {dict: "dict", collections.OrderedDict: "odict", collections.defaultdict: "defaultdict"}[kind]
 
             def mapping() -> dict[str, Any]:
-                node: dict[str, Any] = {"t": tag, "items": [[self.encode(k, f"{path} key"), self.encode(v, f"{path}[{k!r}]")] for k, v in list(value.items())]}
+                node: dict[str, Any] = {
+                    "t": tag,
+                    "items": [
+                        [self.encode(k, f"{path} key"), self.encode(v, f"{path}[{k!r}]")]
+                        for k, v in list(value.items())
+                    ],
+                }
                 if tag == "defaultdict":
                     node["factory"] = self.encode(value.default_factory, f"{path}.default_factory")
                 return node
@@ -182,17 +207,48 @@ class Encoder:
         if isinstance(value, types.FunctionType):
             return self._define(value, lambda: self._function(value, path))
         if isinstance(value, types.MethodType):
-            return self._define(value, lambda: {"t": "method", "self": self.encode(value.__self__, f"{path}.__self__"), "name": value.__func__.__name__})
+            return self._define(
+                value,
+                lambda: {
+                    "t": "method",
+                    "self": self.encode(value.__self__, f"{path}.__self__"),
+                    "name": value.__func__.__name__,
+                },
+            )
         if isinstance(value, functools.partial) and kind is functools.partial:
             return self._define(
                 value,
-                lambda: {"t": "partial", "func": self.encode(value.func, f"{path}.func"), "args": self.encode(value.args, f"{path}.args"), "keywords": self.encode(dict(value.keywords), f"{path}.keywords")},
+                lambda: {
+                    "t": "partial",
+                    "func": self.encode(value.func, f"{path}.func"),
+                    "args": self.encode(value.args, f"{path}.args"),
+                    "keywords": self.encode(dict(value.keywords), f"{path}.keywords"),
+                },
             )
         if ops.is_overload(value) or ops.is_packet(value):
-            return {"t": "op", "name": str(value) if ops.is_overload(value) else ops.schema_name(value).replace("::", ".")}
+            return {
+                "t": "op",
+                "name": str(value) if ops.is_overload(value) else ops.schema_name(value).replace("::", "."),
+            }
         if kind is torch.Generator:
-            return self._define(value, lambda: {"t": "generator", "device": str(value.device), "state": self.encode(value.get_state(), f"{path}.state")})
-        if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)):
+            return self._define(
+                value,
+                lambda: {
+                    "t": "generator",
+                    "device": str(value.device),
+                    "state": self.encode(value.get_state(), f"{path}.state"),
+                },
+            )
+        if isinstance(
+            value,
+            (
+                types.BuiltinFunctionType,
+                types.BuiltinMethodType,
+                types.MethodDescriptorType,
+                types.WrapperDescriptorType,
+                types.ClassMethodDescriptorType,
+            ),
+        ):
             return self._callable_reference(value, path)
         for classes, name, reason in _PROCESS_BOUND:
             if isinstance(value, classes):
@@ -253,8 +309,18 @@ class Encoder:
             "leaf": t.is_leaf,
         }
         base = t._base
-        if base is not None and type(base) in (torch.Tensor, torch.nn.Parameter) and base.dtype == t.dtype and t.layout == torch.strided:
-            node["view"] = {"base": self.encode(base, f"{path}._base"), "size": list(t.size()), "stride": list(t.stride()), "offset": t.storage_offset()}
+        if (
+            base is not None
+            and type(base) in (torch.Tensor, torch.nn.Parameter)
+            and base.dtype == t.dtype
+            and t.layout == torch.strided
+        ):
+            node["view"] = {
+                "base": self.encode(base, f"{path}._base"),
+                "size": list(t.size()),
+                "stride": list(t.stride()),
+                "offset": t.storage_offset(),
+            }
         else:
             node["data"] = len(self.tensors)
             self.tensors.append(t.detach())
@@ -310,7 +376,9 @@ class Encoder:
                 return {"t": "class", "ref": reference}
         globals_dict = getattr(sys.modules.get(module or ""), "__dict__", None)
         if globals_dict is None or cls.__qualname__ != cls.__name__ or globals_dict.get(cls.__name__) is not cls:
-            return self._unrecordable(path, cls, f"the class {cls.__qualname__} is neither importable nor defined at the top of a module")
+            return self._unrecordable(
+                path, cls, f"the class {cls.__qualname__} is neither importable nor defined at the top of a module"
+            )
         try:
             index = self.book.class_source(cls, globals_dict)
         except (OSError, TypeError) as e:
@@ -356,11 +424,17 @@ class Encoder:
         if owner is not None and getattr(owner, getattr(value, "__name__", ""), None) is value:
             return {"t": "attr", "of": self._class(owner, path), "name": value.__name__}
         bound = getattr(value, "__self__", None)
-        if bound is not None and not isinstance(bound, types.ModuleType) and getattr(bound, getattr(value, "__name__", ""), None) == value:
+        if (
+            bound is not None
+            and not isinstance(bound, types.ModuleType)
+            and getattr(bound, getattr(value, "__name__", ""), None) == value
+        ):
             return {"t": "method", "self": self.encode(bound, f"{path}.__self__"), "name": value.__name__}
         reference = reference_of(value)
         if reference is None:
-            return self._unrecordable(path, value, f"the builtin {getattr(value, '__qualname__', value)!r} cannot be found by name")
+            return self._unrecordable(
+                path, value, f"the builtin {getattr(value, '__qualname__', value)!r} cannot be found by name"
+            )
         return {"t": "function", "ref": reference}
 
 
@@ -386,7 +460,12 @@ def _plain_object(cls: type) -> bool:
             continue
         if not klass.__flags__ & heap:
             return False  # a C type in the bases keeps state we cannot see
-    return cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__ and "__setstate__" not in dir(cls) or dataclasses.is_dataclass(cls)
+    return (
+        cls.__reduce_ex__ is object.__reduce_ex__
+        and cls.__reduce__ is object.__reduce__
+        and "__setstate__" not in dir(cls)
+        or dataclasses.is_dataclass(cls)
+    )
 
 
 def _is_ndarray(value: Any) -> bool:

@@ -867,3 +867,7 @@ def test_every_capture_event_reads_back_as_it_was_written_and_a_cut_line_is_skip
     assert [g.real for g in read.aot[0]] == [True]  # the latest version of a graph saved twice
     assert read.patches == {"torch.sin": "my_sin"} and not read.patches_carried
     assert read.state_missing == ["lowerings[aten.sin]"] and read.unrecoverable == ["a lambda"]
+    assert read.failed_id == GraphId(0, "forward")
+    # a graph pt2kit could not name is known by its label, which is no graph id
+    (tmp_path / "events.jsonl").write_text(events.to_line(events.Failed(boom, graph="a inference graph")))
+    assert read_capture(tmp_path).failed_graph == "a inference graph" and read_capture(tmp_path).failed_id is None

@@ -36,7 +36,7 @@ from typing import Any
 from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
-from ..unit.case import GraphCase, GraphId
+from ..unit.case import GraphCase
 from ..capture.context import missing_config
 from ..errors import FlakyFailure, NoFailure, NotReproducible
 from ..stages.flaky import failure_rate
@@ -266,7 +266,7 @@ def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
 
 def failed_owner(captured: CaptureResult) -> str | None:
     """The dynamo graph (``g3``) the program failed in, when the capture knows it."""
-    return str(GraphId.parse(captured.failed_graph).owner) if captured.failed_graph else None
+    return str(captured.failed_id.owner) if captured.failed_id else None
 
 
 def seen_in_the_program(
@@ -287,9 +287,9 @@ def seen_in_the_program(
     """
     if accuracy:
         return judged_in_the_program(captured, cases, final)
-    if captured.failure is None or captured.failed_graph is None:
+    if captured.failure is None or captured.failed_id is None:
         return {}
-    owner = str(GraphId.parse(captured.failed_graph).owner)
+    owner = str(captured.failed_id.owner)
     return {
         (id(case), final): Outcome(final, captured.failure, 0.0, seen_in_program=True)
         for case, _ in cases
@@ -407,9 +407,10 @@ def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult)
 
     (The dynamo graph may hold inputs a repro cannot rebuild yet, such as DTensors.)
     """
-    if captured.failure is None or captured.failed_graph is None or GraphId.parse(captured.failed_graph).kind is None:
+    failed = captured.failed_id
+    if captured.failure is None or failed is None or failed.kind is None:
         return None
-    owner = GraphId.parse(captured.failed_graph).index
+    owner = failed.index
     paths = [
         g.path
         for g in captured.aot.get(owner, [])

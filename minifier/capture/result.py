@@ -20,6 +20,7 @@ from .events import (
     AotGraphSaved, Event, Exited, Failed, FrameLifted, GraphSaved, Judged, Patches, Ran, Running, StateMissing,
     UnknownBackendNamed, Unrecoverable, parse_events,
 )  # fmt: skip
+from ..unit.case import GraphId
 from ..unit.signature import Failure, Signature
 
 
@@ -48,6 +49,15 @@ class CaptureResult:
     kernel: str | None = None  # the Inductor kernel the program failed in, when it says (minifier.capture.blame)
     # --accuracy: aot graph ("g0.forward") -> its first run's verdict
     judged: dict[str, Failure | None] = field(default_factory=dict)
+
+    @property
+    def failed_id(self) -> GraphId | None:
+        """The graph the program failed in, when the capture knows it and it is one pt2kit saved
+        (not one it could not name: ``failed_graph`` is then its label, ``"a forward graph"``)."""
+        try:
+            return GraphId.parse(self.failed_graph) if self.failed_graph else None
+        except ValueError:
+            return None
 
 
 def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
