@@ -21,10 +21,10 @@ nodes: exactly, when the program generated the kernel in this run; by the ops it
 name lists (the first node of each), when Inductor served the graph from its cache
 and wrote no kernel at all.
 
-The reducer asks about those nodes first (:func:`minifier.reduce.passes.follow_blame`): on a
-planted relu bug in a 463-node GPT-2 step, one query on two nodes instead of a dozen
-halvings. A wrong blame (the bug needs more than its kernel, a cached graph whose
-first relu is not the one that breaks) costs that one query.
+The reducer asks about those nodes first (:func:`minifier.reduce.passes.follow_blame`): one
+query on a few nodes instead of a dozen halvings. A wrong blame (the bug needs more
+than its kernel, a cached graph whose first relu is not the one that breaks) costs
+that one query.
 """
 
 from __future__ import annotations

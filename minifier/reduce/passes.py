@@ -59,12 +59,11 @@ def follow_blame(r: Reducer) -> None:
     """Keep only the nodes of the kernel the program failed in: one query, before any search.
 
     A failure that names an Inductor kernel (a C++ compile error, an abort in its
-    loop) names its nodes too (:attr:`~minifier.reduce.engine.Reducer.blamed`: a relu and
-    the view fused with it, out of GPT-2's 463). If they fail alone, they are halved
-    while a half fails alone, by a sample of one node per kind when that is smaller
-    (a kernel can hold dozens of nodes: ResNet's fused batch norm, relu and max pool
-    are 28, sampled to 16), else node by node, and the searches below start from what
-    is left; if not (the bug needs more than its kernel), this cost one small compile.
+    loop) names its nodes too (:attr:`~minifier.reduce.engine.Reducer.blamed`). If they
+    fail alone, they are halved while a half fails alone, by a sample of one node per
+    kind when that is smaller (a kernel can fuse dozens of nodes), else node by node,
+    and the searches below start from what is left; if not (the bug needs more than its
+    kernel), this cost one small compile.
     """
     if r.settled():
         return
@@ -106,8 +105,8 @@ def _halve_sample(r: Reducer, fraction: float = 0.5) -> bool:
     """The best's sample of one node per kind, halved while a half fails (False: no sample below ``fraction`` of the best).
 
     Each sampled node stands alone, its inputs cut, so the first round compiles every
-    kernel the later rounds need (halving the nodes themselves writes new fused
-    kernels every round: ResNet's blamed 28 nodes took four rounds of 1-2 s).
+    kernel the later rounds need (halving the nodes themselves would write new fused
+    kernels every round).
     """
     kept = r.best.kept
     first: dict[tuple[str, tuple[str, ...]], str] = {}
@@ -130,16 +129,15 @@ def _keep_failing_half(r: Reducer, base: Candidate | None = None) -> bool:
     Both halves are asked side by side. For a sample, whose nodes hardly read one
     another: the binary searches would compile prefixes that stay large while the
     culprit sits late in the sample; here every round compiles two graphs half the
-    size of the last (BERT's 39-node sample: 76 nodes compiled in all, against 153
-    for the prefix search). When neither half fails (two kinds must meet), the
-    searches below take over.
+    size of the last. When neither half fails (two kinds must meet), the searches
+    below take over.
     """
     current = r.normalize(base or r.best)
     shrunk = False
     while len(current.kept) > 1:
         if _narrow_to_divergence(r, current):
             # A wrong answer in only some outputs: a sample's nodes stand alone, so those
-            # outputs are the culprits (Llama's relu: one query, not three rounds more).
+            # outputs are the culprits: one query settles it.
             shrunk, current = True, r.best
             continue
         kept = current.kept
@@ -156,9 +154,9 @@ def _split_point(r: Reducer, kept: tuple[str, ...], at: int) -> int:
     """The split nearest ``at`` that keeps every multi-output node with its parts (``len(kept)``: none does).
 
     Cut from its ``getitem`` readers, a node like ``max_pool_with_indices`` is dead
-    code, and so is whatever fed it (the relu a ResNet sample needed). The split may
-    move either way: ResNet's last four nodes are a relu, the pool it feeds and the
-    pool's two parts, and only "the relu | the pool and its parts" keeps both whole.
+    code, and so is whatever fed it. The split may move either way: of a relu, the
+    pool it feeds and the pool's two parts, only "the relu | the pool and its parts"
+    keeps both whole.
     """
 
     def keeps_parts_together(s: int) -> bool:
@@ -362,9 +360,8 @@ def shrink_shapes(r: Reducer) -> None:
 
     Inputs of :data:`SMALL_INPUTS` elements or fewer in all keep their sizes: a repro
     of a few thousand random numbers is small already, the sizes are the ones the bug
-    was seen at, and a failure that needs them about this large (BERT's abort, which
-    needs a kernel big enough to run threaded) made the search ask 19 graphs for
-    nothing.
+    was seen at, and a failure may need them about this large (an abort in a kernel
+    big enough to run threaded).
     """
     if _already_small(r, r.best):
         return
