@@ -89,6 +89,8 @@ def function_named(report: dict, name: str) -> dict:
     return only([f for f in report["recompiles"]["functions"] if f["function"] == name and f["resumed_at"] is None])
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # the explain command in a process of its own, on real scripts
 @pytest.mark.parametrize(
     ("name", "marker", "cause", "remedy_hint"),
     [
@@ -117,6 +119,8 @@ def test_each_graph_break_script_is_reported_at_its_line(runs, name, marker, cau
     assert report["isolation"]["reset_called"] is False
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # the explain command in a process of its own, on real scripts
 def test_json_mode_keeps_the_scripts_prints_off_stdout(runs):
     run = runs["print_break"]
 
@@ -155,6 +159,8 @@ def test_a_dtype_switch_names_x():
     assert [f["text"] for f in record["failed_guards"][0]["failures"]] == ["x: dtype float32 → float64"]
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # the explain command in a process of its own, on real scripts
 def test_a_recompile_limit_of_2_is_reported_as_hit(runs):
     script = SCRIPTS / "recompile_limit.py"
     report = report_of(runs["recompile_limit"])
@@ -184,6 +190,8 @@ def test_all_four_failing_guards_of_one_call_are_listed():
     ]
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # the explain command in a process of its own, on real scripts
 def test_rich_output_names_the_line_the_reason_and_the_remedy(runs):
     run = runs["rich"]
     script = SCRIPTS / "print_break.py"
@@ -195,6 +203,8 @@ def test_rich_output_names_the_line_the_reason_and_the_remedy(runs):
     assert "torch._dynamo.reset() was not called" in run.stdout
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # the explain command in a process of its own, on real scripts
 def test_a_missing_script_is_one_clear_line_and_exit_2(runs):
     run = runs["missing"]
 

@@ -38,8 +38,14 @@ def test_run_writes_a_repro_and_json_report(model_script, tmp_path):
     ("script", "code", "message"),
     [
         ("missing.py", 2, "minify: script not found: {path}"),
-        ("fine.py", 1, "ran to the end without failing"),
-        ("early.py", 3, "raised before torch.compile compiled anything: ValueError: bad input"),
+        # (these two run the program under capture, end to end)
+        pytest.param("fine.py", 1, "ran to the end without failing", marks=[pytest.mark.e2e, pytest.mark.matrix]),
+        pytest.param(
+            "early.py",
+            3,
+            "raised before torch.compile compiled anything: ValueError: bad input",
+            marks=[pytest.mark.e2e, pytest.mark.matrix],
+        ),
     ],
 )
 def test_bad_input_gets_one_line_and_its_exit_code(tmp_path, script, code, message):

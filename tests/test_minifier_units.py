@@ -137,6 +137,8 @@ def test_worker_returns_values_and_survives_crashes_and_hangs(tmp_path):
         worker.close()
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # compiles in pt2kit's worker processes
 def test_a_warm_worker_has_pt2kit_query_code_loaded_before_a_child_unpickles_its_query(tmp_path):
     # Every reducer query pickles a function of minifier.minification by name: a cold
     # zygote made each child import some thirty pt2kit modules again (0.1 s a query
@@ -160,6 +162,8 @@ def _training_backward_in_a_child() -> float:
     return float(x.grad.abs().sum())
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # compiles in pt2kit's worker processes
 def test_a_warm_worker_stays_fork_safe_for_autograd_on_this_build(tmp_path):
     # A CUDA build (what a plain `pip install torch` gives, GPU or not) starts autograd's
     # device threads at the first use of autograd after a compile; a zygote that warmed
@@ -424,6 +428,8 @@ class Dropout(torch.nn.Module):
         return (torch.nn.functional.dropout(x, 0.5, training=True) * 2,)
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # compiles in pt2kit's worker processes
 def test_an_accuracy_repro_of_a_random_graph_runs_every_side_from_one_seed(tmp_path):
     # eager and compiled each draw their dropout mask: from different RNG states they differ
     # on a healthy backend, and a strict (bit for bit) repro would report a bug that is not there

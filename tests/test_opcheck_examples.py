@@ -138,6 +138,8 @@ def test_accept_writes_the_failures_file_then_the_run_is_green(project):
     assert {status for _, _, status, _ in opcheck_reports(green)} == {"xfail"}
 
 
+@pytest.mark.matrix
+@pytest.mark.e2e  # a fresh pytest process on the example project
 def test_a_new_user_runs_pytest_opcheck_in_the_example_project(project):
     result = project.runpytest_subprocess("--opcheck", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=12, failed=5)
