@@ -16,9 +16,12 @@ import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UserFacingError
+
+if TYPE_CHECKING:
+    from .unit.accuracy import Accuracy
 
 
 def save_repro(
@@ -111,7 +114,7 @@ def bisect(
     fn: Callable[..., Any],
     *args: Any,
     backend: str = "inductor",
-    accuracy: bool = False,
+    accuracy: Accuracy = False,
     out: str | os.PathLike[str] | None = None,
     timeout: float = 300.0,
     **kwargs: Any,
@@ -125,7 +128,7 @@ def minify(
     fn: Callable[..., Any],
     *args: Any,
     backend: str = "inductor",
-    accuracy: bool = False,
+    accuracy: Accuracy = False,
     after: str = "auto",
     out: str | os.PathLike[str] | None = None,
     timeout: float = 300.0,

@@ -46,6 +46,7 @@ import sys
 # imports only what start-up has loaded anyway, and the rest where it is used.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .unit.accuracy import Accuracy
     from collections.abc import Callable, Sequence
     from pathlib import Path
     from typing import Any
@@ -337,7 +338,7 @@ class ReproOnFailure:
         _say(f"graph {case.label()} {why}; repro in {run_dir}")
         return path
 
-    def minify(self, path: Path, accuracy: bool) -> int:
+    def minify(self, path: Path, accuracy: Accuracy) -> int:
         """Minify a saved graph in a fresh process (this one runs the user's threads)."""
         import subprocess
 

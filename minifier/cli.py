@@ -11,7 +11,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,6 +26,9 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from .errors import InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
 from .capture.script import resolve_script  # noqa: E402
+
+if TYPE_CHECKING:
+    from .unit.accuracy import Accuracy
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -73,7 +76,7 @@ def _common_options(func: Any) -> Any:
     return func
 
 
-def _accuracy(accuracy: bool | None, strict: bool) -> bool | str | None:
+def _accuracy(accuracy: bool | None, strict: bool) -> Accuracy | None:
     """``--accuracy`` / ``--strict-accuracy`` as one value: False, True or "strict"."""
     return "strict" if strict else accuracy
 
@@ -336,7 +339,7 @@ def _minified(result: Any) -> tuple[dict[str, Any], Any]:
     return result.to_json(), lambda console: print_minify(result, console)
 
 
-def _capture_starter(script: Path, args: tuple[str, ...], backend: str | None, nproc: int, accuracy: Any) -> Any:
+def _capture_starter(script: Path, args: tuple[str, ...], backend: str | None, nproc: int, accuracy: Accuracy) -> Any:
     """``run`` and ``bisect``: start the program under capture first (a torchrun job starts its ranks later)."""
     if nproc > 1:
         return None

@@ -25,7 +25,7 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.fx as fx
 
@@ -53,6 +53,9 @@ from .capture.torch_repro import load_any_repro
 from .stages.elsewhere import verify
 from .repro.files import load_repro, write_repro
 from .repro.writer import render
+
+if TYPE_CHECKING:
+    from .unit.accuracy import Accuracy
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
 
@@ -128,7 +131,7 @@ def minify_case(
     *,
     stage: str,
     target: Failure,
-    accuracy: bool,
+    accuracy: Accuracy,
     key: str,
     resume: Path | None = None,
     bisect: BisectReport | None = None,
@@ -205,7 +208,7 @@ def start_reducer(
     *,
     stage: str,
     target: Failure,
-    accuracy: bool,
+    accuracy: Accuracy,
     key: str,
     prior: QueryResult[Any] | None,
     tries: int,
@@ -312,7 +315,7 @@ def reduce_and_write(
     return path, verified, [unverified] if unverified else []
 
 
-def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, accuracy: Any) -> Path:
+def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, accuracy: Accuracy) -> Path:
     """The graph as captured, written as the repro, when it fails alone but pt2kit's rebuild of it does not.
 
     The reducer's canonical form (:meth:`~minifier.reduce.engine.Reducer.normalize`) drops what
@@ -341,7 +344,7 @@ def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, ac
     )
 
 
-def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, accuracy: Any) -> GraphCase:
+def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, accuracy: Accuracy) -> GraphCase:
     """The case with its higher-order ops inlined, when that still fails the same way (see :mod:`minifier.stages.inline`)."""
     for flat in variants(case.gm):
         candidate = case.replace(gm=flat)
@@ -370,7 +373,7 @@ def minify_script(
     *,
     after: str = "auto",
     backend: str | None = None,
-    accuracy: bool = False,
+    accuracy: Accuracy = False,
     out: Path,
     nproc: int = 1,
     subsystem: bool = False,
@@ -470,7 +473,7 @@ def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyR
 
 
 def minify_repro(
-    session: Session, path: Path, *, after: str = "auto", accuracy: bool | None = None, out: Path
+    session: Session, path: Path, *, after: str = "auto", accuracy: Accuracy | None = None, out: Path
 ) -> MinifyResult:
     """``minify repro``: shrink an existing repro (pt2kit's or torch's) further.
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bisect.report import BisectReport, Row
 from .unit.case import GraphCase
 from .capture.context import missing_config
 from .stages.run import Outcome, stage_names
 from .bisect.subsystem import Below
+
+if TYPE_CHECKING:
+    from .unit.accuracy import Accuracy
 
 
 @dataclass
@@ -30,7 +33,7 @@ class MinifyResult:
     reduction_queries: int  # those the reducer asked (cache misses)
     seconds: float
     verified: bool
-    accuracy: bool
+    accuracy: Accuracy
     bisect: BisectReport | None = None
     resumed_from: str | None = None
     run_dir: Path | None = None

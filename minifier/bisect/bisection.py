@@ -34,6 +34,8 @@ program, :func:`bisect_case` for one saved graph.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pathlib import Path
 
 from .report import BisectReport
@@ -45,6 +47,9 @@ from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeC
 from ..repro.files import load_repro
 from ..isolation.session import Session
 
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
+
 
 def bisect_script(
     session: Session,
@@ -52,7 +57,7 @@ def bisect_script(
     args: list[str],
     *,
     backend: str | None = None,
-    accuracy: bool = False,
+    accuracy: Accuracy = False,
     aot_rows: bool = True,
     nproc: int = 1,
     trust_program: bool = False,
@@ -139,7 +144,7 @@ def bisect_failed_frame(
     return finish(session, report)
 
 
-def something_failed(captured: CaptureResult, script: Path, accuracy: bool) -> None:
+def something_failed(captured: CaptureResult, script: Path, accuracy: Accuracy) -> None:
     """Raise when there is nothing to bisect: no graph compiled, or nothing failed and no --accuracy to judge."""
     if not captured.graph_paths:
         if captured.failure is not None:
@@ -169,7 +174,7 @@ def readable_cases(
 
 
 def bisect_case(
-    session: Session, case: GraphCase, *, accuracy: bool = False, aot_rows: bool = True, path: Path | None = None
+    session: Session, case: GraphCase, *, accuracy: Accuracy = False, aot_rows: bool = True, path: Path | None = None
 ) -> BisectReport:
     """Stage bisection of one saved graph (``minify repro``): its stages, then its aot graphs."""
     session.warm_up(inductor=case.backend == "inductor", preload=[__name__])

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, read_capture_again, run_each, run_stages_of
@@ -45,12 +45,15 @@ from ..unit.signature import Failure
 from ..stages.run import Outcome, lower_case
 from ..isolation.worker import QueryError
 
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
+
 
 def pin_down(
     session: Session,
     report: BisectReport,
     *,
-    accuracy: bool,
+    accuracy: Accuracy,
     aot_rows_wanted: bool,
     captured: CaptureResult | None = None,
     trust_program: bool = False,
@@ -119,7 +122,7 @@ def program_verdicts(
     captured: CaptureResult | None,
     captured_aot: tuple[list[str], set[str], set[str]] | None,
     *,
-    accuracy: bool,
+    accuracy: Accuracy,
     trust: bool,
 ) -> tuple[set[str], dict[str, Failure]]:
     """What the program's own run says of its aot graphs' final stage: (passed, failed), by graph file.
@@ -214,7 +217,7 @@ def lower(session: Session, row: Row) -> tuple[list[str], str | None]:
 
 
 def second_look(
-    session: Session, rows: list[Row], *, accuracy: bool, captured: CaptureResult | None = None
+    session: Session, rows: list[Row], *, accuracy: Accuracy, captured: CaptureResult | None = None
 ) -> float | None:
     """Run each row's last stage again; when an outcome changes, measure how often it fails.
 
@@ -253,7 +256,7 @@ def second_look(
     return rate
 
 
-def matches(outcome: Outcome, original: Failure | None, accuracy: bool) -> bool:
+def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> bool:
     """Is a graph's failure the program's failure (or, with --accuracy, any failure)?"""
     if outcome.failure is None:
         return False
@@ -270,7 +273,7 @@ def failed_owner(captured: CaptureResult) -> str | None:
 
 
 def seen_in_the_program(
-    captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: bool
+    captured: CaptureResult, cases: list[tuple[GraphCase, Path]], final: str, accuracy: Accuracy
 ) -> dict[tuple[int, str], Outcome]:
     """The final-stage outcome the program's own run already showed, so it is not paid for again.
 

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
 from ..unit.signature import Failure, Signature
 from ..stages.run import Outcome, stage_names
 from .subsystem import Below
+
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
 
 
 @dataclass
@@ -81,7 +84,7 @@ class BisectReport:
 
     script: str
     backend: str
-    accuracy: bool
+    accuracy: Accuracy
     run_dir: Path
     original: Failure | None
     rows: list[Row] = field(default_factory=list)

@@ -30,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .report import Row, signature_of
 from ..capture.events import AotGraphSaved, Event, Failed, GraphSaved, Ran, parse_events
@@ -44,6 +44,9 @@ from ..unit.signature import Failure, Signature
 from ..stages.run import Outcome, run_case, stages_for
 from ..isolation.worker import QueryResult
 
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
+
 
 def capture(
     session: Session,
@@ -53,7 +56,7 @@ def capture(
     *,
     again: bool = False,
     nproc: int = 1,
-    accuracy: bool = False,
+    accuracy: Accuracy = False,
     profile: bool = False,
 ) -> CaptureResult:
     """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
@@ -118,7 +121,7 @@ class EarlyStages:
     (:meth:`settle`). :attr:`outcomes` holds the answers by graph file and stage.
     """
 
-    def __init__(self, session: Session, events: Path, *, accuracy: bool, roots: list[str]) -> None:
+    def __init__(self, session: Session, events: Path, *, accuracy: Accuracy, roots: list[str]) -> None:
         self.session, self.events, self.accuracy, self.roots = session, events, accuracy, roots
         self._read = 0
         self._partial = b""
@@ -269,7 +272,7 @@ def capture_ranks(
     out: Path,
     nproc: int,
     label: str,
-    accuracy: bool | str = False,
+    accuracy: Accuracy = False,
 ) -> CaptureResult:
     """Every rank of the job under capture (``captured/rank<r>``); the lowest rank that failed is the result."""
     from ..stages.distributed import launch_ranks
@@ -315,7 +318,7 @@ def _logged_failure(out: Path) -> bool:
         return False
 
 
-def run_stages(session: Session, case: GraphCase, *, accuracy: bool, path: Path | None = None) -> Row:
+def run_stages(session: Session, case: GraphCase, *, accuracy: Accuracy, path: Path | None = None) -> Row:
     """Run ``case`` through all its stages, side by side; the first failure in stage order counts."""
     return run_stages_of(session, [(case, path)], accuracy=accuracy)[0]
 
@@ -324,7 +327,7 @@ def run_stages_of(
     session: Session,
     cases: list[tuple[GraphCase, Path | None]],
     *,
-    accuracy: bool,
+    accuracy: Accuracy,
     stop_at: Signature | None = None,
     known: dict[tuple[int, str], Outcome] | None = None,
     early: EarlyStages | None = None,
@@ -427,7 +430,7 @@ def run_each(
     session: Session,
     plan: list[tuple[GraphCase, str]],
     *,
-    accuracy: bool,
+    accuracy: Accuracy,
     labels: list[str] | None = None,
     enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
     alongside: list[Any] | None = None,
@@ -452,7 +455,7 @@ def aot_rows(
     session: Session,
     paths: list[str],
     *,
-    accuracy: bool,
+    accuracy: Accuracy,
     stop_at: Signature | None,
     passed: set[str] = frozenset(),  # type: ignore[assignment]
     failed: dict[str, Failure] | None = None,
@@ -480,7 +483,7 @@ def aot_rows(
     return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known, early=early)
 
 
-def frame_row(session: Session, captured: CaptureResult, *, accuracy: bool) -> Row:
+def frame_row(session: Session, captured: CaptureResult, *, accuracy: Accuracy) -> Row:
     """The row of a frame that dynamo failed to turn into a graph: it fails at ``eager``.
 
     When capture could lift the frame to a graph (``make_fx`` on its real arguments)

@@ -28,13 +28,16 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
 from ..seams import compiler_bisector
 from ..isolation.session import Session
 from ..unit.signature import Signature
 from ..stages.run import run_case
+
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Workaround:
         return {**asdict(self), "verified": self.verified_on == "program"}
 
 
-def passes_with_bisector(case: GraphCase, stage: str, target: Signature, accuracy: Any, directory: str) -> bool:
+def passes_with_bisector(case: GraphCase, stage: str, target: Signature, accuracy: Accuracy, directory: str) -> bool:
     """(In a worker child) does ``case`` pass ``stage`` under the bisector's current state? (its config change applied)"""
     change = compiler_bisector.config_change(stage)
     with compiler_bisector.enabled(directory), _config_patch(stage, change):
@@ -94,7 +97,9 @@ def _config_patch(stage: str, change: dict[str, Any]) -> Any:
     return functorch_config.patch(change)
 
 
-def drill_down(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Any) -> Subsystem | None:
+def drill_down(
+    session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy
+) -> Subsystem | None:
     """The subsystem of ``stage`` that breaks ``case`` (None: a stage the bisector does not know, or none of its subsystems)."""
     if stage not in compiler_bisector.DRILLABLE:
         return None
@@ -173,7 +178,7 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
     return found
 
 
-def passes_with_code(case: GraphCase, option: Option, accuracy: Any) -> bool:
+def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> bool:
     """(In a worker child) does ``case`` run right under ``option.stage`` once ``option.code`` has run?
 
     Inductor's cache is off: its key does not see a changed lowering or decomposition table.
@@ -231,7 +236,7 @@ def find_workaround(
     stage: str,
     graph: GraphCase,
     backend: str,
-    accuracy: Any,
+    accuracy: Accuracy,
     script: Path | None,
     args: list[str],
 ) -> Workaround | None:
@@ -277,7 +282,7 @@ def go_below(
     session: Session,
     stage: str,
     target: Signature,
-    accuracy: Any,
+    accuracy: Accuracy,
     *,
     original: GraphCase,
     minimized: GraphCase | None,
@@ -316,7 +321,7 @@ def go_below(
     return below
 
 
-def confirm_on(session: Session, subsystem: Subsystem, case: GraphCase, target: Signature, accuracy: Any) -> bool:
+def confirm_on(session: Session, subsystem: Subsystem, case: GraphCase, target: Signature, accuracy: Accuracy) -> bool:
     """Does the original graph pass with the whole subsystem disabled (one query, on the graph the program failed in)?"""
     directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-confirm-", dir=session.run_dir)
     compiler_bisector.disable_whole(subsystem.backend, subsystem.name, directory)

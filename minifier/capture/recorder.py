@@ -36,7 +36,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx as fx
@@ -66,6 +66,9 @@ from ..unit.signature import (
 )
 from ..repro.files import write_repro
 
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
+
 
 class Recorder:
     """Sits in torch's backend hook during a capture run; see the module docstring."""
@@ -76,7 +79,7 @@ class Recorder:
         *,
         backend_override: str | None = None,
         timeout: float | None = None,
-        accuracy: bool | str = False,
+        accuracy: Accuracy = False,
     ) -> None:
         self.out_dir = out_dir
         self.backend_override = backend_override
@@ -427,7 +430,7 @@ def capture_script(
     *,
     backend: str | None = None,
     timeout: float | None = None,
-    accuracy: bool | str = False,
+    accuracy: Accuracy = False,
 ) -> dict[str, Any]:
     """Run ``script`` with a :class:`Recorder` armed (in a worker child); returns a plain summary.
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from ..errors import ScriptNotFound
 
 if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
     from ..isolation.session import Session
 
 
@@ -72,7 +73,7 @@ def capture_command(
     *,
     backend: str | None,
     timeout: float | None,
-    accuracy: bool | str = False,
+    accuracy: Accuracy = False,
 ) -> list[str]:
     """The command that runs :func:`minifier.capture.recorder.capture_script` into ``out_dir`` in a fresh process (``minify _capture``).
 
@@ -96,7 +97,7 @@ def capture_plan(
     *,
     backend: str | None,
     timeout: float | None,
-    accuracy: bool | str = False,
+    accuracy: Accuracy = False,
     again: bool = False,
 ) -> tuple[list[str], Path, Path]:
     """How a run directory's capture of ``script`` runs: (command, its output directory, its log).
@@ -114,7 +115,7 @@ def capture_plan(
 
 
 def start_capture(
-    session: Session, script: Path, args: Sequence[str], backend: str | None, accuracy: bool | str = False
+    session: Session, script: Path, args: Sequence[str], backend: str | None, accuracy: Accuracy = False
 ) -> None:
     """Start ``script`` under capture now, and the worker's warm-up; the bisection's capture adopts it.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotReproducible
 from ..isolation.session import Session
@@ -25,6 +25,9 @@ from ..unit.case import GraphCase
 from ..unit.signature import Failure, Signature
 from .engine import Reducer
 
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
+
 
 class CandidateQuery:
     """The reducer's question, asked of a batch of candidates: each as an isolated query through ``stage``.
@@ -35,10 +38,10 @@ class CandidateQuery:
     """
 
     def __init__(
-        self, session: Session, origin: OriginRef, stage: str, target: Signature, accuracy: bool | str, tries: int
+        self, session: Session, origin: OriginRef, stage: str, target: Signature, accuracy: Accuracy, tries: int
     ) -> None:
         self.session, self.origin, self.stage, self.target, self.tries = session, origin, stage, target, tries
-        self.accuracy: bool | str = accuracy if target.kind == "accuracy" else False
+        self.accuracy: Accuracy = accuracy if target.kind == "accuracy" else False
         self.reducer: Reducer | None = None  # set once the reducer exists: progress labels read it
         self.current_pass = "starting"
 
@@ -62,7 +65,7 @@ class CandidateQuery:
 
 
 def run_candidate(
-    candidate: GraphCase, origin: OriginRef, stage: str, accuracy: bool | str, strict: bool, outputs: tuple[str, ...]
+    candidate: GraphCase, origin: OriginRef, stage: str, accuracy: Accuracy, strict: bool, outputs: tuple[str, ...]
 ) -> Outcome:
     """(In a worker child) one reducer question: the candidate, its cut inputs filled in, through the stage."""
     reach = Reach(origin.load, outputs, origin.references) if accuracy else None
@@ -94,7 +97,13 @@ class OriginRef:
 
 
 def write_best(
-    session: Session, reducer: Reducer, origin: OriginRef, stage: str, target: Failure, accuracy: bool, tries: int = 1
+    session: Session,
+    reducer: Reducer,
+    origin: OriginRef,
+    stage: str,
+    target: Failure,
+    accuracy: Accuracy,
+    tries: int = 1,
 ) -> Path:
     """Write the best candidate as the run's repro.py, filling cut inputs with their values."""
     best = reducer.best_case()

@@ -19,7 +19,7 @@ import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx as fx
@@ -31,6 +31,9 @@ from ..unit.graphio import GraphFormatError, load_graph
 from ..seams import compiler_state, pytree
 from ..unit.signature import Signature
 from .writer import FORMAT_VERSION, data_of, render
+
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
 
 
 def save_data(data: dict[str, torch.Tensor], directory: Path) -> str | None:
@@ -53,7 +56,7 @@ def write_repro(
     *,
     stage: str,
     failure: Signature | None = None,
-    accuracy: bool = False,
+    accuracy: Accuracy = False,
     name: str = "repro.py",
     note: str = "",
     strict: bool = False,
@@ -133,7 +136,7 @@ class LoadedRepro:
     case: GraphCase
     stage: str
     failure: Signature | None
-    accuracy: bool
+    accuracy: Accuracy
     path: Path
     strict: bool = False
 

@@ -36,7 +36,7 @@ import inspect
 import math
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx as fx
@@ -68,6 +68,9 @@ from ..unit.accuracy import (
 )
 from ..unit.signature import Signature
 
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
+
 __all__ = [  # the parts' public names are the writer's too
     "AOT_COMPILER_KEYS",
     "COLLECTIVES",
@@ -94,7 +97,7 @@ def render(
     *,
     stage: str,
     failure: Signature | None = None,
-    accuracy: bool = False,
+    accuracy: Accuracy = False,
     data_file: str | None = None,
     note: str = "",
     strict: bool = False,
@@ -157,7 +160,7 @@ def render(
     return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
 
-def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: bool, note: str) -> str:
+def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Accuracy, note: str) -> str:
     what = f"the {case.kind} graph (after aot)" if case.boundary == "aot" else "the dynamo graph"
     lines = [
         f"# pt2kit repro, torch {torch.__version__}",
@@ -172,7 +175,7 @@ def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: bo
     return "\n".join(lines)
 
 
-def _imports(case: GraphCase, stage: str, accuracy: bool, data_file: str | None) -> str:
+def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | None) -> str:
     from ..seams.ops import import_block
 
     lines = ["import torch"]
@@ -224,7 +227,7 @@ def _literal(metadata: dict[str, Any]) -> str:
 
 
 def _metadata(
-    case: GraphCase, stage: str, failure: Signature | None, accuracy: bool, data_file: str | None
+    case: GraphCase, stage: str, failure: Signature | None, accuracy: Accuracy, data_file: str | None
 ) -> dict[str, Any]:
     return {
         "version": FORMAT_VERSION,
@@ -404,7 +407,7 @@ def _accuracy_runs(case: GraphCase, fp64_class: str, blocker: str | None) -> str
     )
 
 
-def _main(accuracy: bool, distributed: bool = False, tries: int = 1) -> str:
+def _main(accuracy: Accuracy, distributed: bool = False, tries: int = 1) -> str:
     if not accuracy:
         body = ["inputs = make_inputs(data)", f"torch.manual_seed({RUN_SEED})", "run(Repro(data), inputs)"]
         passed = "did not fail"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
 from ..errors import FlakyFailure
@@ -23,13 +23,16 @@ from ..isolation.session import Session
 from ..unit.signature import Signature
 from .run import Outcome, run_case
 
+if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
+
 
 #: Looks at a failure that did not repeat, to measure how often it shows (DESIGN.md, "Flaky failures").
 LOOKS = 8
 
 
 def failure_rate(
-    session: Session, case: GraphCase, stage: str, first: Outcome, second: Outcome, *, accuracy: bool, label: str
+    session: Session, case: GraphCase, stage: str, first: Outcome, second: Outcome, *, accuracy: Accuracy, label: str
 ) -> float:
     """How often ``case`` fails through ``stage`` the way it first did, over :data:`LOOKS` runs (the first two included).
 
@@ -88,7 +91,7 @@ def _signature(outcome: Outcome) -> Signature | None:
     return outcome.failure.signature if outcome.failure else None
 
 
-def measured_rate(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Any) -> float:
+def measured_rate(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> float:
     """The fraction of :data:`LOOKS` runs of ``case`` through ``stage`` that fail with ``target``."""
     looks = [
         (

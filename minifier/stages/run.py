@@ -49,6 +49,7 @@ from ..repro.files import exec_repro, write_repro
 from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
 
 if TYPE_CHECKING:
+    from ..unit.accuracy import Accuracy
     from ..isolation.worker import QueryResult
 
 
@@ -125,7 +126,7 @@ class Reach:
 
 
 def run_case(
-    case: GraphCase, stage: str, *, accuracy: bool = False, strict: bool = False, reach: Reach | None = None
+    case: GraphCase, stage: str, *, accuracy: Accuracy = False, strict: bool = False, reach: Reach | None = None
 ) -> Outcome:
     """Run ``case`` through ``stage`` the way its repro.py would; classify what happens.
 

@@ -27,9 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Union
 
 from .signature import Failure, Signature, normalize_message
+
+#: How wrong answers are judged: ``False`` not at all (crashes only), ``True`` against eager
+#: and an fp64 reference within tolerance, ``"strict"`` bit for bit against eager.
+Accuracy = Union[bool, Literal["strict"]]
 
 #: Ops that draw random numbers (by name part): a float64 run of them draws other numbers.
 RANDOM_OPS = (
