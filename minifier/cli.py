@@ -343,9 +343,9 @@ def _capture_starter(script: Path, args: tuple[str, ...], backend: str | None, n
     """``run`` and ``bisect``: start the program under capture first (a torchrun job starts its ranks later)."""
     if nproc > 1:
         return None
-    from .capture.script import start_capture
+    from .capture.script import ProgramRun, start_capture
 
-    return lambda session: start_capture(session, script, list(args), backend, accuracy)
+    return lambda session: start_capture(session, ProgramRun(script, tuple(args), backend, accuracy))
 
 
 def _session_command(

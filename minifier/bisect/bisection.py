@@ -41,6 +41,7 @@ from pathlib import Path
 from .report import BisectReport
 from .steps import capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
+from ..capture.script import ProgramRun
 from ..unit.case import GraphCase
 from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
 from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile
@@ -68,7 +69,8 @@ def bisect_script(
     graph's final-stage answer instead of compiling it again (see
     :func:`minifier.bisect.culprit.pin_down`); only for a minification, which confirms it.
     """
-    captured = capture(session, script, args, backend, nproc=nproc, accuracy=accuracy, profile=trust_program)
+    program = ProgramRun(script, tuple(args), backend, accuracy, nproc)
+    captured = capture(session, program, profile=trust_program)
     cases, unreadable = readable_cases(captured.graph_paths, captured.early.cases if captured.early is not None else {})
     final = backend or (cases[0][0].backend if cases else "inductor")
     report = BisectReport(
@@ -87,7 +89,7 @@ def bisect_script(
         session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
 
     if captured.failure is not None and failed_while_tracing(captured):
-        return bisect_failed_frame(session, report, captured, cases, script, args, backend)
+        return bisect_failed_frame(session, report, captured, cases, program)
     if unreadable:
         report.note = "some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable)
     something_failed(captured, script, accuracy)
@@ -106,7 +108,7 @@ def bisect_script(
                 report.culprit = row
 
     if report.culprit is None:
-        return no_culprit(session, report, script, args, backend, captured)
+        return no_culprit(session, report, program, captured)
 
     return pin_down(
         session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured, trust_program=trust_program
@@ -118,9 +120,7 @@ def bisect_failed_frame(
     report: BisectReport,
     captured: CaptureResult,
     cases: list[tuple[GraphCase, Path]],
-    script: Path,
-    args: list[str],
-    backend: str | None,
+    program: ProgramRun,
 ) -> BisectReport:
     """The program failed inside dynamo's tracing: the frame it failed in, lifted to a graph, is the culprit.
 
@@ -135,11 +135,11 @@ def bisect_failed_frame(
     if row.case is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=False)
     report.note = "the failing frame could not be lifted to a graph that fails the same way"
-    again = read_capture_again(session, script, args, backend, report.nproc)
+    again = read_capture_again(session, program)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         then = again.failure.signature if again.failure else "passed"
         raise FlakyFailure(
-            f"flaky: {script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {then}"
+            f"flaky: {program.script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {then}"
         )
     return finish(session, report)
 

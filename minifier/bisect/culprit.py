@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
+from ..capture.script import ProgramRun
 from ..unit.case import GraphCase
 from ..capture.context import missing_config
 from ..errors import FlakyFailure, NoFailure, NotReproducible
@@ -313,9 +314,7 @@ def judged_in_the_program(
     return known
 
 
-def no_culprit(
-    session: Session, report: BisectReport, script: Path, args: list[str], backend: str | None, captured: CaptureResult
-) -> BisectReport:
+def no_culprit(session: Session, report: BisectReport, program: ProgramRun, captured: CaptureResult) -> BisectReport:
     """No graph fails like the program did: flaky, or a failure that needs the whole program."""
     failing = [r for r in report.rows if r.first_failure is not None]
     if captured.failure is None:
@@ -323,7 +322,8 @@ def no_culprit(
             report.culprit = failing[0]
             return finish(session, report)
         raise NoFailure(
-            f"every graph of {script.name} passes every stage" + (" (accuracy checked)" if report.accuracy else "")
+            f"every graph of {program.script.name} passes every stage"
+            + (" (accuracy checked)" if report.accuracy else "")
         )
     inlined = inlined_culprit(session, report, captured)
     if inlined is not None:
@@ -331,10 +331,10 @@ def no_culprit(
     if aot_culprit(session, report, captured) is not None:
         report.note = "the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)"
         return finish(session, report)
-    again = read_capture_again(session, script, args, backend, report.nproc)
+    again = read_capture_again(session, program)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         raise FlakyFailure(
-            f"flaky: {script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run"
+            f"flaky: {program.script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run"
         )
     # does any graph fail now?
     report.failure_rate = second_look(session, report.rows, accuracy=report.accuracy, captured=captured)
@@ -375,7 +375,7 @@ def no_culprit(
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     raise NotReproducible(
-        f"{script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}",
+        f"{program.script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}",
         **named,
     )
 

@@ -25,6 +25,7 @@ signature (:mod:`minifier.isolation.worker` isolates it), never an exception her
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import time
@@ -38,7 +39,7 @@ from ..capture.result import CaptureResult, read_capture
 from ..unit.case import GraphCase
 from ..errors import UnknownBackend
 from ..repro.files import load_repro
-from ..capture.script import capture_command, capture_plan
+from ..capture.script import ProgramRun
 from ..isolation.session import Session
 from ..unit.signature import Failure, Signature
 from ..stages.run import Outcome, run_case, stages_for
@@ -48,17 +49,7 @@ if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
 
 
-def capture(
-    session: Session,
-    script: Path,
-    args: list[str],
-    backend: str | None,
-    *,
-    again: bool = False,
-    nproc: int = 1,
-    accuracy: Accuracy = False,
-    profile: bool = False,
-) -> CaptureResult:
+def capture(session: Session, program: ProgramRun, *, again: bool = False, profile: bool = False) -> CaptureResult:
     """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
 
     The script runs on one core while pt2kit's worker warms up on the other, then
@@ -69,22 +60,20 @@ def capture(
     ``profile`` (a minification follows): the aot graph the program failed in is
     profiled in the same batch as the last stages (:attr:`EarlyStages.profiled`).
     """
-    command, out, log = capture_plan(
-        session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy, again=again
-    )
+    script = program.script
+    command, out, log = program.plan(session.run_dir, session.timeout, again=again)
     if not again:
-        session.warm_up(inductor=backend in (None, "inductor"), preload=[__name__])
+        session.warm_up(inductor=program.warms_inductor, preload=[__name__])
     label = (
         f"running {script.name} again: checking it is not flaky"
         if again
         else f"running {script.name} with capture armed"
     )
-    if nproc > 1:
-        captured = capture_ranks(session, script, args, backend, out, nproc, label, accuracy)
+    if program.nproc > 1:
+        captured = capture_ranks(session, program, out, label)
     else:
-        early = (
-            None if again else EarlyStages(session, out / "events.jsonl", accuracy=accuracy, roots=[str(script.parent)])
-        )
+        roots = [str(script.parent)]
+        early = None if again else EarlyStages(session, out / "events.jsonl", accuracy=program.accuracy, roots=roots)
         # (started already, when `minify run` could: see minifier.capture.script.start_capture)
         ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
         captured = read_capture(out, ended)
@@ -264,25 +253,15 @@ class EarlyStages:
             self._dynamo[case.label()] = (path, case)
 
 
-def capture_ranks(
-    session: Session,
-    script: Path,
-    args: list[str],
-    backend: str | None,
-    out: Path,
-    nproc: int,
-    label: str,
-    accuracy: Accuracy = False,
-) -> CaptureResult:
+def capture_ranks(session: Session, program: ProgramRun, out: Path, label: str) -> CaptureResult:
     """Every rank of the job under capture (``captured/rank<r>``); the lowest rank that failed is the result."""
     from ..stages.distributed import launch_ranks
     from ..unit.signature import signature_of_crash, signature_of_exit
     from ..isolation.zygote import pt2kit_env
 
+    nproc = program.nproc
     outs = [out / f"rank{rank}" for rank in range(nproc)]
-    commands = [
-        capture_command(script, args, o, backend=backend, timeout=session.timeout, accuracy=accuracy) for o in outs
-    ]
+    commands = [program.command(o, session.timeout) for o in outs]
     logs = [session.run_dir / "logs" / f"{out.name}-rank{rank}.log" for rank in range(nproc)]
     session.progress.update(f"{label} ({nproc} ranks)")
     start = time.monotonic()
@@ -508,7 +487,6 @@ def failed_while_tracing(captured: CaptureResult) -> bool:
     return any(isinstance(e, Failed) and e.where == "tracing" for e in captured.events)
 
 
-def read_capture_again(
-    session: Session, script: Path, args: list[str], backend: str | None, nproc: int = 1
-) -> CaptureResult:
-    return capture(session, script, args, backend, again=True, nproc=nproc)
+def read_capture_again(session: Session, program: ProgramRun) -> CaptureResult:
+    """The program under capture once more: does it fail the same way? (Asked of its failure alone: nothing judged.)"""
+    return capture(session, dataclasses.replace(program, accuracy=False), again=True)

@@ -1,7 +1,7 @@
 """Capture: run a user's program with pt2kit armed and keep every graph it compiles.
 
 The first step of following a bug. :func:`capture_script` runs the user's script
-(as a fresh process, ``minify _capture``, see :func:`minifier.capture.script.capture_command`) with a
+(as a fresh process, ``minify _capture``, see :meth:`minifier.capture.script.ProgramRun.command`) with a
 :class:`Recorder` sitting in torch's dynamo backend hook
 (:func:`minifier.capture.hooks.dynamo_backends`). For each graph dynamo hands to a backend,
 the recorder

@@ -17,6 +17,7 @@ import os
 import runpy
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,66 +67,50 @@ def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> dict[s
         sys.argv, sys.path[:] = saved_argv, saved_path
 
 
-def capture_command(
-    script: Path,
-    args: Sequence[str],
-    out_dir: Path,
-    *,
-    backend: str | None,
-    timeout: float | None,
-    accuracy: Accuracy = False,
-) -> list[str]:
-    """The command that runs :func:`minifier.capture.recorder.capture_script` into ``out_dir`` in a fresh process (``minify _capture``).
+@dataclass(frozen=True)
+class ProgramRun:
+    """The user's program as pt2kit runs it under capture: ``python SCRIPT ARGS...``, in a fresh process.
 
-    ``accuracy``: judge each compiled graph's first run too (``True``, or ``"strict"``).
+    ``backend``: what every ``torch.compile`` of the program gets instead of its own
+    backend (None: its own). ``accuracy``: how the capture judges each compiled graph's
+    first run. ``nproc``: the ranks of a torchrun job (1: one process). Nothing here
+    imports torch, so ``minify run`` can start the program before its own process has
+    imported torch (:meth:`minifier.isolation.session.Session.start_program`).
     """
-    from ..isolation.zygote import python_command
 
-    options = (
-        ["--out", str(out_dir)]
-        + (["--backend", backend] if backend else [])
-        + (["--timeout", str(timeout)] if timeout else [])
-    )
-    options += ["--accuracy", "strict" if accuracy == "strict" else "on"] if accuracy else []
-    return python_command("minifier", "_capture", *options, "--", str(script), *args)
+    script: Path
+    args: tuple[str, ...] = ()
+    backend: str | None = None
+    accuracy: Accuracy = False
+    nproc: int = 1
 
+    def command(self, out_dir: Path, timeout: float | None) -> list[str]:
+        """The command that runs :func:`minifier.capture.recorder.capture_script` into ``out_dir`` (``minify _capture``)."""
+        from ..isolation.zygote import python_command
 
-def capture_plan(
-    run_dir: Path,
-    script: Path,
-    args: Sequence[str],
-    *,
-    backend: str | None,
-    timeout: float | None,
-    accuracy: Accuracy = False,
-    again: bool = False,
-) -> tuple[list[str], Path, Path]:
-    """How a run directory's capture of ``script`` runs: (command, its output directory, its log).
+        options = ["--out", str(out_dir)] + (["--backend", self.backend] if self.backend else [])
+        options += ["--timeout", str(timeout)] if timeout else []
+        options += ["--accuracy", "strict" if self.accuracy == "strict" else "on"] if self.accuracy else []
+        return python_command("minifier", "_capture", *options, "--", str(self.script), *self.args)
 
-    Nothing here imports torch, so ``minify run`` can start the program before its own
-    process has imported torch (:meth:`minifier.isolation.session.Session.start_program`): the
-    second that import takes is spent beside the program instead of before it.
-    """
-    out = run_dir / ("captured-again" if again else "captured")
-    return (
-        capture_command(script, args, out, backend=backend, timeout=timeout, accuracy=accuracy),
-        out,
-        run_dir / "logs" / f"{out.name}.log",
-    )
+    def plan(self, run_dir: Path, timeout: float | None, again: bool = False) -> tuple[list[str], Path, Path]:
+        """How a run directory's capture of the program runs: (command, its output directory, its log)."""
+        out = run_dir / ("captured-again" if again else "captured")
+        return self.command(out, timeout), out, run_dir / "logs" / f"{out.name}.log"
+
+    @property
+    def warms_inductor(self) -> bool:
+        return self.backend in (None, "inductor")
 
 
-def start_capture(
-    session: Session, script: Path, args: Sequence[str], backend: str | None, accuracy: Accuracy = False
-) -> None:
-    """Start ``script`` under capture now, and the worker's warm-up; the bisection's capture adopts it.
+def start_capture(session: Session, program: ProgramRun) -> None:
+    """Start the program under capture now, and the worker's warm-up; the bisection's capture adopts it.
 
     For the command line, before its own process imports torch (nothing here does):
     the program, the worker's warm-up and pt2kit's own imports then run at once.
     """
-    command, _, log = capture_plan(
-        session.run_dir, script, args, backend=backend, timeout=session.timeout, accuracy=accuracy
-    )
-    session.warm_up(inductor=backend in (None, "inductor"))
+    command, _, log = program.plan(session.run_dir, session.timeout)
+    session.warm_up(inductor=program.warms_inductor)
     session.start_program(command, log=log)
 
 
