@@ -154,43 +154,22 @@ def describe(
     module_name = str(snapshot.f_globals.get("__name__", "?"))
     encoder = values.Encoder(source_modules={module_name})
     notes = list(snapshot.notes)
-    source_code, resume = code, None
-    if resume_functions.is_resume_function(code):
-        try:
-            source_code, resume = resume_functions.origin(code)
-        except (LookupError, ValueError) as e:
-            encoder.unrecordable.append({"name": "<code>", "type": "resume function", "reason": str(e)})
-    code_spec: dict[str, Any]
+    source_code, resume = _source_code(code, encoder)
     function_object = snapshot.f_globals.get(code.co_name)
     reference = (
         values.reference_of(function_object)
         if getattr(function_object, "__code__", None) is source_code and is_internal_file(code.co_filename)
         else None
     )
-    if reference is not None:
-        code_spec = {"ref": reference}
-    else:
-        try:
-            code_spec = {"source": encoder.source_entry(source_code, snapshot.f_globals)}
-        except (OSError, TypeError, SyntaxError, IndexError, rebuild.RebuildError) as e:
-            code_spec = {"unavailable": str(e)}
-            encoder.unrecordable.append(
-                {"name": "<code>", "type": "code", "reason": f"no source for {code.co_name}: {e}"}
-            )
+    code_spec = {"ref": reference} if reference is not None else _source_spec(snapshot, source_code, encoder)
     namespace = encoder.namespace_key(snapshot.f_globals)
     args = {name: encoder.encode(value, name) for name, value in snapshot.args.items()}
     closure = {name: encoder.encode(value, f"closure {name}") for name, value in snapshot.closure.items()}
     encoder.record_globals(snapshot.f_globals, values.global_names(source_code))
-    config: dict[str, dict[str, Any]] = {}
-    for module, settings in snapshot.config.items():
-        config[module] = {key: encoder.encode(value, f"config {module}.{key}") for key, value in settings.items()}
+    config = _encode_config(snapshot.config, encoder)
     rng = snapshot.rng.describe(encoder)
     encoder.finish()
-    for name, version in snapshot.versions.items():
-        if snapshot.args[name]._version != version:
-            notes.append(
-                f"argument {name} was modified in place between frame entry and the failure; the record holds its later value"
-            )
+    notes.extend(_modified_argument_notes(snapshot))
     backend = describe_compile_backend(snapshot.compiler_fn)
     failure = signature_of_exception(exc)
     manifest: dict[str, Any] = {
@@ -200,20 +179,7 @@ def describe(
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "frame": {
-            "function": frame_label(snapshot),
-            "qualname": getattr(code, "co_qualname", code.co_name),
-            "file": code.co_filename,
-            "line": code.co_firstlineno,
-            "code_name": code.co_name,
-            "compile_id": snapshot.compile_id,
-            "code": code_spec,
-            "resume": resume,
-            "bytecode_sha256": rebuild.bytecode_digest(code),
-            "namespace": namespace,
-            "args": args,
-            "closure": closure,
-        },
+        "frame": _frame_entry(snapshot, code_spec, resume, namespace, args, closure),
         "snapshot": snapshot.taken,
         "failure": {
             **failure.signature.to_json(),
@@ -235,6 +201,72 @@ def describe(
         "tensors": {},
     }
     return manifest, encoder.tensors
+
+
+def _source_code(code: types.CodeType, encoder: values.Encoder) -> tuple[types.CodeType, dict[str, Any] | None]:
+    """The code whose source the record keeps (a resume function's origin, else ``code``) and how to resume it."""
+    source_code, resume = code, None
+    if resume_functions.is_resume_function(code):
+        try:
+            source_code, resume = resume_functions.origin(code)
+        except (LookupError, ValueError) as e:
+            encoder.unrecordable.append({"name": "<code>", "type": "resume function", "reason": str(e)})
+    return source_code, resume
+
+
+def _source_spec(snapshot: Snapshot, source_code: types.CodeType, encoder: values.Encoder) -> dict[str, Any]:
+    """The manifest's ``frame.code`` from source: the kept source block, or why there is none."""
+    try:
+        return {"source": encoder.source_entry(source_code, snapshot.f_globals)}
+    except (OSError, TypeError, SyntaxError, IndexError, rebuild.RebuildError) as e:
+        unavailable = {"unavailable": str(e)}
+        encoder.unrecordable.append(
+            {"name": "<code>", "type": "code", "reason": f"no source for {snapshot.code.co_name}: {e}"}
+        )
+        return unavailable
+
+
+def _encode_config(config: dict[str, dict[str, Any]], encoder: values.Encoder) -> dict[str, dict[str, Any]]:
+    """The manifest's ``config``: each module's non-default settings, encoded."""
+    return {
+        module: {key: encoder.encode(value, f"config {module}.{key}") for key, value in settings.items()}
+        for module, settings in config.items()
+    }
+
+
+def _modified_argument_notes(snapshot: Snapshot) -> list[str]:
+    """A note for each tensor argument whose version moved since the snapshot (modified in place)."""
+    return [
+        f"argument {name} was modified in place between frame entry and the failure; the record holds its later value"
+        for name, version in snapshot.versions.items()
+        if snapshot.args[name]._version != version
+    ]
+
+
+def _frame_entry(
+    snapshot: Snapshot,
+    code_spec: dict[str, Any],
+    resume: dict[str, Any] | None,
+    namespace: str,
+    args: dict[str, Any],
+    closure: dict[str, Any],
+) -> dict[str, Any]:
+    """The manifest's ``frame``: which function failed, where it lives, how to get its code back, and its inputs."""
+    code = snapshot.code
+    return {
+        "function": frame_label(snapshot),
+        "qualname": getattr(code, "co_qualname", code.co_name),
+        "file": code.co_filename,
+        "line": code.co_firstlineno,
+        "code_name": code.co_name,
+        "compile_id": snapshot.compile_id,
+        "code": code_spec,
+        "resume": resume,
+        "bytecode_sha256": rebuild.bytecode_digest(code),
+        "namespace": namespace,
+        "args": args,
+        "closure": closure,
+    }
 
 
 def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:

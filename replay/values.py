@@ -62,6 +62,15 @@ _PROCESS_BOUND: tuple[tuple[tuple[type, ...], str, str], ...] = (
     ((types.FrameType, types.TracebackType), "frame", "a live interpreter frame cannot be written down"),
 )
 
+#: C-level callables (builtin functions and methods, slot wrappers, method descriptors), found by name.
+_BUILTIN_CALLABLES = (
+    types.BuiltinFunctionType,
+    types.BuiltinMethodType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+)
+
 
 class Encoder:
     """Builds the value tree of one record: objects, tensors, and (through its :class:`SourceBook`) sources."""
@@ -184,20 +193,7 @@ class Encoder:
             )
         if kind in (dict, collections.OrderedDict, collections.defaultdict):
             tag = {dict: "dict", collections.OrderedDict: "odict", collections.defaultdict: "defaultdict"}[kind]
-
-            def mapping() -> dict[str, Any]:
-                node: dict[str, Any] = {
-                    "t": tag,
-                    "items": [
-                        [self.encode(k, f"{path} key"), self.encode(v, f"{path}[{k!r}]")]
-                        for k, v in list(value.items())
-                    ],
-                }
-                if tag == "defaultdict":
-                    node["factory"] = self.encode(value.default_factory, f"{path}.default_factory")
-                return node
-
-            return self._define(value, mapping)
+            return self._define(value, self._mapping, value, path, tag)
         if kind is set:
             return self._define(value, lambda: {"t": "set", "items": [self.encode(v, f"{path}[...]") for v in value]})
         if isinstance(value, type):
@@ -207,48 +203,14 @@ class Encoder:
         if isinstance(value, types.FunctionType):
             return self._define(value, lambda: self._function(value, path))
         if isinstance(value, types.MethodType):
-            return self._define(
-                value,
-                lambda: {
-                    "t": "method",
-                    "self": self.encode(value.__self__, f"{path}.__self__"),
-                    "name": value.__func__.__name__,
-                },
-            )
+            return self._define(value, self._bound_method, value, path)
         if isinstance(value, functools.partial) and kind is functools.partial:
-            return self._define(
-                value,
-                lambda: {
-                    "t": "partial",
-                    "func": self.encode(value.func, f"{path}.func"),
-                    "args": self.encode(value.args, f"{path}.args"),
-                    "keywords": self.encode(dict(value.keywords), f"{path}.keywords"),
-                },
-            )
+            return self._define(value, self._partial, value, path)
         if ops.is_overload(value) or ops.is_packet(value):
-            return {
-                "t": "op",
-                "name": str(value) if ops.is_overload(value) else ops.schema_name(value).replace("::", "."),
-            }
+            return _op(value)
         if kind is torch.Generator:
-            return self._define(
-                value,
-                lambda: {
-                    "t": "generator",
-                    "device": str(value.device),
-                    "state": self.encode(value.get_state(), f"{path}.state"),
-                },
-            )
-        if isinstance(
-            value,
-            (
-                types.BuiltinFunctionType,
-                types.BuiltinMethodType,
-                types.MethodDescriptorType,
-                types.WrapperDescriptorType,
-                types.ClassMethodDescriptorType,
-            ),
-        ):
+            return self._define(value, self._generator, value, path)
+        if isinstance(value, _BUILTIN_CALLABLES):
             return self._callable_reference(value, path)
         for classes, name, reason in _PROCESS_BOUND:
             if isinstance(value, classes):
@@ -264,12 +226,12 @@ class Encoder:
             return {"t": "function", "ref": reference}
         return self._unrecordable(path, value, f"pt2kit cannot describe a {_type_name(value)}")
 
-    def _define(self, value: Any, make: Any) -> Any:
-        """Describe ``value`` once, in the objects table, and return a reference to it."""
+    def _define(self, value: Any, make: Any, *args: Any) -> Any:
+        """Describe ``value`` once (as ``make(*args)``), in the objects table, and return a reference to it."""
         key = str(next(self._ids))
         self._memo[id(value)] = key
         self._alive.append(value)
-        node = make()
+        node = make(*args)
         if not isinstance(node, dict) or node.get("t") == "unrecordable":
             # referred to again, it is unrecordable again (and named once)
             self._memo.pop(id(value), None)
@@ -330,6 +292,35 @@ class Encoder:
         if attrs:
             node["attrs"] = {k: self.encode(v, f"{path}.{k}") for k, v in attrs.items()}
         return node
+
+    def _mapping(self, value: Any, path: str, tag: str) -> dict[str, Any]:
+        """A dict, OrderedDict or defaultdict as its items in order (and a defaultdict's factory)."""
+        node: dict[str, Any] = {
+            "t": tag,
+            "items": [
+                [self.encode(k, f"{path} key"), self.encode(v, f"{path}[{k!r}]")] for k, v in list(value.items())
+            ],
+        }
+        if tag == "defaultdict":
+            node["factory"] = self.encode(value.default_factory, f"{path}.default_factory")
+        return node
+
+    def _bound_method(self, value: types.MethodType, path: str) -> dict[str, Any]:
+        """A bound method as the object it is bound to and the name it is looked up by."""
+        return {"t": "method", "self": self.encode(value.__self__, f"{path}.__self__"), "name": value.__func__.__name__}
+
+    def _partial(self, value: functools.partial[Any], path: str) -> dict[str, Any]:
+        """A ``functools.partial`` as its function, positional arguments and keywords."""
+        return {
+            "t": "partial",
+            "func": self.encode(value.func, f"{path}.func"),
+            "args": self.encode(value.args, f"{path}.args"),
+            "keywords": self.encode(dict(value.keywords), f"{path}.keywords"),
+        }
+
+    def _generator(self, value: torch.Generator, path: str) -> dict[str, Any]:
+        """A ``torch.Generator`` as its device and its state tensor."""
+        return {"t": "generator", "device": str(value.device), "state": self.encode(value.get_state(), f"{path}.state")}
 
     def _ndarray(self, array: Any, path: str) -> dict[str, Any]:
         try:
@@ -436,6 +427,11 @@ class Encoder:
                 path, value, f"the builtin {getattr(value, '__qualname__', value)!r} cannot be found by name"
             )
         return {"t": "function", "ref": reference}
+
+
+def _op(value: Any) -> dict[str, Any]:
+    """An operator as its overload's name (``aten.add.Tensor``) or its packet's (``aten.add``)."""
+    return {"t": "op", "name": str(value) if ops.is_overload(value) else ops.schema_name(value).replace("::", ".")}
 
 
 def _type_name(value: Any) -> str:
