@@ -1,0 +1,90 @@
+"""An executor that runs each query in this very process: the decisions without the isolation.
+
+:class:`~minifier.isolation.worker.Worker` forks a child per query so that a crash, a
+hang or an abort in compiled code never reaches pt2kit. What pt2kit *decides* from the
+answers (which stage fails first, which graph is the culprit, what a pass keeps) needs
+only the answers. On queries that fail by raising, as the planted backends of
+``tests/planted.py`` do, :class:`InProcessExecutor` gives the same answers without a
+zygote, a warm-up or a fork: the way torch tests ``fx_minifier``, in the test's process.
+
+What it gives up, by design: a query that crashes takes this process down, a hang is
+never timed out, and a query that changes global state (a config patch) leaves it
+changed for the next. It serves tests and pt2kit's own debugging, never a user's run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .worker import QueryError, QueryResult
+
+
+@dataclass
+class Answered:
+    """A query that ran to its end as it was started (:meth:`InProcessExecutor.start`)."""
+
+    label: str
+    answer: QueryResult[Any]
+    done: bool = True
+
+    def kill(self) -> None:
+        """Nothing left to stop."""
+
+    def result(self) -> QueryResult[Any]:
+        return self.answer
+
+
+class InProcessExecutor:
+    """Runs each query at once, here, in the order asked (see the module docstring for what that gives up)."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.warm_seconds: dict[str, float] = {}
+        self.labels: list[str] = []  # every query asked, in order
+
+    def warm_up(self, level: str = "inductor", *, preload: Sequence[str] = (), wait: bool = False) -> None:
+        """Import the modules the queries live in; the compilers warm up with the first query."""
+        for name in preload:
+            importlib.import_module(name)
+
+    def start(self, fn: Callable[[], Any], *, timeout: float | None = None, label: str = "query") -> Answered:
+        """Run ``fn()`` now; a query that raises is a pt2kit bug (:class:`QueryError`), as in a worker's child."""
+        self.labels.append(label)
+        started = time.perf_counter()
+        try:
+            value = fn()
+        except Exception:  # noqa: BLE001 - a child reports the same as QueryError
+            raise QueryError(f"{label} raised in process:\n{traceback.format_exc()}") from None
+        return Answered(label, QueryResult(value, None, time.perf_counter() - started))
+
+    def wait(self, queries: Sequence[Any], on_wait: Callable[[], None] | None = None, *, any_: bool = False) -> None:
+        """Every started query is done already."""
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Every started query is done already."""
+
+    def run_all(
+        self,
+        queries: Sequence[tuple[Callable[[], Any], str]],
+        *,
+        timeout: float | None = None,
+        slots: int | None = None,
+        enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
+        on_wait: Callable[[], None] | None = None,
+        alongside: Sequence[Any] = (),
+    ) -> list[QueryResult[Any] | None]:
+        """The queries one after another; once ``enough(results)`` says yes, the rest stay None (never run)."""
+        results: list[QueryResult[Any] | None] = [None] * len(queries)
+        for i, (fn, label) in enumerate(queries):
+            results[i] = self.start(fn, timeout=timeout, label=label).result()
+            if enough is not None and enough(results):
+                break
+        return results
+
+    def close(self) -> None:
+        """Nothing runs once a query has returned."""

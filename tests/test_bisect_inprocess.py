@@ -1,0 +1,64 @@
+"""Stage bisection's decisions on real dynamo and AOTAutograd, every query in this test's own process.
+
+The e2e tests of tests/test_minifier_bisect.py ask the same questions through pt2kit's
+worker processes; here :class:`~minifier.isolation.inprocess.InProcessExecutor` answers
+them in place, so what the bisection decides from the answers is tested in seconds.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from minifier.api import save_repro
+from minifier.bisect.bisection import bisect_case
+from minifier.errors import NoFailure
+from minifier.isolation.executor import Executor
+from minifier.isolation.inprocess import InProcessExecutor
+from minifier.isolation.session import Session
+from minifier.repro.files import load_repro
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import planted  # noqa: E402, F401  registers the planted backends
+
+
+def f(x, w):
+    y = torch.sin(x @ w) * 2 + 1
+    return torch.cos(y).sum(dim=0)
+
+
+@pytest.fixture
+def in_process(tmp_path):
+    executor = InProcessExecutor()
+    assert isinstance(executor, Executor)
+    session = Session("in-process", out=tmp_path / "runs", quiet=True, executor=executor)
+    yield session, executor
+    session.close()
+
+
+def saved_case(tmp_path, backend):
+    run_dir = save_repro(f, torch.randn(4, 8), torch.randn(8, 8), backend=backend, out=tmp_path / "saved")
+    return load_repro(run_dir / "g0" / "repro.py").case
+
+
+def test_a_saved_graph_is_pinned_on_the_aot_graph_its_backend_rejects(in_process, tmp_path):
+    session, executor = in_process
+    report = bisect_case(session, saved_case(tmp_path, "planted_compile_error"))
+    dynamo = report.rows[0]
+    assert {stage: outcome.status for stage, outcome in dynamo.outcomes.items()} == {
+        "eager": "pass",
+        "aot_eager": "pass",
+        "aot_eager_decomp_partition": "pass",
+        "planted_compile_error": "compile_error",
+    }
+    assert report.culprit is not dynamo and (report.culprit.boundary, report.culprit.kind) == ("aot", "inference")
+    assert report.failure.failure.signature.message == "planted: cannot compile aten.cos"
+    # every question went through the executor: the stages, the lowering, the aot graph's stages
+    assert any("lowering" in label for label in executor.labels) and session.queries >= 5
+
+
+def test_a_graph_that_passes_every_stage_is_no_failure(in_process, tmp_path):
+    session, _ = in_process
+    with pytest.raises(NoFailure, match="passes every stage"):
+        bisect_case(session, saved_case(tmp_path, "aot_eager"))
