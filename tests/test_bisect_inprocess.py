@@ -62,3 +62,37 @@ def test_a_graph_that_passes_every_stage_is_no_failure(in_process, tmp_path):
     session, _ = in_process
     with pytest.raises(NoFailure, match="passes every stage"):
         bisect_case(session, saved_case(tmp_path, "aot_eager"))
+
+
+def test_a_failure_only_in_the_backward_is_pinned_on_the_backward_graph(in_process, tmp_path):
+    session, _ = in_process
+    x, w = torch.randn(4, 8), torch.randn(8, 8, requires_grad=True)
+    run_dir = save_repro(
+        lambda x, w: torch.tanh(x @ w).sum(), x, w, backend="planted_backward_error", out=tmp_path / "s"
+    )
+    report = bisect_case(session, load_repro(run_dir / "g0" / "repro.py").case)
+    by_label = {row.label: row for row in report.rows}
+    assert by_label["g0.forward"].outcomes["planted_backward_error"].passed
+    assert report.culprit is by_label["g0.backward"]
+    assert report.failure.stage == "planted_backward_error"
+
+
+def test_a_runtime_error_is_told_from_a_compile_error(in_process, tmp_path):
+    session, _ = in_process
+    report = bisect_case(session, saved_case(tmp_path, "planted_runtime_error"))
+    assert report.failure.failure.signature.kind == "runtime_error"
+    assert report.rows[0].outcomes["aot_eager"].passed
+
+
+def test_the_reducer_keeps_only_the_op_the_backend_rejects(in_process, tmp_path):
+    from minifier.minification import choose_graph, minify_case
+
+    session, executor = in_process
+    report = bisect_case(session, saved_case(tmp_path, "planted_compile_error"))
+    row = choose_graph(report, "auto")
+    outcome = row.first_failure
+    result = minify_case(
+        session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=False, key="k", bisect=report
+    )
+    assert result.after.op_names() == ["aten.cos.default"] and result.verified
+    assert result.reduction_queries > 0 and len(executor.labels) >= session.queries > 0
