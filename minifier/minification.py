@@ -42,7 +42,7 @@ from .reduce.checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding
 from .pages.minify_page import write_run_report
 from .reduce.passes import PASSES
 from .reduce.engine import Reducer, Unconfirmed
-from .reduce.queries import CandidateQuery, OriginRef, write_best
+from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_repro
 from .isolation.session import Session
 from .isolation.worker import QueryResult
 from .unit.signature import Failure, Signature
@@ -333,15 +333,7 @@ def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, ac
             f"{case.label()} does not fail with {target.signature} when it runs alone: as captured it {got}, and pt2kit's rebuild of it passes"
         )
     note = "pt2kit could not reduce this graph (its rebuild of it does not fail): this is the graph as captured."
-    return write_repro(
-        case,
-        session.run_dir,
-        stage=stage,
-        failure=target.signature,
-        accuracy=bool(accuracy),
-        strict=accuracy == "strict",
-        note=note,
-    )
+    return write_run_repro(session, case, stage, target, accuracy, note=note)
 
 
 def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, accuracy: Accuracy) -> GraphCase:

@@ -122,14 +122,22 @@ def write_best(
                 for i in best.inputs
             ]
         )
+    return write_run_repro(session, best, stage, target, accuracy, tries=tries)
+
+
+def write_run_repro(
+    session: Session, case: GraphCase, stage: str, target: Failure, accuracy: Accuracy, **extra: Any
+) -> Path:
+    """``case`` written as the run's ``repro.py``, failing ``stage`` with ``target``: the accuracy mode
+    as a repro records it (judged or not, and bit for bit or not); ``extra``: :func:`write_repro`'s."""
     return write_repro(
-        best,
+        case,
         session.run_dir,
         stage=stage,
         failure=target.signature,
         accuracy=bool(accuracy),
         strict=accuracy == "strict",
-        tries=tries,
+        **extra,
     )
 
 
