@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup demo test test-fast scenarios matrix fuzz bench browser screenshots format clean
+.PHONY: setup demo test test-fast slow scenarios matrix fuzz bench browser screenshots format clean
 
 setup: $(VENV)/.installed
 
@@ -22,13 +22,24 @@ $(VENV)/.installed: pyproject.toml setup.py
 demo: setup
 	$(VENV)/bin/minify run --out runs examples/relu_compile_error.py
 
-test: setup
-	$(PY) -m pytest -q -m 'not scenarios'
+# Tests run side by side in JOBS pytest-xdist workers (each test's own processes,
+# pt2kit's zygote and the program, share the cores); the runs of one scenario stay together
+# (tests/conftest.py).
+JOBS ?= 2
+XDIST := -n $(JOBS) --dist loadgroup
 
-# PyTorch's own minifier scenarios ported to CPU, and the genuine torch bugs of
-# tests/real_bugs (about 20 minutes; CI runs them after make test).
+# Everything but the slow group: the decisions in-process, the planted backends end to end.
+test: setup
+	$(PY) -m pytest -q $(XDIST) -m 'not slow'
+
+# The slow group: real Inductor and real models, PyTorch's own minifier scenarios ported
+# to CPU and the genuine torch bugs of tests/real_bugs. CI runs it after make test.
+slow: setup
+	$(PY) -m pytest -q $(XDIST) -m slow
+
+# Only PyTorch's scenarios and the genuine bugs (a part of make slow).
 scenarios: setup
-	$(PY) -m pytest -q -m scenarios
+	$(PY) -m pytest -q $(XDIST) -m scenarios
 
 # The other supported torch releases, each as the CUDA build a plain `pip install torch`
 # gives (it runs on the CPU): `minify doctor`, the fast group and the end-to-end tests
@@ -46,7 +57,7 @@ matrix: $(foreach v,$(MATRIX_VENVS),$(v)/.installed)
 	@for venv in $(MATRIX_VENVS); do \
 		echo "== $$venv: `$$venv/bin/python -c 'import torch; print(torch.__version__)'`"; \
 		$$venv/bin/minify doctor || exit 1; \
-		$$venv/bin/python -m pytest -q -p no:cacheprovider -m '(not slow and not e2e and not scenarios) or matrix' || exit 1; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider $(XDIST) -m '(not slow and not e2e and not scenarios) or matrix' || exit 1; \
 	done
 
 # pt2kit's packages laid out by ruff at 120 columns (pyproject.toml's [tool.ruff]).
@@ -55,7 +66,7 @@ format: setup
 	$(PY) -m ruff format minifier replay validation explain opcheck benchmarks
 
 test-fast: setup
-	$(PY) -m pytest -q -m 'not slow and not e2e'
+	$(PY) -m pytest -q $(XDIST) -m 'not slow and not e2e'
 
 # The fuzzer's long profile: FUZZ_EXAMPLES generated programs, each new kind of
 # breakage shrunk by Hypothesis; a line per case and a summary.

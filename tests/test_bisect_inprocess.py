@@ -14,9 +14,6 @@ import torch
 from minifier.api import save_repro
 from minifier.bisect.bisection import bisect_case
 from minifier.errors import NoFailure
-from minifier.isolation.executor import Executor
-from minifier.isolation.inprocess import InProcessExecutor
-from minifier.isolation.session import Session
 from minifier.repro.files import load_repro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,15 +23,6 @@ import planted  # noqa: E402, F401  registers the planted backends
 def f(x, w):
     y = torch.sin(x @ w) * 2 + 1
     return torch.cos(y).sum(dim=0)
-
-
-@pytest.fixture
-def in_process(tmp_path):
-    executor = InProcessExecutor()
-    assert isinstance(executor, Executor)
-    session = Session("in-process", out=tmp_path / "runs", quiet=True, executor=executor)
-    yield session, executor
-    session.close()
 
 
 def saved_case(tmp_path, backend):

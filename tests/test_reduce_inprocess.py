@@ -1,0 +1,142 @@
+"""The reducer's decisions on real dynamo and AOTAutograd, every query in this test's own process.
+
+A graph is saved from a function (:func:`minifier.api.save_repro`), then ``minify repro``'s
+path (bisect it, pick the failing graph, shrink it, write the repro) runs through
+:class:`~minifier.isolation.inprocess.InProcessExecutor`. What the reducer keeps for
+each planted bug of tests/planted.py is tested here in seconds; tests/test_minifier_reduce.py
+keeps the boundaries that need processes: a program's capture, crashes and hangs, the
+repro run by plain torch, Ctrl-C and resume.
+"""
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from minifier.api import save_repro
+from minifier.minification import minify_repro
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+import planted  # noqa: E402, F401  registers the planted backends
+
+
+def model(x, w):
+    """The 15-node graph of tests/conftest.py's MODEL."""
+    y = x @ w
+    y = torch.sin(y) * 2 + 1
+    y = y.exp().log1p()
+    y = torch.cos(y)
+    y = y - y.mean(dim=-1, keepdim=True)
+    y = torch.tanh(y) * 0.5
+    y = y.sigmoid() + y.abs()
+    return y.sum(dim=0)
+
+
+def deep(x):
+    for _ in range(10):
+        x = torch.sin(x) * 2 + 1
+        x = torch.cos(x).exp().log1p()
+        x = x - x.mean(dim=-1, keepdim=True)
+    return x.sum(dim=0)
+
+
+def minified(in_process, tmp_path, backend, fn=model, *, scale=1, train=False, **options):
+    session, _ = in_process
+    torch.manual_seed(0)
+    args = (torch.randn(8, 16),) if fn is deep else (torch.randn(8, 16) * scale, torch.randn(16, 16, requires_grad=train))
+    if train:
+        run_dir = save_repro(lambda x, w: fn(x, w).sum(), *args, backend=backend, out=tmp_path / "saved")
+    else:
+        run_dir = save_repro(fn, *args, backend=backend, out=tmp_path / "saved")
+    return minify_repro(session, run_dir / "g0" / "repro.py", out=tmp_path / "runs", **options)
+
+
+def run_without_pt2kit(path):
+    """The repro as a compiler engineer runs it: another process, pt2kit unimportable."""
+    blocker = (
+        "import sys, runpy\n"
+        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck', 'pt2kit'):\n"
+        "    sys.modules[name] = None\n"
+        f"sys.argv = [{str(path)!r}]\n"
+        f"runpy.run_path({str(path)!r}, run_name='__main__')\n"
+    )
+    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=path.parent, timeout=300)
+
+
+def test_one_culprit_is_found_in_logarithmic_queries(in_process, tmp_path):
+    result = minified(in_process, tmp_path, "planted_compile_error")
+    assert result.after.op_names() == ["aten.cos.default"] and result.verified
+    # one binary search, one "the last node alone", one to randomize the inputs, one to
+    # shrink the sizes: log2(n) + 3, where two binary searches would take 2·log2(n)
+    assert result.reduction_queries <= math.log2(result.before.node_count) + 4, result.timeline
+
+
+def test_a_large_graph_is_first_tried_as_one_node_of_each_kind(in_process, tmp_path):
+    # 80-odd nodes, nine kinds of op: a graph of one node of each kind is asked as its two
+    # halves side by side, one of them fails (the culprit is a kind: cos), and no later
+    # query compiles more nodes than a half.
+    result = minified(in_process, tmp_path, "planted_compile_error", fn=deep)
+    assert result.after.op_names() == ["aten.cos.default"]
+    assert result.before.node_count >= 80
+    steps = [step for step, _, _ in result.timeline if " queries · " in step]
+    nodes = [int(step.rsplit("· ", 1)[1].split()[0]) for step in steps]
+    assert steps[0].startswith("sample_op_kinds") and steps[1].startswith("sample_op_kinds"), steps
+    sampled = nodes[0] + nodes[1]  # the sample, never asked whole
+    assert sampled <= 12, steps[:2]
+    assert all(k <= max(nodes[:2]) for k in nodes[2:]), steps
+    assert result.reduction_queries <= 2 * math.ceil(math.log2(sampled)) + 4, steps
+
+
+def test_failure_needing_two_ops_keeps_both(in_process, tmp_path):
+    result = minified(in_process, tmp_path, "planted_pair")
+    assert sorted(result.after.op_names()) == ["aten.cos.default", "aten.exp.default"]
+
+
+@pytest.mark.e2e  # runs the repro in a process of its own
+def test_value_dependent_failure_keeps_real_inputs_in_a_data_file(in_process, tmp_path):
+    result = minified(in_process, tmp_path, "planted_value", scale=200)
+    # the planted bug needs cos in a graph that reads an input above 100: cos alone
+    # reads small values, so one op that reads the large input stays
+    ops = result.after.op_names()
+    assert "aten.cos.default" in ops and len(ops) == 2
+    data_files = list(result.repro.parent.glob("inputs-*.pt"))
+    assert len(data_files) == 1
+    saved = torch.load(data_files[0], weights_only=True)
+    assert any(bool((t > 100).any()) for t in saved.values())
+    assert "weights_only=True" in result.repro.read_text()
+    assert "planted: aten.cos overflows on inputs above 100" in run_without_pt2kit(result.repro).stderr
+
+
+def test_backward_graph_is_minified_to_the_backward_op(in_process, tmp_path):
+    result = minified(in_process, tmp_path, "planted_backward_error", fn=lambda x, w: torch.tanh(x @ w), train=True)
+    assert result.after.kind == "backward"
+    assert result.after.op_names() == ["aten.tanh_backward.default"]
+
+
+def test_a_runtime_error_is_minified_as_one(in_process, tmp_path):
+    result = minified(in_process, tmp_path, "planted_runtime_error")
+    assert result.failure.failure.signature.kind == "runtime_error"
+    assert result.after.op_names() == ["aten.cos.default"]
+
+
+@pytest.mark.e2e  # runs the repro in a process of its own
+def test_accuracy_failure_is_minified_against_fp64(in_process, tmp_path):
+    result = minified(in_process, tmp_path, "planted_accuracy", accuracy=True)
+    assert result.failure.failure.signature.kind == "accuracy"
+    assert result.after.op_names() == ["aten.cos.default"]
+    done = run_without_pt2kit(result.repro)
+    assert done.returncode == 1
+    assert "AccuracyError: compiled output diverges from the fp64 reference" in done.stderr
+
+
+@pytest.mark.e2e  # runs the repro in a process of its own
+def test_after_dynamo_minifies_the_dynamo_graph(in_process, tmp_path):
+    result = minified(in_process, tmp_path, "planted_dynamo_error", after="dynamo")
+    assert result.after.boundary == "dynamo"
+    assert result.after.op_names() == ["torch.cos"]
+    assert "torch.compile(mod, backend='planted_dynamo_error')" in result.repro.read_text()
+    assert "planted: torch.cos is not supported" in run_without_pt2kit(result.repro).stderr
