@@ -94,17 +94,3 @@ def in_process(tmp_path):
     yield session, executor
     session.close()
 
-
-# Under pytest-xdist (make test, make slow: ``--dist loadgroup``), the tests that read one
-# cached ``minify run`` of a scenario or genuine bug (test_torch_scenarios.py,
-# test_real_bugs.py) must share a worker: the run is cached per process, and one of them
-# moves the scenario's directory away while it runs the repro "elsewhere".
-CACHED_RUN_MODULES = ("test_torch_scenarios", "test_real_bugs")
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        module = item.module.__name__.rpartition(".")[2] if item.module is not None else ""
-        callspec = getattr(item, "callspec", None)
-        if module in CACHED_RUN_MODULES and callspec is not None and "name" in callspec.params:
-            item.add_marker(pytest.mark.xdist_group(f"{module}:{callspec.params['name']}"))

@@ -29,8 +29,9 @@ GPU/Triton-only tests, the bisector's CUDA-graph, precision-cast and
 ``bisect_pre_grad_graph`` GPU variants (ported to CPU here where the bug exists on
 CPU).
 
-Real Inductor: every test here is ``slow`` and ``scenarios``; the runs happen one at a time.
-They take about 8 minutes, so ``make test`` leaves them to ``make scenarios`` (CI runs both).
+Real Inductor: every test here is ``slow`` and ``scenarios``, so ``make test`` leaves them to
+``make slow`` (CI runs both). ``make slow`` hands this module to one pytest-xdist worker
+whole (``--dist loadscope``), so each scenario's run is cached for its four tests.
 """
 
 from __future__ import annotations
