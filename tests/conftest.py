@@ -93,4 +93,3 @@ def in_process(tmp_path):
     session = Session("in-process", out=tmp_path / "runs", quiet=True, executor=executor)
     yield session, executor
     session.close()
-

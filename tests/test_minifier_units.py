@@ -119,6 +119,7 @@ def _spin() -> None:
         pass
 
 
+@pytest.mark.matrix
 @pytest.mark.e2e  # pt2kit's worker processes (a zygote, its children, a program)
 def test_worker_returns_values_and_survives_crashes_and_hangs(tmp_path):
     worker = Worker(log_dir=tmp_path, timeout=3)
@@ -190,6 +191,7 @@ def test_a_warm_worker_stays_fork_safe_for_autograd_on_this_build(tmp_path):
         worker.close()
 
 
+@pytest.mark.matrix
 @pytest.mark.e2e  # pt2kit's worker processes (a zygote, its children, a program)
 def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
     # Queries asked side by side end apart; the report's timeline ("where the time
@@ -214,6 +216,7 @@ def _child_threads() -> tuple[int, int, str | None]:
     return torch.get_num_threads(), int(numpy.ones((64, 64)).dot(numpy.ones(64)).sum()), os.environ.get("OMP_NUM_THREADS")
 
 
+@pytest.mark.matrix
 @pytest.mark.e2e  # pt2kit's worker processes (a zygote, its children, a program)
 def test_worker_works_from_a_process_running_threads_openmp_and_numpy(tmp_path):
     """A training job calls pt2kit: OpenMP pool live, a data-loader thread, numpy loaded."""
@@ -248,6 +251,7 @@ class _CountingWorker(Worker):
         return super().start(fn, timeout=timeout, label=label, threads=threads)
 
 
+@pytest.mark.matrix
 @pytest.mark.e2e  # pt2kit's worker processes (a zygote, its children, a program)
 def test_a_session_sends_every_query_to_the_executor_it_is_given(tmp_path):
     from minifier.isolation.executor import Executor
@@ -265,6 +269,7 @@ def test_a_session_sends_every_query_to_the_executor_it_is_given(tmp_path):
         session.close()
 
 
+@pytest.mark.matrix
 @pytest.mark.e2e  # pt2kit's worker processes (a zygote, its children, a program)
 def test_a_started_program_is_run_once_and_one_nobody_waits_for_is_killed(tmp_path):
     # minify run starts the program before its own process imports torch; the capture
