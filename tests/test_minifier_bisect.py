@@ -34,10 +34,6 @@ def test_compile_error_in_final_stage_names_graph_and_stage(session, model_scrip
     assert data["failure"]["stage"] == "planted_compile_error"
 
 
-
-
-
-
 def test_abort_in_compiled_code_is_a_crash_and_pt2kit_survives(session, model_script):
     report = bisect_script(session, model_script("planted_crash"), [])
     assert report.original.signature.kind == "crash"
