@@ -102,14 +102,6 @@ def test_repro_runs_with_plain_torch_and_fails_the_same_way(session, model_scrip
     assert "RuntimeError: planted: cannot compile aten.cos" in done.stderr
 
 
-
-
-
-
-
-
-
-
 def test_segfaulting_backend_is_minified(session, model_script, tmp_path):
     result = minify(session, model_script("planted_segfault"), tmp_path)
     signature = result.failure.failure.signature
@@ -123,10 +115,6 @@ def test_hanging_backend_is_minified_as_a_timeout(tmp_path, model_script):
     result = minify(session, model_script("planted_hang"), tmp_path)
     assert result.failure.failure.signature.kind == "timeout"
     assert result.after.op_names() == ["aten.cos.default"]
-
-
-
-
 
 
 def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(session, model_script, tmp_path, monkeypatch):
