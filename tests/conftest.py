@@ -26,13 +26,9 @@ import pytest  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 
-MODEL = '''
-import sys
-sys.path.insert(0, {tests!r})
-import torch
-import planted  # noqa: F401  registers the planted backends
-
-
+# The model's function, 15 nodes: the program model_script writes, and the function
+# tests/test_reduce_inprocess.py saves graphs from.
+MODEL_FUNCTION = '''
 def f(x, w):
     y = x @ w
     y = torch.sin(y) * 2 + 1
@@ -42,7 +38,15 @@ def f(x, w):
     y = torch.tanh(y) * 0.5
     y = y.sigmoid() + y.abs()
     return y.sum(dim=0)
+'''
 
+MODEL = '''
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+import planted  # noqa: F401  registers the planted backends
+
+{function}
 
 if __name__ == "__main__":
     torch.manual_seed(0)
@@ -64,7 +68,7 @@ def model_script(tmp_path):
         if train and not after:
             after = "out.sum().backward()"
         path = tmp_path / name
-        path.write_text(MODEL.format(tests=str(TESTS), backend=backend, train=train, scale=scale, after=after or "print(out.sum())"))
+        path.write_text(MODEL.format(tests=str(TESTS), function=MODEL_FUNCTION, backend=backend, train=train, scale=scale, after=after or "print(out.sum())"))
         return path
 
     return write

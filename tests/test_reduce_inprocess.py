@@ -9,7 +9,6 @@ repro run by plain torch, Ctrl-C and resume.
 """
 
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,18 +21,17 @@ from minifier.minification import minify_repro
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 import planted  # noqa: E402, F401  registers the planted backends
+from conftest import MODEL_FUNCTION  # noqa: E402
+from test_minifier_reduce import run_repro_without_pt2kit  # noqa: E402
 
 
-def model(x, w):
-    """The 15-node graph of tests/conftest.py's MODEL."""
-    y = x @ w
-    y = torch.sin(y) * 2 + 1
-    y = y.exp().log1p()
-    y = torch.cos(y)
-    y = y - y.mean(dim=-1, keepdim=True)
-    y = torch.tanh(y) * 0.5
-    y = y.sigmoid() + y.abs()
-    return y.sum(dim=0)
+def _model_function():
+    namespace = {"torch": torch}
+    exec(MODEL_FUNCTION, namespace)  # noqa: S102 - the tests' own model, as model_script writes it
+    return namespace["f"]
+
+
+model = _model_function()  # the 15-node graph of conftest's model_script
 
 
 def deep(x):
@@ -53,18 +51,6 @@ def minified(in_process, tmp_path, backend, fn=model, *, scale=1, train=False, *
     else:
         run_dir = save_repro(fn, *args, backend=backend, out=tmp_path / "saved")
     return minify_repro(session, run_dir / "g0" / "repro.py", out=tmp_path / "runs", **options)
-
-
-def run_without_pt2kit(path):
-    """The repro as a compiler engineer runs it: another process, pt2kit unimportable."""
-    blocker = (
-        "import sys, runpy\n"
-        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck', 'pt2kit'):\n"
-        "    sys.modules[name] = None\n"
-        f"sys.argv = [{str(path)!r}]\n"
-        f"runpy.run_path({str(path)!r}, run_name='__main__')\n"
-    )
-    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=path.parent, timeout=300)
 
 
 def test_one_culprit_is_found_in_logarithmic_queries(in_process, tmp_path):
@@ -108,7 +94,7 @@ def test_value_dependent_failure_keeps_real_inputs_in_a_data_file(in_process, tm
     saved = torch.load(data_files[0], weights_only=True)
     assert any(bool((t > 100).any()) for t in saved.values())
     assert "weights_only=True" in result.repro.read_text()
-    assert "planted: aten.cos overflows on inputs above 100" in run_without_pt2kit(result.repro).stderr
+    assert "planted: aten.cos overflows on inputs above 100" in run_repro_without_pt2kit(result.repro).stderr
 
 
 def test_backward_graph_is_minified_to_the_backward_op(in_process, tmp_path):
@@ -128,7 +114,7 @@ def test_accuracy_failure_is_minified_against_fp64(in_process, tmp_path):
     result = minified(in_process, tmp_path, "planted_accuracy", accuracy=True)
     assert result.failure.failure.signature.kind == "accuracy"
     assert result.after.op_names() == ["aten.cos.default"]
-    done = run_without_pt2kit(result.repro)
+    done = run_repro_without_pt2kit(result.repro)
     assert done.returncode == 1
     assert "AccuracyError: compiled output diverges from the fp64 reference" in done.stderr
 
@@ -139,4 +125,4 @@ def test_after_dynamo_minifies_the_dynamo_graph(in_process, tmp_path):
     assert result.after.boundary == "dynamo"
     assert result.after.op_names() == ["torch.cos"]
     assert "torch.compile(mod, backend='planted_dynamo_error')" in result.repro.read_text()
-    assert "planted: torch.cos is not supported" in run_without_pt2kit(result.repro).stderr
+    assert "planted: torch.cos is not supported" in run_repro_without_pt2kit(result.repro).stderr
