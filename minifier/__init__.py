@@ -20,6 +20,7 @@ Follow one bug through the modules, in this order:
 The command line is :mod:`minifier.cli` (``minify``); ``TORCHDYNAMO_REPRO_AFTER`` support
 is :mod:`minifier.autoload`. The Python API below is loaded on first use: this package
 is imported by the autoload hook at interpreter start-up and must stay cheap.
+:func:`read_report` (:mod:`minifier.result`) reads a run's ``report.json`` back as a typed record.
 """
 
 from __future__ import annotations
@@ -29,11 +30,16 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .api import bisect, minify, save_repro
+    from .result import read_report
 
-__all__ = ["bisect", "minify", "save_repro"]
+__all__ = ["bisect", "minify", "read_report", "save_repro"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "read_report":
+        from . import result
+
+        return result.read_report
     if name in __all__:
         from . import api
 

@@ -1,18 +1,24 @@
 """What a minification produced: :class:`MinifyResult`, and its ``report.json`` (docs/minify.md).
 
 Data only: :func:`minifier.minification.minify_case` fills one in, :mod:`minifier.report`
-prints it for people, and :meth:`MinifyResult.to_json` is ``report.json`` and the
-``--json`` twin.
+prints it for people, and :meth:`MinifyResult.record` is ``report.json`` and the ``--json``
+twin: a :class:`MinifyRecord`, frozen data that is that JSON, key for key, and the only
+writer of it (``from_json(r.to_json()) == r``). :func:`read_report` reads a report.json
+back as its record: a minification's or a bisection's
+(:class:`~minifier.bisect.report.BisectRecord`).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .bisect.report import BisectReport, Row
-from .unit.case import GraphCase
+from .errors import CorruptRecord
+from .bisect.report import BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
+from .unit.case import GraphCase, GraphInput
 from .capture.context import missing_config
 from .stages.run import Outcome, stage_names
 from .bisect.subsystem import Below
@@ -23,7 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class MinifyResult:
-    """What a minification produced; ``to_json()`` is ``report.json`` (docs/minify.md)."""
+    """What a minification produced; ``record()`` is ``report.json`` (docs/minify.md)."""
 
     failure: Outcome
     before: GraphCase
@@ -71,63 +77,282 @@ class MinifyResult:
             None,
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def record(self) -> MinifyRecord:
+        """What this minification produced, as data: report.json's (docs/minify.md)."""
         signature = self.failure.failure.signature if self.failure.failure else None
         stages = stage_names(self.before.backend)
         statuses = {self.failure.stage: "fail"}
         dynamo_row = self._dynamo_row()
         if dynamo_row is not None:  # it ran all four stages; an aot row only two
             statuses = {s: ("pass" if o.passed else "fail") for s, o in dynamo_row.outcomes.items()}
+        bisect = self.bisect
+        from_a_job = self.after.distributed or (bisect is not None and bisect.nproc > 1)
+        return MinifyRecord(
+            failure=FailureSummary(
+                kind=signature.kind if signature else None,
+                stage=self.failure.stage,
+                exception=signature.exception if signature else None,
+                message=signature.message if signature else None,
+            ),
+            stages={s: statuses[s] for s in stages if s in statuses},
+            graph=GraphRef(self.before.boundary, self.before.index, self.before.kind),
+            nodes_before=self.before.node_count,
+            nodes_after=self.after.node_count,
+            ops_after=tuple(self.after.op_names()),
+            inputs_after=tuple(InputRecord.of(i) for i in self.after.inputs),
+            queries=self.queries,
+            reduction_queries=self.reduction_queries,
+            seconds=round(self.seconds, 2),
+            repro=str(self.repro),
+            verified=self.verified,
+            failure_rate=None if self.failure_rate is None else round(self.failure_rate, 3),
+            below=BelowRecord.of(self.below or Below()),
+            accuracy=self.accuracy,
+            inputs="random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
+            distributed=plain_json(self.distributed()) if from_a_job else None,
+            config=plain_json(self.after.config),
+            config_missing=tuple(missing_config(self.after.config)),
+            run_dir=str(self.run_dir) if self.run_dir else None,
+            resumed_from=self.resumed_from,
+            kernel=bisect.kernel if bisect is not None else None,
+            notes=tuple(self.notes),
+            script=bisect.script if bisect is not None else None,
+            graphs=None if bisect is None else tuple(row.record(bisect.stages) for row in bisect.rows),
+            timeline=tuple(TimelineStep(step, seconds, ended) for step, seconds, ended in self.timeline),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.record().to_json()
+
+
+# --------------------------------------------------------------------------- #
+# The record: report.json as frozen data, and reading it back
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """report.json's ``failure``: the failure minified and the stage it fails at.
+
+    A shape of its own, not a :class:`~minifier.bisect.report.FailureRecord`: ``kind``
+    comes first and there are no details (docs/minify.md). ``kind``, ``exception`` and
+    ``message`` are null when the outcome carried no failure.
+    """
+
+    kind: str | None
+    stage: str
+    exception: str | None
+    message: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "stage": self.stage, "exception": self.exception, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FailureSummary:
+        return cls(data.get("kind"), data["stage"], data.get("exception"), data.get("message"))
+
+
+@dataclass(frozen=True)
+class InputRecord:
+    """An input of the minimized graph (an entry of ``inputs_after``); a scalar's shape and stride are null.
+
+    ``dtype``: a tensor's dtype (``float32``), or a scalar's Python type name (``int``).
+    ``dynamic_dims``: the dims kept symbolic.
+    """
+
+    name: str
+    shape: tuple[int, ...] | None
+    stride: tuple[int, ...] | None
+    dtype: str
+    dynamic_dims: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, graph_input: GraphInput) -> InputRecord:
+        meta = graph_input.meta
+        return cls(
+            name=graph_input.name,
+            shape=None if meta is None else tuple(meta.shape),
+            stride=None if meta is None else tuple(meta.stride),
+            dtype=meta.dtype if meta is not None else type(graph_input.value).__name__,
+            dynamic_dims=tuple(graph_input.symbolic_dims),
+        )
+
+    def to_json(self) -> dict[str, Any]:
         return {
-            "status": "minified",
-            "failure": {
-                "kind": signature.kind if signature else None,
-                "stage": self.failure.stage,
-                "exception": signature.exception if signature else None,
-                "message": signature.message if signature else None,
-            },
-            "stages": {s: statuses[s] for s in stages if s in statuses},
-            "graph": {"boundary": self.before.boundary, "index": self.before.index, "kind": self.before.kind},
-            "nodes_before": self.before.node_count,
-            "nodes_after": self.after.node_count,
-            "ops_after": self.after.op_names(),
-            "inputs_after": [
-                {
-                    "name": i.name,
-                    "shape": list(i.meta.shape) if i.meta else None,
-                    "stride": list(i.meta.stride) if i.meta else None,
-                    "dtype": i.meta.dtype if i.meta else type(i.value).__name__,
-                    "dynamic_dims": list(i.symbolic_dims),
-                }
-                for i in self.after.inputs
-            ],
+            "name": self.name,
+            "shape": None if self.shape is None else list(self.shape),
+            "stride": None if self.stride is None else list(self.stride),
+            "dtype": self.dtype,
+            "dynamic_dims": list(self.dynamic_dims),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InputRecord:
+        shape, stride = data.get("shape"), data.get("stride")
+        return cls(
+            name=data["name"],
+            shape=None if shape is None else tuple(shape),
+            stride=None if stride is None else tuple(stride),
+            dtype=data.get("dtype", ""),
+            dynamic_dims=tuple(data.get("dynamic_dims") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class TimelineStep:
+    """A step of the run's ``timeline``: its seconds, and when it ended (seconds since the run began).
+
+    A warm-up runs in the background: its end is not recorded (``ended`` None, no key).
+    """
+
+    step: str
+    seconds: float
+    ended: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"step": self.step, "seconds": self.seconds}
+        return out if self.ended is None else {**out, "ended": self.ended}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TimelineStep:
+        return cls(data["step"], data.get("seconds", 0.0), data.get("ended"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class MinifyRecord:
+    """report.json of ``minify run`` and ``minify repro`` (and their ``--json``), as data (docs/minify.md).
+
+    Fields are the JSON's keys, in its order. Keys written only when set:
+    ``failure_rate`` (a flaky failure), ``distributed`` (a distributed job's graph) and
+    ``script`` with ``graphs`` (a bisection came first: its stage table). ``subsystem``
+    and ``workaround`` (``below``) are always written, null when not searched.
+
+    Free-form JSON, kept as read: ``distributed`` (the job's keys, docs/distributed.md),
+    ``config`` (module -> key -> a literal or a marker of why the repro cannot set it:
+    whatever the program's config held), and the parts of :class:`BelowRecord` and
+    :class:`GraphRecord` they say. A reader of an older report.json gets defaults for
+    the keys it lacks.
+    """
+
+    status: str = "minified"
+    failure: FailureSummary
+    stages: dict[str, str]
+    graph: GraphRef
+    nodes_before: int
+    nodes_after: int
+    ops_after: tuple[str, ...]
+    inputs_after: tuple[InputRecord, ...]
+    queries: int
+    reduction_queries: int
+    seconds: float
+    repro: str
+    verified: bool
+    failure_rate: float | None = None
+    below: BelowRecord = BelowRecord()
+    accuracy: bool | str = False
+    inputs: str = "random"
+    distributed: dict[str, Any] | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    config_missing: tuple[str, ...] = ()
+    run_dir: str | None = None
+    resumed_from: str | None = None
+    kernel: str | None = None
+    notes: tuple[str, ...] = ()
+    script: str | None = None
+    graphs: tuple[GraphRecord, ...] | None = None
+    timeline: tuple[TimelineStep, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "failure": self.failure.to_json(),
+            "stages": dict(self.stages),
+            "graph": self.graph.to_json(),
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "ops_after": list(self.ops_after),
+            "inputs_after": [i.to_json() for i in self.inputs_after],
             "queries": self.queries,
             "reduction_queries": self.reduction_queries,
-            "seconds": round(self.seconds, 2),
-            "repro": str(self.repro),
+            "seconds": self.seconds,
+            "repro": self.repro,
             "verified": self.verified,
-            **({"failure_rate": round(self.failure_rate, 3)} if self.failure_rate is not None else {}),
-            **(self.below or Below()).to_json(),
+            **({"failure_rate": self.failure_rate} if self.failure_rate is not None else {}),
+            **self.below.to_json(),
             "accuracy": self.accuracy,
-            "inputs": "random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
-            **(
-                {"distributed": self.distributed()}
-                if self.after.distributed or (self.bisect and self.bisect.nproc > 1)
-                else {}
-            ),
-            "config": self.after.config,
-            "config_missing": missing_config(self.after.config),
-            "run_dir": str(self.run_dir) if self.run_dir else None,
+            "inputs": self.inputs,
+            **({"distributed": self.distributed} if self.distributed is not None else {}),
+            "config": self.config,
+            "config_missing": list(self.config_missing),
+            "run_dir": self.run_dir,
             "resumed_from": self.resumed_from,
-            "kernel": self.bisect.kernel if self.bisect is not None else None,
-            "notes": self.notes,
+            "kernel": self.kernel,
+            "notes": list(self.notes),
             **(
-                {"script": self.bisect.script, "graphs": [row.to_json(self.bisect.stages) for row in self.bisect.rows]}
-                if self.bisect is not None
-                else {}
+                {"script": self.script, "graphs": [g.to_json() for g in self.graphs]} if self.graphs is not None else {}
             ),
-            "timeline": [
-                {"step": step, "seconds": seconds, **({"ended": ended} if ended is not None else {})}
-                for step, seconds, ended in self.timeline
-            ],
+            "timeline": [step.to_json() for step in self.timeline],
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MinifyRecord:
+        graphs = data.get("graphs")
+        return cls(
+            status=data["status"],
+            failure=FailureSummary.from_json(data["failure"]),
+            stages=dict(data.get("stages") or {}),
+            graph=GraphRef.from_json(data["graph"]),
+            nodes_before=data["nodes_before"],
+            nodes_after=data["nodes_after"],
+            ops_after=tuple(data.get("ops_after") or ()),
+            inputs_after=tuple(InputRecord.from_json(i) for i in data.get("inputs_after") or ()),
+            queries=data.get("queries", 0),
+            reduction_queries=data.get("reduction_queries", 0),
+            seconds=data.get("seconds", 0.0),
+            repro=data["repro"],
+            verified=data.get("verified", False),
+            failure_rate=data.get("failure_rate"),
+            below=BelowRecord.from_json(data),
+            accuracy=data.get("accuracy", False),
+            inputs=data.get("inputs", "random"),
+            distributed=data.get("distributed"),
+            config=data.get("config") or {},
+            config_missing=tuple(data.get("config_missing") or ()),
+            run_dir=data.get("run_dir"),
+            resumed_from=data.get("resumed_from"),
+            kernel=data.get("kernel"),
+            notes=tuple(data.get("notes") or ()),
+            script=data.get("script"),
+            graphs=None if graphs is None else tuple(GraphRecord.from_json(g) for g in graphs),
+            timeline=tuple(TimelineStep.from_json(t) for t in data.get("timeline") or ()),
+        )
+
+
+def read_report(path: str | os.PathLike[str]) -> MinifyRecord | BisectRecord:
+    """The record a report.json holds, read as JSON (never unpickled), chosen by its ``status``.
+
+    ``minified``: a :class:`MinifyRecord`; ``bisected``, or ``no-failure`` with a stage
+    table (``graphs``): a :class:`BisectRecord`. Anything else (the ``error``,
+    ``no-failure``, ``flaky`` or ``interrupted`` report of a run that ended without a
+    result, or a file that is not a report) raises :class:`~minifier.errors.CorruptRecord`.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise CorruptRecord(f"cannot read {path}: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptRecord(f"{path}: not JSON ({e})") from None
+    status = data.get("status") if isinstance(data, dict) else None
+    if status == "minified":
+        read: Any = MinifyRecord.from_json
+    elif status == "bisected" or (status == "no-failure" and "graphs" in data):
+        read = BisectRecord.from_json
+    elif isinstance(status, str):
+        said = (str(data.get("message") or "").strip().splitlines() or ["no result"])[0]
+        raise CorruptRecord(f"{path}: the report of a run that ended without a result (status {status!r}: {said})")
+    else:
+        raise CorruptRecord(f"{path}: not a pt2kit report (no status)")
+    try:
+        return read(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CorruptRecord(f"{path}: a {status!r} report that cannot be read ({type(e).__name__}: {e})") from None

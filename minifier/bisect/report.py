@@ -10,12 +10,14 @@ ended (the *original* failure), the row chosen as the culprit, and what it cost
 
 This module is data only and runs nothing: :mod:`minifier.bisect.steps` fills rows
 in, :mod:`minifier.bisect.culprit` chooses the culprit, :mod:`minifier.report` prints the
-table for people, and :meth:`BisectReport.to_json` is its ``--json`` twin
-(docs/minify.md).
+table for people, and :meth:`BisectReport.record` is its ``--json`` twin
+(docs/minify.md): a :class:`BisectRecord`, frozen data that is that JSON, key for key.
+A record's ``to_json()`` is the only writer of its shape, and ``from_json(r.to_json()) == r``.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,25 +48,23 @@ class Row:
     def first_failure(self) -> Outcome | None:
         return next((o for o in self.outcomes.values() if not o.passed), None)
 
-    def to_json(self, stages: list[str]) -> dict[str, Any]:
+    def record(self, stages: list[str]) -> GraphRecord:
+        """This row as one entry of a report's ``graphs``; ``stages`` are the backend's, in order."""
         first = self.first_failure
-        return {
-            "label": self.label,
-            "boundary": self.boundary,
-            "kind": self.kind,
-            "nodes": self.nodes,
-            "frame": self.frame,
-            "stages": {s: (self.outcomes[s].status if s in self.outcomes else None) for s in stages},
-            "first_failure": None if first is None else first.stage,
-            "failure": None if first is None else _failure_json(first.failure, first.stage),
-            "repro": str(self.case_path) if self.case_path else None,
-        }
+        return GraphRecord(
+            label=self.label,
+            boundary=self.boundary,
+            kind=self.kind,
+            nodes=self.nodes,
+            frame=plain_json(self.frame),
+            stages={s: (self.outcomes[s].status if s in self.outcomes else None) for s in stages},
+            first_failure=None if first is None else first.stage,
+            failure=None if first is None else FailureRecord.of(first.failure, first.stage),
+            repro=str(self.case_path) if self.case_path else None,
+        )
 
-
-def _failure_json(failure: Failure | None, stage: str | None) -> dict[str, Any] | None:
-    if failure is None:
-        return None
-    return {"stage": stage, **failure.signature.to_json(), "details": failure.details[:2000]}
+    def to_json(self, stages: list[str]) -> dict[str, Any]:
+        return self.record(stages).to_json()
 
 
 @dataclass(frozen=True)
@@ -127,30 +127,32 @@ class BisectReport:
     def failure(self) -> Outcome | None:
         return self.culprit.first_failure if self.culprit else None
 
+    def record(self) -> BisectRecord:
+        """What this bisection found, as data (the JSON of ``minify bisect --json`` and its report.json)."""
+        culprit, failure, stages = self.culprit, self.failure, self.stages
+        return BisectRecord(
+            status="bisected" if culprit else "no-failure",
+            script=self.script,
+            backend=self.backend,
+            accuracy=self.accuracy,
+            failure=None if failure is None else FailureRecord.of(failure.failure, failure.stage),
+            stages={} if culprit is None else {s: _stage_status(culprit, s) for s in stages_of(culprit, stages)},
+            graph=None if culprit is None else GraphRef(culprit.boundary, _index(culprit), culprit.kind, culprit.label),
+            original_failure=None if self.original is None else self.original.signature,
+            graphs=tuple(row.record(stages) for row in self.rows),
+            queries=self.queries,
+            seconds=round(self.seconds, 2),
+            run_dir=str(self.run_dir),
+            note=self.note,
+            kernel=self.kernel,
+            failure_rate=None if self.failure_rate is None else round(self.failure_rate, 3),
+            distributed=plain_json(self.distributed()),
+            below=None if self.below is None else BelowRecord.of(self.below),
+            notes=None if self.below is None else tuple(self.below.notes),
+        )
+
     def to_json(self) -> dict[str, Any]:
-        culprit, failure = self.culprit, self.failure
-        stages = self.stages
-        return {
-            "status": "bisected" if culprit else "no-failure",
-            "script": self.script,
-            "backend": self.backend,
-            "accuracy": self.accuracy,
-            "failure": None if failure is None else _failure_json(failure.failure, failure.stage),
-            "stages": {} if culprit is None else {s: _stage_status(culprit, s) for s in stages_of(culprit, stages)},
-            "graph": None
-            if culprit is None
-            else {"boundary": culprit.boundary, "index": _index(culprit), "kind": culprit.kind, "label": culprit.label},
-            "original_failure": None if self.original is None else self.original.signature.to_json(),
-            "graphs": [row.to_json(stages) for row in self.rows],
-            "queries": self.queries,
-            "seconds": round(self.seconds, 2),
-            "run_dir": str(self.run_dir),
-            "note": self.note,
-            "kernel": self.kernel,
-            **({"failure_rate": round(self.failure_rate, 3)} if self.failure_rate is not None else {}),
-            **({"distributed": self.distributed()} if self.nproc > 1 else {}),
-            **({**self.below.to_json(), "notes": self.below.notes} if self.below is not None else {}),
-        }
+        return self.record().to_json()
 
 
 def stages_of(row: Row, stages: list[str]) -> list[str]:
@@ -169,3 +171,217 @@ def _index(row: Row) -> int | None:
 def signature_of(outcome: Outcome) -> Signature | None:
     """The signature of an outcome's failure; None when it passed."""
     return outcome.failure.signature if outcome.failure else None
+
+
+# --------------------------------------------------------------------------- #
+# The records: a report's JSON as frozen data
+# --------------------------------------------------------------------------- #
+
+
+def plain_json(value: Any) -> Any:
+    """``value`` as a report's JSON holds it: lists for tuples, string keys, ``str()`` of what JSON cannot hold.
+
+    The free-form parts of a record are kept in this form, so that a record read back from
+    its JSON equals it.
+    """
+    return json.loads(json.dumps(value, default=str))
+
+
+def _optional(read: Any, data: Any) -> Any:
+    return None if data is None else read(data)
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """A stage's failure in a report: the stage, the :class:`Signature`'s fields, at most 2000 characters of details."""
+
+    stage: str | None
+    kind: str
+    exception: str
+    message: str
+    details: str = ""
+
+    @classmethod
+    def of(cls, failure: Failure | None, stage: str | None) -> FailureRecord | None:
+        if failure is None:
+            return None
+        signature = failure.signature
+        return cls(stage, signature.kind, signature.exception, signature.message, failure.details[:2000])
+
+    @property
+    def signature(self) -> Signature:
+        return Signature(self.kind, self.exception, self.message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, **self.signature.to_json(), "details": self.details}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FailureRecord:
+        signature = Signature.from_json(data)
+        return cls(data.get("stage"), signature.kind, signature.exception, signature.message, data.get("details", ""))
+
+
+@dataclass(frozen=True)
+class GraphRef:
+    """The graph a report is about (``graph``): boundary, index and kind; a bisection's names its row's label too."""
+
+    boundary: str
+    index: int | None
+    kind: str
+    label: str | None = None  # a bisection's culprit row; a minification's report has no label key
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"boundary": self.boundary, "index": self.index, "kind": self.kind}
+        return out if self.label is None else {**out, "label": self.label}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GraphRef:
+        return cls(data["boundary"], data.get("index"), data["kind"], data.get("label"))
+
+
+@dataclass(frozen=True)
+class GraphRecord:
+    """One row of the stage table (an entry of a report's ``graphs``).
+
+    ``stages`` holds every stage of the backend, in order: the outcome's status, None for
+    a stage the graph was not run through. ``frame`` (the user frame dynamo compiled:
+    name, filename, lineno) is free-form JSON, as capture recorded it.
+    """
+
+    label: str
+    boundary: str
+    kind: str
+    nodes: int | None
+    frame: dict[str, Any] | None
+    stages: dict[str, str | None]
+    first_failure: str | None
+    failure: FailureRecord | None
+    repro: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "boundary": self.boundary,
+            "kind": self.kind,
+            "nodes": self.nodes,
+            "frame": self.frame,
+            "stages": dict(self.stages),
+            "first_failure": self.first_failure,
+            "failure": None if self.failure is None else self.failure.to_json(),
+            "repro": self.repro,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GraphRecord:
+        return cls(
+            label=data["label"],
+            boundary=data["boundary"],
+            kind=data["kind"],
+            nodes=data.get("nodes"),
+            frame=data.get("frame"),
+            stages=dict(data.get("stages") or {}),
+            first_failure=data.get("first_failure"),
+            failure=_optional(FailureRecord.from_json, data.get("failure")),
+            repro=data.get("repro"),
+        )
+
+
+@dataclass(frozen=True)
+class BelowRecord:
+    """What was found below the failing stage: ``subsystem`` and ``workaround``, each null when none was found.
+
+    Both are free-form JSON: :class:`~minifier.bisect.subsystem.Below` writes them
+    (``Subsystem.to_json``, ``Workaround.to_json``), and docs/minify.md documents them.
+    """
+
+    subsystem: dict[str, Any] | None = None
+    workaround: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, below: Below) -> BelowRecord:
+        return cls.from_json(plain_json(below.to_json()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"subsystem": self.subsystem, "workaround": self.workaround}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BelowRecord:
+        return cls(data.get("subsystem"), data.get("workaround"))
+
+
+@dataclass(frozen=True)
+class BisectRecord:
+    """What a bisection found, as ``minify bisect --json`` prints it and its report.json holds it (docs/minify.md).
+
+    ``status`` is ``bisected`` (a culprit: ``failure``, ``stages`` and ``graph`` say
+    it) or ``no-failure`` (those empty). Keys written only when set: ``failure_rate``
+    (a flaky culprit), ``distributed`` (a job of several ranks), ``subsystem`` and
+    ``workaround`` (``below``: the bisection went below the failing stage) and
+    ``notes`` (below's notes, or a note report.json's writer added).
+    ``distributed`` is free-form JSON (docs/distributed.md); so are the parts of
+    :class:`BelowRecord` and :class:`GraphRecord` it says.
+    """
+
+    status: str
+    script: str
+    backend: str
+    accuracy: bool | str
+    failure: FailureRecord | None
+    stages: dict[str, str]
+    graph: GraphRef | None
+    original_failure: Signature | None
+    graphs: tuple[GraphRecord, ...]
+    queries: int
+    seconds: float
+    run_dir: str
+    note: str
+    kernel: str | None
+    failure_rate: float | None = None
+    distributed: dict[str, Any] | None = None
+    below: BelowRecord | None = None
+    notes: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "script": self.script,
+            "backend": self.backend,
+            "accuracy": self.accuracy,
+            "failure": None if self.failure is None else self.failure.to_json(),
+            "stages": dict(self.stages),
+            "graph": None if self.graph is None else self.graph.to_json(),
+            "original_failure": None if self.original_failure is None else self.original_failure.to_json(),
+            "graphs": [graph.to_json() for graph in self.graphs],
+            "queries": self.queries,
+            "seconds": self.seconds,
+            "run_dir": self.run_dir,
+            "note": self.note,
+            "kernel": self.kernel,
+            **({"failure_rate": self.failure_rate} if self.failure_rate is not None else {}),
+            **({"distributed": self.distributed} if self.distributed is not None else {}),
+            **(self.below.to_json() if self.below is not None else {}),
+            **({"notes": list(self.notes)} if self.notes is not None else {}),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BisectRecord:
+        return cls(
+            status=data["status"],
+            script=data["script"],
+            backend=data["backend"],
+            accuracy=data.get("accuracy", False),
+            failure=_optional(FailureRecord.from_json, data.get("failure")),
+            stages=dict(data.get("stages") or {}),
+            graph=_optional(GraphRef.from_json, data.get("graph")),
+            original_failure=_optional(Signature.from_json, data.get("original_failure")),
+            graphs=tuple(GraphRecord.from_json(g) for g in data.get("graphs") or ()),
+            queries=data.get("queries", 0),
+            seconds=data.get("seconds", 0.0),
+            run_dir=data.get("run_dir", ""),
+            note=data.get("note", ""),
+            kernel=data.get("kernel"),
+            failure_rate=data.get("failure_rate"),
+            distributed=data.get("distributed"),
+            below=BelowRecord.from_json(data) if "subsystem" in data or "workaround" in data else None,
+            notes=None if data.get("notes") is None else tuple(data["notes"]),
+        )
