@@ -202,11 +202,18 @@ class ZygoteProcess:
                 os.close(fd)
             except OSError:
                 pass
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        # An idle zygote exits on the closed pipe at once. One still warming up reads it
+        # only when its compile ends (seconds, when the program ended early or ran no
+        # compile): it runs no user code and holds no query by now, so it is stopped.
+        for stop in (None, self.process.terminate, self.process.kill):
+            if stop is not None:
+                stop()
+            try:
+                self.process.wait(timeout=0.2 if stop is None else 5)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+        self.process.wait()
 
 
 # --------------------------------------------------------------------------- #
