@@ -13,11 +13,13 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "inductor
 # Every minification ends by running its repro.py in a fresh process elsewhere (torch
 # alone, another directory, no warm cache): a few seconds each, over a hundred runs
 # here. The tests of that step turn it back on (test_real_bug_shapes.py,
-# test_real_bugs.py); the rest check "verified here" only, and say so in their notes.
+# test_state_outside_graph.py); the rest check "verified here" only, and
+# test_real_bugs.py runs each repro elsewhere itself.
 os.environ.setdefault("PT2KIT_VERIFY_ELSEWHERE", "0")
 # ``minify run`` then goes below the stage (the subsystem, a workaround: a dozen small
 # queries and a rerun of the program). tests/test_subsystem.py and the CompilerBisector
-# scenarios turn it on; the rest stop at the repro.
+# scenarios and the genuine bugs whose CASE names a subsystem turn it on; the rest stop
+# at the repro.
 os.environ.setdefault("PT2KIT_SUBSYSTEM", "0")
 
 pytest_plugins = ["pytester"]
@@ -25,6 +27,17 @@ pytest_plugins = ["pytester"]
 import pytest  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """End-to-end tests first, in-process ones last: pytest-xdist hands tests out in this order.
+
+    An end-to-end test takes seconds to a minute, an in-process one well under a second.
+    With the short ones last, they fill in while the last long ones finish, so no worker
+    idles at the end (longest first, the classic rule for scheduling). The sort is stable
+    and the same in every worker, as xdist requires.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None)
 
 # The model's function, 15 nodes: the program model_script writes, and the function
 # tests/test_reduce_inprocess.py saves graphs from.
