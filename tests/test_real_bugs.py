@@ -18,7 +18,16 @@ answer) on a copy of the program, run once per session. Then:
   directory, run with pt2kit unimportable and a fresh ``TORCHINDUCTOR_CACHE_DIR``, fails
   with the report's signature (a warm cache once made a repro "fail" nowhere else);
 - ``test_repro_is_one_minimal``: dropping any one op of the repro (its value becomes an
-  input, fed with what the graph computed there) makes the failure go away.
+  input, fed with what the graph computed there) makes the failure go away;
+- ``test_subsystem_and_workaround_are_the_bugs`` (where ``CASE`` names a ``subsystem``:
+  those runs go below the stage): the subsystem and its guilty application are the
+  bug's, and the program, which fails on its own in a fresh process on an empty
+  Inductor cache, runs to the end there with the workaround pasted before it.
+
+pt2kit's own check that the repro fails on another machine is left off these runs
+(``PT2KIT_VERIFY_ELSEWHERE=0``, tests/conftest.py): ``test_repro_fails_alone_on_an_empty_cache``
+is that check, made by the test itself. tests/test_real_bug_shapes.py and
+tests/test_state_outside_graph.py run pt2kit's.
 
 Real Inductor, cold kernels: every test here is ``slow`` and ``scenarios`` (``make
 scenarios``, which CI runs after ``make test``).
@@ -42,6 +51,7 @@ from typing import Any
 
 import pytest
 
+from test_subsystem import run_program
 from test_torch_scenarios import RUN_REPRO
 
 BUGS_DIR = Path(__file__).resolve().parent / "real_bugs"
@@ -102,7 +112,7 @@ def run_of(name: str, base: Path) -> Run:
     shutil.copy(BUGS_DIR / script.name, script)
     flags = ["--accuracy"] if case["kind"] == "accuracy" else []
     command = [sys.executable, "-P", "-m", "minifier", "run", "--json", "--out", str(workdir / "runs"), *flags, str(script)]
-    env = {**os.environ, "PT2KIT_VERIFY_ELSEWHERE": "1"}  # verified: on another machine, as for users
+    env = {**os.environ, "PT2KIT_SUBSYSTEM": "1" if "subsystem" in case else "0"}
     start = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, cwd=workdir, env=env, timeout=1800)
@@ -198,3 +208,17 @@ def test_repro_is_one_minimal(name, bugs_base):
     finally:
         session.close()
     assert still_failing == [], f"{name}: the repro still fails without {still_failing}"
+
+
+@pytest.mark.parametrize("name", [name for name in BUGS if "subsystem" in case_of(name)])
+def test_subsystem_and_workaround_are_the_bugs(name, bugs_base):
+    run = minified(name, bugs_base)
+    expected_name, expected_detail = run.case["subsystem"]
+    found = run.report.get("subsystem") or {}
+    assert (found.get("name"), found.get("detail")) == (expected_name, expected_detail), run.context()
+    workaround = run.report.get("workaround") or {}
+    assert workaround.get("verified_on") == "program", run.context()
+    script = run.workdir / f"{name}.py"
+    assert run_program(script).returncode != 0
+    assert run_program(script, workaround["code"]).returncode == 0
+

@@ -6,7 +6,9 @@ by trying workarounds, narrowest first, until the program runs to the end with o
 The scenarios ported from upstream's test_compiler_bisector.py check the subsystem
 names upstream's bisector gives (tests/test_torch_scenarios.py::test_subsystem_is_upstreams);
 here, what pt2kit adds: the choice of workarounds, a planted backend no bisector knows,
-and a real Inductor bug whose workaround this test applies itself.
+and real Inductor bugs whose workaround this test applies itself. The genuine torch bugs
+whose ``CASE`` names a subsystem are checked the same way on their one ``minify run``
+(tests/test_real_bugs.py::test_subsystem_and_workaround_are_the_bugs).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def test_bisect_names_the_workaround_under_its_stage_table(model_script, tmp_pat
     assert "workaround" in done.stdout and "compile with aot_eager instead of" in done.stdout
 
 
-def _run(script: Path, code: str = "") -> subprocess.CompletedProcess[str]:
+def run_program(script: Path, code: str = "") -> subprocess.CompletedProcess[str]:
     """The program in a fresh process on an empty Inductor cache, ``code`` run first (as a user pastes it)."""
     runner = f"import runpy, sys\nexec({code!r}, {{}})\nrunpy.run_path({str(script)!r}, run_name='__main__')\n"
     with tempfile.TemporaryDirectory() as cache:
@@ -89,8 +91,8 @@ def test_inductors_relu_bug_is_its_lowering_and_falling_back_lets_the_program_ru
     workaround = result.below.workaround
     assert workaround is not None and workaround.verified_on == "program" and "make_fallback" in workaround.code
     # the program fails as it is, and runs to the end with the workaround pasted before it
-    assert _run(script).returncode != 0
-    assert _run(script, workaround.code).returncode == 0
+    assert run_program(script).returncode != 0
+    assert run_program(script, workaround.code).returncode == 0
 
 
 def _minified(session, tmp_path, source: Path, **options):
@@ -108,27 +110,5 @@ def test_a_real_models_wrong_post_grad_pass_is_named_and_turned_off(session, tmp
     assert result.below.subsystem is not None and (result.below.subsystem.name, result.below.subsystem.detail) == ("post_grad_passes", "post_grad_custom_post_pass")
     assert result.below.confirmed is True
     assert result.below.workaround is not None and "disabled_passes = 'post_grad_custom_post_pass'" in result.below.workaround.code
-    assert _run(script).returncode != 0
-    assert _run(script, result.below.workaround.code).returncode == 0
-
-
-@pytest.mark.slow
-def test_a_genuine_joint_graph_folding_bug_is_named_to_its_pass(session, tmp_path):
-    # tests/real_bugs/: Inductor's constant folding of x * 0 drops the NaN that eager keeps
-    script, result = _minified(session, tmp_path, TESTS / "real_bugs" / "inductor_mul_by_zero_folding_drops_nan.py", accuracy=True)
-    assert result.below.subsystem is not None and (result.below.subsystem.name, result.below.subsystem.detail) == ("joint_graph_passes", "constant_fold_uniform_value")
-    assert result.below.workaround is not None and result.below.workaround.verified_on == "program"
-    assert _run(script).returncode != 0
-    assert _run(script, result.below.workaround.code).returncode == 0
-
-
-@pytest.mark.slow
-def test_a_genuine_codegen_bug_gets_its_op_falling_back(session, tmp_path):
-    # two identical float16 sums in one kernel: Inductor's C++ declares their cast twice
-    # (tests/real_bugs/); the bisector's lowering count ends on one of the sums
-    script, result = _minified(session, tmp_path, TESTS / "real_bugs" / "inductor_cpp_duplicate_half_reduction.py")
-
-    assert result.below.subsystem is not None and (result.below.subsystem.name, result.below.subsystem.detail) == ("lowerings", "aten.sum.dim_IntList")
-    assert result.below.workaround is not None and result.below.workaround.verified_on == "program"
-    assert _run(script).returncode != 0
-    assert _run(script, result.below.workaround.code).returncode == 0
+    assert run_program(script).returncode != 0
+    assert run_program(script, result.below.workaround.code).returncode == 0

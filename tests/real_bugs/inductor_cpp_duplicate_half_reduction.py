@@ -19,6 +19,7 @@ CASE = {
     "stage": "inductor",
     "ops": ["aten.sum.dim_IntList", "aten.sum.dim_IntList"],
     "exception": "InductorError",
+    "subsystem": ["lowerings", "aten.sum.dim_IntList"],
     "fails_on_2_15": True,
     "notes": "two identical fp16/bf16 reductions over the same input in one fused CPU kernel; cast of the CSE'd accumulator declared twice (CppCompileError)",
 }

@@ -18,6 +18,7 @@ CASE = {
     "kind": "accuracy",
     "stage": "inductor",
     "ops": ["aten.softshrink.default", "aten.mul.Tensor", "aten.where.self"],
+    "subsystem": ["joint_graph_passes", "constant_fold_uniform_value"],
     "fails_on_2_15": False,
     "notes": "joint_graph UniformValueConstantFolder folds float x*0 -> 0, dropping NaN/Inf",
 }
