@@ -116,6 +116,7 @@ def run_elsewhere(repro: Path, elsewhere: Path) -> subprocess.CompletedProcess[s
 
 
 def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path):
+    """The program's failing compile is trusted, not repeated; when nothing fails again, it is called flaky."""
     counter = tmp_path / "calls"
     script = tmp_path / "flaky.py"
     script.write_text(textwrap.dedent(f'''

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from minifier.bisect.bisection import bisect_script
-from minifier.errors import FlakyFailure, NoFailure, ScriptFailedBeforeCompile, ScriptNotFound, UnknownBackend
+from minifier.errors import FlakyFailure, NoFailure, ScriptNotFound
 from minifier.capture.script import resolve_script
 
 pytestmark = pytest.mark.e2e  # every test here runs queries in pt2kit's worker processes
@@ -151,25 +151,6 @@ def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(session, tmp_path):
     # the op lives in the script: the repro carries its definition, never imports the script
     assert culprit.case.modules == []
     assert "@rowsum.register_fake" in culprit.case.definitions and "torch.compile(f" not in culprit.case.definitions
-
-
-def test_program_that_does_not_fail(session, model_script):
-    with pytest.raises(NoFailure, match="without failing"):
-        bisect_script(session, model_script("aot_eager"), [])
-
-
-def test_script_that_raises_before_compiling(session, tmp_path):
-    script = tmp_path / "early.py"
-    script.write_text("import torch\nraise ValueError('bad config file')\n")
-    with pytest.raises(ScriptFailedBeforeCompile, match="ValueError: bad config file") as info:
-        bisect_script(session, script, [])
-    assert info.value.exit_code == 3
-
-
-def test_unknown_backend(session, model_script):
-    with pytest.raises(UnknownBackend, match="no_such_backend") as info:
-        bisect_script(session, model_script("planted_compile_error"), [], backend="no_such_backend")
-    assert info.value.exit_code == 4
 
 
 def test_backend_override_replaces_the_scripts_backend(session, model_script):

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from minifier.errors import FlakyFailure, Interrupted
+from minifier.errors import Interrupted
 from minifier.minification import minify_script
 from minifier.isolation.session import Session
 from minifier.repro.files import load_repro
@@ -67,14 +67,6 @@ def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(sess
     assert data["graph"] == {"boundary": "aot", "index": 0, "kind": "inference"}
     assert (data["nodes_before"], data["nodes_after"], data["ops_after"]) == (n, 1, ["aten.cos.default"])
     assert data["verified"] is True and data["inputs"] == "random"
-
-
-def test_a_failure_only_the_program_saw_is_called_flaky(session, model_script, tmp_path, monkeypatch):
-    # The program's failing compile is trusted, not repeated; when nothing fails again
-    # (every later compile passes), the culprit is pinned down the slow way: flaky.
-    monkeypatch.setenv("PLANTED_FLAKY_COUNTER", str(tmp_path / "counter"))
-    with pytest.raises(FlakyFailure, match="flaky"):
-        minify(session, model_script("planted_flaky"), tmp_path)
 
 
 def test_an_aot_graph_that_fails_only_inside_torch_compile_falls_back_to_the_dynamo_graph(session, model_script, tmp_path):
