@@ -39,6 +39,7 @@ def pytest_collection_modifyitems(config, items):
     """
     items.sort(key=lambda item: item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None)
 
+
 # The model's function, 15 nodes: the program model_script writes, and the function
 # tests/test_reduce_inprocess.py saves graphs from.
 MODEL_FUNCTION = '''

@@ -221,4 +221,3 @@ def test_subsystem_and_workaround_are_the_bugs(name, bugs_base):
     script = run.workdir / f"{name}.py"
     assert run_program(script).returncode != 0
     assert run_program(script, workaround["code"]).returncode == 0
-
