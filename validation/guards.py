@@ -53,12 +53,19 @@ _SEAMS = ("shape_env", "guard_code", "convert_frame", "sympy_z3")
 
 @dataclasses.dataclass
 class GuardReport:
-    """Every compile a :class:`GuardValidator` saw, and the overall verdict."""
+    """Every compile a :class:`GuardValidator` saw, and the overall verdict.
+
+    ``status`` and the totals are derived from ``compiles``, except that a report read back
+    (:meth:`from_dict`) keeps the totals as written (rounded) in ``written_seconds`` and
+    ``written_compile_seconds``; a validator's own report has None there.
+    """
 
     compiles: list[CompileCheck] = dataclasses.field(default_factory=list)
     target: str = ""
     error: str | None = None  # the exception the program ended with, if any
     confirm: bool = False
+    written_seconds: float | None = dataclasses.field(default=None, repr=False)
+    written_compile_seconds: float | None = dataclasses.field(default=None, repr=False)
 
     @property
     def status(self) -> str:
@@ -80,10 +87,14 @@ class GuardReport:
 
     @property
     def seconds(self) -> float:
+        if self.written_seconds is not None:
+            return self.written_seconds
         return sum(check.seconds for check in self.compiles)
 
     @property
     def compile_seconds(self) -> float:
+        if self.written_compile_seconds is not None:
+            return self.written_compile_seconds
         return sum(check.compile_seconds for check in self.compiles)
 
     def to_dict(self) -> dict[str, object]:
@@ -101,6 +112,23 @@ class GuardReport:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GuardReport:
+        """The report :meth:`to_dict` wrote: its ``to_dict()`` is ``data`` (``status`` follows from the compiles)."""
+        return cls(
+            compiles=[CompileCheck.from_dict(check) for check in data["compiles"]],
+            target=data.get("target", ""),
+            error=data.get("error"),
+            confirm=data.get("confirm", False),
+            written_seconds=data["seconds"],
+            written_compile_seconds=data["compile_seconds"],
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> GuardReport:
+        """:meth:`from_dict` of the JSON text :meth:`to_json` wrote."""
+        return cls.from_dict(json.loads(text))
 
     def __rich__(self) -> Any:
         from .report import guards_renderable

@@ -65,6 +65,23 @@ class SizeClass:
             data["message"] = self.message
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SizeClass:
+        """The class :meth:`to_dict` wrote, without what the JSON leaves out.
+
+        ``region`` and ``cell`` (Z3) are None, ``members`` is empty, ``order`` and ``traces``
+        are their defaults: its ``to_dict()`` is ``data``, but it cannot own points.
+        """
+        return cls(
+            outcome=data["outcome"],
+            condition=data["condition"],
+            representative=tuple(tuple(shape) for shape in data["representative"]),
+            value_dependent=data["value_dependent"],
+            region=None,
+            decided_by=data.get("decided_by", "trace"),
+            message=data.get("message", ""),
+        )
+
 
 @dataclasses.dataclass
 class SizeReport:
@@ -108,12 +125,42 @@ class SizeReport:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SizeReport:
+        """The report :meth:`to_dict` wrote: its ``to_dict()`` is ``data``, ``seconds`` as written (rounded).
+
+        ``names`` is not in the JSON (it reads back empty), and the classes have no Z3 cells
+        (:meth:`SizeClass.from_dict`), so :meth:`class_of` needs the report :func:`~validation.sizes` returned.
+        """
+        return cls(
+            target=data["target"],
+            ranks=tuple(data["ranks"]),
+            box=(data["box"][0], data["box"][1]),
+            specialize=data["specialize"],
+            status=data["status"],
+            classes=[SizeClass.from_dict(item) for item in data["classes"]],
+            specializes_on=list(data["specializes_on"]),
+            traces=data["traces"],
+            seconds=data["seconds"],
+            reason=data.get("reason", ""),
+            merged=data.get("merged", False),
+            brute_force=data.get("brute_force"),
+            recompiles=data.get("recompiles"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> SizeReport:
+        """:meth:`from_dict` of the JSON text :meth:`to_json` wrote."""
+        return cls.from_dict(json.loads(text))
+
     def representatives(self, outcome: str | None = "ok") -> list[Shapes]:
         """The minimal sizes of each class (with this outcome; all classes for None)."""
         return [cls.representative for cls in self.classes if outcome is None or cls.outcome == outcome]
 
     def class_of(self, shapes: Sequence[Sequence[int]]) -> SizeClass | None:
         """The class holding these sizes, if the enumeration reached them."""
+        if any(member.cell is None for cls in self.classes for member in cls.members or [cls]):
+            raise ValueError("this report has no Z3 cells (it was read from JSON): class_of needs sizes()'s report")
         values = [shapes[i][j] for i, rank in enumerate(self.ranks) for j in range(rank)]
         return Membership(self).owner(values)
 

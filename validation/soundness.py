@@ -83,6 +83,21 @@ class Finding:
             data["where"] = self.where
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        """The finding :meth:`to_dict` wrote: equal to the one written (every field is in the JSON)."""
+        return cls(
+            kind=data["kind"],
+            assumption=data["assumption"],
+            readable=data.get("readable", ""),
+            origin=data.get("origin", ""),
+            counterexample=data.get("counterexample"),
+            confirmed=data.get("confirmed"),
+            detail=data.get("detail", ""),
+            where=data.get("where"),
+            refuted=data.get("refuted", False),
+        )
+
 
 @dataclasses.dataclass
 class CompileCheck:
@@ -119,6 +134,28 @@ class CompileCheck:
         if self.refused:
             data["refused"] = self.refused
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompileCheck:
+        """The check :meth:`to_dict` wrote, with its ``status`` and (rounded) seconds as written.
+
+        ``guards_complete`` is not in the JSON and reads back as True, so :meth:`settle` is
+        meaningful only on a check :func:`check_compile` made; its ``to_dict()`` is the JSON read.
+        """
+        return cls(
+            function=data["function"],
+            compile_id=data["compile_id"],
+            filename=data["file"],
+            firstlineno=data["line"],
+            status=data["status"],
+            guards=data["guards"],
+            assumptions=data["assumptions"],
+            seconds=data["seconds"],
+            compile_seconds=data["compile_seconds"],
+            findings=[Finding.from_dict(finding) for finding in data["findings"]],
+            installed=data.get("installed", True),
+            refused=data.get("refused"),
+        )
 
     def settle(self) -> None:
         """Compute ``status`` from the findings (again, after ``--confirm`` has run).
