@@ -27,8 +27,9 @@ How it is built, one module per idea, each importing only the ones above it:
 - :mod:`explain.remedies` and :mod:`explain.compiles`: the records of a recompile report;
 - :mod:`explain.report`: the rich rendering of both reports; :mod:`explain.page` the
   same data as one HTML page (``--html FILE``, ``prof.report(html=FILE)``);
-- :mod:`explain.session` (``explain.explain`` and its :class:`ExplainReport`) and
-  :mod:`explain.recompiles` (:class:`RecompileProfiler`): the two reports;
+- :mod:`explain.recompiles` (:class:`RecompileProfiler`, and the :class:`RecompileReport` it
+  records) and :mod:`explain.session` (``explain.explain`` and its :class:`ExplainReport`):
+  the two reports, each read back from its JSON by ``from_json``;
 - ``explain.__main__``: the CLI.
 
 Every torch internal they touch goes through :mod:`minifier.seams` (``docs/seams.md``).
@@ -64,6 +65,7 @@ _EXPORTS = {
     "GuardFailure": "guards",
     "Isolation": "isolation",
     "RecompileProfiler": "recompiles",
+    "RecompileReport": "recompiles",
     "CompileRecord": "compiles",
     "FunctionCompiles": "compiles",
     "EntryFailures": "compiles",

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from minifier.capture.script import is_internal_file, is_launcher_file
 from minifier.seams import graph_break_messages
@@ -47,6 +48,11 @@ class UserFrame:
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UserFrame:
+        """The frame :meth:`to_dict` wrote (every field: it reads back as an equal frame)."""
+        return cls(filename=data["filename"], lineno=data["lineno"], function=data["function"], line=data["line"])
 
 
 def is_internal_frame(filename: str) -> bool:
@@ -203,6 +209,23 @@ class GraphBreak:
             "doc_url": self.doc_url,
             "user_stack": [frame.to_dict() for frame in self.user_stack],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GraphBreak:
+        """The break :meth:`to_dict` wrote. Its location (``filename``, ``lineno``, ``function``, ``source``)
+        is the last frame of ``user_stack`` and is read from there; every field is in the JSON, so a break
+        read back equals the one written."""
+        return cls(
+            compile_ids=tuple(data["compile_ids"]),
+            gb_type=data["gb_type"],
+            cause=data["cause"],
+            reason=data["reason"],
+            remedy=data["remedy"],
+            raw_reason=data["raw_reason"],
+            doc_url=data["doc_url"],
+            frame_skipped=data["frame_skipped"],
+            user_stack=tuple(UserFrame.from_dict(frame) for frame in data["user_stack"]),
+        )
 
 
 def graph_break_from_torch(exc: BaseException, compile_id: str, raw_reason: str | None = None) -> GraphBreak:

@@ -18,6 +18,8 @@ laying them out for people is :mod:`explain.report`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from .breaks import UserFrame
 from .graphs import GraphSummary
@@ -40,6 +42,15 @@ class EntryFailures:
             "failures": [failure.to_dict() for failure in self.failures],
             "torch_reason": self.torch_reason,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EntryFailures:
+        """What :meth:`to_dict` wrote (every field: it reads back as an equal value)."""
+        return cls(
+            against=data["against"],
+            failures=tuple(GuardFailure.from_dict(failure) for failure in data["failures"]),
+            torch_reason=data["torch_reason"],
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +131,39 @@ class CompileRecord:
             "thread": self.thread,
         }
 
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        function: str = "",
+        filename: str = "",
+        firstlineno: int = 0,
+        resumed_at: int | None = None,
+    ) -> CompileRecord:
+        """The record :meth:`to_dict` wrote. Its code object (``function``, ``filename``, ``firstlineno``,
+        ``resumed_at``) is written once per :class:`FunctionCompiles`, not per record: pass it, as
+        :meth:`FunctionCompiles.from_dict` does, and the record read back equals the one written.
+        ``graph_hash``, ``graph_inputs`` and ``graph_outputs`` repeat ``graph`` and are read from it."""
+        graph, trigger, limit = data["graph"], data["triggered_by"], data["limit"]
+        return cls(
+            compile_id=data["compile_id"],
+            cause=data["cause"],
+            outcome=data["outcome"],
+            detail=data["detail"],
+            function=function,
+            filename=filename,
+            firstlineno=firstlineno,
+            resumed_at=resumed_at,
+            graph=GraphSummary.from_dict(graph) if graph is not None else None,
+            triggered_by=UserFrame.from_dict(trigger) if trigger is not None else None,
+            seconds=data["seconds"],
+            backend_seconds=data["backend_seconds"],
+            failed_guards=tuple(EntryFailures.from_dict(entry) for entry in data["failed_guards"]),
+            limit=RecompileLimit.from_dict(limit) if limit is not None else None,
+            thread=data["thread"],
+        )
+
 
 @dataclasses.dataclass
 class FunctionCompiles:
@@ -189,6 +233,14 @@ class FunctionCompiles:
             "remedies": self.remedies,
             "records": [record.to_dict() for record in self.records],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FunctionCompiles:
+        """The compiles :meth:`to_dict` wrote. Everything else it writes (``compiles``, ``recompiles``,
+        ``limit_hit``, ``remedies``) follows from the records again, which read back whole: the
+        object read back equals the one written."""
+        code = {key: data[key] for key in ("function", "filename", "firstlineno", "resumed_at")}
+        return cls(**code, records=[CompileRecord.from_dict(record, **code) for record in data["records"]])
 
 
 __all__ = ["CompileRecord", "EntryFailures", "FunctionCompiles"]

@@ -22,6 +22,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.fx
@@ -62,6 +64,11 @@ class GraphSummary:
             "outputs": self.outputs,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GraphSummary:
+        """The summary :meth:`to_dict` wrote (``op_count`` and ``op_counts`` follow from ``ops`` again)."""
+        return cls(hash=data["hash"], ops=tuple(data["ops"]), inputs=data["inputs"], outputs=data["outputs"])
+
 
 @dataclasses.dataclass(frozen=True)
 class CapturedGraph:
@@ -95,6 +102,23 @@ class CapturedGraph:
             "compile_seconds": self.compile_seconds,
             "backend_seconds": self.backend_seconds,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CapturedGraph:
+        """The graph :meth:`to_dict` wrote, its summary read from the same (flat) mapping; every field is
+        in the JSON, so a graph read back equals the one written."""
+        return cls(
+            index=data["index"],
+            compile_id=data["compile_id"],
+            function=data["function"],
+            filename=data["filename"],
+            firstlineno=data["firstlineno"],
+            resumed_at=data["resumed_at"],
+            summary=GraphSummary.from_dict(data),
+            guards=tuple(GuardLine.from_dict(guard) for guard in data["guards"]),
+            compile_seconds=data["compile_seconds"],
+            backend_seconds=data["backend_seconds"],
+        )
 
 
 def summarize_graph(gm: torch.fx.GraphModule) -> GraphSummary:

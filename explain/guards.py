@@ -124,6 +124,11 @@ class GuardLine:
     def to_dict(self) -> dict[str, object]:
         return {"kind": self.kind, "source": self.source, "text": self.text, "raw": self.raw}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GuardLine:
+        """The line :meth:`to_dict` wrote (all of it: it reads back as an equal line)."""
+        return cls(kind=data["kind"], source=data["source"], text=data["text"], raw=data["raw"])
+
 
 @dataclasses.dataclass(frozen=True)
 class GuardFailure:
@@ -142,6 +147,11 @@ class GuardFailure:
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GuardFailure:
+        """The failure :meth:`to_dict` wrote (every field: it reads back as an equal failure)."""
+        return cls(**{field.name: data[field.name] for field in dataclasses.fields(cls)})
 
 
 def describe_guards(guard_manager: Any) -> list[GuardLine]:

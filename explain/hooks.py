@@ -53,7 +53,7 @@ import logging
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from minifier import seams
@@ -106,6 +106,11 @@ class RecompileLimit:
 
     limit_type: str
     value: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RecompileLimit:
+        """The limit as a compile record writes it (``dataclasses.asdict``)."""
+        return cls(limit_type=data["limit_type"], value=data["value"])
 
 
 @dataclasses.dataclass(eq=False)

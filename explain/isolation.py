@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -56,6 +56,11 @@ class Isolation:
 
     def to_dict(self) -> dict[str, object]:
         return {"strategy": self.strategy, "reset_called": self.reset_called, "details": list(self.details)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Isolation:
+        """The isolation :meth:`to_dict` wrote (all of it: it reads back as an equal one)."""
+        return cls(strategy=data["strategy"], reset_called=data["reset_called"], details=tuple(data["details"]))
 
 
 OBSERVED = Isolation(

@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -39,6 +39,46 @@ from .graphs import summarize_graph
 from .hooks import FrameCompile
 from .page import write_explain_page
 from .report import recompiles_renderable, to_text
+
+
+@dataclasses.dataclass(frozen=True)
+class RecompileReport:
+    """What a :class:`RecompileProfiler` recorded, at one moment: its compiles per code object.
+
+    :meth:`RecompileProfiler.snapshot` takes one; :meth:`from_json` reads one back from the
+    profiler's (or this report's) JSON. Its counts follow from ``functions``, which the JSON
+    holds whole, so a report read back writes the same JSON and equals the snapshot.
+    """
+
+    functions: tuple[FunctionCompiles, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        records = [record for function in self.functions for record in function.records]
+        return {
+            "compile_count": sum(f.compiles for f in self.functions),
+            "recompile_count": sum(f.recompiles for f in self.functions),
+            "refused_count": sum(1 for r in records if r.cause == "recompile refused"),
+            "functions": [function.to_dict() for function in self.functions],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RecompileReport:
+        """The report :meth:`to_dict` (or :meth:`RecompileProfiler.to_dict`) wrote."""
+        return cls(functions=tuple(FunctionCompiles.from_dict(function) for function in data["functions"]))
+
+    @classmethod
+    def from_json(cls, text: str) -> RecompileReport:
+        """:meth:`from_dict` of the JSON text :meth:`to_json` wrote."""
+        return cls.from_dict(json.loads(text))
+
+    def __rich__(self) -> Any:
+        return recompiles_renderable(list(self.functions))
+
+    def __str__(self) -> str:
+        return to_text(recompiles_renderable(list(self.functions)), width=120)
 
 
 class RecompileProfiler:
@@ -185,15 +225,15 @@ class RecompileProfiler:
 
         return recompile_forecast(fn, ranks, box, **options)
 
+    def snapshot(self) -> RecompileReport:
+        """What was recorded so far, as a report JSON reads back.
+
+        It shares the profiler's records: a compile after it shows in it too.
+        """
+        return RecompileReport(tuple(self.functions))
+
     def to_dict(self) -> dict[str, object]:
-        functions = self.functions
-        records = [record for function in functions for record in function.records]
-        return {
-            "compile_count": sum(f.compiles for f in functions),
-            "recompile_count": sum(f.recompiles for f in functions),
-            "refused_count": sum(1 for r in records if r.cause == "recompile refused"),
-            "functions": [function.to_dict() for function in functions],
-        }
+        return self.snapshot().to_dict()
 
     def to_json(self, indent: int | None = 2) -> str:
         """The report as JSON text (the schema of :meth:`to_dict`)."""
@@ -222,4 +262,4 @@ def _code_of(fn: Callable[..., Any]) -> types.CodeType:
     return fn.__code__  # type: ignore[union-attr]
 
 
-__all__ = ["RecompileProfiler"]
+__all__ = ["RecompileProfiler", "RecompileReport"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from minifier.seams.convert_frame import original_callable
@@ -29,6 +29,7 @@ from .breaks import GraphBreak, merge_breaks
 from .graphs import CapturedGraph
 from .hooks import FrameCompile
 from .isolation import IsolatedAnalysis, Isolation
+from .recompiles import RecompileReport
 from .report import explain_renderable, to_text
 
 
@@ -41,7 +42,8 @@ class ExplainReport:
     breaks: list[GraphBreak]
     isolation: Isolation
     recompiles: Any = None
-    """For ``python -m explain``: the :class:`~explain.RecompileProfiler` that watched the script."""
+    """For ``python -m explain``: the :class:`~explain.RecompileProfiler` that watched the script (read back
+    from JSON: a :class:`~explain.recompiles.RecompileReport` of what it recorded)."""
     error: str | None = None
     """For ``python -m explain``: the exception the script ended with, if any."""
 
@@ -98,6 +100,27 @@ class ExplainReport:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExplainReport:
+        """The report :meth:`to_dict` wrote. ``graph_count``, ``break_count`` and ``compile_seconds`` follow
+        from the graphs and breaks again (the JSON keeps every float exactly); ``recompiles`` is read as a
+        :class:`~explain.recompiles.RecompileReport`. Without recompiles, the report read back equals
+        the one written."""
+        recompiles = data.get("recompiles")
+        return cls(
+            target=data["target"],
+            graphs=[CapturedGraph.from_dict(graph) for graph in data["graphs"]],
+            breaks=[GraphBreak.from_dict(brk) for brk in data["breaks"]],
+            isolation=Isolation.from_dict(data["isolation"]),
+            recompiles=RecompileReport.from_dict(recompiles) if recompiles is not None else None,
+            error=data.get("error"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ExplainReport:
+        """:meth:`from_dict` of the JSON text :meth:`to_json` wrote."""
+        return cls.from_dict(json.loads(text))
 
     def __rich__(self) -> Any:
         return explain_renderable(self)
