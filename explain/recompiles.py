@@ -78,7 +78,7 @@ class RecompileReport:
         return recompiles_renderable(list(self.functions))
 
     def __str__(self) -> str:
-        return to_text(recompiles_renderable(list(self.functions)), width=120)
+        return to_text(self.__rich__(), width=120)
 
 
 class RecompileProfiler:
@@ -226,9 +226,9 @@ class RecompileProfiler:
         return recompile_forecast(fn, ranks, box, **options)
 
     def snapshot(self) -> RecompileReport:
-        """What was recorded so far, as a report JSON reads back.
+        """What was recorded so far, as a report JSON reads back; a later compile does not change it.
 
-        It shares the profiler's records: a compile after it shows in it too.
+        (:attr:`functions` hands out copies, each with a list of records of its own.)
         """
         return RecompileReport(tuple(self.functions))
 
@@ -237,7 +237,7 @@ class RecompileProfiler:
 
     def to_json(self, indent: int | None = 2) -> str:
         """The report as JSON text (the schema of :meth:`to_dict`)."""
-        return json.dumps(self.to_dict(), indent=indent)
+        return self.snapshot().to_json(indent)
 
     def report(self, width: int = 120, html: str | os.PathLike[str] | None = None) -> str:
         """The report as rich-rendered plain text, for ``print``.
@@ -248,10 +248,10 @@ class RecompileProfiler:
         """
         if html is not None:
             write_explain_page(html, json.loads(self.to_json()), "pt2kit: RecompileProfiler")
-        return to_text(recompiles_renderable(self.functions), width=width)
+        return to_text(self.snapshot().__rich__(), width=width)
 
     def __rich__(self) -> Any:
-        return recompiles_renderable(self.functions)
+        return self.snapshot().__rich__()
 
 
 def _code_of(fn: Callable[..., Any]) -> types.CodeType:

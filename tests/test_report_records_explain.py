@@ -28,22 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_explain_recompiles  # noqa: E402
 from test_explain_api import calls_a_breaking_helper, loops_with_a_print, sin_cos_add, three_breaks  # noqa: E402
 from test_explain_recompiles import affine, double, forward_pass  # noqa: E402
+from test_report_records_other import round_trip as _round_trip  # noqa: E402
 
 
 def round_trip(report, report_type):
-    """Assert the report read from its JSON writes the same JSON (text and dict, keys in order), reads back
-    again as an equal object, and renders as the report does; return it."""
-    text = report.to_json()
-    read = report_type.from_json(text)
-    assert type(read) is report_type
-    assert read.to_json() == text
-    assert read.to_json(indent=None) == report.to_json(indent=None)
-    assert read.to_dict() == report.to_dict()
-    assert json.dumps(read.to_dict()) == json.dumps(report.to_dict())  # nested keys in the same order too
-    assert report_type.from_json(read.to_json()) == read
-    assert report_type.from_dict(json.loads(text)) == read
-    assert str(read) and str(read) == str(report)  # the rich rendering works on what was read, and the same
-    return read
+    """test_report_records_other's round trip; an explain report also renders as the one written."""
+    return _round_trip(report, report_type, renders_the_same=True)
 
 
 # --------------------------------------------------------------------------- #
