@@ -34,7 +34,7 @@ test: setup
 	$(PY) -m pytest -q $(XDIST) -m 'not slow'
 
 # The slow group: real Inductor and real models, PyTorch's own minifier scenarios ported
-# to CPU and the genuine torch bugs of tests/real_bugs. CI runs it after make test.
+# to CPU and the genuine torch bugs of tests/minifier/real_bugs. CI runs it after make test.
 slow: setup
 	$(PY) -m pytest -q -n $(JOBS) --dist loadscope -m slow
 
@@ -73,7 +73,7 @@ test-fast: setup
 # breakage shrunk by Hypothesis; a line per case and a summary.
 FUZZ_EXAMPLES ?= 40
 fuzz: setup
-	PT2KIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py::test_fuzz_long
+	PT2KIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s -p no:cacheprovider tests/minifier/test_fuzz.py::test_fuzz_long
 
 bench: setup
 	$(PY) -m pip install --quiet -e '.[test,bench]'
@@ -87,7 +87,7 @@ bench: setup
 	$(PY) benchmarks/bench_hook.py
 	$(PY) benchmarks/bench_real_models.py --curve
 
-# Headless Chromium for the page tests (tests/test_pages_browser.py skips without it):
+# Headless Chromium for the page tests (tests/minifier/test_pages_browser.py skips without it):
 # Debian's package, never a browser a test tool downloads.
 browser:
 	@command -v chromium >/dev/null || (apt-get install -y -q chromium >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null))
@@ -95,7 +95,7 @@ browser:
 
 # The screenshots in docs/images, as the browser test takes them.
 screenshots: setup browser
-	PT2KIT_SCREENSHOTS=docs/images $(PY) -m pytest -q -p no:cacheprovider tests/test_pages_browser.py
+	PT2KIT_SCREENSHOTS=docs/images $(PY) -m pytest -q -p no:cacheprovider tests/minifier/test_pages_browser.py
 
 clean:
 	rm -rf $(VENV) .cache runs build *.egg-info

@@ -1,6 +1,6 @@
-"""pt2kit beside torch's own minifier on genuine torch bugs (``tests/real_bugs/``), cold caches.
+"""pt2kit beside torch's own minifier on genuine torch bugs (``tests/minifier/real_bugs/``), cold caches.
 
-Each program in ``tests/real_bugs/`` fails on its own under torch 2.13 (CPU), the way an
+Each program in ``tests/minifier/real_bugs/`` fails on its own under torch 2.13 (CPU), the way an
 open PyTorch issue reports it (its ``CASE`` literal names the issue, the kind of failure
 and the first stage that fails). For each, in one run, every tool on an empty Inductor
 cache of its own:
@@ -34,7 +34,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-BUGS = REPO / "tests" / "real_bugs"
+BUGS = REPO / "tests" / "minifier" / "real_bugs"
 sys.path.insert(0, str(HERE))
 
 from bench_minifier import last_error, op_nodes  # noqa: E402

@@ -1,7 +1,7 @@
 """Below the stage: pt2kit's subsystem drill-down beside torch's own ``CompilerBisector``, in one run.
 
 For each program (upstream's bisector scenarios ported to CPU, a real model under a
-wrong post-grad pass, genuine torch bugs from ``tests/real_bugs/``), on an empty Inductor
+wrong post-grad pass, genuine torch bugs from ``tests/minifier/real_bugs/``), on an empty Inductor
 cache of each tool's own:
 
 - **torch**: ``python -m torch._inductor.compiler_bisector run python runner.py PROGRAM``,
@@ -37,7 +37,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-TESTS = REPO / "tests"
+TESTS = REPO / "tests" / "minifier"  # the programs minifier's tests run
 
 #: name -> (program, pt2kit flags)
 PROGRAMS = {

@@ -17,7 +17,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "inductor
 # test_real_bugs.py runs each repro elsewhere itself.
 os.environ.setdefault("PT2KIT_VERIFY_ELSEWHERE", "0")
 # ``minify run`` then goes below the stage (the subsystem, a workaround: a dozen small
-# queries and a rerun of the program). tests/test_subsystem.py and the CompilerBisector
+# queries and a rerun of the program). tests/minifier/test_subsystem.py and the CompilerBisector
 # scenarios and the genuine bugs whose CASE names a subsystem turn it on; the rest stop
 # at the repro.
 os.environ.setdefault("PT2KIT_SUBSYSTEM", "0")
@@ -29,19 +29,32 @@ import pytest  # noqa: E402
 TESTS = Path(__file__).resolve().parent
 
 
+# tests/ mirrors pt2kit's packages: tests/minifier/ tests minifier/, and so on. Each of these
+# directories is also a marker, ``<package>_tests`` (``pytest -m "validation_tests and not
+# e2e"``), set below from the test's path. (Not the bare package name: ``opcheck`` is the
+# opcheck plugin's own marker, which asks it to check a test's custom ops.)
+PACKAGE_DIRECTORIES = ("minifier", "replay", "validation", "explain", "opcheck")
+
+
 def pytest_collection_modifyitems(config, items):
-    """End-to-end tests first, in-process ones last: pytest-xdist hands tests out in this order.
+    """Mark each test with its package's directory, then order them for pytest-xdist.
+
+    End-to-end tests first, in-process ones last: pytest-xdist hands tests out in this order.
 
     An end-to-end test takes seconds to a minute, an in-process one well under a second.
     With the short ones last, they fill in while the last long ones finish, so no worker
     idles at the end (longest first, the classic rule for scheduling). The sort is stable
     and the same in every worker, as xdist requires.
     """
+    for item in items:
+        parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
+        if len(parts) > 1 and parts[0] in PACKAGE_DIRECTORIES:
+            item.add_marker(f"{parts[0]}_tests")
     items.sort(key=lambda item: item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None)
 
 
 # The model's function, 15 nodes: the program model_script writes, and the function
-# tests/test_reduce_inprocess.py saves graphs from.
+# tests/minifier/test_reduce_inprocess.py saves graphs from.
 MODEL_FUNCTION = '''
 def f(x, w):
     y = x @ w

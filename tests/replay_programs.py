@@ -1,4 +1,4 @@
-"""Frames that fail under purpose-built backends, for tests/test_replay.py.
+"""Frames that fail under purpose-built backends, for tests/replay/test_replay.py.
 
 They live in a file of their own so that replay can find their source, as it would in a
 user's program. Importing this module registers the planted backends and one more:

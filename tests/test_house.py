@@ -13,7 +13,7 @@ import ast
 import re
 from pathlib import Path
 
-from conftest import REPO
+from conftest import PACKAGE_DIRECTORIES, REPO, TESTS
 
 PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
 
@@ -199,3 +199,15 @@ def test_minifier_keeps_its_top_level_short_and_its_folders_say_what_they_hold()
             # the folder's docstring names every module in it (a newcomer's map)
             unnamed = {m for m in modules if not re.search(rf"\b{m}\b", docstring or "")}
             assert docstring and (unnamed == set() or folder.name == "seams"), (folder.name, unnamed)
+
+
+def test_the_tests_mirror_the_packages():
+    """tests/minifier/ holds minifier's tests, and so on; only the house's own test sits at the top.
+
+    Each directory gives the marker conftest.py sets (``<package>_tests``), so a package's directory and its
+    marker cannot drift apart.
+    """
+    assert PACKAGE_DIRECTORIES == PACKAGES
+    where = {path.relative_to(TESTS).parts[:-1] for path in TESTS.rglob("test_*.py")}
+    assert where == {()} | {(package,) for package in PACKAGES}, where
+    assert [p.name for p in TESTS.glob("test_*.py")] == ["test_house.py"]

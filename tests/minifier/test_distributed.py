@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-TESTS = Path(__file__).resolve().parent
+from conftest import TESTS
 
 TP_JOB = '''
 import sys

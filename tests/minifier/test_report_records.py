@@ -1,7 +1,7 @@
 """Reports are data: every report's JSON is its record's, and reads back as an equal record.
 
-Real reports are made in this test's own process, the way tests/test_bisect_inprocess.py
-and tests/test_reduce_inprocess.py make them (planted backends, real dynamo and
+Real reports are made in this test's own process, the way tests/minifier/test_bisect_inprocess.py
+and tests/minifier/test_reduce_inprocess.py make them (planted backends, real dynamo and
 AOTAutograd, :class:`~minifier.isolation.inprocess.InProcessExecutor`). For each:
 the record read back from the JSON equals ``report.record()``; its ``to_json()`` is the
 report's JSON, every key in the same order; and :func:`~minifier.result.read_report`

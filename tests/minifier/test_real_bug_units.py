@@ -1,6 +1,6 @@
 """In-process decisions behind the real-bug fixes: what a graph's inputs are, what counts as an effect, what the reference is.
 
-Each test here is one thing a genuine torch bug needed (tests/real_bugs/) that no planted
+Each test here is one thing a genuine torch bug needed (tests/minifier/real_bugs/) that no planted
 bug did, checked on real graphs and real backends without a worker process:
 
 - inputs that are views of one tensor (``f(buf, buf[1:])``) stay views of one tensor,

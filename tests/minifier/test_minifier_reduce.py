@@ -1,6 +1,6 @@
 """Minification of a program's captured graphs on real dynamo/AOTAutograd, with planted backend bugs (tests/planted.py).
 
-What the reducer keeps for each bug is tested in-process (tests/test_reduce_inprocess.py);
+What the reducer keeps for each bug is tested in-process (tests/minifier/test_reduce_inprocess.py);
 here are the boundaries that need processes: the program's capture (its failing compile
 trusted, not paid for again), crashes and hangs in compiled code, the repro run by plain
 torch, Ctrl-C and resume.

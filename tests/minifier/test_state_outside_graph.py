@@ -1,6 +1,6 @@
 """Failures that live partly outside the FX graph get the same verdict on every machine and every run.
 
-- ``tests/state_programs/``: programs whose failure needs a change to torch itself: a
+- ``tests/minifier/state_programs/``: programs whose failure needs a change to torch itself: a
   lowering or a decomposition put in Inductor's tables, a C++ code generator override,
   a custom post-grad pass whose ``uuid()`` hashes its own ``__file__``. Each must be
   minified to its op, with a repro that carries the change and fails when run as its

@@ -23,6 +23,8 @@ from minifier.isolation.worker import Worker
 from minifier.repro.files import load_repro, trace_module, write_repro
 from minifier.repro.writer import render
 
+from conftest import REPO
+
 # --------------------------------------------------------------------------- #
 # Signatures
 # --------------------------------------------------------------------------- #
@@ -791,7 +793,7 @@ def test_a_run_still_going_is_not_resumed_by_a_second_one_beside_it(tmp_path):
         [sys.executable, "-c", f"import sys, time; from pathlib import Path; from minifier.reduce.checkpoint import holding\nwith holding(Path({str(run)!r})):\n    print('held', flush=True); time.sleep(120)"],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        cwd=REPO,
     )
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -19,7 +19,7 @@ from minifier.pages.minify_page import REPORT_HTML
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make browser)")]
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from conftest import EXAMPLES
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -1,7 +1,7 @@
 """What genuine torch bugs do that planted ones never did, end to end on purpose-built backends.
 
 Each test is one way a real bug from PyTorch's issue tracker got a wrong verdict
-(tests/real_bugs/ holds the bugs themselves, run in the slow group):
+(tests/minifier/real_bugs/ holds the bugs themselves, run in the slow group):
 
 - the compiler rewrites the graph it was handed, in place (Inductor's reinplacing):
   pt2kit must keep the graph as it was handed over;

@@ -4,11 +4,11 @@
 subsystem of the failing stage breaks the minimized graph (minifier/bisect/subsystem.py), and
 by trying workarounds, narrowest first, until the program runs to the end with one.
 The scenarios ported from upstream's test_compiler_bisector.py check the subsystem
-names upstream's bisector gives (tests/test_torch_scenarios.py::test_subsystem_is_upstreams);
+names upstream's bisector gives (tests/minifier/test_torch_scenarios.py::test_subsystem_is_upstreams);
 here, what pt2kit adds: the choice of workarounds, a planted backend no bisector knows,
 and real Inductor bugs whose workaround this test applies itself. The genuine torch bugs
 whose ``CASE`` names a subsystem are checked the same way on their one ``minify run``
-(tests/test_real_bugs.py::test_subsystem_and_workaround_are_the_bugs).
+(tests/minifier/test_real_bugs.py::test_subsystem_and_workaround_are_the_bugs).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pytest
 from minifier.minification import minify_script
 from minifier.bisect.subsystem import Subsystem, workarounds
 
-from conftest import EXAMPLES, TESTS
+from conftest import EXAMPLES
 
 
 def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
@@ -106,7 +106,7 @@ def _minified(session, tmp_path, source: Path, **options):
 @pytest.mark.slow
 def test_a_real_models_wrong_post_grad_pass_is_named_and_turned_off(session, tmp_path):
     # a transformer encoder layer under a library's custom post-grad pass that turns relu into abs
-    script, result = _minified(session, tmp_path, TESTS / "subsystem_programs" / "transformer_post_grad_pass.py", accuracy=True)
+    script, result = _minified(session, tmp_path, Path(__file__).resolve().parent / "subsystem_programs" / "transformer_post_grad_pass.py", accuracy=True)
     assert result.below.subsystem is not None and (result.below.subsystem.name, result.below.subsystem.detail) == ("post_grad_passes", "post_grad_custom_post_pass")
     assert result.below.confirmed is True
     assert result.below.workaround is not None and "disabled_passes = 'post_grad_custom_post_pass'" in result.below.workaround.code

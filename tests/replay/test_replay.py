@@ -30,8 +30,7 @@ from minifier.errors import CorruptRecord, UnknownBackend, UserFacingError
 from replay import rebuild, runner
 from replay.record import PartialRecord, _file_sha256
 
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
+from conftest import REPO, TESTS
 
 
 def record_failing(out: Path, call) -> list[replay.Record]:

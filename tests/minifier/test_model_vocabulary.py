@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
+from conftest import TESTS
 
 
 def minify(script: Path, *flags: str, timeout: int = 1500) -> dict:

@@ -1,6 +1,6 @@
 """PyTorch's own minifier test scenarios (the ones that run on CPU), run through ``minify run``.
 
-Each script in ``tests/scenarios/`` is a plain user program that fails the way an
+Each script in ``tests/minifier/scenarios/`` is a plain user program that fails the way an
 upstream test plants it (its header names the test it ports): torch's
 ``*_TESTING_ONLY`` backends, Inductor's injected C++ bugs, non-leaf inputs, accuracy
 bugs, custom passes and backends defined in the program, monkeypatched

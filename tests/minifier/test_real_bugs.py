@@ -1,8 +1,8 @@
 """pt2kit on genuine torch bugs: each ends in a repro a compiler engineer would accept, or a precise exit 5.
 
-Every program in ``tests/real_bugs/`` is a user program that fails on its own under
+Every program in ``tests/minifier/real_bugs/`` is a user program that fails on its own under
 torch 2.13 (CPU), taken from an open PyTorch issue or found by trying unusual but legal
-programs (tests/real_bugs/README.md lists them). Its ``CASE`` literal, read with
+programs (tests/minifier/real_bugs/README.md lists them). Its ``CASE`` literal, read with
 ``ast.literal_eval``, says what a person saw: the kind of failure and the first stage
 that fails (``eager``, ``aot_eager``, ``aot_eager_decomp_partition``, ``inductor``),
 and, where pt2kit cannot carry what the failure needs, ``"exit5"``: the words exit 5
@@ -26,8 +26,8 @@ answer) on a copy of the program, run once per session. Then:
 
 pt2kit's own check that the repro fails on another machine is left off these runs
 (``PT2KIT_VERIFY_ELSEWHERE=0``, tests/conftest.py): ``test_repro_fails_alone_on_an_empty_cache``
-is that check, made by the test itself. tests/test_real_bug_shapes.py and
-tests/test_state_outside_graph.py run pt2kit's.
+is that check, made by the test itself. tests/minifier/test_real_bug_shapes.py and
+tests/minifier/test_state_outside_graph.py run pt2kit's.
 
 Real Inductor, cold kernels: every test here is ``slow`` and ``scenarios`` (``make
 scenarios``, which CI runs after ``make test``).

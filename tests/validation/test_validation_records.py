@@ -1,7 +1,7 @@
 """validation/'s reports read back from their JSON: ``from_json(r.to_json())`` writes ``r.to_json()`` again.
 
-Real reports are made in this test's own process the way tests/test_validation_guards.py and
-tests/test_validation_sizes.py make them (planted guard faults, real dynamo traces, brute force).
+Real reports are made in this test's own process the way tests/validation/test_validation_guards.py and
+tests/validation/test_validation_sizes.py make them (planted guard faults, real dynamo traces, brute force).
 The JSON rounds seconds and leaves out Z3 formulas, so the round trip is exact at the JSON level;
 what the JSON holds whole (a :class:`~validation.soundness.Finding`) reads back as an equal object,
 and a report read back reads back again as an equal object.
@@ -25,24 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_validation_guards import parity, same_length  # noqa: E402
 from test_validation_sizes import view4  # noqa: E402
 
-
-def round_trip(report, report_type, *, renders_the_same: bool = False):
-    """Assert the report read from its JSON writes the same JSON (text, compact text and dict, keys in order),
-    reads back again as an equal object, and renders (as the report does, with ``renders_the_same``);
-    return it."""
-    text = report.to_json()
-    read = report_type.from_json(text)
-    assert type(read) is report_type
-    assert read.to_json() == text
-    assert read.to_json(indent=None) == report.to_json(indent=None)
-    assert read.to_dict() == report.to_dict()
-    assert json.dumps(read.to_dict()) == json.dumps(report.to_dict())  # nested keys in the same order too
-    assert report_type.from_json(read.to_json()) == read
-    assert report_type.from_dict(json.loads(text)) == read
-    assert str(read)  # the rich rendering works on what was read
-    if renders_the_same:
-        assert str(read) == str(report)
-    return read
+from records import round_trip
 
 
 # --------------------------------------------------------------------------- #

@@ -1,7 +1,7 @@
 """explain/'s reports read back from their JSON: ``from_json(r.to_json())`` writes ``r.to_json()`` again.
 
-Real reports are made in this test's own process the way tests/test_explain_api.py and
-tests/test_explain_recompiles.py make them (their functions are reused): graph breaks with remedies,
+Real reports are made in this test's own process the way tests/explain/test_explain_api.py and
+tests/explain/test_explain_recompiles.py make them (their functions are reused): graph breaks with remedies,
 several graphs, a break in a callee and in a loop, recompiles with every failed guard, a refused
 recompile. The JSON holds every field of every record (the counts and totals it also writes follow
 from them again), so an :class:`~explain.ExplainReport` read back equals the report written, and a
@@ -28,11 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_explain_recompiles  # noqa: E402
 from test_explain_api import calls_a_breaking_helper, loops_with_a_print, sin_cos_add, three_breaks  # noqa: E402
 from test_explain_recompiles import affine, double, forward_pass  # noqa: E402
-from test_report_records_other import round_trip as _round_trip  # noqa: E402
+
+from records import round_trip as _round_trip
 
 
 def round_trip(report, report_type):
-    """test_report_records_other's round trip; an explain report also renders as the one written."""
+    """tests/records.py's round trip; an explain report also renders as the one written."""
     return _round_trip(report, report_type, renders_the_same=True)
 
 

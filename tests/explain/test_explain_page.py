@@ -1,6 +1,6 @@
 """``python -m explain --html FILE`` and ``RecompileProfiler.report(html=...)``: the page says what ``--json`` says.
 
-One explain run (in-process, through the click command, as tests/test_explain_cli.py
+One explain run (in-process, through the click command, as tests/explain/test_explain_cli.py
 drives it) of a script with a graph break and recompiles writes the page every test of
 content reads; the page is parsed with the stdlib ``html.parser`` and checked against
 the ``--json`` document of the same run. The script's graph-break line and a triggering

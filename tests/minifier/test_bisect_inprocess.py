@@ -1,6 +1,6 @@
 """Stage bisection's decisions on real dynamo and AOTAutograd, every query in this test's own process.
 
-The e2e tests of tests/test_minifier_bisect.py ask the same questions through pt2kit's
+The e2e tests of tests/minifier/test_minifier_bisect.py ask the same questions through pt2kit's
 worker processes; here :class:`~minifier.isolation.inprocess.InProcessExecutor` answers
 them in place, so what the bisection decides from the answers is tested in seconds.
 """

@@ -108,15 +108,19 @@ def test_config_a_ci_machine_defaults_differently_is_carried_into_repros(ci, car
     assert json.loads(done.stdout.splitlines()[-1]) == carried
 
 
-def test_keys_that_act_only_on_custom_ops_are_left_out_of_graphs_without_one(monkeypatch):
+def test_keys_that_act_only_on_custom_ops_are_left_out_of_graphs_without_one():
     import torch._functorch.config as functorch_config
 
     from minifier.capture.context import non_default_config
 
-    monkeypatch.setattr(functorch_config, "error_on_custom_op_aliasing", True)
-    carried = non_default_config(custom_ops=True).values.get("torch._functorch.config", {})
-    assert carried.get("error_on_custom_op_aliasing") is True
-    assert "error_on_custom_op_aliasing" not in non_default_config(custom_ops=False).values.get("torch._functorch.config", {})
+    # torch's own patch, not monkeypatch: pytest >= 9 restores an attribute missing from the
+    # module's __dict__ by deleting it, and a deleted torch config key is hidden for good
+    before = functorch_config.error_on_custom_op_aliasing
+    with functorch_config.patch(error_on_custom_op_aliasing=True):
+        carried = non_default_config(custom_ops=True).values.get("torch._functorch.config", {})
+        assert carried.get("error_on_custom_op_aliasing") is True
+        assert "error_on_custom_op_aliasing" not in non_default_config(custom_ops=False).values.get("torch._functorch.config", {})
+    assert functorch_config.error_on_custom_op_aliasing is before
 
 
 def test_a_torch_outside_the_tested_releases_gets_one_line_once(monkeypatch, capsys):
