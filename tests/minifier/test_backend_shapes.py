@@ -6,6 +6,10 @@ script (with or without ``if __name__ == "__main__":``), a lambda, a
 repro carries their source (minifier/capture/extract.py). Each script compiles a small
 function whose graph holds many ops; the backend raises only when cos and exp meet
 in one graph (a two-op bug), at dynamo level, with no AOTAutograd underneath.
+
+How each shape is carried is decided in-process (``backend_definition`` on the script's
+own objects); two shapes go end to end, one carried as source (the closure) and one by
+its registration (the rest take the same path from the definition to the repro).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
-pytestmark = pytest.mark.e2e
+from minifier.capture.extract import Unrecoverable, backend_definition
+from minifier.unit.case import BACKEND_NAME
 
 PROGRAM = '''
 import functools
@@ -77,7 +83,56 @@ def minify(script: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], d
     return done, json.loads(done.stdout) if done.stdout.strip() else {}
 
 
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+#: The backend expression of each shape with no importable name, as SHAPES calls it.
+UNNAMED = {
+    "script_function": "rejects_pair",
+    "lambda": "lambda gm, ex: rejects_pair(gm, ex)",
+    "partial": "functools.partial(rejects_pair)",
+    "closure": 'make_backend("cannot fuse cos with exp")',
+}
+
+
+def run_as_main(script: Path) -> dict:
+    """The script's globals after running it as ``__main__`` (as ``python script.py`` does; nothing compiles yet)."""
+    import runpy
+
+    return runpy.run_path(str(script), run_name="__main__")
+
+
+def carried(backend_expression: str, tmp_path: Path) -> tuple[str, dict, dict]:
+    """The program's script with its backend bound to ``BACKEND`` instead of compiled with: return the backend's
+    carried source, that source run (after ``import torch``, as a repro runs it) in a namespace of its own, and the
+    script's globals."""
+    script = tmp_path / "user_program.py"
+    script.write_text(PROGRAM.format(setup="", call=f"BACKEND = {backend_expression}"))
+    user = run_as_main(script)
+    source = backend_definition(user["BACKEND"], script.read_text())
+    namespace: dict = {"__name__": "repro"}
+    exec("import torch\n" + source, namespace)  # noqa: S102 - pt2kit's output, run as the repro runs it
+    return source, namespace, user
+
+
+@pytest.mark.parametrize("shape", sorted(UNNAMED))
+def test_each_unnamed_backend_is_carried_as_source_that_rejects_the_pair_alone(shape, tmp_path):
+    source, namespace, user = carried(UNNAMED[shape], tmp_path)
+    assert "BACKEND =" not in source and "x, w = " not in source  # the program itself never runs again
+    assert "user_program" not in source
+    backend = namespace[BACKEND_NAME]
+    with pytest.raises(RuntimeError, match="pair backend: cannot fuse cos with exp"):
+        backend(torch.fx.symbolic_trace(user["f"]), [])
+    assert callable(backend(torch.fx.symbolic_trace(lambda x: torch.cos(x).sum()), []))
+
+
+def test_a_backend_closing_over_a_tensor_is_unrecoverable_and_says_why(tmp_path):
+    script = tmp_path / "tensor_closure.py"
+    script.write_text(TENSOR_CLOSURE.split("if __name__")[0] + "BACKEND = make(torch.tensor(1))\n")
+    user = run_as_main(script)
+    with pytest.raises(Unrecoverable, match="Tensor has no literal form"):
+        backend_definition(user["BACKEND"], script.read_text())
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("shape", ["closure", "registered_in_script"])
 def test_each_backend_shape_is_minified_to_the_pair_and_travels(shape, tmp_path):
     setup, call = SHAPES[shape]
     # no `if __name__ == "__main__":` on purpose: importing this script runs the program
@@ -115,6 +170,7 @@ def run_elsewhere(repro: Path, elsewhere: Path) -> subprocess.CompletedProcess[s
     """)], capture_output=True, text=True, cwd=elsewhere, env={**env, "PT2KIT_AUTOLOAD": "0"}, timeout=300)
 
 
+@pytest.mark.e2e
 def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path):
     """The program's failing compile is trusted, not repeated; when nothing fails again, it is called flaky."""
     counter = tmp_path / "calls"
@@ -139,6 +195,7 @@ def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path):
     assert report["status"] == "flaky"
 
 
+@pytest.mark.e2e
 def test_a_callable_object_backend_is_carried_with_its_state(tmp_path):
     script = tmp_path / "callable_object.py"
     script.write_text(textwrap.dedent('''
@@ -161,22 +218,26 @@ def test_a_callable_object_backend_is_carried_with_its_state(tmp_path):
     assert report["ops_after"] == ["torch.exp"] and "picky: no thanks" in report["failure"]["message"]
 
 
+TENSOR_CLOSURE = textwrap.dedent('''
+    import torch
+
+    def make(limit):
+        def picky(gm, example_inputs):
+            if limit.item() > 0:
+                raise RuntimeError("picky: no thanks")
+            return gm.forward
+        return picky
+
+    if __name__ == "__main__":
+        print(torch.compile(lambda x: torch.cos(x).exp(), backend=make(torch.tensor(1)))(torch.randn(4)))
+''')
+
+
+@pytest.mark.e2e
 def test_a_backend_whose_source_cannot_be_carried_is_named(tmp_path):
     """A closure over a tensor has no source form: exit 5, saying what to do."""
     script = tmp_path / "tensor_closure.py"
-    script.write_text(textwrap.dedent('''
-        import torch
-
-        def make(limit):
-            def picky(gm, example_inputs):
-                if limit.item() > 0:
-                    raise RuntimeError("picky: no thanks")
-                return gm.forward
-            return picky
-
-        if __name__ == "__main__":
-            print(torch.compile(lambda x: torch.cos(x).exp(), backend=make(torch.tensor(1)))(torch.randn(4)))
-    '''))
+    script.write_text(TENSOR_CLOSURE)
     done, report = minify(script, tmp_path / "runs")
     assert done.returncode == 5, done.stderr[-2000:]
     assert "cannot be written into a repro" in report["message"] and "register" in report["message"]
@@ -205,6 +266,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("where", ["module", "script"])
 def test_a_config_pass_function_travels_by_reference_or_as_source(where, tmp_path):
     """issue 10: ``pre_grad_custom_pass`` is kept by reference when importable, carried when in the script."""
@@ -228,6 +290,7 @@ def test_a_config_pass_function_travels_by_reference_or_as_source(where, tmp_pat
     assert ran.returncode != 0 and "the pre-grad pass rejects relu" in ran.stderr, ran.stderr[-2000:]
 
 
+@pytest.mark.e2e
 def test_a_config_pass_pt2kit_cannot_carry_is_named_not_dropped(tmp_path):
     """A closure over a tensor has no source form: exit 5, and the message names the key."""
     setup = "def make_pass(marker):\n" + textwrap.indent(PASS.format(extra=" and bool(marker.all())"), "    ") + "    return no_relu_pass\n\n"
