@@ -9,14 +9,20 @@ from minifier.capture.script import resolve_script
 
 from conftest import TESTS
 
-pytestmark = pytest.mark.e2e  # every test here runs queries in pt2kit's worker processes
+# Every test here runs the program end to end, with pt2kit's capture armed. What is decided
+# from the answers (stages, culprit, accuracy, flakiness) is asked in-process (the
+# ``in_process`` fixture), the way tests/minifier/test_bisect_inprocess.py asks it of saved
+# graphs; the tests of a crash, a hang and of questions asked while the program still runs
+# keep pt2kit's worker processes (the ``session`` fixture).
+pytestmark = pytest.mark.e2e
 
 
 def stages_of(row):
     return {stage: outcome.status for stage, outcome in row.outcomes.items()}
 
 
-def test_compile_error_in_final_stage_names_graph_and_stage(session, model_script):
+def test_compile_error_in_final_stage_names_graph_and_stage(in_process, model_script):
+    session, _ = in_process
     report = bisect_script(session, model_script("planted_compile_error"), [])
     dynamo = report.rows[0]
     assert stages_of(dynamo) == {
@@ -50,7 +56,8 @@ def test_hang_in_compiled_code_is_a_timeout(session, model_script):
     assert report.failure.stage == "planted_hang"
 
 
-def test_accuracy_needs_the_flag_and_is_judged_against_fp64(session, model_script):
+def test_accuracy_needs_the_flag_and_is_judged_against_fp64(in_process, model_script):
+    session, _ = in_process
     script = model_script("planted_accuracy")
     with pytest.raises(NoFailure, match="--accuracy"):
         bisect_script(session, script, [])
@@ -64,7 +71,8 @@ def test_accuracy_needs_the_flag_and_is_judged_against_fp64(session, model_scrip
     assert "RMSE vs fp64" in report.failure.failure.details
 
 
-def test_with_accuracy_the_programs_own_compiled_run_is_judged_not_compiled_again(session, model_script):
+def test_with_accuracy_the_programs_own_compiled_run_is_judged_not_compiled_again(in_process, model_script):
+    session, _ = in_process
     # The capture judges each aot graph's first compiled run against eager and fp64 on its
     # real inputs; that verdict stands for the final stage of its dynamo graph, and, when a
     # minification follows to confirm it (trust_program), of the aot graph itself: no
@@ -87,7 +95,8 @@ def test_with_accuracy_the_programs_own_compiled_run_is_judged_not_compiled_agai
     assert len(asked) == 1 and asked[0].startswith("g0.inference"), asked
 
 
-def test_an_aot_graph_judged_right_does_not_clear_its_dynamo_graph(session, model_script):
+def test_an_aot_graph_judged_right_does_not_clear_its_dynamo_graph(in_process, model_script):
+    session, _ = in_process
     # A bug before AOTAutograd (Inductor's pre-grad passes, its decompositions) is already
     # in the aot graph the capture judges against itself: it is judged right. The dynamo
     # graph's final stage must still be asked, and it is the one that goes wrong
@@ -125,7 +134,8 @@ def test_stages_are_asked_while_the_program_runs_and_never_twice(session, tmp_pa
     assert len(asked) == len(set(asked)), asked
 
 
-def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(session, tmp_path):
+def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(in_process, tmp_path):
+    session, _ = in_process
     script = tmp_path / "bad_fake.py"
     script.write_text(
         "import torch\n"
@@ -154,7 +164,8 @@ def test_failure_in_dynamo_tracing_is_an_eager_stage_failure(session, tmp_path):
     assert "@rowsum.register_fake" in culprit.case.definitions and "torch.compile(f" not in culprit.case.definitions
 
 
-def test_backend_override_replaces_the_scripts_backend(session, model_script):
+def test_backend_override_replaces_the_scripts_backend(in_process, model_script):
+    session, _ = in_process
     report = bisect_script(session, model_script("aot_eager"), [], backend="planted_runtime_error")
     assert report.backend == "planted_runtime_error"
     assert report.failure.stage == "planted_runtime_error"
@@ -166,13 +177,15 @@ def test_missing_script():
     assert info.value.exit_code == 2
 
 
-def test_flaky_failure_is_reported_not_bisected(session, model_script, tmp_path, monkeypatch):
+def test_flaky_failure_is_reported_not_bisected(in_process, model_script, tmp_path, monkeypatch):
+    session, _ = in_process
     monkeypatch.setenv("PLANTED_FLAKY_COUNTER", str(tmp_path / "counter"))
     with pytest.raises(FlakyFailure, match="flaky"):
         bisect_script(session, model_script("planted_flaky"), [])
 
 
-def test_a_program_under_no_grad_is_bisected_under_no_grad(session, tmp_path):
+def test_a_program_under_no_grad_is_bisected_under_no_grad(in_process, tmp_path):
+    session, _ = in_process
     # Its weights require grad, but it runs under no_grad: AOTAutograd makes an inference
     # graph. Run with grad on, the dynamo graph would become a forward graph (and pass).
     script = tmp_path / "infer.py"

@@ -15,10 +15,14 @@ import pytest
 
 from minifier.errors import Interrupted
 from minifier.minification import minify_script
+from minifier.isolation.inprocess import InProcessExecutor
 from minifier.isolation.session import Session
 from minifier.repro.files import load_repro
 
-pytestmark = pytest.mark.e2e  # every test here runs queries in pt2kit's worker processes
+# Every test here runs the program end to end, with pt2kit's capture armed. The tests of a
+# crash and a hang keep pt2kit's worker processes (the ``session`` fixture); the others ask
+# their queries in-process (``in_process``), as what they check is decided from the answers.
+pytestmark = pytest.mark.e2e
 
 
 def minify(session, script, tmp_path, **options):
@@ -37,7 +41,8 @@ def run_repro_without_pt2kit(path):
     return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=path.parent, timeout=300)
 
 
-def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(session, model_script, tmp_path, monkeypatch):
+def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(in_process, model_script, tmp_path, monkeypatch):
+    session, _ = in_process
     log = tmp_path / "compiles.log"
     monkeypatch.setenv("PLANTED_LOG", str(log))
     result = minify(session, model_script("planted_compile_error"), tmp_path)
@@ -69,7 +74,8 @@ def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(sess
     assert data["verified"] is True and data["inputs"] == "random"
 
 
-def test_an_aot_graph_that_fails_only_inside_torch_compile_falls_back_to_the_dynamo_graph(session, model_script, tmp_path):
+def test_an_aot_graph_that_fails_only_inside_torch_compile_falls_back_to_the_dynamo_graph(in_process, model_script, tmp_path):
+    session, _ = in_process
     # The program failed compiling its aot graph; alone (no tracing context) that graph
     # compiles fine, so the reducer cannot confirm it, and the dynamo graph is minified.
     result = minify(session, model_script("planted_in_context"), tmp_path)
@@ -82,7 +88,8 @@ def test_an_aot_graph_that_fails_only_inside_torch_compile_falls_back_to_the_dyn
     assert len(alone) == 1, result.timeline  # compiled alone once: by the fallback, after the reducer's doubt
 
 
-def test_repro_runs_with_plain_torch_and_fails_the_same_way(session, model_script, tmp_path):
+def test_repro_runs_with_plain_torch_and_fails_the_same_way(in_process, model_script, tmp_path):
+    session, _ = in_process
     result = minify(session, model_script("planted_compile_error"), tmp_path)
     source = result.repro.read_text()
     assert "import minifier" not in source and "from minifier" not in source
@@ -109,7 +116,10 @@ def test_hanging_backend_is_minified_as_a_timeout(tmp_path, model_script):
     assert result.after.op_names() == ["aten.cos.default"]
 
 
-def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(session, model_script, tmp_path, monkeypatch):
+def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(in_process, model_script, tmp_path, monkeypatch):
+    # A KeyboardInterrupt raised between the reducer's questions, as Ctrl-C is (the real
+    # signal to the CLI: tests/minifier/test_minifier_cli.py); the answers are asked in-process
+    session, _ = in_process
     script = model_script("planted_compile_error")
     real_query_all = Session.query_all
     calls = {"n": 0}
@@ -132,8 +142,9 @@ def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(session, model_scrip
     cached = len(checkpoint["cache"])
 
     monkeypatch.setattr(Session, "query_all", real_query_all)
-    rerun = Session("test", out=tmp_path / "runs", timeout=60, quiet=True)
+    rerun = Session("test", out=tmp_path / "runs", quiet=True, executor=InProcessExecutor())
     result = minify(rerun, script, tmp_path)
+    rerun.close()
     assert rerun.run_dir != first_run  # a new directory: nothing is overwritten
     assert result.resumed_from == str(first_run)
     assert result.after.op_names() == ["aten.cos.default"]
