@@ -107,6 +107,8 @@ def test_bisect_json(model_script, tmp_path):
     assert rows["g0"]["stages"]["eager"] == "pass"
     assert rows["g0.forward"]["stages"]["planted_backward_error"] == "pass"
     assert rows["g0.backward"]["first_failure"] == "planted_backward_error"
+    (written,) = (tmp_path / "runs").glob("run-*/report.json")
+    assert json.loads(written.read_text()) == report  # --json prints the run's report.json
 
 
 @pytest.mark.e2e

@@ -59,8 +59,10 @@ def test_a_change_to_torch_is_carried_and_the_repro_fails_elsewhere(program, ops
 
 @pytest.mark.e2e
 def test_a_failure_of_every_other_compile_gets_the_same_verdict_every_run(tmp_path):
+    # Each run starts from the same state (a counter of its own), so verdicts that differ
+    # are pt2kit's own nondeterminism (timing, a random stream a fork shares).
     verdicts = []
-    for run in range(5):
+    for run in range(3):
         where = tmp_path / f"run{run}"
         where.mkdir()
         script = where / "program.py"
@@ -75,4 +77,4 @@ def test_a_failure_of_every_other_compile_gets_the_same_verdict_every_run(tmp_pa
         if report.get("failure_rate") is not None:
             assert 0 < report["failure_rate"] < 1
             assert "did not fail in" in Path(report["repro"]).read_text()  # the repro tries again, up to a bound
-    assert verdicts == [(0, "minified", ["aten.cos.default"])] * 5, verdicts
+    assert verdicts == [(0, "minified", ["aten.cos.default"])] * 3, verdicts
