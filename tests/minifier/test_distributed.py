@@ -129,7 +129,8 @@ def test_the_env_var_hook_under_torchrun_keeps_the_users_error_and_leaves_a_repr
     done = subprocess.run(torchrun, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     assert done.returncode != 0
     assert "RuntimeError: planted: cannot lower _c10d_functional.all_reduce" in done.stderr  # the user's own error
-    runs = sorted((tmp_path / "repros").glob("run-*"))
+    # a run directory is named run-<time>-...-rank<N>: the ranks can start in either second
+    runs = sorted((tmp_path / "repros").glob("run-*"), key=lambda r: r.name.rsplit("-", 1)[-1])
     assert [r.name.rsplit("-", 1)[-1] for r in runs] == ["rank0", "rank1"]
     for run in runs:
         report = json.loads((run / "report.json").read_text())
