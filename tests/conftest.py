@@ -39,7 +39,8 @@ PACKAGE_DIRECTORIES = ("minifier", "replay", "validation", "explain", "opcheck")
 def pytest_collection_modifyitems(config, items):
     """Mark each test with its package's directory, then order them for pytest-xdist.
 
-    End-to-end tests first, in-process ones last: pytest-xdist hands tests out in this order.
+    The tests marked ``long`` first (a minute or more each), then the other end-to-end tests,
+    in-process ones last: pytest-xdist hands tests out in this order.
 
     An end-to-end test takes seconds to a minute, an in-process one well under a second.
     With the short ones last, they fill in while the last long ones finish, so no worker
@@ -50,7 +51,10 @@ def pytest_collection_modifyitems(config, items):
         parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
         if len(parts) > 1 and parts[0] in PACKAGE_DIRECTORIES:
             item.add_marker(f"{parts[0]}_tests")
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None)
+    items.sort(key=lambda item: (
+        item.get_closest_marker("long") is None,
+        item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None,
+    ))
 
 
 # The model's function, 15 nodes: the program model_script writes, and the function

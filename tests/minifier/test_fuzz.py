@@ -99,6 +99,7 @@ def test_templates_hold_exactly_the_trigger_ops_they_declare():
 
 
 @pytest.mark.e2e
+@pytest.mark.long
 @fz.small_profile_settings()
 @given(fz.programs(kinds=tuple(k for k in fb.KINDS if k != "hang")))
 def test_fuzz_small(program):

@@ -98,6 +98,7 @@ def run(tmp_path, env_extra):
     return done
 
 
+@pytest.mark.long
 def test_a_healthy_program_is_unchanged_by_the_hook_at_every_level(tmp_path):
     baseline = run(tmp_path, {"PT2KIT_AUTOLOAD": "0"})
     assert baseline.stdout.count("\n") >= 5

@@ -58,6 +58,7 @@ def test_a_change_to_torch_is_carried_and_the_repro_fails_elsewhere(program, ops
 
 
 @pytest.mark.e2e
+@pytest.mark.long
 def test_a_failure_of_every_other_compile_gets_the_same_verdict_every_run(tmp_path):
     # Each run starts from the same state (a counter of its own), so verdicts that differ
     # are pt2kit's own nondeterminism (timing, a random stream a fork shares).
