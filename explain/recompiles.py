@@ -246,9 +246,10 @@ class RecompileProfiler:
         (:mod:`explain.page`, drawn from :meth:`to_json`'s data); a file there that is not
         a page pt2kit wrote is never replaced (``FileExistsError``).
         """
+        snapshot = self.snapshot()  # one, so the page and the text show the same compiles
         if html is not None:
-            write_explain_page(html, json.loads(self.to_json()), "pt2kit: RecompileProfiler")
-        return to_text(self.snapshot().__rich__(), width=width)
+            write_explain_page(html, json.loads(snapshot.to_json()), "pt2kit: RecompileProfiler")
+        return to_text(snapshot.__rich__(), width=width)
 
     def __rich__(self) -> Any:
         return self.snapshot().__rich__()
