@@ -13,6 +13,7 @@ how a case crosses to a worker child, as the same text and tensors.
 from __future__ import annotations
 
 import ast
+import contextvars
 import copyreg
 import hashlib
 import io
@@ -163,7 +164,10 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
             text = _preamble(source, block) + block
             path = _definitions_file(text)
             definitions: dict[str, Any] = {"__name__": "pt2kit_definitions", "__file__": str(path)}
-            exec(compile(text, str(path), "exec"), definitions)  # noqa: S102
+            # In a copy of this process's context: torch keeps each config value a program sets in a ContextVar, so a
+            # config the definitions set (a pass the script assigns beside the class it defines) stays out of the
+            # process that reads the repro (pt2kit's own, a user's); a case's config is what its apply_config() sets.
+            contextvars.copy_context().run(exec, compile(text, str(path), "exec"), definitions)
             compiler_state.refresh()  # (they may have changed a table Inductor copied before they ran)
             _DEFINED[block] = {k: v for k, v in definitions.items() if not k.startswith("__")}
         namespace.update(_DEFINED[block])

@@ -435,6 +435,28 @@ def test_a_custom_op_whose_namespace_is_in_a_variable_is_carried_with_its_librar
     assert torch.equal(torch.ops._pt2kit_slice.foo(torch.ones(2)), torch.full((2,), 2.0))
 
 
+def test_carried_definitions_that_set_config_leave_the_reading_process_config_as_it_was():
+    """A script's pass class is carried with the line that assigns it to Inductor's config; reading the repro (pt2kit's
+    own process, a user's calling the API) binds the class but sets no config: the case's apply_config() does."""
+    import torch._inductor.config as inductor_config
+
+    from minifier.repro.files import exec_repro
+
+    block = (
+        "class PassCarriedForTheConfigTest:\n"
+        "    def __call__(self, graph):\n"
+        "        pass\n"
+        "\n"
+        "\n"
+        "torch._inductor.config.post_grad_custom_post_pass = PassCarriedForTheConfigTest()"
+    )
+    source = f"import torch\nimport torch._inductor.config\n\n{block}\n\nREAD = True\n"
+    before = inductor_config.post_grad_custom_post_pass
+    namespace = exec_repro(source, meta={"definitions": block})
+    assert namespace["READ"] and isinstance(namespace["PassCarriedForTheConfigTest"], type)
+    assert inductor_config.post_grad_custom_post_pass is before
+
+
 class Dropout(torch.nn.Module):
     def forward(self, x):
         return (torch.nn.functional.dropout(x, 0.5, training=True) * 2,)
