@@ -8,12 +8,26 @@ only the answers. On queries that fail by raising, as the planted backends of
 zygote, a warm-up or a fork: the way torch tests ``fx_minifier``, in the test's process.
 
 What it gives up, by design: a query that crashes takes this process down, a hang is
-never timed out, and a query that changes global state (a config patch) leaves it
-changed for the next. It serves tests and pt2kit's own debugging, never a user's run.
+never timed out, and a query that changes other global state (a module attribute, a
+registered op) leaves it changed for the next. It serves tests and pt2kit's own
+debugging, never a user's run.
+
+What it keeps of a child's clean slate, since the answers depend on it:
+
+- each query starts from dynamo's reset state, as a child forked from the zygote does
+  (else what dynamo remembers of earlier queries' frames, such as the sizes that made it
+  compile an automatically dynamic graph, would change the next answer);
+- each query runs in a copy of this process's context, so the compiler config a case
+  sets (``assume_static_by_default`` for a dynamic graph) ends with it: torch keeps each
+  config value a program sets in a ``contextvars.ContextVar``;
+- grad mode and the default dtype are put back after each query: a dynamo graph sets
+  grad mode with nodes of its own (``_set_grad_enabled``), and a candidate the reducer
+  cut between two of them would leave it off.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import time
 import traceback
@@ -54,12 +68,19 @@ class InProcessExecutor:
 
     def start(self, fn: Callable[[], Any], *, timeout: float | None = None, label: str = "query") -> Answered:
         """Run ``fn()`` now; a query that raises is a pt2kit bug (:class:`QueryError`), as in a worker's child."""
+        import torch
+
         self.labels.append(label)
+        torch.compiler.reset()
         started = time.perf_counter()
+        grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
         try:
-            value = fn()
+            value = contextvars.copy_context().run(fn)
         except Exception:  # noqa: BLE001 - a child reports the same as QueryError
             raise QueryError(f"{label} raised in process:\n{traceback.format_exc()}") from None
+        finally:
+            torch.set_grad_enabled(grad)
+            torch.set_default_dtype(dtype)
         return Answered(label, QueryResult(value, None, time.perf_counter() - started))
 
     def wait(self, queries: Sequence[Any], on_wait: Callable[[], None] | None = None, *, any_: bool = False) -> None:

@@ -84,3 +84,36 @@ def test_the_reducer_keeps_only_the_op_the_backend_rejects(in_process, tmp_path)
     )
     assert result.after.op_names() == ["aten.cos.default"] and result.verified
     assert result.reduction_queries > 0 and len(executor.labels) >= session.queries > 0
+
+
+def test_each_query_in_process_starts_from_a_forked_childs_clean_slate(in_process):
+    """What a query leaves behind in dynamo, the compiler config, grad mode or the default dtype is gone for the next
+    one, as it is for a child forked from the zygote (the answers depend on it: see InProcessExecutor)."""
+    import torch._dynamo.config as dynamo_config
+
+    _, executor = in_process
+    static = dynamo_config.assume_static_by_default
+    symbolic: list[bool] = []
+
+    def recording(gm, example_inputs):
+        values = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+        symbolic.append(any(isinstance(s, torch.SymInt) for v in values if isinstance(v, torch.Tensor) for s in v.shape))
+        return gm.forward
+
+    def cos(t):
+        return t.cos()
+
+    def leave_state_behind():
+        out = torch.compile(cos, backend=recording)(torch.randn(3))
+        dynamo_config.assume_static_by_default = not static
+        torch.set_grad_enabled(False)
+        torch.set_default_dtype(torch.float64)
+        return out.shape
+
+    def what_is_left():
+        torch.compile(cos, backend=recording)(torch.randn(5))  # one frame, a second size: dynamic if dynamo remembered
+        return dynamo_config.assume_static_by_default, torch.is_grad_enabled(), torch.get_default_dtype()
+
+    assert executor.start(leave_state_behind).result().value == (3,)
+    assert executor.start(what_is_left).result().value == (static, True, torch.float32)
+    assert symbolic == [False, False]

@@ -1,8 +1,11 @@
 """What real models add: higher-order ops, dynamic shapes, size-dependent bugs, and real models.
 
-The e2e tests use planted backends (tests/planted.py); the slow ones real Inductor with
-torch's own ``inject_relu_bug_TESTING_ONLY`` and transformers models built from small
-configs with random weights (no download).
+The planted-backend tests (tests/planted.py) run the program under capture in its own process,
+as ``minify run`` does, and ask the reducer's queries in this test's process (the decisions
+are what they test; tests/minifier/test_minifier_cli.py keeps the command's own processes);
+each repro then runs with torch alone. The slow ones run ``minify run`` whole, on real
+Inductor with torch's own ``inject_relu_bug_TESTING_ONLY`` and on transformers models built
+from small configs with random weights (no download).
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ def minify(script: Path, *flags: str, timeout: int = 1500) -> dict:
     return report
 
 
+def minified(in_process, script: Path, **options) -> dict:
+    """``minify run --json``'s report of ``script``: the program under capture in its own process, the
+    queries asked in this one."""
+    from minifier.minification import minify_script
+
+    session, _ = in_process
+    result = minify_script(session, script, [], out=script.parent / "runs", **options)
+    return json.loads(json.dumps(result.to_json(), default=str))  # as the command prints it
+
+
 def torch_alone(repro: Path) -> subprocess.CompletedProcess[str]:
     """Run a repro with pt2kit's packages unimportable."""
     blocker = textwrap.dedent(f"""
@@ -57,7 +70,7 @@ def write(tmp_path: Path, body: str, name: str = "program.py") -> Path:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("after", ["dynamo", "aot"])
-def test_a_failure_only_on_the_automatic_dynamic_recompile_keeps_its_symbolic_sizes(after, tmp_path):
+def test_a_failure_only_on_the_automatic_dynamic_recompile_keeps_its_symbolic_sizes(after, tmp_path, in_process):
     backend = "planted_dynamic_dynamo" if after == "dynamo" else "planted_dynamic_aot"
     script = write(tmp_path, f"""
         def f(x, w):
@@ -71,7 +84,7 @@ def test_a_failure_only_on_the_automatic_dynamic_recompile_keeps_its_symbolic_si
             for n in (4, 6, 8):  # the second call recompiles with a symbolic batch size
                 print(fn(torch.randn(n, 16), w).sum())
     """)
-    report = minify(script, "--after", after)
+    report = minified(in_process, script, after=after)
     assert report["graph"]["index"] == 1  # the recompile, not the first (static) graph
     assert report["graph"]["boundary"] == after
     assert report["ops_after"] == (["torch.cos"] if after == "dynamo" else ["aten.cos.default"])
@@ -83,7 +96,7 @@ def test_a_failure_only_on_the_automatic_dynamic_recompile_keeps_its_symbolic_si
 
 
 @pytest.mark.e2e
-def test_a_static_failure_of_a_dynamic_graph_becomes_a_static_repro(tmp_path):
+def test_a_static_failure_of_a_dynamic_graph_becomes_a_static_repro(tmp_path, in_process):
     script = write(tmp_path, """
         def f(x):
             return torch.cos(torch.sin(x) * x.shape[0]).sum()
@@ -91,14 +104,14 @@ def test_a_static_failure_of_a_dynamic_graph_becomes_a_static_repro(tmp_path):
         if __name__ == "__main__":
             print(torch.compile(f, backend="planted_compile_error", dynamic=True)(torch.randn(6, 5)))
     """)
-    report = minify(script)
+    report = minified(in_process, script)
     assert report["ops_after"] == ["aten.cos.default"]
     assert not any(i["dynamic_dims"] for i in report["inputs_after"])  # "fully static" kept: the simpler repro
     assert "mark_dynamic" not in Path(report["repro"]).read_text()
 
 
 @pytest.mark.e2e
-def test_a_size_dependent_bug_shrinks_to_the_smallest_failing_sizes(tmp_path):
+def test_a_size_dependent_bug_shrinks_to_the_smallest_failing_sizes(tmp_path, in_process):
     script = write(tmp_path, """
         def f(x):
             y = torch.sin(x) * 2 + 1
@@ -107,7 +120,7 @@ def test_a_size_dependent_bug_shrinks_to_the_smallest_failing_sizes(tmp_path):
         if __name__ == "__main__":
             print(torch.compile(f, backend="planted_multiple_of_7")(torch.randn(56, 100)))  # past SMALL_INPUTS: worth shrinking
     """)
-    report = minify(script)
+    report = minified(in_process, script)
     assert report["ops_after"] == ["aten.cos.default"]
     (only,) = report["inputs_after"]
     assert only["shape"] == [7, 1], report["inputs_after"]
@@ -122,7 +135,7 @@ def test_a_size_dependent_bug_shrinks_to_the_smallest_failing_sizes(tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("wrapper", ["checkpoint", "autograd_function"])
-def test_higher_order_ops_round_trip_and_minify_to_the_op_inside(wrapper, tmp_path):
+def test_higher_order_ops_round_trip_and_minify_to_the_op_inside(wrapper, tmp_path, in_process):
     """Activation checkpointing and an autograd.Function around the culprit, after dynamo (plain backend)."""
     script = write(tmp_path, """
         from torch.utils.checkpoint import checkpoint
@@ -150,7 +163,7 @@ def test_higher_order_ops_round_trip_and_minify_to_the_op_inside(wrapper, tmp_pa
             x = torch.randn(8, 8, requires_grad=True)
             torch.compile(f, backend="planted_dynamo_error")(x).backward()
     """)
-    report = minify(script, "--after", "dynamo")
+    report = minified(in_process, script, after="dynamo")
     assert report["graph"]["boundary"] == "dynamo"
     assert report["ops_after"] == ["torch.cos"], report["ops_after"]  # inlined, then shrunk to the op inside
     ran = torch_alone(Path(report["repro"]))
