@@ -298,9 +298,10 @@ class Session:
         self._programs.clear()
 
 
-#: What reading back a captured graph imports in pt2kit's own process (a repro names
-#: Inductor's prims and config): about 1.5 s, paid while the program runs.
-PRELOADED = ("torch._dynamo", "torch._inductor.config", "torch._inductor.compile_fx", "torch._functorch.aot_autograd")
+#: What reading back a captured graph imports in pt2kit's own process (a repro names Inductor's
+#: config): about 1.5 s, paid while the program runs. Not Inductor's compiler (``compile_fx``, 0.7 s
+#: of CPU more): pt2kit's own process never compiles, its queries' children do.
+PRELOADED = ("torch._dynamo", "torch._inductor.config", "torch._functorch.aot_autograd")
 
 
 def preload_compile_stack() -> None:
