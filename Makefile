@@ -23,9 +23,9 @@ demo: setup
 	$(VENV)/bin/minify run --out runs examples/relu_compile_error.py
 
 # Tests run side by side in JOBS pytest-xdist workers (each test's own processes,
-# pt2kit's zygote and the program, share the cores). make slow hands out whole modules
-# (loadscope): the scenario and genuine-bug modules cache one minify run per scenario per
-# process, which their four tests read.
+# pt2kit's zygote and the program, share the cores). make slow's loadscope is tests/conftest.py's:
+# the tests of one scenario or genuine bug read one minify run, cached per process, so they go
+# to one worker together; every other test goes alone, all in conftest's order (long first).
 JOBS ?= 2
 XDIST := -n $(JOBS) --dist load
 
@@ -36,11 +36,11 @@ test: setup
 # The slow group: real Inductor and real models, PyTorch's own minifier scenarios ported
 # to CPU and the genuine torch bugs of tests/minifier/real_bugs. CI runs it after make test.
 slow: setup
-	$(PY) -m pytest -q -n $(JOBS) --dist loadscope -m slow
+	$(PY) -m pytest -q -n $(JOBS) --dist loadscope --no-loadscope-reorder -m slow
 
 # Only PyTorch's scenarios and the genuine bugs (a part of make slow).
 scenarios: setup
-	$(PY) -m pytest -q -n $(JOBS) --dist loadscope -m scenarios
+	$(PY) -m pytest -q -n $(JOBS) --dist loadscope --no-loadscope-reorder -m scenarios
 
 # The other supported torch releases, each as the CUDA build a plain `pip install torch`
 # gives (it runs on the CPU): `minify doctor`, the fast group and the end-to-end tests

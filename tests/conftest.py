@@ -57,6 +57,40 @@ def pytest_collection_modifyitems(config, items):
     ))
 
 
+#: The modules whose tests read one ``minify run`` per program, cached per process (the parameter
+#: names the program): all of a program's tests must run on one worker, or each worker runs it again.
+ONE_RUN_PER_PROGRAM = ("minifier/test_real_bugs.py", "minifier/test_torch_scenarios.py")
+
+
+def program_scope(nodeid: str) -> str:
+    """The unit ``make slow`` hands to one worker: a program's tests in :data:`ONE_RUN_PER_PROGRAM`
+    (``tests/minifier/test_real_bugs.py[<program>]``), else the test itself."""
+    path, _, test = nodeid.partition("::")
+    if path.removeprefix("tests/") in ONE_RUN_PER_PROGRAM and test.endswith("]"):
+        return f"{path}[{test.split('[', 1)[1]}"
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` (``make slow``) hands out each :func:`program_scope` as one unit.
+
+    pytest-xdist's own scopes are too coarse here: a whole module is one unit, so the genuine bugs and
+    the scenarios (20 and 28 programs of up to a few minutes each) would run on one worker each.
+    (``--dist loadgroup`` with an ``xdist_group`` per program would say the same, but pytest 9.2's
+    node ids no longer take xdist's group suffix.) Units go out in collection order
+    (``--no-loadscope-reorder``): :func:`pytest_collection_modifyitems`'s, the long tests first.
+    """
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ProgramScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return program_scope(nodeid)
+
+    return ProgramScheduling(config, log)
+
+
 # The model's function, 15 nodes: the program model_script writes, and the function
 # tests/minifier/test_reduce_inprocess.py saves graphs from.
 MODEL_FUNCTION = '''

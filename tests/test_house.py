@@ -13,7 +13,7 @@ import ast
 import re
 from pathlib import Path
 
-from conftest import PACKAGE_DIRECTORIES, REPO, TESTS
+from conftest import ONE_RUN_PER_PROGRAM, PACKAGE_DIRECTORIES, REPO, TESTS, program_scope
 
 PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
 
@@ -211,3 +211,16 @@ def test_the_tests_mirror_the_packages():
     where = {path.relative_to(TESTS).parts[:-1] for path in TESTS.rglob("test_*.py")}
     assert where == {()} | {(package,) for package in PACKAGES}, where
     assert [p.name for p in TESTS.glob("test_*.py")] == ["test_house.py"]
+
+
+def test_make_slow_hands_out_each_program_of_the_cached_modules_as_one_unit():
+    """A genuine bug's or a scenario's tests share one worker (its ``minify run`` is cached per process);
+    every other test is a unit of its own, so the slow group spreads over the workers."""
+    for module in ONE_RUN_PER_PROGRAM:
+        assert (TESTS / module).exists(), module
+        path = f"tests/{module}"
+        first, second = (program_scope(f"{path}::{test}[prog_a]") for test in ("test_verdict", "test_repro_alone"))
+        assert first == second == f"{path}[prog_a]"
+        assert program_scope(f"{path}::test_verdict[prog_b]") != first
+    alone = ("tests/minifier/test_subsystem.py::test_bisect[x]", "tests/replay/test_replay.py::test_replay_minify")
+    assert [program_scope(nodeid) for nodeid in alone] == list(alone)

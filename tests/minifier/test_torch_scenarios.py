@@ -30,8 +30,8 @@ GPU/Triton-only tests, the bisector's CUDA-graph, precision-cast and
 CPU).
 
 Real Inductor: every test here is ``slow`` and ``scenarios``, so ``make test`` leaves them to
-``make slow`` (CI runs both). ``make slow`` hands this module to one pytest-xdist worker
-whole (``--dist loadscope``), so each scenario's run is cached for its four tests.
+``make slow`` (CI runs both). A scenario's tests read one run, cached per
+process: ``make slow`` hands them to one pytest-xdist worker together (tests/conftest.py's ``program_scope``).
 """
 
 from __future__ import annotations
