@@ -21,8 +21,14 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch.utils._config_module.ConfigModule (_get_dict, _compile_ignored_keys, _config[k].default, __setattr__)",
-    features=("config carried into repros", "replay record (non-default config)", "replay_record_enabled switch"),
+    wraps="torch.utils._config_module.ConfigModule (_get_dict, _compile_ignored_keys, _config[k].default, __setattr__,"
+    " values kept in ContextVars)",
+    features=(
+        "config carried into repros",
+        "replay record (non-default config)",
+        "replay_record_enabled switch",
+        "reading a repro leaves the reader's config alone",
+    ),
 )
 
 #: The config modules whose non-default values a repro carries.
@@ -66,6 +72,24 @@ def probe() -> None:
             if env_key not in module._config or env_key in module._compile_ignored_keys:
                 raise AttributeError(f"{name}.{env_key} is no longer a compile-relevant config key")
     repro_settings()
+    if not writes_stay_in_their_context():
+        raise AttributeError("a config value set in a copied contextvars context leaks out of it")
+
+
+def writes_stay_in_their_context() -> bool:
+    """Does a config value set inside ``contextvars.copy_context().run(...)`` stay there?
+
+    torch keeps each value a program sets in a ``ContextVar``. pt2kit relies on it to run a repro's carried
+    definitions (repro/files.py) and an in-process query (isolation/inprocess.py) without their config writes
+    reaching the process that runs them. Checked under ``patch``, which puts the value back either way.
+    """
+    import contextvars
+
+    dynamo_config = module("torch._dynamo.config")
+    before = dynamo_config.assume_static_by_default
+    with dynamo_config.patch(assume_static_by_default=before):
+        contextvars.copy_context().run(setattr, dynamo_config, "assume_static_by_default", not before)
+        return dynamo_config.assume_static_by_default == before
 
 
 def module(name: str) -> Any:

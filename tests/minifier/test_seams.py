@@ -143,3 +143,27 @@ def test_an_inner_compiles_keywords_name_its_graph_and_the_flags_a_repro_passes_
     assert graph_kind({"is_backward": True, "cudagraphs": None}) == ("backward", {"is_backward": True})
     assert graph_kind({"is_inference": True, "is_backward": False}) == ("inference", {"is_inference": True})
     assert graph_kind({"is_backward": False, "graph_id": 3}) == ("forward", {})
+
+
+def test_config_writes_staying_in_their_context_is_probed_and_the_probe_leaves_config_as_it_was(monkeypatch):
+    """Reading a repro and an in-process query rely on torch keeping config in ContextVars; a torch that stored
+    it globally would fail the probe (simulated: a "copy" that is the caller's own context), and either way the
+    probe's write is undone."""
+    import contextvars
+
+    import torch._dynamo.config as dynamo_config
+
+    from minifier.seams import config
+
+    before = dynamo_config.assume_static_by_default
+    assert config.writes_stay_in_their_context()
+
+    class TheCallersContext:
+        def run(self, fn, *args):
+            return fn(*args)
+
+    monkeypatch.setattr(contextvars, "copy_context", TheCallersContext)
+    assert not config.writes_stay_in_their_context()
+    monkeypatch.undo()
+    assert dynamo_config.assume_static_by_default is before
+    assert "assume_static_by_default" not in config.changed_values("torch._dynamo.config")
