@@ -166,7 +166,8 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
             definitions: dict[str, Any] = {"__name__": "pt2kit_definitions", "__file__": str(path)}
             # In a copy of this process's context: torch keeps each config value a program sets in a ContextVar, so a
             # config the definitions set (a pass the script assigns beside the class it defines) stays out of the
-            # process that reads the repro (pt2kit's own, a user's); a case's config is what its apply_config() sets.
+            # process that reads the repro (pt2kit's own, a query's child, a test's); a case's config is what its
+            # apply_config() sets, so the reducer can tell whether the failure needs it.
             contextvars.copy_context().run(exec, compile(text, str(path), "exec"), definitions)
             compiler_state.refresh()  # (they may have changed a table Inductor copied before they ran)
             _DEFINED[block] = {k: v for k, v in definitions.items() if not k.startswith("__")}

@@ -437,7 +437,8 @@ def test_a_custom_op_whose_namespace_is_in_a_variable_is_carried_with_its_librar
 
 def test_carried_definitions_that_set_config_leave_the_reading_process_config_as_it_was():
     """A script's pass class is carried with the line that assigns it to Inductor's config; reading the repro (pt2kit's
-    own process, a user's calling the API) binds the class but sets no config: the case's apply_config() does."""
+    own process, a query's child, a test calling pt2kit in-process) binds the class but sets no config: the case's
+    apply_config() does."""
     import torch._inductor.config as inductor_config
 
     from minifier.repro.files import exec_repro
