@@ -11,6 +11,7 @@ they import no torch.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import os
@@ -100,7 +101,50 @@ class ProgramRun:
 
     @property
     def warms_inductor(self) -> bool:
-        return self.backend in (None, "inductor")
+        """Should the worker warm Inductor up while the program runs? A guess, made before the program says which
+        backend it compiles with, that costs only time when wrong: a stage that needs Inductor warms it up then, and
+        Inductor's warm-up is a compile (seconds) that a program on another backend never needs. Yes unless
+        ``--backend`` names another, or :func:`compiles_only_elsewhere` reads it in the script."""
+        if self.backend is not None:
+            return self.backend == "inductor"
+        return not compiles_only_elsewhere(self.script)
+
+
+def compiles_only_elsewhere(script: Path) -> bool:
+    """Does every ``compile`` call in ``script`` name a backend that is not Inductor (``backend=``)?
+
+    Read from the script's syntax, so only what it says plainly counts: a string other than ``"inductor"``, a
+    function defined in the script, a lambda, or a call that makes a backend (a closure, ``functools.partial``).
+    Anything else, a compile with no ``backend=``, a bare ``@torch.compile``, no compile in the script at all (its
+    modules compile), or a script that does not parse, may be Inductor: False.
+    """
+    try:
+        tree = ast.parse(script.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    functions = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def is_compile(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "compile") or (
+            isinstance(node, ast.Attribute) and node.attr == "compile"
+        )
+
+    def elsewhere(value: ast.expr) -> bool:
+        if isinstance(value, ast.Constant):
+            return isinstance(value.value, str) and value.value != "inductor"
+        return isinstance(value, (ast.Lambda, ast.Call)) or (isinstance(value, ast.Name) and value.id in functions)
+
+    compiles = 0
+    for node in ast.walk(tree):
+        decorators = getattr(node, "decorator_list", [])
+        if any(is_compile(decorator) for decorator in decorators):
+            return False  # a bare @torch.compile: the default backend
+        if isinstance(node, ast.Call) and is_compile(node.func):
+            compiles += 1
+            backend = next((k.value for k in node.keywords if k.arg == "backend"), None)
+            if backend is None or not elsewhere(backend):
+                return False
+    return compiles > 0
 
 
 def start_capture(session: Session, program: ProgramRun) -> None:

@@ -212,6 +212,33 @@ def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
         session.close()
 
 
+@pytest.mark.parametrize(
+    ("program", "backend", "warms_inductor"),
+    [
+        ("torch.compile(f, backend='planted_runtime_error')(x)", None, False),
+        ("def mine(gm, ex):\n    return gm\ntorch.compile(f, backend=mine)(x)\nm.compile(backend=lambda gm, ex: gm)", None, False),
+        ("torch.compile(f, backend=make_backend('x'))(x)", None, False),
+        ("torch.compile(f)(x)", None, True),  # the default backend
+        ("torch.compile(f, backend='eager')(x)\ntorch.compile(g, mode='max-autotune')(x)", None, True),
+        ("torch.compile(f, backend='inductor')(x)", None, True),
+        ("@torch.compile\ndef g(x):\n    return x\ntorch.compile(f, backend='eager')(x)", None, True),
+        ("torch.compile(f, backend=args.backend)(x)", None, True),  # could be anything
+        ("import train\ntrain.main()", None, True),  # its modules compile
+        ("torch.compile(f, backend='eager'", None, True),  # does not parse
+        ("torch.compile(f)(x)", "aot_eager", False),  # --backend decides
+        ("torch.compile(f, backend='eager')(x)", "inductor", True),
+    ],
+)
+def test_the_worker_warms_inductor_up_unless_the_program_plainly_compiles_with_another_backend(
+    tmp_path, program, backend, warms_inductor
+):
+    from minifier.capture.script import ProgramRun
+
+    script = tmp_path / "program.py"
+    script.write_text(program + "\n")
+    assert ProgramRun(script, backend=backend).warms_inductor is warms_inductor
+
+
 def _child_threads() -> tuple[int, int, str | None]:
     import numpy
 
