@@ -8,8 +8,10 @@ function whose graph holds many ops; the backend raises only when cos and exp me
 in one graph (a two-op bug), at dynamo level, with no AOTAutograd underneath.
 
 How each shape is carried is decided in-process (``backend_definition`` on the script's
-own objects); two shapes go end to end, one carried as source (the closure) and one by
-its registration (the rest take the same path from the definition to the repro).
+own objects); two shapes are minified whole, one carried as source (the closure) and one by
+its registration (the rest take the same path from the definition to the repro). Those
+runs capture the program in its own process, as ``minify run`` does, and ask the reducer's
+queries in this one; each repro then runs with torch alone in a directory of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 import torch
 
 from minifier.capture.extract import Unrecoverable, backend_definition
+from minifier.errors import FlakyFailure, NotReproducible, UserFacingError
 from minifier.unit.case import BACKEND_NAME
 
 PROGRAM = '''
@@ -73,12 +76,21 @@ SHAPES = {
 }
 
 
-def minify(script: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
-    done = subprocess.run(
-        [sys.executable, "-m", "minifier", "run", "--json", "--timeout", "120", "--out", str(out), str(script)],
-        capture_output=True, text=True, timeout=900, cwd=script.parent,
-    )
-    return done, json.loads(done.stdout) if done.stdout.strip() else {}
+def minified(in_process, script: Path) -> dict:
+    """``minify run --json``'s report of ``script``: the program under capture in its own process, the queries
+    asked in this one (tests/minifier/test_minifier_cli.py keeps the command's own processes)."""
+    from minifier.minification import minify_script
+
+    session, _ = in_process
+    result = minify_script(session, script, [], out=script.parent / "runs")
+    return json.loads(json.dumps(result.to_json(), default=str))  # as the command prints it
+
+
+def refused(in_process, script: Path, error: type[UserFacingError]) -> UserFacingError:
+    """The error ``minify run`` ends with on ``script`` (the command prints its one line and exit code)."""
+    with pytest.raises(error) as raised:
+        minified(in_process, script)
+    return raised.value
 
 
 #: The backend expression of each shape with no importable name, as a program passes it to torch.compile.
@@ -131,13 +143,12 @@ def test_a_backend_closing_over_a_tensor_is_unrecoverable_and_says_why(tmp_path)
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_each_backend_shape_is_minified_to_the_pair_and_travels(shape, tmp_path):
+def test_each_backend_shape_is_minified_to_the_pair_and_travels(shape, tmp_path, in_process):
     setup, call = SHAPES[shape]
     # no `if __name__ == "__main__":` on purpose: importing this script runs the program
     script = tmp_path / "user_program.py"
     script.write_text(PROGRAM.format(setup=setup, call=call))
-    done, report = minify(script, tmp_path / "runs")
-    assert done.returncode == 0, done.stderr[-3000:]
+    report = minified(in_process, script)
     assert report["status"] == "minified"
     assert report["failure"]["kind"] == "compile_error" and "cannot fuse cos with exp" in report["failure"]["message"]
     assert report["graph"]["boundary"] == "dynamo"
@@ -169,7 +180,7 @@ def run_elsewhere(repro: Path, elsewhere: Path) -> subprocess.CompletedProcess[s
 
 
 @pytest.mark.e2e
-def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path):
+def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path, in_process):
     """The program's failing compile is trusted, not repeated; when nothing fails again, it is called flaky."""
     counter = tmp_path / "calls"
     script = tmp_path / "flaky.py"
@@ -188,13 +199,12 @@ def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path):
         if __name__ == "__main__":
             print(torch.compile(lambda x: torch.cos(x).exp(), backend=sometimes)(torch.randn(4)))
     '''))
-    done, report = minify(script, tmp_path / "runs")
-    assert done.returncode == 1, done.stderr[-2000:]
-    assert report["status"] == "flaky"
+    error = refused(in_process, script, FlakyFailure)
+    assert error.status == "flaky" and error.exit_code == 1
 
 
 @pytest.mark.e2e
-def test_a_callable_object_backend_is_carried_with_its_state(tmp_path):
+def test_a_callable_object_backend_is_carried_with_its_state(tmp_path, in_process):
     script = tmp_path / "callable_object.py"
     script.write_text(textwrap.dedent('''
         import torch
@@ -211,8 +221,7 @@ def test_a_callable_object_backend_is_carried_with_its_state(tmp_path):
         if __name__ == "__main__":
             print(torch.compile(lambda x: torch.exp(torch.cos(x)).sin(), backend=Picky("no thanks"))(torch.randn(4)))
     '''))
-    done, report = minify(script, tmp_path / "runs")
-    assert done.returncode == 0, done.stderr[-2000:]
+    report = minified(in_process, script)
     assert report["ops_after"] == ["torch.exp"] and "picky: no thanks" in report["failure"]["message"]
 
 
@@ -232,13 +241,13 @@ TENSOR_CLOSURE = textwrap.dedent('''
 
 
 @pytest.mark.e2e
-def test_a_backend_whose_source_cannot_be_carried_is_named(tmp_path):
+def test_a_backend_whose_source_cannot_be_carried_is_named(tmp_path, in_process):
     """A closure over a tensor has no source form: exit 5, saying what to do."""
     script = tmp_path / "tensor_closure.py"
     script.write_text(TENSOR_CLOSURE)
-    done, report = minify(script, tmp_path / "runs")
-    assert done.returncode == 5, done.stderr[-2000:]
-    assert "cannot be written into a repro" in report["message"] and "register" in report["message"]
+    error = refused(in_process, script, NotReproducible)
+    assert error.exit_code == 5
+    assert "cannot be written into a repro" in str(error) and "register" in str(error)
 
 
 # --------------------------------------------------------------------------- #
@@ -266,7 +275,7 @@ if __name__ == "__main__":
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("where", ["module", "script"])
-def test_a_config_pass_function_travels_by_reference_or_as_source(where, tmp_path):
+def test_a_config_pass_function_travels_by_reference_or_as_source(where, tmp_path, in_process):
     """issue 10: ``pre_grad_custom_pass`` is kept by reference when importable, carried when in the script."""
     if where == "module":
         (tmp_path / "user_passes.py").write_text(PASS.format(extra=""))
@@ -275,8 +284,7 @@ def test_a_config_pass_function_travels_by_reference_or_as_source(where, tmp_pat
         setup = PASS.format(extra="") + "\ntorch._inductor.config.pre_grad_custom_pass = no_relu_pass"
     script = tmp_path / "user_program.py"
     script.write_text(CONFIG_PROGRAM.format(setup=setup))
-    done, report = minify(script, tmp_path / "runs")
-    assert done.returncode == 0, done.stderr[-3000:]
+    report = minified(in_process, script)
     assert report["ops_after"] == ["torch.relu"] and report["config_missing"] == []
     repro = Path(report["repro"])
     if where == "module":
@@ -289,13 +297,12 @@ def test_a_config_pass_function_travels_by_reference_or_as_source(where, tmp_pat
 
 
 @pytest.mark.e2e
-def test_a_config_pass_pt2kit_cannot_carry_is_named_not_dropped(tmp_path):
+def test_a_config_pass_pt2kit_cannot_carry_is_named_not_dropped(tmp_path, in_process):
     """A closure over a tensor has no source form: exit 5, and the message names the key."""
     setup = "def make_pass(marker):\n" + textwrap.indent(PASS.format(extra=" and bool(marker.all())"), "    ") + "    return no_relu_pass\n\n"
     setup += "torch._inductor.config.pre_grad_custom_pass = make_pass(torch.ones(1))"
     script = tmp_path / "user_program.py"
     script.write_text(CONFIG_PROGRAM.format(setup=setup))
-    done, report = minify(script, tmp_path / "runs")
-    assert done.returncode == 5, done.stderr[-3000:]
-    assert "torch._inductor.config.pre_grad_custom_pass" in done.stderr and "Tensor" in done.stderr
-    assert "Traceback" not in done.stderr
+    error = refused(in_process, script, NotReproducible)
+    assert error.exit_code == 5
+    assert "torch._inductor.config.pre_grad_custom_pass" in str(error) and "Tensor" in str(error)

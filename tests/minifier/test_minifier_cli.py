@@ -75,13 +75,18 @@ torch.compile(f, backend="aot_eager")(torch.ones(3))
 
 
 @pytest.mark.e2e
-def test_a_repro_made_on_a_ci_machine_fails_the_same_way_elsewhere(tmp_path):
-    """torch turns a custom op's aliasing into an error only when ``$CI`` is set; the repro pins it."""
+def test_a_repro_made_on_a_ci_machine_fails_the_same_way_elsewhere(tmp_path, in_process, monkeypatch):
+    """torch turns a custom op's aliasing into an error only when ``$CI`` is set; the repro pins it.
+
+    The program runs under capture in its own process, on the "CI machine" (``$CI`` set, so torch's
+    config defaults differ there); the queries are asked in this one."""
+    from minifier.minification import minify_script
+
     script = tmp_path / "alias.py"
     script.write_text(ALIASING_OP)
-    done = minify("run", "--json", "--out", tmp_path / "runs", script, env={"CI": "1"})
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    monkeypatch.setenv("CI", "1")
+    report = minify_script(in_process[0], script, [], out=tmp_path / "runs").to_json()
+    monkeypatch.delenv("CI")
     assert report["config"] == {"torch._functorch.config": {"error_on_custom_op_aliasing": True}}
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     ran = subprocess.run([sys.executable, report["repro"]], capture_output=True, text=True, env=env, timeout=600)
