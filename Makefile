@@ -1,7 +1,8 @@
 # Two commands for a fresh machine (see README.md):
 #   make demo   set up, then minify the bundled failing model into a repro
 #   make test   set up, then run the test suite
-# Both create .venv/ on first use: torch==2.13.0 (the CPU wheel), then pt2kit with its test extras.
+# Both create .venv/ on first use: torch==2.13.0 (the CPU wheel), then pt2kit with its test extras
+# (make slow adds the real models' transformers).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -9,7 +10,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup demo test test-fast slow scenarios matrix matrix-setup fuzz bench browser screenshots format clean
+.PHONY: setup models demo test test-fast slow scenarios matrix matrix-setup fuzz bench browser screenshots format clean
 
 setup: $(VENV)/.installed
 
@@ -17,6 +18,15 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+# The slow group's real models (transformers, built from configs): only make slow needs them.
+# pyproject.toml's `models` extra, installed alone: pt2kit itself is not reinstalled, so CI adds it
+# while make test runs from the same venv (already installed packages are left as they are).
+MODELS := transformers>=4.40
+models: $(VENV)/.installed-models
+$(VENV)/.installed-models: $(VENV)/.installed
+	$(PY) -m pip install --quiet '$(MODELS)'
 	touch $@
 
 demo: setup
@@ -38,7 +48,7 @@ test: setup
 
 # The slow group: real Inductor and real models, PyTorch's own minifier scenarios ported
 # to CPU and the genuine torch bugs of tests/minifier/real_bugs. CI runs it after make test.
-slow: setup
+slow: models
 	$(PY) -m pytest -q -n $(SLOW_JOBS) --dist loadscope --no-loadscope-reorder -m slow
 
 # Only PyTorch's scenarios and the genuine bugs (a part of make slow).
@@ -82,7 +92,7 @@ fuzz: setup
 	PT2KIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s -p no:cacheprovider tests/minifier/test_fuzz.py::test_fuzz_long
 
 bench: setup
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet -e '.[test,models,bench]'
 	$(PY) benchmarks/bench_bisect.py
 	$(PY) benchmarks/bench_minifier.py
 	$(PY) benchmarks/bench_explain.py

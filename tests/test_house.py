@@ -13,6 +13,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from conftest import ONE_RUN_PER_PROGRAM, PACKAGE_DIRECTORIES, REPO, TESTS, program_scope
 
 PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
@@ -224,3 +226,14 @@ def test_make_slow_hands_out_each_program_of_the_cached_modules_as_one_unit():
         assert program_scope(f"{path}::test_verdict[prog_b]") != first
     alone = ("tests/minifier/test_subsystem.py::test_bisect[x]", "tests/replay/test_replay.py::test_replay_minify")
     assert [program_scope(nodeid) for nodeid in alone] == list(alone)
+
+
+def test_make_models_installs_pyprojects_models_extra():
+    """``make models`` installs the extra's requirements alone (CI adds them while ``make test`` runs from the same
+    venv, so pt2kit itself is not reinstalled): the Makefile's list is the extra's, and no test extra holds them."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (models,) = re.findall(r"^MODELS := (.+)$", (REPO / "Makefile").read_text(), flags=re.M)
+    assert models.split() == extras["models"]
+    assert not set(extras["models"]) & set(extras["test"])

@@ -243,7 +243,7 @@ def test_an_inductor_bug_beside_dropout_is_minified_in_the_aot_graph(tmp_path):
 
 @pytest.mark.slow
 def test_a_dynamic_gpt2_training_step_minifies_to_relu(tmp_path):
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers", reason="pyproject.toml's models extra: make slow installs it (make models)")
     script = tmp_path / "gpt2_dynamic.py"
     script.write_text(RELU_BUG + textwrap.dedent("""
         import torch
