@@ -49,9 +49,8 @@ def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
 
 
 @pytest.mark.e2e
-def test_a_backend_no_bisector_knows_gets_the_lighter_backend_the_program_runs_with(in_process, model_script, tmp_path):
-    # the queries in this process; the program runs again with the workaround in its own
-    result = minify_script(in_process[0], model_script("planted_compile_error"), [], out=tmp_path / "runs", subsystem=True)
+def test_a_backend_no_bisector_knows_gets_the_lighter_backend_the_program_runs_with(session, model_script, tmp_path):
+    result = minify_script(session, model_script("planted_compile_error"), [], out=tmp_path / "runs", subsystem=True)
     assert result.below is not None and result.below.subsystem is None
     assert result.below.workaround is not None and result.below.workaround.verified_on == "program"
     assert "kwargs['backend'] = 'aot_eager'" in result.below.workaround.code
