@@ -44,8 +44,10 @@ def pytest_collection_modifyitems(config, items):
 
     An end-to-end test takes seconds to a minute, an in-process one well under a second.
     With the short ones last, they fill in while the last long ones finish, so no worker
-    idles at the end (longest first, the classic rule for scheduling). The sort is stable
-    and the same in every worker, as xdist requires.
+    idles at the end (longest first, the classic rule for scheduling). That needs xdist to
+    hand tests out a few at a time (the Makefile's ``--maxschedchunk 1``), not a quarter of
+    the suite per worker up front. The sort is stable and the same in every worker, as xdist
+    requires.
     """
     for item in items:
         parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
