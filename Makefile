@@ -38,7 +38,7 @@ demo: setup
 # to one worker together; every other test goes alone, all in conftest's order (long first).
 # --dist load hands out tests in that order a few at a time (--maxschedchunk 1): by default its
 # first batch is a quarter of the suite per worker, so one worker got most of the end-to-end
-# tests up front and the other idled at the end (9 min 24 s against 7 min 12 s).
+# tests up front and the other idled at the end.
 JOBS ?= 2
 XDIST := -n $(JOBS) --dist load --maxschedchunk 1
 # make slow's tests wait on their own processes more (a cold Inductor compile, a program
