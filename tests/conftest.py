@@ -164,3 +164,16 @@ def in_process(tmp_path):
     session = Session("in-process", out=tmp_path / "runs", quiet=True, executor=executor)
     yield session, executor
     session.close()
+
+
+def minified(in_process, script: Path, **options) -> dict:
+    """``minify run --json``'s report of ``script`` (``options``: ``minify_script``'s): the program under capture in
+    its own process, the queries asked in ``in_process``'s (tests/minifier/test_minifier_cli.py keeps the command's
+    own processes)."""
+    import json
+
+    from minifier.minification import minify_script
+
+    session, _ = in_process
+    result = minify_script(session, script, [], out=script.parent / "runs", **options)
+    return json.loads(json.dumps(result.to_json(), default=str))  # as the command prints it

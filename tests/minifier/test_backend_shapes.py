@@ -16,7 +16,6 @@ queries in this one; each repro then runs with torch alone in a directory of its
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import torch
 from minifier.capture.extract import Unrecoverable, backend_definition
 from minifier.errors import FlakyFailure, NotReproducible, UserFacingError
 from minifier.unit.case import BACKEND_NAME
+
+from conftest import minified
 
 PROGRAM = '''
 import functools
@@ -74,16 +75,6 @@ SHAPES = {
         'print(torch.compile(f, backend="pair_backend_in_script")(x, w))',
     ),
 }
-
-
-def minified(in_process, script: Path) -> dict:
-    """``minify run --json``'s report of ``script``: the program under capture in its own process, the queries
-    asked in this one (tests/minifier/test_minifier_cli.py keeps the command's own processes)."""
-    from minifier.minification import minify_script
-
-    session, _ = in_process
-    result = minify_script(session, script, [], out=script.parent / "runs")
-    return json.loads(json.dumps(result.to_json(), default=str))  # as the command prints it
 
 
 def refused(in_process, script: Path, error: type[UserFacingError]) -> UserFacingError:

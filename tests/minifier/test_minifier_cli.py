@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, minified
 
 MINIFY = [sys.executable, "-m", "minifier"]
 
@@ -80,12 +80,10 @@ def test_a_repro_made_on_a_ci_machine_fails_the_same_way_elsewhere(tmp_path, in_
 
     The program runs under capture in its own process, on the "CI machine" (``$CI`` set, so torch's
     config defaults differ there); the queries are asked in this one."""
-    from minifier.minification import minify_script
-
     script = tmp_path / "alias.py"
     script.write_text(ALIASING_OP)
     monkeypatch.setenv("CI", "1")
-    report = minify_script(in_process[0], script, [], out=tmp_path / "runs").to_json()
+    report = minified(in_process, script)
     monkeypatch.delenv("CI")
     assert report["config"] == {"torch._functorch.config": {"error_on_custom_op_aliasing": True}}
     env = {k: v for k, v in os.environ.items() if k != "CI"}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS
+from conftest import TESTS, minified
 
 
 def minify(script: Path, *flags: str, timeout: int = 1500) -> dict:
@@ -32,16 +32,6 @@ def minify(script: Path, *flags: str, timeout: int = 1500) -> dict:
     report = json.loads(done.stdout)
     assert done.returncode == 0, (report, done.stderr[-3000:])
     return report
-
-
-def minified(in_process, script: Path, **options) -> dict:
-    """``minify run --json``'s report of ``script``: the program under capture in its own process, the
-    queries asked in this one."""
-    from minifier.minification import minify_script
-
-    session, _ = in_process
-    result = minify_script(session, script, [], out=script.parent / "runs", **options)
-    return json.loads(json.dumps(result.to_json(), default=str))  # as the command prints it
 
 
 def torch_alone(repro: Path) -> subprocess.CompletedProcess[str]:
