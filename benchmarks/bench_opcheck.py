@@ -63,7 +63,7 @@ def n_identical_calls(n: int) -> tuple[float, float, int]:
     try:
         with runner.recording(test, runner.selector_for(None)):
             record = seconds(lambda: [scaled_tanh(x, 2.0) for _ in range(n)])
-            check = seconds(lambda: runner.check_recorded(test))
+            check = seconds(lambda: runner.judge_item(test, completed=True))
     finally:
         runner.stop()
     return record, check, len(runner.records)
@@ -101,7 +101,7 @@ def through_runner(args: tuple[object, ...]) -> None:
     try:
         with runner.recording(test, runner.selector_for(None)):
             scaled_tanh(*args)
-            runner.check_recorded(test)
+            runner.judge_item(test, completed=True)
     finally:
         runner.stop()
 

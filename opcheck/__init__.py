@@ -3,8 +3,9 @@
 ``pytest --opcheck`` records every custom-op call an existing test suite makes,
 checks each distinct call signature once (schema and mutation, autograd
 registration, fake kernel vs real kernel, AOT dispatch with static and dynamic
-shapes), and reports each failure next to the test that made the call. See
-``plugin.py`` for the options, the ``opcheck`` marker and fixture.
+shapes), and folds the results into the outcome of each test that made the call
+(one outcome per collected test). See ``plugin.py`` for the options, the
+``opcheck`` marker and fixture.
 
 Modules:
     plugin     the pytest hooks, options, marker and fixture (imports no torch)
@@ -12,7 +13,7 @@ Modules:
     checks     the checks, one function each, built on torch's opcheck utilities
     runner     a session: record, check, apply the failures file
     failures   torch's failures-dict JSON format, read and written
-    reporting  verdicts as pytest reports; pytest items as failures-file names
+    reporting  verdicts folded into each item's report; pytest items as failures-file names
     summary    the op x check table and the --opcheck-list listing
 
 Importing this package does not import torch: pytest loads the plugin in every

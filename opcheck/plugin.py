@@ -12,11 +12,12 @@ globals, so an in-process pytester run gets its own. Before the first runner sta
 the torch internals opcheck relies on are checked (:func:`minifier.seams.require`):
 outside the tested torch range a broken one is a one-line usage error, not a traceback.
 
-Per test (with a runner, and ``--opcheck`` or the marker):
-``pytest_runtest_protocol`` records the test's custom-op calls through setup,
-call and teardown; ``pytest_runtest_makereport`` for the teardown then checks the
-new signatures and logs one extra report per (op, check) that did not plainly
-pass, before the teardown report, so it sits inside the test's own output.
+Per test item (with a runner, and ``--opcheck`` or the marker):
+``pytest_runtest_protocol`` records the item's custom-op calls through setup and
+the test itself; ``pytest_runtest_makereport`` for the call phase then checks the
+signatures the item called and folds the verdicts into the item's own call report
+(``reporting.py``): one collected item, one outcome. Calls made by fixture
+teardown are not checked: by then the item's outcome is settled.
 """
 
 from __future__ import annotations
@@ -85,56 +86,86 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
+    if config.getoption("opcheck_accept") and (
+        getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput")
+    ):  # each pytest-xdist worker would write the file from its share of the tests, the last one winning
+        raise pytest.UsageError("opcheck: --opcheck-accept needs the whole run in one process; run it without -n")
     if any(config.getoption(name) for name in ("opcheck", "opcheck_list", "opcheck_accept")):
         _start_runner(config, sweep=True)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Generator[None, Any, Any]:
+    """Under accept, note every parametrization of each test function, before ``-k`` or a node id selects some."""
+    result = yield
+    runner = collector.config.stash.get(RUNNER, None)
+    if runner is not None and runner.accepted is not None and isinstance(result, list):
+        from opcheck.reporting import item_test_id
+
+        items = [item for item in result if isinstance(item, pytest.Item)]
+        if items:
+            runner.add_family(item_test_id(items[0]), [item.name for item in items])
+    return result
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     marked = [item for item in items if item.get_closest_marker("opcheck")]
-    if not marked:
-        return
-    from opcheck.checks import validate_checks
+    if marked:
+        from opcheck.checks import validate_checks
 
-    for item in marked:
-        try:
-            validate_checks(_marker_checks(item.get_closest_marker("opcheck")) or ())
-        except ValueError as error:
-            raise pytest.UsageError(f"opcheck marker on {item.nodeid}: {error}") from error
-    if RUNNER not in config.stash:
-        _start_runner(config, sweep=False)
+        for item in marked:
+            try:
+                validate_checks(_marker_checks(item.get_closest_marker("opcheck")) or ())
+            except ValueError as error:
+                raise pytest.UsageError(f"opcheck marker on {item.nodeid}: {error}") from error
+        if RUNNER not in config.stash:
+            _start_runner(config, sweep=False)
+        for item in marked:
+            config.stash[RUNNER].want_checks(_marker_checks(item.get_closest_marker("opcheck")) or ())
+    runner = config.stash.get(RUNNER, None)
+    if runner is not None and runner.expected is not None:
+        _warn_shared_keys(items)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     runner = item.config.stash.get(RUNNER, None)
-    marker = item.get_closest_marker("opcheck")
-    selector = runner.selector_for(marker.args if marker else None) if runner else None
-    if selector is None:
+    if runner is None:
         return (yield)
     from opcheck.reporting import item_test_id
 
+    marker = item.get_closest_marker("opcheck")
+    selector = runner.selector_for(marker.args if marker else None)
+    test = item_test_id(item)
+    if selector is None:  # the fixture may still check calls
+        try:
+            return (yield)
+        finally:
+            runner.end_item(test)
     item.stash[SELECTOR] = selector
-    with runner.recording(item_test_id(item), selector):
+    with runner.recording(test, selector):
         return (yield)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: sees the report as pytest's xfail handling left it
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
-    if call.when == "teardown" and SELECTOR in item.stash:
-        from opcheck.reporting import item_test_id, verdict_reports
+    runner = item.config.stash.get(RUNNER, None)
+    if call.when == "call" and runner is not None and (SELECTOR in item.stash or runner.judging(item.nodeid)):
+        from opcheck.reporting import apply_verdicts, item_test_id
 
-        verdicts = item.config.stash[RUNNER].check_recorded(
-            item_test_id(item), _marker_checks(item.get_closest_marker("opcheck"))
+        verdicts = runner.judge_item(
+            item_test_id(item),
+            _marker_checks(item.get_closest_marker("opcheck")),
+            completed=report.passed and not hasattr(report, "wasxfail"),
         )
-        for extra in verdict_reports(item, verdicts):
-            item.ihook.pytest_runtest_logreport(report=extra)
+        apply_verdicts(report, verdicts)
     return report
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
-    if not hasattr(report, "opcheck_status"):
+    if not hasattr(report, "opcheck_outcome"):
         return None
     from opcheck.reporting import teststatus
 
@@ -148,7 +179,8 @@ def opcheck(request: pytest.FixtureRequest) -> Callable[..., dict[str, str]]:
     ``op`` is a ``torch.library.custom_op`` function, an ``OpOverload``, an
     ``OpOverloadPacket`` or a ``"ns::name"`` string. Returns ``{check: status}``;
     raises ``OpcheckFailure`` naming each failed check unless the failures file
-    expects it. Each distinct signature is checked once per session.
+    expects it. Each distinct signature is checked once per session. An ``xfail``
+    entry of the test that no call fails is reported at the end of the test.
     """
     runner = request.config.stash.get(RUNNER, None) or _start_runner(request.config, sweep=False)
     from opcheck.reporting import item_test_id
@@ -160,11 +192,10 @@ def opcheck(request: pytest.FixtureRequest) -> Callable[..., dict[str, str]]:
         op: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None, *, checks: Any = None
     ) -> dict[str, str]:
         __tracebackhide__ = True
-        verdicts = runner.check_call(test, op, tuple(args), dict(kwargs or {}), checks)
-        failed = [v for v in verdicts if v.status in ("fail", "xpass")]
+        statuses, failed = runner.check_call(test, op, tuple(args), dict(kwargs or {}), checks)
         if failed:
             raise OpcheckFailure(failed)
-        return {v.check: v.status for v in verdicts}
+        return statuses
 
     return check
 
@@ -216,11 +247,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(f"opcheck: {summary.headline(records)}")
         width = config.get_terminal_writer().fullwidth
         terminalreporter.write_line(summary.render_table(records, runner.checks, width, terminalreporter.hasmarkup))
-        folded = summary.render_folded(runner.folded)
-        if folded:
-            terminalreporter.write_line(folded)
-    if SAVED in config.stash:
-        terminalreporter.write_line(f"opcheck: wrote known failures to {config.stash[SAVED]}")
+    for line in summary.failures_file_notes(runner, config.stash.get(SAVED, None)):
+        terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -252,6 +280,23 @@ def _start_runner(config: pytest.Config, *, sweep: bool) -> OpcheckRunner:
     runner.start()
     config.stash[RUNNER] = runner
     return runner
+
+
+def _warn_shared_keys(items: list[pytest.Item]) -> None:
+    """Two items with one failures-file key would share one entry: say so, on the second."""
+    from opcheck.reporting import item_test_id
+
+    first: dict[tuple[str, str], str] = {}
+    for item in items:
+        test = item_test_id(item)
+        other = first.setdefault((test.suite, test.name), item.nodeid)
+        if other != item.nodeid:
+            item.warn(
+                pytest.PytestWarning(
+                    f"opcheck: {item.nodeid} and {other} have the same failures-file key "
+                    f"({test.key('<check>')}), so they share its entries; rename one of them"
+                )
+            )
 
 
 def _failures_path(config: pytest.Config) -> Path | None:

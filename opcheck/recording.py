@@ -40,7 +40,9 @@ autograd; ints, bools, strings, dtypes and devices by value; floats by type only
 share storage. Only the first call of each signature is cloned and kept, later
 ones just bump a counter, so N identical calls cost N cheap hashes and one check.
 Because signatures are deduplicated across the whole session, the parametrizations
-of a test that give identical signatures are checked once, under the first one.
+of a test that give identical signatures are checked once. Each test still learns
+every signature it called (:meth:`CallRecorder.take_touched`), so each is judged on
+all of its calls, whichever test made them first.
 """
 
 from __future__ import annotations
@@ -104,10 +106,11 @@ class RecordedCall:
     signature: Signature
     test: str  # nodeid of the test that first made this call
     calls: int = 1  # how many calls (from any test) shared the signature
+    released: bool = False  # the argument copies were dropped: no further check can run on it
 
     def release_tensors(self) -> None:
         """Drop the argument copies once checked; the signature stays for the summary."""
-        self.args, self.kwargs = (), {}
+        self.args, self.kwargs, self.released = (), {}, True
 
 
 class OpSelector:
@@ -127,11 +130,13 @@ class OpSelector:
     def __call__(self, op: Op) -> bool:
         decided = self._decided.get(op)
         if decided is None:
-            name = op.name()
-            qualified = name.split(".")[0]
-            decided = name in self.ops or qualified in self.ops or self._selects_namespace(qualified)
-            self._decided[op] = decided
+            decided = self._decided[op] = self.selects_name(op.name())
         return decided
+
+    def selects_name(self, name: str) -> bool:
+        """The same decision from the op's name, ``ns::name`` or ``ns::name.overload``."""
+        qualified = name.split(".")[0]
+        return name in self.ops or qualified in self.ops or self._selects_namespace(qualified)
 
     def may_select(self, qualified_name: str) -> bool:
         """Could some overload of ``ns::name`` be selected? Cheap, for packet calls."""
@@ -151,6 +156,7 @@ class CallRecorder:
         self.seen: dict[Signature, RecordedCall] = {}
         self.total_calls = 0
         self._fresh: list[RecordedCall] = []
+        self._touched: dict[Signature, None] = {}  # signatures called since the last take_touched, in order
         self._selector: OpSelector | None = None
         self._test: str | None = None
         self._lock = threading.Lock()
@@ -176,7 +182,11 @@ class CallRecorder:
         try:
             yield
         finally:
-            self._test, self._selector = None, None
+            self.stop_recording()
+
+    def stop_recording(self) -> None:
+        """Record nothing more until the next :meth:`recording` (e.g. after the test's own call phase)."""
+        self._test, self._selector = None, None
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -193,6 +203,12 @@ class CallRecorder:
         with self._lock:
             fresh, self._fresh = self._fresh, []
         return fresh
+
+    def take_touched(self) -> list[Signature]:
+        """Every signature recorded calls had since the last call, new or seen before, in first-call order."""
+        with self._lock:
+            touched, self._touched = list(self._touched), {}
+        return touched
 
     def record(self, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any], test: str) -> RecordedCall | None:
         """Record one call explicitly (the fixture's path); None if its signature was seen already.
@@ -240,6 +256,8 @@ class CallRecorder:
             known = self.seen.get(signature)
             if known is not None:
                 known.calls += 1
+                if not strict:
+                    self._touched[signature] = None
                 return None
         grad_active = dispatch.grad_active()
         # Copy outside any active mode or tracer (make_fx, a user's logging mode):
@@ -252,6 +270,8 @@ class CallRecorder:
 
     def _commit(self, call: RecordedCall, fresh: bool = True) -> None:
         with self._lock:
+            if fresh:
+                self._touched[call.signature] = None
             known = self.seen.get(call.signature)
             if known is not None:  # another thread got there first
                 known.calls += 1

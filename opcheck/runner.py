@@ -1,15 +1,28 @@
 """One opcheck session: record each test's custom-op calls, check them, judge the results.
 
-The runner knows nothing of pytest's hooks (``plugin.py`` drives it). Per test it
+The runner knows nothing of pytest's hooks (``plugin.py`` drives it). Per test item it
 
-1. records the test's calls (``recording.py``), keeping the first call of each
-   signature not seen before in the session;
-2. runs the checks (``checks.py``) on those calls, skipping the (op, check) pairs
-   the failures file marks ``skip``;
-3. folds the per-signature results into one :class:`Verdict` per (op, check) of
-   the test, applying the failures file: an expected failure is ``xfail``, an
-   expected failure that passed is ``xpass``. With ``accept``, the file is updated
-   instead: failures become ``xfail`` entries, passing ``xfail`` entries go.
+1. records the calls the item makes in setup and in the test itself
+   (``recording.py``): every signature it calls, and a copy of the first call of
+   each signature new to the session;
+2. runs the checks (``checks.py``) each of those signatures has no result for yet,
+   skipping the (op, check) pairs the failures file marks ``skip``: a signature is
+   checked once per session, however many items call it;
+3. judges the item: one :class:`Verdict` per (op, check) over *all* the signatures
+   the item called (and the calls it checked through the fixture), against the
+   item's own failures-file entry (``failures.py``). An expected failure is
+   ``xfail``; an item whose own ``xfail`` entry finds no failure is ``xpass``.
+
+A verdict depends only on the item, its calls and the file, never on which other
+items ran before it: ``-k``, ``--lf``, another order or another file that makes the
+same call first give each item the same verdict and the same key.
+
+With ``accept`` the file is rewritten at the end from the verdicts: each failure
+becomes the item's ``xfail`` entry, each entry of an item that ran to completion and
+no longer fails that way goes, and everything else (other items' entries, ``skip``
+entries, checks or ops this run did not cover) stays. Expectations are read from
+the file as it was when the session started, so the order items run in cannot
+change them.
 """
 
 from __future__ import annotations
@@ -25,10 +38,12 @@ import torch
 
 from minifier.seams import ops, optests
 from opcheck.checks import CHECKS, CheckResult, run_checks, validate_checks
-from opcheck.failures import FailuresFile, TestId
+from opcheck.failures import NO_ENTRY, Expectation, FailuresFile, TestId
 from opcheck.recording import CallRecorder, Op, OpSelector, RecordedCall, Signature, signature_of
 
 VerdictStatus = Literal["pass", "fail", "xfail", "xpass", "skip", "n/a"]
+#: Worst first: how a signature shows in the summary when items judged it differently.
+SEVERITY: tuple[VerdictStatus, ...] = ("fail", "xpass", "xfail", "skip", "pass", "n/a")
 #: "The op" as a user may give it: an ``OpOverload``, an ``OpOverloadPacket``, the function
 #: ``torch.library.custom_op`` made (a ``CustomOpDef``), or ``"ns::name[.overload]"``.
 OpLike = Any
@@ -36,18 +51,20 @@ OpLike = Any
 
 @dataclasses.dataclass
 class Verdict:
-    """The outcome of one check on one op within one test, failures file applied."""
+    """The outcome of one check on one op within one test item, failures file applied."""
 
     test: TestId
     op: str
     check: str
     status: VerdictStatus
     failures: list[tuple[Signature, str]]  # (signature, what was wrong) per failing signature
-    signatures: int  # how many distinct signatures of the op the test contributed
+    signatures: int  # how many distinct signatures of the op the item called
+    expectation: Expectation = NO_ENTRY
     note: str = ""  # what the failures file says about it ("xfail in FILE: comment"), if anything
-    # Node id of the test that already reported this failure under the same failures
-    # key (another parametrization of the same test function): no second report.
-    folded_into: str | None = None
+    # Failing signatures already described under another item: named, not described again.
+    described_in: dict[Signature, str] = dataclasses.field(default_factory=dict)
+    # Every failure was raised to the test by the ``opcheck`` fixture: the test saw it already.
+    raised: bool = False
 
     @property
     def key(self) -> str:
@@ -56,9 +73,13 @@ class Verdict:
     def describe(self) -> str:
         """The report text: a one-line gist (the short summary shows it), then test, op, calls and what was wrong."""
         if self.status == "xpass":
-            return (
-                f"{self.op} {self.check}: expected to fail ({self.note}) but passed. "
-                f"Remove the entry, or rerun with --opcheck-accept.\n  failures-file entry: {self.entry()}"
+            return "\n".join(
+                [
+                    f"{self.op} {self.check} passes now: rerun with --opcheck-accept to remove its xfail entry",
+                    f"  test: {self.test.nodeid}",
+                    f"  expected to fail: {self.note}",
+                    f"  failures-file entry: {self.entry()}",
+                ]
             )
         first_message = self.failures[0][1].splitlines()[0] if self.failures else self.status
         lines = [
@@ -67,8 +88,12 @@ class Verdict:
             f"  op: {self.op}   check: {self.check}",
         ]
         for signature, message in self.failures:
-            lines += [f"  call: {signature.describe()}", *(f"    {line}" for line in message.splitlines())]
-        lines.append(f"  failures-file entry: {self.entry()}")
+            if signature in self.described_in:
+                lines.append(f"  call: {signature.describe()}: the same failure as in {self.described_in[signature]}")
+            else:
+                lines += [f"  call: {signature.describe()}", *(f"    {line}" for line in message.splitlines())]
+        if self.status == "fail":
+            lines.append(f"  failures-file entry: {self.entry()}")
         return "\n".join(lines)
 
     def entry(self) -> str:
@@ -90,7 +115,58 @@ class SignatureRecord:
 
     call: RecordedCall
     results: dict[str, CheckResult] = dataclasses.field(default_factory=dict)
-    shown: dict[str, str] = dataclasses.field(default_factory=dict)  # check -> pass/fail/xfail/xpass/skip/n/a
+    shown: dict[str, str] = dataclasses.field(default_factory=dict)  # check -> worst status any item gave it
+
+
+@dataclasses.dataclass
+class ItemRun:
+    """One item's checks so far: the signatures it called per op, and what it asked for."""
+
+    test: TestId
+    selector: OpSelector | None = None  # what it recorded; None for the fixture alone
+    checks: tuple[str, ...] = ()  # the checks run on its recorded calls
+    signatures: dict[str, dict[Signature, None]] = dataclasses.field(default_factory=dict)  # op -> its signatures
+    recorded_ops: set[str] = dataclasses.field(default_factory=set)  # ops it called while recorded
+    fixture_checks: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # op -> checks the fixture ran
+    raised: set[tuple[Signature, str]] = dataclasses.field(default_factory=set)  # failures the fixture raised
+
+    def checks_of(self, op: str) -> tuple[str, ...]:
+        """The checks the item ran on ``op``: the recorded ones if it called it, plus the fixture's."""
+        recorded = self.checks if op in self.recorded_ops else ()
+        return tuple(dict.fromkeys((*recorded, *sorted(self.fixture_checks.get(op, ())))))
+
+    def covered(self, op: str) -> set[str]:
+        """The checks that would have found ``op`` failing here: what its entries for other checks cannot lose.
+
+        An op the recording selects counts even if not called: the item ran without calling it.
+        """
+        covered = set(self.fixture_checks.get(op, ()))
+        selected = self.selector is not None and self.selector.selects_name(op)
+        if op in self.recorded_ops or (selected and op not in self.fixture_checks):
+            covered.update(self.checks)
+        return covered
+
+
+@dataclasses.dataclass(frozen=True)
+class Completed:
+    """A parametrization that ran to completion under accept: which (op, check) pairs its run covered."""
+
+    selector: OpSelector | None  # the ops it recorded
+    checks: frozenset[str]  # the checks run on them
+    fixture: dict[str, frozenset[str]]  # op -> checks the fixture ran on it
+
+    def covers(self, op: str, check: str) -> bool:
+        recorded = self.selector is not None and self.selector.selects_name(op) and check in self.checks
+        return recorded or check in self.fixture.get(op, ())
+
+
+@dataclasses.dataclass
+class AcceptSummary:
+    """What ``--opcheck-accept`` changed, for the closing lines."""
+
+    added: int = 0
+    removed: int = 0
+    kept_per_function: list[str] = dataclasses.field(default_factory=list)  # per-function keys left as they were
 
 
 class OpcheckRunner:
@@ -110,11 +186,19 @@ class OpcheckRunner:
         if accept and failures_path is None:
             raise ValueError("accepting results needs a failures file to write")
         self.sweep, self.checks, self.accept, self.list_only = sweep, tuple(checks), accept, list_only
-        self.failures = FailuresFile.load(failures_path) if failures_path is not None else None
+        # ``expected`` is the file as the session found it; ``accepted`` is what accept will write.
+        self.expected = FailuresFile.load(failures_path) if failures_path is not None else None
+        self.accepted = self.expected.copy() if (accept and self.expected is not None) else None
         self.recorder = CallRecorder()
         self.records: dict[Signature, SignatureRecord] = {}
-        self.folded: list[Verdict] = []
-        self._reported: dict[tuple[str, str, str], str] = {}  # (op, key, status) -> node id that reported it
+        self.per_function_used: dict[tuple[str, str], None] = {}  # (op, per-function key) an item fell back on
+        self.accept_summary = AcceptSummary()
+        self.unexpected_passes: list[Verdict] = []  # xfail entries that passed (none under accept)
+        self._wanted: set[str] = set(self.checks)  # every check some item may ask of a signature
+        self._items: dict[str, ItemRun] = {}  # node id -> the item being run
+        self._described: dict[tuple[Signature, str], str] = {}  # (signature, check) -> node id that described it
+        self._families: dict[tuple[str, str], set[str]] = {}  # (suite, function) -> its parametrizations' names
+        self._completed: dict[tuple[str, str], dict[str, Completed]] = {}
         self._sweep_selector = OpSelector(all_custom=not namespaces, namespaces=namespaces)
         self._marker_selectors: dict[frozenset[str], OpSelector] = {}
 
@@ -141,22 +225,65 @@ class OpcheckRunner:
             )
         return self._marker_selectors[names]
 
+    def want_checks(self, checks: Iterable[str]) -> None:
+        """Some item asks for ``checks``: keep each signature's argument copy until they have run on it."""
+        self._wanted.update(checks)
+
+    def add_family(self, test: TestId, names: Iterable[str]) -> None:
+        """All the parametrizations pytest generated for ``test``'s function, before any selection."""
+        parametrized = {name for name in names if name != test.function}
+        if parametrized:
+            self._families.setdefault((test.suite, test.function), set()).update(parametrized)
+
     @contextmanager
     def recording(self, test: TestId, selector: OpSelector) -> Iterator[None]:
-        with self.recorder.recording(test.nodeid, selector):
-            yield
+        """Record the item's calls until :meth:`judge_item` (or the block's end: then nothing is judged)."""
+        self._items[test.nodeid] = ItemRun(test, selector)
+        try:
+            with self.recorder.recording(test.nodeid, selector):
+                yield
+        finally:
+            self.end_item(test)
+
+    def judging(self, nodeid: str) -> bool:
+        """Is an item with this node id being recorded, or did it check calls through the fixture?"""
+        return nodeid in self._items
+
+    def end_item(self, test: TestId) -> None:
+        """Forget an item that was not judged (its setup failed or skipped); its new signatures stay unchecked."""
+        self._items.pop(test.nodeid, None)
+        for call in self.recorder.take_fresh():
+            self._record_of(call)
+        self.recorder.take_touched()
 
     # -- checking ---------------------------------------------------------------------------
-    def check_recorded(self, test: TestId, checks: Sequence[str] | None = None) -> list[Verdict]:
-        """Check the signatures ``test`` recorded first; one verdict per (op, check)."""
+    def judge_item(self, test: TestId, checks: Sequence[str] | None = None, *, completed: bool) -> list[Verdict]:
+        """End the item's recording and judge it: one verdict per (op, check) it touched.
+
+        ``completed``: the test itself passed, so its calls are all the calls it makes;
+        under accept, only such an item's stale entries are removed.
+        """
+        run = self._items.pop(test.nodeid, None) or ItemRun(test)
+        self.recorder.stop_recording()
         fresh = self.recorder.take_fresh()
         for call in fresh:
             self._record_of(call)
+        touched = self.recorder.take_touched() if run.selector is not None else []
         if self.list_only:
             for call in fresh:
                 call.release_tensors()
             return []
-        return self._judge(test, fresh, checks or self.checks)
+        run.checks = validate_checks(checks or self.checks)
+        for signature in touched:
+            run.signatures.setdefault(signature.op_name, {})[signature] = None
+            run.recorded_ops.add(signature.op_name)
+        self._check(run, touched)
+        verdicts = [self._verdict(run, op, check) for op, check in self._judged_pairs(run)]
+        if self.accepted is not None:
+            self._accept(run, verdicts, completed)
+        self.unexpected_passes += [v for v in verdicts if v.status == "xpass"]
+        self._show(run, verdicts)
+        return verdicts
 
     def check_call(
         self,
@@ -165,105 +292,181 @@ class OpcheckRunner:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         checks: Sequence[str] | None = None,
-    ) -> list[Verdict]:
-        """The fixture's path: check one explicit call. A signature seen before reuses its results."""
+    ) -> tuple[dict[str, VerdictStatus], list[Verdict]]:
+        """The fixture's path: check one explicit call now.
+
+        Returns each check's status on this call and the verdicts of its unexpected
+        failures (for the fixture to raise). Whether an ``xfail`` entry is an
+        unexpected pass is decided for the whole item, in :meth:`judge_item`.
+        """
+        checks = validate_checks(checks or self.checks)
         overload = resolve_op(op)
         call = self.recorder.record(overload, tuple(args), dict(kwargs), test.nodeid)
         if call is None:
             known = self.recorder.seen[signature_of(overload, tuple(args), dict(kwargs))]
             # Not stored: these arguments only serve checks not yet run on this signature.
-            call = dataclasses.replace(known, args=tuple(args), kwargs=dict(kwargs))
-        return self._judge(test, [call], checks or self.checks)
+            call = dataclasses.replace(known, args=tuple(args), kwargs=dict(kwargs), released=False)
+        run = self._items.setdefault(test.nodeid, ItemRun(test))
+        name = call.signature.op_name
+        run.signatures.setdefault(name, {})[call.signature] = None
+        run.fixture_checks.setdefault(name, set()).update(checks)
+        expected = {check: self._expected(name, test, check) for check in checks}
+        record = self._record_of(call)
+        self._run_missing(call, record, [check for check in checks if expected[check].status != "skip"])
+        statuses: dict[str, VerdictStatus] = {}
+        failed = []
+        for check in checks:
+            result = record.results.get(check)
+            if expected[check].status == "skip" or result is None:
+                statuses[check] = "skip"
+            elif result.status != "fail":
+                statuses[check] = result.status
+            elif expected[check].status == "xfail" or self.accepted is not None:
+                statuses[check] = "xfail"
+            else:
+                statuses[check] = "fail"
+                run.raised.add((call.signature, check))
+                failed.append(
+                    self._described_verdict(Verdict(test, name, check, "fail", [(call.signature, result.message)], 1))
+                )
+        return statuses, failed
 
-    def _judge(self, test: TestId, calls: list[RecordedCall], checks: Sequence[str]) -> list[Verdict]:
-        checks = validate_checks(checks)
-        verdicts = []
-        for op, op_calls in _group_by_op(calls).items():
-            expected = {check: self._expected(op, test, check) for check in checks}
-            records = [self._record_of(call) for call in op_calls]
-            self._run_missing(op_calls, records, [check for check in checks if expected[check] != "skip"])
-            signatures = [call.signature for call in op_calls]
-            for check in checks:
-                results = [] if expected[check] == "skip" else [record.results[check] for record in records]
-                verdict = self._verdict(test, op, check, expected[check], signatures, results)
-                verdicts.append(verdict)
-                for index, record in enumerate(records):
-                    record.shown[check] = _shown_status(verdict.status, results[index] if results else None)
-        return verdicts
+    def _check(self, run: ItemRun, signatures: list[Signature]) -> None:
+        """Run the checks the item's recorded signatures lack (one copy each), skipping its ``skip`` entries."""
+        for signature in signatures:
+            call = self.recorder.seen[signature]
+            record = self._record_of(call)
+            wanted = [c for c in run.checks if self._expected(signature.op_name, run.test, c).status != "skip"]
+            self._run_missing(call, record, wanted)
 
-    def _run_missing(self, calls: list[RecordedCall], records: list[SignatureRecord], checks: list[str]) -> None:
-        """Run the checks each signature has no result for yet, then drop its argument copies."""
-        with self.recorder.paused():
-            for call, record in zip(calls, records, strict=True):
-                missing = [check for check in checks if check not in record.results]
-                if missing:
-                    record.results.update((r.check, r) for r in run_checks(call.op, call.args, call.kwargs, missing))
-                call.release_tensors()
+    def _run_missing(self, call: RecordedCall, record: SignatureRecord, checks: list[str]) -> None:
+        """Run the checks ``record`` has no result for, then drop the argument copy once nothing else may need it."""
+        missing = [check for check in checks if check not in record.results]
+        if missing and call.released:
+            # Only a check no item asked for when the copy went; cannot happen through the plugin.
+            record.results.update(
+                (c, CheckResult(c, "n/a", "not checked: the call's copy was released")) for c in missing
+            )
+            missing = []
+        if missing:
+            with self.recorder.paused():
+                record.results.update((r.check, r) for r in run_checks(call.op, call.args, call.kwargs, missing))
+        if self._wanted.issubset(record.results):
+            call.release_tensors()
+
+    def _judged_pairs(self, run: ItemRun) -> list[tuple[str, str]]:
+        return [(op, check) for op in run.signatures for check in run.checks_of(op)]
+
+    def _verdict(self, run: ItemRun, op: str, check: str) -> Verdict:
+        test = run.test
+        expectation = self._expected(op, test, check)
+        if expectation.per_function:
+            self.per_function_used[(op, expectation.key or "")] = None
+        note = ""
+        if self.expected is not None and expectation.status != "xsuccess":
+            note = f"{expectation.status} in {self.expected.path}" + (
+                f": {expectation.comment}" if expectation.comment else ""
+            )
+            if expectation.per_function:
+                note += f" (per-function entry {expectation.key})"
+        signatures = list(run.signatures.get(op, ()))
+        if expectation.status == "skip":
+            return Verdict(test, op, check, "skip", [], len(signatures), expectation, note)
+        results = [(s, self.records[s].results[check]) for s in signatures if check in self.records[s].results]
+        failures = [(s, r.message) for s, r in results if r.status == "fail"]
+        if all(r.status == "n/a" for _, r in results):
+            status: VerdictStatus = "n/a"
+        elif failures:
+            status = "xfail" if expectation.status == "xfail" else "fail"
+        else:
+            status = "xpass" if expectation.strict else "pass"
+        verdict = Verdict(test, op, check, status, failures, len(signatures), expectation, note)
+        verdict.raised = bool(failures) and all((s, check) in run.raised for s, _ in failures)
+        return self._described_verdict(verdict)
+
+    def _described_verdict(self, verdict: Verdict) -> Verdict:
+        """Note which failures another item described already; claim the rest for this one."""
+        for signature, _ in verdict.failures:
+            first = self._described.setdefault((signature, verdict.check), verdict.test.nodeid)
+            if first != verdict.test.nodeid:
+                verdict.described_in[signature] = first
+        return verdict
+
+    def _show(self, run: ItemRun, verdicts: list[Verdict]) -> None:
+        """Each signature's summary cell: the worst status any item gave it."""
+        for verdict in verdicts:
+            for signature in run.signatures.get(verdict.op, ()):
+                record = self.records[signature]
+                status = _shown_status(verdict.status, record.results.get(verdict.check))
+                current = record.shown.get(verdict.check)
+                if current is None or SEVERITY.index(status) < SEVERITY.index(current):  # type: ignore[arg-type]
+                    record.shown[verdict.check] = status
 
     def _record_of(self, call: RecordedCall) -> SignatureRecord:
         first_call = self.recorder.seen.get(call.signature, call)
         return self.records.setdefault(call.signature, SignatureRecord(first_call))
 
-    def _expected(self, op: str, test: TestId, check: str) -> str:
-        return self.failures.status(op, test.key(check)) if self.failures else "xsuccess"
+    def _expected(self, op: str, test: TestId, check: str) -> Expectation:
+        return self.expected.expectation(op, test, check) if self.expected is not None else NO_ENTRY
 
-    def _verdict(
-        self,
-        test: TestId,
-        op: str,
-        check: str,
-        expected: str,
-        signatures: list[Signature],
-        results: list[CheckResult],
-    ) -> Verdict:
-        note = ""
-        if self.failures is not None and expected != "xsuccess":
-            comment = self.failures.comment(op, test.key(check))
-            note = f"{expected} in {self.failures.path}" + (f": {comment}" if comment else "")
-        if expected == "skip":
-            return self._folded(Verdict(test, op, check, "skip", [], len(signatures), note))
-        failures = [(sig, r.message) for sig, r in zip(signatures, results, strict=True) if r.status == "fail"]
-        if all(r.status == "n/a" for r in results):
-            status: VerdictStatus = "n/a"
-        elif failures:
-            status = "xfail" if expected == "xfail" else "fail"
-        else:
-            status = "xpass" if expected == "xfail" else "pass"
-        verdict = Verdict(test, op, check, status, failures, len(signatures), note)
-        if self.accept:
-            self._accept(verdict)
-        return self._folded(verdict)
+    # -- accept -----------------------------------------------------------------------------
+    def _accept(self, run: ItemRun, verdicts: list[Verdict], completed: bool) -> None:
+        """Update the file to be written from the item's verdicts; report them as it now says."""
+        accepted = self.accepted
+        assert accepted is not None
+        test, failing = run.test, set()
+        for verdict in verdicts:
+            if verdict.status in ("fail", "xfail"):
+                failing.add((verdict.op, verdict.check))
+                if accepted.status(verdict.op, verdict.key) != "xfail":
+                    comment = verdict.expectation.comment or _gist(verdict.failures[0][1])
+                    accepted.set_status(verdict.op, verdict.key, "xfail", comment=comment)
+                    self.accept_summary.added += 1
+                if verdict.status == "fail":
+                    verdict.status, verdict.note = "xfail", f"recorded as xfail in {accepted.path}"
+            elif verdict.status == "xpass":
+                verdict.status = "pass"
+        if not completed:
+            return
+        # The item ran to the end: its entries for what it was checked for and did not fail go.
+        for op in list(accepted.data):
+            for check in run.covered(op):
+                if (op, check) not in failing and accepted.status(op, test.key(check)) == "xfail":
+                    accepted.set_status(op, test.key(check), "xsuccess")
+                    self.accept_summary.removed += 1
+        if test.function_key("") is not None:
+            fixture = {op: frozenset(checks) for op, checks in run.fixture_checks.items()}
+            done = Completed(run.selector, frozenset(run.checks), fixture)
+            self._completed.setdefault((test.suite, test.function), {})[test.name] = done
 
-    def _folded(self, verdict: Verdict) -> Verdict:
-        """One report per failures-file key and outcome.
+    def _retire_per_function_entries(self) -> None:
+        """Remove each per-function ``xfail`` entry whose parametrizations all ran to completion.
 
-        The parametrizations of a test share its key, so when several of them
-        fail a check the same way only the first reports it; the rest are folded
-        (listed at the end, counted in the table).
+        Each of them has its own entry now where it fails. Where one did not run (``-k``,
+        a node id, ``-x``, a failed test), the entry stays: it still speaks for that one.
         """
-        if verdict.status not in ("pass", "n/a"):
-            first = self._reported.setdefault((verdict.op, verdict.key, verdict.status), verdict.test.nodeid)
-            if first != verdict.test.nodeid:
-                verdict.folded_into = first
-                self.folded.append(verdict)
-        return verdict
-
-    def _accept(self, verdict: Verdict) -> None:
-        """Update the failures file from this verdict, and report it as the file now says."""
-        assert self.failures is not None  # checked in __init__
-        if verdict.status == "fail":
-            self.failures.set_status(verdict.op, verdict.key, "xfail", comment=_gist(verdict.failures[0][1]))
-            verdict.status, verdict.note = "xfail", f"recorded as xfail in {self.failures.path}"
-        elif verdict.status == "xpass":
-            self.failures.set_status(verdict.op, verdict.key, "xsuccess")
-            verdict.status = "pass"
+        accepted = self.accepted
+        assert accepted is not None
+        for (suite, function), names in sorted(self._families.items()):
+            completed = self._completed.get((suite, function), {})
+            for op in list(accepted.data):
+                for check in CHECKS:
+                    key = f"{suite}.{check}__{function}"
+                    if accepted.status(op, key) != "xfail":
+                        continue
+                    if all(n in completed and completed[n].covers(op, check) for n in names):
+                        accepted.set_status(op, key, "xsuccess")
+                        self.accept_summary.removed += 1
+                    else:
+                        self.accept_summary.kept_per_function.append(key)
 
     def save_failures(self) -> Path | None:
         """Write the failures file under ``accept``; returns its path if written."""
-        if not self.accept or self.list_only or self.failures is None:
+        if self.accepted is None or self.list_only:
             return None
-        self.failures.save()
-        return self.failures.path
+        self._retire_per_function_entries()
+        self.accepted.save()
+        return self.accepted.path
 
 
 def op_name(op: OpLike) -> str:
@@ -290,13 +493,6 @@ def resolve_op(op: OpLike) -> Op:
     if ops.is_packet(op):
         return optests.unique_overload(op)
     return op
-
-
-def _group_by_op(calls: list[RecordedCall]) -> dict[str, list[RecordedCall]]:
-    grouped: dict[str, list[RecordedCall]] = {}
-    for call in calls:
-        grouped.setdefault(call.signature.op_name, []).append(call)
-    return grouped
 
 
 def _gist(message: str, limit: int = 160) -> str:

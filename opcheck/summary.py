@@ -16,6 +16,7 @@ import io
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from rich import box
 from rich.console import Console
@@ -23,7 +24,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from opcheck.runner import SignatureRecord, Verdict
+from opcheck.runner import OpcheckRunner, SignatureRecord
 
 CHECK_TITLES = {
     "test_schema": "schema",
@@ -77,13 +78,35 @@ def render_table(records: Sequence[SignatureRecord], checks: Sequence[str], widt
     return _render(table, width, color) + legend
 
 
-def render_folded(folded: Sequence[Verdict]) -> str:
-    """Failures not reported again because another parametrization already reported them."""
-    return "\n".join(
-        f"{v.test.nodeid}: {v.op} {v.check} {v.status} as well (reported under {v.folded_into})"
-        for v in folded
-        if v.status in ("fail", "xpass")
-    )
+def failures_file_notes(runner: OpcheckRunner, saved: Path | None) -> list[str]:
+    """What the run read from, and wrote to, the failures file that the user should know."""
+    notes = []
+    if runner.unexpected_passes and runner.expected is not None:
+        keys = [v.key for v in runner.unexpected_passes]
+        notes.append(
+            f"opcheck: {_count(len(keys), 'xfail entry', 'xfail entries')} of {runner.expected.path} passed "
+            f"({_some(keys)}): rerun with --opcheck-accept to remove "
+            f"{'it' if len(keys) == 1 else 'them'}, or delete {'it' if len(keys) == 1 else 'them'} by hand."
+        )
+    used = list(dict.fromkeys(key for _, key in runner.per_function_used))
+    if used and runner.expected is not None and saved is None:
+        notes.append(
+            f"opcheck: {_count(len(used), 'entry', 'entries')} of {runner.expected.path} "
+            f"name{'s' if len(used) == 1 else ''} a whole parametrized test function ({_some(used)}): a failing "
+            "parametrization counts as expected, a passing one is not held to fail. "
+            "Run once with --opcheck-accept to give each parametrization its own entry."
+        )
+    if saved is not None:
+        done = runner.accept_summary
+        notes.append(f"opcheck: wrote known failures to {saved} ({done.added} added, {done.removed} removed)")
+        kept = list(dict.fromkeys(done.kept_per_function))
+        if kept:
+            notes.append(
+                f"opcheck: kept {_count(len(kept), 'per-function entry', 'per-function entries')} ({_some(kept)}): "
+                "not every parametrization of the test ran to completion with that op and check in this run; "
+                "accept on a run of all of them to replace it by one entry per failing parametrization."
+            )
+    return notes
 
 
 def render_listing(records: Sequence[SignatureRecord]) -> str:
@@ -97,8 +120,13 @@ def render_listing(records: Sequence[SignatureRecord]) -> str:
     return "\n".join(lines)
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def _count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def _some(names: Sequence[str], shown: int = 3) -> str:
+    more = f", and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _by_op(records: Iterable[SignatureRecord]) -> dict[str, list[SignatureRecord]]:

@@ -3,9 +3,9 @@
 import json
 
 import pytest
-from torch.testing._internal.optests.generate_tests import FailuresDict
+from torch.testing._internal.optests.generate_tests import FailuresDict, validate_failures_dict_structure
 
-from opcheck.failures import FailuresFile, FailuresFileError, TestId
+from opcheck.failures import NO_ENTRY, Expectation, FailuresFile, FailuresFileError, TestId
 
 TORCH_STYLE = {
     "_description": "kept from an existing project",
@@ -24,6 +24,40 @@ def test_test_ids_map_onto_torch_keys():
     assert TestId("t.py::TestNMS::test_nms", "TestNMS", "test_nms").key("test_faketensor") == (
         "TestNMS.test_faketensor__test_nms"
     )
+
+
+def test_a_parametrized_items_key_carries_its_id_and_torch_reads_it():
+    item = TestId("t.py::TestNMS::test_nms[cpu-2]", "TestNMS", "test_nms[cpu-2]", "test_nms")
+    assert item.key("test_faketensor") == "TestNMS.test_faketensor__test_nms[cpu-2]"
+    assert item.function_key("test_faketensor") == "TestNMS.test_faketensor__test_nms"
+    assert TestId("t.py::test_x", "t", "test_x", "test_x").function_key("test_schema") is None
+
+    class TestNMS:
+        def test_nms(self):
+            pass
+
+    entry = {item.key("test_faketensor"): {"comment": "", "status": "xfail"}}
+    validate_failures_dict_structure(FailuresDict("", {"mylib::nms": entry}), ["test_faketensor"], TestNMS)
+
+
+def test_an_items_own_entry_wins_over_its_functions(tmp_path):
+    path = tmp_path / "failures.json"
+    entries = {
+        "t.test_faketensor__test_nms": {"comment": "odd sizes", "status": "xfail"},
+        "t.test_faketensor__test_nms[2]": {"comment": "", "status": "skip"},
+    }
+    path.write_text(json.dumps({"_version": 1, "data": {"mylib::nms": entries}}))
+    failures = FailuresFile.load(path)
+
+    def expectation(name):
+        return failures.expectation("mylib::nms", TestId(f"t.py::{name}", "t", name, "test_nms"), "test_faketensor")
+
+    assert expectation("test_nms[2]") == Expectation("skip", "t.test_faketensor__test_nms[2]")
+    shared = expectation("test_nms[3]")
+    assert shared == Expectation("xfail", "t.test_faketensor__test_nms", "odd sizes", per_function=True)
+    assert not shared.strict  # it does not say this parametrization fails
+    assert expectation("test_nms").strict  # for the unparametrized function it is its own entry
+    assert failures.expectation("mylib::other", TestId("t.py::x", "t", "x"), "test_faketensor") == NO_ENTRY
 
 
 def test_reads_an_existing_torch_file(tmp_path):

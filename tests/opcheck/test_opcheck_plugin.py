@@ -1,64 +1,18 @@
 """The pytest plugin, run on small generated suites through ``pytester`` (in-process).
 
-Each test writes an ops module under a namespace of its own and imports it here
-first: torch keeps op registrations for the life of the process, and pytester
-re-imports a suite's own modules on every run, so the ops must live in a module
-that the runs share. That module also counts calls of its fake kernels, which
-run only inside the checks: that is how a test sees how often checks ran.
+The suites and their ops module are built by ``pytester_suites.py``; the failures
+file per parametrized item, and accept, are tested in ``test_opcheck_accept.py``.
 """
 
-import importlib
 import json
 import subprocess
 import sys
-import textwrap
-import uuid
 
 import pytest
 import torch
+from pytester_suites import new_ops_module, opcheck_reports, run, suite, table_row
 
 from opcheck.checks import warm_up
-from opcheck.plugin import RUNNER
-
-OPS = """
-import torch
-from torch import Tensor
-
-NS = "{ns}"
-FAKE_CALLS = []  # one entry per call of bad_shape's fake kernel: the checks are its only callers
-lib = torch.library.Library(NS, "DEF")
-
-
-@torch.library.custom_op(f"{{NS}}::good", mutates_args=())
-def good(x: Tensor) -> Tensor:
-    return x * 2
-
-
-good.register_fake(lambda x: torch.empty_like(x))
-good.register_autograd(lambda ctx, grad: grad * 2)
-
-lib.define("bad_shape(Tensor x) -> Tensor")
-lib.impl("bad_shape", lambda x: x.sum(dim=1), "CPU")
-
-
-@torch.library.register_fake(f"{{NS}}::bad_shape", lib=lib)
-def _(x):
-    FAKE_CALLS.append(tuple(x.shape))
-    return x.new_empty(x.shape[0] + 1)
-
-
-def bad_shape(x):
-    return getattr(torch.ops, NS).bad_shape(x)  # an OpOverloadPacket call
-
-
-@torch.library.custom_op(f"{{NS}}::mutates", mutates_args=())
-def mutates(x: Tensor) -> Tensor:
-    x.mul_(2)
-    return x.clone()
-
-
-mutates.register_fake(lambda x: torch.empty_like(x))
-"""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -69,42 +23,7 @@ def torch_modules_loaded_before_pytester():
 
 @pytest.fixture
 def ops(pytester):
-    """A fresh ops module (good, bad_shape, mutates) under a unique namespace, importable by the suite."""
-    ns = f"oc_{uuid.uuid4().hex[:10]}"
-    pytester.makepyfile(**{f"ops_{ns}": OPS.format(ns=ns)})
-    pytester.syspathinsert()
-    return importlib.import_module(f"ops_{ns}")
-
-
-def suite(pytester, ops, body, name="test_suite"):
-    """Write a test module that imports the ops module as ``ops``."""
-    header = f"import pytest\nimport torch\nimport {ops.__name__} as ops\nNS = ops.NS\n\n"
-    return pytester.makepyfile(**{name: header + textwrap.dedent(body)})
-
-
-def run(pytester, *args):
-    """An in-process pytest run. Hypothesis's plugin is left out: pytester would re-import it each run (~2 s)."""
-    return pytester.runpytest("-p", "no:hypothesispytest", *args)
-
-
-def opcheck_reports(reprec):
-    """(node id, op, check, status) of every report opcheck logged, in order."""
-    return [
-        (r.nodeid.split("::", 1)[1], r.opcheck_op.split("::")[1], r.opcheck_check, r.opcheck_status)
-        for r in reprec.getreports("pytest_runtest_logreport")
-        if hasattr(r, "opcheck_status")
-    ]
-
-
-def runner_of(reprec):
-    return reprec.getcall("pytest_sessionfinish").session.config.stash[RUNNER]
-
-
-def table_row(result, op):
-    """The cells of ``op``'s row in the summary table."""
-    section = result.outlines[result.outlines.index(next(line for line in result.outlines if " opcheck " in line)) :]
-    (line,) = [line for line in section if line.startswith(op + " ")]
-    return line.split()
+    return new_ops_module(pytester)
 
 
 TWO_TESTS = """
@@ -141,11 +60,11 @@ def test_without_options_the_plugin_stays_out_of_the_way(pytester, ops):
 def test_opcheck_reports_the_failing_op_and_check_with_what_was_wrong(pytester, ops):
     suite(pytester, ops, TWO_TESTS)
     result = run(pytester, "--opcheck")
-    result.assert_outcomes(passed=2, failed=1)  # the tests' own outcomes stand; one extra failure
+    result.assert_outcomes(passed=1, failed=1)  # one outcome per test: the op's failure is its test's
     assert opcheck_reports(result.reprec) == [("test_bad_shape", "bad_shape", "test_faketensor", "fail")]
     result.stdout.fnmatch_lines(
         [
-            f"*_ test_bad_shape [[]opcheck {ops.NS}::bad_shape test_faketensor[]] _*",
+            "*_ test_bad_shape _*",
             f"{ops.NS}::bad_shape test_faketensor: fake kernel says shape (5,), real kernel gives (4,)",
             "  test: test_suite.py::test_bad_shape",
             f"  call: {ops.NS}::bad_shape(Tensor[4, 3] float32)",
@@ -164,7 +83,7 @@ def test_opcheck_reports_the_failing_op_and_check_with_what_was_wrong(pytester, 
     ]
 
 
-def test_identical_calls_and_parametrizations_are_checked_once(pytester, ops):
+def test_identical_calls_and_parametrizations_are_checked_once_and_judged_in_each_test(pytester, ops):
     suite(
         pytester,
         ops,
@@ -193,11 +112,19 @@ def test_identical_calls_and_parametrizations_are_checked_once(pytester, ops):
     )
     result = run(pytester, "--opcheck", "-p", "no:cacheprovider")
     assert len(ops.FAKE_CALLS) == checks_for_one_call  # 503 calls, one signature, one round of checks
-    assert opcheck_reports(result.reprec) == [("test_many", "bad_shape", "test_faketensor", "fail")]
+    # Each test that calls the broken signature fails, whichever called it first...
+    assert opcheck_reports(result.reprec) == [
+        (name, "bad_shape", "test_faketensor", "fail")
+        for name in ("test_many", "test_params[1]", "test_params[2]", "test_params[3]")
+    ]
+    # ...and the failure is described once, then named.
+    result.stdout.fnmatch_lines(
+        [f"  call: {ops.NS}::bad_shape(Tensor[4, 3] float32): the same failure as in test_suite.py::test_many"]
+    )
     assert table_row(result, f"{ops.NS}::bad_shape")[-2:] == ["1", "503"]
 
 
-def test_parametrizations_failing_the_same_way_are_reported_once(pytester, ops):
+def test_each_parametrization_is_judged_on_its_own_calls(pytester, ops):
     suite(
         pytester,
         ops,
@@ -208,9 +135,12 @@ def test_parametrizations_failing_the_same_way_are_reported_once(pytester, ops):
     """,
     )
     result = run(pytester, "--opcheck", "--opcheck-checks=test_faketensor")
-    assert opcheck_reports(result.reprec) == [("test_rows[2]", "bad_shape", "test_faketensor", "fail")]
-    assert ops.FAKE_CALLS == [(2, 3), (3, 3), (4, 3)]  # yet every distinct signature was checked
-    result.stdout.fnmatch_lines([f"test_suite.py::test_rows[[]3[]]: {ops.NS}::bad_shape test_faketensor fail as well*"])
+    result.assert_outcomes(failed=3)
+    assert opcheck_reports(result.reprec) == [
+        (f"test_rows[{rows}]", "bad_shape", "test_faketensor", "fail") for rows in (2, 3, 4)
+    ]
+    assert ops.FAKE_CALLS == [(2, 3), (3, 3), (4, 3)]
+    result.stdout.fnmatch_lines(["*_ test_rows[[]3[]] _*", f"  call: {ops.NS}::bad_shape(Tensor[3, 3] float32)"])
     assert table_row(result, f"{ops.NS}::bad_shape") == [f"{ops.NS}::bad_shape", "FAIL", "3", "3"]
 
 
@@ -327,8 +257,8 @@ def test_accept_creates_the_failures_file_then_the_run_is_green(pytester, ops):
     path = pytester.path / "failures" / "opcheck.json"
     checks = "--opcheck-checks=test_schema,test_faketensor"
     result = run(pytester, "--opcheck", checks, "--opcheck-accept", f"--opcheck-failures={path}")
-    result.assert_outcomes(passed=3, xfailed=2)
-    result.stdout.fnmatch_lines([f"opcheck: wrote known failures to {path}"])
+    result.assert_outcomes(passed=1, xfailed=2)
+    result.stdout.fnmatch_lines([f"opcheck: wrote known failures to {path} (2 added, 0 removed)"])
     data = json.loads(path.read_text())["data"]
     assert data == {
         f"{ops.NS}::bad_shape": {
@@ -347,7 +277,7 @@ def test_accept_creates_the_failures_file_then_the_run_is_green(pytester, ops):
     }
 
     result = run(pytester, "--opcheck", checks, f"--opcheck-failures={path}")
-    result.assert_outcomes(passed=3, xfailed=2)
+    result.assert_outcomes(passed=1, xfailed=2)
     assert result.ret == 0
 
 
@@ -374,17 +304,20 @@ def test_an_xfail_that_now_passes_is_reported_and_accept_removes_it(pytester, op
     )
     checks = "--opcheck-checks=test_faketensor"
     result = run(pytester, "--opcheck", checks, f"--opcheck-failures={path}")
-    result.assert_outcomes(passed=2, failed=1, xfailed=1)
+    result.assert_outcomes(failed=1, xfailed=1)
     assert opcheck_reports(result.reprec) == [
         ("test_good", "good", "test_faketensor", "xpass"),
         ("test_bad_shape", "bad_shape", "test_faketensor", "xfail"),
     ]
     result.stdout.fnmatch_lines(
-        [f"{ops.NS}::good test_faketensor: expected to fail (xfail in *failures.json: was broken) but passed.*"]
+        [
+            f"{ops.NS}::good test_faketensor passes now: rerun with --opcheck-accept to remove its xfail entry",
+            "  expected to fail: xfail in *failures.json: was broken",
+        ]
     )
 
     result = run(pytester, "--opcheck", checks, "--opcheck-accept", f"--opcheck-failures={path}")
-    result.assert_outcomes(passed=2, xfailed=1)
+    result.assert_outcomes(passed=1, xfailed=1)
     data = json.loads(path.read_text())["data"]
     assert sorted(data) == [f"{ops.NS}::bad_shape", "otherlib::op"]  # the fixed entry went, another suite's stayed
 
@@ -404,12 +337,11 @@ def test_skip_entries_do_not_run_the_check(pytester, ops):
             }
         )
     )
-    result = run(pytester, "--opcheck", "--opcheck-checks=test_faketensor", f"--opcheck-failures={path}", "-rs")
-    result.assert_outcomes(passed=2, skipped=1)
+    result = run(pytester, "--opcheck", "--opcheck-checks=test_faketensor", f"--opcheck-failures={path}")
+    result.assert_outcomes(passed=2)  # the tests ran and passed; only the check was skipped
     assert ops.FAKE_CALLS == []
-    result.stdout.fnmatch_lines(
-        [f"OPCHECK SKIPPED [[]1[]] test_suite.py:*: {ops.NS}::bad_shape test_faketensor: skip in *failures.json: hangs"]
-    )
+    assert opcheck_reports(result.reprec) == [("test_bad_shape", "bad_shape", "test_faketensor", "skip")]
+    assert table_row(result, f"{ops.NS}::bad_shape") == [f"{ops.NS}::bad_shape", "skip", "1", "1"]
 
 
 def test_unittest_suites_keep_torchs_failures_keys(pytester, ops):
@@ -439,7 +371,7 @@ def test_unittest_suites_keep_torchs_failures_keys(pytester, ops):
         )
     )
     result = run(pytester, "--opcheck", "--opcheck-checks=test_faketensor")
-    result.assert_outcomes(passed=1, xfailed=1)
+    result.assert_outcomes(xfailed=1)
 
 
 @pytest.mark.parametrize(
@@ -449,8 +381,15 @@ def test_unittest_suites_keep_torchs_failures_keys(pytester, ops):
         (["--opcheck", "--opcheck-checks=test_speed"], "opcheck: unknown checks *test_speed*; choose from *"),
         (["--opcheck", "--opcheck-failures=broken.json"], "opcheck: *broken.json: not JSON*"),
         (["-k", "marked"], "opcheck marker on test_nothing.py::test_marked: unknown checks *test_speed*"),
+        (["--opcheck-accept", "--opcheck-failures=f.json", "-n", "2"], "opcheck: --opcheck-accept needs * without -n"),
     ],
-    ids=["accept-without-a-file", "unknown-check", "unreadable-failures-file", "marker-with-unknown-check"],
+    ids=[
+        "accept-without-a-file",
+        "unknown-check",
+        "unreadable-failures-file",
+        "marker-with-unknown-check",
+        "accept-under-xdist",
+    ],
 )
 def test_usage_errors(pytester, args, complaint):
     pytester.makepyfile(
