@@ -18,6 +18,8 @@ shows only the first failing guard. This package offers:
 
 How it is built, one module per idea, each importing only the ones above it:
 
+- :mod:`explain.names`: the user's words for the values a frame's guards speak of (a resume
+  function's stack values by the expression that computed them);
 - :mod:`explain.guards`: guards in readable form, and *all* the guards a call fails;
 - :mod:`explain.breaks`: torch's graph-break messages translated, with remedies;
 - :mod:`explain.graphs`: a captured graph summarized (ops, inputs, outputs, hash);
@@ -26,7 +28,10 @@ How it is built, one module per idea, each importing only the ones above it:
 - :mod:`explain.isolation`: how ``explain`` leaves the user's compiled state untouched;
 - :mod:`explain.remedies` and :mod:`explain.compiles`: the records of a recompile report;
 - :mod:`explain.report`: the rich rendering of both reports; :mod:`explain.page` the
-  same data as one HTML page (``--html FILE``, ``prof.report(html=FILE)``);
+  same data as one HTML page (``--html FILE``, ``prof.report(html=FILE)``), whose compile
+  tree :mod:`explain.tree` joins, one entry per compile;
+- :mod:`explain.forecast`: which input sizes will still recompile, over every tensor argument
+  (``prof.size_forecast``);
 - :mod:`explain.recompiles` (:class:`RecompileProfiler`, and the :class:`RecompileReport` it
   records) and :mod:`explain.session` (``explain.explain`` and its :class:`ExplainReport`):
   the two reports, each read back from its JSON by ``from_json``;

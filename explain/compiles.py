@@ -18,13 +18,14 @@ laying them out for people is :mod:`explain.report`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .breaks import UserFrame
 from .graphs import GraphSummary
 from .guards import GuardFailure
 from .hooks import FrameCompile, RecompileLimit
+from .names import without_comment
 from .remedies import suggest_remedies
 
 
@@ -51,6 +52,36 @@ class EntryFailures:
             failures=tuple(GuardFailure.from_dict(failure) for failure in data["failures"]),
             torch_reason=data["torch_reason"],
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class DistinctFailure:
+    """One reason a call fit no cached graph, told once, with every cached graph it held for."""
+
+    text: str
+    failure: GuardFailure | None
+    """None where explain found no failing guard and ``text`` is torch's own reason."""
+    against: tuple[str, ...]
+
+
+def distinct_failures(entries: Sequence[EntryFailures]) -> list[DistinctFailure]:
+    """The failures of a recompile's call, each once: checked against several cached graphs, a call often fails
+    the same guard of each (``x: size[0] 4 → 8`` against a float32 graph and a float64 one)."""
+    found: dict[tuple[object, ...], DistinctFailure] = {}
+    for entry in entries:
+        reasons: list[tuple[tuple[object, ...], str, GuardFailure | None]] = [
+            ((f.source, f.kind, f.dim, f.expected, f.actual, f.text), f.text, f) for f in entry.failures
+        ]
+        if not reasons:
+            text = entry.torch_reason or "no guard failed (torch gave no reason)"
+            reasons = [((text,), text, None)]
+        for key, text, failure in reasons:
+            seen = found.get(key)
+            against = (seen.against if seen else ()) + (
+                (entry.against,) if not seen or entry.against not in seen.against else ()
+            )
+            found[key] = DistinctFailure(text, failure, against)
+    return list(found.values())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +135,7 @@ class CompileRecord:
             filename=frame.filename,
             firstlineno=frame.firstlineno,
             resumed_at=frame.resumed_at,
-            graph=frame.graphs[0] if frame.graphs else None,
+            graph=frame.graphs[-1] if frame.graphs else None,  # the graph of its last (installed) attempt
             triggered_by=frame.triggered_by,
             seconds=frame.seconds,
             backend_seconds=frame.backend_seconds,
@@ -207,11 +238,24 @@ class FunctionCompiles:
         return [failure for record in self.records for failure in record.failures]
 
     @property
+    def break_line(self) -> str | None:
+        """For a resume function, the source of the line whose graph break it resumes after.
+
+        dynamo calls a resume function from that very line, so its compiles were triggered there."""
+        lines = (
+            record.triggered_by.line
+            for record in self.records
+            if record.triggered_by is not None
+            and (record.triggered_by.filename, record.triggered_by.lineno) == (self.filename, self.resumed_at)
+        )
+        found = next((line for line in lines if line), None) if self.resumed_at is not None else None
+        return without_comment(found) if found else None
+
+    @property
     def remedies(self) -> list[str]:
         refused = self.limit_hit
-        return suggest_remedies(
-            self.failures, refused.limit.limit_type if refused is not None and refused.limit else None
-        )
+        limit = refused.limit.limit_type if refused is not None and refused.limit else None
+        return suggest_remedies(self.failures, limit, self.resumed_at, self.break_line)
 
     def to_dict(self) -> dict[str, object]:
         refused = self.limit_hit
@@ -243,4 +287,4 @@ class FunctionCompiles:
         return cls(**code, records=[CompileRecord.from_dict(record, **code) for record in data["records"]])
 
 
-__all__ = ["CompileRecord", "EntryFailures", "FunctionCompiles"]
+__all__ = ["CompileRecord", "DistinctFailure", "EntryFailures", "FunctionCompiles", "distinct_failures"]

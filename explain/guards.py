@@ -6,7 +6,9 @@ each holding leaf guards (``TENSOR_MATCH``, ``EQUALS_MATCH``, ...), plus "epilog
 lambda guards at the root for symbolic shapes.
 
 :func:`describe_guards` walks that tree and turns each leaf's ``verbose_code_parts`` (the
-same strings ``TORCH_LOGS=guards`` prints) into one readable :class:`GuardLine`.
+same strings ``TORCH_LOGS=guards`` prints) into one readable :class:`GuardLine`. Values are
+named as the user spells them (:class:`explain.names.FrameNames`: after a graph break, a
+stack value by the expression that computed it, never dynamo's ``___stack0``).
 
 :func:`failing_guards` answers pytorch#147428. ``check_verbose`` -- which
 ``TORCH_LOGS=recompiles`` and ``torch._dynamo.utils.guard_failures`` use -- stops at the
@@ -36,6 +38,8 @@ import torch
 
 from minifier.seams import guard_code, guard_text
 from minifier.seams.guard_code import GuardNode
+
+from .names import PLAIN, FrameNames
 
 AMBIENT_GUARD_KINDS = frozenset(
     {
@@ -131,12 +135,23 @@ class GuardLine:
 
 
 @dataclasses.dataclass(frozen=True)
+class SizeNow:
+    """One input dimension a shape condition reads, and its size in the call that failed the condition."""
+
+    name: str
+    dim: int
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
 class GuardFailure:
     """One guard a call failed: which input, what kind of change, from what to what."""
 
     name: str
     source: str
     scope: str
+    """``local`` (an argument of the frame), ``global``, ``computed`` (computed in the user's function before a
+    graph break, received by a resume function) or ``other``."""
     kind: str
     expected: str | None
     actual: str | None
@@ -144,6 +159,8 @@ class GuardFailure:
     raw: str
     dim: int | None = None
     """For size and stride changes, the tensor dimension that changed."""
+    sizes: tuple[SizeNow, ...] = ()
+    """For a failed shape condition (``dynamic_shape``), every input dimension it reads, with its size now."""
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -151,11 +168,12 @@ class GuardFailure:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GuardFailure:
         """The failure :meth:`to_dict` wrote (every field: it reads back as an equal failure)."""
-        return cls(**{field.name: data[field.name] for field in dataclasses.fields(cls)})
+        fields = {field.name: data[field.name] for field in dataclasses.fields(cls) if field.name != "sizes"}
+        return cls(**fields, sizes=tuple(SizeNow(**size) for size in data.get("sizes") or ()))
 
 
-def describe_guards(guard_manager: Any) -> list[GuardLine]:
-    """Every guard of a compiled frame, in torch's tree order, as readable lines."""
+def describe_guards(guard_manager: Any, names: FrameNames = PLAIN) -> list[GuardLine]:
+    """Every guard of a compiled frame, in torch's tree order, as readable lines (``names``: the frame's)."""
     if guard_code.is_deleted(guard_manager):
         return []
     lines: list[GuardLine] = []
@@ -166,7 +184,7 @@ def describe_guards(guard_manager: Any) -> list[GuardLine]:
             return
         seen.add(raw)
         source = node.source if node is not None else ""
-        lines.append(GuardLine(kind, source, _describe(kind, node, raw), raw))
+        lines.append(GuardLine(kind, source, _describe(kind, node, raw, names), raw))
 
     for node in guard_code.tree(guard_manager).walk():
         for leaf in node.leaves():
@@ -179,8 +197,10 @@ def describe_guards(guard_manager: Any) -> list[GuardLine]:
     return lines
 
 
-def failing_guards(guard_manager: Any, f_locals: Mapping[str, object]) -> list[GuardFailure]:
-    """Every guard of ``guard_manager`` that the frame locals ``f_locals`` fail (see module doc)."""
+def failing_guards(guard_manager: Any, f_locals: Mapping[str, object], names: FrameNames = PLAIN) -> list[GuardFailure]:
+    """Every guard of ``guard_manager`` that the frame locals ``f_locals`` fail (see module doc).
+
+    ``names`` spells the frame's values for the user (:func:`explain.names.frame_names`)."""
     if guard_code.is_deleted(guard_manager):
         reason = guard_code.invalidation_reason(guard_manager)
         return [GuardFailure("", "", "other", "invalidated", None, None, reason, reason)]
@@ -199,7 +219,7 @@ def failing_guards(guard_manager: Any, f_locals: Mapping[str, object]) -> list[G
         if not set(baseline_parts) <= epilogue_parts:
             # An ambient root guard failed; every clone keeps it, so nothing below is checkable.
             return [_root_failure(part) for part in baseline_parts]
-        failures.extend(_symbolic_failures(baseline_parts, scope))
+        failures.extend(_symbolic_failures(baseline_parts, scope, names))
 
     def failed(result: tuple[bool, tuple[str, ...]]) -> bool:
         passed, parts = result
@@ -210,7 +230,7 @@ def failing_guards(guard_manager: Any, f_locals: Mapping[str, object]) -> list[G
             return
         own = check(path | {node.source})
         if failed(own):
-            failures.extend(_node_failures(node, own[1], scope))
+            failures.extend(_node_failures(node, own[1], scope, names))
             return  # the value itself changed; guards on its attributes would only echo that
         for child in node.children():
             visit(child, path | {node.source})
@@ -228,15 +248,17 @@ class _Guarded:
     name: str
     scope: str
     value: object
+    names: FrameNames
 
     @classmethod
-    def of(cls, node: GuardNode, scope: dict[str, Any]) -> _Guarded:
+    def of(cls, node: GuardNode, scope: dict[str, Any], names: FrameNames) -> _Guarded:
         source = node.source
-        return cls(source, readable(source), source_scope(source), _evaluate(source, scope))
+        name, where = names.value(source)
+        return cls(source, name, where, _evaluate(source, scope), names)
 
     @property
     def label(self) -> str:
-        return f"global {self.name}" if self.scope == "global" else self.name
+        return f"global {self.name}" if self.scope == "global" else self.names.label(self.source)
 
     @property
     def now(self) -> str | None:
@@ -248,9 +270,11 @@ class _Guarded:
         return GuardFailure(self.name, self.source, self.scope, kind, expected, actual, text, raw, dim)
 
 
-def _node_failures(node: GuardNode, parts: tuple[str, ...], scope: dict[str, Any]) -> list[GuardFailure]:
+def _node_failures(
+    node: GuardNode, parts: tuple[str, ...], scope: dict[str, Any], names: FrameNames
+) -> list[GuardFailure]:
     """What failed among one node's own leaf guards, given torch's ``check_verbose`` parts."""
-    guarded = _Guarded.of(node, scope)
+    guarded = _Guarded.of(node, scope, names)
     leaves = node.leaves()
     failed_leaf = next((leaf for leaf in leaves if set(parts) & set(leaf.parts)), None)
     if failed_leaf is None:
@@ -261,11 +285,11 @@ def _node_failures(node: GuardNode, parts: tuple[str, ...], scope: dict[str, Any
         specs = [TensorSpec.parse(part) for leaf in tensor_leaves for part in leaf.parts]
         spec = next((spec for spec in specs if spec is not None), None)
         if spec is None or guarded.value is _MISSING or not guard_text.is_tensor_mismatch(parts[0]):
-            return [guarded.failure("other", None, guarded.now, readable(raw), raw)]
+            return [guarded.failure("other", None, guarded.now, names.spell(raw), raw)]
         return [
-            guarded.failure(kind, expected, actual, f"{guarded.name}: {what} {expected} → {actual}", raw, dim)
+            guarded.failure(kind, expected, actual, f"{guarded.label}: {what} {expected} → {actual}", raw, dim)
             for kind, what, dim, expected, actual in spec.mismatches(guarded.value)
-        ] or [guarded.failure("tensor", None, guarded.now, readable(raw), raw)]
+        ] or [guarded.failure("tensor", None, guarded.now, names.spell(raw), raw)]
     return [_leaf_failure(failed_leaf.kind, guarded, code_of(parts[0]), node)]
 
 
@@ -287,11 +311,12 @@ def _leaf_failure(kind: str, guarded: _Guarded, code: str, node: GuardNode) -> G
         return guarded.failure("length", expected, actual, f"{label}: length {expected} → {actual}", code)
     if kind in ("NONE_MATCH", "NOT_NONE_MATCH", "TRUE_MATCH", "FALSE_MATCH"):
         expected = code.split(" is ", 1)[1] if " is " in code else None
-        return guarded.failure("value", expected, now, f"{label}: {readable(code)} no longer holds (now {now})", code)
-    return guarded.failure(kind.lower(), None, now, f"{readable(code)} no longer holds", code)
+        spelled = guarded.names.spell(code)
+        return guarded.failure("value", expected, now, f"{label}: {spelled} no longer holds (now {now})", code)
+    return guarded.failure(kind.lower(), None, now, f"{guarded.names.spell(code)} no longer holds", code)
 
 
-def _symbolic_failures(parts: tuple[str, ...], scope: dict[str, Any]) -> list[GuardFailure]:
+def _symbolic_failures(parts: tuple[str, ...], scope: dict[str, Any], names: FrameNames) -> list[GuardFailure]:
     """The failing conditions of a symbolic-shape lambda guard, each evaluated as torch does.
 
     torch's ``get_guard_fail_reason_helper`` evaluates these code parts one by one with
@@ -306,21 +331,28 @@ def _symbolic_failures(parts: tuple[str, ...], scope: dict[str, Any]) -> list[Gu
             holds = False
         if holds:
             continue
-        sizes = {expr: _evaluate(expr, scope) for expr in guard_text.size_expressions(code)}
-        now = ", ".join(f"{readable(expr)} = {val}" for expr, val in sizes.items() if val is not _MISSING)
+        values = {expr: _evaluate(expr, scope) for expr in guard_text.size_expressions(code)}
+        now = ", ".join(f"{names.spell(expr)} = {val}" for expr, val in values.items() if val is not _MISSING)
+        sizes = tuple(
+            SizeNow(names.value(guard_text.first_local(expr))[0], dim, val)
+            for expr, val in values.items()
+            if (dim := guard_text.size_dim(expr)) is not None and ".size()" in expr and isinstance(val, int)
+        )
         source = guard_text.first_local(code)
-        text = f"{readable(code)} no longer holds" + (f" ({now})" if now else "")
+        name, where = names.value(source)
+        text = f"{names.spell(code)} no longer holds" + (f" ({now})" if now else "")
         failures.append(
             GuardFailure(
-                readable(source),
+                name,
                 source,
-                source_scope(source),
+                where,
                 "dynamic_shape",
-                readable(code),
+                names.spell(code),
                 now or None,
                 text,
                 code,
                 guard_text.size_dim(code),
+                tuple(dict.fromkeys(sizes)),  # a condition may read one size twice
             )
         )
     return failures
@@ -332,9 +364,9 @@ def _root_failure(part: str) -> GuardFailure:
     return GuardFailure("", "", "other", kind, None, None, text, part)
 
 
-def _describe(kind: str, node: GuardNode | None, raw: str) -> str:
+def _describe(kind: str, node: GuardNode | None, raw: str, names: FrameNames) -> str:
     code = code_of(raw)
-    name = readable(node.source) if node is not None else ""
+    name = names.value(node.source)[0] if node is not None else ""
     if kind == "TENSOR_MATCH" and (spec := TensorSpec.parse(code)) is not None:
         return f"{name}: {spec.describe()}"
     if kind == "TYPE_MATCH" and node is not None:
@@ -347,7 +379,7 @@ def _describe(kind: str, node: GuardNode | None, raw: str) -> str:
         return "no torch function mode entered or left"
     if kind == "DEFAULT_DEVICE":
         return "default device unchanged"
-    return readable(code)
+    return names.spell(code)
 
 
 def _evaluate(source: str, scope: dict[str, Any]) -> object:
@@ -367,6 +399,7 @@ def _short_repr(value: object) -> str:
 __all__ = [
     "GuardLine",
     "GuardFailure",
+    "SizeNow",
     "TensorSpec",
     "describe_guards",
     "failing_guards",

@@ -11,12 +11,15 @@ with pt2kit's other tools:
   a recompile (dynamo's own rule, :mod:`minifier.seams.cache_size`), check the frame locals
   against *every* guard of every failing entry (:func:`explain.guards.failing_guards`), ask
   dynamo whether the recompile limit refuses the compile, note the user frame that
-  triggered it and time it. Afterwards we read what torch itself recorded as the first
+  triggered it and time it. A resume function's values are named in the user's words
+  (:mod:`explain.names`). Afterwards we read what torch itself recorded as the first
   failing guard per entry (:mod:`minifier.seams.dynamo_utils`: the same text
   ``guard_fail_fn`` and ``TORCH_LOGS=recompiles`` get) and the guards of the new entry;
 - the **graph seat** (:mod:`minifier.seams.output_graph`): every captured graph on its
   way to the backend. :func:`explain.graphs.summarize_graph` reads it and we time the
-  backend;
+  backend. A compile keeps only the graphs its backend returned: one it raised on (dynamo
+  then restarts the analysis, breaks the graph there or fails the frame) was never
+  compiled, so a compile counts the graph it installed, once;
 - the **break seat** (:mod:`minifier.seams.graph_break_log`): where torch logs a graph
   break, holding the ``Unsupported`` exception with its ``gb_type`` and real stack.
 
@@ -72,6 +75,7 @@ from minifier.seams import (
 from .breaks import GraphBreak, UserFrame, graph_break_from_torch, is_internal_frame
 from .graphs import GraphSummary, summarize_graph
 from .guards import GuardFailure, GuardLine, describe_guards, failing_guards
+from .names import PLAIN, FrameNames, frame_names
 
 #: The seams explain/'s listening needs (``seams.require`` checks them outside the tested torch range).
 SEAMS = (
@@ -130,6 +134,10 @@ class FrameCompile:
     seconds: float = 0.0
     backend_seconds: float = 0.0
     graphs: list[GraphSummary] = dataclasses.field(default_factory=list)
+    """The graphs the backend compiled for this compile (normally one). A graph whose backend raised is not
+    among them: dynamo then traces the frame again (a restarted analysis, e.g. to specialize a float the
+    backend could not keep symbolic), breaks the graph there, or fails the compile; only what it finally
+    compiled is part of the compile, so each compile counts its graph once."""
     breaks: list[GraphBreak] = dataclasses.field(default_factory=list)
     guards: list[GuardLine] = dataclasses.field(default_factory=list)
     torch_reasons: list[str] = dataclasses.field(default_factory=list)
@@ -139,6 +147,10 @@ class FrameCompile:
     detail: str | None = None
     _logged: list[tuple[BaseException, int]] = dataclasses.field(default_factory=list, repr=False)
     """The exceptions behind ``breaks`` (and their index) while the compile runs."""
+    names: FrameNames = dataclasses.field(default=PLAIN, repr=False)
+    """How the user spells the values its guards speak of (a resume function's differ: :mod:`explain.names`)."""
+    _in_backend: dict[int, GraphSummary] = dataclasses.field(default_factory=dict, repr=False)
+    """Graphs handed to the backend and not yet back (by ``id`` of the graph module)."""
 
     @property
     def function(self) -> str:
@@ -251,11 +263,12 @@ def code_being_compiled() -> types.CodeType | None:
 
 def _begin_frame(entry: convert_frame.FrameEntry, private: bool) -> FrameCompile:
     recompile = entry.frame is not None and cache_size.is_recompile(entry.cache_size)
+    names = _names_or_plain(entry.code)
     prior: list[PriorEntry] = []
     if recompile:
         f_locals = entry.frame.f_locals
         for cached in map(guard_code.cache_entry, entry.cache_entries):
-            prior.append(PriorEntry(cached.compile_id, _failures_or_nothing(cached.guard_manager, f_locals)))
+            prior.append(PriorEntry(cached.compile_id, _failures_or_nothing(cached.guard_manager, f_locals, names)))
     limit = None
     with contextlib.suppress(Exception):
         reached = cache_size.limit_reached(entry.cache_size, entry.torch_compile_id)
@@ -272,12 +285,21 @@ def _begin_frame(entry: convert_frame.FrameEntry, private: bool) -> FrameCompile
         limit=limit,
         triggered_by=_calling_user_frame(),
         started=0.0,
+        names=names,
     )
 
 
-def _failures_or_nothing(guard_manager: Any, f_locals: dict[str, object]) -> list[GuardFailure]:
+def _names_or_plain(code: types.CodeType) -> FrameNames:
     try:
-        return failing_guards(guard_manager, f_locals)
+        return frame_names(code)
+    except Exception:
+        log.exception("explain: could not name the values of a resume function")
+        return PLAIN
+
+
+def _failures_or_nothing(guard_manager: Any, f_locals: dict[str, object], names: FrameNames) -> list[GuardFailure]:
+    try:
+        return failing_guards(guard_manager, f_locals, names)
     except Exception:
         log.exception("explain: could not evaluate the guards of a cache entry")
         return []
@@ -301,7 +323,7 @@ def _record_result(frame: FrameCompile, entry: convert_frame.FrameEntry) -> None
         return
     frame.outcome = "compiled"
     try:
-        frame.guards = describe_guards(entry.guard_manager)
+        frame.guards = describe_guards(entry.guard_manager, frame.names)
     except Exception:
         log.exception("explain: could not read the guards of a compiled frame")
 
@@ -387,6 +409,7 @@ class _Seats:
         frame.started, frame.seconds = entry.started, entry.seconds
         frame.torch_reasons = dynamo_utils.guard_failures_since(frame.code, pending.known_failures)
         frame._logged.clear()  # exceptions hold frames alive
+        frame._in_backend.clear()
         for listener in pending.audience:
             try:
                 listener.frame_compiled(frame)
@@ -400,14 +423,18 @@ class _Seats:
         if frame is None:
             return
         try:
-            frame.graphs.append(summarize_graph(gm))
+            frame._in_backend[id(gm)] = summarize_graph(gm)
         except Exception:
             log.exception("explain: could not summarize a captured graph")
 
-    def backend_done(self, gm: Any, seconds: float) -> None:
+    def backend_done(self, gm: Any, seconds: float, error: BaseException | None) -> None:
         frame = current_frame()
-        if frame is not None:
-            frame.backend_seconds += seconds
+        if frame is None:
+            return
+        frame.backend_seconds += seconds  # time spent is spent, also on a graph dynamo then discards
+        summary = frame._in_backend.pop(id(gm), None)
+        if summary is not None and error is None:
+            frame.graphs.append(summary)
 
     # the break seat (minifier.seams.graph_break_log.BreakObserver)
 

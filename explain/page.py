@@ -6,16 +6,10 @@ it), or from a :class:`~explain.RecompileProfiler`'s ``to_dict()`` (which is tha
 is built only from :mod:`minifier.pages.document`'s blocks, which escape every ``str``
 they are given, so a source line like ``# <script>alert(1)</script>`` is shown as text.
 
-The JSON keeps three lists apart, and the page joins them the way tlparse shows a run:
-
-- ``graphs`` (``--json`` only): one per graph, in the order the compiles *began*;
-- ``recompiles.functions[].records``: one per compile, grouped per code object;
-- ``breaks``: one per source line, naming the compile ids that broke there.
-
-Compile ids (``frame/compile``, shown ``[0/1]`` as tlparse shows them) join the three; a
-frame (a code object, and a resume function after a graph break is a frame of its own) is
-told apart by ``(function, filename, firstlineno, resumed_at)``, which graphs and records
-both carry. What the page shows, each a section with a stable id (a browser test finds them):
+The JSON keeps three lists apart (graphs, compile records, breaks); the page joins them the
+way tlparse shows a run, one entry per compile however often torch repeated its id
+(:mod:`explain.tree`). Compile ids are shown ``[0/1]`` as tlparse shows them. What the page
+shows, each a section with a stable id (a browser test finds them):
 
 - ``summary``: the counts, the error the script raised, how the user's caches were kept;
 - ``timeline``: compile time, one bar per compile (only when the data timed compiles);
@@ -28,8 +22,6 @@ both carry. What the page shows, each a section with a stable id (a browser test
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +42,9 @@ from minifier.pages.document import (
     write_page,
 )
 
+from .compiles import EntryFailures, distinct_failures
+from .tree import Compile, CompileTree, Frame, compile_tree, frame_name, recompile_data
+
 Data = dict[str, Any]
 
 #: Lists longer than this (failing guards of one compile, ops of one graph) start collapsed.
@@ -57,111 +52,6 @@ OPEN_LIMIT = 12
 
 #: A frame's compiles hang below it, as in tlparse's compile tree.
 INDENTED = "margin:6px 0 12px 14px;padding-left:12px;border-left:3px solid #d0d7de"
-
-
-@dataclass
-class Compile:
-    """One compile ``[frame/compile]``: what each list of the JSON says about it (any part may be absent)."""
-
-    compile_id: str
-    record: Data | None = None
-    """Its ``recompiles`` record: cause, trigger, failing guards, time."""
-    graphs: list[Data] = field(default_factory=list)
-    """Its entries of ``graphs``: ops, guards, time (usually one)."""
-    breaks: list[int] = field(default_factory=list)
-    """Indexes into ``breaks`` of the graph breaks this compile hit."""
-
-    @property
-    def cause(self) -> str | None:
-        return (self.record or {}).get("cause")
-
-    @property
-    def graph(self) -> Data | None:
-        """Its graph summary (hash, ops, arity), from ``graphs`` or else from the record."""
-        return self.graphs[0] if self.graphs else (self.record or {}).get("graph")
-
-    @property
-    def seconds(self) -> float | None:
-        if self.record is not None and self.record.get("seconds") is not None:
-            return float(self.record["seconds"])
-        timed = [g["compile_seconds"] for g in self.graphs if g.get("compile_seconds") is not None]
-        return float(timed[0]) if timed else None
-
-
-@dataclass
-class Frame:
-    """One code object dynamo compiled, with its compiles in the order they happened."""
-
-    function: str
-    filename: str
-    firstlineno: int
-    resumed_at: int | None
-    compiles: list[Compile]
-    summary: Data | None = None
-    """Its ``recompiles.functions`` entry: counts, the limit hit, remedies."""
-
-    @property
-    def frame_id(self) -> str:
-        return self.compiles[0].compile_id.rpartition("/")[0] or "?"
-
-    @property
-    def name(self) -> str:
-        return _frame_name(self.function, self.resumed_at)
-
-
-@dataclass
-class CompileTree:
-    frames: list[Frame]
-    compiles: list[Compile]
-    """Every compile, in the order they began where ``graphs`` says so, else in record order."""
-
-
-def frame_key(entry: Data) -> tuple[Any, ...]:
-    """What graphs and records both say of the code object they belong to."""
-    return (entry.get("function"), entry.get("filename"), entry.get("firstlineno"), entry.get("resumed_at"))
-
-
-def recompile_data(data: Data) -> Data | None:
-    """The ``recompiles`` part: the whole of a profiler's dict, a part of ``--json``'s."""
-    return data if "functions" in data and "graphs" not in data else data.get("recompiles")
-
-
-def compile_tree(data: Data) -> CompileTree:
-    """Join ``graphs``, the compile records and ``breaks`` by compile id, and group by frame."""
-    functions = (recompile_data(data) or {}).get("functions") or []
-    compiles: dict[str, Compile] = {}
-    key_of: dict[str, tuple[Any, ...]] = {}
-    order: list[str] = []
-
-    def compile_of(compile_id: str, owner: Data) -> Compile:
-        if compile_id not in compiles:
-            compiles[compile_id], key_of[compile_id] = Compile(compile_id), frame_key(owner)
-        return compiles[compile_id]
-
-    for graph in data.get("graphs") or []:  # in the order compiles began
-        compile_of(graph["compile_id"], graph).graphs.append(graph)
-        if graph["compile_id"] not in order:
-            order.append(graph["compile_id"])
-    for function in functions:
-        previous = None
-        for record in function.get("records") or []:
-            compile_id = record["compile_id"]
-            compile_of(compile_id, function).record = record
-            if compile_id not in order:  # no graph (refused, skipped): right after its frame's previous compile
-                order.insert(order.index(previous) + 1 if previous is not None else len(order), compile_id)
-            previous = compile_id
-    for index, brk in enumerate(data.get("breaks") or []):
-        for compile_id in brk.get("compile_ids") or []:
-            if compile_id in compiles:
-                compiles[compile_id].breaks.append(index)
-    summaries = {frame_key(function): function for function in functions}
-    frames: dict[tuple[Any, ...], Frame] = {}
-    for compile_id in order:
-        key = key_of[compile_id]
-        if key not in frames:
-            frames[key] = Frame(*key, compiles=[], summary=summaries.get(key))
-        frames[key].compiles.append(compiles[compile_id])
-    return CompileTree(list(frames.values()), [compiles[c] for c in order])
 
 
 def render_explain_page(data: Data, title: str) -> str:
@@ -174,7 +64,7 @@ def render_explain_page(data: Data, title: str) -> str:
         sections.append(Section("timeline", "Compile time", _timeline(tree)))
     sections.append(Section("compiles", "Compile tree", _compile_tree(tree, breaks or [])))
     if breaks is not None:
-        sections.append(Section("breaks", f"Graph breaks ({len(breaks)})", _breaks(breaks)))
+        sections.append(Section("breaks", f"Graph breaks ({len(breaks)})", _breaks(breaks, tree)))
     if recompiles is not None:
         sections.append(
             Section("recompiles", f"Recompiles ({recompiles.get('recompile_count', 0)})", _recompiles(recompiles, tree))
@@ -273,10 +163,10 @@ def _timeline(tree: CompileTree) -> Markup:
 def _compile_tree(tree: CompileTree, breaks: list[Data]) -> Markup:
     if not tree.frames:
         return tag("p", "Nothing was compiled.", class_="note")
-    return join(_frame_entry(frame, breaks) for frame in tree.frames)
+    return join(_frame_entry(frame, tree, breaks) for frame in tree.frames)
 
 
-def _frame_entry(frame: Frame, breaks: list[Data]) -> Markup:
+def _frame_entry(frame: Frame, tree: CompileTree, breaks: list[Data]) -> Markup:
     summary = frame.summary or {}
     counts = (
         f" — {_plural(summary['compiles'], 'compile')}, {_plural(summary['recompiles'], 'recompile')}"
@@ -298,11 +188,11 @@ def _frame_entry(frame: Frame, breaks: list[Data]) -> Markup:
         parts.append(
             tag("p", badge("recompile limit hit", "bad"), " ", limit.get("lost_to_eager") or limit.get("compile_id"))
         )
-    parts.extend(_compile_entry(c, breaks) for c in frame.compiles)
-    return tag("div", *parts, id=f"frame-{_slug(frame.frame_id)}")
+    parts.extend(_compile_entry(c, tree, breaks) for c in frame.compiles)
+    return tag("div", *parts, id=frame.anchor)
 
 
-def _compile_entry(c: Compile, breaks: list[Data]) -> Markup:
+def _compile_entry(c: Compile, tree: CompileTree, breaks: list[Data]) -> Markup:
     record, graph = c.record or {}, c.graph
     head: list[object] = [tag("b", f"[{c.compile_id}]")]
     if c.cause:
@@ -321,7 +211,7 @@ def _compile_entry(c: Compile, breaks: list[Data]) -> Markup:
     ]
     parts: list[object] = [tag("p", *head), facts(rows)]
     if record.get("failed_guards"):
-        parts.append(_failing_guards(record["failed_guards"]))
+        parts.append(_failing_guards(c, tree))
     if c.breaks:
         items = [
             tag(
@@ -338,22 +228,21 @@ def _compile_entry(c: Compile, breaks: list[Data]) -> Markup:
     for g in c.graphs:
         guards = g.get("guards") or []
         guard_rows = [
-            [guard.get("kind"), guard.get("source"), tag("span", guard.get("text"), title=guard.get("raw"))]
+            # the readable text names the value as the user does; torch's own code is its tooltip
+            [guard.get("kind"), tag("span", guard.get("text"), title=guard.get("raw"))]
             for guard in guards
         ]
-        parts.append(
-            details(f"guards of graph {g.get('index')} ({len(guards)})", table(["kind", "source", "guard"], guard_rows))
-        )
-    return tag("div", *parts, id=f"compile-{_slug(c.compile_id)}", style=INDENTED)
+        parts.append(details(f"guards of graph {g.get('index')} ({len(guards)})", table(["kind", "guard"], guard_rows)))
+    return tag("div", *parts, id=c.anchor, style=INDENTED)
 
 
-def _breaks(breaks: list[Data]) -> Markup:
+def _breaks(breaks: list[Data], tree: CompileTree) -> Markup:
     if not breaks:
         return tag("p", badge("none", "ok"), " No graph breaks.")
-    return join(_break_entry(index, brk) for index, brk in enumerate(breaks))
+    return join(_break_entry(index, brk, tree.broke.get(index, [])) for index, brk in enumerate(breaks))
 
 
-def _break_entry(index: int, brk: Data) -> Markup:
+def _break_entry(index: int, brk: Data, broke: list[Compile]) -> Markup:
     why: list[object] = [brk.get("reason")]
     if brk.get("frame_skipped"):
         why += [" ", badge("the whole function runs eagerly", "bad")]
@@ -366,7 +255,7 @@ def _break_entry(index: int, brk: Data) -> Markup:
         ("why", join(why)),
         ("fix", brk.get("remedy") or "no known remedy"),
         ("torch", join(torch_says)),
-        ("broke", join([_compile_link(c) for c in brk.get("compile_ids") or []], " ")),
+        ("broke", join([_compile_link(c) for c in broke], " ")),
     ]
     parts: list[object] = [
         tag("h3", f"#{index}  ", _where(brk.get("filename"), brk.get("lineno")), f" in {brk.get('function') or '?'}"),
@@ -387,11 +276,11 @@ def _break_entry(index: int, brk: Data) -> Markup:
 def _recompiles(recompiles: Data, tree: CompileTree) -> Markup:
     rows = [
         [
-            _compile_link(c.compile_id),
+            _compile_link(c),
             frame.name,
             badge(c.cause, _cause_kind(c.cause)),
             _user_line((c.record or {}).get("triggered_by")),
-            _failing_guards(c.record["failed_guards"]),
+            _failing_guards(c, tree),
         ]
         for frame in tree.frames
         for c in frame.compiles
@@ -408,7 +297,7 @@ def _recompiles(recompiles: Data, tree: CompileTree) -> Markup:
                 )
             )
         if function.get("remedies"):
-            name = _frame_name(function.get("function"), function.get("resumed_at"))
+            name = frame_name(function.get("function"), function.get("resumed_at"))
             parts += [tag("h3", f"What to do about {name}"), _remedies(function["remedies"])]
     return join(parts)
 
@@ -416,32 +305,24 @@ def _recompiles(recompiles: Data, tree: CompileTree) -> Markup:
 # -- small pieces -------------------------------------------------------------------------
 
 
-def _failing_guards(entries: list[Data]) -> Markup:
-    """Every guard the call failed, per cached graph it was checked against; collapsed when long."""
-    blocks: list[Markup] = []
-    for entry in entries:
-        failures = entry.get("failures") or []
-        items = [tag("li", f.get("text"), title=f.get("raw")) for f in failures]
-        if not items:
-            items = [tag("li", entry.get("torch_reason") or "no guard failed (torch gave no reason)", class_="note")]
-        against = entry.get("against")
-        blocks.append(
-            join(
-                [
-                    tag(
-                        "div",
-                        "failed the guards of ",
-                        _compile_link(against),
-                        f" ({len(failures)}):",
-                        title=entry.get("torch_reason"),
-                    ),
-                    tag("ul", *items),
-                ]
-            )
-        )
-    total = sum(len(entry.get("failures") or []) for entry in entries)
-    body = join(blocks)
-    return details(f"{total} failing guards", body) if total > OPEN_LIMIT else body
+def _failing_guards(c: Compile, tree: CompileTree) -> Markup:
+    """Every guard the call failed, each once, with the cached graphs it failed against; collapsed when long."""
+    entries = [EntryFailures.from_dict(entry) for entry in (c.record or {}).get("failed_guards") or []]
+    cached = [tree.against(entry.against, c) for entry in entries]
+    links = {
+        entry.against: _compile_link(found) if found else esc(f"[{entry.against}]")
+        for entry, found in zip(entries, cached)
+    }
+    items = []
+    for distinct in distinct_failures(entries):
+        item: list[object] = [distinct.text]
+        if len(distinct.against) < len(entries):  # say which graphs only where it is not all of them
+            item += ["  (", join([links[a] for a in distinct.against], ", "), ")"]
+        kind = "note" if distinct.failure is None else None
+        items.append(tag("li", *item, title=distinct.failure.raw if distinct.failure else None, class_=kind))
+    head = tag("div", "failed the guards of ", join(links.values(), ", "), f" ({len(items)} distinct):")
+    body = join([head, tag("ul", *items)])
+    return details(f"{len(items)} failing guards", body) if len(items) > OPEN_LIMIT else body
 
 
 def _ops(graph: Data) -> Markup:
@@ -470,22 +351,12 @@ def _where(filename: str | None, lineno: object) -> Markup:
     return tag("span", f"{Path(filename).name}:{lineno}", title=filename)
 
 
-def _frame_name(function: str | None, resumed_at: int | None) -> str:
-    """A frame as report.py names it: a resume function by the line it resumes after."""
-    return f"{function}" + (f" (resumed after line {resumed_at})" if resumed_at is not None else "")
-
-
-def _compile_link(compile_id: str | None) -> Markup:
-    return tag("a", f"[{compile_id}]", href=f"#compile-{_slug(compile_id)}") if compile_id else esc("?")
+def _compile_link(c: Compile | None) -> Markup:
+    return tag("a", f"[{c.compile_id}]", href=f"#{c.anchor}") if c is not None else esc("?")
 
 
 def _cause_kind(cause: str | None) -> str:
     return {"first compile": "ok", "recompile": "none"}.get(cause or "", "bad")
-
-
-def _slug(text: str | None) -> str:
-    """An id attribute's part from a compile id (``0/1`` → ``0-1``)."""
-    return re.sub(r"[^A-Za-z0-9_-]", "-", str(text))
 
 
 def _plural(count: int, noun: str) -> str:

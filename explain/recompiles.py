@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -35,6 +35,7 @@ from minifier.seams.convert_frame import original_callable
 
 from . import hooks
 from .compiles import CompileRecord, FunctionCompiles
+from .forecast import size_forecast
 from .graphs import summarize_graph
 from .hooks import FrameCompile
 from .page import write_explain_page
@@ -166,10 +167,10 @@ class RecompileProfiler:
                 limit=None,
                 triggered_by=None,
                 started=0.0,
-                graphs=[summarize_graph(gm)],
             )
         record = dataclasses.replace(
             CompileRecord.from_frame(frame),
+            graph=summarize_graph(gm),  # the frame holds its graphs only once the backend (this call) returned
             outcome="compiled",
             detail="recorded from the backend call that armed the profiler (no timing)",
             seconds=None,
@@ -215,15 +216,18 @@ class RecompileProfiler:
             found = self._functions.get(code)
             return dataclasses.replace(found, records=list(found.records)) if found else None
 
-    def size_forecast(self, fn: Callable[..., Any], ranks: list[int], box: Any, **options: Any) -> dict[str, Any]:
+    def size_forecast(
+        self, fn: Callable[..., Any], ranks: Sequence[int] | None, box: Any, **options: Any
+    ) -> dict[str, Any]:
         """Which input sizes of ``fn`` will still recompile: its size classes no cache entry accepts yet.
 
-        See ``validation.recompile_forecast`` (one tensor argument per rank; ``box`` bounds
-        every dimension, e.g. ``(1, 64)``).
+        See ``validation.recompile_forecast``: ``box`` bounds every dimension, e.g. ``(1, 64)``. The
+        forecast covers every tensor argument of ``fn``: ``ranks`` gives their ranks in order, and those
+        it leaves out (all, with ``None``) are read off ``fn``'s cache entries. Where that is not
+        possible, or no size in the box runs, the answer is ``incomplete`` with a ``reason``
+        (:mod:`explain.forecast`).
         """
-        from validation import recompile_forecast
-
-        return recompile_forecast(fn, ranks, box, **options)
+        return size_forecast(fn, ranks, box, **options)
 
     def snapshot(self) -> RecompileReport:
         """What was recorded so far, as a report JSON reads back; a later compile does not change it.

@@ -36,7 +36,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .breaks import GraphBreak
-from .compiles import CompileRecord, FunctionCompiles
+from .compiles import CompileRecord, FunctionCompiles, distinct_failures
 from .graphs import CapturedGraph
 from .isolation import Isolation
 
@@ -240,12 +240,14 @@ def _record_entry(record: CompileRecord) -> Group:
         if record.triggered_by.line:
             trigger.append(f"  {record.triggered_by.line}", style="cyan")
         body.append(_labelled("triggered by:", trigger))
-    for entry in record.failed_guards:
-        body.append(Text(f"failed the guards of {entry.against}:", style="bold"))
-        if entry.failures:
-            body.extend(Text(f"  {failure.text}") for failure in entry.failures)
-        else:
-            body.append(Text(f"  {entry.torch_reason or 'no guard failed (torch gave no reason)'}"))
+    if record.failed_guards:
+        cached = [entry.against for entry in record.failed_guards]
+        body.append(Text(f"failed the guards of {', '.join(cached)}:", style="bold"))
+        for distinct in distinct_failures(record.failed_guards):
+            line = Text(f"  {distinct.text}")
+            if len(distinct.against) < len(cached):  # which cached graphs, where it is not all of them
+                line.append(f"  ({', '.join(distinct.against)})", style="dim")
+            body.append(line)
     return Group(head, _block(*body)) if body else Group(head)
 
 

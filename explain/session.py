@@ -76,6 +76,7 @@ class ExplainReport:
                 backend_seconds=frame.backend_seconds,
             )
             for frame in ordered
+            if frame.outcome == "compiled"  # a compile that failed, or ran eagerly, installed no graph
             for summary in frame.graphs
         ]
         graphs = [dataclasses.replace(graph, index=index) for index, graph in enumerate(graphs)]

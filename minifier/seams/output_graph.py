@@ -8,7 +8,9 @@ backend was asked for, before any backend pass changes it.
 :func:`graphs` puts a wrapper there while at least one observer watches (and takes it out
 with the last one, unless something wrapped it since): each observer hears the graph
 before the backend sees it (``graph_captured``) and, once the backend returned or raised,
-how long it took (``backend_done``). An observer that fails is logged, never raised into
+how long it took and what it raised, if anything (``backend_done``): a graph whose backend
+raised is not part of the compile (dynamo restarts the analysis, falls back to eager at a
+graph break, or fails the frame). An observer that fails is logged, never raised into
 the compile. :func:`compile_id` reads the compile id dynamo stamps on each graph
 (``gm.meta["dynamo_compile_id"]``, set in ``OutputGraph.compile_and_call_fx_graph``).
 """
@@ -52,8 +54,8 @@ class GraphObserver(Protocol):
     def graph_captured(self, gm: Any) -> None:
         """dynamo captured ``gm`` and is about to hand it to the backend."""
 
-    def backend_done(self, gm: Any, seconds: float) -> None:
-        """The backend returned (or raised) after ``seconds``."""
+    def backend_done(self, gm: Any, seconds: float, error: BaseException | None) -> None:
+        """The backend returned (``error`` None) or raised ``error``, after ``seconds``."""
 
 
 _lock = threading.Lock()
@@ -77,9 +79,12 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         _tell("graph_captured", gm)
         start = time.perf_counter()
         try:
-            return original(self, gm, example_inputs)
-        finally:
-            _tell("backend_done", gm, time.perf_counter() - start)
+            compiled = original(self, gm, example_inputs)
+        except BaseException as error:
+            _tell("backend_done", gm, time.perf_counter() - start, error)
+            raise
+        _tell("backend_done", gm, time.perf_counter() - start, None)
+        return compiled
 
     return call_user_compiler
 

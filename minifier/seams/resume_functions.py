@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import types
+from dataclasses import dataclass
 from typing import Any
 
 from . import Seam
@@ -88,6 +89,36 @@ def resumed_at(code: types.CodeType) -> int | None:
     """For a resume function, the line of the graph break it resumes after; None for other code."""
     match = re.match(r"^torch_dynamo_resume_in_.+_at_(\d+)$", code.co_name)
     return int(match[1]) if match else None
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resume function takes over from the function it was made from."""
+
+    code: types.CodeType
+    """The function it resumes: the user's own where dynamo filed it there, else the resume function before it."""
+    offset: int
+    """The instruction of ``code`` it resumes at (the one after the instruction that broke the graph)."""
+    stack: int
+    """How many values of ``code``'s stack it receives, as its arguments ``___stack0`` (bottom) and up."""
+
+
+def resume_point(code: types.CodeType) -> ResumePoint | None:
+    """Where the resume function ``code`` resumes, or None when dynamo's cache no longer holds it.
+
+    A cache key is ``ContinueExecutionCache.generate``'s parameters after ``init_offset``
+    (``probe`` checks them): ``resume_offset``, ``setup_fn_target_offsets``, ``nstack``, ...
+    """
+    from torch._dynamo.resume_execution import ContinueExecutionCache
+
+    cache = ContinueExecutionCache.cache
+    found: ResumePoint | None = None
+    for index, entries in list(cache.values.items()):
+        for key, value in list(entries.items()):
+            parent = cache.refs[index]() if value is code else None
+            if parent is not None and (found is None or not is_resume_function(parent)):
+                found = ResumePoint(parent, int(key[0]), int(key[2]))
+    return found
 
 
 def _to_json(value: Any) -> Any:

@@ -107,6 +107,16 @@ def test_item_break_suggests_capture_scalar_outputs():
     assert "capture_scalar_outputs = True" in report.breaks[0].remedy
 
 
+def test_guards_after_a_graph_break_name_the_users_expression_not_dynamos_stack_slot():
+    report = explain.explain(item_then_divide, torch.randn(5))
+
+    resumed = [graph for graph in report.graphs if graph.resumed_at is not None]
+    assert [graph.resumed_at for graph in resumed] == [line_of(item_then_divide, ".item()")]
+    texts = [guard.text for guard in resumed[0].guards]
+    assert any(text.startswith("x.abs().max().item() == ") for text in texts)  # the float .item() returned
+    assert "___" not in str(report) and "___" not in " ".join(texts)
+
+
 def test_unsupported_builtin_names_the_builtin_and_its_argument_types():
     report = explain.explain(unsupported_builtin, torch.randn(2))
 

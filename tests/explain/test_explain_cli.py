@@ -267,3 +267,18 @@ def test_an_internal_error_is_one_line_exit_70_and_a_json_error(tmp_path, monkey
     assert "Traceback" in saved.read_text() and "Traceback" not in result.stderr
     saved.unlink()
     assert json.loads(result.stdout)["status"] == "error" and json.loads(result.stdout)["exit_code"] == 70
+
+
+def test_what_changed_after_a_graph_break_is_named_in_the_scripts_words():
+    script = SCRIPTS / "item_recompile.py"
+    report = json_report("item_recompile")
+
+    line = marked_line(script, "graph break: .item()")
+    resumed = only([f for f in report["recompiles"]["functions"] if f["resumed_at"] is not None])
+    assert (resumed["function"], resumed["resumed_at"], resumed["recompiles"]) == ("forward", line, 1)
+    failures = [f for entry in resumed["records"][1]["failed_guards"] for f in entry["failures"]]
+    assert {(f["name"], f["scope"]) for f in failures} == {("h", "computed"), ("h.abs().max().item()", "computed")}
+    shown = [f["text"] for f in failures] + resumed["remedies"]
+    shown += [guard["text"] for graph in report["graphs"] for guard in graph["guards"]]
+    assert not any("___stack" in text or "L[" in text for text in shown)  # dynamo's stack slots and sources
+    assert any(f"line {line} (`scale = h.abs().max().item()" in remedy for remedy in resumed["remedies"])

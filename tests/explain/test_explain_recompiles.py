@@ -281,7 +281,9 @@ def test_report_and_json_carry_the_same_facts():
     text = prof.report()
     assert "weighted" in text and "recompile" in text
     assert "x: size[0] 3 → 4" in text and "w: size[0] 3 → 4" in text
-    assert "torch._dynamo.mark_dynamic(x, 0)" in text
+    remedy = only(function["remedies"])  # x and w changed alike: one remedy names both
+    assert remedy.startswith("`w` and `x` change size in dim 0 (3 → 4)") and remedy[:60] in text
+    assert "torch._dynamo.mark_dynamic(w, 0); torch._dynamo.mark_dynamic(x, 0)" in remedy
 
 
 def small_sizes(x):
@@ -341,3 +343,160 @@ def test_steady_state_calls_never_run_explain_code():
 
     assert entered == []
     assert prof.records == []
+
+
+def scaled_sum(x, y):
+    return x * 2 + y
+
+
+def scaled_by(x, n):
+    return x * n
+
+
+def matmul(a, b):
+    return torch.mm(a, b)
+
+
+def never_compiled(a, b):
+    return a + b
+
+
+def test_size_forecast_covers_every_tensor_argument():
+    compiled = torch.compile(scaled_sum, backend="eager", dynamic=False)
+    with RecompileProfiler() as prof:
+        compiled(torch.randn(4), torch.randn(4))
+
+    def check(forecast):
+        assert (forecast["status"], forecast["entries"]) == ("complete", 1) and forecast["classes"] > 0
+        assert forecast["inputs"] == {"x": 1, "y": 1}
+        examples = [case["example"] for case in forecast["will_recompile"]]
+        assert examples and all(len(example) == 2 for example in examples)  # sizes for x and for y
+        assert [[4], [4]] not in examples  # the sizes already compiled need no compile
+
+    given_one = prof.size_forecast(scaled_sum, [1], (1, 16))  # y's rank is the one its cache entry was compiled for
+    check(given_one)
+    inferred = prof.size_forecast(scaled_sum, None, (1, 16))
+    check(inferred)
+    assert given_one == inferred
+
+
+def test_size_forecast_says_incomplete_where_it_cannot_vary_every_argument():
+    compiled = torch.compile(scaled_by, backend="eager")
+    with RecompileProfiler() as prof:
+        compiled(torch.randn(4), 3)
+
+    forecast = prof.size_forecast(scaled_by, [1], (1, 16))
+    assert (forecast["status"], forecast["will_recompile"]) == ("incomplete", [])
+    assert forecast["inputs"] == {"x": 1} and "`n`" in forecast["reason"] and "not a tensor" in forecast["reason"]
+
+    all_fail = prof.size_forecast(matmul, [1, 1], (1, 4))  # torch.mm takes matrices only: every size raises
+    assert all_fail["status"] == "incomplete" and all_fail["classes"] == 0 and "RuntimeError" in all_fail["reason"]
+
+    unknown = prof.size_forecast(never_compiled, None, (1, 16))  # no cache entry says which arguments are tensors
+    assert unknown["status"] == "incomplete" and "give one rank per tensor argument" in unknown["reason"]
+
+
+class ItemScaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        scale = h.abs().max().item()  # graph break: item
+        return h / scale
+
+
+def test_values_carried_over_a_graph_break_are_named_by_the_users_code():
+    model = torch.compile(ItemScaled(), backend="eager")
+    with RecompileProfiler() as prof:
+        for batch in (2, 3):
+            model(torch.randn(batch, 4))
+
+    line = marked_line(ItemScaled.forward, "graph break: item")
+    resumed = only([f for f in prof.functions if f.resumed_at is not None])
+    assert (resumed.function, resumed.resumed_at, resumed.recompiles) == ("forward", line, 1)
+    failures = {failure.name: failure for failure in resumed.records[1].failures}
+    # the float .item() returned (dynamo's ___stack0) and the local h, both computed inside forward
+    assert set(failures) == {"h", "h.abs().max().item()"}
+    assert {failure.scope for failure in failures.values()} == {"computed"}
+    assert failures["h.abs().max().item()"].text.startswith(f"h.abs().max().item() (line {line}): ")
+    shown = prof.report(width=400) + " ".join(resumed.remedies) + " ".join(f.text for f in failures.values())
+    assert "___" not in shown and "L[" not in shown
+    # nothing the caller could do to a value computed inside forward is asked of it
+    assert not any("torch.tensor(" in r or "mark_dynamic(h" in r for r in resumed.remedies)
+    value, size = (next(r for r in resumed.remedies if r.startswith(start)) for start in ("`h.abs()", "`h`"))
+    assert f"graph break at line {line} (`scale = h.abs().max().item()" in value and "capture_scalar_outputs" in value
+    assert "changes size in dim 0 (2 → 3)" in size and "dynamic=True" in size
+
+
+def two_items(x):
+    total = x.sum().item() + x.max().item()  # two breaks
+    return x * total
+
+
+def test_a_stack_value_below_the_top_is_named_by_its_line():
+    compiled = torch.compile(two_items, backend="eager")
+    with RecompileProfiler() as prof:
+        compiled(torch.ones(3))
+        compiled(torch.full((3,), 2.0))
+
+    line = marked_line(two_items, "two breaks")
+    names = {failure.name for f in prof.functions if f.resumed_at is not None for failure in f.failures}
+    assert "x.max().item()" in names and f"the value computed on line {line}" in names  # x.sum().item()
+    assert not any("___" in name for name in names)
+    assert "___" not in prof.report(width=400)
+
+
+def dtype_then_size(x):
+    return x * 2
+
+
+def test_a_change_failed_against_several_cached_graphs_is_told_once():
+    compiled = torch.compile(dtype_then_size, backend="eager", dynamic=False)
+    with RecompileProfiler() as prof:
+        compiled(torch.ones(4))
+        compiled(torch.ones(4, dtype=torch.float64))
+        compiled(torch.ones(8))  # fails the float32 graph's size and the float64 graph's dtype and size
+
+    function = prof.for_function(dtype_then_size)
+    last = function.records[-1]
+    assert [len(entry.failures) for entry in last.failed_guards] == [2, 1]  # per cached graph, as torch checks them
+    remedy = next(r for r in function.remedies if "size" in r)
+    assert "(4 → 8)" in remedy and "4 → 8, 4 → 8" not in remedy
+    text = prof.report(width=400)
+    assert text.count("x: size[0] 4 → 8") == 1
+    assert "x: dtype float64 → float32  (" in text  # failed against one of the two cached graphs: it says which
+
+
+def square(x):
+    return x @ x
+
+
+def test_a_size_remedy_says_which_dims_changed_how():
+    compiled = torch.compile(square, backend="eager", dynamic=False)
+    with RecompileProfiler() as prof:
+        compiled(torch.ones(4, 4))
+        compiled(torch.ones(8, 8))
+
+    remedy = only(prof.for_function(square).remedies)
+    assert remedy.startswith("`x` changes size in dims 0 and 1 (dim 0: 4 → 8; dim 1: 4 → 8)")
+    assert "mark_dynamic(x, 0); torch._dynamo.mark_dynamic(x, 1)" in remedy
+
+
+def paired(x, y):
+    return x.sum() + y.sum()
+
+
+def test_inputs_reaching_size_one_share_one_remedy_and_a_broken_equality_is_not_called_size_one():
+    compiled = torch.compile(paired, backend="eager", dynamic=True)
+    with RecompileProfiler() as prof:
+        compiled(torch.ones(4), torch.ones(4))  # x and y share one size symbol
+        compiled(torch.ones(6), torch.ones(3))  # no longer equal: a guard on the two sizes fails, neither is 1
+        unequal = prof.for_function(paired).remedies
+        compiled(torch.ones(1), torch.ones(1))
+
+    assert not any("reached a size" in r for r in unequal)
+    remedy = only([r for r in prof.for_function(paired).remedies if "reached a size" in r])
+    assert remedy.startswith("`x` (dim 0: 1) and `y` (dim 0: 1) reached a size of 1")
+    assert "mark_unbacked(x, 0); torch._dynamo.decorators.mark_unbacked(y, 0)" in remedy
