@@ -22,10 +22,14 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .context import MAIN_MODULES, module_import_spec, script_source
 from ..seams import compiler_state
+
+if TYPE_CHECKING:
+    from ..unit.case import GraphCase
 
 
 def script_patches() -> dict[str, str]:
@@ -105,3 +109,42 @@ def patch_definitions() -> tuple[dict[str, str], str]:
         return {}, ""
     source = script_source()
     return patches, slice_script(source, sorted(set(patches.values()))) if source else ""
+
+
+@dataclass(frozen=True)
+class ProgramState:
+    """The program's changes to torch at one compile: what a repro of that compile carries, imports, or lacks."""
+
+    patches: dict[str, str] = field(default_factory=dict)  # torch target -> the script's function (script_patches)
+    carried: str = ""  # the script's source that makes them
+    modules: list[tuple[str, str]] = field(default_factory=list)  # user modules a repro imports (state_modules)
+    missing: list[str] = field(default_factory=list)  # what no repro can carry (state_missing)
+
+    def applied_to(self, case: GraphCase) -> GraphCase:
+        """``case`` with the patches' source among its definitions and the modules among its imports.
+
+        Such a case also turns torch's compile caches off: their keys hash the graph and
+        the config, not a patched lowering or code generator, so a kernel cached by a
+        run without the patch (the user's earlier runs, any other program) is served
+        in its place and the failure vanishes.
+        """
+        from .extract import merge_definitions
+
+        if self.carried:
+            case = case.replace(definitions=merge_definitions(case.definitions, self.carried))
+        if self.modules:
+            case = case.replace(modules=list(dict.fromkeys([*case.modules, *self.modules])))
+        if self.carried or self.modules:
+            inductor = {**case.config.get(INDUCTOR_CONFIG, {}), "force_disable_caches": True}
+            case = case.replace(config={**case.config, INDUCTOR_CONFIG: inductor})
+        return case
+
+
+#: Where the switch that turns torch's compile caches off lives (an alias of ``torch.compiler.config``'s).
+INDUCTOR_CONFIG = "torch._inductor.config"
+
+
+def program_state() -> ProgramState:
+    """The program's changes to torch right now (read at each compile: a script may patch torch between two)."""
+    patches, carried = patch_definitions()
+    return ProgramState(patches, carried, state_modules(), state_missing())

@@ -45,12 +45,11 @@ from . import blame, hooks
 from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values, snapshot
 from .casemaker import aot_case, make_case
 from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches, resolve_backend
-from .patches import patch_definitions, state_missing, state_modules
+from .patches import program_state
 from .events import (
     AotGraphSaved, AotInputsNotSaved, Event, Exited, Failed, Finished, FrameLifted, GraphSaved, Judged, Patches, Ran,
     Running, StateMissing, UnknownBackendNamed, Unrecoverable, to_line,
 )  # fmt: skip
-from .extract import merge_definitions
 from ..errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
 from .script import run_script
@@ -242,18 +241,15 @@ class Recorder:
 
     def record(self, gm: fx.GraphModule, example_inputs: Sequence[Any], backend: BackendInfo) -> GraphCase:
         index = len(self.cases)
-        case = make_case(gm, example_inputs, backend=backend, index=index, frame=current_frame(gm))
-        patches, carried = patch_definitions()
-        if patches:  # the program patched torch: the repro carries the patch
-            case = case.replace(definitions=merge_definitions(case.definitions, carried))
-            if patches != self._patches:
-                self._patches = patches
-                self.event(Patches(patches, bool(carried)))
-        if modules := state_modules():  # a user module's lowering or decomposition: the repro imports the module
-            case = case.replace(modules=list(dict.fromkeys([*case.modules, *modules])))
-        if (missing := state_missing()) != self._missing:
-            self._missing = missing
-            self.event(StateMissing(missing))
+        # the program's patches of torch ride with the graph: carried as source, or imported from a user module
+        state = program_state()
+        case = state.applied_to(make_case(gm, example_inputs, backend=backend, index=index, frame=current_frame(gm)))
+        if state.patches and state.patches != self._patches:
+            self._patches = state.patches
+            self.event(Patches(state.patches, bool(state.carried)))
+        if state.missing != self._missing:
+            self._missing = state.missing
+            self.event(StateMissing(state.missing))
         self.cases.append(case)
         path = write_repro(case, self.out_dir / str(GraphId(index)), stage=case.backend)
         self.event(

@@ -47,7 +47,7 @@ from dataclasses import replace
 from typing import Any
 
 from .engine import Candidate, Reducer
-from ..seams.config import ENVIRONMENT_DEFAULTS
+from ..seams.config import NEVER_DROPPED
 
 
 def eliminate_dead_code(r: Reducer) -> None:
@@ -327,7 +327,7 @@ def finish_at_once(r: Reducer) -> None:
     random = replace(r.best, random=r.best.random | set(tensors))
     ones = [(name, d) for name, shape in _current_shapes(r, random) for d, n in enumerate(shape) if n > 1]
     small = _resized(r, ones, 1, random) if ones and not _already_small(r, random) else random
-    bare = replace(small, config=frozenset(e for e in small.config if e[1] in ENVIRONMENT_DEFAULTS.get(e[0], ())))
+    bare = replace(small, config=frozenset(e for e in small.config if e[1] in NEVER_DROPPED.get(e[0], ())))
     r.consider_all([small, bare])
 
 
@@ -447,7 +447,7 @@ def minimize_config(r: Reducer) -> None:
     A key whose default differs from machine to machine stays: it cannot be dropped here
     and still mean the same thing wherever the repro runs.
     """
-    entries = sorted(e for e in r.best.config if e[1] not in ENVIRONMENT_DEFAULTS.get(e[0], ()))
+    entries = sorted(e for e in r.best.config if e[1] not in NEVER_DROPPED.get(e[0], ()))
     _shrink_set(r, entries, lambda group: replace(r.best, config=r.best.config - set(group)))
 
 

@@ -47,6 +47,14 @@ ENVIRONMENT_DEFAULTS: dict[str, tuple[str, ...]] = {
     "torch._functorch.config": ("error_on_custom_op_aliasing",),
 }
 
+#: Keys the reducer never drops from a case: the environment defaults above, and the switch that
+#: turns torch's compile caches off for a program that patched torch (their keys do not hash a
+#: patched lowering, so a warm cache hides the failure: :meth:`minifier.capture.patches.ProgramState.applied_to`).
+NEVER_DROPPED: dict[str, tuple[str, ...]] = {
+    **ENVIRONMENT_DEFAULTS,
+    "torch._inductor.config": ("force_disable_caches",),
+}
+
 #: Keys that change only what happens to custom ops (torch's aliasing check skips its
 #: own ops): a graph calling no custom op does not carry them, and costs no query to drop them.
 CUSTOM_OP_KEYS: dict[str, tuple[str, ...]] = {

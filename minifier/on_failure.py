@@ -1,0 +1,461 @@
+"""What the ``TORCHDYNAMO_REPRO_AFTER`` hook does at each compile it is asked to watch (:mod:`minifier.autoload` arms it).
+
+:class:`ReproOnFailure` sits between dynamo and the user's backend for one compile,
+and follows torch's levels:
+
+- **1**: when a graph fails to compile or run, save it as an unminified ``repro.py``;
+- **2** (torch's default): the same, then minify it in a fresh ``python -m minifier
+  repro`` process and write the minimal ``repro.py`` directly (no launcher step);
+- **3**: save every graph before it is compiled, so a segfault still leaves a repro
+  (``minify repro`` on it minifies it);
+- **4**: also check each compiled graph's first result against an fp64 reference, and
+  minify an accuracy failure.
+
+Every door of a graph is watched: its compile and its runs, and the aot graphs
+AOTAutograd compiles for it, whose backward compiles lazily at the program's first
+``loss.backward()`` and runs inside autograd, where nothing around the dynamo graph
+sees it (:meth:`ReproOnFailure.watching_aot_graphs`). What is saved is always the
+dynamo graph, with the program's patches of torch (:mod:`minifier.capture.patches`):
+its repro runs the backward too, and ``minify repro --after aot`` finds the failing
+aot graph in it again.
+
+Each failure gets a new run directory under ``TORCHDYNAMO_REPRO_DIR`` (else
+``torch._dynamo.config.debug_dir_root``'s ``./torch_compile_debug``).
+
+**First, do no harm.** A debugging hook must never change what a healthy program
+does: the user's backend gets the very graph and inputs it would have; nothing of
+pt2kit's own may raise into the program (its failures become one line on stderr,
+:func:`safe`); the user's exception is re-raised unchanged; level 4 clones the inputs
+*before* the compiled call (graphs mutate buffers and inputs in place), runs its
+references on the clones, and puts the RNG state back afterwards, so the program's
+random stream is the one it would have had.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .unit.accuracy import Accuracy
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {"counter": 0, "missing": []}
+
+
+class Intent:
+    """What the user asked torch's minifier for, read torch's way."""
+
+    def __init__(self, after: str, level: int, out: Path) -> None:
+        self.after = after  # dynamo | aot
+        self.level = level  # 1..4
+        self.out = out
+
+
+def safe(fn: Callable[..., Any], default: Any, *args: Any) -> Any:
+    """pt2kit's own step, which must never raise into the user's program."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - first, do no harm
+        from .errors import UserFacingError
+
+        if isinstance(e, UserFacingError):  # the user's input (an unwritable TORCHDYNAMO_REPRO_DIR): its own line
+            say(f"{e}; the program continues as without pt2kit")
+        else:
+            say(
+                f"internal error in {getattr(fn, '__name__', 'a step')} ({type(e).__name__}: {e}); the program continues as without pt2kit"
+            )
+        return default
+
+
+def say(message: str) -> None:
+    try:
+        print(f"pt2kit: {message}", file=sys.stderr)
+    except Exception:  # noqa: BLE001 - a closed stderr is not the program's problem
+        pass
+
+
+class ReproOnFailure:
+    """One compile of one graph under the user's intent."""
+
+    def __init__(self, intent: Intent) -> None:
+        self.intent = intent
+
+    def compile(
+        self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any], **kwargs: Any
+    ) -> Any:
+        case = safe(self._case, None, backend, name, gm, example_inputs)
+        if case is not None and self.intent.level == 3:
+            safe(self.save, None, case, "saved before compiling (TORCHDYNAMO_REPRO_LEVEL=3)")
+        try:
+            with _entered(self.watching_aot_graphs, case):
+                compiled = backend(gm, example_inputs, **kwargs)
+        except Exception as e:
+            if case is not None:
+                self.handle(case, error=e)
+            raise
+        if case is None:
+            return compiled
+        return self.watch(compiled, case)
+
+    def watching_aot_graphs(self, case: Any) -> Any:
+        """Within the block, the aot graphs AOTAutograd compiles for ``case`` report their failures to it.
+
+        A backward graph compiles lazily, at the program's first ``loss.backward()``,
+        long after dynamo's compile returned, and it runs inside autograd: neither is
+        seen from the dynamo graph's compile or call. The compilers AOTAutograd is
+        handed here keep the wrapper for that later compile. At level 4 every aot
+        graph's first run is judged too (a wrong gradient, or a wrong activation saved
+        for the backward, never reaches the forward's outputs).
+        """
+        if case is None:
+            return None
+        from .capture.hooks import aot_compilers
+
+        return aot_compilers(lambda kind, compiler: self.watch_aot_compiler(case, kind, compiler))
+
+    def watch_aot_compiler(self, case: Any, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
+        """One aot compiler of ``case``'s backend, its compile and its compiled graph's runs watched.
+
+        Below level 4, forward and inference compilers are left as they are: they compile
+        and run inside the dynamo graph's compile and call, where :meth:`compile` and
+        :meth:`watch` see their failures, and an untouched forward compiler keeps
+        AOTAutograd's cache in use.
+        """
+        if kind != "backward" and self.intent.level != 4:
+            return compiler
+        guard = self
+
+        def pt2kit_aot_compiler(gm: Any, example_inputs: Any) -> Any:
+            from .unit.case import snapshot
+
+            judged = safe(snapshot, None, gm) if guard.intent.level == 4 else None
+            try:
+                compiled = compiler(gm, example_inputs)
+            except Exception as e:
+                guard.handle(case, error=e, where=kind)
+                raise
+            return guard.watch_aot(compiled, case, kind, judged)
+
+        return pt2kit_aot_compiler
+
+    def watch_aot(self, compiled: Callable[..., Any], case: Any, kind: str, judged: Any) -> Callable[..., Any]:
+        """A compiled aot graph whose run-time failures (and, at level 4, first result) are looked at."""
+        guard = self
+        first = [judged is not None and not _has_random_ops(judged)]
+
+        def pt2kit_watched_aot(*args: Any) -> Any:
+            if first[0]:
+                first[0] = False
+                return guard.judge_aot(compiled, case, kind, judged, args)
+            try:
+                return compiled(*args)
+            except Exception as e:
+                guard.failed_running(case, kind, e)
+                raise
+
+        _carry_call_attributes(compiled, pt2kit_watched_aot)
+        return pt2kit_watched_aot
+
+    def failed_running(self, case: Any, kind: str, error: BaseException) -> None:
+        """An aot graph raised as it ran. A forward's failure reaches the dynamo graph's call,
+        which saves it with the values that call got (:meth:`watch`); a backward's never does."""
+        if kind == "backward":
+            self.handle(case, error=error, where=kind)
+
+    def judge_aot(self, compiled: Callable[..., Any], case: Any, kind: str, gm: Any, args: tuple[Any, ...]) -> Any:
+        """Level 4: an aot graph's first run against eager and fp64 runs of the graph it compiled."""
+        from .capture.recorder import call_values
+
+        live = call_values(args)  # (before the call: a boxed call empties its list)
+        references = safe(_clone_args, None, live)
+        rng = safe(_rng_state, None)
+        try:
+            result = compiled(*args)
+        except Exception as e:
+            self.failed_running(case, kind, e)
+            raise
+        if references is None or rng is None:
+            return result
+        failure = safe(_judge_run, None, gm, references, result, rng[0], live)
+        if failure is not None:
+            self.diverged(case, f"its {kind} graph: {failure.details}", case.inputs)
+        return result
+
+    def _case(self, backend: Callable[..., Any], name: str | None, gm: Any, example_inputs: list[Any]) -> Any:
+        from .capture.casemaker import make_case
+        from .capture.context import describe_backend
+        from .capture.patches import program_state
+
+        with _lock:
+            index = _state["counter"]
+            _state["counter"] += 1
+        info = describe_backend(backend, name)
+        if info.unrecoverable:
+            say(f"{info.unrecoverable}; a repro of graph g{index} would not be runnable")
+        # the program's patches of torch (a lowering, a codegen override) ride with the graph, as under minify run
+        state = program_state()
+        with _lock:
+            new_missing = state.missing and state.missing != _state.get("missing")
+            _state["missing"] = state.missing
+        if new_missing:
+            say("the program changed torch in ways no repro can carry (" + "; ".join(state.missing) + ")")
+        return state.applied_to(make_case(gm, example_inputs, backend=info, index=index))
+
+    def watch(self, compiled: Callable[..., Any], case: Any) -> Callable[..., Any]:
+        """The compiled graph, with its failures (and, at level 4, its first result) looked at."""
+        guard = self
+        first = [self.intent.level == 4]
+
+        def pt2kit_watched(*args: Any) -> Any:
+            if first[0]:
+                first[0] = False
+                return guard.check_accuracy(compiled, case, args)
+            try:
+                return compiled(*args)
+            except Exception as e:
+                guard.handle(case, args, error=e)
+                raise
+
+        _carry_call_attributes(compiled, pt2kit_watched)
+        return pt2kit_watched
+
+    def check_accuracy(self, compiled: Callable[..., Any], case: Any, args: Sequence[Any]) -> Any:
+        """Level 4: a graph's first call is compared with eager, in fp32 and fp64, on clones of its inputs."""
+        references = safe(_clone_args, None, args)  # before the call: it may mutate its inputs
+        rng = safe(_rng_state, None)
+        try:
+            result = compiled(*args)
+        except Exception as e:
+            self.handle(case, references if references is not None else args, error=e)
+            raise
+        if references is None or rng is None:
+            return result
+        problem = safe(self._divergence, None, case, references, result, rng, list(args))
+        if problem:
+            self.diverged(case, problem, _with_values(case.inputs, references))
+        return result
+
+    def diverged(self, case: Any, problem: str, inputs: list[Any]) -> None:
+        """A wrong answer at level 4: save the graph on ``inputs``, minify it for accuracy, and stop the program."""
+        path = safe(self.save, None, case.replace(inputs=inputs), f"diverges from the fp64 reference ({problem})")
+        if path is not None:
+            safe(self.minify, None, path, True)
+        from .seams.dynamo_exc import accuracy_error
+
+        error = accuracy_error()(
+            f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}"
+            + (f"; repro in {path.parent.parent.parent}" if path else "")
+        )
+        setattr(error, _HANDLED, True)  # (saved already: the wrappers it leaves through let it pass)
+        raise error
+
+    def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
+        """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
+        from .unit.accuracy import accuracy_divergence, reference_outputs
+
+        if _has_random_ops(case.gm):
+            return None  # compiled RNG differs from eager's by design: not comparable
+        after = _rng_state()
+        try:
+            eager = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state)
+        finally:
+            _set_rng_state(after)  # the program's random stream goes on as if nothing ran
+        return accuracy_divergence(eager.expected, eager.outputs_of(result, args), eager.fp64)
+
+    def handle(
+        self, case: Any, args: Sequence[Any] | None = None, *, error: BaseException | None = None, where: str = ""
+    ) -> None:
+        """A graph failed to compile or run: save it (levels 1-4) and minify it (2 and 4).
+
+        Once per failure: an error the program sees through several of pt2kit's
+        wrappers (an aot compiler's inside the dynamo graph's compile) is handled by
+        the first. ``where``: the aot graph that failed (``backward``), or the dynamo
+        graph itself. The dynamo graph is what is saved either way: its repro runs the
+        backward too, and ``minify repro --after aot`` finds the aot graph in it again.
+        """
+        if error is not None:
+            if getattr(error, _HANDLED, False):
+                return
+            try:
+                setattr(error, _HANDLED, True)
+            except (AttributeError, TypeError):
+                pass
+        failing = case if args is None else case.replace(inputs=_with_values(case.inputs, args))
+        path = safe(self.save, None, failing, f"failed in its {where} graph" if where else "failed")
+        if path is not None and self.intent.level in (2, 4):
+            safe(self.minify, None, path, False)
+
+    def save(self, case: Any, why: str) -> Path:
+        from .isolation.session import new_run_dir
+        from .repro.files import write_repro
+        from .unit.case import GraphId
+
+        run_dir = new_run_dir(self.intent.out, run_name())
+        path = write_repro(case, run_dir / "captured" / str(GraphId(case.index)), stage=case.backend)
+        if self.intent.level in (1, 3):
+            write_repro(
+                case,
+                run_dir,
+                stage=case.backend,
+                note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook: graph {case.label()} {why}; not minified.",
+            )
+        say(f"graph {case.label()} {why}; repro in {run_dir}")
+        return path
+
+    def minify(self, path: Path, accuracy: Accuracy) -> int:
+        """Minify a saved graph in a fresh process (this one runs the user's threads)."""
+        import subprocess
+
+        from .isolation.zygote import pt2kit_env, python_command
+
+        run_dir = path.parent.parent.parent
+        command = python_command(
+            "minifier", "repro", str(path), "--after", self.intent.after, "--run-dir", str(run_dir)
+        )
+        command.append("--accuracy" if accuracy else "--no-accuracy")
+        from pathlib import Path
+
+        from .stages.distributed import minifying, wait_for_other_ranks
+
+        roots = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
+        env = pt2kit_env({"PYTHONPATH": os.pathsep.join(roots)})
+        with minifying(run_dir), _sigterm_deferred():
+            code = subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL).returncode
+        wait_for_other_ranks(self.intent.out)
+        return code
+
+
+class _sigterm_deferred:
+    """SIGTERM waits until the block ends, then takes effect as it would have.
+
+    Under torchrun, the first rank to exit with an error makes the launcher send SIGTERM
+    to every other rank's process group. A rank still minifying would die at once,
+    while its ``python -m minifier repro`` child (which gets the same signal) is writing
+    its best repro so far. Deferred, the rank waits for that child, then ends as
+    SIGTERM ends it. Only the main thread can set a handler; elsewhere nothing changes.
+    """
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.received: list[int] = []
+        self.armed = threading.current_thread() is threading.main_thread()
+        if self.armed:
+            self.previous = signal.signal(signal.SIGTERM, lambda signum, frame: self.received.append(signum))
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.armed:
+            signal.signal(signal.SIGTERM, self.previous if self.previous is not None else signal.SIG_DFL)
+            if self.received:
+                signal.raise_signal(signal.SIGTERM)
+
+
+#: Set on an exception pt2kit has saved a repro for, so that the wrappers it passes through on its way out save it once.
+_HANDLED = "_pt2kit_handled"
+
+
+def _carry_call_attributes(compiled: Any, wrapper: Any) -> None:
+    """What AOTAutograd and dynamo read off a compiled callable, on pt2kit's wrapper of it."""
+    for attr in ("_boxed_call", "zero_grad", "_torchdynamo_orig_backend"):
+        if hasattr(compiled, attr):
+            try:
+                setattr(wrapper, attr, getattr(compiled, attr))
+            except AttributeError:
+                pass
+
+
+class _entered:
+    """``with _entered(make, *args):`` enters ``make(*args)`` (a context manager, or None for none).
+
+    pt2kit's own step: a failure to make or enter it is said on stderr and the block
+    runs without it; an exception from the block passes through untouched.
+    """
+
+    def __init__(self, make: Callable[..., Any], *args: Any) -> None:
+        self.make, self.args, self.context = make, args, None
+
+    def __enter__(self) -> None:
+        context = safe(self.make, None, *self.args)
+        if context is not None and safe(context.__enter__, _FAILED) is not _FAILED:
+            self.context = context
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.context is not None:
+            safe(self.context.__exit__, None, *exc)
+        return False
+
+
+_FAILED = object()
+
+
+def _judge_run(gm: Any, inputs: list[Any], outputs: Any, rng: Any, after: list[Any]) -> Any:
+    from .unit.accuracy import judge_compiled_run
+
+    return judge_compiled_run(gm, inputs, outputs, rng=rng, after=after)
+
+
+def run_name() -> str:
+    """The run directory's name: the script, and the rank under torchrun."""
+    from pathlib import Path
+
+    name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
+    rank = os.environ.get("RANK")
+    return f"{name}-rank{rank}" if rank is not None and os.environ.get("WORLD_SIZE") else name
+
+
+def _has_random_ops(gm: Any) -> bool:
+    from .unit.accuracy import RANDOM_OPS
+
+    for node in gm.graph.nodes:
+        name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+        if node.op in ("call_function", "call_method") and name.lstrip("_").rstrip("_").startswith(RANDOM_OPS):
+            return True
+    return False
+
+
+def _clone_args(args: Sequence[Any]) -> list[Any]:
+    from .unit.case import clone_values
+
+    return clone_values(list(args))
+
+
+def _rng_state() -> tuple[Any, Any]:
+    import torch
+
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state: tuple[Any, Any]) -> None:
+    import torch
+
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _with_values(inputs: list[Any], args: Sequence[Any]) -> list[Any]:
+    """The case's inputs with the values a failing call actually passed."""
+    from dataclasses import replace
+
+    import torch
+
+    from .unit.case import TensorMeta
+
+    if len(args) != len(inputs):
+        return inputs
+    return [
+        replace(i, value=a.detach().requires_grad_(a.requires_grad), meta=TensorMeta.of(a))
+        if isinstance(a, torch.Tensor)
+        else i
+        for i, a in zip(inputs, args)
+    ]
