@@ -14,9 +14,13 @@ export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
 setup: $(VENV)/.installed
 
+# TORCH_INDEX: where torch comes from. Empty (the default), pip's own configured index: on
+# PyPI, Linux gets the CUDA build (several GB; it runs on a CPU too). For the CPU wheel:
+#   make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 

@@ -5,8 +5,10 @@ that has computed for hours), so pt2kit never forks from it. The callable is
 captured here: each dynamo graph it produces is saved, with its real inputs, as a
 runnable ``repro.py`` (:func:`save_repro`, torch RFC #196186: "save a repro at step
 1000 without env vars"). :func:`bisect` and :func:`minify` then hand those files to
-the ``minify`` command in a fresh process, through a small driver script that runs
-them in order, and return its JSON report.
+the ``minify`` command in a fresh process (``--saved``: the graphs are bisected in
+the order the program compiled them; no program runs again), and return its JSON
+report. The user's process never compiles with the backend under suspicion: a crash
+in compiled code cannot take it down.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 def save_repro(
     fn: Callable[..., Any],
     *args: Any,
-    backend: str = "inductor",
+    backend: str | Callable[..., Any] | None = None,
     out: str | os.PathLike[str] | None = None,
     **kwargs: Any,
 ) -> Path:
@@ -36,18 +38,20 @@ def save_repro(
     ``fn`` runs once, with its graphs executed eagerly (nothing is compiled by
     ``backend``, which is only written into the repros as the stage to run). Returns
     the new run directory; graph *N* is at ``<run dir>/g<N>/repro.py``. Already
-    compiled functions and modules (``torch.compile(model)``) are unwrapped.
+    compiled functions and modules (``torch.compile(model, backend=...)``) are
+    unwrapped, and their backend is the stage unless ``backend`` names another: a
+    registered name, ``module:function``, or the backend function itself.
     """
     import torch
 
     from .capture import hooks
     from .capture.casemaker import make_case
-    from .capture.context import describe_backend, learn_dynamo_own_patches, resolve_backend
+    from .capture.context import learn_dynamo_own_patches
     from .isolation.session import default_out_dir, new_run_dir
     from .repro.files import write_repro
     from .unit.case import GraphId
 
-    info = describe_backend(resolve_backend(backend), backend)  # an unknown name fails here
+    info = _backend_info(fn, backend)  # an unknown name fails here
     learn_dynamo_own_patches()
     run_dir = new_run_dir(
         Path(out) if out is not None else default_out_dir(), getattr(fn, "__name__", type(fn).__name__)
@@ -58,7 +62,7 @@ def save_repro(
     def save_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         case = make_case(gm, example_inputs, backend=info, index=len(saved))
         saved.append(
-            write_repro(case, run_dir / str(GraphId(case.index)), stage=backend, note="Saved by minifier.save_repro.")
+            write_repro(case, run_dir / str(GraphId(case.index)), stage=info.name, note="Saved by minifier.save_repro.")
         )
         return gm.forward
 
@@ -68,31 +72,43 @@ def save_repro(
     return run_dir
 
 
-def _driver(run_dir: Path) -> Path:
-    """A script that runs the saved repros in order, as the program ran its graphs."""
-    paths = json.loads((run_dir / "graphs.json").read_text())
-    driver = run_dir / "run_saved_graphs.py"
-    driver.write_text(
-        '"""Runs the graphs minifier.save_repro saved, in the order the program compiled them."""\n'
-        "import os\nimport runpy\nimport sys\n\n"
-        f"for path in {paths!r}:\n"
-        "    sys.path.insert(0, os.path.dirname(path))  # the user modules copied beside it\n"
-        "    runpy.run_path(path, run_name='__main__')\n"
-    )
-    return driver
+def _backend_info(fn: Callable[..., Any], backend: str | Callable[..., Any] | None) -> Any:
+    """How the repros name the stage ``backend=`` asks for (see :func:`save_repro`)."""
+    from .capture.context import describe_backend, resolve_backend
+    from .seams.backend_registry import compiled_backend
+
+    if isinstance(backend, str):
+        return describe_backend(resolve_backend(backend), backend)
+    if backend is None:
+        backend = compiled_backend(fn)
+    if backend is None:
+        return describe_backend(resolve_backend("inductor"), "inductor")
+    return describe_backend(backend, None)
 
 
-def _command(command: str, script: Path, options: dict[str, Any]) -> dict[str, Any]:
+def _saved_graphs(run_dir: Path) -> list[Path]:
+    """The repros :func:`save_repro` wrote, in the order the program compiled their graphs."""
+    return [Path(p) for p in json.loads((run_dir / "graphs.json").read_text())]
+
+
+def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[str, Any]:
+    """``minify <command> --saved`` on the saved graphs, in a fresh process; its JSON report."""
+    from .errors import NoFailure, UsageError
+
+    if not (isinstance(options.get("timeout"), (int, float)) and options["timeout"] > 0):
+        raise UsageError(f"timeout must be a positive number of seconds, not {options.get('timeout')!r}")
+    if not saved:
+        raise NoFailure("nothing was compiled: the function ran without torch.compile producing a graph")
     from .isolation.zygote import pt2kit_env, python_command
 
-    argv = python_command("minifier", command, "--json")
+    argv = python_command("minifier", command, "--json", "--saved")
     for name, value in options.items():
         if value is True:
             argv.append(f"--{name}")
         elif value not in (None, False):
             argv += [f"--{name}", str(value)]
     done = subprocess.run(
-        [*argv, str(script)], capture_output=True, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL
+        [*argv, *map(str, saved)], capture_output=True, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL
     )
     try:
         report = json.loads(done.stdout)
@@ -113,7 +129,7 @@ def _command(command: str, script: Path, options: dict[str, Any]) -> dict[str, A
 def bisect(
     fn: Callable[..., Any],
     *args: Any,
-    backend: str = "inductor",
+    backend: str | Callable[..., Any] | None = None,
     accuracy: Accuracy = False,
     out: str | os.PathLike[str] | None = None,
     timeout: float = 300.0,
@@ -121,13 +137,13 @@ def bisect(
 ) -> dict[str, Any]:
     """Which graph of ``fn(*args)`` fails, and at which stage: ``minify bisect``'s JSON report."""
     run_dir = save_repro(fn, *args, backend=backend, out=out, **kwargs)
-    return _command("bisect", _driver(run_dir), {"accuracy": accuracy, "out": run_dir, "timeout": timeout})
+    return _command("bisect", _saved_graphs(run_dir), {"accuracy": accuracy, "out": run_dir, "timeout": timeout})
 
 
 def minify(
     fn: Callable[..., Any],
     *args: Any,
-    backend: str = "inductor",
+    backend: str | Callable[..., Any] | None = None,
     accuracy: Accuracy = False,
     after: str = "auto",
     out: str | os.PathLike[str] | None = None,
@@ -136,4 +152,6 @@ def minify(
 ) -> dict[str, Any]:
     """Shrink the first failing graph of ``fn(*args)`` to a minimal repro: ``minify run``'s report.json."""
     run_dir = save_repro(fn, *args, backend=backend, out=out, **kwargs)
-    return _command("run", _driver(run_dir), {"accuracy": accuracy, "after": after, "out": run_dir, "timeout": timeout})
+    return _command(
+        "run", _saved_graphs(run_dir), {"accuracy": accuracy, "after": after, "out": run_dir, "timeout": timeout}
+    )

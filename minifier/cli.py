@@ -25,12 +25,14 @@ for _variable in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from .errors import InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
-from .capture.script import resolve_script  # noqa: E402
+from .capture.script import check_syntax, resolve_script  # noqa: E402
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+#: A query's time limit: a positive number of seconds (0 or less would call every query a hang).
+TIMEOUT = click.FloatRange(min=0, min_open=True)
 
 
 def _script_arguments(func: Any) -> Any:
@@ -51,7 +53,7 @@ def _common_options(func: Any) -> Any:
     func = click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")(func)
     func = click.option(
         "--timeout",
-        type=float,
+        type=TIMEOUT,
         default=300.0,
         show_default=True,
         help="Seconds per isolated query before it counts as a hang.",
@@ -112,13 +114,28 @@ _subsystem_option = click.option(
 )
 
 
+_saved_option = click.option(
+    "--saved",
+    is_flag=True,
+    help="SCRIPT and ARGS are repro.py files of one program's graphs, in order (minifier.save_repro's): "
+    "bisect those instead of running a program.",
+)
+
+
+def _saved_paths(script: Path, args: tuple[str, ...]) -> list[Path]:
+    """``--saved``: every path on the command line, each a repro that must exist."""
+    return [resolve_script(p, "repro") for p in (script, *args)]
+
+
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@_saved_option
 @_subsystem_option
 @_common_options
 @_script_arguments
 def bisect(
     script: Path,
     args: tuple[str, ...],
+    saved: bool,
     subsystem: bool,
     accuracy: bool,
     strict_accuracy: bool,
@@ -130,17 +147,25 @@ def bisect(
 ) -> None:
     """Run SCRIPT, then each of its graphs through eager → aot_eager → aot_eager_decomp_partition → final backend."""
     try:
-        path = resolve_script(script)
+        paths = _saved_paths(script, args) if saved else [resolve_script(script)]
+        check_syntax(paths[0])
     except UserFacingError as error:
         exit_with(error, "minify", as_json)
+    path = paths[0]
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        from .bisect.bisection import bisect_script
+        from .bisect.bisection import bisect_saved, bisect_script
         from .report import print_bisect
 
-        report = bisect_script(
-            session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc
-        )
+        if saved:
+            from .capture.torch_repro import load_any_repro
+
+            cases = [(load_any_repro(p, session).case, p) for p in paths]
+            report = bisect_saved(session, cases, path.parent.parent.name, accuracy=_accuracy(accuracy, strict_accuracy))
+        else:
+            report = bisect_script(
+                session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc
+            )
         failure, culprit = report.failure, report.culprit
         if (
             subsystem
@@ -160,8 +185,8 @@ def bisect(
                 original=culprit.case,
                 minimized=None,
                 report=report,
-                script=path,
-                args=list(args),
+                script=None if saved else path,
+                args=[] if saved else list(args),
             )
         from .pages.minify_page import write_run_report
 
@@ -177,7 +202,7 @@ def bisect(
         timeout=timeout,
         as_json=as_json,
         error_report=False,
-        first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)),
+        first=None if saved else _capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)),
     )
 
 
@@ -189,6 +214,7 @@ def bisect(
     show_default=True,
     help="Minify the dynamo graph, the aot graph, or the aot one when it reproduces.",
 )
+@_saved_option
 @_subsystem_option
 @_common_options
 @_script_arguments
@@ -196,6 +222,7 @@ def run(
     script: Path,
     args: tuple[str, ...],
     after: str,
+    saved: bool,
     subsystem: bool,
     accuracy: bool,
     strict_accuracy: bool,
@@ -210,13 +237,27 @@ def run(
 
     out = out or default_out_dir()
     try:
-        path = resolve_script(script)
+        paths = _saved_paths(script, args) if saved else [resolve_script(script)]
+        check_syntax(paths[0])
     except UserFacingError as error:
         exit_with(error, "minify", as_json)
+    path = paths[0]
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        from .minification import minify_script
+        from .minification import minify_repro, minify_script
 
+        if saved:
+            return _minified(
+                minify_repro(
+                    session,
+                    path,
+                    saved=paths[1:],
+                    after=after,
+                    accuracy=_accuracy(accuracy, strict_accuracy),
+                    out=out,
+                    subsystem=subsystem,
+                )
+            )
         return _minified(
             minify_script(
                 session,
@@ -237,7 +278,7 @@ def run(
         out=out,
         timeout=timeout,
         as_json=as_json,
-        first=_capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)),
+        first=None if saved else _capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)),
     )
 
 
@@ -253,7 +294,7 @@ def run(
 @click.option("--strict-accuracy", is_flag=True, help="Judge wrong answers bit for bit against eager.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per isolated query.")
+@click.option("--timeout", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per isolated query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def repro(
@@ -271,12 +312,14 @@ def repro(
     from .isolation.session import default_out_dir
 
     out = out or default_out_dir()
+    try:
+        resolved = resolve_script(path, "repro")
+    except UserFacingError as error:
+        exit_with(error, "minify", as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         return _minified(
-            minify_repro(
-                session, resolve_script(path), after=after, accuracy=_accuracy(accuracy, strict_accuracy), out=out
-            )
+            minify_repro(session, resolved, after=after, accuracy=_accuracy(accuracy, strict_accuracy), out=out)
         )
 
     _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)

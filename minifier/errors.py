@@ -39,10 +39,17 @@ class UsageError(UserFacingError):
 
 
 class ScriptNotFound(UsageError):
-    """The script to run does not exist (exit 2, a usage error)."""
+    """The script to run (or the repro to read: ``what``) does not exist (exit 2, a usage error)."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(f"script not found: {path}")
+    def __init__(self, path: str, what: str = "script") -> None:
+        super().__init__(f"{what} not found: {path}")
+
+
+class OutputNotWritable(UsageError):
+    """The directory run directories go to cannot be created or written (exit 2, a usage error)."""
+
+    def __init__(self, out: object, reason: str) -> None:
+        super().__init__(f"cannot write run directories to {out}: {reason}; choose another --out or TORCHDYNAMO_REPRO_DIR")
 
 
 class NoFailure(UserFacingError):
@@ -107,3 +114,8 @@ def exit_with(error: UserFacingError, program: str, as_json: bool = False) -> No
     sys.stderr.write(f"{program}: {error}\n")
     sys.stderr.flush()
     sys.exit(error.exit_code)
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 node``, ``2 nodes``: a count and its noun, as a message says it."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"

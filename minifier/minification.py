@@ -29,16 +29,18 @@ from typing import TYPE_CHECKING, Any
 
 import torch.fx as fx
 
-from .bisect.bisection import bisect_case, bisect_script
+from .bisect.bisection import bisect_saved, bisect_script
 from .bisect.report import BisectReport, Row
 from .bisect.culprit import pin_down_again
 from .result import MinifyResult
 from .capture.blame import blamed_nodes
 from .unit.case import GraphCase
 from .stages.inline import variants
-from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError
+from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError, plural
 from .stages.flaky import measured_rate, tries_for
-from .reduce.checkpoint import CHECKPOINT, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint
+from .reduce.checkpoint import (
+    CHECKPOINT, Status, find_checkpoint, fingerprint, holding, load_checkpoint, mark_checkpoint, save_checkpoint,
+)  # fmt: skip
 from .pages.minify_page import write_run_report
 from .reduce.passes import PASSES
 from .reduce.engine import Reducer, Unconfirmed
@@ -243,7 +245,7 @@ def start_reducer(
         "stage": stage,
         "target": target.signature.to_json(),
         "accuracy": accuracy,
-        "status": "running",
+        "status": Status.RUNNING.value,
     }
     reducer = Reducer(
         case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state)
@@ -257,7 +259,7 @@ def start_reducer(
     if resume is not None:
         reducer.cache, reducer.best = load_checkpoint(resume)
         cached, kept = len(reducer.cache), len(reducer.best.kept)
-        session.log(f"resuming {resume.parent.name}: {cached} answers cached, best so far has {kept} nodes")
+        session.log(f"resuming {resume.parent.name}: {cached} answers cached, best so far has {plural(kept, 'node')}")
     if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
         # The bisection just ran this very graph through this stage and saw the target.
         seen_only_in_program = bisect.failure is not None and bisect.failure.seen_in_program
@@ -305,13 +307,13 @@ def reduce_and_write(
         reducer.run(PASSES)
     except KeyboardInterrupt:
         path = write_best(session, reducer, query.origin, stage, target, accuracy, tries)
-        save_checkpoint(reducer, checkpoint, {**state, "status": "interrupted"})
+        save_checkpoint(reducer, checkpoint, {**state, "status": Status.INTERRUPTED.value})
         raise Interrupted(
-            f"interrupted: the best repro so far ({len(reducer.best.kept)} nodes) is {path}; run the same command again to resume"
+            f"interrupted: the best repro so far ({plural(len(reducer.best.kept), 'node')}) is {path}; run the same command again to resume"
         ) from None
     path = write_best(session, reducer, query.origin, stage, target, accuracy, tries)
     verified, unverified = verify(session, path, target.signature, reducer.best_case(), tries)
-    save_checkpoint(reducer, checkpoint, {**state, "status": "done"})
+    save_checkpoint(reducer, checkpoint, {**state, "status": Status.REDUCED.value})  # done once the whole run is
     return path, verified, [unverified] if unverified else []
 
 
@@ -377,7 +379,7 @@ def minify_script(
     )
     resume = find_checkpoint(out, key)
     if resume is not None:
-        return resume_minification(session, resume, key)
+        return finished(session, resume_minification(session, resume, key), subsystem, script, args)
     report = bisect_script(
         session,
         script,
@@ -393,7 +395,7 @@ def minify_script(
         outcome = row.first_failure
         assert outcome is not None and outcome.failure is not None and row.case is not None
         session.log(
-            f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}"
+            f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}"
         )
         blame = (
             report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None,
@@ -420,9 +422,21 @@ def minify_script(
             )
             report = pin_down_again(session, report)
             continue
-        if subsystem:
-            below_the_stage(session, result, script, args)
-        return result
+        return finished(session, result, subsystem, script, args)
+
+
+def finished(session: Session, result: MinifyResult, subsystem: bool, script: Path | None, args: list[str]) -> MinifyResult:
+    """The rest of a run once its repro is written: below the stage (``subsystem``), then the checkpoint marked done.
+
+    Until then a rerun of the same command resumes it: Ctrl-C below the stage loses
+    nothing of the reduction.
+    """
+    if subsystem:
+        below_the_stage(session, result, script, args)
+    mark_checkpoint(session.run_dir, Status.DONE)
+    if result.resumed_from is not None:  # (else the next run of the command would resume the same one again)
+        mark_checkpoint(Path(result.resumed_from), Status.DONE)
+    return result
 
 
 def below_the_stage(session: Session, result: MinifyResult, script: Path | None, args: list[str]) -> None:
@@ -465,31 +479,46 @@ def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyR
 
 
 def minify_repro(
-    session: Session, path: Path, *, after: str = "auto", accuracy: Accuracy | None = None, out: Path
+    session: Session,
+    path: Path,
+    *,
+    after: str = "auto",
+    accuracy: Accuracy | None = None,
+    out: Path,
+    saved: list[Path] | None = None,
+    subsystem: bool = False,
 ) -> MinifyResult:
     """``minify repro``: shrink an existing repro (pt2kit's or torch's) further.
 
     The repro's graph is bisected like one captured graph: its stages in order, then,
     for a dynamo graph failing in its final backend, its aot graphs (``--after``).
+    ``saved``: more repros of the same program, after ``path`` (``minify run --saved``,
+    the API): the first of them that fails is the one minified. ``subsystem``: then go
+    below the stage, on the graphs alone (no program to run a workaround on).
     """
     check_after(after)
-    loaded = load_any_repro(path, session)
-    accuracy = loaded.accuracy if accuracy is None else accuracy
-    key = fingerprint("repro", hashlib.sha256(path.read_bytes()).hexdigest(), after, accuracy)
+    paths = [path, *(saved or [])]
+    repros = [load_any_repro(p, session) for p in paths]
+    accuracy = repros[0].accuracy if accuracy is None else accuracy
+    key = fingerprint("repro", *(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths), after, accuracy)
     resume = find_checkpoint(out, key)
     if resume is not None:
-        return resume_minification(session, resume, key)
-    report = bisect_case(session, loaded.case, accuracy=accuracy, aot_rows=after != "dynamo", path=path)
+        return finished(session, resume_minification(session, resume, key), subsystem, None, [])
+    name = str(path) if len(paths) == 1 else path.parent.parent.name
+    cases = [(loaded.case, p) for loaded, p in zip(repros, paths)]
+    report = bisect_saved(session, cases, name, accuracy=accuracy, aot_rows=after != "dynamo")
     row = choose_graph(report, after)
     outcome = row.first_failure
     assert outcome is not None and outcome.failure is not None and row.case is not None
-    if loaded.failure is not None and outcome.failure.signature != loaded.failure:
+    recorded = next((loaded.failure for loaded, (case, _) in zip(repros, cases) if case.index == row.case.index), None)
+    if recorded is not None and outcome.failure.signature != recorded:
         session.log(
-            f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {loaded.failure}; minifying what it does now"
+            f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {recorded}; minifying what it does now"
         )
     session.log(
-        f"minifying {row.label} ({row.case.node_count} nodes) under {outcome.stage}: {outcome.failure.signature}"
+        f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}"
     )
-    return minify_case(
+    result = minify_case(
         session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report
     )
+    return finished(session, result, subsystem, None, [])

@@ -50,6 +50,10 @@ What real bugs do, and the backends above never did:
 - ``planted_zero_tangent``: its compiled backward crashes (NULL dereference) when the
   gradient it is handed is a ZeroTensor (the gradient of ``torch.sgn``), as Inductor's
   code does: a plain copy of that input no longer crashes.
+- ``planted_backward_runtime_error`` / ``planted_backward_accuracy``: the compiled backward
+  raises as it runs, or adds a half to the gradients, on graphs with ``tanh_backward``.
+- ``planted_slow_first``: the first compile of cos (a counter file decides) outlasts a short
+  ``--timeout``, as on a loaded machine, then raises; every later compile raises at once.
 
 ``PLANTED_DELAY`` (seconds) makes every compile that slow. ``PLANTED_LOG``, when set, names a file where every compile appends the graph's code and
 a checksum of its inputs, so tests can count compiles.
@@ -303,3 +307,28 @@ def _raise_on_odd_compiles(gm, inputs):
 
 
 _register("planted_alternating", fw=_compiler(on_compile=_raise_on_odd_compiles))
+
+
+def _raise_run_backward(run, values):
+    raise RuntimeError("planted: aten.tanh_backward kernel failed at run time")
+
+
+# The backward's own doors: its compiled code raises as it runs, or computes a wrong gradient.
+_register("planted_backward_runtime_error", bw=_compiler(on_run=_raise_run_backward, trigger=(aten.tanh_backward.default,)))
+_register("planted_backward_accuracy", bw=_compiler(on_run=_off_by_half, trigger=(aten.tanh_backward.default,)))
+
+
+def _slow_first_compile(gm, inputs):
+    """The program's first compile of cos takes longer than a short --timeout (a loaded machine), then raises;
+    every later compile raises at once."""
+    path = os.environ.get("PLANTED_SLOW_FIRST_COUNTER", "/tmp/pt2kit-planted-slow-first")
+    with open(path, "a+") as f:
+        f.seek(0)
+        count = len(f.read())
+        f.write("x")
+    if count == 0:
+        time.sleep(float(os.environ.get("PLANTED_SLOW_FIRST_SECONDS", 30)))
+    raise RuntimeError("planted: cannot compile aten.cos")
+
+
+_register("planted_slow_first", fw=_compiler(on_compile=_slow_first_compile))

@@ -29,7 +29,8 @@ Its parts, one job each: :mod:`minifier.bisect.report` (the table: a
 :mod:`minifier.bisect.steps` (capture, and graphs through their stages as isolated
 queries) and :mod:`minifier.bisect.culprit` (which failing graph is the program's failure,
 made sure of). This module puts them together: :func:`bisect_script` for a
-program, :func:`bisect_case` for one saved graph.
+program, :func:`bisect_case` for one saved graph, :func:`bisect_saved` for the graphs one program
+saved (:func:`minifier.save_repro`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from ..capture.result import CaptureResult
 from ..capture.script import ProgramRun
 from ..unit.case import GraphCase
 from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
-from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile
+from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
 
@@ -155,7 +156,7 @@ def something_failed(captured: CaptureResult, script: Path, accuracy: Accuracy) 
         raise NoFailure(f"{script.name} ran to the end without compiling anything")
     if captured.failure is None and not accuracy:
         raise NoFailure(
-            f"{script.name} ran to the end without failing ({len(captured.graph_paths)} graphs compiled); "
+            f"{script.name} ran to the end without failing ({plural(len(captured.graph_paths), 'graph')} compiled); "
             "pass --accuracy to check the compiled results against eager"
         )
 
@@ -177,12 +178,31 @@ def bisect_case(
     session: Session, case: GraphCase, *, accuracy: Accuracy = False, aot_rows: bool = True, path: Path | None = None
 ) -> BisectReport:
     """Stage bisection of one saved graph (``minify repro``): its stages, then its aot graphs."""
-    session.warm_up(inductor=case.backend == "inductor", preload=[__name__])
-    row = run_stages(session, case, accuracy=accuracy, path=path)
-    report = BisectReport(str(path or case.label()), case.backend, accuracy, session.run_dir, None, [row])
-    first = row.first_failure
-    if first is None:
-        raise NoFailure(f"{path or case.label()} passes every stage" + (" (accuracy checked)" if accuracy else ""))
-    session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {first.failure.signature}")  # type: ignore[union-attr]
-    report.culprit = row
+    return bisect_saved(session, [(case, path)], str(path or case.label()), accuracy=accuracy, aot_rows=aot_rows)
+
+
+def bisect_saved(
+    session: Session,
+    cases: list[tuple[GraphCase, Path | None]],
+    name: str,
+    *,
+    accuracy: Accuracy = False,
+    aot_rows: bool = True,
+) -> BisectReport:
+    """Stage bisection of saved graphs, in the order one program compiled them (``name``: what they come from).
+
+    No program runs: each graph's stages are asked side by side, and the first graph
+    that fails at all is the culprit, pinned down to its aot graph like a captured one.
+    """
+    session.warm_up(inductor=any(case.backend == "inductor" for case, _ in cases), preload=[__name__])
+    report = BisectReport(name, cases[0][0].backend, accuracy, session.run_dir, None)
+    for row in run_stages_of(session, cases, accuracy=accuracy):
+        report.rows.append(row)
+        first = row.first_failure
+        if first is not None:
+            session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {first.failure.signature}")  # type: ignore[union-attr]
+            report.culprit = report.culprit or row
+    if report.culprit is None:
+        what = name if len(cases) == 1 else f"each of the {len(cases)} graphs of {name}"
+        raise NoFailure(f"{what} passes every stage" + (" (accuracy checked)" if accuracy else ""))
     return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)

@@ -39,7 +39,7 @@ from ..capture.result import CaptureResult
 from ..capture.script import ProgramRun
 from ..unit.case import GraphCase
 from ..capture.context import missing_config
-from ..errors import FlakyFailure, NoFailure, NotReproducible
+from ..errors import FlakyFailure, NoFailure, NotReproducible, plural
 from ..stages.flaky import failure_rate
 from ..isolation.session import Session
 from ..unit.signature import Failure
@@ -332,6 +332,8 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         report.note = "the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)"
         return finish(session, report)
     again = read_capture_again(session, program)
+    if timed_out_then_failed(captured, again):
+        return bisect_as_failed_again(session, report, captured, again)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         raise FlakyFailure(
             f"flaky: {program.script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run"
@@ -375,9 +377,48 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     raise NotReproducible(
-        f"{program.script.name} fails ({captured.failure.signature}) but none of its {len(report.rows)} graphs fails that way in isolation{detail}{hint}",
+        f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",
         **named,
     )
+
+
+def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool:
+    """The program ran out of time once, then failed otherwise: the time limit met a loaded machine, not a hang.
+
+    A timeout is weak evidence (a compile that takes 25 s on a busy machine runs out
+    of ``--timeout 20``); a failure that raises is not. Such a program is not flaky:
+    its second run's failure is the one to find.
+    """
+    return (
+        captured.failure is not None
+        and captured.failure.signature.kind == "timeout"
+        and again.failure is not None
+        and again.failure.signature.kind != "timeout"
+    )
+
+
+def bisect_as_failed_again(
+    session: Session, report: BisectReport, captured: CaptureResult, again: CaptureResult
+) -> BisectReport:
+    """The bisection with the program's second failure as its target (:func:`timed_out_then_failed`)."""
+    assert captured.failure is not None and again.failure is not None
+    report.note = (
+        f"the program's first run ran out of time ({captured.failure.details or 'timeout'}); "
+        f"its second run failed with {again.failure.signature}, the failure bisected"
+    )
+    session.log(report.note)
+    report.original = again.failure
+    culprit = next(
+        (r for r in report.rows if r.first_failure is not None and matches(r.first_failure, again.failure, report.accuracy)),
+        None,
+    )
+    if culprit is None:
+        raise NotReproducible(
+            f"the program failed with {again.failure.signature} (its first run ran out of time), "
+            "but none of its graphs fails that way in isolation"
+        )
+    report.culprit = culprit
+    return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True, captured=again)
 
 
 def inlined_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:

@@ -37,7 +37,7 @@ from .report import Row, signature_of
 from ..capture.events import AotGraphSaved, Event, Failed, GraphSaved, Ran, parse_events
 from ..capture.result import CaptureResult, read_capture
 from ..unit.case import GraphCase
-from ..errors import UnknownBackend
+from ..errors import UnknownBackend, plural
 from ..repro.files import load_repro
 from ..capture.script import ProgramRun
 from ..isolation.session import Session
@@ -130,7 +130,7 @@ class EarlyStages:
             self._on_event(event)
         if not self._running and (self._cheap or self._final):
             path, case, stage = (self._cheap or self._final).pop(0)
-            label = f"{case.label()} ({case.node_count} nodes) through {stage}, while the program runs"
+            label = f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}, while the program runs"
             self._running.append(
                 (
                     path,
@@ -163,7 +163,7 @@ class EarlyStages:
         queries = [
             (
                 functools.partial(run_case, case, stage, accuracy=self.accuracy),
-                f"{case.label()} ({case.node_count} nodes) through {stage}",
+                f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}",
             )
             for _, case, stage in wanted
         ]
@@ -418,15 +418,53 @@ def run_each(
     queries = [
         (
             functools.partial(run_case, case, stage, accuracy=accuracy),
-            labels[i] if labels else f"{case.label()} ({case.node_count} nodes) through {stage}",
+            labels[i] if labels else f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}",
         )
         for i, (case, stage) in enumerate(plan)
     ]
     results = session.query_all(queries, enough=enough, alongside=alongside or ()) if queries else []
-    return {
+    outcomes = {
         (id(case), stage): Outcome.of_query(stage, result)
         for (case, stage), result in zip(plan, results)
         if result is not None
+    }
+    return {**outcomes, **longer_look(session, plan, queries, outcomes)}
+
+
+#: A stage query that runs out of time is asked once more with this many times the limit.
+LONGER_LOOK = 2.0
+
+
+def longer_look(
+    session: Session,
+    plan: list[tuple[GraphCase, str]],
+    queries: list[tuple[Any, str]],
+    outcomes: dict[tuple[int, str], Outcome],
+) -> dict[tuple[int, str], Outcome]:
+    """The timed-out queries of ``plan`` asked again, each given :data:`LONGER_LOOK` times the limit.
+
+    A timeout is a verdict about the machine as much as about the graph: a compile
+    that takes 25 s on a loaded machine is not a hang under ``--timeout 20``. A stage
+    is called a hang only when a second, longer look hangs too; if it then fails
+    otherwise (or passes), that is its outcome.
+    """
+    if session.timeout is None:
+        return {}
+    again = [
+        (i, key)
+        for i, (case, stage) in enumerate(plan)
+        if (outcome := outcomes.get(key := (id(case), stage))) is not None
+        and outcome.failure is not None
+        and outcome.failure.signature.kind == "timeout"
+    ]
+    if not again:
+        return {}
+    results = session.query_all(
+        [(queries[i][0], f"{queries[i][1]}: timed out, a longer look") for i, _ in again],
+        timeout=session.timeout * LONGER_LOOK,
+    )
+    return {
+        key: Outcome.of_query(plan[i][1], result) for (i, key), result in zip(again, results) if result is not None
     }
 
 

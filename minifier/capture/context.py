@@ -30,7 +30,7 @@ from . import hooks
 from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING
 from ..errors import UnknownBackend
 from .script import is_launcher_file, main_module_file
-from ..seams import backend_registry, ops
+from ..seams import aot_autograd, backend_registry, ops
 from ..seams import config as config_seam
 
 #: Config pt2kit itself changes, or that only steers torch's own debug tooling.
@@ -329,16 +329,34 @@ def describe_backend(fn: Callable[..., Any], name: str | None) -> BackendInfo:
     if module and qualname and "<" not in qualname and module not in MAIN_MODULES:
         spec = module_import_spec(module)
         return BackendInfo(f"{spec[0] if spec else module}:{qualname}", modules)
-    display = (
-        getattr(fn, "__qualname__", None)
-        or getattr(getattr(fn, "func", None), "__qualname__", None)
-        or type(fn).__name__
-    )
+    display = backend_display_name(fn)
     try:
         definitions = backend_definition(fn, script_source())
     except Unrecoverable as e:
         return BackendInfo(display, modules, unrecoverable=f"the backend {display} cannot be written into a repro: {e}")
     return BackendInfo(display, modules, definitions=definitions)
+
+
+def backend_display_name(fn: Any) -> str:
+    """How tables and repro headers name a backend that has no registered or importable name.
+
+    A function by its name; an ``aot_autograd(...)`` object as the call that made it,
+    with its compilers' names (its class name, ``AotAutograd``, is not what the user wrote).
+    """
+    compilers = aot_autograd.compiler_kwargs(fn)
+    if compilers is not None:  # (read before or after a compile: AOTAutograd fills in and wraps some of them)
+        forward = compilers.get("fw_compiler")
+        named = [
+            f"{key}={getattr(getattr(value, 'func', value), '__name__', type(value).__name__)}"
+            for key in ("fw_compiler", "bw_compiler")
+            if (value := aot_autograd.user_compiler(compilers.get(key))) is not None and (key == "fw_compiler" or value is not forward)
+        ]
+        return f"aot_autograd({', '.join(named)})"
+    return (
+        getattr(fn, "__qualname__", None)
+        or getattr(getattr(fn, "func", None), "__qualname__", None)
+        or type(fn).__name__
+    )
 
 
 def resolve_backend(name: str) -> Callable[..., Any]:

@@ -107,15 +107,31 @@ def _free_globals(text: str) -> set[str]:
     return found
 
 
+def _without_pt2kit(node: ast.stmt) -> ast.stmt | None:
+    """An import statement without pt2kit's own packages (None: it imports nothing else).
+
+    A script that calls pt2kit's API imports it beside torch (``import torch, minifier``);
+    a repro carries the script's imports and must run with torch alone.
+    """
+    from ..isolation.zygote import PT2KIT_PACKAGES
+
+    if isinstance(node, ast.ImportFrom):
+        return None if (node.module or "").split(".")[0] in PT2KIT_PACKAGES and not node.level else node
+    if isinstance(node, ast.Import):
+        names = [alias for alias in node.names if alias.name.split(".")[0] not in PT2KIT_PACKAGES]
+        return None if not names else node if len(names) == len(node.names) else ast.Import(names=names)
+    return node
+
+
 def _statements(source: str) -> list[_Statement]:
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     out = []
-    for node in tree.body:
-        if _is_main_guard(node):
+    for original in tree.body:
+        if _is_main_guard(original) or (node := _without_pt2kit(original)) is None:
             continue
-        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-        text = "".join(lines[first - 1 : node.end_lineno])
+        first = min([original.lineno, *(d.lineno for d in getattr(original, "decorator_list", []))])
+        text = "".join(lines[first - 1 : original.end_lineno]) if node is original else ast.unparse(node) + "\n"
         binds = _bound_names(node)
         uses = _free_globals(textwrap.dedent(text))
         if not isinstance(node, ast.AugAssign):

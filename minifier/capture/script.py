@@ -22,19 +22,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ScriptNotFound
+from ..errors import ScriptFailedBeforeCompile, ScriptNotFound
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
     from ..isolation.session import Session
 
 
-def resolve_script(path: str | os.PathLike[str]) -> Path:
-    """Return the absolute path of a script, or raise :class:`ScriptNotFound`."""
+def resolve_script(path: str | os.PathLike[str], what: str = "script") -> Path:
+    """Return the absolute path of a script (or a repro: ``what``), or raise :class:`ScriptNotFound`."""
     script = Path(path).expanduser()
     if not script.is_file():
-        raise ScriptNotFound(str(path))
+        raise ScriptNotFound(str(path), what)
     return script.resolve()
+
+
+def check_syntax(script: Path) -> None:
+    """A script that does not parse fails before it runs: said at once (exit 3), not after torch has loaded."""
+    try:
+        source = script.read_bytes()
+    except OSError as e:
+        raise ScriptNotFound(f"{script} ({e.strerror})") from None
+    try:
+        compile(source, str(script), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:
+        where = f", line {e.lineno}" if isinstance(e, SyntaxError) and e.lineno else ""
+        message = e.msg if isinstance(e, SyntaxError) else str(e)
+        raise ScriptFailedBeforeCompile(
+            f"{script.name} raised before torch.compile compiled anything: {type(e).__name__}: {message}{where}"
+        ) from None
 
 
 #: The script this process ran with :func:`run_script` (its ``__main__``, once runpy

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import rich.progress
 from rich.console import Console
 
+from ..errors import OutputNotWritable
 from ..unit.signature import Failure
 from .executor import Executor, Handle
 from .worker import QueryResult, Worker
@@ -40,18 +41,24 @@ def default_out_dir() -> Path:
 
 
 def new_run_dir(out: Path, name: str) -> Path:
-    """Create and return a directory for one run under ``out``; never reuses one."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Create and return a directory for one run under ``out``; never reuses one.
+
+    :class:`OutputNotWritable` when ``out`` cannot hold one (read-only, a file, no permission).
+    """
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:40]
-    for n in range(1000):
-        path = out / (f"run-{stamp}-{safe}" + (f"-{n}" if n else ""))
-        try:
-            path.mkdir()
-            return path.resolve()
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"cannot create a run directory in {out}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for n in range(1000):
+            path = out / (f"run-{stamp}-{safe}" + (f"-{n}" if n else ""))
+            try:
+                path.mkdir()
+                return path.resolve()
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise OutputNotWritable(out, e.strerror or type(e).__name__) from None
+    raise OutputNotWritable(out, "a thousand run directories of this second already exist")
 
 
 class Progress:

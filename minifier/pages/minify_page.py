@@ -213,7 +213,7 @@ def _below(report: dict[str, Any]) -> Markup:
 def _before_after(origin: str | None, repro: str, report: dict[str, Any]) -> Markup:
     after, _ = forward_source(repro)
     kept = assigned_names(after)
-    after_block = tag("div", tag("h3", f"after: {report.get('nodes_after', '?')} nodes"), code_block(after))
+    after_block = tag("div", tag("h3", f"after: {report.get('nodes_after', '?')} op nodes"), code_block(after))
     if origin is None:
         return tag("div", after_block, class_="side")
     before, _ = forward_source(origin)
@@ -319,12 +319,22 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m minifier.pages.minify_page RUN_DIR``: draw an existing run directory's page again."""
     import sys
 
+    from ..errors import CorruptRecord
+
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not (Path(args[0]) / "report.json").is_file():
         print("usage: python -m minifier.pages.minify_page RUN_DIR (a directory holding report.json)", file=sys.stderr)
         return 2
     run_dir = Path(args[0])
-    print(write_report_page(run_dir, json.loads((run_dir / "report.json").read_text())))
+    try:
+        data = json.loads((run_dir / "report.json").read_text())
+        if not isinstance(data, dict) or "status" not in data:
+            raise ValueError("it holds no pt2kit report")
+        print(write_report_page(run_dir, data))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        detail = e.strerror if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+        print(f"minify_page: cannot draw {run_dir / 'report.json'} ({detail})", file=sys.stderr)
+        return CorruptRecord.exit_code
     return 0
 
 

@@ -7,6 +7,12 @@ fingerprint of the command and the script's contents (:func:`fingerprint`). Runn
 the same command again finds the newest unfinished checkpoint with that fingerprint
 (:func:`find_checkpoint`) and starts from it, with every answer cached.
 
+A checkpoint's ``status`` (:class:`Status`) says how far its run got: ``running`` and
+``interrupted`` during the reduction; ``reduced`` once the repro is written, while the
+run goes below the stage; ``done`` when the whole run finished. Every status but
+``done`` resumes: a run stopped below the stage resumes with its reduction's answers
+all cached (no query is asked again), then goes below the stage.
+
 A run still going holds a lock on its directory (:func:`holding`), so a second
 run of the same command beside it starts afresh instead of resuming, and writing
 into, a checkpoint that is still being written. The lock goes with the process that
@@ -23,7 +29,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from enum import Enum
+
 from ..errors import CorruptRecord
+
+
+class Status(str, Enum):
+    """How far the run that wrote a checkpoint got (see the module docstring)."""
+
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    REDUCED = "reduced"
+    DONE = "done"
 
 if TYPE_CHECKING:
     from .engine import Candidate, Reducer
@@ -89,7 +106,7 @@ def find_checkpoint(out: Path, key: str) -> Path | None:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if data.get("fingerprint") == key and data.get("status") != "done":
+        if data.get("fingerprint") == key and data.get("status") != Status.DONE:
             found.append((path.stat().st_mtime, path))
     return max(found)[1] if found else None
 
@@ -97,6 +114,19 @@ def find_checkpoint(out: Path, key: str) -> Path | None:
 def save_checkpoint(r: Reducer, path: Path, extra: dict[str, Any]) -> None:
     """Write the best candidate and the cache, atomically (a rerun resumes from it)."""
     data = {**extra, "best": r.best.to_json(), "cache": r.cache, "queries": r.queries}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def mark_checkpoint(run_dir: Path, status: Status) -> None:
+    """Set the status of ``run_dir``'s checkpoint, if it has one (atomically, as :func:`save_checkpoint` writes)."""
+    path = run_dir / CHECKPOINT
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return
+    data["status"] = status.value
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)

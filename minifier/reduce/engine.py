@@ -30,6 +30,7 @@ from typing import Any
 
 import torch.fx as fx
 
+from ..errors import plural
 from ..unit.case import GraphCase, GraphInput, TensorMeta, has_effect
 from ..unit.signature import Signature
 from ..capture.casemaker import random_seed
@@ -367,7 +368,7 @@ class Reducer:
                     self.cache[key] = False  # an empty graph fails nowhere worth reporting
         if todo:
             self.queries += len(todo)
-            outcomes = self.query([(self.build(c), f"{len(c.kept)} nodes", c.outputs) for c in todo.values()])
+            outcomes = self.query([(self.build(c), f"{plural(len(c.kept), 'node')}", c.outputs) for c in todo.values()])
             for (key, c), outcome in zip(todo.items(), outcomes):
                 interesting = outcome.failure is not None and outcome.failure.signature == self.target
                 self.cache[key] = interesting

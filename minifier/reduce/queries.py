@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotReproducible
+from ..errors import NotReproducible, plural
 from ..isolation.session import Session
 from ..repro.files import load_repro, write_repro
 from ..stages.flaky import repeated
@@ -61,7 +61,7 @@ class CandidateQuery:
     def progress(self) -> str:
         if self.reducer is None:
             return self.current_pass
-        return f"{self.current_pass} · {len(self.reducer.best.kept)} nodes left · {self.reducer.queries} queries"
+        return f"{self.current_pass} · {plural(len(self.reducer.best.kept), 'node')} left · {self.reducer.queries} queries"
 
 
 def run_candidate(

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx as fx
 
+from ..errors import plural
 from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, GraphCase, TensorMeta
 from ..unit.graphio import GraphFormatError, dump_graph, subgraphs
 from ..unit.graphio import all_call_nodes
@@ -166,7 +167,7 @@ def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Ac
         f"# pt2kit repro, torch {torch.__version__}",
         f"# {what} fails under {stage}:",
         f"#   {failure}" if failure else "#   (failure not recorded)",
-        f"# {case.node_count} op nodes: {', '.join(sorted(set(case.op_names()))) or 'none'}",
+        f"# {plural(case.node_count, 'op node')}: {', '.join(sorted(set(case.op_names()))) or 'none'}",
         "# Run `python repro.py`: it exits non-zero when the failure reproduces"
         + (" (the compiled result diverges from an fp64 reference)." if accuracy else "."),
     ]

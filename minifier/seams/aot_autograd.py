@@ -41,6 +41,18 @@ def probe() -> None:
     backend = common.aot_autograd(fw_compiler=lambda gm, example_inputs: gm)
     if compiler_kwargs(backend) is None:
         raise AttributeError("aot_autograd backends no longer keep their compilers in .kwargs")
+    if "_is_wrapped_bw_compiler" not in inspect.getsource(common.AotAutograd.__call__):
+        raise AttributeError("AotAutograd no longer marks the backward compiler it wraps")
+
+
+def user_compiler(compiler: Any) -> Any:
+    """The compiler a user gave ``aot_autograd``, seen through the wrapper it puts around a backward compiler
+    once it has compiled with it (``_wrapped_bw_compiler``, a closure over the user's)."""
+    if getattr(compiler, "_is_wrapped_bw_compiler", False):
+        cells = [c.cell_contents for c in getattr(compiler, "__closure__", None) or () if callable(c.cell_contents)]
+        if len(cells) == 1:
+            return cells[0]
+    return compiler
 
 
 def compiler_kwargs(backend: Any) -> dict[str, Any] | None:

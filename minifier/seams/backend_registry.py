@@ -6,6 +6,11 @@ To name a backend in a repro, pt2kit looks it up in the registry by identity
 its ``mode=``/``options=`` config and ``dynamic``) and ``_TorchCompileWrapper`` (any other
 backend, as ``compiler_fn``). ``lookup_backend``, ``register_backend`` and
 ``list_backends`` are torch's documented API.
+
+An already compiled callable keeps its backend in its dynamo context: a module's
+``OptimizedModule.dynamo_ctx``, a function's in the closure of the wrapper
+``torch.compile`` returned; ``torch._dynamo.eval_frame.innermost_backend`` unwraps the
+callback dynamo built around it (:func:`compiled_backend`).
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._dynamo.backends.registry._COMPILER_FNS, torch._TorchCompileWrapper, torch._TorchCompileInductorWrapper",
-    features=("naming the user's backend in a repro",),
+    wraps=(
+        "torch._dynamo.backends.registry._COMPILER_FNS, torch._TorchCompileWrapper, torch._TorchCompileInductorWrapper, "
+        "OptimizedModule.dynamo_ctx, torch._dynamo.eval_frame.innermost_backend"
+    ),
+    features=("naming the user's backend in a repro", "the API on an already compiled function or module"),
 )
 
 
@@ -35,6 +43,13 @@ def probe() -> None:
         raise AttributeError("torch._TorchCompileInductorWrapper no longer keeps config and dynamic")
     if "self.compiler_fn" not in inspect.getsource(torch._TorchCompileWrapper):
         raise AttributeError("torch._TorchCompileWrapper no longer keeps compiler_fn")
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        return gm.forward
+
+    for compiled in (torch.compile(torch.nn.Identity(), backend=backend), torch.compile(lambda x: x, backend=backend)):
+        if unwrap(compiled_backend(compiled)) is not backend:
+            raise AttributeError(f"the backend of a compiled {type(compiled).__name__} can no longer be found")
 
 
 def registered() -> dict[str, Callable[..., Any]]:
@@ -66,3 +81,26 @@ def inductor_wrapper(fn: Any) -> tuple[dict[str, Any], bool | None] | None:
 def unwrap(fn: Any) -> Any:
     """The user's backend inside ``torch.compile``'s wrapper for non-Inductor backends."""
     return fn.compiler_fn if type(fn).__name__ == "_TorchCompileWrapper" else fn
+
+
+def compiled_backend(fn: Any) -> Any:
+    """The backend ``fn`` was compiled with, as ``torch.compile`` resolved it (None: ``fn`` is not compiled).
+
+    Inductor comes back as its ``_TorchCompileInductorWrapper`` (:func:`inductor_wrapper`),
+    any other backend as its ``_TorchCompileWrapper`` (:func:`unwrap`) or as registered.
+    """
+    from torch._dynamo.eval_frame import _TorchDynamoContext, innermost_backend
+
+    context = getattr(fn, "dynamo_ctx", None)
+    if not isinstance(context, _TorchDynamoContext):
+        cells = getattr(fn, "__closure__", None) or ()
+        context = next((c.cell_contents for c in cells if isinstance(_contents(c), _TorchDynamoContext)), None)
+    callback = getattr(context, "callback", None)
+    return innermost_backend(callback) if callable(callback) else None
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None

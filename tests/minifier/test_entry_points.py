@@ -1,0 +1,453 @@
+"""Every door a user comes in by, with the failure on the far side.
+
+Three axes (what a user tried, and what the suite never had):
+
+- **entry point**: ``minify run``, ``bisect`` and ``repro``; the ``TORCHDYNAMO_REPRO_*`` hook at levels 1-4,
+  after dynamo and after aot; the API's ``save_repro``, ``bisect`` and ``minify`` on a function, a module and an
+  already compiled module;
+- **where it fails**: the forward's compile, the backward's lazy compile (at the first ``loss.backward()``),
+  the forward or the backward as they run, a wrong answer in the forward or in the backward, an inference graph;
+- **backend shape**: a registered name, an ``aot_autograd(fw_compiler=..., bw_compiler=...)`` object of the
+  program's own, and a plain function that calls one.
+
+The cross product is decided in this process (the hook's :class:`ReproOnFailure` as the backend of a real
+``torch.compile``, with its minification step recorded rather than started); a representative cut runs end to
+end as a user runs it: a script, the variables set, each repro run with torch alone in another directory on an
+empty Inductor cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch._dynamo.backends.common import aot_autograd
+
+from conftest import MODEL_FUNCTION, TESTS, minified
+
+sys.path.insert(0, str(TESTS))
+import planted  # noqa: E402, F401  registers the planted backends
+
+from minifier.on_failure import Intent, ReproOnFailure  # noqa: E402
+from minifier.repro.files import load_repro  # noqa: E402
+from minifier.stages.run import run_case  # noqa: E402
+
+
+# --------------------------------------------------------------------------- #
+# Where it fails, and the backend shapes
+# --------------------------------------------------------------------------- #
+
+#: Where a program fails -> (the planted backend, the message it fails with, the graph it fails in,
+#: whether the program runs backward, level 4 needed to see it).
+WHERE = {
+    "forward compile": ("planted_compile_error", "planted: cannot compile aten.cos", "forward", True, False),
+    "lazy backward compile": (
+        "planted_backward_error", "planted: cannot compile aten.tanh_backward", "backward", True, False,
+    ),
+    "forward runtime": ("planted_runtime_error", "planted: aten.cos kernel failed at run time", "forward", True, False),
+    "backward runtime": (
+        "planted_backward_runtime_error", "planted: aten.tanh_backward kernel failed at run time", "backward", True,
+        False,
+    ),
+    "inference compile": ("planted_inference_error", "planted: cannot compile aten.cos", "inference", False, False),
+    "forward accuracy": ("planted_accuracy", "diverges from the fp64 reference", "forward", True, True),
+    "backward accuracy": ("planted_backward_accuracy", "diverges from the fp64 reference", "backward", True, True),
+}  # fmt: skip
+
+
+def registered(name: str):
+    """The planted backend by its registered name (what ``torch.compile(backend="name")`` resolves)."""
+    return torch._dynamo.lookup_backend(name)
+
+
+def own_aot_autograd(name: str):
+    """The same compilers in an ``aot_autograd`` object of the program's own (registered nowhere)."""
+    return aot_autograd(**{k: v for k, v in registered(name).kwargs.items() if k.endswith("_compiler")})
+
+
+def plain_function(name: str):
+    """A plain ``(gm, example_inputs)`` backend that hands the graph to AOTAutograd itself."""
+    inner = own_aot_autograd(name)
+
+    def my_backend(gm, example_inputs):
+        return inner(gm, example_inputs)
+
+    return my_backend
+
+
+SHAPES = {"registered": registered, "own aot_autograd": own_aot_autograd, "plain function": plain_function}
+
+
+class Recorded(ReproOnFailure):
+    """The hook's guard, its minification step recorded instead of started (a fresh process, tested end to end below)."""
+
+    def __init__(self, intent: Intent) -> None:
+        super().__init__(intent)
+        self.minified: list[tuple[Path, bool]] = []
+
+    def minify(self, path, accuracy):
+        self.minified.append((path, accuracy))
+        return 0
+
+
+def the_model():
+    namespace: dict = {"torch": torch}
+    exec(MODEL_FUNCTION, namespace)
+    return namespace["f"]
+
+
+def run_program(backend, name, guard, *, train):
+    """The model program as a user writes it, compiled through ``guard`` (the hook at the backend's seat)."""
+    torch.manual_seed(0)
+    x, w = torch.randn(8, 16), torch.randn(16, 16, requires_grad=train)
+    compiled = torch.compile(the_model(), backend=lambda gm, ex: guard.compile(backend, name, gm, ex))
+    out = compiled(x, w)
+    if train:
+        out.sum().backward()
+    return out
+
+
+#: The level each backend shape's errors are asked at (a wrong answer needs 4): every level is walked through,
+#: without multiplying the matrix by four.
+LEVEL_OF_SHAPE = {"registered": 2, "own aot_autograd": 1, "plain function": 3}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("where", WHERE)
+@pytest.mark.parametrize("after", ["dynamo", "aot"])
+def test_the_hook_sees_the_failure_wherever_it_happens(after, where, shape, tmp_path):
+    planted_name, message, _, train, accuracy = WHERE[where]
+    level = 4 if accuracy else LEVEL_OF_SHAPE[shape]
+    torch._dynamo.reset()
+    backend = SHAPES[shape](planted_name)
+    guard = Recorded(Intent(after, level, tmp_path / "repros"))
+    with pytest.raises(Exception) as raised:  # the program still fails, with its own error
+        run_program(backend, planted_name if shape == "registered" else None, guard, train=train)
+    assert message in str(raised.value)
+    if accuracy:
+        assert type(raised.value).__name__ == "AccuracyError"
+    else:
+        assert "pt2kit" not in str(raised.value)  # the user's exception, unchanged
+    runs = sorted((tmp_path / "repros").glob("run-*"))
+    failed = [r for r in runs if not (r / "repro.py").is_file() or "saved before compiling" not in (r / "repro.py").read_text()]
+    # one failure, one run directory (level 3 also saves each graph before compiling it)
+    assert len(failed) == 1 and len(runs) == (2 if level == 3 else 1)
+    (saved_path,) = failed[0].glob("captured/g*/repro.py")  # (g<N>: the hook numbers the graphs of the process)
+    saved = load_repro(saved_path).case
+    assert saved.boundary == "dynamo" and saved.backward == train  # its repro runs the backward too
+    assert [accuracy for _, accuracy in guard.minified] == ([accuracy] if level in (2, 4) else [])
+    if level in (1, 3):
+        assert "not minified" in (failed[0] / "repro.py").read_text()  # dumped as captured
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_the_graph_the_hook_saved_fails_alone_the_same_way(where, tmp_path):
+    """Saved with a registered backend, the graph fails through that stage in a fresh run, as in the program."""
+    planted_name, message, _, train, accuracy = WHERE[where]
+    torch._dynamo.reset()
+    guard = Recorded(Intent("aot", 4 if accuracy else 1, tmp_path / "repros"))
+    with pytest.raises(Exception):
+        run_program(registered(planted_name), planted_name, guard, train=train)
+    (saved,) = (tmp_path / "repros").glob("run-*/captured/g*/repro.py")
+    torch._dynamo.reset()
+    outcome = run_case(load_repro(saved).case, planted_name, accuracy=accuracy)
+    assert outcome.failure is not None and message in str(outcome.failure.signature)
+
+
+def test_a_healthy_training_step_is_untouched_at_every_level(tmp_path):
+    """First, do no harm, where the hook now watches the backward: the same loss and gradients, nothing saved."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    x, w = torch.randn(8, 16), torch.randn(16, 16, requires_grad=True)
+    expected = torch.compile(the_model(), backend="aot_eager")(x, w)
+    expected.sum().backward()
+    grad = w.grad.clone()
+    for level in (1, 2, 4):
+        torch._dynamo.reset()
+        w.grad = None
+        guard = Recorded(Intent("aot", level, tmp_path / f"repros-{level}"))
+        out = torch.compile(the_model(), backend=lambda gm, ex: guard.compile(registered("aot_eager"), "aot_eager", gm, ex))(x, w)
+        out.sum().backward()
+        assert torch.equal(out, expected) and torch.equal(w.grad, grad)
+        assert not (tmp_path / f"repros-{level}").exists() and not guard.minified
+
+
+# --------------------------------------------------------------------------- #
+# The hook, end to end, as a user runs it
+# --------------------------------------------------------------------------- #
+
+TRAINING_LOOP = """
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from functorch.compile import make_boxed_func
+
+def fw(gm, example_inputs):
+    return make_boxed_func(gm.forward)
+
+def bw(gm, example_inputs):
+    if any(n.target == torch.ops.aten.tanh_backward.default for n in gm.graph.nodes):
+        raise RuntimeError("my bw compiler cannot lower tanh_backward")
+    return make_boxed_func(gm.forward)
+
+backend = aot_autograd(fw_compiler=fw, bw_compiler=bw)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+step = torch.compile(model, backend=backend)
+for i in range(3):
+    loss = step(torch.randn(4, 8)).square().mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+print("done")
+"""
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PT2KIT_"))}
+    return {**env, "PT2KIT_AUTOLOAD": "1", **extra}
+
+
+def torch_alone(repro: Path, where: Path) -> subprocess.CompletedProcess[str]:
+    """The repro copied to another directory and run there with torch alone, on an empty Inductor cache."""
+    where.mkdir(parents=True)
+    for file in repro.parent.iterdir():
+        if file.is_file():
+            (where / file.name).write_bytes(file.read_bytes())
+    blocker = (
+        "import runpy, sys\n"
+        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck'):\n"
+        "    sys.modules[name] = None\n"
+        "runpy.run_path('repro.py', run_name='__main__')\n"
+    )
+    env = {**user_env(), "PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": str(where / "inductor-cache")}
+    return subprocess.run(
+        [sys.executable, "-P", "-c", blocker], capture_output=True, text=True, cwd=where, env=env, timeout=600
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("level", ["1", "2"])
+def test_the_hook_catches_a_backward_that_its_own_aot_autograd_backend_cannot_compile(level, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING_LOOP)
+    repros = tmp_path / "repros"
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL=level, TORCHDYNAMO_REPRO_DIR=str(repros))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 1 and "my bw compiler cannot lower tanh_backward" in done.stderr  # as without pt2kit
+    assert "pt2kit: graph g0 failed in its backward graph" in done.stderr
+    (run_dir,) = repros.glob("run-*")
+    assert not (tmp_path / "torch_compile_debug").exists()  # torch's own minifier stayed out
+    if level == "1":
+        assert "not minified" in (run_dir / "repro.py").read_text()
+    else:
+        report = json.loads((run_dir / "report.json").read_text())
+        assert report["status"] == "minified" and report["graph"]["kind"] == "backward"
+        assert report["ops_after"] == ["aten.tanh_backward.default"]
+        assert report["failure"]["stage"] == "aot_autograd(fw_compiler=fw, bw_compiler=bw)"  # not "AotAutograd"
+    alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "my bw compiler cannot lower tanh_backward" in alone.stderr
+
+
+@pytest.mark.e2e
+def test_the_hook_at_level_4_minifies_a_wrong_gradient(model_script, tmp_path):
+    script = model_script("planted_backward_accuracy", train=True)
+    repros = tmp_path / "repros"
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="4", TORCHDYNAMO_REPRO_DIR=str(repros))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode != 0 and "AccuracyError" in done.stderr and "its backward graph" in done.stderr
+    (run_dir,) = repros.glob("run-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["failure"]["kind"] == "accuracy" and report["graph"]["kind"] == "backward"
+    assert "aten.tanh_backward.default" in report["ops_after"]
+
+
+# --------------------------------------------------------------------------- #
+# minify run and bisect, with the failure in the backward
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("backend", "accuracy", "kind"),
+    [("planted_backward_runtime_error", False, "runtime_error"), ("planted_backward_accuracy", True, "accuracy")],
+)
+def test_minify_run_pins_a_backward_that_fails_as_it_runs(backend, accuracy, kind, model_script, in_process):
+    report = minified(in_process, model_script(backend, train=True), accuracy=accuracy)
+    assert report["status"] == "minified" and report["failure"]["kind"] == kind
+    assert report["graph"]["kind"] == "backward"
+    assert "aten.tanh_backward.default" in report["ops_after"]
+
+
+# --------------------------------------------------------------------------- #
+# The API on what users hand it
+# --------------------------------------------------------------------------- #
+
+
+def test_the_api_keeps_the_backend_an_already_compiled_module_was_compiled_with(tmp_path):
+    from minifier.api import save_repro
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+    x = torch.randn(2, 4)
+    for compiled, stage in [
+        (torch.compile(model, backend="planted_compile_error"), "planted_compile_error"),
+        (torch.compile(lambda t: model(t).cos(), backend="planted_runtime_error"), "planted_runtime_error"),
+        (model, "inductor"),  # not compiled: Inductor, as torch.compile's default
+        (torch.compile(model), "inductor"),
+    ]:
+        run_dir = save_repro(compiled, x, out=tmp_path / "saved")
+        assert load_repro(run_dir / "g0" / "repro.py").stage == stage
+    # backend= names another stage: a registered name, or the function itself
+    run_dir = save_repro(torch.compile(model, backend="planted_compile_error"), x, backend="aot_eager", out=tmp_path / "o")
+    assert load_repro(run_dir / "g0" / "repro.py").stage == "aot_eager"
+    run_dir = save_repro(model, x, backend=registered("planted_runtime_error"), out=tmp_path / "f")
+    assert load_repro(run_dir / "g0" / "repro.py").stage == "planted_runtime_error"
+
+
+API_SCRIPT = """
+import json
+import torch
+import minifier
+
+def my_backend(gm, example_inputs):
+    if any(n.target in (torch.relu, torch.nn.functional.relu) for n in gm.graph.nodes):
+        raise RuntimeError("my_backend: no relu")
+    return gm.forward
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+compiled = torch.compile(model, backend=my_backend)
+try:
+    report = minifier.minify(compiled, torch.randn(3, 4), out="out", timeout=120)
+    print(json.dumps(report))
+except Exception as e:
+    print(json.dumps({"error": type(e).__name__, "message": str(e)}))
+"""
+
+
+@pytest.mark.e2e
+def test_minify_on_a_module_compiled_with_a_backend_of_the_script(tmp_path):
+    script = tmp_path / "api_user.py"
+    script.write_text(API_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=user_env(), timeout=900)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report.get("status") == "minified", report
+    assert report["failure"]["stage"] == "my_backend" and report["ops_after"] == ["torch.nn.functional.relu"]
+    repro = Path(report["repro"])
+    assert "import minifier" not in repro.read_text() and "minifier" not in repro.read_text().split("def apply_config")[0]
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "my_backend: no relu" in alone.stderr
+
+
+def test_the_api_says_a_bad_timeout_in_its_own_words(tmp_path):
+    import minifier
+    from minifier.errors import UsageError
+
+    with pytest.raises(UsageError, match="timeout must be a positive number"):
+        minifier.minify(torch.nn.Identity(), torch.randn(2), out=tmp_path, timeout=0)
+
+
+# --------------------------------------------------------------------------- #
+# Bad input: one line, a documented exit code, nothing lost
+# --------------------------------------------------------------------------- #
+
+MINIFY = [sys.executable, "-m", "minifier"]
+
+
+def minify(*args, cwd=None, env=None, timeout=600):
+    return subprocess.run([*MINIFY, *map(str, args)], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5"])
+def test_a_timeout_that_is_not_positive_is_a_usage_error(timeout, tmp_path):
+    script = tmp_path / "program.py"
+    script.write_text("import torch\n")
+    done = minify("run", "--timeout", timeout, script)
+    assert done.returncode == 2 and "--timeout" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unwritable_out_is_a_usage_error_not_a_pt2kit_bug(tmp_path):
+    script = tmp_path / "program.py"
+    script.write_text("import torch\n")
+    (tmp_path / "a-file").write_text("")
+    done = minify("run", "--json", "--out", tmp_path / "a-file" / "runs", script)
+    assert done.returncode == 2 and "cannot write run directories to" in done.stderr
+    assert json.loads(done.stdout)["exit_code"] == 2 and "pt2kit bug" not in done.stderr
+
+
+def test_a_script_that_does_not_parse_is_said_at_once(tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text("import torch\ndef f(x:\n    return x\n")
+    started = time.monotonic()
+    done = minify("run", "--out", tmp_path / "runs", script)
+    assert done.returncode == 3 and "SyntaxError" in done.stderr and "line 2" in done.stderr
+    assert time.monotonic() - started < 10  # before torch is imported: no program runs
+    assert not (tmp_path / "runs").exists()
+
+
+def test_minify_repro_names_a_missing_repro_as_such(tmp_path):
+    done = minify("repro", tmp_path / "missing.py")
+    assert done.returncode == 2 and f"repro not found: {tmp_path / 'missing.py'}" in done.stderr
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"status": "minified", "failure": 3}'])
+def test_drawing_the_page_of_a_corrupt_report_is_one_line(content, tmp_path):
+    (tmp_path / "report.json").write_text(content)
+    done = subprocess.run([sys.executable, "-m", "minifier.pages.minify_page", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 6 and "cannot draw" in done.stderr and "Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------- #
+# Ctrl-C below the stage; a timeout on a loaded machine
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.e2e
+def test_ctrl_c_below_the_stage_resumes_without_reducing_again(model_script, tmp_path):
+    script = model_script("planted_compile_error")
+    out = tmp_path / "runs"
+    env = {**os.environ, "PT2KIT_SUBSYSTEM": "1"}
+    restore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    process = subprocess.Popen([*MINIFY, "run", "--out", str(out), str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=restore_sigint)
+    deadline = time.monotonic() + 300
+    while True:  # the repro is written and the run has gone below the stage
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before going below the stage"
+        checkpoints = list(out.glob("run-*/checkpoint.json"))
+        try:
+            if checkpoints and json.loads(checkpoints[0].read_text())["status"] == "reduced":
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=120)
+    assert process.returncode == 130
+    (first,) = out.glob("run-*")
+    assert (first / "repro.py").is_file()
+
+    done = minify("run", "--json", "--out", out, script, env={"PT2KIT_SUBSYSTEM": "1"})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["resumed_from"] == str(first) and report["ops_after"] == ["aten.cos.default"]
+    assert report["reduction_queries"] == 0  # every answer of the reduction came from the checkpoint
+    assert "subsystem" in report or "workaround" in report  # and below the stage ran this time
+    assert json.loads((first / "checkpoint.json").read_text())["status"] == "done"
+    again = minify("run", "--json", "--out", out, script, env={"PT2KIT_SUBSYSTEM": "0"})
+    assert json.loads(again.stdout).get("resumed_from") is None  # a finished run is not resumed again
+
+
+@pytest.mark.e2e
+def test_a_program_that_times_out_once_then_fails_is_not_flaky(model_script, tmp_path):
+    script = model_script("planted_slow_first")
+    env = {"PLANTED_SLOW_FIRST_COUNTER": str(tmp_path / "counter"), "PLANTED_SLOW_FIRST_SECONDS": "60"}
+    done = minify("run", "--json", "--timeout", "8", "--out", tmp_path / "runs", script, env=env)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, report
+    assert report["failure"]["kind"] == "compile_error" and report["ops_after"] == ["aten.cos.default"]
