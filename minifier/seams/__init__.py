@@ -49,6 +49,7 @@ class Seam:
     wraps: str  # the torch names, e.g. "torch._dynamo.repro.after_dynamo.wrap_backend_debug"
     features: tuple[str, ...]  # pt2kit features that stop working without it
     tested: str = "2.13, 2.14, 2.15"  # torch versions it was written against
+    internal: bool = False  # serves only pt2kit's own tests and benchmarks: doctor lists the seam, not its features
 
 
 @dataclass
@@ -120,6 +121,8 @@ def features(statuses: list[SeamStatus]) -> dict[str, bool]:
     """Each pt2kit feature a seam serves, and whether all of its seams work."""
     out: dict[str, bool] = {}
     for status in statuses:
+        if status.seam is not None and status.seam.internal:
+            continue
         for feature in status.features:
             out[feature] = out.get(feature, True) and status.ok
     return out

@@ -33,8 +33,8 @@ SEAM = Seam(
         "ShapeEnv.produce_guards_verbose, torch.utils._sympy.value_ranges.SymPyValueRangeAnalysis.mod, "
         "symbolic_shapes._maybe_evaluate_static_worker (its cache)"
     ),
-    # No user-facing feature: only pt2kit's own tests plant these (``minify doctor`` lists the seam, not a feature).
-    features=(),
+    features=("planted unsound compiles (validation's own tests and benchmarks)",),
+    internal=True,
 )
 
 
