@@ -23,6 +23,7 @@ How it is built, one module per idea:
 - :mod:`validation.translate`: one Z3 vocabulary per trace (sources, symbols, sympy to Z3);
 - :mod:`validation.assumptions`: what a trace assumed (decisions, bindings, ranges, facts);
 - :mod:`validation.soundness`: guards ⇒ assumptions, one obligation at a time;
+- :mod:`validation.counterexamples`: the smallest sizes that break one and pass every installed guard;
 - :mod:`validation.confirm`: a counterexample run for real;
 - :mod:`validation.guards`: :class:`GuardValidator`, :func:`check_guards`, the report;
 - :mod:`validation.tracing`: one symbolic trace of a function at one point;

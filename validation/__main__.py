@@ -10,10 +10,16 @@ and the exit code of the verdict.
 ``sizes --fn MODULE:FUNCTION --ranks R1,R2 --box LO:HI [...]`` enumerates the size classes
 of one function (:func:`validation.sizes`). ``MODULE`` is an importable module or a ``.py``
 file. Exit codes: 0 complete, 7 incomplete (``--max-classes`` reached), 1 when
-``--check-brute-force`` found a point whose class predicted the wrong outcome, 2 usage
-error (a box without an upper bound, an unknown function...).
+``--check-brute-force`` found a point whose class predicted the wrong outcome (the report
+is then ``incomplete`` too), 2 usage error (a box without an upper bound, an unknown
+function...).
 
-With ``--json`` each prints exactly one JSON document on stdout; everything else the
+Every error is one line on stderr, ``validation: ...``, with its exit code: a usage error
+(click's own included: a missing or bad option) 2, the script raising before compiling 3,
+Ctrl-C 130, a bug of pt2kit's own 70 (its traceback saved to a file the line names).
+
+With ``--json`` each prints exactly one JSON document on stdout -- the report, or for an
+error ``{"status": "error", "message": ..., "exit_code": ...}`` -- and everything else the
 program writes there goes to stderr for the run.
 
 ``--html FILE`` (both commands) also draws that JSON document as a self-contained page
@@ -38,7 +44,14 @@ from typing import Any
 
 import click
 
-from minifier.errors import ScriptFailedBeforeCompile, UsageError, UserFacingError, exit_with
+from minifier.errors import (
+    InternalError,
+    Interrupted,
+    ScriptFailedBeforeCompile,
+    UsageError,
+    UserFacingError,
+    exit_with,
+)
 from minifier.pages.document import ours, page_path, write_page
 from minifier.capture.script import resolve_script, run_script, stdout_to_stderr
 
@@ -46,7 +59,34 @@ _SETTINGS = {"help_option_names": ["-h", "--help"]}
 _HTML_HELP = "Also write the report as a self-contained HTML page to FILE (never over a file pt2kit did not write)."
 
 
-@click.group(context_settings=_SETTINGS)
+class _Commands(click.Group):
+    """The command group, with click's own usage errors as pt2kit's: one line on stderr, exit 2, a JSON twin."""
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except click.exceptions.UsageError as error:
+            where = f" (see {error.ctx.command_path} --help)" if error.ctx is not None else ""
+            exit_with(UsageError(f"{error.format_message().rstrip('.')}{where}"), "validation", "--json" in argv)
+        except click.exceptions.Abort:
+            exit_with(Interrupted("interrupted"), "validation", "--json" in argv)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_Commands, context_settings=_SETTINGS)
 def main() -> None:
     """Validate dynamo's shape guards with Z3, and enumerate the valid input sizes of a function."""
 
@@ -67,13 +107,21 @@ def guards(
 
     \b
     Exit codes: 0 sound; 1 unsound; 7 incomplete (something could not be translated to
-    Z3 -- never reported as sound); 2 usage error; 3 the script raised before compiling.
+    Z3 -- never reported as sound); 2 usage error; 3 the script raised before compiling;
+    70 a bug of pt2kit's; 130 interrupted.
     """
     try:
         path = resolve_script(script)
         html_path = _page_path(html_file)
     except UserFacingError as error:
-        exit_with(error, "validation")
+        exit_with(error, "validation", as_json)
+    with _errors(as_json):
+        _guards(path, args, as_json=as_json, confirm=confirm, timeout_ms=timeout_ms, html_path=html_path)
+
+
+def _guards(
+    path: Path, args: tuple[str, ...], *, as_json: bool, confirm: bool, timeout_ms: int | None, html_path: Path | None
+) -> None:
     from .guards import DEFAULT_TIMEOUT_MS, GuardValidator
     from .page import render_guards_page
 
@@ -94,12 +142,14 @@ def guards(
     report = validator.report
     report.target, report.error = str(path), failure
     if failure is not None and not report.compiles:
-        error = ScriptFailedBeforeCompile(f"the script raised before compiling anything: {failure}")
-        document = json.dumps({"status": "error", "error": str(error), "compiles": []})
-        if as_json:
-            sys.stdout.write(document + "\n")
+        message = f"the script raised before compiling anything: {failure}"
+        error = ScriptFailedBeforeCompile(message, error=message, compiles=[])
+        # the document --json prints (exit_with's), and the page drawn from it
+        document = json.dumps(
+            {"status": error.status, "message": message, "exit_code": error.exit_code, **error.report}
+        )
         _write_page(html_path, render_guards_page, document, title, as_json)
-        exit_with(error, "validation")
+        exit_with(error, "validation", as_json)
     document = _print(report, as_json)
     _write_page(html_path, render_guards_page, document, title, as_json)
     sys.exit(report.exit_code)
@@ -146,7 +196,8 @@ def sizes(
 
     \b
     Exit codes: 0 complete; 7 incomplete (--max-classes reached); 1 brute force found a
-    disagreement; 2 usage error.
+    disagreement (the report says incomplete); 2 usage error; 70 a bug of pt2kit's; 130
+    interrupted.
     """
     try:
         rank_list = _ranks(ranks)
@@ -154,32 +205,58 @@ def sizes(
 
         bounds = parse_box(box)
         html_path = _page_path(html_file)
-        fn = _load_function(target)
+        with stdout_to_stderr(as_json):  # importing the user's module may print
+            fn = _load_function(target)
     except UserFacingError as error:
-        exit_with(error, "validation")
+        exit_with(error, "validation", as_json)
     from .enumeration import sizes as enumerate_sizes
     from .page import render_sizes_page
 
-    try:
-        with stdout_to_stderr(as_json), _progress(not as_json) as progress:
-            report = enumerate_sizes(
-                fn,
-                rank_list,
-                bounds,
-                specialize=not no_specialize,
-                merge=merge,
-                brute_force=brute_force,
-                max_classes=max_classes or DEFAULT_MAX_CLASSES,
-                recompiles=recompiles,
-                progress=progress,
-            )
-    except UserFacingError as error:
-        exit_with(error, "validation")
+    with _errors(as_json), stdout_to_stderr(as_json), _progress(not as_json) as progress:
+        report = enumerate_sizes(
+            fn,
+            rank_list,
+            bounds,
+            specialize=not no_specialize,
+            merge=merge,
+            brute_force=brute_force,
+            max_classes=max_classes or DEFAULT_MAX_CLASSES,
+            recompiles=recompiles,
+            progress=progress,
+        )
     document = _print(report, as_json)
     _write_page(html_path, render_sizes_page, document, f"pt2kit sizes: {report.target}", as_json)
     if report.brute_force and report.brute_force["disagreements"]:
         sys.exit(1)
     sys.exit(0 if report.status == "complete" else 7)
+
+
+@contextlib.contextmanager
+def _errors(as_json: bool) -> Iterator[None]:
+    """pt2kit's ways out of a command: a user-facing error, Ctrl-C (130), or a bug of pt2kit's own (70), one line each."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        exit_with(Interrupted("interrupted"), "validation", as_json)
+    except UserFacingError as error:
+        exit_with(error, "validation", as_json)
+    except Exception as bug:  # noqa: BLE001 - validation's own failure: one line, its own exit code
+        exit_with(_internal_error(bug), "validation", as_json)
+
+
+def _internal_error(bug: BaseException) -> InternalError:
+    """validation's own failure as one line; the traceback goes to a file named in it."""
+    import tempfile
+
+    try:
+        fd, log = tempfile.mkstemp(prefix="pt2kit-validation-internal-error-", suffix=".txt")
+        with os.fdopen(fd, "w") as file:
+            file.write("".join(traceback.format_exception(bug)))
+        where = f"details in {log}"
+    except OSError:
+        where = "its traceback could not be saved"
+    first = (str(bug).strip().splitlines() or [""])[0][:200]
+    return InternalError(f"internal error ({type(bug).__name__}: {first}); this is a pt2kit bug, {where}")
 
 
 def _ranks(text: str) -> list[int]:

@@ -8,11 +8,16 @@ repeat. Done naively it is wrong in known ways, and :func:`sizes` fixes each:
   symbol; a cell made of the guards alone forgets that and covers sizes the trace never
   spoke for. Here a cell is everything the trace depended on (:mod:`validation.tracing`):
   decisions, bindings (``x.shape[0] == 1``, ``y.shape[0] == x.shape[1]``) and ranges. With
-  ``specialize=False`` the traces use neither policy, which gives the fewest classes;
-- **an error raised outside any guard** (``x.view(y.shape[0], -1)`` at ``y.shape[0] == 0``
-  fails inside sympy, computing ``x % 0``) is not the program's verdict on a cell: such a
+  ``specialize=False`` the traces use neither policy, which gives the fewest classes (a
+  size may then be 0, and whether an input is empty is a question the trace asks);
+- **an error raised outside any guard** (``x.shape[0] // y.shape[0]`` at ``y.shape[0] == 0``
+  fails inside sympy, computing ``x // 0``) is not the program's verdict on a cell: such a
   trace is not trusted, and its point becomes a class of its own whose outcome comes from
   running the program for real;
+- **fake tensors are not eager**: a meta kernel can miss one of eager's checks (``max()``
+  of an empty tensor) or word an error its own way. Each traced point and each class's
+  minimal point is also run for real: an exception type that differs is eager's, an
+  outcome that differs makes that point a class of its own (decided by the run);
 - **a second point** of every cell is traced too; if its outcome or its cell differs, the
   first cell missed a decision, and it is split (the second trace's cell is cut out of it
   and both are checked again) instead of being reported as one wrong class;
@@ -25,8 +30,9 @@ repeat. Done naively it is wrong in known ways, and :func:`sizes` fixes each:
 Each class has its outcome (``ok`` or the exception type), a readable condition, and a
 *minimal representative* (Z3 ``Optimize``: least total size, then each dimension in order).
 ``merge`` joins classes with the same outcome; ``brute_force`` runs every point of a small
-box for real and counts disagreements; ``recompiles`` counts the cache entries the range
-needs under ``torch.compile(dynamic=True)`` against the recompile limit.
+box for real and counts disagreements -- a report with any is *incomplete*, whatever the
+search concluded; ``recompiles`` counts the cache entries the range needs under
+``torch.compile(dynamic=True)`` against the recompile limit.
 
 This module is the search: the loop above (``_Enumeration``) and the entry points
 :func:`sizes`, :func:`representatives` and :func:`recompile_forecast`. The answer's shape
@@ -38,6 +44,7 @@ cache in :mod:`validation.size_checks`. Their public names are importable from h
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -54,6 +61,8 @@ from .tracing import Dims, Shapes, Trace, eager_outcome, trace
 from .z3ops import smallest
 
 DEFAULT_MAX_CLASSES = 64
+#: A traced point, or a class's minimal point, is also run eagerly when its inputs hold at most this many elements.
+EAGER_CHECK_ELEMENTS = 1 << 20
 _SEAMS = ("shape_env", "fake_tensor", "sympy_z3", "convert_frame")
 
 
@@ -91,8 +100,6 @@ def sizes(
     )
     enumeration.run()
     classes = enumeration.classes
-    for cls in classes:
-        cls.representative = _representative(cls.region, dims, enumeration.box)
     classes.sort(key=lambda c: (sum(map(sum, c.representative)), c.representative))
     report = SizeReport(
         target=getattr(fn, "__qualname__", type(fn).__qualname__),
@@ -113,7 +120,17 @@ def sizes(
         report.classes = size_classes.merge(report.classes)  # qualified: the parameter `merge` shadows the name
         report.merged = True
     if brute_force:
-        report.brute_force = size_checks.brute_force(fn, report, dims, (lo, hi), dtype=dtype)
+        report.brute_force = checked = size_checks.brute_force(fn, report, dims, (lo, hi), dtype=dtype)
+        found = []
+        if checked["disagreements"]:
+            found.append(f"{checked['disagreements']} points whose class predicts another outcome than a real run")
+        if checked["uncovered"]:
+            found.append(f"{checked['uncovered']} points in no class")
+        if found:  # the answer's own test failed: whatever the search concluded, it is not complete
+            report.status = "incomplete"
+            report.reason = "; ".join(
+                part for part in (report.reason, "brute force found " + " and ".join(found)) if part
+            )
     report.seconds = time.perf_counter() - start
     return report
 
@@ -222,11 +239,11 @@ class _Enumeration:
             return
         second_point = self._second_point(region, first.point)
         if second_point is None:
-            self._accept(first, region, traces=1)
+            self._accept(first, region, queue, traces=1)
             return
         second = self._trace(second_point)
         if self._agree(first, second, region):
-            self._accept(first, region, traces=2)
+            self._accept(first, region, queue, traces=2)
             return
         # The cell missed something that tells these two points apart: cut the second
         # trace's cell out of the first one, and check both again.
@@ -247,10 +264,24 @@ class _Enumeration:
 
     # -- classes -------------------------------------------------------------------------
 
-    def _accept(self, first: Trace, region: z3.BoolRef, *, traces: int) -> None:
+    def _accept(self, first: Trace, region: z3.BoolRef, queue: list[Trace], *, traces: int) -> None:
+        """Accept ``first``'s cell as a class -- unless a real run at its minimal point disagrees.
+
+        The minimal point is where edge cases live (empty dimensions) and the one a user
+        sees: when running it gives another outcome than the class claims, that point is
+        a class of its own (decided by the run) and ``first`` goes back to the queue without it.
+        """
+        representative = _representative(region, self.dims, self.box)
         outcome, message = first.outcome, first.message
         if first.value_dependent:
             outcome, message = eager_outcome(self.fn, first.point, dtype=self.dtype)
+        elif representative != first.point and _elements(representative) <= EAGER_CHECK_ELEMENTS:
+            real, real_message = eager_outcome(self.fn, representative, dtype=self.dtype)
+            if real != outcome:
+                self._accept_run(representative, real, real_message, value_dependent=False)
+                first.cell = z3.And(first.cell, z3.Not(self.dims.point(representative)))
+                queue.insert(0, first)
+                return
         parts = list(first.parts)
         if self.covered and self._satisfiable(z3.And(first.cell, self.box, z3.Or(*self.covered))):
             parts.append("not in an earlier class")
@@ -258,7 +289,7 @@ class _Enumeration:
             SizeClass(
                 outcome=outcome,
                 condition=readable.conjunction(parts),
-                representative=first.point,
+                representative=representative,
                 value_dependent=first.value_dependent,
                 region=region,
                 cell=first.cell,
@@ -273,18 +304,27 @@ class _Enumeration:
     def _accept_point(self, first: Trace) -> None:
         """An untrusted trace speaks for its own point only, and a real run gives the outcome."""
         outcome, message = eager_outcome(self.fn, first.point, dtype=self.dtype)
-        region = self.dims.point(first.point)
+        self._accept_run(
+            first.point,
+            outcome,
+            message if outcome != "ok" else "; ".join(first.reasons),
+            value_dependent=first.value_dependent,
+        )
+
+    def _accept_run(self, point: Shapes, outcome: str, message: str, *, value_dependent: bool) -> None:
+        """One point as a class of its own, its outcome that of a real run."""
+        region = self.dims.point(point)
         self.classes.append(
             SizeClass(
                 outcome=outcome,
-                condition=self.dims.describe_point(first.point),
-                representative=first.point,
-                value_dependent=first.value_dependent,
+                condition=self.dims.describe_point(point),
+                representative=point,
+                value_dependent=value_dependent,
                 region=region,
                 cell=region,
                 order=len(self.classes),
                 decided_by="run",
-                message=message if outcome != "ok" else "; ".join(first.reasons),
+                message=message,
             )
         )
         self.covered.append(region)
@@ -333,7 +373,19 @@ class _Enumeration:
 
     def _trace(self, point: Shapes) -> Trace:
         self.traces += 1
-        return trace(self.fn, point, self.dims, specialize=self.specialize, dtype=self.dtype)
+        traced = trace(self.fn, point, self.dims, specialize=self.specialize, dtype=self.dtype)
+        if traced.trusted and not traced.value_dependent and _elements(point) <= EAGER_CHECK_ELEMENTS:
+            real, message = eager_outcome(self.fn, point, dtype=self.dtype)
+            if real != traced.outcome and "ok" not in (real, traced.outcome):
+                # Both raise, on the same path: a meta kernel words the error its own way
+                # (ValueError where eager raises RuntimeError). The outcome is eager's.
+                traced.outcome, traced.message = real, message
+            elif real != traced.outcome:
+                # A meta kernel misses a check eager makes (max() of an empty tensor), or makes
+                # one eager does not: the trace does not speak for the program even at its own point.
+                traced.trusted = False
+                traced.reasons.append(f"fake tensors and eager disagree here (the trace gives {traced.outcome})")
+        return traced
 
     def _stop(self, reason: str) -> None:
         self.complete = False
@@ -342,6 +394,10 @@ class _Enumeration:
 
 class _Undecided(Exception):
     pass
+
+
+def _elements(point: Shapes) -> int:
+    return sum(math.prod(shape) for shape in point)
 
 
 def _representative(region: z3.BoolRef, dims: Dims, box: z3.BoolRef) -> Shapes:

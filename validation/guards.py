@@ -254,7 +254,7 @@ class GuardValidator:
             )
         with self._lock:
             self.report.compiles.append(check)
-            if self.confirm and any(f.unsound and f.counterexample and f.confirmed is None for f in check.findings):
+            if self.confirm and any(_to_confirm(f) for f in check.findings):
                 self._pending.append((frame, check, guard_manager))
 
     def _run_confirmations(self) -> None:
@@ -263,13 +263,18 @@ class GuardValidator:
         for frame, check, built_manager in self._pending:
             manager, code, note = _entry_for(frame, built_manager)
             for finding in check.findings:
-                if not (finding.unsound and finding.counterexample and finding.confirmed is None):
+                if not _to_confirm(finding):
                     continue
                 result = confirm(frame, manager, code, finding.counterexample)
                 finding.confirmed, finding.refuted = result.confirmed, result.refuted
                 finding.detail = "; ".join(part for part in (finding.detail, result.detail, note) if part)
             check.settle()
         self._pending.clear()
+
+
+def _to_confirm(finding: Finding) -> bool:
+    """A counterexample to run: unsound, not run yet, and not already rejected by the installed guards."""
+    return finding.unsound and bool(finding.counterexample) and finding.confirmed is None and not finding.refuted
 
 
 def _entry_for(frame: frame_seam.FrameEntry, built_manager: Any) -> tuple[Any, Any, str]:

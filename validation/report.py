@@ -57,7 +57,8 @@ def guards_renderable(report: GuardReport) -> Any:
                 parts.append(Text(f"    at {finding.where}", style="dim"))
             if finding.counterexample:
                 sizes = ", ".join(f"{name} = {value}" for name, value in finding.counterexample.items())
-                parts.append(Text(f"    counterexample: {sizes}"))
+                accepted = " (the installed guards accept these sizes)" if finding.accepted else ""
+                parts.append(Text(f"    counterexample: {sizes}{accepted}"))
             if finding.confirmed is not None:
                 parts.append(
                     Text(

@@ -30,7 +30,7 @@ from minifier.errors import UsageError
 
 from . import pyexpr
 from .size_classes import Membership, SizeReport, shapes_of_values
-from .tracing import Dims, eager_outcome
+from .tracing import Dims, contiguous_layout, eager_outcome
 from .translate import Vocabulary
 from .z3ops import Untranslatable, smallest
 
@@ -135,7 +135,9 @@ def forecast_recompiles(report: SizeReport, fn: Callable[..., Any]) -> dict[str,
                     readable_entry = False
         if readable_entry:
             # strides and offsets of the contiguous inputs a class stands for
-            accepted.append(_contiguous(z3.And(*parts) if parts else z3.BoolVal(True), vocab, dims))
+            formula = z3.And(*parts) if parts else z3.BoolVal(True)
+            layout = contiguous_layout(vocab, dims)
+            accepted.append(z3.substitute(formula, *layout) if layout else formula)
     lo, hi = report.box
     in_box = z3.And(*[z3.And(v >= lo, v <= hi) for v in dims.vars()]) if dims.all else z3.BoolVal(True)
     forecast = []
@@ -153,25 +155,6 @@ def forecast_recompiles(report: SizeReport, fn: Callable[..., Any]) -> dict[str,
         "classes": sum(1 for cls in report.classes if cls.outcome == "ok"),
         "will_recompile": forecast,
     }
-
-
-def _contiguous(formula: z3.BoolRef, vocab: Any, dims: Dims) -> z3.BoolRef:
-    """``formula`` for contiguous inputs at offset 0: stride and offset terms become what the sizes make them."""
-    substitutions = []
-    for i, rank in enumerate(dims.ranks):
-        name = f"L['{dims.names[i]}']"
-        for j in range(rank):
-            term = vocab.sources.get(f"{name}.stride()[{j}]")
-            if term is not None:
-                contiguous: z3.ArithRef = z3.IntVal(1)
-                for k in range(j + 1, rank):
-                    var = dims.var(i, k)
-                    contiguous = contiguous * z3.If(var > 1, var, 1)
-                substitutions.append((term, contiguous))
-        offset = vocab.sources.get(f"{name}.storage_offset()")
-        if offset is not None:
-            substitutions.append((offset, z3.IntVal(0)))
-    return z3.substitute(formula, *substitutions) if substitutions else formula
 
 
 __all__ = ["BRUTE_FORCE_LIMIT", "brute_force", "forecast_recompiles", "recompile_count"]

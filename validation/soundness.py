@@ -8,7 +8,8 @@ to us -- the frame's own inputs. :func:`check_compile` then asks, for each assum
 
 A model is a *counterexample*: input sizes the installed guards accept although the trace
 assumed otherwise there, so dynamo would run this graph where it is wrong. It is
-minimized (smallest sizes first) before it is reported. The guards also have to accept
+minimized (smallest sizes first) and put to the installed guards themselves -- read or
+not -- before it is reported (:mod:`validation.counterexamples`). The guards also have to accept
 the inputs they were built from; when they do not (torch then raises "Guard failed on the
 same frame it was created") the failing guard parts are named.
 
@@ -16,8 +17,8 @@ Soundness before completeness, in four rules:
 
 - a shape guard (an epilogue guard part) that cannot be translated makes the compile
   *incomplete*: dropping it would weaken the hypotheses, and a counterexample found
-  without it could be spurious -- so refutations then count only when ``--confirm``
-  reproduces them;
+  without it could be spurious -- so refutations then count only when the installed
+  guards, run on inputs of those sizes, accept them (or ``--confirm`` reproduces them);
 - an assumption that cannot be translated, or a solver timeout, makes it *incomplete*;
 - guard parts about anything but integers (types, ids, global state) are not shape
   guards and are left out, which can only make counterexamples easier to find;
@@ -43,8 +44,9 @@ from minifier.seams import shape_env as shape_env_seam
 
 from . import pyexpr, readable
 from .assumptions import Assumption, gather
+from .counterexamples import Accepts, installed_guards, search
 from .translate import Vocabulary, is_tensor_property
-from .z3ops import Ops, Untranslatable, holds_at, smallest
+from .z3ops import Ops, Untranslatable, holds_at
 
 
 @dataclasses.dataclass
@@ -59,7 +61,8 @@ class Finding:
     confirmed: bool | None = None
     detail: str = ""
     where: str | None = None  # the user's line that led to the assumption
-    refuted: bool = False  # --confirm: the installed guards reject the counterexample (a guard pt2kit could not read)
+    refuted: bool = False  # the installed guards reject the counterexample (a guard pt2kit could not read)
+    accepted: bool | None = None  # the installed guards, run on inputs of these sizes, accept them (None: not run)
 
     @property
     def unsound(self) -> bool:
@@ -75,6 +78,8 @@ class Finding:
         if self.counterexample is not None:
             data["counterexample"] = self.counterexample
         data["confirmed"] = self.confirmed
+        if self.accepted is not None:
+            data["accepted"] = self.accepted
         if self.refuted:
             data["refuted"] = True
         if self.detail:
@@ -96,6 +101,7 @@ class Finding:
             detail=data.get("detail", ""),
             where=data.get("where"),
             refuted=data.get("refuted", False),
+            accepted=data.get("accepted"),
         )
 
 
@@ -161,13 +167,18 @@ class CompileCheck:
         """Compute ``status`` from the findings (again, after ``--confirm`` has run).
 
         A refutation is trusted when every shape guard was translated (Z3 saw all of
-        them), or when ``--confirm`` ran it through the real guards. One the real guards
-        reject (``refuted``) proves a guard was missed: the compile is then incomplete. A
-        counterexample on which eager and the entry happen to agree still breaks an
-        assumption, so it stays unsound (``confirmed: false`` says what the run showed).
+        them), or when the real guards accepted its counterexample (``accepted``, or
+        ``--confirm`` ran it). One the real guards reject (``refuted``) proves a guard was
+        missed: the compile is then incomplete. A counterexample on which eager and the
+        entry happen to agree still breaks an assumption, so it stays unsound
+        (``confirmed: false`` says what the run showed).
         """
         unsound = [f for f in self.findings if f.unsound and not f.refuted]
-        trusted = [f for f in unsound if self.guards_complete or f.confirmed or f.kind == "guard-rejects-own-inputs"]
+        trusted = [
+            f
+            for f in unsound
+            if self.guards_complete or f.accepted or f.confirmed or f.kind == "guard-rejects-own-inputs"
+        ]
         if trusted:
             self.status = "unsound"
         elif (
@@ -230,8 +241,9 @@ def check_compile(
     # 3. the guards must accept the inputs they were built from
     if f_locals is not None and guard_manager is not None:
         findings += _own_inputs(guards.translated, vocab, f_locals, guard_manager, refused)
-    # 4. one question per assumption
-    findings += _refutations(obligations, guards.translated, hypotheses, sizes, others, timeout_ms, names)
+    # 4. one question per assumption; each counterexample is put to the installed guards themselves
+    accepts = installed_guards(guard_manager, f_locals) if f_locals is not None and guard_manager is not None else None
+    findings += _refutations(obligations, guards.translated, hypotheses, sizes, others, timeout_ms, names, accepts)
     check = CompileCheck(
         function=function,
         compile_id=compile_id,
@@ -347,8 +359,11 @@ def _refutations(
     others: list[z3.ArithRef],
     timeout_ms: int,
     names: Any,
+    accepts: Accepts | None = None,
 ) -> list[Finding]:
-    """The obligations the hypotheses do not imply: a minimized counterexample each, or a timeout."""
+    """The obligations the hypotheses do not imply: a counterexample each (:mod:`validation.counterexamples`:
+    minimal, and passing the installed guards when ``accepts`` can run them; ``refuted`` when
+    they reject every one), or a timeout."""
     solver = z3.Solver()
     solver.set("timeout", int(timeout_ms))
     solver.add(*hypotheses)
@@ -379,15 +394,24 @@ def _refutations(
             )
             continue
         constraints = hypotheses + obligation.local + [z3.Not(obligation.formula)]
-        model = smallest(constraints, sizes, timeout_ms=timeout_ms, report=others) or {}
+        found = search(constraints, sizes, others, timeout_ms=timeout_ms, accepts=accepts)
+        detail = ""
+        if found.accepted is False:
+            detail = (
+                f"the installed guards reject every counterexample Z3 found ({found.tried}): "
+                "a guard pt2kit could not read excludes them"
+            )
         findings.append(
             Finding(
                 assumption.kind,
                 assumption.text,
                 _readable(assumption, names),
                 assumption.origin,
-                counterexample=_essential(model),
+                counterexample=found.counterexample,
                 where=assumption.where,
+                detail=detail,
+                refuted=found.accepted is False,
+                accepted=found.accepted,
             )
         )
     return findings
@@ -407,32 +431,6 @@ def _owned_by(quantity: str, identities: set[str]) -> bool:
             base = quantity[:index]
             break
     return any(base == owner or base.startswith((owner + ".", owner + "[")) for owner in identities)
-
-
-def _essential(model: dict[str, int | None]) -> dict[str, int]:
-    """The counterexample without what follows from the sizes: contiguous strides, zero offsets."""
-    values = {name: value for name, value in model.items() if value is not None}
-    sizes: dict[str, dict[int, int]] = {}
-    for name, value in values.items():
-        base, _, rest = name.rpartition(".size()[")
-        if base and rest.endswith("]") and rest[:-1].isdigit():
-            sizes.setdefault(base, {})[int(rest[:-1])] = value
-    out = {}
-    for name, value in sorted(values.items()):
-        base, _, rest = name.rpartition(".stride()[")
-        if base and rest.endswith("]") and rest[:-1].isdigit() and base in sizes:
-            dims = sizes[base]
-            index = int(rest[:-1])
-            if all(d in dims for d in range(index + 1, max(dims) + 1)):
-                contiguous = 1
-                for d in range(index + 1, max(dims) + 1):
-                    contiguous *= max(dims[d], 1)
-                if value == contiguous:
-                    continue
-        if name.endswith(".storage_offset()") and value == 0:
-            continue
-        out[name] = value
-    return out
 
 
 def _formula(vocab: Vocabulary, assumption: Assumption) -> z3.BoolRef:

@@ -10,7 +10,16 @@ over the input dimensions, the trace's *cell*:
 - the *bindings* of the inputs: a dimension specialized to 0 or 1 is that constant, a
   dimension duck-sized to another equals it, storage offsets are 0 and strides are the
   contiguous ones (the inputs are made with ``torch.empty``);
-- the ranges the trace knew for its symbols (``>= 2`` after 0/1 specialization).
+- the ranges the trace knew for its symbols (``>= 2`` after 0/1 specialization);
+- the definedness of what it computed without deciding on it: every divisor of a ``//``
+  or ``%`` in the sizes of what ``fn`` returned is nonzero (``x.shape[0] // y.shape[0]``
+  raises at ``y.shape[0] == 0`` although no guard asked).
+
+Without 0/1 specialization a size symbol may be 0 (the seam makes it a sympy integer
+``>= 0``, not a *positive* one, which would let sympy fold ``numel() == 0`` to False
+with no decision on record), and the inputs are made with their guards suppressed
+(making a fake tensor asks whether each dimension is empty for its own storage; the
+program's questions are the ones that count).
 
 Every point of the cell takes the same decisions, so -- as far as sizes go -- the same path
 and the same outcome. Three things break that promise, and the trace says so:
@@ -30,6 +39,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import z3
 
 from minifier.seams import fake_tensor
@@ -94,18 +104,23 @@ class Trace:
 
 
 def trace(fn: Callable[..., Any], shapes: Shapes, dims: Dims, *, specialize: bool, dtype: Any = None) -> Trace:
-    inputs = fake_tensor.symbolic_inputs(shapes, dims.names, specialize=specialize, dtype=dtype)
     recorder = Recorder(any_trace=True, locate=False)
     outcome, message, kind = "ok", "", "ok"
-    with shape_env_seam.observing(recorder), fake_tensor.quiet(), inputs.mode:
-        try:
-            fn(*inputs.tensors)
-        except Exception as error:  # noqa: BLE001 - the outcome
-            kind = fake_tensor.classify(error)
-            if kind == "program" and fake_tensor.raised_in_symbolic_reasoning(error):
-                kind = "symbolic"
-            outcome = "value-dependent" if kind == "data-dependent" else type(error).__name__
-            message = str(error).splitlines()[0][:300] if str(error) else ""
+    # Made while observing, so whatever making the inputs decides is on record; without
+    # 0/1 specialization the seam makes them with guards suppressed (a suppressed answer
+    # is no assumption: gather leaves it out).
+    with shape_env_seam.observing(recorder), fake_tensor.quiet():
+        inputs = fake_tensor.symbolic_inputs(shapes, dims.names, specialize=specialize, dtype=dtype)
+        result: Any = None
+        with inputs.mode:
+            try:
+                result = fn(*inputs.tensors)
+            except Exception as error:  # noqa: BLE001 - the outcome
+                kind = fake_tensor.classify(error)
+                if kind == "program" and fake_tensor.raised_in_symbolic_reasoning(error):
+                    kind = "symbolic"
+                outcome = "value-dependent" if kind == "data-dependent" else type(error).__name__
+                message = str(error).splitlines()[0][:300] if str(error) else ""
     shape_env = inputs.shape_env
     decisions = recorder.take(shape_env)
     vocab = Vocabulary(shape_env)
@@ -115,10 +130,8 @@ def trace(fn: Callable[..., Any], shapes: Shapes, dims: Dims, *, specialize: boo
     reasons: list[str] = []
     value_dependent = kind == "data-dependent"
 
-    # bindings: what each input dimension is, in the trace's symbols. Storage offsets are 0
-    # and strides contiguous (the inputs are made that way): those are substituted, so the
-    # cell speaks of input dimensions only.
-    substitutions: list[tuple[z3.ArithRef, z3.ArithRef]] = []
+    # bindings: what each input dimension is, in the trace's symbols. Strides and storage
+    # offsets are left to contiguous_layout below.
     for i, tensor in enumerate(inputs.tensors):
         for j in range(dims.ranks[i]):
             expr = shape_env_seam.node_expr(tensor.size(j))
@@ -130,18 +143,18 @@ def trace(fn: Callable[..., Any], shapes: Shapes, dims: Dims, *, specialize: boo
                 pieces.append((f"{dims.label(i, j)} == {readable.expression(expr, names)}", constraints[-1]))
             except Untranslatable as why:
                 reasons.append(str(why))
-        name = f"L['{dims.names[i]}']"
-        offset = shape_env_seam.node_expr(tensor.storage_offset())
-        if _is_own_symbol(offset, vocab, f"{name}.storage_offset()"):
-            substitutions.append((vocab.source(f"{name}.storage_offset()"), z3.IntVal(0)))
-        for j in range(dims.ranks[i]):
-            stride = shape_env_seam.node_expr(tensor.stride(j))
-            if _is_own_symbol(stride, vocab, f"{name}.stride()[{j}]"):
-                contiguous: z3.ArithRef = z3.IntVal(1)
-                for k in range(j + 1, dims.ranks[i]):
-                    var = dims.var(i, k)
-                    contiguous = contiguous * z3.If(var > 1, var, 1)
-                substitutions.append((vocab.source(f"{name}.stride()[{j}]"), contiguous))
+
+    # what the program computed and returned without deciding on it: ``x.shape[0] % y.shape[0]``
+    # raises at y.shape[0] == 0 although no guard asked, so every divisor in the outputs'
+    # sizes stays nonzero across the cell
+    for divisor in _divisors(_output_exprs(result)):
+        condition = sympy.Ne(divisor, 0)
+        try:
+            formula = vocab.formula(condition)
+        except Untranslatable:
+            continue  # a float divisor: a float output has no cell of its own to keep exact
+        constraints.append(formula)
+        pieces.append((readable.expression(condition, names), formula))
 
     # decisions and ranges
     assumptions, _facts = gather(shape_env, decisions)
@@ -170,6 +183,10 @@ def trace(fn: Callable[..., Any], shapes: Shapes, dims: Dims, *, specialize: boo
         reasons.append(f"fake tensors cannot run it: {message}")
     if kind == "symbolic":
         reasons.append(f"the symbolic trace itself failed ({outcome}: {message})")
+    # Every stride and storage-offset term the formulas mention -- a symbol the input still
+    # has, or one a decision has since replaced by a constant (``Eq(offset, 0)``) -- is what a
+    # contiguous input at offset 0 has, so the cell speaks of input dimensions only.
+    substitutions = contiguous_layout(vocab, dims)
     cell = z3.And(*constraints) if constraints else z3.BoolVal(True)
     if substitutions:
         cell = z3.substitute(cell, *substitutions)
@@ -211,6 +228,71 @@ def _essential_parts(
             kept.append(text)
             solver.add(formula)
     return kept
+
+
+def contiguous_layout(vocab: Vocabulary, dims: Dims) -> list[tuple[z3.ArithRef, z3.ArithRef]]:
+    """For each stride and storage-offset term of ``vocab``: its value for contiguous inputs at offset 0.
+
+    ``torch.empty`` strides: each dimension's stride is the product of the later sizes,
+    a size 0 counting as 1. Substitute them (``z3.substitute``) to make a formula over the
+    input sizes alone.
+    """
+    substitutions: list[tuple[z3.ArithRef, z3.ArithRef]] = []
+    for i, rank in enumerate(dims.ranks):
+        name = f"L['{dims.names[i]}']"
+        for j in range(rank):
+            term = vocab.sources.get(f"{name}.stride()[{j}]")
+            if term is not None:
+                substitutions.append((term, contiguous_stride(dims, i, j)))
+        offset = vocab.sources.get(f"{name}.storage_offset()")
+        if offset is not None:
+            substitutions.append((offset, z3.IntVal(0)))
+    return substitutions
+
+
+def contiguous_stride(dims: Dims, i: int, j: int) -> z3.ArithRef:
+    """The stride ``torch.empty`` gives dimension ``j`` of input ``i``: the later sizes' product, 0 counting as 1."""
+    stride: z3.ArithRef = z3.IntVal(1)
+    for k in range(j + 1, dims.ranks[i]):
+        var = dims.var(i, k)
+        stride = stride * z3.If(var > 1, var, 1)
+    return stride
+
+
+_DIVISIONS = ("Mod", "PythonMod", "FloorDiv", "CleanDiv", "IntTrueDiv", "FloatTrueDiv")
+
+
+def _output_exprs(result: Any) -> list[Any]:
+    """The sympy expressions of the sizes, strides and offsets (and symbolic ints) ``fn`` returned."""
+    import torch
+
+    from minifier.seams import pytree
+
+    exprs: list[Any] = []
+    for leaf in pytree.tree_leaves(result):
+        values: list[Any] = []
+        if isinstance(leaf, torch.Tensor):
+            values += list(leaf.shape)
+            try:
+                values += [*leaf.stride(), leaf.storage_offset()]
+            except RuntimeError:  # sparse and other layouts have no strides
+                pass
+        elif isinstance(leaf, torch.SymInt | torch.SymBool):
+            values.append(leaf)
+        exprs += [expr for value in values if getattr(expr := shape_env_seam.node_expr(value), "free_symbols", None)]
+    return exprs
+
+
+def _divisors(exprs: Sequence[Any]) -> list[Any]:
+    """Every symbolic divisor of a ``//`` or ``%`` in ``exprs``, once."""
+    found: list[Any] = []
+    for expr in exprs:
+        for node in sympy.preorder_traversal(expr):
+            if type(node).__name__ in _DIVISIONS and len(node.args) == 2:
+                divisor = node.args[1]
+                if divisor.free_symbols and divisor not in found:
+                    found.append(divisor)
+    return found
 
 
 def _free_constants(formula: z3.ExprRef) -> list[z3.ExprRef]:

@@ -6,8 +6,9 @@ input quantity (``L['x'].size()[0]``). :class:`Vocabulary` makes them meet: ever
 one Z3 integer named by its source text, and each backed symbol *is* its first source
 (the one dynamo's guards use; duck sizing and replacements relate the others by
 equalities, which are assumptions in their own right). Data-dependent (unbacked) symbols
-and symbols no input backs (Inductor's loop indices) are free Z3 integers; float symbols
-are untranslatable.
+without an input behind them and symbols no input backs (Inductor's loop indices) are free
+Z3 integers -- an input size made unbacked (``mark_unbacked``) is its source like any other;
+float symbols are untranslatable.
 
 - :meth:`Vocabulary.formula` translates a sympy boolean (through torch's ``SympyToZ3``,
   with exact integer semantics -- :mod:`minifier.seams.sympy_z3`);
@@ -117,7 +118,9 @@ class Vocabulary:
         if kind == "float":
             raise Untranslatable(f"{symbol} is a float")
         source = self._source_of.get(symbol)
-        if source is not None and kind == "int":
+        if source is not None and kind in ("int", "unbacked"):
+            # An input's quantity, backed or not (``mark_unbacked`` makes an input size an
+            # unbacked symbol): the guards speak of it by that source.
             term = self.source(source)
         else:
             term = z3.Int(str(symbol))  # data-dependent, or no input behind it: free

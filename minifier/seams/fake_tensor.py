@@ -10,6 +10,10 @@ without dynamo's two size policies:
 - 0/1 specialization: sizes 0 and 1 become constants, every other size a symbol >= 2;
 - duck sizing: two sizes with the same example value share one symbol.
 
+Without 0/1 specialization a size may be 0, so the symbols are made as integers ``>= 0``
+rather than as sympy's *positive* ones (:func:`_admit_zero`), and the inputs are made
+with their guards suppressed (``ShapeEnv.suppress_guards``).
+
 Each input is named by a ``LocalSource`` so its sizes read ``L['x'].size()[0]``, as in
 dynamo's guards. :func:`classify` says whether an exception is a tracing artefact (a
 data-dependent size, an op without a fake kernel) rather than the program's own error, and
@@ -37,7 +41,8 @@ SEAM = Seam(
     wraps=(
         "torch._subclasses.fake_tensor.FakeTensorMode.from_tensor(symbolic_context=StatelessSymbolicContext), "
         "FakeTensorMode.from_tensor(static_shapes=True), UnsupportedOperatorException, "
-        "torch.fx.experimental.symbolic_shapes.ShapeEnv(specialize_zero_one, duck_shape), torch._dynamo.source.LocalSource"
+        "torch.fx.experimental.symbolic_shapes.ShapeEnv(specialize_zero_one, duck_shape), "
+        "ShapeEnv.create_symbol(positive=) / _update_var_to_range / suppress_guards, torch._dynamo.source.LocalSource"
     ),
     features=("validation sizes", "opcheck_sizes fixture", "opcheck"),
 )
@@ -54,6 +59,11 @@ def probe() -> None:
     for name in ("specialize_zero_one", "duck_shape"):
         if name not in parameters and "kwargs" not in parameters:
             raise AttributeError(f"ShapeEnv() no longer takes {name}")
+    for name in ("val", "positive"):
+        if name not in inspect.signature(ShapeEnv.create_symbol).parameters:
+            raise AttributeError(f"ShapeEnv.create_symbol no longer takes {name}")
+    if not hasattr(ShapeEnv, "_update_var_to_range"):
+        raise AttributeError("ShapeEnv._update_var_to_range is gone")
     for name in ("symbolic_context", "static_shapes"):
         if name not in inspect.signature(FakeTensorMode.from_tensor).parameters:
             raise AttributeError(f"FakeTensorMode.from_tensor no longer takes {name}")
@@ -79,6 +89,8 @@ def symbolic_inputs(
     from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
     shape_env = ShapeEnv(specialize_zero_one=specialize, duck_shape=specialize)
+    if not specialize:
+        _admit_zero(shape_env)
     mode = FakeTensorMode(shape_env=shape_env)
     tensors = []
     for shape, name in zip(shapes, names):
@@ -89,8 +101,48 @@ def symbolic_inputs(
             numel *= size
         real = torch.empty(tuple(shape), dtype=dtype or torch.float32, device="cpu" if numel <= 1 << 22 else "meta")
         context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * len(shape))
-        tensors.append(mode.from_tensor(real, source=LocalSource(name), symbolic_context=context))
+        # Without 0/1 specialization, making the fake tensor asks whether each dimension is
+        # empty (its storage's size) and would pin an empty one to 0: that is the fake
+        # tensor's bookkeeping, not the program's question, so it installs no guard.
+        making = shape_env.suppress_guards() if not specialize else contextlib.nullcontext()
+        with making:
+            tensors.append(mode.from_tensor(real, source=LocalSource(name), symbolic_context=context))
     return SymbolicInputs(shape_env, mode, tensors)
+
+
+def _admit_zero(shape_env: Any) -> None:
+    """Make ``shape_env`` create its input symbols as sympy integers >= 0, not sympy *positive* ones.
+
+    ``ShapeEnv.create_symbol`` makes every size, stride and storage-offset symbol with
+    ``positive=True``: right under 0/1 specialization, where such a symbol stands for 2 and
+    up, wrong without it. sympy then folds ``Eq(s0*s1, 0)`` (``numel() == 0``) or
+    ``s0 >= 1`` at construction, before any ShapeEnv method sees a question, so a size-0
+    point takes the non-empty path with no guard or decision on record and every empty
+    input shares a cell with the non-empty ones. Made without that assumption and with
+    the range ``[0, oo)`` instead, the symbol leaves such questions to ShapeEnv, which
+    answers them from the hint and records a guard.
+    """
+    import inspect
+
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+    from torch.utils._sympy.value_ranges import ValueRanges
+
+    create_symbol = shape_env.create_symbol
+    signature = inspect.signature(create_symbol)
+
+    def nonnegative(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        positive = bound.arguments["positive"]
+        if positive:
+            bound.arguments["positive"] = None
+        symbol = create_symbol(*bound.args, **bound.kwargs)
+        if positive and isinstance(symbol, sympy.Symbol) and isinstance(bound.arguments["val"], int):
+            shape_env._update_var_to_range(symbol, ValueRanges(0, int_oo))
+        return symbol
+
+    shape_env.create_symbol = nonnegative
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ SEAM = Seam(
     wraps=(
         "torch.fx.experimental.symbolic_shapes.ShapeEnv.evaluate_expr / _maybe_evaluate_static / "
         "guard_or_defer_runtime_assert, and its tables (guards, var_to_sources, var_to_range, "
-        "backed_var_to_val, replacements, deferred_runtime_asserts, tracked_fakes)"
+        "backed_var_to_val, replacements, deferred_runtime_asserts, tracked_fakes, unbacked_inputs)"
     ),
     features=("validation guards", "validation sizes", "GuardValidator"),
 )
@@ -62,6 +62,7 @@ _TABLES = (
     "deferred_runtime_asserts",
     "num_deferred_runtime_asserts",
     "tracked_fakes",
+    "unbacked_inputs",
 )
 
 
@@ -312,8 +313,34 @@ def installed() -> bool:
 
 
 def symbol_sources(shape_env: Any) -> dict[Any, list[str]]:
-    """Each symbol's sources by name (``L['x'].size()[0]``), the first being the one guards use."""
-    return {symbol: [source.name for source in sources] for symbol, sources in shape_env.var_to_sources.items()}
+    """Each symbol's sources by name (``L['x'].size()[0]``), the first being the one guards use.
+
+    An input size made unbacked (``mark_unbacked``) has no entry in ``var_to_sources``; its
+    source is the first tracked input quantity that is exactly that symbol.
+    """
+    out = {symbol: [source.name for source in sources] for symbol, sources in shape_env.var_to_sources.items()}
+    unbacked = {symbol for symbol in getattr(shape_env, "unbacked_inputs", ()) if not out.get(symbol)}
+    if unbacked:
+        for name, fake in tracked_inputs(shape_env):
+            for quantity, value in _tensor_quantities(name, fake):
+                expr = node_expr(value)
+                if expr in unbacked and not out.get(expr):
+                    out[expr] = [quantity]
+    return out
+
+
+def _tensor_quantities(name: str, fake: Any) -> list[tuple[str, Any]]:
+    import torch
+
+    if not isinstance(fake, torch.Tensor):
+        return []
+    out: list[tuple[str, Any]] = [(f"{name}.size()[{i}]", size) for i, size in enumerate(fake.size())]
+    try:
+        out += [(f"{name}.stride()[{i}]", stride) for i, stride in enumerate(fake.stride())]
+        out.append((f"{name}.storage_offset()", fake.storage_offset()))
+    except RuntimeError:  # sparse and other layouts have no strides
+        pass
+    return out
 
 
 def value_ranges(shape_env: Any) -> dict[Any, tuple[Any, Any]]:

@@ -60,11 +60,19 @@ def test_guards_json_is_one_document_and_exit_1_for_an_unsound_compile(runs):
 
 
 def test_sizes_json_and_exit_0():
-    result = _invoke("sizes", "--json", "--fn", f"{SHAPES}:view4", "--ranks", "1", "--box", "0:12", "--check-brute-force")
+    result = _invoke(
+        "sizes", "--json", "--fn", f"{SHAPES}:view4", "--ranks", "1", "--box", "0:12", "--check-brute-force"
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["status"] == "complete" and len(report["classes"]) == 4
-    assert report["brute_force"] == {"points": 13, "disagreements": 0, "uncovered": 0, "value_dependent": 0, "examples": []}
+    assert report["brute_force"] == {
+        "points": 13,
+        "disagreements": 0,
+        "uncovered": 0,
+        "value_dependent": 0,
+        "examples": [],
+    }
     assert report["specializes_on"] == []
 
 
@@ -99,6 +107,67 @@ def test_guards_script_raising_before_compiling_exits_3(tmp_path):
     result = _invoke("guards", str(script))
     assert result.exit_code == 3
     assert "raised before compiling anything: ValueError: broken before any compile" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, code, says",
+    [
+        (["guards", "no_such_script.py"], 2, "script not found: no_such_script.py"),
+        (["guards", "EARLY"], 3, "the script raised before compiling anything: ValueError: broken"),
+        (["sizes", "--fn", f"{SHAPES}:view4", "--ranks", "1", "--box", "3:"], 2, "has no upper bound"),
+        (
+            ["sizes", "--fn", f"{SHAPES}:view4", "--ranks", "1", "--box", "0:3", "--max-classes", "0"],
+            2,
+            "'--max-classes'",
+        ),
+        (["sizes", "--fn", f"{SHAPES}:view4", "--box", "0:3"], 2, "Missing option '--ranks'"),
+        (
+            ["sizes", "--fn", f"{SHAPES}:view4", "--ranks", "1", "--box", "0:3", "--bogus"],
+            2,
+            "No such option '--bogus'",
+        ),
+    ],
+    ids=[
+        "missing-script",
+        "raises-before-compiling",
+        "no-upper-bound",
+        "bad-option-value",
+        "missing-option",
+        "unknown-option",
+    ],
+)
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_every_error_door_is_one_line_and_its_json_twin_one_document(tmp_path, args, code, says, as_json):
+    early = tmp_path / "early.py"
+    early.write_text("raise ValueError('broken before any compile')\n")
+    args = [str(early) if arg == "EARLY" else arg for arg in args]
+    args = [args[0], *(["--json"] if as_json else []), *args[1:]]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("validation: ") and says in lines[-1], result.stderr
+    if code == 2:
+        assert len(lines) == 1, result.stderr  # click's own usage errors too: no usage block
+    if as_json:
+        document = json.loads(result.stdout)
+        assert document["status"] == "error" and document["exit_code"] == code and says in document["message"]
+    else:
+        assert result.stdout == ""
+
+
+def test_sizes_whose_brute_force_disagrees_exits_1_and_is_incomplete(tmp_path):
+    module = tmp_path / "eager_only.py"
+    module.write_text(
+        "import torch\n\n\ndef f(x):\n"
+        "    if type(x) is torch.Tensor and x.shape[0] in (7, 9, 11):  # fake tensors never run this check\n"
+        "        raise ValueError('eager only')\n"
+        "    return x\n"
+    )
+    result = _invoke("sizes", "--json", "--fn", f"{module}:f", "--ranks", "1", "--box", "0:12", "--check-brute-force")
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["status"] == "incomplete" and report["brute_force"]["disagreements"] > 0
+    assert "brute force found" in report["reason"]
 
 
 @pytest.mark.parametrize(

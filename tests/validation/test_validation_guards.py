@@ -57,6 +57,45 @@ def attention_scale(x):
     return (x @ x.transpose(-1, -2) / d**0.5).softmax(-1)
 
 
+def parity_past_a_float_guard(x):
+    if x.shape[0] ** 0.5 > 1.8:  # a shape guard Z3 cannot read (a float): sizes 4 and up
+        if x.shape[0] % 2 == 0:
+            return x * 2
+        return x + 1
+    return x
+
+
+def big_past_a_float_guard(x):
+    if x.shape[0] ** 0.5 > 1.8:  # sizes 4 and up: implies the next guard
+        if x.shape[0] > 3:
+            return x * 2
+        return x + 1
+    return x
+
+
+def not_three(x):
+    if x.shape[0] != 3:
+        return x * 2
+    return x
+
+
+def at_least_six(x):
+    torch._check(x.shape[0] > 5)
+    return x[5:]
+
+
+def prefix(x, n):
+    return x[:n]
+
+
+def per_row(x):
+    return x.new_zeros(x.shape[0] // 3 + x.shape[1])
+
+
+def doubled(x):
+    return x * 2
+
+
 def floaty(x, r: float):
     if r > 0.5:
         return x * r
@@ -132,6 +171,77 @@ def test_dropped_parity_guard_is_unsound_with_a_counterexample_that_breaks_it():
     assert broken == [(3,), (5,), (7,)]  # brute force: the odd sizes >= 2 reuse the even graph
 
 
+def test_a_counterexample_passes_every_installed_guard_even_one_pt2kit_cannot_read():
+    # Z3 cannot read the float guard, so sizes 3 (odd, >= 2) breaks the dropped parity
+    # guard as far as Z3 knows; the installed guards reject 3, so the counterexample is 5.
+    with faults.dropped_guards(lambda code: "% 2" in code):
+        report = validation.check_guards(parity_past_a_float_guard, torch.randn(4))
+        broken = _breaking_points(parity_past_a_float_guard, (4,), SIZES, _vector)
+    assert broken == [(5,), (7,)]  # brute force: 3 fails the float guard, so dynamo recompiles there
+    assert report.status == "unsound" and report.exit_code == 1, report.to_json()
+    (finding,) = [f for f in report.findings if f.unsound]
+    assert "% 2" in finding.readable
+    assert finding.counterexample == {"L['x'].size()[0]": 5} and finding.accepted is True
+    assert any(f.kind == "untranslatable" for f in report.findings)  # the float guard is still named
+
+
+def test_a_finding_whose_every_counterexample_the_installed_guards_reject_is_incomplete_not_unsound():
+    # The dropped guard (x.shape[0] > 3: the range 4 <= x.shape[0]) is implied by the float guard Z3
+    # cannot read: every size Z3 offers (0..3) is rejected by the installed guards.
+    with faults.dropped_guards(lambda code: "4 <= " in code):
+        report = validation.check_guards(big_past_a_float_guard, torch.randn(5))
+        broken = _breaking_points(big_past_a_float_guard, (5,), SIZES, _vector)
+    assert broken == []
+    assert report.status == "incomplete" and report.exit_code == 7, report.to_json()
+    unsound = [f for f in report.findings if f.unsound]
+    assert unsound and all(f.refuted and f.accepted is False for f in unsound)
+    assert all("reject every counterexample" in f.detail for f in unsound)
+
+
+def _mark_unbacked(x):
+    torch._dynamo.decorators.mark_unbacked(x, 0)
+    return x
+
+
+def _mark_dynamic_between(x, low, high):
+    torch._dynamo.mark_dynamic(x, 0, min=low, max=high)
+    return x
+
+
+@pytest.mark.parametrize(
+    "fn, make, dynamic, form",
+    [
+        (parity, lambda: (torch.randn(4),), True, "(L['x'].size()[0] % 2) == 0"),
+        (parity, lambda: (torch.randn(4),), True, "2 <= L['x'].size()[0]"),  # 0/1 specialization's range
+        (not_three, lambda: (torch.randn(4),), True, "L['x'].size()[0] != 3"),
+        (at_least_six, lambda: (torch.randn(8),), True, "6 <= L['x'].size()[0]"),  # a refined range
+        (prefix, lambda: (torch.randn(8), 3), True, "L['n'] >= 0 and L['n'] <= L['x'].size()[0]"),
+        (per_row, lambda: (torch.randn(7, 2),), True, "L['x'].stride()[0] == L['x'].size()[1]"),
+        (doubled, lambda: (_mark_dynamic_between(torch.randn(6), 3, 40),), None, "3 <= L['x'].size()[0] <= 40"),
+        (parity, lambda: (_mark_unbacked(torch.randn(4)),), None, "0 <= L['x'].size()[0]"),  # size-like, unbacked
+    ],
+    ids=["mod", "range", "ne", "refined-range", "int-input", "stride", "min-max", "unbacked"],
+)
+def test_every_shape_guard_form_dynamo_installs_is_read(fn, make, dynamic, form):
+    from minifier.seams import guard_code
+    from validation import pyexpr
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="eager", dynamic=dynamic)
+    with GuardValidator() as validator:
+        compiled(*make())
+    installed = {
+        pyexpr.strip_comment(part.code)
+        for entry in guard_code.cache_entries(fn.__code__)
+        for part in guard_code.code_parts(entry.guard_manager)
+    }
+    torch._dynamo.reset()
+    assert form in installed, sorted(installed)
+    report = validator.report
+    assert report.compiles and report.status == "sound", report.to_json()
+    assert all(check.findings == [] and check.guards_complete for check in report.compiles)
+
+
 def test_unsound_static_decision_without_any_guard_is_found():
     # pytorch#169602: a wrong bound for `x % m` decides `x % 2 == 0` statically, no guard installed
     with faults.wrong_mod_bounds(2):
@@ -170,7 +280,9 @@ def test_float_guards_are_incomplete_never_sound():
     assert any(f.kind == "untranslatable" for f in report.findings)
     assert not any(f.unsound for f in report.findings)
     # a module's float attribute (LayerNorm's eps) is a symbolic float under torch 2.13's defaults
-    norm = validation.check_guards(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16)), torch.randn(5, 8))
+    norm = validation.check_guards(
+        torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16)), torch.randn(5, 8)
+    )
     assert norm.status == "incomplete"
     assert {f.kind for f in norm.findings} == {"untranslatable"}
 
@@ -197,7 +309,11 @@ def test_validator_sees_recompiles_and_graph_breaks_and_restores_torch():
 
     from minifier.seams import convert_frame as frame_seat
 
-    before = (ShapeEnv.__dict__["evaluate_expr"], ShapeEnv.__dict__["_maybe_evaluate_static"], CheckFunctionManager.__init__)
+    before = (
+        ShapeEnv.__dict__["evaluate_expr"],
+        ShapeEnv.__dict__["_maybe_evaluate_static"],
+        CheckFunctionManager.__init__,
+    )
 
     def broken(x):
         y = x * 2
@@ -213,7 +329,11 @@ def test_validator_sees_recompiles_and_graph_breaks_and_restores_torch():
         assert ShapeEnv._maybe_evaluate_static.cache_info().currsize >= 0
         compiled(torch.randn(6))
         compiled(torch.randn(7))
-    assert (ShapeEnv.__dict__["evaluate_expr"], ShapeEnv.__dict__["_maybe_evaluate_static"], CheckFunctionManager.__init__) == before
+    assert (
+        ShapeEnv.__dict__["evaluate_expr"],
+        ShapeEnv.__dict__["_maybe_evaluate_static"],
+        CheckFunctionManager.__init__,
+    ) == before
     # the frame seat is shared and stays installed when idle (minifier/seams/convert_frame.py); we are off it
     assert validator not in frame_seat._observers
     assert convert_frame._compile is not None
@@ -260,7 +380,18 @@ def test_inductor_compile_is_sound_within_twice_its_compile_time():
 def test_verdict_rules(guards_complete, finding, status):
     from validation.soundness import CompileCheck, Finding
 
-    check = CompileCheck("f", "0/0", "f.py", 1, "sound", 1, 1, 0.0, 0.0, [Finding("unsound-guard", "Eq(s0, 1)", counterexample={"L['x'].size()[0]": 2}, **finding)])
+    check = CompileCheck(
+        "f",
+        "0/0",
+        "f.py",
+        1,
+        "sound",
+        1,
+        1,
+        0.0,
+        0.0,
+        [Finding("unsound-guard", "Eq(s0, 1)", counterexample={"L['x'].size()[0]": 2}, **finding)],
+    )
     check.guards_complete = guards_complete
     check.settle()
     assert check.status == status

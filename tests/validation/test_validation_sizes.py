@@ -3,8 +3,9 @@
 ``brute_force=True`` runs the program eagerly at each point of the box and compares the
 outcome with the class that holds the point; the tests require zero disagreements and no
 uncovered point, then check the class structure the issue names (4 classes for
-``view(-1, 4)``, 3 without specialization, 2 for a matmul without specialization) and the
-pitfalls of the naive algorithm.
+``view(-1, 4)``, 3 without specialization, 2 for a matmul without specialization), the
+pitfalls of the naive algorithm, and empty inputs (a size 0 is a size like any other
+without specialization: the trace must ask about it, and eager has the last word).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 
 import validation
 from minifier.errors import UsageError
+from validation.tracing import eager_outcome
 
 
 def view4(x):
@@ -39,6 +41,40 @@ def loop(x):
 
 def nonzero_pairs(x):
     return x.nonzero().view(2, -1)
+
+
+def rows_of_three(x):
+    return x.reshape(-1, 3)
+
+
+def per_y(x, y):
+    return x.new_zeros(x.shape[0] // y.shape[0])  # Python's // on two sizes: no guard, raises at y == 0
+
+
+def empty_is_an_error(x):
+    if x.numel() == 0:
+        raise ValueError("empty input")
+    return x.sum()
+
+
+def first_row(x):
+    return x[0]
+
+
+def maximum(x):
+    return x.max()  # eager refuses an empty input; the meta kernel does not check
+
+
+def flat_transpose(x):
+    return x.t().view(-1)  # the meta kernel raises ValueError where eager raises RuntimeError
+
+
+def eager_only_check(x):
+    # A check fake tensors never run (a FakeTensor is not exactly a torch.Tensor), as a meta
+    # kernel that misses one of eager's: only running the program finds these sizes.
+    if type(x) is torch.Tensor and x.shape[0] in (7, 9, 11):
+        raise ValueError("eager only")
+    return x
 
 
 def _valid(report, points):
@@ -97,21 +133,74 @@ def test_matmul_with_specialization_is_exact_in_every_class():
 
 
 @pytest.mark.parametrize("specialize", [True, False])
-def test_an_error_outside_any_guard_never_covers_valid_points(specialize):
-    # x.view(y.shape[0], -1) at y.shape[0] == 0: without specialization sympy raises
-    # ZeroDivisionError computing x % 0 inside the trace -- not the program's verdict.
+def test_view_by_another_size_is_exact_at_every_point(specialize):
     report = validation.sizes(view_by, ranks=[1, 1], box=(0, 6), specialize=specialize, brute_force=True)
     _assert_brute_force_agrees(report)
+    assert report.status == "complete"
     assert all(cls.outcome in ("ok", "RuntimeError") for cls in report.classes)  # no ZeroDivisionError class
     valid = sum(1 for x in range(7) for y in range(7) if report.class_of(((x,), (y,))).outcome == "ok")
     assert valid == sum(1 for x in range(7) for y in range(1, 7) if x % y == 0)
     if not specialize:
-        # decided by running only where a trace cannot decide: y == 0 (x % 0), and from
-        # torch 2.15 x == 0 too, which view's new guard y*(x//y) != 0 leaves out of the
-        # trace's class (brute force agrees either way; there are more classes)
-        run = [cls for cls in report.classes if cls.decided_by == "run"]
-        assert run and all(cls.representative[1] == (0,) or cls.representative[0] == (0,) for cls in run)
-        assert any(cls.representative[1] == (0,) for cls in run)
+        # y == 0 is the program's own question (view asks numel() == 0), not sympy's x % 0
+        assert all(cls.decided_by == "trace" for cls in report.classes)
+
+
+@pytest.mark.parametrize("specialize", [True, False])
+def test_an_error_outside_any_guard_never_covers_valid_points(specialize):
+    # x.shape[0] // y.shape[0] asks no question, yet raises at y == 0: inside sympy when the
+    # trace computes it from the example sizes (not the program's verdict: a real run
+    # decides there), and nowhere in a trace at y != 0, whose class must still leave y == 0 out.
+    report = validation.sizes(per_y, ranks=[1, 1], box=(0, 6), specialize=specialize, brute_force=True)
+    _assert_brute_force_agrees(report)
+    assert report.status == "complete"
+    for x in range(7):
+        owner = report.class_of(((x,), (0,)))
+        assert owner.outcome == "ZeroDivisionError"
+        if not specialize:  # (with 0/1 specialization y == 0 is a constant: x // 0 can be the program's own error)
+            assert owner.decided_by == "run"
+    assert {report.class_of(((x,), (y,))).outcome for x in range(7) for y in range(1, 7)} == {"ok"}
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+def test_reshape_of_empty_inputs_without_specialization_is_what_eager_does(rank):
+    # Size symbols made sympy-positive would decide numel() == 0 False with no guard: every
+    # empty input would join a non-empty path, and "raise" where eager returns (0, 3).
+    report = validation.sizes(rows_of_three, ranks=[rank], box=(0, 6), specialize=False, brute_force=True)
+    _assert_brute_force_agrees(report)
+    assert report.status == "complete"
+    assert all(cls.decided_by == "trace" for cls in report.classes)
+    empty = [(0,)] if rank == 1 else [(0, n) for n in range(7)] + [(n, 0) for n in range(7)]
+    assert {report.class_of((shape,)).outcome for shape in empty} == {"ok"}
+    assert rows_of_three(torch.empty(0, 5)).shape == (0, 3)
+
+
+@pytest.mark.parametrize(
+    "fn, ranks, box, specialize",
+    [
+        (empty_is_an_error, [2], (0, 4), False),  # the program asks whether an input is empty
+        (first_row, [1], (0, 6), False),  # an op asks (IndexError at 0 only)
+        (maximum, [1], (0, 6), False),  # a meta kernel misses eager's check on empty inputs
+        (maximum, [1], (0, 6), True),
+        (flat_transpose, [2], (0, 4), False),  # a meta kernel words an error its own way
+        (flat_transpose, [2], (0, 4), True),
+        (matmul, [2, 2], (0, 3), False),
+    ],
+    ids=lambda value: getattr(value, "__name__", None) if callable(value) else None,
+)
+def test_empty_inputs_get_eagers_outcome(fn, ranks, box, specialize):
+    report = validation.sizes(fn, ranks=ranks, box=box, specialize=specialize, brute_force=True)
+    _assert_brute_force_agrees(report)
+    assert report.status == "complete", report.reason
+    for cls in report.classes:  # every class's minimal point runs as the class says
+        assert eager_outcome(fn, cls.representative)[0] == cls.outcome
+
+
+def test_a_report_whose_brute_force_disagrees_is_never_complete():
+    report = validation.sizes(eager_only_check, ranks=[1], box=(0, 12), brute_force=True)
+    assert report.brute_force["disagreements"] > 0  # only running every point sees the eager-only check
+    assert report.status == "incomplete"
+    assert "brute force found" in report.reason and "another outcome than a real run" in report.reason
+    assert json.loads(report.to_json())["status"] == "incomplete"
 
 
 def test_a_range_loop_specializes_and_says_so():
