@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .recorder import record_call as record
     from .runner import ReplayResult, run
 
-__all__ = ["Record", "Recorder", "ReplayResult", "load", "record", "recording", "run", "replay"]
+__all__ = ["Record", "Recorder", "ReplayResult", "load", "record", "recording", "replay", "run"]
 
 _LAZY = {
     "Record": ("record", "Record"),

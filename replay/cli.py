@@ -6,7 +6,8 @@
 - ``run [--backend NAME|module:function] [--fullgraph/--no-fullgraph] [--static]
   [--allow-partial] [--timeout S] [--json] RECORD``: replay in a fresh process; exit 1
   reproduced, 0 passed, 5 a different failure.
-- ``show [--json] RECORD``, ``script RECORD [-o FILE]``, ``minify [--out DIR] [--json] RECORD``.
+- ``show [--json] RECORD``, ``script RECORD [-o FILE]``,
+  ``minify [--out DIR] [--timeout S] [--allow-partial] [--json] RECORD``.
 - ``python -m replay RECORD`` is ``run RECORD``.
 
 Bad input is one line and an exit code: 2 usage, 4 unknown backend, 6 a record that
@@ -32,7 +33,7 @@ import click
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from minifier.errors import ScriptFailedBeforeCompile, UserFacingError, exit_with  # noqa: E402
+from minifier.errors import ScriptFailedBeforeCompile, UserFacingError, exit_with
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -83,7 +84,7 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
                 run_script(path, args)
             except SystemExit:
                 pass
-            except Exception as exc:  # the script's own failure: recorded if a frame failed
+            except Exception as exc:  # noqa: BLE001 - the script's own failure: recorded if a frame failed
                 raised = exc
                 if not recorder.records:
                     traceback.print_exc(file=sys.stderr)
@@ -220,13 +221,25 @@ def show(as_json: bool, record_path: Path) -> None:
 @click.argument("record_path", metavar="RECORD", type=click.Path(path_type=Path))
 def script(output: Path | None, record_path: Path) -> None:
     """Write a torch-only script that replays RECORD's frame."""
+    from . import record as record_format
     from .script import write_script
 
     try:
         path = write_script(record_path, output)
+        _, manifest = record_format.read_manifest(record_path)
     except UserFacingError as error:
         exit_with(error, "replay", False)
     click.echo(str(path))
+    # the script is still of use with another backend, or with --allow-partial: say so, do not refuse
+    backend = manifest.get("compile", {}).get("backend", {})
+    if not backend.get("name"):
+        click.echo(f"replay: note: {_unrebuildable_backend(backend)}; run the script with --backend NAME", err=True)
+    if manifest["status"] != "complete":
+        click.echo("replay: note: the record is partial; the script replays it with --allow-partial", err=True)
+
+
+def _unrebuildable_backend(backend: dict[str, Any]) -> str:
+    return f"the recorded backend cannot be rebuilt ({backend.get('why') or 'it has no name'})"
 
 
 @main.command(context_settings=CONTEXT)
@@ -234,13 +247,27 @@ def script(output: Path | None, record_path: Path) -> None:
     "--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where minify's run directory goes."
 )
 @click.option("--timeout", type=float, default=None, help="Seconds per isolated query (minify run --timeout).")
+@click.option(
+    "--allow-partial", is_flag=True, help="Minify a partial record; values that were not recorded become placeholders."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print minify's report.json on stdout, nothing else.")
 @click.argument("record_path", metavar="RECORD", type=click.Path(path_type=Path))
-def minify(out: Path | None, timeout: float | None, as_json: bool, record_path: Path) -> None:
+def minify(out: Path | None, timeout: float | None, allow_partial: bool, as_json: bool, record_path: Path) -> None:
     """Write RECORD's replay script and minify it with `minify run` (exit codes are minify's)."""
+    from minifier.errors import UnknownBackend
+
+    from . import record as record_format
+    from .runner import partial_record_error
     from .script import write_script
 
     try:
+        _, manifest = record_format.read_manifest(record_path)
+        # refused here, as `replay run` refuses them, rather than as a failure of the script under minify
+        if manifest["status"] != "complete" and not allow_partial:
+            raise partial_record_error(manifest)
+        backend = manifest.get("compile", {}).get("backend", {})
+        if not backend.get("name"):
+            raise UnknownBackend(f"{_unrebuildable_backend(backend)}; minify cannot compile the frame with it")
         path = write_script(record_path)
     except UserFacingError as error:
         exit_with(error, "replay", as_json)
@@ -252,6 +279,8 @@ def minify(out: Path | None, timeout: float | None, as_json: bool, record_path: 
     if as_json:
         command.append("--json")
     command.append(str(path))
+    if allow_partial:
+        command.append("--allow-partial")  # the script's own option
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
     if not as_json:
         click.echo(f"replay: minify run {path}", err=True)

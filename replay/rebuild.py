@@ -38,7 +38,7 @@ import importlib
 import random
 import sys
 import types
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -65,6 +65,13 @@ class Unrecordable:
 # --------------------------------------------------------------------------- #
 
 
+def add_import_roots(modules: Any) -> None:
+    """Put the directory of each recorded user module (``[name, root]`` pairs) on ``sys.path``."""
+    for _, root in modules:
+        if root and root not in sys.path:
+            sys.path.insert(0, root)
+
+
 def resolve(ref: str) -> Any:
     """Import ``module:qualname`` (``qualname`` may be dotted) and return the object."""
     module_name, _, qualname = ref.partition(":")
@@ -86,7 +93,7 @@ def source_text(entry: dict[str, Any]) -> str:
     first = lines[0] if lines else ""
     indent = first[: len(first) - len(first.lstrip())]
     # Lines that do not start with the block's indentation are inside a string literal.
-    body = [line[len(indent) :] if line.startswith(indent) else line for line in lines]
+    body = [line.removeprefix(indent) for line in lines]
     header: list[str] = []
     prefix = ""
     if entry.get("imports"):
@@ -141,14 +148,8 @@ def find_code(module_code: types.CodeType, name: str, firstlineno: int | None) -
 
 def same_bytecode(a: types.CodeType, b: types.CodeType) -> bool:
     """Do two code objects run the same instructions on the same names?"""
-    return (a.co_code, a.co_names, a.co_varnames, a.co_freevars, a.co_argcount, a.co_kwonlyargcount) == (
-        b.co_code,
-        b.co_names,
-        b.co_varnames,
-        b.co_freevars,
-        b.co_argcount,
-        b.co_kwonlyargcount,
-    )
+    fields = ("co_code", "co_names", "co_varnames", "co_freevars", "co_argcount", "co_kwonlyargcount")
+    return all(getattr(a, name) == getattr(b, name) for name in fields)
 
 
 def bytecode_digest(code: types.CodeType) -> str:
@@ -386,7 +387,7 @@ class Decoder:
             raise RebuildError(f"{node.get('name')} ({node.get('type')}) was not recorded: {node.get('reason')}")
         return Unrecordable(node.get("name", "?"), node.get("type", "?"), node.get("reason", ""))
 
-    BUILDERS: dict[str, Any] = {
+    BUILDERS: ClassVar[dict[str, Any]] = {
         "float": lambda d, node, key: float(node["v"]),
         "complex": lambda d, node, key: complex(node["re"], node["im"]),
         "bytes": lambda d, node, key: bytes.fromhex(node["hex"]),
@@ -456,9 +457,7 @@ def rebuild_frame(
     a script written by ``replay script`` passes copies): ``regenerate_resume`` rebuilds a
     resume function from the original function's code.
     """
-    for name, root in manifest.get("imports", []):
-        if root and root not in sys.path:
-            sys.path.insert(0, root)
+    add_import_roots(manifest.get("imports", []))
     decoder = Decoder(manifest, tensors, allow_unrecordable=allow_unrecordable)
     frame = manifest["frame"]
     code_spec = frame["code"]
@@ -588,30 +587,33 @@ def resolve_backend(name: str) -> Any:
     return name
 
 
-def recorded_backend(recorded: dict[str, Any]) -> Any:
-    """The backend the record names: import its modules, run its carried definitions, resolve it."""
+def recorded_backend(recorded: dict[str, Any], definitions: dict[str, Any] | None = None) -> Any:
+    """The backend the record names: import its modules, run its carried definitions, resolve it.
+
+    ``definitions``: the namespace they already ran in (a replay script runs them as its own
+    top-level code, where ``minify run`` finds their source); None runs them here, apart.
+    """
     if not recorded.get("name"):
         raise BackendNotFound(
             f"the recorded backend cannot be rebuilt ({recorded.get('why') or 'it has no name'}); choose one with --backend"
         )
-    for name, root in recorded.get("modules", []):
-        if root and root not in sys.path:
-            sys.path.insert(0, root)
+    add_import_roots(recorded.get("modules", []))
+    for name, _ in recorded.get("modules", []):
         try:
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001
             raise BackendNotFound(
                 f"the recorded backend {recorded['name']!r} lives in {name}, which does not import here: {type(e).__name__}: {e}"
             ) from None
-    if recorded.get("definitions"):
+    if recorded.get("definitions") and definitions is None:
         # the backend's own source, carried from the user's program (a script, a lambda...)
-        namespace: dict[str, Any] = {"__name__": "__pt2kit_backend__", "__builtins__": builtins}
+        definitions = {"__name__": "__pt2kit_backend__", "__builtins__": builtins}
         try:
-            exec(compile(recorded["definitions"], "<the recorded backend's definitions>", "exec"), namespace)  # noqa: S102
+            exec(compile(recorded["definitions"], "<the recorded backend's definitions>", "exec"), definitions)  # noqa: S102
         except Exception as e:  # noqa: BLE001
             raise BackendNotFound(f"the recorded backend's definitions fail here: {type(e).__name__}: {e}") from None
-        if recorded.get("binds"):
-            return namespace[recorded["binds"]]
+    if recorded.get("definitions") and recorded.get("binds"):
+        return definitions[recorded["binds"]]  # type: ignore[index]
     return resolve_backend(recorded["name"])
 
 
@@ -631,6 +633,7 @@ def prepare_call(
     fullgraph: bool | None = None,
     static: bool = False,
     allow_unrecordable: bool = False,
+    definitions: dict[str, Any] | None = None,
 ) -> Any:
     """Everything up to the call; returns the call itself (no arguments).
 
@@ -639,12 +642,13 @@ def prepare_call(
     it and every ``mark_dynamic`` mark instead) and wrap the function with
     ``torch.compile(fn, backend=..., fullgraph=...)``. The returned call restores the RNGs
     and calls it once; it returns the outputs, and whatever it raises propagates.
+    ``definitions``: see :func:`recorded_backend`.
     """
     torch.compiler.reset()
     compile_options = manifest.get("compile", {})
     recorded = compile_options.get("backend", {})
     if backend is None:
-        backend = recorded_backend(recorded)
+        backend = recorded_backend(recorded, definitions)
         options = recorded.get("config", {}).get("torch._inductor.config") or None
     else:
         options = None
@@ -710,11 +714,12 @@ def digest(value: Any) -> dict[str, Any]:
 __all__ = [
     "FORMAT",
     "VERSION",
+    "BackendNotFound",
     "Decoder",
     "Frame",
     "RebuildError",
     "Unrecordable",
-    "BackendNotFound",
+    "add_import_roots",
     "apply_config",
     "apply_global_state",
     "call_arguments",

@@ -517,7 +517,7 @@ def record_call(
     with recording(out, quiet=True) as recorder:
         try:
             fn(*args, **kwargs)
-        except Exception:  # noqa: BLE001 - the failure is what we came to record
+        except Exception:  # the failure is what we came to record
             if not recorder.records:
                 raise
     return recorder.records

@@ -3,7 +3,15 @@
 Each printer has a JSON twin (the dict it renders), so ``--json`` prints the same facts.
 :func:`describe_node` summarizes a value-tree node in a few words ("tensor float32[8, 16]
 requires_grad", "Linear (nn.Module, from torch.nn.modules.linear)") without rebuilding
-anything: showing a record imports and executes nothing from it.
+anything: showing a record imports and executes nothing from it. :func:`object_state`
+lists what a recorded ``nn.Module`` or object holds (parameters, buffers, plain
+attributes, child modules), for the frame's ``self`` and every other module or object the
+frame receives.
+
+Two rules for the rich views. Text that comes from a record or a user's program (paths,
+messages, names) is never read as rich markup: a message such as ``expected [s0, 4]``
+prints as it is. A path the user must copy (a record's directory) is printed whole on a
+line of its own, never cut or folded to the terminal's width.
 """
 
 from __future__ import annotations
@@ -11,7 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
 
 
 def _ref_label(node: dict[str, Any]) -> str:
@@ -99,6 +110,80 @@ def _class_name(node: Any, manifest: dict[str, Any]) -> str:
     return "?"
 
 
+#: The bookkeeping of ``nn.Module`` that :func:`object_state` lists in sections of their own.
+_MODULE_SECTIONS = ("_parameters", "_buffers", "_non_persistent_buffers_set", "_modules")
+_CONTAINERS = ("dict", "odict", "defaultdict", "list", "tuple", "set", "frozenset")
+
+
+def _target(node: Any, manifest: dict[str, Any]) -> Any:
+    """The node a reference points to (any other node is itself)."""
+    if isinstance(node, dict) and node.get("t") == "ref":
+        return manifest.get("objects", {}).get(node.get("id"), {})
+    return node
+
+
+def _items(node: Any, manifest: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """The (key, value) pairs of a recorded mapping (none for anything else)."""
+    target = _target(node, manifest)
+    if not isinstance(target, dict) or target.get("t") not in ("dict", "odict", "defaultdict"):
+        return []
+    return [(key, value) for key, value in target.get("items", []) if isinstance(key, str)]
+
+
+def _unset(node: Any, manifest: dict[str, Any]) -> bool:
+    """None or an empty container: what a private attribute holds when nothing was ever set in it."""
+    target = _target(node, manifest)
+    if target is None:
+        return True
+    return isinstance(target, dict) and target.get("t") in _CONTAINERS and not target.get("items")
+
+
+def object_state(node: Any, manifest: dict[str, Any], shown: dict[str, str] | None = None, path: str = "") -> Any:
+    """What a recorded ``nn.Module`` or object holds, as ``replay show`` lists it; None for other values.
+
+    ``{"class", "kind": "nn.Module" | "object", "parameters", "buffers", "attributes",
+    "modules"}`` (the first two sections and the last for modules only): parameters and
+    buffers are the module's own (a non-persistent buffer says so), child modules nest in
+    ``modules``, and ``attributes`` holds every other attribute the record keeps, private
+    ones (``_name``) only when they hold something. An object reached a second time is
+    named by the path where it was listed (``"same object as self.inner"``).
+    """
+    target = _target(node, manifest)
+    if not isinstance(target, dict) or target.get("t") not in ("module", "object"):
+        return None
+    shown = {} if shown is None else shown
+    key = node.get("id") if node.get("t") == "ref" else None
+    if key is not None:
+        if key in shown:
+            return f"same object as {shown[key]}"
+        shown[key] = path
+    state = target.get("state") if isinstance(target.get("state"), dict) else {}
+    is_module = target["t"] == "module"
+    out: dict[str, Any] = {"class": _class_name(target.get("class"), manifest)}
+    out["kind"] = "nn.Module" if is_module else "object"
+    if is_module:
+        out["parameters"] = {
+            name: describe_node(value, manifest) for name, value in _items(state.get("_parameters"), manifest)
+        }
+        names = _target(state.get("_non_persistent_buffers_set"), manifest)
+        non_persistent = {n for n in names.get("items", []) if isinstance(n, str)} if isinstance(names, dict) else set()
+        out["buffers"] = {
+            name: describe_node(value, manifest) + (" (non-persistent)" if name in non_persistent else "")
+            for name, value in _items(state.get("_buffers"), manifest)
+        }
+    out["attributes"] = {
+        name: describe_node(value, manifest)
+        for name, value in state.items()
+        if not (is_module and name in _MODULE_SECTIONS) and not (name.startswith("_") and _unset(value, manifest))
+    }
+    if is_module:
+        out["modules"] = {
+            name: object_state(child, manifest, shown, f"{path}.{name}") or describe_node(child, manifest)
+            for name, child in _items(state.get("_modules"), manifest)
+        }
+    return out
+
+
 def show_data(record: Any) -> dict[str, Any]:
     """The JSON twin of ``replay show``."""
     manifest = record.manifest
@@ -115,6 +200,7 @@ def show_data(record: Any) -> dict[str, Any]:
         "args": {name: describe_node(node, manifest) for name, node in frame["args"].items()},
         "closure": {name: describe_node(node, manifest) for name, node in frame.get("closure", {}).items()},
         "globals": {name: describe_node(node, manifest) for name, node in namespace.get("globals", {}).items()},
+        "state": _frame_state(frame, namespace, manifest),
         "config": {
             f"{module}.{key}": describe_node(node, manifest)
             for module, values in manifest.get("config", {}).items()
@@ -132,19 +218,59 @@ def show_data(record: Any) -> dict[str, Any]:
     }
 
 
+def _frame_state(frame: dict[str, Any], namespace: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """:func:`object_state` of each module or object among the frame's arguments, closure cells and globals.
+
+    Keyed as :attr:`unrecordable` names values: ``self``, ``closure fn``, ``global model``.
+    """
+    shown: dict[str, str] = {}
+    labelled = [
+        *frame["args"].items(),
+        *((f"closure {name}", node) for name, node in frame.get("closure", {}).items()),
+        *((f"global {name}", node) for name, node in namespace.get("globals", {}).items()),
+    ]
+    state = {label: object_state(node, manifest, shown, label) for label, node in labelled}
+    return {label: value for label, value in state.items() if isinstance(value, dict)}
+
+
+def _state_tree(label: str, state: dict[str, Any]) -> Tree:
+    """The rich tree of one :func:`object_state`."""
+    tree = Tree(Text.assemble((label, "cyan"), f": {state['class']} ({state['kind']})"))
+    for section in ("parameters", "buffers", "attributes"):
+        entries = state.get(section) or {}
+        if entries:
+            branch = tree.add(Text(section, style="bold"))
+            for name, text in entries.items():
+                branch.add(Text.assemble((name, "cyan"), f": {text}"))
+    for name, child in (state.get("modules") or {}).items():
+        if isinstance(child, dict):
+            tree.add(_state_tree(name, child))
+        else:
+            tree.add(Text.assemble((name, "cyan"), f": {child}"))
+    return tree
+
+
 def print_show(data: dict[str, Any], console: Console) -> None:
     failure = data["failure"]
     console.print(
-        f"[bold]{data['function']}[/bold] ({data['file']}:{data['line']}), compile {data['compile_id']}"
-        + (" (resume function after a graph break)" if data["resume"] else "")
+        Text.assemble(
+            (data["function"], "bold"),
+            f" ({data['file']}:{data['line']}), compile {data['compile_id']}",
+            " (resume function after a graph break)" if data["resume"] else "",
+        )
     )
     console.print(
-        f"failure at {data['stage']}: {failure['kind']}: {failure['exception']}: {failure['message']}"
-        + (" (suppressed by suppress_errors)" if data.get("suppressed") else "")
+        Text(
+            f"failure at {data['stage']}: {failure['kind']}: {failure['exception']}: {failure['message']}"
+            + (" (suppressed by suppress_errors)" if data.get("suppressed") else "")
+        )
     )
     backend = (data.get("compile") or {}).get("backend", {})
+    name = backend.get("name") or f"that cannot be rebuilt ({backend.get('why')})"
     console.print(
-        f"backend {backend.get('name')!s}, fullgraph={data['compile'].get('fullgraph')}; record {data['status']}; snapshot taken at {data['snapshot']}"
+        Text(
+            f"backend {name}, fullgraph={data['compile'].get('fullgraph')}; record {data['status']}; snapshot taken at {data['snapshot']}"
+        )
     )
     for title, section in (
         ("arguments", data["args"]),
@@ -158,8 +284,10 @@ def print_show(data: dict[str, Any], console: Console) -> None:
         table.add_column("name", style="cyan")
         table.add_column("value")
         for name, text in section.items():
-            table.add_row(name, text)
+            table.add_row(Text(name), Text(text))
         console.print(table)
+    for label, state in (data.get("state") or {}).items():
+        console.print(_state_tree(label, state))
     state = data.get("global_state") or {}
     changed = [f"grad {'on' if state.get('grad_enabled') else 'off'}", f"default dtype {state.get('default_dtype')}"]
     changed += [f"autocast {d} {a['dtype']}" for d, a in (state.get("autocast") or {}).items() if a.get("enabled")]
@@ -172,37 +300,52 @@ def print_show(data: dict[str, Any], console: Console) -> None:
             "automatic dynamic: " + ", ".join(f"{name} size {entry.get('size')}" for name, entry in automatic.items())
         )
     for item in data["unrecordable"]:
-        console.print(f"[yellow]not recorded[/yellow]: {item['name']} ({item['type']}): {item['reason']}")
+        console.print(Text.assemble(("not recorded", "yellow"), f": {item['name']} ({item['type']}): {item['reason']}"))
     for note in data.get("notes", []):
-        console.print(f"note: {note}")
+        console.print(Text(f"note: {note}"))
 
 
 def print_records(summary: dict[str, Any], console: Console) -> None:
     if not summary["records"]:
-        console.print(
-            "no frame failed: nothing was recorded"
-            + (f" (the script raised {summary['script_error']})" if summary.get("script_error") else "")
-        )
+        console.print(Text(no_record_message(summary)))
         return
     table = Table(title="recorded frames", title_justify="left")
-    for column in ("function", "where", "failure", "record", "status"):
-        table.add_column(column)
-    for entry in summary["records"]:
+    table.add_column("#", justify="right")
+    for column in ("function", "where", "failure", "status"):
+        table.add_column(column, overflow="fold")
+    for number, entry in enumerate(summary["records"], 1):
         failure = entry["failure"]
         table.add_row(
-            entry["function"],
-            f"{entry['file']}:{entry['line']}",
-            f"{failure['kind']}: {failure['exception']}: {failure['message']}",
-            entry["path"],
+            str(number),
+            Text(entry["function"]),
+            Text(f"{entry['file']}:{entry['line']}"),
+            Text(f"{failure['kind']}: {failure['exception']}: {failure['message']}"),
             entry["status"],
         )
     console.print(table)
     for entry in summary["records"]:
         for item in entry["unrecordable"]:
             console.print(
-                f"[yellow]not recorded[/yellow] in {entry['function']}: {item['name']} ({item['type']}): {item['reason']}"
+                Text.assemble(
+                    ("not recorded", "yellow"),
+                    f" in {entry['function']}: {item['name']} ({item['type']}): {item['reason']}",
+                )
             )
-    console.print("replay one: python -m replay run RECORD [--backend NAME]")
+    console.print("records (replay one: python -m replay run RECORD [--backend NAME]):")
+    for number, entry in enumerate(summary["records"], 1):
+        # whole, on a line of its own, at any width: this is the text the user copies
+        console.print(f"{number:>2} {entry['path']}", soft_wrap=True, markup=False, highlight=False)
+
+
+def no_record_message(summary: dict[str, Any]) -> str:
+    """What ``replay record`` says when it wrote nothing."""
+    error = summary.get("script_error")
+    if not error:
+        return "no frame failed: nothing was recorded"
+    return (
+        f"nothing was recorded: the script raised {error}, but not while a compiled frame was compiled or ran its"
+        " forward; replay records only those (a failure in loss.backward() is outside the frame)"
+    )
 
 
 def print_result(result: Any, console: Console) -> None:
@@ -212,13 +355,15 @@ def print_result(result: Any, console: Console) -> None:
         "different-failure": "[yellow]different failure[/yellow]",
     }[result.status]
     console.print(
-        f"{status} with backend {result.backend} (fullgraph={result.fullgraph}{', static' if result.static else ''}) in {result.seconds:.2f} s"
+        f"{status} with backend {escape(str(result.backend))} (fullgraph={result.fullgraph}{', static' if result.static else ''}) in {result.seconds:.2f} s"
     )
     recorded = result.recorded
-    console.print(f"recorded: {recorded.get('kind')}: {recorded.get('exception')}: {recorded.get('message')}")
+    console.print(Text(f"recorded: {recorded.get('kind')}: {recorded.get('exception')}: {recorded.get('message')}"))
     if result.failure:
         console.print(
-            f"replayed: {result.failure.get('kind')}: {result.failure.get('exception')}: {result.failure.get('message')}"
+            Text(
+                f"replayed: {result.failure.get('kind')}: {result.failure.get('exception')}: {result.failure.get('message')}"
+            )
         )
     if result.outputs:
         table = Table(title="outputs", title_justify="left")

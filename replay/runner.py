@@ -110,13 +110,13 @@ def run(
     """
     directory, manifest = record_format.read_manifest(path)  # fails fast, without torch
     if manifest["status"] != "complete" and not allow_partial:
-        raise _partial(manifest)
+        raise partial_record_error(manifest)
     return isolated(
         directory, backend=backend, fullgraph=fullgraph, static=static, allow_partial=allow_partial, timeout=timeout
     )
 
 
-def _partial(manifest: dict[str, Any]) -> record_format.PartialRecord:
+def partial_record_error(manifest: dict[str, Any]) -> record_format.PartialRecord:
     names = ", ".join(f"{u['name']} ({u['type']})" for u in manifest.get("unrecordable", [])[:5])
     return record_format.PartialRecord(
         f"the record is partial (not recorded: {names}); replay it anyway with --allow-partial"
@@ -236,13 +236,13 @@ def replay_here(
 
     record = record_format.load(path)
     if record.partial and not allow_partial:
-        raise _partial(record.manifest)
+        raise partial_record_error(record.manifest)
     chosen: Any = None
     if backend is not None:
         # a backend registered by the recorded backend's module is known by name once it is imported
-        for name, root in record.manifest.get("compile", {}).get("backend", {}).get("modules", []):
-            if root and root not in sys.path:
-                sys.path.insert(0, root)
+        modules = record.manifest.get("compile", {}).get("backend", {}).get("modules", [])
+        rebuild.add_import_roots(modules)
+        for name, _ in modules:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
         chosen = resolve_backend(backend)  # UnknownBackend (exit 4)

@@ -7,17 +7,27 @@ three seam functions a replay needs, and reads the tensors from the record's
 ``--static`` as for ``replay run``); the recorded failure propagates, so the script
 exits non-zero with the same error, and a passing call prints each output's digest.
 That makes it a repro like ``repro.py``: ``replay minify`` hands it to ``minify run``.
+
+A backend the record carries as source (one defined in the user's script, a lambda, a
+partial, a closure: :func:`replay.recorder.describe_compile_backend`) is written as the
+script's own top-level code, as the user's program had it. The script is then to
+``minify run`` what the user's program was: a program whose backend is defined in it,
+which ``minify`` carries into its repro by slicing the script. (Run in a namespace of
+its own, the backend would be a function of a module no other process can import.) The
+machinery lives inside one function, :data:`MACHINERY`, so that nothing those
+definitions bind can shadow a name it uses.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from minifier.errors import UsageError
+from minifier.errors import UnknownBackend, UsageError
 
 from . import rebuild
 from . import record as record_format
@@ -33,7 +43,8 @@ INTERNALS = {
 }
 
 
-def main():
+def main(definitions):
+    \"\"\"Parse the command line and replay the frame; ``definitions``: where the backend's definitions ran.\"\"\"
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -41,18 +52,54 @@ def main():
     parser.add_argument("--fullgraph", dest="fullgraph", action="store_true", default=None)
     parser.add_argument("--no-fullgraph", dest="fullgraph", action="store_false")
     parser.add_argument("--static", action="store_true", help="replay without the recorded dynamic-shape state")
+    parser.add_argument("--allow-partial", action="store_true", help="replay a partial record; values that were not recorded become placeholders")
     parser.add_argument("--tensors", default=TENSORS, help="the record's tensors.pt")
     options = parser.parse_args()
     tensors = torch.load(options.tensors, weights_only=True)
     backend = resolve_backend(options.backend) if options.backend else None
-    outputs = replay_call(MANIFEST, tensors, INTERNALS, backend=backend, fullgraph=options.fullgraph, static=options.static)
+    outputs = replay_call(
+        MANIFEST,
+        tensors,
+        INTERNALS,
+        backend=backend,
+        fullgraph=options.fullgraph,
+        static=options.static,
+        allow_unrecordable=options.allow_partial,
+        definitions=definitions,
+    )
     print("passed: the frame ran without error")
     for i, value in enumerate(flat_outputs(outputs)):
         print(f"output {i}: {digest(value)}")
 
 
+# The backend's definitions below import from the user modules the record names.
+add_import_roots(MANIFEST["compile"]["backend"].get("modules", []))
+return main
+"""
+
+#: The function that holds the machinery; it and ``pt2kit_main`` are the script's only top-level names
+#: besides the backend's definitions (whose own pt2kit name is ``pt2kit_backend``).
+MACHINERY = "pt2kit_replay"
+
+_MACHINERY_HEAD = f"""
+
+def {MACHINERY}():
+    # pt2kit's replay machinery lives in this function's scope, not at the top level of the
+    # script: the top level holds the recorded backend's definitions as your program wrote
+    # them, and nothing they bind can shadow a name the machinery uses.
+"""
+
+_TAIL = f"""
+
+pt2kit_main = {MACHINERY}()
+
+# --- the recorded backend: its definitions, carried from your program ---------------
+# (top-level code, as in your program: `minify run` on this script carries them into its repro)
+
+{{definitions}}
+
 if __name__ == "__main__":
-    main()
+    pt2kit_main(globals())
 """
 
 
@@ -62,7 +109,9 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
 
     frame = manifest["frame"]
     failure = manifest["failure"]
-    backend = manifest.get("compile", {}).get("backend", {}).get("name")
+    recorded_backend = manifest.get("compile", {}).get("backend", {})
+    backend = recorded_backend.get("name")
+    futures, definitions = _split_futures(recorded_backend.get("definitions") or "")
     source = ""
     spec = frame["code"]
     if "source" in spec:
@@ -74,16 +123,18 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
         f"Backend: {backend}; fullgraph={manifest.get('compile', {}).get('fullgraph')}; torch {manifest.get('torch')}",
         f"Written by pt2kit's `replay script` from {record_dir}; needs only torch (and the modules the record imports).",
         "",
-        "Run: python replay.py [--backend NAME] [--no-fullgraph] [--static] [--tensors PATH]",
+        "Run: python replay.py [--backend NAME] [--no-fullgraph] [--static] [--allow-partial] [--tensors PATH]",
         '"""',
         "# The recorded frame's source:",
         *[f"#   {line}" for line in source.splitlines()],
         "",
-        "from __future__ import annotations",
-        "",
-        "import json",
+        # No future import of the script's own: ``minify run`` carries the script's future imports into
+        # the middle of its repro along with the backend's definitions, where Python rejects them.
+        *(f"from __future__ import {name}" for name in sorted(futures)),
         "",
     ]
+    # rebuild.py's annotations are evaluated in the script (no ``from __future__ import annotations``),
+    # so they name only what is defined above them
     body = inspect.getsource(rebuild)
     body = body.replace("from __future__ import annotations\n", "", 1)
     seams_code = "\n\n".join(
@@ -94,22 +145,51 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
         "",
         "# --- the record -------------------------------------------------------------",
         "",
+        "import json",
+        "",
         f"MANIFEST = json.loads({_json_literal(manifest)})",
         f"TENSORS = {str(tensors_path)!r}",
         "",
         "# --- private torch hooks (copied from pt2kit's seams) ---------------------------",
         "",
-        "from typing import Any  # noqa: E402",
+        "from typing import Any",
         "",
         seams_code,
     ]
-    return (
-        "\n".join(header)
-        + "# --- rebuilding the frame (a copy of pt2kit's replay/rebuild.py) ---------------\n"
+    machinery = (
+        "# --- rebuilding the frame (a copy of pt2kit's replay/rebuild.py) ---------------\n"
         + body
         + "\n".join(data)
         + _MAIN
     )
+    return (
+        "\n".join(header)
+        + _MACHINERY_HEAD
+        + textwrap.indent(machinery, "    ")
+        + _TAIL.replace("{definitions}", definitions.strip("\n") or "# (none: the backend is imported by name)")
+    )
+
+
+def _split_futures(definitions: str) -> tuple[set[str], str]:
+    """The ``from __future__`` features of carried definitions, and the definitions without them.
+
+    They come first in the script (Python allows them nowhere else); the rest keeps its
+    lines as they were.
+    """
+    if not definitions.strip():
+        return set(), ""
+    try:
+        tree = ast.parse(definitions)
+    except SyntaxError as e:  # the script would not compile at all
+        raise UnknownBackend(f"the recorded backend's definitions do not compile: {e}") from None
+    futures: set[str] = set()
+    drop: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            futures.update(alias.name for alias in node.names)
+            drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    lines = definitions.splitlines(keepends=True)
+    return futures, "".join(line for number, line in enumerate(lines, 1) if number not in drop)
 
 
 def _json_literal(manifest: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import pickle
 import shutil
@@ -21,24 +22,22 @@ import traceback
 from pathlib import Path
 
 import pytest
+import replay_programs as P
 import torch
 import torch.nn.functional as F
+from conftest import REPO, TESTS
 
 import replay
-import replay_programs as P
 from minifier.errors import CorruptRecord, UnknownBackend, UserFacingError
 from replay import rebuild, runner
 from replay.record import PartialRecord, _file_sha256
-
-from conftest import REPO, TESTS
 
 
 def record_failing(out: Path, call) -> list[replay.Record]:
     """Run ``call`` with recording armed from a clean dynamo; swallow what it raises."""
     torch._dynamo.reset()
-    with replay.recording(out=out, quiet=True) as recorder:
-        with contextlib.suppress(Exception):
-            call()
+    with replay.recording(out=out, quiet=True) as recorder, contextlib.suppress(Exception):
+        call()
     return recorder.records
 
 
@@ -111,7 +110,9 @@ def test_backend_error_is_recorded_once_and_replays_under_its_backend_and_eager(
     assert node(record, args["nested"])["t"] == "dict"
     assert node(record, record.manifest["frame"]["closure"]["bias"])["t"] == "tensor"
     recorded_globals = record.manifest["namespaces"][record.manifest["frame"]["namespace"]]["globals"]
-    assert recorded_globals["F"] == {"t": "pymodule", "name": "torch.nn.functional"}, "a module alias is recorded by name"
+    assert recorded_globals["F"] == {"t": "pymodule", "name": "torch.nn.functional"}, (
+        "a module alias is recorded by name"
+    )
     assert recorded_globals["SCALE"] == 3.0 and node(record, recorded_globals["helper"])["source"] is not None
     assert "TABLE" in recorded_globals
 
@@ -227,7 +228,9 @@ def test_generator_and_lock_are_named_unrecordable_and_the_record_is_partial(tmp
 
 
 def test_pickle_bomb_and_truncated_tensors_are_refused_with_nothing_executed(tmp_path):
-    records = record_failing(tmp_path / "records", lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    records = record_failing(
+        tmp_path / "records", lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3))
+    )
     good = records[0].path
     marker = tmp_path / "pwned"
 
@@ -261,10 +264,11 @@ def test_pickle_bomb_and_truncated_tensors_are_refused_with_nothing_executed(tmp
         replay.load(cut_manifest)
 
 
-
 @pytest.mark.e2e
 def test_a_pickle_bomb_through_the_command_line_is_one_line_and_exit_6(tmp_path):
-    records = record_failing(tmp_path / "records", lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    records = record_failing(
+        tmp_path / "records", lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3))
+    )
     marker = tmp_path / "pwned"
 
     class Bomb:
@@ -275,7 +279,13 @@ def test_a_pickle_bomb_through_the_command_line_is_one_line_and_exit_6(tmp_path)
     shutil.copytree(records[0].path, bomb)
     torch.save([torch.ones(1), Bomb()], bomb / "tensors.pt")
     _fix_checksum(bomb)
-    done = subprocess.run([sys.executable, "-P", "-m", "replay", "run", "--json", str(bomb)], capture_output=True, text=True, env={**os.environ, "PT2KIT_AUTOLOAD": "0"})
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "run", "--json", str(bomb)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PT2KIT_AUTOLOAD": "0"},
+    )
     assert done.returncode == 6, done.stderr
     assert json.loads(done.stdout)["exit_code"] == 6
     assert "unsafe to load" in done.stderr and "Traceback" not in done.stderr
@@ -295,7 +305,9 @@ def test_dataclass_namedtuple_and_enum_values_replay(tmp_path):
     pair = P.Pair(torch.randn(3), 2.0)
     settings = P.Settings(P.Mode.SCALE, 0.5, [1.5])
     expected = P.structured(pair, settings)
-    records = record_failing(tmp_path, lambda: torch.compile(P.structured, backend="planted_compile_error")(pair, settings))
+    records = record_failing(
+        tmp_path, lambda: torch.compile(P.structured, backend="planted_compile_error")(pair, settings)
+    )
     record = replay.load(records[0].path)
     args = record.manifest["frame"]["args"]
     assert args["pair"]["t"] == "namedtuple" and node(record, args["settings"])["t"] == "object"
@@ -307,7 +319,9 @@ def test_dataclass_namedtuple_and_enum_values_replay(tmp_path):
 
 def test_a_resume_function_after_a_graph_break_is_recorded_and_replayed(tmp_path):
     x = torch.randn(3)
-    records = record_failing(tmp_path, lambda: torch.compile(P.breaks_then_fails, backend="planted_compile_error")(x, 2.0))
+    records = record_failing(
+        tmp_path, lambda: torch.compile(P.breaks_then_fails, backend="planted_compile_error")(x, 2.0)
+    )
     assert len(records) == 1
     record = replay.load(records[0].path)
     assert record.function == "breaks_then_fails" and record.manifest["frame"]["resume"]
@@ -332,7 +346,9 @@ def test_a_later_call_that_fails_at_run_time_is_snapshotted_when_it_fails(tmp_pa
 
 
 def test_an_unknown_backend_is_one_line_with_exit_4(tmp_path):
-    records = record_failing(tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    records = record_failing(
+        tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3))
+    )
     with pytest.raises(UnknownBackend) as unknown:
         runner.replay_here(records[0].path, backend="no_such_backend")
     assert unknown.value.exit_code == 4 and "no_such_backend" in str(unknown.value)
@@ -353,9 +369,20 @@ def test_a_healthy_program_runs_unchanged_while_recording(tmp_path):
 @pytest.mark.e2e
 @pytest.mark.matrix
 def test_run_from_the_command_line_prints_one_json_document_and_exits_1_when_reproduced(tmp_path):
-    records = record_failing(tmp_path, lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
+    records = record_failing(
+        tmp_path,
+        lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(
+            torch.randn(4), 2, 0.5, P.TABLE
+        ),
+    )
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
-    ran = subprocess.run([sys.executable, "-P", "-m", "replay", "run", "--json", str(records[0].path)], capture_output=True, text=True, env=env)
+    ran = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "run", "--json", str(records[0].path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert ran.returncode == 1, ran.stderr
     result = json.loads(ran.stdout)
     assert result["status"] == "reproduced" and result["failure"]["message"] == "planted: cannot compile aten.cos"
@@ -371,7 +398,13 @@ def test_record_from_the_command_line(tmp_path):
         "torch.compile(frame, backend='planted_compile_error')(torch.randn(4), 2, 0.5, P.TABLE)\n"
     )
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
-    recorded = subprocess.run([sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path / "out"), str(script)], capture_output=True, text=True, env=env)
+    recorded = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path / "out"), str(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert recorded.returncode == 0, recorded.stderr
     summary = json.loads(recorded.stdout)
     assert summary["status"] == "recorded" and len(summary["records"]) == 1
@@ -381,11 +414,23 @@ def test_record_from_the_command_line(tmp_path):
     assert set(os.listdir(entry["path"])) == {"manifest.json", "tensors.pt"}
     healthy = tmp_path / "healthy.py"
     healthy.write_text("import torch\nprint(torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2)))\n")
-    nothing = subprocess.run([sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path / "out2"), str(healthy)], capture_output=True, text=True, env=env)
+    nothing = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path / "out2"), str(healthy)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert nothing.returncode == 1 and json.loads(nothing.stdout) == {"status": "no-failure", "records": []}
     early = tmp_path / "early.py"
     early.write_text("raise ValueError('before any compile')\n")
-    raised = subprocess.run([sys.executable, "-P", "-m", "replay", "record", str(early)], capture_output=True, text=True, env=env)
+    raised = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "record", str(early)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert raised.returncode == 3 and "before torch.compile compiled anything" in raised.stderr
 
 
@@ -393,7 +438,23 @@ def test_record_from_the_command_line(tmp_path):
 def test_real_inductor_failure_replays_with_its_recorded_config(tmp_path):
     """examples/relu_compile_error.py plants an Inductor codegen bug through a config flag."""
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
-    recorded = subprocess.run([sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path), str(REPO / "examples" / "relu_compile_error.py")], capture_output=True, text=True, env=env)
+    recorded = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "replay",
+            "record",
+            "--json",
+            "--out",
+            str(tmp_path),
+            str(REPO / "examples" / "relu_compile_error.py"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert recorded.returncode == 0, recorded.stderr[-3000:]
     path = json.loads(recorded.stdout)["records"][0]["path"]
     manifest = replay.load(path).manifest
@@ -418,7 +479,9 @@ def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp
     startup = f"{pth}\nimport runpy\nrunpy.run_path({str(script)!r}, run_name='__main__')"
     env = {**os.environ, "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "records")}
     env.pop("PT2KIT_AUTOLOAD", None)
-    done = subprocess.run([sys.executable, "-c", startup], capture_output=True, text=True, env=env, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", startup], check=False, capture_output=True, text=True, env=env, cwd=tmp_path
+    )
     assert done.returncode != 0 and "planted: cannot compile aten.cos" in done.stderr
     assert done.stdout.split() == ["True", "torch._dynamo.convert_frame"], "the healthy call ran as without pt2kit"
     records = list((tmp_path / "records").iterdir())
@@ -429,25 +492,57 @@ def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp
 
 @pytest.mark.slow
 def test_replay_script_needs_only_torch_and_fails_the_same_way(tmp_path):
-    records = record_failing(tmp_path / "records", lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
+    records = record_failing(
+        tmp_path / "records",
+        lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(
+            torch.randn(4), 2, 0.5, P.TABLE
+        ),
+    )
     from replay.script import write_script
 
     script = write_script(records[0].path, tmp_path / "replay_frame.py")
     text = script.read_text()
-    assert "import replay" not in text and "from replay" not in text and "minifier" not in text.split("# --- rebuilding")[1]
+    assert (
+        "import replay" not in text
+        and "from replay" not in text
+        and "minifier" not in text.split("# --- rebuilding")[1]
+    )
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
-    failed = subprocess.run([sys.executable, "-P", str(script)], capture_output=True, text=True, env=env)
+    failed = subprocess.run([sys.executable, "-P", str(script)], check=False, capture_output=True, text=True, env=env)
     assert failed.returncode != 0 and "planted: cannot compile aten.cos" in failed.stderr
-    passed = subprocess.run([sys.executable, "-P", str(script), "--backend", "eager"], capture_output=True, text=True, env=env)
+    passed = subprocess.run(
+        [sys.executable, "-P", str(script), "--backend", "eager"], check=False, capture_output=True, text=True, env=env
+    )
     assert passed.returncode == 0, passed.stderr
     assert "sha256" in passed.stdout
 
 
 @pytest.mark.slow
 def test_replay_minify_turns_a_recorded_frame_into_a_minimal_repro(tmp_path):
-    records = record_failing(tmp_path / "records", lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
+    records = record_failing(
+        tmp_path / "records",
+        lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(
+            torch.randn(4), 2, 0.5, P.TABLE
+        ),
+    )
     env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-P", "-m", "replay", "minify", "--json", "--out", str(tmp_path / "runs"), str(records[0].path)], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "replay",
+            "minify",
+            "--json",
+            "--out",
+            str(tmp_path / "runs"),
+            str(records[0].path),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"]
@@ -456,8 +551,19 @@ def test_replay_minify_turns_a_recorded_frame_into_a_minimal_repro(tmp_path):
 
 @pytest.mark.slow
 def test_show_lists_what_the_record_holds(tmp_path):
-    records = record_failing(tmp_path, lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(torch.randn(4), 2, 0.5, P.TABLE))
-    done = subprocess.run([sys.executable, "-P", "-m", "replay", "show", "--json", str(records[0].path)], capture_output=True, text=True, env={**os.environ, "PT2KIT_AUTOLOAD": "0"})
+    records = record_failing(
+        tmp_path,
+        lambda: torch.compile(P.make_frame(torch.ones(4)), backend="planted_compile_error")(
+            torch.randn(4), 2, 0.5, P.TABLE
+        ),
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "show", "--json", str(records[0].path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PT2KIT_AUTOLOAD": "0"},
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["args"]["x"] == "tensor float32[4]" and data["closure"]["bias"] == "tensor float32[4]"
@@ -465,8 +571,12 @@ def test_show_lists_what_the_record_holds(tmp_path):
 
 
 def test_records_are_never_overwritten_and_identical_ones_are_reused(tmp_path):
-    first = record_failing(tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
-    second = record_failing(tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3)))
+    first = record_failing(
+        tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3))
+    )
+    second = record_failing(
+        tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3))
+    )
     assert first[0].path == second[0].path
     assert [p.name for p in tmp_path.iterdir()] == [first[0].path.name], "no staging directories are left behind"
     pickle.dumps(first[0].manifest)  # the manifest is plain data
@@ -501,7 +611,13 @@ def test_the_value_tree_round_trips_identity_views_cycles_and_structured_values(
         "shared": (shared, shared),
         "floats": (float("nan"), float("inf"), -0.0, 1e300),
         "misc": (b"\x00\xff", slice(1, None, 2), range(0, 10, 3), 2 + 3j, ..., frozenset({1, 2}), {3, 4}),
-        "torch": (torch.float16, torch.device("cpu"), torch.Size([2, 3]), torch.channels_last, torch.ops.aten.add.Tensor),
+        "torch": (
+            torch.float16,
+            torch.device("cpu"),
+            torch.Size([2, 3]),
+            torch.channels_last,
+            torch.ops.aten.add.Tensor,
+        ),
         "collections": (collections.OrderedDict(b=1, a=2), collections.defaultdict(list, {"k": [1]})),
         "structured": (P.Pair(base, 2.0), P.Settings(P.Mode.SHIFT, 0.5, [base]), P.Mode.SCALE),
         "callables": (functools.partial(P.helper, base), linear.forward, torch.sin, F.relu, torch.Tensor.add, P.helper),
@@ -516,7 +632,9 @@ def test_the_value_tree_round_trips_identity_views_cycles_and_structured_values(
     assert encoder.unrecordable == [], encoder.unrecordable
     torch.save(encoder.tensors, tmp_path / "t.pt")
     tensors = torch.load(tmp_path / "t.pt", weights_only=True)
-    manifest = json.loads(json.dumps({"objects": encoder.objects, "sources": encoder.sources, "namespaces": encoder.namespaces}))
+    manifest = json.loads(
+        json.dumps({"objects": encoder.objects, "sources": encoder.sources, "namespaces": encoder.namespaces})
+    )
     decoded = rebuild.Decoder(manifest, tensors).value(json.loads(json.dumps(root)))
 
     assert torch.equal(decoded["base"], base) and torch.equal(decoded["view"], base[1:, ::2])
@@ -529,7 +647,7 @@ def test_the_value_tree_round_trips_identity_views_cycles_and_structured_values(
     assert decoded["cyclic"][1] is decoded["cyclic"]
     assert decoded["shared"][0] is decoded["shared"][1]
     nan, inf, negative_zero, big = decoded["floats"]
-    assert nan != nan and inf == float("inf") and str(negative_zero) == "-0.0" and big == 1e300
+    assert math.isnan(nan) and inf == float("inf") and str(negative_zero) == "-0.0" and big == 1e300
     assert decoded["misc"] == original["misc"]
     assert decoded["torch"] == original["torch"]
     assert decoded["collections"][0] == original["collections"][0] and list(decoded["collections"][0]) == ["b", "a"]
@@ -542,8 +660,310 @@ def test_the_value_tree_round_trips_identity_views_cycles_and_structured_values(
     assert method.__self__ is decoded["module"] and sin is torch.sin and relu is F.relu and add is torch.Tensor.add
     assert helper.__globals__["SCALE"] == 3.0, "a function from source gets the recorded globals it reads"
     module = decoded["module"]
-    assert type(module) is torch.nn.Linear and torch.equal(module.weight, linear.weight) and torch.equal(module(torch.ones(2)), linear(torch.ones(2)))
+    assert (
+        type(module) is torch.nn.Linear
+        and torch.equal(module.weight, linear.weight)
+        and torch.equal(module(torch.ones(2)), linear(torch.ones(2)))
+    )
     assert torch.equal(torch.rand(3, generator=decoded["generator"]), torch.rand(3, generator=generator))
     assert decoded["numpy"].tolist() == [0.0, 1.0, 2.0, 3.0]
     subclass = decoded["subclass"]
-    assert type(subclass).__name__ == "ScaledTensor" and subclass.scale == 2.5 and torch.equal(subclass.data_, torch.ones(3))
+    assert (
+        type(subclass).__name__ == "ScaledTensor"
+        and subclass.scale == 2.5
+        and torch.equal(subclass.data_, torch.ones(3))
+    )
+
+
+# -- backends carried as source, through every door ------------------------------------------
+
+#: A user's script whose frames fail under a backend of each shape the record carries as source.
+SHAPES_SCRIPT = """
+import functools
+
+import torch
+from torch._dynamo import register_backend
+
+import user_backends
+
+
+def no_cos(gm, example_inputs, scale=1):
+    if any(n.target is torch.cos for n in gm.graph.nodes):
+        raise RuntimeError("no_cos: cannot compile cos")
+    return gm.forward
+
+
+def make_backend(word):
+    def closure_backend(gm, example_inputs):
+        if any(word in str(n.target) for n in gm.graph.nodes):
+            raise RuntimeError("no_cos: cannot compile " + word)
+        return gm.forward
+
+    return closure_backend
+
+
+@register_backend(name="script_registered")
+def script_registered(gm, example_inputs):
+    return no_cos(gm, example_inputs)
+"""
+
+#: A module of the user's beside the script.
+USER_BACKENDS = """
+import torch
+
+
+def no_cos(gm, example_inputs, scale=1):
+    if any(n.target is torch.cos for n in gm.graph.nodes):
+        raise RuntimeError("no_cos: cannot compile cos")
+    return gm.forward
+"""
+
+BACKEND_SHAPES = {
+    "function": "no_cos",
+    "lambda": "lambda gm, example_inputs: no_cos(gm, example_inputs)",
+    "partial": "functools.partial(no_cos, scale=2)",
+    "closure": "make_backend('cos')",
+    "registered": "'script_registered'",
+    "module_partial": "functools.partial(user_backends.no_cos, scale=3)",
+}
+
+
+@pytest.fixture(scope="module")
+def shape_records(tmp_path_factory):
+    """``replay record`` on a script with one failing frame per backend shape: {shape: record path}."""
+    directory = tmp_path_factory.mktemp("shapes")
+    (directory / "user_backends.py").write_text(USER_BACKENDS)
+    text = SHAPES_SCRIPT
+    for shape, backend in BACKEND_SHAPES.items():
+        text += f"\n\ndef frame_{shape}(x):\n    return torch.cos(x.sin()) + 1\n\n\ntry:\n    torch.compile(frame_{shape}, backend={backend})(torch.randn(4))\nexcept RuntimeError:\n    pass\n"
+    script = directory / "shapes.py"
+    script.write_text(text)
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(directory / "records"), str(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=directory,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    records = {entry["function"].removeprefix("frame_"): entry for entry in summary["records"]}
+    assert sorted(records) == sorted(BACKEND_SHAPES) == sorted(e["function"][6:] for e in summary["records"]), (
+        summary,
+        done.stderr[-6000:],
+    )
+    for shape, entry in records.items():
+        assert entry["status"] == "complete" and entry["failure"]["message"] == "no_cos: cannot compile cos", (
+            shape,
+            entry,
+        )
+    return {shape: Path(entry["path"]) for shape, entry in records.items()}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("shape", list(BACKEND_SHAPES))
+def test_replay_minify_carries_a_backend_of_every_shape_into_the_repro(shape_records, shape, tmp_path):
+    """The replay script holds the backend's definitions as its own code, so minify carries them on."""
+    backend = replay.load(shape_records[shape]).manifest["compile"]["backend"]
+    assert backend["name"] and backend["why"] is None, backend
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "minify", "--json", "--out", str(tmp_path), str(shape_records[shape])],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["status"] == "minified", report
+    assert report["failure"]["message"] == "no_cos: cannot compile cos" and report["ops_after"] == ["torch.cos"]
+    repro = Path(report["repro"])
+    beside_the_script = str(shape_records[shape].parent.parent)  # user_backends.py: repro.py imports it from PYTHONPATH
+    ran = subprocess.run(
+        [sys.executable, "-P", str(repro)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": beside_the_script},
+        cwd=tmp_path,
+    )
+    assert ran.returncode != 0 and "no_cos: cannot compile cos" in ran.stderr, ran.stderr[-3000:]
+
+
+def test_the_replay_script_keeps_its_machinery_apart_from_the_backends_definitions(tmp_path, monkeypatch, capsys):
+    """The carried definitions bind ``main`` and ``resolve`` at the script's top level, as the script's machinery names its own."""
+    import runpy
+
+    from replay.script import write_script
+
+    compiled = torch.compile(P.big_values_fail, backend=P.make_rejecting_backend("cos"))
+    records = record_failing(tmp_path / "records", lambda: compiled(torch.ones(3)))
+    backend = replay.load(records[0].path).manifest["compile"]["backend"]
+    assert "def main(" in backend["definitions"] and "import resolve" in backend["definitions"], backend
+    script = write_script(records[0].path, tmp_path / "replay_frame.py")
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    with pytest.raises(Exception, match="rejecting backend: cannot compile cos"):
+        runpy.run_path(str(script), run_name="__main__")
+    monkeypatch.setattr(sys, "argv", [str(script), "--backend", "eager"])
+    runpy.run_path(str(script), run_name="__main__")
+    assert f"output 0: {rebuild.digest(P.big_values_fail(torch.ones(3)))}" in capsys.readouterr().out
+
+
+@pytest.mark.e2e
+def test_replay_minify_refuses_what_it_cannot_compile_in_one_line(tmp_path):
+    """A backend the record cannot carry (exit 4) and a partial record (exit 8): refused before minify runs."""
+    scale = torch.ones(1)
+
+    def closes_over_a_tensor(gm, example_inputs):  # a closure over a tensor has no source form
+        raise RuntimeError(f"cannot compile (scale {float(scale)})")
+
+    records = record_failing(
+        tmp_path / "a", lambda: torch.compile(P.big_values_fail, backend=closes_over_a_tensor)(torch.ones(3))
+    )
+    assert replay.load(records[0].path).manifest["compile"]["backend"]["name"] is None
+    partial = record_failing(
+        tmp_path / "b",
+        lambda: torch.compile(P.uses_unrecordable, backend="planted_compile_error")(torch.randn(3), P.counter()),
+    )
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    for path, code, words in ((records[0].path, 4, "cannot be rebuilt"), (partial[0].path, 8, "--allow-partial")):
+        done = subprocess.run(
+            [sys.executable, "-P", "-m", "replay", "minify", "--json", "--out", str(tmp_path / "runs"), str(path)],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == code, done.stderr[-3000:]
+        assert json.loads(done.stdout)["exit_code"] == code
+        assert done.stderr.count("\n") == 1 and words in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists(), "minify never ran"
+
+
+# -- what the rich views and their JSON twins show -------------------------------------------
+
+
+def _rendered(printer, data, width: int) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    printer(data, Console(file=out, width=width, color_system=None))
+    return out.getvalue()
+
+
+def test_show_lists_a_module_frames_parameters_buffers_attributes_and_children(tmp_path):
+    from replay.report import print_show, show_data
+
+    torch.manual_seed(1)
+    block = P.make_block()
+    block.note = "kept [s0]"
+    block.shared = block.lin  # the same child module twice
+    records = record_failing(tmp_path, lambda: torch.compile(block, backend="planted_runtime_error")(torch.randn(2, 4)))
+    data = json.loads(json.dumps(show_data(replay.load(records[0].path))))
+    state = data["state"]["self"]
+    assert state["kind"] == "nn.Module" and state["class"].startswith("Block")
+    assert state["parameters"] == {}
+    assert (
+        state["buffers"]["scale"].startswith("tensor float32[4]") and "non-persistent" not in state["buffers"]["scale"]
+    )
+    assert state["buffers"]["offset"].startswith("tensor float32[4]") and state["buffers"]["offset"].endswith(
+        "(non-persistent)"
+    )
+    assert state["attributes"]["training"] == "True" and state["attributes"]["note"] == "'kept [s0]'"
+    assert not any(name.endswith("hooks") for name in state["attributes"]), "empty bookkeeping is left out"
+    lin = state["modules"]["lin"]
+    assert lin["class"] == "Linear from torch.nn.modules.linear" and list(lin["parameters"]) == ["weight", "bias"]
+    assert lin["parameters"]["weight"].startswith("tensor float32[4, 4] (Parameter")
+    assert lin["attributes"]["in_features"] == "4" and lin["modules"] == {}
+    assert list(state["modules"]) == ["lin", "shared"] and state["modules"]["shared"] == "same object as self.lin"
+    text = _rendered(print_show, data, 60)
+    for expected in (
+        "self: Block",
+        "offset: tensor float32[4]",
+        "(non-persistent)",
+        "lin: Linear",
+        "weight: tensor",
+        "note: 'kept [s0]'",
+    ):
+        assert expected in text, (expected, text)
+
+
+def test_show_lists_the_state_of_an_object_argument(tmp_path):
+    from replay.report import show_data
+
+    settings = P.Settings(P.Mode.SCALE, 0.5, [1.5])
+    records = record_failing(
+        tmp_path,
+        lambda: torch.compile(P.structured, backend="planted_compile_error")(P.Pair(torch.randn(3), 2.0), settings),
+    )
+    state = show_data(replay.load(records[0].path))["state"]
+    assert set(state) == {"settings"}, "a NamedTuple is shown in the arguments; objects and modules get their state"
+    assert state["settings"]["kind"] == "object" and "modules" not in state["settings"]
+    assert state["settings"]["attributes"] == {"mode": "Mode (source).SCALE", "factor": "0.5", "extra": "list[1] (1.5)"}
+
+
+def test_record_prints_every_record_path_whole_at_any_width():
+    from replay.report import print_records, print_result
+
+    path = "/home/someone/experiments/2026-11-28/long-running-job/torch_compile_debug/rec-forward_with_a_long_name-0123456789ab"
+    summary = {
+        "status": "recorded",
+        "records": [
+            {
+                "path": path,
+                "function": "forward_with_a_long_name",
+                "file": "/home/someone/experiments/train.py",
+                "line": 120,
+                "status": "complete",
+                "unrecordable": [],
+                "failure": {
+                    "kind": "compile_error",
+                    "exception": "RuntimeError",
+                    "message": "expected [s0, 4] got [/]",
+                },
+            }
+        ],
+    }
+    for width in (40, 60, 140):
+        text = _rendered(print_records, summary, width)
+        assert path in text.splitlines() or any(line.strip().endswith(path) for line in text.splitlines()), (
+            width,
+            text,
+        )
+    assert "expected [s0, 4] got [/]" in _rendered(print_records, summary, 200), "a message is not read as markup"
+    result = runner.ReplayResult(
+        "reproduced",
+        {"kind": "compile_error", "exception": "RuntimeError", "message": "expected [s0, 4] got [/]"},
+        {"kind": "compile_error", "exception": "RuntimeError", "message": "expected [s0, 4] got [/]"},
+        backend="[bold]x",
+    )
+    text = _rendered(print_result, result, 200)
+    assert text.count("expected [s0, 4] got [/]") == 2 and "[bold]x" in text
+
+
+def test_record_says_a_failure_in_the_backward_left_no_record_and_why(tmp_path):
+    """AOTAutograd compiles the backward during loss.backward(), outside the frame: nothing to record, and the text says so."""
+    from click.testing import CliRunner
+
+    from replay.cli import main
+
+    script = tmp_path / "backward.py"
+    script.write_text(
+        "import torch\nimport planted  # noqa: F401\n"
+        "x = torch.randn(3, requires_grad=True)\n"
+        "torch.compile(lambda t: torch.tanh(t.sin()).sum(), backend='planted_backward_error')(x).backward()\n"
+    )
+    torch._dynamo.reset()
+    result = CliRunner().invoke(main, ["record", "--out", str(tmp_path / "records"), str(script)])
+    assert result.exit_code == 1, result.output
+    assert "no frame failed" not in result.output
+    assert "the script raised RuntimeError: planted: cannot compile aten.tanh_backward" in result.output
+    assert "loss.backward() is outside the frame" in result.output
+    assert not (tmp_path / "records").exists() or not any((tmp_path / "records").iterdir())
