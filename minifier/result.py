@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import CorruptRecord
+from .errors import CorruptRecord, plural
 from .bisect.report import BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
 from .unit.case import GraphCase, GraphInput
 from .capture.context import missing_config
@@ -62,7 +62,7 @@ class MinifyResult:
         tensors = [i for i in self.after.inputs if i.is_tensor]
         real = [i.name for i in tensors if not i.is_random]
         if not real:
-            return f"{len(tensors)} random tensors (no data file)"
+            return f"{plural(len(tensors), 'random tensor')} (no data file)"
         return f"{len(tensors) - len(real)} random, {len(real)} real ({', '.join(real)}) in a data file"
 
     def _dynamo_row(self) -> Row | None:

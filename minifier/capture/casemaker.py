@@ -18,6 +18,7 @@ import torch
 import torch.fx as fx
 
 from ..unit.case import GraphCase, GraphInput, TensorMeta, alias_groups
+from ..unit.graphio import subgraphs
 from .context import BackendInfo, class_reference, class_sources, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
 from ..seams import dtensor, special_tensors, symbolic_shapes
@@ -27,20 +28,27 @@ LITERAL_INPUTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
 
 
 def _flat_constants(gm: fx.GraphModule) -> dict[str, torch.Tensor]:
-    """Give every tensor ``get_attr`` a flat name, so the repro can register it as a buffer."""
+    """Give every tensor ``get_attr`` a flat name, so the repro can register it as a buffer.
+
+    The bodies of higher-order ops (a ``cond`` branch that builds an index tensor) have
+    constants of their own: each is kept under its body's path, ``true_graph_0._tensor_constant0``
+    (:func:`minifier.unit.graphio.constants_of`), and the repro registers it on that body.
+    """
     constants: dict[str, torch.Tensor] = {}
     for node in gm.graph.find_nodes(op="get_attr"):
         value = gm
         for part in str(node.target).split("."):
             value = getattr(value, part)
         if not isinstance(value, torch.Tensor):
-            continue  # submodules of higher-order ops stay as they are
+            continue  # submodules of higher-order ops: their own constants come below
         name = str(node.target).replace(".", "_")
         if name != node.target:
             gm.register_buffer(name, value)
             node.target = name
         constants[name] = value.detach()
     gm.recompile()
+    for path, body in subgraphs(gm).items():
+        constants.update({f"{path}.{name}": value for name, value in _flat_constants(body).items()})
     return constants
 
 

@@ -34,7 +34,7 @@ from ..errors import plural
 from ..unit.case import GraphCase, GraphInput, TensorMeta, has_effect
 from ..unit.signature import Signature
 from ..capture.casemaker import random_seed
-from ..unit.graphio import node_meta
+from ..unit.graphio import constants_of, node_meta
 from ..stages.profile import NodeInfo
 from ..stages.run import Outcome
 from ..repro.writer import is_symbolic
@@ -333,11 +333,7 @@ class Reducer:
         else:
             inputs = _derive_sizes(inputs, graph)
         gm = fx.GraphModule(self.origin.gm, graph)
-        constants = {
-            str(n.target): self.origin.constants[str(n.target)]
-            for n in graph.find_nodes(op="get_attr")
-            if str(n.target) in self.origin.constants
-        }
+        constants = constants_of(gm, self.origin.constants)
         config = {
             m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()
         }

@@ -31,7 +31,7 @@ from ..errors import CorruptRecord
 from ..unit.graphio import GraphFormatError, load_graph
 from ..seams import compiler_state, pytree
 from ..unit.signature import Signature
-from .writer import FORMAT_VERSION, data_of, render
+from .writer import FORMAT_VERSION, data_of, render, split_future
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -195,7 +195,7 @@ def _definitions_block(source: str, meta: dict[str, Any] | None = None) -> str:
         meta = meta or read_metadata(source)
     except CorruptRecord:
         return ""
-    block = (meta.get("definitions") or "").strip("\n")
+    block = split_future(meta.get("definitions") or "")[1].strip("\n")  # (its future imports head the file)
     return block if block and block in source else ""
 
 

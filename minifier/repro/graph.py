@@ -27,32 +27,44 @@ def module_class(case: GraphCase, gm: fx.GraphModule | None = None, name: str = 
     gm = case.gm if gm is None else gm
     code = gm.graph.python_code(root_module="self")
     lines = [f"class {name}(torch.nn.Module):", "    def __init__(self, data):", "        super().__init__()"]
+    bodies = subgraphs(gm)
     for constant in case.constants:
-        lines.append(f"        self.register_buffer({constant!r}, data[{('constant:' + constant)!r}])")
-    for attr in subgraphs(gm):
-        lines.append(f"        self.{attr} = graph_module({_subgraph_class(name, attr)}())")
+        if not any(constant.startswith(f"{attr}.") for attr in bodies):  # (a body registers its own)
+            lines.append(f"        self.register_buffer({constant!r}, data[{('constant:' + constant)!r}])")
+    for attr in bodies:
+        lines.append(f"        self.{attr} = graph_module({_subgraph_class(name, attr)}(data))")
     body = textwrap.indent(code.src.strip().rstrip(), "    ")
-    return "".join(_subgraph_classes(gm, name)) + "\n".join(lines) + "\n\n" + body
+    return "".join(_subgraph_classes(gm, name, "", list(case.constants))) + "\n".join(lines) + "\n\n" + body
 
 
 def _subgraph_class(owner: str, attr: str) -> str:
     return f"{owner}_{attr}"
 
 
-def _subgraph_classes(gm: fx.GraphModule, owner: str) -> list[str]:
-    """A class per subgraph module (the body of a higher-order op), innermost first."""
+def _subgraph_classes(gm: fx.GraphModule, owner: str, path: str, constants: list[str]) -> list[str]:
+    """A class per subgraph module (the body of a higher-order op), innermost first.
+
+    A body's constants (``path`` + its own name) are registered by its class, from the
+    repro's data, before its code is traced (:func:`minifier.unit.runtime.graph_module`).
+    """
     out = []
     for attr, sub in subgraphs(gm).items():
-        name = _subgraph_class(owner, attr)
-        out += _subgraph_classes(sub, name)
+        name, where = _subgraph_class(owner, attr), f"{path}{attr}."
+        nested = subgraphs(sub)
+        out += _subgraph_classes(sub, name, where, constants)
         code = sub.graph.python_code(root_module="self").src.strip("\n")
         code = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", code)  # a body's own higher-order ops
-        lines = [f"class {name}(torch.nn.Module):"]
-        nested = subgraphs(sub)
-        if nested:
-            lines += ["    def __init__(self):", "        super().__init__()"]
-            lines += [f"        self.{inner} = graph_module({_subgraph_class(name, inner)}())" for inner in nested]
-            lines.append("")
+        own = [
+            c
+            for c in constants
+            if c.startswith(where) and not any(c.startswith(f"{where}{inner}.") for inner in nested)
+        ]
+        lines = [f"class {name}(torch.nn.Module):", "    def __init__(self, data):", "        super().__init__()"]
+        lines += [
+            f"        self.register_buffer({c[len(where):]!r}, data[{('constant:' + c)!r}])" for c in own
+        ]
+        lines += [f"        self.{inner} = graph_module({_subgraph_class(name, inner)}(data))" for inner in nested]
+        lines.append("")
         out.append("\n".join(lines) + "\n" + textwrap.indent(code.rstrip(), "    ") + "\n\n\n")
     return out
 

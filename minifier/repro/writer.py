@@ -158,7 +158,8 @@ def render(
         "# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + _literal(metadata)
     )
     parts.append(_main(accuracy, distributed=needs_process_group(case), tries=tries))
-    return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
+    future, _ = split_future(case.definitions)
+    return future + "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
 
 def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Accuracy, note: str) -> str:
@@ -184,10 +185,11 @@ def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | N
         lines.append("from torch.fx.experimental.proxy_tensor import make_fx")
     if data_file or accuracy:
         lines.insert(0, "import sys" if not data_file else "import pathlib\nimport sys")
-    code = case.gm.graph.python_code(root_module="self")
-    block = import_block(code.globals)
+    # the graph's code and its bodies' (a cond branch's ``device(type='cpu')`` needs its import too)
+    codes = [gm.graph.python_code(root_module="self") for gm in _with_bodies(case.gm)]
+    block = import_block({name: value for code in codes for name, value in code.globals.items()})
     # FX lists every name its codegen might need; keep the ones the graph uses.
-    used = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code.src))
+    used = {word for code in codes for word in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code.src)}
     lines += [line for line in block.splitlines() if line and line != "import torch" and _bound_name(line) in used]
     from ..seams.ops import INDUCTOR_PRIMS, needs_inductor_prims
 
@@ -198,13 +200,32 @@ def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | N
     return "\n".join(lines)
 
 
+def _with_bodies(gm: fx.GraphModule) -> list[fx.GraphModule]:
+    """``gm`` and the bodies of its higher-order ops, nested ones included."""
+    return [gm, *(body for sub in subgraphs(gm).values() for body in _with_bodies(sub))]
+
+
 def _definitions(case: GraphCase) -> str:
-    if not case.definitions.strip():
+    _, definitions = split_future(case.definitions)
+    if not definitions.strip():
         return ""
     return (
         "# The user's own definitions this failure needs (a backend, custom op or tensor\n"
-        "# subclass with no importable name), carried over from their program.\n" + case.definitions.strip("\n")
+        "# subclass with no importable name), carried over from their program.\n" + definitions.strip("\n")
     )
+
+
+def split_future(definitions: str) -> tuple[str, str]:
+    """Carried definitions as ``(their __future__ imports, the rest)``.
+
+    Python takes a ``from __future__`` import only at the top of a file: the repro
+    starts with it, and the definitions' block, written further down, holds the rest.
+    """
+    future = [line for line in definitions.splitlines() if line.startswith("from __future__ import ")]
+    if not future:
+        return "", definitions
+    rest = "".join(line + "\n" for line in definitions.splitlines() if line not in future)
+    return "".join(line + "\n" for line in future), rest
 
 
 def _bound_name(import_line: str) -> str:

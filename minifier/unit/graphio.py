@@ -240,13 +240,28 @@ def node_meta(node: fx.Node) -> dict[str, Any]:
     return {}
 
 
+def constants_of(gm: fx.GraphModule, constants: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Those of ``constants`` that ``gm`` reads: its own ``get_attr`` targets, and its bodies'
+    constants, each kept under its body's path (``true_graph_0._tensor_constant0``)."""
+    targets = {str(n.target) for n in gm.graph.find_nodes(op="get_attr")}
+    return {k: v for k, v in constants.items() if k in targets or any(k.startswith(f"{t}.") for t in targets)}
+
+
+def _within(constants: dict[str, torch.Tensor], path: str) -> dict[str, torch.Tensor]:
+    """The constants of the body at ``path``, named as the body names them."""
+    return {k[len(path) + 1 :]: v for k, v in constants.items() if k.startswith(f"{path}.")}
+
+
 def load_graph(data: dict[str, Any], constants: dict[str, torch.Tensor] | None = None) -> fx.GraphModule:
-    """The graph module :func:`dump_graph` wrote, with ``constants`` as its tensor attributes."""
+    """The graph module :func:`dump_graph` wrote, with ``constants`` as its tensor attributes (its bodies' under their paths)."""
+    constants = constants or {}
     root = torch.nn.Module()
-    for name, sub in data.get("subgraphs", {}).items():
-        _set_attr(root, name, load_graph(sub))
-    for name, tensor in (constants or {}).items():
-        root.register_buffer(name, tensor)
+    bodies = data.get("subgraphs", {})
+    for name, sub in bodies.items():
+        _set_attr(root, name, load_graph(sub, _within(constants, name)))
+    for name, tensor in constants.items():
+        if not any(name.startswith(f"{body}.") for body in bodies):
+            root.register_buffer(name, tensor)
     graph = fx.Graph()
     nodes: dict[str, fx.Node] = {}
     try:

@@ -1,0 +1,126 @@
+"""Categories of genuine bugs the corpus had no case of, each met by a program of its own.
+
+- the body of a higher-order op with state of its own (a ``cond`` branch that builds a tensor constant),
+  and a failure that needs the branch;
+- a script whose carried definitions start with ``from __future__ import annotations``.
+
+The programs run under capture in their own process, as ``minify run`` runs them; the queries are asked in
+this test's process; each repro then runs with torch alone, in another directory, on an empty Inductor cache.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from conftest import minified
+from test_entry_points import torch_alone
+
+BRANCH_BACKEND = """
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from functorch.compile import make_boxed_func
+
+
+def branch_nodes(gm):
+    nodes = []
+    for child in gm.children():
+        if isinstance(child, torch.fx.GraphModule):
+            nodes += list(child.graph.nodes) + branch_nodes(child)
+    return nodes
+
+
+def fw(gm, example_inputs):
+    # a compiler that mishandles scatter_add inside a branch, and only there
+    if any(n.target == torch.ops.aten.scatter_add.default for n in branch_nodes(gm)):
+        raise RuntimeError("cannot lower scatter_add in a cond branch")
+    return make_boxed_func(gm.forward)
+
+
+backend = aot_autograd(fw_compiler=fw)
+"""
+
+
+def scatter_in_a_branch(x, y):
+    def true_fn(x, y):
+        index = torch.tensor([0, 1, 0, 2])  # make_fx keeps it as the branch's own constant
+        return torch.zeros(3).scatter_add(0, index, x.cos()) + y.sum()
+
+    def false_fn(x, y):
+        return x[:3].sin() + y.sum()
+
+    return torch.cond(x.sum() > 0, true_fn, false_fn, (x, y))
+
+
+def test_a_body_s_own_constant_is_written_with_it_and_read_back(tmp_path):
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.repro.files import load_repro, write_repro
+    from minifier.stages.run import run_case
+
+    x, y = torch.ones(4), torch.randn(5)
+    gm = make_fx(scatter_in_a_branch)(x, y)
+    assert [n.target for n in gm.true_graph_0.graph.find_nodes(op="get_attr")] == ["_tensor_constant0"]
+    case = make_case(gm, [x, y], backend=BackendInfo("eager", []), index=0, in_backend=False)
+    assert set(case.constants) == {"true_graph_0._tensor_constant0"}
+    path = write_repro(case, tmp_path / "g0", stage="eager")
+    read = load_repro(path).case
+    assert torch.equal(read.constants["true_graph_0._tensor_constant0"], torch.tensor([0, 1, 0, 2]))
+    outcome = run_case(read, "eager", accuracy=True)  # rebuilt, it runs and computes what the program did
+    assert outcome.failure is None
+
+
+@pytest.mark.e2e
+def test_a_failure_inside_a_cond_branch_keeps_the_cond(in_process, tmp_path):
+    script = tmp_path / "cond_constant.py"
+    script.write_text(BRANCH_BACKEND + textwrap.dedent("""
+        def f(x, y):
+            def true_fn(x, y):
+                index = torch.tensor([0, 1, 0, 2])  # a constant of the branch's own
+                return torch.zeros(3).scatter_add(0, index, x.cos()) + y.sum()
+
+            def false_fn(x, y):
+                return x[:3].sin() + y.sum()
+
+            return torch.cond(x.sum() > 0, true_fn, false_fn, (x, y))
+
+        print(torch.compile(f, backend=backend)(torch.ones(4), torch.randn(5)))
+    """))
+    report = minified(in_process, script, after="aot")
+    assert report["status"] == "minified" and report["graph"]["boundary"] == "aot"
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    assert "torch.ops.higher_order.cond" in repro.read_text()  # the failure needs the branch: not inlined
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "cannot lower scatter_add in a cond branch" in alone.stderr
+
+
+@pytest.mark.e2e
+def test_carried_definitions_under_future_annotations_still_compile(in_process, tmp_path):
+    script = tmp_path / "annotated.py"
+    script.write_text(textwrap.dedent("""
+        from __future__ import annotations
+
+        import torch
+
+
+        def my_backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):
+            if any(n.target is torch.cos for n in gm.graph.nodes):
+                raise RuntimeError("my_backend: no cos")
+            return gm.forward
+
+
+        def f(x):
+            return torch.cos(x.sin()) + 1
+
+
+        print(torch.compile(f, backend=my_backend)(torch.randn(4)))
+    """))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and report["ops_after"] == ["torch.cos"]
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    assert repro.read_text().startswith("from __future__ import annotations\n")
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "my_backend: no cos" in alone.stderr
