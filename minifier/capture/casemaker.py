@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ..unit.case import GraphCase, GraphInput, TensorMeta, alias_groups
+from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta, alias_groups
 from ..unit.graphio import subgraphs
 from .context import BackendInfo, class_reference, class_sources, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
@@ -128,6 +128,7 @@ def make_case(
         index=index,
         frame=frame,
         distributed=job_of_this_process(),
+        context=CompileContext.current(),
     )
 
 
@@ -261,6 +262,7 @@ def aot_case(
         parent=parent.index,
         frame=parent.frame,
         distributed=parent.distributed,
+        context=parent.context,  # (its autocast is in its casts; the rest still applies)
     )
 
 

@@ -74,6 +74,8 @@ class InProcessExecutor:
         torch.compiler.reset()
         started = time.perf_counter()
         grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+        # (a repro's apply_config() sets the program's context: CompileContext)
+        precision, deterministic = torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled()
         try:
             value = contextvars.copy_context().run(fn)
         except Exception:  # noqa: BLE001 - a child reports the same as QueryError
@@ -81,6 +83,8 @@ class InProcessExecutor:
         finally:
             torch.set_grad_enabled(grad)
             torch.set_default_dtype(dtype)
+            torch.set_float32_matmul_precision(precision)
+            torch.use_deterministic_algorithms(deterministic)
         return Answered(label, QueryResult(value, None, time.perf_counter() - started))
 
     def wait(self, queries: Sequence[Any], on_wait: Callable[[], None] | None = None, *, any_: bool = False) -> None:

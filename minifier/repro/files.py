@@ -26,7 +26,7 @@ import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
-from ..unit.case import GraphCase, GraphInput, TensorMeta
+from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta
 from ..errors import CorruptRecord
 from ..unit.graphio import GraphFormatError, load_graph
 from ..seams import compiler_state, pytree
@@ -354,6 +354,7 @@ def read_case(
         frame=meta["frame"],
         definitions=meta.get("definitions", ""),
         distributed=meta.get("distributed"),
+        context=CompileContext.from_json(meta.get("context") or {}),
     )
 
 

@@ -63,6 +63,10 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         if case.backward
         else ""
     )
+    call, pad_call = "", "    "
+    for device, dtype in case.context.autocast:  # the program called the graph under these (the graph holds no cast)
+        call += f"{pad_call}with torch.autocast({device!r}, dtype=torch.{dtype}):  # as the program called it\n"
+        pad_call += "    "
     return (
         "def compile_graph(mod, inputs):\n"
         f'    """The failing stage: torch.compile with backend {stage!r}."""\n'
@@ -70,7 +74,8 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         + f"    return torch.compile({wrap}, backend={backend_expression(case, stage)}{options})\n\n\n"
         "def forward_backward(fn, inputs):\n"
         '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
-        "    outputs = fn(*inputs)\n"
+        + call
+        + f"{pad_call}outputs = fn(*inputs)\n"
         "    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]\n"
         + backward
         + "    return outputs\n\n\n"

@@ -42,7 +42,7 @@ import torch
 import torch.fx as fx
 
 from ..errors import plural
-from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, GraphCase, TensorMeta
+from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, CompileContext, GraphCase, TensorMeta
 from ..unit.graphio import GraphFormatError, dump_graph, subgraphs
 from ..unit.graphio import all_call_nodes
 from .graph import HOP_CALL, module_class
@@ -284,6 +284,7 @@ def _metadata(
         "compiler": case.compiler,
         "backward": case.backward,
         **({"grad_enabled": False} if not case.grad_enabled else {}),
+        **({"context": context} if (context := case.context.to_json()) else {}),
         "dynamic": case.dynamic,
         "distributed": case.distributed,
         "index": case.index,
@@ -310,15 +311,29 @@ def _graph_literal(gm: fx.GraphModule) -> dict[str, Any] | None:
 
 
 def _config_function(case: GraphCase) -> str:
-    lines = ["def apply_config():", '    """The non-default compiler config this failure needs."""']
+    lines = ["def apply_config():", '    """The non-default compiler config this failure needs, and the state the program ran in."""']
     for module, values in sorted(case.config.items()):
         if values:
             lines.append(f"    import {module}")
         for key, value in sorted(values.items()):
             lines.extend(_config_lines(module, key, value))
+    lines += _context_lines(case.context)
     if len(lines) == 2:
         lines.append("    pass  # torch's defaults reproduce it")
     return "\n".join(lines)
+
+
+def _context_lines(context: CompileContext) -> list[str]:
+    """The global state of :class:`CompileContext` (its autocast is entered around the call: see repro/run.py)."""
+    default = CompileContext()
+    lines = []
+    if context.default_dtype != default.default_dtype:
+        lines.append(f"    torch.set_default_dtype(torch.{context.default_dtype})  # as the program set it")
+    if context.matmul_precision != default.matmul_precision:
+        lines.append(f"    torch.set_float32_matmul_precision({context.matmul_precision!r})  # as the program set it")
+    if context.deterministic != default.deterministic:
+        lines.append(f"    torch.use_deterministic_algorithms({context.deterministic!r})  # as the program set it")
+    return lines
 
 
 def _config_lines(module: str, key: str, value: Any) -> list[str]:

@@ -11,7 +11,9 @@ A :class:`GraphCase` is everything needed to ask "does this graph still fail?":
   same shape, strides, dtype and ``requires_grad``;
 - ``constants``: tensors the graph reads with ``get_attr``;
 - the context that makes it fail: the final backend's name, the non-default
-  compiler config, and the user modules that register custom backends or ops.
+  compiler config, and the user modules that register custom backends or ops;
+- ``context``: the state the program called the graph in, which its graph does not
+  hold (:class:`CompileContext`: an outer ``torch.autocast``, the default dtype...).
 
 Captured graphs, checkpoints, and the final ``repro.py`` are all the same thing on
 disk: :mod:`minifier.repro.writer` renders a case as a runnable script and reads it back.
@@ -39,6 +41,63 @@ from ..seams import ops, special_tensors
 CONFIG_IMPORT = "pt2kit:import"  # {"pt2kit:import": "module:qualname"}: imported by reference
 CONFIG_CARRIED = "pt2kit:carried"  # {"pt2kit:carried": name}: bound by the carried definitions
 CONFIG_MISSING = "pt2kit:missing"  # {"pt2kit:missing": why}: the user must supply it
+
+@dataclass(frozen=True)
+class CompileContext:
+    """The state around a compiled call that its graph does not hold, replayed around every run of it.
+
+    A graph traced inside an outer ``with torch.autocast(...)`` holds no cast:
+    AOTAutograd applies autocast while it traces, from the state at the call, and so
+    does eager. A repro that calls the graph outside it compiles another program, and a
+    wrong bf16 gradient passes every replay. The default dtype (tensors the graph
+    creates), float32 matmul precision (TF32) and deterministic algorithms (Inductor's
+    fallbacks) change what compiles and what runs the same way. Read at the compile,
+    inside the program's call (:meth:`current`); each field is at torch's default
+    unless the program changed it.
+    """
+
+    autocast: tuple[tuple[str, str], ...] = ()  # (device type, dtype) of each device whose autocast is on
+    default_dtype: str = "float32"
+    matmul_precision: str = "highest"  # torch.get_float32_matmul_precision()
+    deterministic: bool = False  # torch.are_deterministic_algorithms_enabled()
+
+    #: The devices whose autocast state is read.
+    AUTOCAST_DEVICES = ("cpu", "cuda")
+
+    @classmethod
+    def current(cls) -> CompileContext:
+        """The state right now (in a backend: the state the program's call was made in)."""
+        autocast = tuple(
+            (device, _dtype_name(torch.get_autocast_dtype(device)))
+            for device in cls.AUTOCAST_DEVICES
+            if torch.is_autocast_enabled(device)
+        )
+        return cls(
+            autocast,
+            _dtype_name(torch.get_default_dtype()),
+            torch.get_float32_matmul_precision(),
+            torch.are_deterministic_algorithms_enabled(),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields that differ from torch's defaults (empty: a repro needs none of it)."""
+        default = CompileContext()
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v != getattr(default, k)}
+        if "autocast" in out:
+            out["autocast"] = [list(pair) for pair in self.autocast]
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompileContext:
+        data = dict(data)
+        if "autocast" in data:
+            data["autocast"] = tuple((str(device), str(dtype)) for device, dtype in data["autocast"])
+        return cls(**data)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
 
 BOUNDARIES = ("dynamo", "aot")
 GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
@@ -298,6 +357,7 @@ class GraphCase:
     frame: dict[str, Any] | None = None  # the user frame dynamo compiled: name, filename, lineno
     distributed: dict[str, int] | None = None  # {"rank", "world_size"} of the job it comes from
     definitions: str = ""  # user source the repro carries: backends/ops with no importable name (see extract)
+    context: CompileContext = field(default_factory=CompileContext)  # the state around the call (see there)
 
     def __post_init__(self) -> None:
         if self.boundary not in BOUNDARIES:

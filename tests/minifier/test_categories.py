@@ -2,7 +2,8 @@
 
 - the body of a higher-order op with state of its own (a ``cond`` branch that builds a tensor constant),
   and a failure that needs the branch;
-- a script whose carried definitions start with ``from __future__ import annotations``.
+- a script whose carried definitions start with ``from __future__ import annotations``;
+- the context around the compiled call (an outer ``torch.autocast``, the default dtype, matmul precision).
 
 The programs run under capture in their own process, as ``minify run`` runs them; the queries are asked in
 this test's process; each repro then runs with torch alone, in another directory, on an empty Inductor cache.
@@ -124,3 +125,71 @@ def test_carried_definitions_under_future_annotations_still_compile(in_process, 
     assert repro.read_text().startswith("from __future__ import annotations\n")
     alone = torch_alone(repro, tmp_path / "elsewhere")
     assert alone.returncode != 0 and "my_backend: no cos" in alone.stderr
+
+
+def test_the_context_around_the_call_is_recorded_and_replayed(tmp_path):
+    """An outer autocast, the default dtype, matmul precision and deterministic algorithms: read at the
+    compile, written into the repro, read back, and set again when the repro runs."""
+    from minifier.api import save_repro
+    from minifier.repro.files import load_repro
+    from minifier.unit.case import CompileContext
+
+    def f(x, w):
+        return torch.relu(x @ w).sum()
+
+    x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            run_dir = save_repro(f, x, w, backend="aot_eager", out=tmp_path)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    repro = run_dir / "g0" / "repro.py"
+    context = load_repro(repro).case.context
+    assert context == CompileContext(autocast=(("cpu", "bfloat16"),), matmul_precision="high")
+    text = repro.read_text()
+    assert "with torch.autocast('cpu', dtype=torch.bfloat16):" in text
+    assert "torch.set_float32_matmul_precision('high')" in text
+    assert CompileContext().to_json() == {}  # a program that changed nothing writes nothing
+
+
+BF16_ONLY_BACKEND = """
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from functorch.compile import make_boxed_func
+
+
+def fw(gm, example_inputs):
+    # a compiler that cannot compile a bf16 matmul: the program's graphs have one only under its outer autocast
+    for n in gm.graph.nodes:
+        value = n.meta.get("val")
+        if n.target == torch.ops.aten.mm.default and getattr(value, "dtype", None) == torch.bfloat16:
+            raise RuntimeError("cannot compile a bf16 mm")
+    return make_boxed_func(gm.forward)
+
+
+backend = aot_autograd(fw_compiler=fw)
+"""
+
+
+@pytest.mark.e2e
+def test_a_failure_only_under_the_program_s_outer_autocast_is_minified(in_process, tmp_path):
+    script = tmp_path / "amp.py"
+    script.write_text(BF16_ONLY_BACKEND + textwrap.dedent("""
+        def f(x, w):
+            y = torch.relu(x @ w)
+            with torch.autocast("cpu", enabled=False):
+                z = y.float().sin()
+            return z.sum()
+
+        x, w = torch.randn(8, 8), torch.randn(8, 8, requires_grad=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = torch.compile(f, backend=backend)(x, w)
+        out.backward()
+    """))
+    report = minified(in_process, script)  # without the autocast, every graph passes every stage
+    assert report["status"] == "minified" and report["failure"]["message"] == "cannot compile a bf16 mm"
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "cannot compile a bf16 mm" in alone.stderr
