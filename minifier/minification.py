@@ -36,8 +36,8 @@ from .result import MinifyResult
 from .capture.blame import blamed_nodes
 from .unit.case import GraphCase
 from .stages.inline import variants
-from .errors import CorruptRecord, Interrupted, NoFailure, NotReproducible, UsageError, plural
-from .stages.flaky import measured_rate, tries_for
+from .errors import CorruptRecord, FlakyFailure, Interrupted, NoFailure, NotReproducible, UsageError, plural
+from .stages.flaky import LOOKS, measured_rate, tries_for
 from .reduce.checkpoint import (
     CHECKPOINT, Status, find_checkpoint, fingerprint, holding, load_checkpoint, mark_checkpoint, save_checkpoint,
 )  # fmt: skip
@@ -175,6 +175,11 @@ def minify_case(
         path, verified, notes = reduce_and_write(session, reducer, query, case, target, checkpoint, state)
     if not verified and query.tries == 1:
         rate = measured_rate(session, case, stage, target.signature, query.accuracy)
+        if rate == 0:  # seen in the program and by the reducer, then in none of the looks
+            raise FlakyFailure(
+                f"flaky: {case.label()} failed through {stage} with {target.signature}, then passed {LOOKS} of {LOOKS} times alone",
+                failure_rate=0.0,
+            )
         if 0 < rate < 1:
             session.log(
                 f"{case.label()} fails in {rate:.0%} of its runs: flaky; minifying it again with repeated questions"
@@ -414,9 +419,18 @@ def minify_script(
             )
         except Unconfirmed:
             if report.retry is None:
-                raise NotReproducible(
-                    f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone"
-                ) from None
+                rate = measured_rate(session, row.case, outcome.stage, outcome.failure.signature, accuracy)
+                if rate == 0:
+                    raise NotReproducible(
+                        f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone"
+                    ) from None
+                # seen alone too, in some of the looks: a flaky failure, minified with repeated questions
+                session.log(f"{row.label} fails in {rate:.0%} of its runs alone: flaky; minifying it with repeated questions")
+                result = minify_case(
+                    session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key,
+                    bisect=report, blame=blame, failure_rate=rate,
+                )  # fmt: skip
+                return finished(session, result, subsystem, script, args)
             session.log(
                 f"{row.label} does not fail alone the way it failed in the program; pinning the culprit down again"
             )

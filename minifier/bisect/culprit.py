@@ -234,9 +234,12 @@ def second_look(
     looked = [row for row in rows if row.case is not None and row.outcomes]
     plan = [(row.case, list(row.outcomes)[-1]) for row in looked]
     labels = [f"{row.label} through {stage} again: checking it is not flaky" for row, (_, stage) in zip(looked, plan)]
-    again = run_each(session, plan, accuracy=accuracy, labels=labels)  # type: ignore[arg-type]
+    # one at a time, in a fixed order: a flaky failure's answers may hang on which compile comes first
+    again = run_each(session, plan, accuracy=accuracy, labels=labels, slots=1)  # type: ignore[arg-type]
     for row, (case, stage) in zip(looked, plan):
         first, second = row.outcomes[stage], again[(id(case), stage)]
+        if first.failure is None and second.failure is not None:
+            first, second = second, first  # (the failure seen is the one measured, never a pass)
         if signature_of(second) != signature_of(first):
             if case.unsupported:  # not flaky: what made it fail in the program is not in the graph's repro
                 raise NotReproducible(

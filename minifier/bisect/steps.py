@@ -413,8 +413,13 @@ def run_each(
     labels: list[str] | None = None,
     enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
     alongside: list[Any] | None = None,
+    slots: int | None = None,
 ) -> dict[tuple[int, str], Outcome]:
-    """Isolated queries, one per (case, stage); crashes and timeouts become outcomes (``alongside``: see :meth:`Session.query_all`)."""
+    """Isolated queries, one per (case, stage); crashes and timeouts become outcomes (``alongside``: see :meth:`Session.query_all`).
+
+    ``slots=1``: one after another, in ``plan``'s order (questions about a flaky failure,
+    whose answers may depend on which compile reaches some state of the program's first).
+    """
     queries = [
         (
             functools.partial(run_case, case, stage, accuracy=accuracy),
@@ -422,7 +427,7 @@ def run_each(
         )
         for i, (case, stage) in enumerate(plan)
     ]
-    results = session.query_all(queries, enough=enough, alongside=alongside or ()) if queries else []
+    results = session.query_all(queries, enough=enough, alongside=alongside or (), slots=slots) if queries else []
     outcomes = {
         (id(case), stage): Outcome.of_query(stage, result)
         for (case, stage), result in zip(plan, results)

@@ -1,7 +1,10 @@
 """Flaky failures: how often one shows, and minifying it with repeated questions (DESIGN.md, "Flaky failures").
 
 A failure that shows in some runs only (a race, a random choice in a compiler, a
-resource limit) must get the same verdict on every run of pt2kit. When the culprit's
+resource limit) must get the same verdict on every run of pt2kit. Its questions are
+asked one at a time, in a fixed order: a failure decided by state the program's
+compiles share (a counter file, a cache) would otherwise hang on which of two
+side-by-side compiles reaches it first. When the culprit's
 second look does not fail, :func:`failure_rate` measures it over :data:`LOOKS` runs: a
 failure seen again is minified, one seen once only is :class:`~minifier.errors.FlakyFailure`
 (exit 1). Minifying it, every question is asked up to :func:`tries_for` times and counts
@@ -47,7 +50,7 @@ def failure_rate(
         for n in range(LOOKS - 2)
     ]
     target = _signature(first)
-    outcomes = [second] + [Outcome.of_query(stage, r) for r in session.query_all(more) if r is not None]
+    outcomes = [second] + [Outcome.of_query(stage, r) for r in session.query_all(more, slots=1) if r is not None]
     failing = 1 + sum(_signature(o) == target for o in outcomes)
     if failing == 1:
         raise FlakyFailure(
@@ -74,16 +77,17 @@ def tries_for(rate: float | None) -> int:
 
 
 def repeated(session: Session, fn: Any, label: str, tries: int, stage: str, target: Signature) -> Outcome:
-    """``fn``'s outcome over up to ``tries`` runs: the first that fails with ``target``, else the last."""
+    """``fn``'s outcome over up to ``tries`` runs, one after another: the first that fails with ``target``, else the last.
+
+    One at a time: two side by side may both see the same state of the program (a
+    counter read by both before either writes it), and then which of them fails depends
+    on the scheduler, not on the candidate.
+    """
     outcome = Outcome(stage, None, 0.0)
-    for n in range(0, tries, 2):  # (two side by side: the machine's cores)
-        batch = [(fn, f"{label} · try {k + 1} of {tries}") for k in range(n, min(tries, n + 2))]
-        for result in session.query_all(batch):
-            if result is None:
-                continue
-            outcome = Outcome.of_query(stage, result)
-            if outcome.failure is not None and outcome.failure.signature == target:
-                return outcome
+    for n in range(tries):
+        outcome = Outcome.of_query(stage, session.query(fn, f"{label} · try {n + 1} of {tries}"))
+        if outcome.failure is not None and outcome.failure.signature == target:
+            return outcome
     return outcome
 
 
@@ -100,5 +104,5 @@ def measured_rate(session: Session, case: GraphCase, stage: str, target: Signatu
         )
         for n in range(LOOKS)
     ]
-    outcomes = [Outcome.of_query(stage, r) for r in session.query_all(looks) if r is not None]
+    outcomes = [Outcome.of_query(stage, r) for r in session.query_all(looks, slots=1) if r is not None]
     return sum(_signature(o) == target for o in outcomes) / max(1, len(outcomes))
