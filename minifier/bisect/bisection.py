@@ -96,7 +96,8 @@ def bisect_script(
     something_failed(captured, script, accuracy)
 
     known = seen_in_the_program(captured, cases, final, accuracy)
-    for row in run_stages_of(session, cases, accuracy=accuracy, known=known, early=captured.early):
+    hung = captured.failure is not None and captured.failure.signature.kind == "timeout"
+    for row in run_stages_of(session, cases, accuracy=accuracy, known=known, early=captured.early, hung=hung):
         report.rows.append(row)
         first = row.first_failure
         verdict = (

@@ -43,6 +43,7 @@ from ..capture.script import ProgramRun
 from ..isolation.session import Session
 from ..unit.signature import Failure, Signature
 from ..stages.run import Outcome, run_case, stages_for
+from ..stages.flaky import longer_look
 from ..isolation.worker import QueryResult
 
 if TYPE_CHECKING:
@@ -310,8 +311,12 @@ def run_stages_of(
     stop_at: Signature | None = None,
     known: dict[tuple[int, str], Outcome] | None = None,
     early: EarlyStages | None = None,
+    hung: bool = False,
 ) -> list[Row]:
     """Rows for several cases, every (case, stage) query in one batch over the cores.
+
+    ``hung``: the program itself ran out of time, so a stage that runs out of time too
+    is what is looked for, and not asked again with a longer limit (:func:`run_each`).
 
     Each case's final stage goes first: it is usually the slow one (a real compile)
     and usually where the failure is, so the cheap eager stages run beside it. With
@@ -352,6 +357,7 @@ def run_stages_of(
             accuracy=accuracy,
             enough=found if stop_at is not None else None,
             alongside=list(running.values()),
+            longer=not hung and not (stop_at is not None and stop_at.kind == "timeout"),
         ),
     }
     if early is not None:
@@ -414,11 +420,14 @@ def run_each(
     enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
     alongside: list[Any] | None = None,
     slots: int | None = None,
+    longer: bool = True,
 ) -> dict[tuple[int, str], Outcome]:
     """Isolated queries, one per (case, stage); crashes and timeouts become outcomes (``alongside``: see :meth:`Session.query_all`).
 
     ``slots=1``: one after another, in ``plan``'s order (questions about a flaky failure,
     whose answers may depend on which compile reaches some state of the program's first).
+    ``longer``: a query that runs out of time gets a second look with a longer limit
+    (:func:`~minifier.stages.flaky.longer_look`).
     """
     queries = [
         (
@@ -428,49 +437,10 @@ def run_each(
         for i, (case, stage) in enumerate(plan)
     ]
     results = session.query_all(queries, enough=enough, alongside=alongside or (), slots=slots) if queries else []
-    outcomes = {
-        (id(case), stage): Outcome.of_query(stage, result)
-        for (case, stage), result in zip(plan, results)
-        if result is not None
-    }
-    return {**outcomes, **longer_look(session, plan, queries, outcomes)}
-
-
-#: A stage query that runs out of time is asked once more with this many times the limit.
-LONGER_LOOK = 2.0
-
-
-def longer_look(
-    session: Session,
-    plan: list[tuple[GraphCase, str]],
-    queries: list[tuple[Any, str]],
-    outcomes: dict[tuple[int, str], Outcome],
-) -> dict[tuple[int, str], Outcome]:
-    """The timed-out queries of ``plan`` asked again, each given :data:`LONGER_LOOK` times the limit.
-
-    A timeout is a verdict about the machine as much as about the graph: a compile
-    that takes 25 s on a loaded machine is not a hang under ``--timeout 20``. A stage
-    is called a hang only when a second, longer look hangs too; if it then fails
-    otherwise (or passes), that is its outcome.
-    """
-    if session.timeout is None:
-        return {}
-    again = [
-        (i, key)
-        for i, (case, stage) in enumerate(plan)
-        if (outcome := outcomes.get(key := (id(case), stage))) is not None
-        and outcome.failure is not None
-        and outcome.failure.signature.kind == "timeout"
-    ]
-    if not again:
-        return {}
-    results = session.query_all(
-        [(queries[i][0], f"{queries[i][1]}: timed out, a longer look") for i, _ in again],
-        timeout=session.timeout * LONGER_LOOK,
-    )
-    return {
-        key: Outcome.of_query(plan[i][1], result) for (i, key), result in zip(again, results) if result is not None
-    }
+    asked = [(fn, label, stage) for (fn, label), (_, stage) in zip(queries, plan)]
+    outcomes = [None if r is None else Outcome.of_query(s, r) for (_, s), r in zip(plan, results)]
+    outcomes = longer_look(session, asked, outcomes) if longer else outcomes
+    return {(id(case), stage): outcome for (case, stage), outcome in zip(plan, outcomes) if outcome is not None}
 
 
 def aot_rows(
@@ -508,16 +478,16 @@ def aot_rows(
 def frame_row(session: Session, captured: CaptureResult, *, accuracy: Accuracy) -> Row:
     """The row of a frame that dynamo failed to turn into a graph: it fails at ``eager``.
 
-    When capture could lift the frame to a graph (``make_fx`` on its real arguments)
-    that fails at ``eager`` with the program's signature, that graph stands for the
-    frame and can be minified; otherwise the row has no graph.
+    When capture could lift the frame to a graph (its torch calls, then the aten ops
+    ``make_fx`` traces: :mod:`minifier.capture.frames`) that fails at ``eager`` with the
+    program's signature, the first such graph stands for the frame and can be minified;
+    otherwise the row has no graph.
     """
     assert captured.failure is not None
     frame = captured.failure_frame
     label = f"frame {frame['name']}" if frame else "frame ?"
-    if captured.frame_path is not None:
-        lifted = load_repro(captured.frame_path).case
-        row = run_stages(session, lifted, accuracy=accuracy, path=captured.frame_path)
+    for path in captured.frame_paths:
+        row = run_stages(session, load_repro(path).case, accuracy=accuracy, path=path)
         first = row.first_failure
         if first is not None and first.failure is not None and first.failure.signature == captured.failure.signature:
             row.label, row.frame = label, frame

@@ -3,9 +3,12 @@
 Reports point at the user's code, never at torch's or pt2kit's: :func:`current_frame`
 is the user function dynamo is compiling, :func:`frame_of_exception` the user line a
 dynamo error points at, :func:`where_it_failed` whether dynamo's tracing, a backend's
-compile or the compiled code raised. A frame dynamo could not trace has no graph;
-:func:`lift_frame` traces it with ``make_fx`` on its real arguments, so that the
-failure still has something to minify.
+compile or the compiled code raised. A frame dynamo could not trace has no graph: it
+is run on its real arguments and recorded as one, in two ways, so that the failure
+still has something to minify: :func:`lift_frame_calls` keeps the torch calls the
+frame made, as dynamo would have seen them (``torch.as_tensor`` of a list of 0-d
+tensors, which dynamo fails on, is one node), and :func:`lift_frame` the aten ops
+``make_fx`` traces (what a fake kernel or a decomposition broke is there).
 """
 
 from __future__ import annotations
@@ -17,7 +20,11 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+import operator
+
+import torch
 import torch.fx as fx
+from torch.overrides import TorchFunctionMode
 
 from ..unit.case import GraphCase
 from .casemaker import make_case
@@ -134,3 +141,72 @@ def where_it_failed(exc: BaseException) -> str:
     if isinstance(exc, dynamo_exc.dynamo_exception_type()):
         return "tracing"
     return "runtime"
+
+
+def lift_frame_calls(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase:
+    """Run a frame dynamo could not trace, recording its torch calls as a graph (see the module docstring).
+
+    Each call through ``__torch_function__`` (a function, a tensor method, indexing)
+    becomes a node, fed by the frame's arguments, the nodes before it, and literals for
+    everything else (a Python value a tensor gave, ``x.shape[0]``, is kept as its value).
+    A tensor from elsewhere (a module's parameter) is a constant of the graph.
+    """
+    args, kwargs = failing.arguments()
+    flat, spec = pytree.tree_flatten((args, kwargs))
+    graph = fx.Graph()
+    root = torch.nn.Module()
+    recorder = _CallRecorder(graph, root)
+    placeholders = []
+    for k, value in enumerate(flat):
+        node = graph.placeholder(f"arg{k}")
+        placeholders.append(node)
+        recorder.name(value, node)
+    with recorder:
+        out = failing.function()(*pytree.tree_unflatten(list(flat), spec)[0], **kwargs)
+    graph.output(pytree.tree_map(recorder.node_of, out))
+    gm = fx.GraphModule(root, graph)
+    case = make_case(gm, flat, backend=BackendInfo("eager", []), index=0, frame=frame, in_backend=False)
+    return case.replace(backward=False)
+
+
+class _CallRecorder(TorchFunctionMode):
+    """Records each torch call the frame makes as an FX node (``lift_frame_calls``)."""
+
+    def __init__(self, graph: fx.Graph, root: torch.nn.Module) -> None:
+        super().__init__()
+        self.graph, self.root = graph, root
+        self.nodes: dict[int, fx.Node] = {}
+        self.alive: list[Any] = []  # (the values named, kept so that their ids stay theirs)
+
+    def name(self, value: Any, node: fx.Node) -> None:
+        if isinstance(value, torch.Tensor):
+            self.nodes[id(value)] = node
+            self.alive.append(value)
+
+    def node_of(self, value: Any) -> Any:
+        """The node that stands for ``value`` in a call's arguments: its own, a constant, or the value itself."""
+        if not isinstance(value, torch.Tensor):
+            return value
+        if id(value) not in self.nodes:  # a tensor the frame did not compute from its arguments
+            name = f"_tensor_constant{sum(1 for _ in self.root.buffers())}"
+            self.root.register_buffer(name, value.detach())
+            self.name(value, self.graph.get_attr(name))
+        return self.nodes[id(value)]
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        node_args, node_kwargs = pytree.tree_map(self.node_of, (tuple(args), dict(kwargs)))
+        method = getattr(func, "__name__", "")
+        if func is torch.Tensor.__getitem__:
+            node = self.graph.call_function(operator.getitem, node_args, node_kwargs)
+        elif getattr(torch.Tensor, method, None) is func and not method.startswith("__"):
+            node = self.graph.call_method(method, node_args, node_kwargs)
+        else:
+            node = self.graph.call_function(func, node_args, node_kwargs)
+        if isinstance(result, torch.Tensor):
+            self.name(result, node)
+        elif isinstance(result, (tuple, list)):
+            for i, item in enumerate(result):
+                self.name(item, self.graph.call_function(operator.getitem, (node, i)))
+        return result

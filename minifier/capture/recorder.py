@@ -51,7 +51,7 @@ from .events import (
     Running, StateMissing, UnknownBackendNamed, Unrecoverable, to_line,
 )  # fmt: skip
 from ..errors import UnknownBackend
-from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, where_it_failed
+from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, lift_frame_calls, where_it_failed
 from .script import run_script
 from ..seams import backend_registry, compile_fx, symbolic_shapes
 from ..seams.aot_autograd import compiler_kwargs
@@ -258,22 +258,27 @@ class Recorder:
         return case
 
     def record_failing_frame(self, exc: BaseException, frame: dict[str, Any] | None) -> None:
-        """Dynamo failed while tracing a frame: save the frame, lifted to a graph, if it can be."""
+        """Dynamo failed while tracing a frame: save the frame, lifted to graphs, where it can be.
+
+        Two liftings, each its own repro: the torch calls the frame made (as dynamo sees
+        them), then the aten ops ``make_fx`` traces (:mod:`minifier.capture.frames`).
+        """
         failing = failing_frame(exc)
         if failing is None:
             return
-        try:
-            case = lift_frame(failing, frame)
-        except Exception as e:  # noqa: BLE001 - lifting is best effort; the failure stands without it
-            self.event(FrameLifted(None, error=f"{type(e).__name__}: {e}"))
-            return
-        path = write_repro(
-            case,
-            self.out_dir / "frame",
-            stage="eager",
-            note=f"Frame {failing.code.co_name} traced with make_fx; dynamo failed on it.",
-        )
-        self.event(FrameLifted(str(path), case.node_count))
+        for lift, where, how in ((lift_frame_calls, "frame", "its torch calls"), (lift_frame, "frame-aten", "make_fx")):
+            try:
+                case = lift(failing, frame)
+                path = write_repro(
+                    case,
+                    self.out_dir / where,
+                    stage="eager",
+                    note=f"Frame {failing.code.co_name}, recorded as {how}; dynamo failed on it.",
+                )
+            except Exception as e:  # noqa: BLE001 - lifting is best effort; the failure stands without it
+                self.event(FrameLifted(None, error=f"{type(e).__name__}: {e}"))
+                continue
+            self.event(FrameLifted(str(path), case.node_count))
 
     # hang detection ----------------------------------------------------------
 

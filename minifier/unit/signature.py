@@ -175,7 +175,8 @@ def shows_failure(returncode: int | None, stderr: str, target: Signature) -> boo
     A crash is its signal; a timeout, no exit; anything else a line of the repro's
     output naming the exception with the same normalized message (a traceback's last
     line, ``torch._inductor.exc.InductorError: CppCompileError: C++ compile error``,
-    or an accuracy repro's ``AccuracyError: ...`` verdict).
+    an accuracy repro's ``AccuracyError: ...`` verdict, or the ``RuntimeError("...")``
+    dynamo quotes an error of a fake tensor's in).
     """
     if target.kind == "timeout":
         return returncode is None
@@ -186,10 +187,12 @@ def shows_failure(returncode: int | None, stderr: str, target: Signature) -> boo
         return shown.signature.exception == target.exception
     if not returncode:
         return False
-    marker = f"{target.exception}: "
+    # ``RuntimeError: message``, or the repr dynamo wraps an inner error in (``got RuntimeError("message")``)
+    markers = (f"{target.exception}: ", f'{target.exception}("', f"{target.exception}('")
     for line in stderr.splitlines():
-        if marker in line and normalize_message(line.split(marker, 1)[1]).startswith(target.message):
-            return True
+        for marker in markers:
+            if marker in line and normalize_message(line.split(marker, 1)[1]).startswith(target.message):
+                return True
         if target.message == target.exception and line.strip().endswith(target.exception):  # raised without a message
             return True
     return False

@@ -3,7 +3,8 @@
 - the body of a higher-order op with state of its own (a ``cond`` branch that builds a tensor constant),
   and a failure that needs the branch;
 - a script whose carried definitions start with ``from __future__ import annotations``;
-- the context around the compiled call (an outer ``torch.autocast``, the default dtype, matmul precision).
+- the context around the compiled call (an outer ``torch.autocast``, the default dtype, matmul precision);
+- a failure inside dynamo's own tracing, recorded as the torch calls dynamo saw.
 
 The programs run under capture in their own process, as ``minify run`` runs them; the queries are asked in
 this test's process; each repro then runs with torch alone, in another directory, on an empty Inductor cache.
@@ -99,6 +100,7 @@ def test_a_failure_inside_a_cond_branch_keeps_the_cond(in_process, tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_carried_definitions_under_future_annotations_still_compile(in_process, tmp_path):
     script = tmp_path / "annotated.py"
     script.write_text(textwrap.dedent("""
@@ -193,3 +195,40 @@ def test_a_failure_only_under_the_program_s_outer_autocast_is_minified(in_proces
     repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
     alone = torch_alone(repro, tmp_path / "elsewhere")
     assert alone.returncode != 0 and "cannot compile a bf16 mm" in alone.stderr
+
+
+def test_a_frame_dynamo_cannot_trace_is_recorded_as_its_torch_calls():
+    """What dynamo saw, one node a call: the call it fails on is a node of its own, fed by the ones before it."""
+    from minifier.capture.frames import FailingFrame, lift_frame_calls
+
+    def frame(x):
+        parts = [x[0].sum(), x[1].sum()]  # 0-d tensors
+        return (x * torch.as_tensor(parts).unsqueeze(1)).relu()
+
+    x = torch.randn(2, 3)
+    case = lift_frame_calls(FailingFrame(frame.__code__, frame.__globals__, {"x": x}, None), None)
+    calls = [n for n in case.gm.graph.nodes if n.op in ("call_function", "call_method")]
+    (as_tensor,) = [n for n in calls if n.target is torch.as_tensor]
+    assert [a.target for a in as_tensor.args[0]] == ["sum", "sum"]  # its list of 0-d tensors, as nodes
+    assert torch.equal(case.gm(x), frame(x))  # the recorded graph computes what the frame did
+
+
+@pytest.mark.e2e
+def test_a_failure_while_dynamo_traces_becomes_the_one_call_it_fails_on(in_process, tmp_path):
+    script = tmp_path / "traced.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+
+        def f(x):
+            parts = [x[0].sum(), x[1].sum()]
+            y = torch.as_tensor(parts)  # dynamo fails while tracing this call
+            return (x * y.unsqueeze(1)).relu()
+
+        print(torch.compile(f, backend="eager", fullgraph=True)(torch.randn(2, 3)))
+    """))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and report["ops_after"] == ["torch.as_tensor"]
+    assert report["failure"]["stage"] == "eager"
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "data is not allocated yet" in alone.stderr
