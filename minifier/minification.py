@@ -386,15 +386,10 @@ def minify_script(
     if resume is not None:
         return finished(session, resume_minification(session, resume, key), subsystem, script, args)
     report = bisect_script(
-        session,
-        script,
-        args,
-        backend=backend,
-        accuracy=accuracy,
-        aot_rows=after != "dynamo",
-        nproc=nproc,
+        session, script, args, backend=backend, accuracy=accuracy, aot_rows=after != "dynamo", nproc=nproc,
         trust_program=True,
-    )
+    )  # fmt: skip
+    rate = None  # a flaky failure's, once measured
     while True:
         row = choose_graph(report, after)
         outcome = row.first_failure
@@ -408,29 +403,20 @@ def minify_script(
         )
         try:
             result = minify_case(
-                session,
-                row.case,
-                stage=outcome.stage,
-                target=outcome.failure,
-                accuracy=accuracy,
-                key=key,
-                bisect=report,
-                blame=blame,
-            )
+                session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key,
+                bisect=report, blame=blame, failure_rate=rate,
+            )  # fmt: skip
         except Unconfirmed:
-            if report.retry is None:
+            if report.retry is None and rate is None:
+                # the program's failure, not seen alone yet: seen in some looks, it is flaky and minified so
                 rate = measured_rate(session, row.case, outcome.stage, outcome.failure.signature, accuracy)
-                if rate == 0:
-                    raise NotReproducible(
-                        f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone"
-                    ) from None
-                # seen alone too, in some of the looks: a flaky failure, minified with repeated questions
-                session.log(f"{row.label} fails in {rate:.0%} of its runs alone: flaky; minifying it with repeated questions")
-                result = minify_case(
-                    session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key,
-                    bisect=report, blame=blame, failure_rate=rate,
-                )  # fmt: skip
-                return finished(session, result, subsystem, script, args)
+                if rate > 0:
+                    session.log(f"{row.label} fails in {rate:.0%} of its runs alone: flaky; asking each question again")
+                    continue
+            if report.retry is None:
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone"
+                ) from None
             session.log(
                 f"{row.label} does not fail alone the way it failed in the program; pinning the culprit down again"
             )

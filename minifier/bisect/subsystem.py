@@ -25,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -103,6 +104,7 @@ def drill_down(
     """The subsystem of ``stage`` that breaks ``case`` (None: a stage the bisector does not know, or none of its subsystems)."""
     if stage not in compiler_bisector.DRILLABLE:
         return None
+    # (in the run directory: the queries' children read the bisector's state there; removed once done)
     directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-", dir=session.run_dir)
     asked = functools.partial(passes_with_bisector, case, stage, target, accuracy, directory)
 
@@ -110,7 +112,10 @@ def drill_down(
         result = session.query(asked, f"{case.label()}: which part of {stage} breaks it")
         return bool(result.value)  # (a crash is a failure: False)
 
-    found = compiler_bisector.drill(stage, directory, passes)
+    try:
+        found = compiler_bisector.drill(stage, directory, passes)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
     if found is None:
         return None
     return Subsystem(found.backend, found.subsystem, found.application, _detail(found, case), found.config_change)
@@ -324,9 +329,12 @@ def go_below(
 def confirm_on(session: Session, subsystem: Subsystem, case: GraphCase, target: Signature, accuracy: Accuracy) -> bool:
     """Does the original graph pass with the whole subsystem disabled (one query, on the graph the program failed in)?"""
     directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-confirm-", dir=session.run_dir)
-    compiler_bisector.disable_whole(subsystem.backend, subsystem.name, directory)
-    asked = functools.partial(passes_with_bisector, case, subsystem.backend, target, accuracy, directory)
-    return bool(session.query(asked, f"{case.label()}: confirming {subsystem.name} on the original graph").value)
+    try:
+        compiler_bisector.disable_whole(subsystem.backend, subsystem.name, directory)
+        asked = functools.partial(passes_with_bisector, case, subsystem.backend, target, accuracy, directory)
+        return bool(session.query(asked, f"{case.label()}: confirming {subsystem.name} on the original graph").value)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def add_workaround_to_repro(path: Path, workaround: Workaround) -> None:

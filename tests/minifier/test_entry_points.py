@@ -13,7 +13,7 @@ Three axes (what a user tried, and what the suite never had):
 The cross product is decided in this process (the hook's :class:`ReproOnFailure` as the backend of a real
 ``torch.compile``, with its minification step recorded rather than started); a representative cut runs end to
 end as a user runs it: a script, the variables set, each repro run with torch alone in another directory on an
-empty Inductor cache.
+empty Inductor cache. The longest of those (a minute of processes each) are in the slow group.
 """
 
 from __future__ import annotations
@@ -120,9 +120,13 @@ def run_program(backend, name, guard, *, train):
 LEVEL_OF_SHAPE = {"registered": 2, "own aot_autograd": 1, "plain function": 3}
 
 
-@pytest.mark.parametrize("shape", SHAPES)
+#: ``after`` changes only what the saved graph is minified to, not what is caught: both are walked with a
+#: registered backend, the other shapes after aot.
+AFTER_AND_SHAPE = [("dynamo", "registered"), *(("aot", shape) for shape in SHAPES)]
+
+
+@pytest.mark.parametrize(("after", "shape"), AFTER_AND_SHAPE)
 @pytest.mark.parametrize("where", WHERE)
-@pytest.mark.parametrize("after", ["dynamo", "aot"])
 def test_the_hook_sees_the_failure_wherever_it_happens(after, where, shape, tmp_path):
     planted_name, message, _, train, accuracy = WHERE[where]
     level = 4 if accuracy else LEVEL_OF_SHAPE[shape]
@@ -235,7 +239,7 @@ def torch_alone(repro: Path, where: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("level", ["1", "2"])
+@pytest.mark.parametrize("level", [pytest.param("1", marks=pytest.mark.slow), "2"])
 def test_the_hook_catches_a_backward_that_its_own_aot_autograd_backend_cannot_compile(level, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(TRAINING_LOOP)
@@ -258,6 +262,7 @@ def test_the_hook_catches_a_backward_that_its_own_aot_autograd_backend_cannot_co
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # (a minute of processes: make slow; the cases beside it in make test)
 def test_the_hook_at_level_4_minifies_a_wrong_gradient(model_script, tmp_path):
     script = model_script("planted_backward_accuracy", train=True)
     repros = tmp_path / "repros"
@@ -333,6 +338,7 @@ except Exception as e:
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # (a minute of processes: make slow; the cases beside it in make test)
 def test_minify_on_a_module_compiled_with_a_backend_of_the_script(tmp_path):
     script = tmp_path / "api_user.py"
     script.write_text(API_SCRIPT)
@@ -410,6 +416,7 @@ def test_drawing_the_page_of_a_corrupt_report_is_one_line(content, tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # (a minute of processes: make slow; the cases beside it in make test)
 def test_ctrl_c_below_the_stage_resumes_without_reducing_again(model_script, tmp_path):
     script = model_script("planted_compile_error")
     out = tmp_path / "runs"
@@ -444,6 +451,7 @@ def test_ctrl_c_below_the_stage_resumes_without_reducing_again(model_script, tmp
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # (a minute of processes: make slow; the cases beside it in make test)
 def test_a_program_that_times_out_once_then_fails_is_not_flaky(model_script, tmp_path):
     script = model_script("planted_slow_first")
     env = {"PLANTED_SLOW_FIRST_COUNTER": str(tmp_path / "counter"), "PLANTED_SLOW_FIRST_SECONDS": "60"}

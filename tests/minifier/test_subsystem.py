@@ -88,6 +88,7 @@ def test_inductors_relu_bug_is_its_lowering_and_falling_back_lets_the_program_ru
 
     assert result.below is not None and result.below.subsystem is not None and (result.below.subsystem.backend, result.below.subsystem.name) == ("inductor", "lowerings")
     assert result.below.subsystem.detail == "aten.relu.default" and result.below.confirmed is True
+    assert not list(result.run_dir.glob("pt2kit-*"))  # the bisector's working directories are gone
     workaround = result.below.workaround
     assert workaround is not None and workaround.verified_on == "program" and "make_fallback" in workaround.code
     # the program fails as it is, and runs to the end with the workaround pasted before it

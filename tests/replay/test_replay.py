@@ -763,7 +763,12 @@ def shape_records(tmp_path_factory):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("shape", list(BACKEND_SHAPES))
+@pytest.mark.parametrize(
+    "shape",
+    # a backend defined in the script (the shape users hit) in make test; each other shape, half a minute of minify,
+    # in the slow group
+    [shape if shape == "function" else pytest.param(shape, marks=pytest.mark.slow) for shape in BACKEND_SHAPES],
+)
 def test_replay_minify_carries_a_backend_of_every_shape_into_the_repro(shape_records, shape, tmp_path):
     """The replay script holds the backend's definitions as its own code, so minify carries them on."""
     backend = replay.load(shape_records[shape]).manifest["compile"]["backend"]
