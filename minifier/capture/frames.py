@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import operator
+from types import GetSetDescriptorType
 
 import torch
 import torch.fx as fx
@@ -200,7 +201,11 @@ class _CallRecorder(TorchFunctionMode):
         method = getattr(func, "__name__", "")
         if func is torch.Tensor.__getitem__:
             node = self.graph.call_function(operator.getitem, node_args, node_kwargs)
-        elif getattr(torch.Tensor, method, None) is func and not method.startswith("__"):
+        elif method == "__get__" and isinstance(getattr(func, "__self__", None), GetSetDescriptorType):
+            # a property (``x.T``, ``x.grad``): FX writes ``getattr(x, 'T')``
+            node = self.graph.call_function(getattr, (*node_args, func.__self__.__name__))
+        elif method and getattr(torch.Tensor, method, None) is func:
+            # (an operator's dunder too: ``x.__lshift__(2)`` is how FX writes it, and it imports nothing)
             node = self.graph.call_method(method, node_args, node_kwargs)
         else:
             node = self.graph.call_function(func, node_args, node_kwargs)

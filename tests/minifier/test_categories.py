@@ -213,6 +213,23 @@ def test_a_frame_dynamo_cannot_trace_is_recorded_as_its_torch_calls():
     assert torch.equal(case.gm(x), frame(x))  # the recorded graph computes what the frame did
 
 
+def test_a_recorded_frame_writes_operators_as_python_can_read_them():
+    """``mask << 2`` reaches the recorder as ``Tensor.__lshift__``: the repro must still be valid Python."""
+    from minifier.capture.frames import FailingFrame, lift_frame_calls
+    from minifier.repro.writer import render
+
+    def frame(x):
+        x[0] = 0  # __setitem__
+        return (((x > 0) << 2) | (x < 0)).sum(dim=1) + (x @ x.T)[:, 0].argmax()
+
+    x = torch.randn(4, 3)
+    case = lift_frame_calls(FailingFrame(frame.__code__, frame.__globals__, {"x": x.clone()}, None), None)
+    methods = {n.target for n in case.gm.graph.nodes if n.op == "call_method"}
+    assert {"__lshift__", "__or__", "__setitem__"} <= methods
+    compile(render(case, stage="eager"), "repro.py", "exec")  # raises SyntaxError on an unimportable target
+    assert torch.equal(case.gm(x.clone()), frame(x.clone()))
+
+
 @pytest.mark.e2e
 def test_a_failure_while_dynamo_traces_becomes_the_one_call_it_fails_on(in_process, tmp_path):
     script = tmp_path / "traced.py"
