@@ -1,6 +1,7 @@
 """Reduction: shrink a failing graph while it keeps failing the same way.
 
-- ``engine``: the canonical form (:class:`Candidate`) and the one cached ``consider()``;
+- ``candidate``: the canonical form of a reduced graph (:class:`Candidate`);
+- ``engine``: builds a candidate's graph, and the one cached ``consider()``;
 - ``passes``: short functions that propose smaller candidates to it;
 - ``queries``: how a candidate is asked: an isolated query through the failing stage;
 - ``checkpoint``: an interrupted minification resumes where it stopped.

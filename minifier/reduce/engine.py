@@ -2,8 +2,9 @@
 
 The design follows Minithesis. Every candidate is a point in a canonical form, a
 :class:`Candidate` that says which *op nodes of the original graph* are kept, which
-of them are returned, which inputs are replaced by random stand-ins, which config
-entries are kept and whether backward runs. A graph is never edited in place: each
+of them are returned, which are replaced by a same-shaped value they read (an operand,
+or an input), which inputs are replaced by random stand-ins, which config entries are
+kept and whether backward runs. A graph is never edited in place: each
 candidate is rebuilt from the original (:meth:`Reducer.build`). Where a kept node
 reads a value from a node that is not kept, that value becomes a new graph input,
 fed with the concrete value the original graph computes there (or inlined, when
@@ -22,7 +23,6 @@ run in order until none makes progress (:meth:`Reducer.run`).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -32,6 +32,7 @@ import torch.fx as fx
 
 from ..errors import plural
 from ..unit.case import GraphCase, GraphInput, TensorMeta, has_effect
+from .candidate import Candidate
 from ..unit.signature import Signature
 from ..capture.casemaker import random_seed
 from ..unit.graphio import constants_of, node_meta
@@ -44,59 +45,6 @@ OP_KINDS = ("call_function", "call_method", "call_module")
 
 class Unconfirmed(Exception):
     """An assumed failure (seen in the program's run) did not happen when the graph ran alone."""
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A reduced version of the original graph, described relative to it."""
-
-    kept: tuple[str, ...]  # op nodes of the original graph, in graph order
-    outputs: tuple[str, ...]  # kept nodes the graph returns
-    random: frozenset[str] = frozenset()  # inputs replaced by seeded random tensors
-    config: frozenset[tuple[str, str]] = frozenset()  # (config module, key) entries kept
-    backward: bool = True
-    merged: frozenset[tuple[str, str]] = frozenset()  # (input, equal-valued input it reads instead)
-    static: bool = False  # every size concrete (the original's symbolic sizes dropped)
-    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs given smaller (random, contiguous) values
-
-    def key(self) -> str:
-        return json.dumps(
-            [
-                self.kept,
-                self.outputs,
-                sorted(self.random),
-                sorted(self.config),
-                self.backward,
-                sorted(self.merged),
-                self.static,
-                sorted(self.shapes),
-            ]
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kept": list(self.kept),
-            "outputs": list(self.outputs),
-            "random": sorted(self.random),
-            "config": sorted(list(c) for c in self.config),
-            "backward": self.backward,
-            "merged": sorted(list(m) for m in self.merged),
-            "static": self.static,
-            "shapes": [[name, list(shape)] for name, shape in self.shapes],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Candidate:
-        return cls(
-            kept=tuple(data["kept"]),
-            outputs=tuple(data["outputs"]),
-            random=frozenset(data["random"]),
-            config=frozenset(tuple(c) for c in data["config"]),
-            backward=data["backward"],
-            merged=frozenset(tuple(m) for m in data["merged"]),
-            static=data.get("static", False),
-            shapes=tuple((name, tuple(shape)) for name, shape in data.get("shapes", ())),
-        )
 
 
 #: Runs built cases (side by side, each in an isolated worker) and classifies each; each
@@ -123,6 +71,8 @@ class Reducer:
     blamed: tuple[str, ...] = ()
     # (kept, outputs, ...) left 1-minimal (see settle)
     settled_structures: set[tuple[Any, ...]] = field(default_factory=set)
+    # (kept, outputs, ...) whose nodes were each asked about once with a stand-in (see passes.replace_by_operands)
+    replaced_structures: set[tuple[Any, ...]] = field(default_factory=set)
     best: Candidate = field(init=False)
     _nodes: dict[str, fx.Node] = field(init=False, repr=False)
     _order: dict[str, int] = field(init=False, repr=False)
@@ -170,19 +120,21 @@ class Reducer:
 
     def normalize(self, c: Candidate) -> Candidate:
         """The canonical version of ``c``: buildable, no dead code, no stale references."""
-        kept = set(c.kept)
+        subs = dict(c.substituted)
+        kept = set(c.kept) - subs.keys()
         # A kept node that reads a cut value which cannot become an input (a tuple)
         # is cut too; its own value then becomes the input.
         changed = True
         while changed:
             changed = False
             for name in sorted(kept, key=self._order.__getitem__):
-                node = self._nodes[name]
-                if any(a.name not in kept and not self._is_cut_value(a.name, c.static) for a in node.all_input_nodes):
+                if any(a not in kept and not self._is_cut_value(a, c.static) for a in self.reads(name, subs)):
                     kept.discard(name)
                     changed = True
         outputs = tuple(
-            o for o in dict.fromkeys(c.outputs) if o in kept and self.info.get(o, NodeInfo("other")).kind == "tensor"
+            o
+            for o in dict.fromkeys(self.resolve(o, subs) for o in c.outputs)
+            if o in kept and self.info.get(o, NodeInfo("other")).kind == "tensor"
         )
         # Dead code: keep what the outputs need, and side effects.
         live: set[str] = set()
@@ -192,9 +144,13 @@ class Reducer:
             if name in live:
                 continue
             live.add(name)
-            todo.extend(a.name for a in self._nodes[name].all_input_nodes if a.name in kept)
+            todo.extend(a for a in self.reads(name, subs) if a in kept)
         kept_order = tuple(sorted(live, key=self._order.__getitem__))
-        inputs = set(self.input_names(kept_order))
+        # the substitutions still read: by a kept node, or by an output
+        used = {pair for name in kept_order for a in self._nodes[name].all_input_nodes for pair in self._chain(a.name, subs)}
+        used |= {pair for o in c.outputs if self.resolve(o, subs) in outputs for pair in self._chain(o, subs)}
+        substituted = frozenset(used)
+        inputs = set(self.input_names(kept_order, substituted))
         merged = frozenset((a, b) for a, b in c.merged if a in inputs and b in inputs)
         return replace(
             c,
@@ -204,25 +160,59 @@ class Reducer:
             shapes=tuple(sorted((n, shape) for n, shape in c.shapes if n in inputs and n in c.random)),
             merged=merged,
             backward=c.backward and self.origin.boundary == "dynamo" and self.origin.backward,
+            substituted=substituted,
         )
 
-    def input_names(self, kept: Iterable[str]) -> list[str]:
+    def resolve(self, name: str, subs: dict[str, str]) -> str:
+        """The node whose value a read of ``name`` gets, once substitutions are followed."""
+        for _ in range(len(subs) + 1):
+            if name not in subs:
+                return name
+            name = subs[name]
+        raise ValueError(f"substitutions form a cycle at {name}")
+
+    def _chain(self, name: str, subs: dict[str, str]) -> list[tuple[str, str]]:
+        """The substitutions a read of ``name`` goes through."""
+        pairs = []
+        while name in subs and len(pairs) <= len(subs):
+            pairs.append((name, subs[name]))
+            name = subs[name]
+        return pairs
+
+    def reads(self, name: str, subs: dict[str, str]) -> list[str]:
+        """The nodes an op node reads, each substitution followed."""
+        return [self.resolve(a.name, subs) for a in self._nodes[name].all_input_nodes]
+
+    def input_names(self, kept: Iterable[str], substituted: Iterable[tuple[str, str]] = ()) -> list[str]:
         """Inputs a kept set needs: original placeholders first, then cut values, in graph order."""
-        kept = set(kept)
+        kept, subs = set(kept), dict(substituted)
         needed: set[str] = set()
         for name in kept:
-            for a in self._nodes[name].all_input_nodes:
-                if (
-                    a.name not in kept
-                    and a.op != "get_attr"
-                    and (a.op == "placeholder" or self.info[a.name].kind == "tensor")
-                ):
-                    needed.add(a.name)
+            for a in self.reads(name, subs):
+                node = self._nodes[a]
+                if a not in kept and node.op != "get_attr" and (node.op == "placeholder" or self.info[a].kind == "tensor"):
+                    needed.add(a)
         return sorted(needed, key=lambda n: (self._nodes[n].op != "placeholder", self._order[n]))
+
+    def stand_ins(self, name: str, c: Candidate) -> list[str]:
+        """Values a kept op node could be replaced by: its operands, then the graph's inputs, of its very shape and dtype."""
+        node = self._nodes[name]
+        meta = self._meta(name)
+        if meta is None or has_effect(node) or node.op not in OP_KINDS:
+            return []
+        subs = dict(c.substituted)
+        operands = self.reads(name, subs)
+        inputs = [n.name for n in self.origin.gm.graph.find_nodes(op="placeholder")]
+        same = []
+        for other in dict.fromkeys(operands + inputs):
+            m = self._meta(other)
+            if other != name and m is not None and (m.shape, m.dtype, m.device) == (meta.shape, meta.dtype, meta.device):
+                same.append(other)
+        return same
 
     def size(self, c: Candidate) -> tuple[int, ...]:
         """Smaller is better: op nodes, then outputs, inputs, real-data inputs, config, backward."""
-        inputs = self.input_names(c.kept)
+        inputs = self.input_names(c.kept, c.substituted)
         real = [i for i in inputs if i not in c.random and self._input_is_tensor(i)]
         numel = sum(math.prod(shape) for _, shape in c.shapes) - sum(math.prod(self._shape(n)) for n, _ in c.shapes)
         return (
@@ -279,9 +269,10 @@ class Reducer:
         kept = set(c.kept)
         origin_inputs = {i.name: i for i in self.origin.inputs}
         aliases = dict(c.merged)
+        subs = dict(c.substituted)
         inputs: list[GraphInput] = []
         input_nodes: list[str] = []  # the node each input feeds (a dynamo placeholder l_x_ reads input L_x_)
-        for name in self.input_names(kept):
+        for name in self.input_names(kept, c.substituted):
             if name in aliases:
                 continue
             input_nodes.append(name)
@@ -307,6 +298,7 @@ class Reducer:
             env[self._nodes[alias]] = env[self._nodes[target]]
 
         def arg(node: fx.Node) -> Any:
+            node = self._nodes[self.resolve(node.name, subs)]
             if node in env:
                 return env[node]
             if node.op == "get_attr":

@@ -30,6 +30,9 @@ Each pass looks at the reducer's best candidate so far and asks
   settled, and the node searches above skip it in later rounds, when only its
   inputs' values, sizes or config change (when random inputs loosen the accuracy
   rule, only its single-node drops are asked again);
+- :func:`replace_by_operands`: on a graph delta debugging left 1-minimal, each node
+  replaced by a same-shaped operand (or input) its readers read instead, one query a
+  node: what a failure needs computed in front of an op, which a cut feeds in;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
 - :func:`drop_backward`, :func:`make_static` (a dynamic-shape graph tried with every
   size concrete);
@@ -273,6 +276,27 @@ def delta_debugging(r: Reducer) -> None:
         r.settle()
 
 
+def replace_by_operands(r: Reducer) -> None:
+    """Each node replaced by a same-shaped value it reads (an operand, else a graph input): its readers read that.
+
+    Delta debugging's cut feeds a dropped node's value in as an input. A failure that
+    needs its readers to read something *computed* (two ops fused across it: ``where(m,
+    a, 0)`` between ``a``'s op and the next) survives only this replacement, a structure
+    no cut reaches. Asked on a graph delta debugging left 1-minimal, last node first,
+    one stand-in a node (:meth:`~minifier.reduce.engine.Reducer.stand_ins`): at most one
+    query per node, once per graph.
+    """
+    c = r.normalize(r.best)
+    if len(c.kept) < 2 or not r.settled() or r._structure(c) in r.replaced_structures:
+        return
+    for name in reversed(c.kept):
+        current = r.normalize(r.best)
+        if name in current.kept and (stand_ins := r.stand_ins(name, current)):
+            r.consider(replace(current, substituted=current.substituted | {(name, stand_ins[0])}))
+    r.replaced_structures.add(r._structure(c))
+    r.replaced_structures.add(r._structure(r.normalize(r.best)))
+
+
 def remove_outputs(r: Reducer) -> None:
     """ddmin over the outputs (the graph keeps at least one)."""
     _ddmin(
@@ -285,7 +309,7 @@ def remove_outputs(r: Reducer) -> None:
 def consolidate_inputs(r: Reducer) -> None:
     """Inputs with equal values (e.g. two cuts of the same tensor) are read from one input."""
     groups: dict[str, list[str]] = {}
-    for name in r.input_names(r.best.kept):
+    for name in r.input_names(r.best.kept, r.best.substituted):
         digest = r.info[name].digest if name in r.info else None
         if digest is not None:
             groups.setdefault(digest, []).append(name)
@@ -323,7 +347,7 @@ def finish_at_once(r: Reducer) -> None:
     When they do not fail, the passes ask as before and find these answers cached; a
     failure that needs real values pays one round more.
     """
-    tensors = [n for n in r.input_names(r.best.kept) if r._input_is_tensor(n)]
+    tensors = [n for n in r.input_names(r.best.kept, r.best.substituted) if r._input_is_tensor(n)]
     random = replace(r.best, random=r.best.random | set(tensors))
     ones = [(name, d) for name, shape in _current_shapes(r, random) for d, n in enumerate(shape) if n > 1]
     small = _resized(r, ones, 1, random) if ones and not _already_small(r, random) else random
@@ -333,7 +357,7 @@ def finish_at_once(r: Reducer) -> None:
 
 def randomize_inputs(r: Reducer) -> None:
     """Replace real input values by seeded random ones wherever the failure survives it."""
-    names = [n for n in r.input_names(r.best.kept) if r._input_is_tensor(n) and n not in r.best.random]
+    names = [n for n in r.input_names(r.best.kept, r.best.substituted) if r._input_is_tensor(n) and n not in r.best.random]
     _shrink_set(r, names, lambda group: replace(r.best, random=r.best.random | set(group)))
 
 
@@ -385,7 +409,7 @@ def _current_shapes(r: Reducer, base: Candidate | None = None) -> list[tuple[str
     shapes = dict(base.shapes)
     return [
         (name, shapes.get(name, r._shape(name)))
-        for name in r.input_names(base.kept)
+        for name in r.input_names(base.kept, base.substituted)
         if name in base.random and r._input_is_tensor(name)
     ]
 
@@ -460,6 +484,7 @@ PASSES: list[Callable[[Reducer], None]] = [
     remove_prefix,
     cut_between,
     delta_debugging,
+    replace_by_operands,
     remove_outputs,
     consolidate_inputs,
     drop_backward,

@@ -939,3 +939,50 @@ def test_every_capture_event_reads_back_as_it_was_written_and_a_cut_line_is_skip
     # a graph pt2kit could not name is known by its label, which is no graph id
     (tmp_path / "events.jsonl").write_text(events.to_line(events.Failed(boom, graph="a inference graph")))
     assert read_capture(tmp_path).failed_graph == "a inference graph" and read_capture(tmp_path).failed_id is None
+
+
+def _fused_judge(target):
+    """Fails while some cos reads a value an op computed from a sin (not one fed in): a fusion bug's shape."""
+    from minifier.unit.signature import Failure
+    from minifier.stages.run import Outcome
+
+    def computed_from_sin(node):
+        return node.op == "call_function" and (
+            node.target is torch.ops.aten.sin.default or any(computed_from_sin(a) for a in node.all_input_nodes)
+        )
+
+    def fails(case):
+        cos = case.gm.graph.find_nodes(op="call_function", target=torch.ops.aten.cos.default)
+        return any(computed_from_sin(a) for n in cos for a in n.all_input_nodes)
+
+    def query(candidates):
+        for case, _, _ in candidates:
+            case.gm(*[torch.randn(i.meta.shape) for i in case.inputs])  # every candidate built runs
+        return [Outcome("judge", Failure(target) if fails(case) else None, 0.0) for case, _, _ in candidates]
+
+    return query
+
+
+def test_a_node_whose_readers_need_something_computed_is_replaced_by_its_operand():
+    # sin -> abs -> cos fails while cos reads what sin computed. No cut removes abs (cos
+    # would read an input), and delta debugging leaves all three: replacing abs by its
+    # operand, sin, keeps the failure with two ops, and the repro computes cos(sin(x)).
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from minifier.reduce.engine import Candidate, Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case
+    from minifier.unit.signature import Signature
+
+    x = torch.randn(4)
+    gm = make_fx(lambda x: torch.cos(torch.abs(torch.sin(x)) * 1))(x)
+    case = GraphCase(gm, [GraphInput("x_1", x, TensorMeta.of(x))], backend="inductor")
+    target = Signature("compile_error", "RuntimeError", "fused")
+    reducer = Reducer(case, profile_case(case), target, _fused_judge(target))
+    best = reducer.run(PASSES)
+    assert [n.split("_")[0] for n in best.kept] == ["sin", "cos"], best
+    assert {s for s, _ in best.substituted} >= {n for n in reducer.initial().kept if n.startswith(("abs", "mul"))}
+    built = reducer.best_case()
+    assert torch.equal(built.gm(x)[0], torch.cos(torch.sin(x)))
+    assert Candidate.from_json(best.to_json()) == best  # a checkpoint keeps the substitutions
+    # the stand-ins are of the node's very shape
+    assert all(reducer._meta(s).shape == (4,) for n in best.kept for s in reducer.stand_ins(n, best))

@@ -18,7 +18,8 @@ answer) on a copy of the program, run once per session. Then:
   directory, run with pt2kit unimportable and a fresh ``TORCHINDUCTOR_CACHE_DIR``, fails
   with the report's signature (a warm cache once made a repro "fail" nowhere else);
 - ``test_repro_is_one_minimal``: dropping any one op of the repro (its value becomes an
-  input, fed with what the graph computed there) makes the failure go away;
+  input, fed with what the graph computed there), or replacing it by a same-shaped
+  operand or input that its readers read instead, makes the failure go away;
 - ``test_subsystem_and_workaround_are_the_bugs`` (where ``CASE`` names a ``subsystem``:
   those runs go below the stage): the subsystem and its guilty application are the
   bug's, and the program, which fails on its own in a fresh process on an empty
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import functools
+from dataclasses import replace
 import json
 import math
 import os
@@ -196,18 +198,26 @@ def test_repro_is_one_minimal(name, bugs_base):
         assert profiled.value is not None, profiled.failure
         reducer = Reducer(case, profiled.value, loaded.failure, query=lambda candidates: [])
         still_failing = []
-        for node in case.op_nodes:
-            candidate = reducer.normalize(reducer.without([node.name]))
+        best = reducer.best
+        # each op dropped (its value fed in), and each replaced by a same-shaped operand or input
+        smaller = [(f"without {node.name}", reducer.without([node.name], best)) for node in case.op_nodes]
+        smaller += [
+            (f"{node.name} replaced by {stand_in}", replace(best, substituted=frozenset({(node.name, stand_in)})))
+            for node in case.op_nodes
+            for stand_in in reducer.stand_ins(node.name, best)[:1]
+        ]
+        for label, candidate in smaller:
+            candidate = reducer.normalize(candidate)
             if not candidate.kept:
                 continue  # nothing left: an empty graph fails nowhere
-            smaller = realize(reducer.build(candidate), case)
-            asked = session.query(functools.partial(run_case, smaller, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), f"without {node.name}")
+            built = realize(reducer.build(candidate), case)
+            asked = session.query(functools.partial(run_case, built, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), label)
             outcome = asked.value if asked.value is not None else Outcome(loaded.stage, asked.failure, asked.seconds)
             if outcome.failure is not None and outcome.failure.signature == loaded.failure:
-                still_failing.append(node.name)
+                still_failing.append(label)
     finally:
         session.close()
-    assert still_failing == [], f"{name}: the repro still fails without {still_failing}"
+    assert still_failing == [], f"{name}: the repro still fails {still_failing}"
 
 
 @pytest.mark.parametrize("name", [name for name in BUGS if "subsystem" in case_of(name)])

@@ -1,0 +1,72 @@
+"""The canonical form of a reduced graph: a :class:`Candidate`, described relative to the original.
+
+A candidate never holds a graph. It names which op nodes of the original graph stay,
+which of them are returned, and what stands in for the rest (inputs, random values,
+same-shaped operands); :meth:`minifier.reduce.engine.Reducer.build` makes the graph.
+Its :meth:`~Candidate.key` is what the reducer's cache and checkpoint are keyed by.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A reduced version of the original graph, described relative to it."""
+
+    kept: tuple[str, ...]  # op nodes of the original graph, in graph order
+    outputs: tuple[str, ...]  # kept nodes the graph returns
+    random: frozenset[str] = frozenset()  # inputs replaced by seeded random tensors
+    config: frozenset[tuple[str, str]] = frozenset()  # (config module, key) entries kept
+    backward: bool = True
+    merged: frozenset[tuple[str, str]] = frozenset()  # (input, equal-valued input it reads instead)
+    static: bool = False  # every size concrete (the original's symbolic sizes dropped)
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # inputs given smaller (random, contiguous) values
+    # (op node, the same-shaped node its readers read instead): structure no cut can reach, where the
+    # failure needs the node's operand computed by the op before it, not fed in
+    substituted: frozenset[tuple[str, str]] = frozenset()
+
+    def key(self) -> str:
+        return json.dumps(
+            [
+                self.kept,
+                self.outputs,
+                sorted(self.random),
+                sorted(self.config),
+                self.backward,
+                sorted(self.merged),
+                self.static,
+                sorted(self.shapes),
+                sorted(self.substituted),
+            ]
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kept": list(self.kept),
+            "outputs": list(self.outputs),
+            "random": sorted(self.random),
+            "config": sorted(list(c) for c in self.config),
+            "backward": self.backward,
+            "merged": sorted(list(m) for m in self.merged),
+            "static": self.static,
+            "shapes": [[name, list(shape)] for name, shape in self.shapes],
+            "substituted": sorted(list(s) for s in self.substituted),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Candidate:
+        return cls(
+            kept=tuple(data["kept"]),
+            outputs=tuple(data["outputs"]),
+            random=frozenset(data["random"]),
+            config=frozenset(tuple(c) for c in data["config"]),
+            backward=data["backward"],
+            merged=frozenset(tuple(m) for m in data["merged"]),
+            static=data.get("static", False),
+            shapes=tuple((name, tuple(shape)) for name, shape in data.get("shapes", ())),
+            substituted=frozenset(tuple(s) for s in data.get("substituted", ())),
+        )
