@@ -153,6 +153,38 @@ def is_symbolic(case: GraphCase) -> bool:
     return any(i.symbolic_dims or i.derived_from or i.symbolic_int for i in case.inputs)
 
 
+#: Ops whose output, or whose output's size, depends on the data (``x.item()``, ``nonzero``):
+#: traced, each makes an unbacked symbol, which only a shape environment can hold.
+DATA_DEPENDENT_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
+
+
+def reads_data(case: GraphCase) -> bool:
+    """Does the graph (or a higher-order op's body in it) hold an op whose result depends on the data?
+
+    An aot graph of such ops cannot be traced again on real tensors
+    (``make_fx(tracing_mode='real')`` refuses ``_local_scalar_dense``); it is traced on fake
+    ones in a shape environment, static sizes and all (:func:`traces_on_fakes`), as AOTAutograd did.
+    """
+    from ..unit.graphio import subgraphs
+
+    def walk(gm: torch.fx.GraphModule) -> bool:
+        for node in gm.graph.nodes:
+            tags = getattr(node.target, "tags", ()) if node.op == "call_function" else ()
+            if any(tag in tags for tag in DATA_DEPENDENT_TAGS):
+                return True
+        return any(walk(body) for body in subgraphs(gm).values())
+
+    return walk(case.gm)
+
+
+def traces_on_fakes(case: GraphCase) -> bool:
+    """Is an aot graph handed to its compiler as fake inputs in a shape environment (``symbolic_inputs``)?
+
+    When sizes are symbolic, and when an op makes a size out of the data (:func:`reads_data`).
+    """
+    return is_symbolic(case) or reads_data(case)
+
+
 def symbolic_inputs_function(case: GraphCase) -> str:
     """``symbolic_inputs``: an aot graph's fake inputs with exactly the dims that were symbolic."""
     dims = {k: list(i.symbolic_dims) for k, i in enumerate(case.inputs) if i.symbolic_dims}

@@ -11,8 +11,10 @@
   straight to the compiler its backend handed it: Inductor's ``compile_fx_inner``,
   the user's compiler by import, or the one in the backend's ``kwargs``
   (:data:`AOT_COMPILER_KEYS`); the eager stages (:data:`EAGER_STAGES`) run it as it
-  is. A graph compiled with symbolic sizes is traced on fake inputs with those
-  sizes (``symbolic_inputs``, :mod:`minifier.repro.inputs`).
+  is. A graph compiled with symbolic sizes, or holding an op that makes a size out
+  of the data (``x.item()``), is traced on fake inputs in a shape environment, with
+  those sizes symbolic and the rest static (``symbolic_inputs``,
+  :mod:`minifier.repro.inputs`).
 
 ``run_eager`` is the same graph, not compiled: the accuracy check's reference.
 :func:`backend_expression` names the backend: a registered name, a
@@ -22,7 +24,7 @@
 from __future__ import annotations
 
 from ..unit.case import BACKEND_NAME, INDUCTOR_INNER_COMPILE, GraphCase
-from .inputs import is_symbolic, program_inputs
+from .inputs import is_symbolic, program_inputs, traces_on_fakes
 
 
 #: The stages that run no compiler of their own: an aot graph goes through them as it is.
@@ -102,8 +104,7 @@ def _run_aot(case: GraphCase, stage: str) -> str:
     # tracing runs the graph, which may write into its inputs, and a special input (a ZeroTensor)
     # reaches only the compiled code.
     trace = "    examples = copies(inputs)\n    gm = make_fx(mod, tracing_mode='real')(*examples)\n"
-    symbolic = is_symbolic(case)
-    if symbolic:  # the compiler sees fake inputs with the program's symbolic sizes, as it did then
+    if traces_on_fakes(case):  # the compiler sees fake inputs with the program's symbolic sizes, as it did then
         trace = "    mode, examples = symbolic_inputs(inputs)\n    with mode:\n        gm = make_fx(mod, tracing_mode='real')(*examples)\n"
     if stage in EAGER_STAGES:
         doc = f"{stage} runs aot graphs as they are"

@@ -51,6 +51,7 @@ from .inputs import (
     data_of,
     inputs_function,
     is_symbolic,
+    traces_on_fakes,
     program_class,
     program_inputs,
     symbolic_inputs_function,
@@ -118,7 +119,7 @@ def render(
         module_class(case),
         program_class(case),
         symbolic_inputs_function(case)
-        if case.boundary == "aot" and is_symbolic(case) and stage not in EAGER_STAGES
+        if case.boundary == "aot" and traces_on_fakes(case) and stage not in EAGER_STAGES
         else "",
         data_function(data_file),
         inputs_function(case),
@@ -131,7 +132,7 @@ def render(
         parts.append(inspect.getsource(call_hop).strip())
     if any(i.is_random for i in case.inputs):
         parts.append(inspect.getsource(rand_tensor).strip())
-    traced = case.boundary == "aot" and stage not in EAGER_STAGES and not is_symbolic(case)  # (see repro_run._run_aot)
+    traced = case.boundary == "aot" and stage not in EAGER_STAGES and not traces_on_fakes(case)  # (see repro_run._run_aot)
     if traced or any(i.is_tensor and not i.is_random for i in case.inputs):
         parts.append(inspect.getsource(clone_input).strip())
     if traced:

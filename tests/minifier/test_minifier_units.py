@@ -986,3 +986,24 @@ def test_a_node_whose_readers_need_something_computed_is_replaced_by_its_operand
     assert Candidate.from_json(best.to_json()) == best  # a checkpoint keeps the substitutions
     # the stand-ins are of the node's very shape
     assert all(reducer._meta(s).shape == (4,) for n in best.kept for s in reducer.stand_ins(n, best))
+
+
+def test_an_aot_graph_that_makes_a_size_from_data_is_traced_on_fakes_in_its_repro(tmp_path):
+    # nonzero's size is the data's: make_fx on real tensors refuses such a graph
+    # (data-dependent), so its compiler gets fake inputs in a shape environment, static
+    # sizes and all, as AOTAutograd handed them in the program. The failure then reproduces.
+    import planted  # noqa: F401  registers planted_compile_error (rejects cos)
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from minifier.repro.inputs import reads_data
+    from minifier.stages.run import run_case
+
+    def f(x):
+        return (torch.nonzero(x).float().cos(),)
+
+    x = torch.tensor([0.0, 1.0, 0.0, 2.0])
+    gm = make_fx(f, tracing_mode="symbolic")(x)
+    case = GraphCase(gm, [GraphInput("x_1", x, TensorMeta.of(x))], boundary="aot", kind="inference", backend="planted_compile_error")
+    assert reads_data(case) and not reads_data(_chain([torch.ops.aten.cos.default], x))
+    assert "symbolic_inputs(inputs)" in render(case, stage="planted_compile_error")
+    outcome = run_case(case, "planted_compile_error")
+    assert outcome.failure is not None and "cos" in outcome.failure.signature.message, outcome
