@@ -249,8 +249,8 @@ def second_look(
                 )
             if captured is not None and captured.state_missing:
                 raise NotReproducible(
-                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and the program changed torch's compiler "
-                    "tables in ways no repro can carry: " + "; ".join(captured.state_missing),
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and the program changed torch "
+                    "(its compiler tables, or functions and attributes) in ways no repro can carry: " + "; ".join(captured.state_missing),
                     state_missing=captured.state_missing,
                 )
             measured = failure_rate(session, case, stage, first, second, accuracy=accuracy, label=row.label)
@@ -355,7 +355,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
     elif captured.state_missing:
-        hint = "; the program changed torch's compiler tables in ways no repro can carry: " + "; ".join(
+        hint = "; the program changed torch (its compiler tables, or functions and attributes) in ways no repro can carry: " + "; ".join(
             captured.state_missing
         )
     elif captured.unrecoverable:

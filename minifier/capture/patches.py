@@ -13,8 +13,9 @@ cannot reproduce on its own:
   assignments that install them);
 - :func:`state_modules` names the user modules whose functions sit in those tables
   (a repro imports them);
-- :func:`state_missing` names what no repro can carry (a lambda, a function of a
-  module no repro can import): exit 5 and ``report.json``'s ``state_missing`` say it.
+- :func:`state_missing` names what no repro can carry (a lambda or a nested function,
+  in a table or as an attribute; a function of a module no repro can import): exit 5
+  and ``report.json``'s ``state_missing`` say it.
 """
 
 from __future__ import annotations
@@ -32,54 +33,89 @@ if TYPE_CHECKING:
     from ..unit.case import GraphCase
 
 
-def script_patches() -> dict[str, str]:
+def script_patches(attributes: list[tuple[str, types.FunctionType]] | None = None) -> dict[str, str]:
     """Functions of the user's script installed into torch's modules: ``{torch target: function name}``.
 
     A program can break torch on purpose (a test planting a bug in Inductor's
     codegen) or by accident. Such a patch lives in the script, not in any graph, so a
     repro must carry it (:func:`minifier.capture.extract.slice_script` keeps the assignment)
-    or the failure cannot reproduce on its own.
+    or the failure cannot reproduce on its own. Only named top-level functions can be
+    sliced out of the script; the rest are :func:`state_missing`.
     """
-    found: dict[str, str] = {}
+    attributes = attribute_patches() if attributes is None else attributes
+    found = {where: fn.__name__ for where, fn in attributes if _carried_as_source(fn)}
+    for where, fn in compiler_state.user_entries():  # a lowering or decomposition the script put in a table
+        if _carried_as_source(fn):
+            found[where] = fn.__name__
+    return found
 
-    # Only raw dict entries and type checks: touching arbitrary attributes of torch's
-    # modules runs lazy initializers (CUDA, deprecated aliases) in the user's program.
-    def user_function(value: Any) -> str | None:
+
+def attribute_patches() -> list[tuple[str, types.FunctionType]]:
+    """User functions that are attributes of torch's modules or of their classes: ``(torch target, function)``.
+
+    A user function is the script's or one of the user's own modules' (never a library's:
+    torch's modules hold functions they import from elsewhere, ``typing.cast``, by design).
+    """
+    found: list[tuple[str, types.FunctionType]] = []
+    users: dict[str, bool] = {}  # module name -> is it the user's (asked once a scan)
+
+    def user_function(value: Any) -> types.FunctionType | None:
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
-        if isinstance(value, types.FunctionType) and value.__module__ in MAIN_MODULES:
-            return value.__name__
-        return None
+        if not isinstance(value, types.FunctionType):
+            return None
+        module = str(value.__module__)
+        if module.startswith(("torch", "functorch")):
+            return None
+        if module not in users:
+            users[module] = module in MAIN_MODULES or module_import_spec(module) is not None
+        return value if users[module] else None
 
     import warnings
 
     with warnings.catch_warnings():  # (a deprecated alias warns when merely looked at)
         warnings.simplefilter("ignore")
-        _scan(found, user_function)
-    for where, fn in compiler_state.user_entries():  # a lowering or decomposition the script put in a table
-        if (name := user_function(fn)) is not None and name != "<lambda>":
-            found[where] = name
+        # Only raw dict entries and type checks: touching arbitrary attributes of torch's
+        # modules runs lazy initializers (CUDA, deprecated aliases) in the user's program.
+        for name, module in list(sys.modules.items()):
+            if not name.startswith("torch.") or not isinstance(module, types.ModuleType):
+                continue
+            for attr, value in list(module.__dict__.items()):
+                if (fn := user_function(value)) is not None:
+                    found.append((f"{name}.{attr}", fn))
+                elif isinstance(value, type) and value.__dict__.get("__module__") == name:
+                    for member, inner in list(value.__dict__.items()):
+                        if (fn := user_function(inner)) is not None:
+                            found.append((f"{name}.{attr}.{member}", fn))
     return found
 
 
-def state_modules() -> list[tuple[str, str]]:
-    """The user modules whose functions sit in torch's compiler tables: a repro imports them (they install them)."""
-    modules = [module_import_spec(str(getattr(fn, "__module__", ""))) for _, fn in compiler_state.user_entries()]
+def _carried_as_source(fn: Any) -> bool:
+    """A named function at the top of the script: a repro carries its source and the assignment that installs it."""
+    return str(getattr(fn, "__module__", "")) in MAIN_MODULES and "<" not in getattr(fn, "__qualname__", "<")
+
+
+def state_modules(attributes: list[tuple[str, types.FunctionType]] | None = None) -> list[tuple[str, str]]:
+    """The user modules whose functions sit in torch (tables, attributes): a repro imports them (they install them)."""
+    attributes = attribute_patches() if attributes is None else attributes
+    functions = [fn for _, fn in compiler_state.user_entries()] + [fn for _, fn in attributes]
+    modules = [module_import_spec(str(getattr(fn, "__module__", ""))) for fn in functions]
     return list(dict.fromkeys(spec for spec in modules if spec is not None))
 
 
-def state_missing() -> list[str]:
-    """Changes to torch's compiler tables that no repro can carry (:mod:`minifier.seams.compiler_state`).
+def state_missing(attributes: list[tuple[str, types.FunctionType]] | None = None) -> list[str]:
+    """Changes to torch that no repro can carry: in its compiler tables (:mod:`minifier.seams.compiler_state`), or as attributes.
 
-    An entry whose code is a lambda, or lives in a module a repro cannot import (it is
-    neither the script, carried as source, nor a user module), is named instead: the
-    failure may need it.
+    A function that is a lambda or nested in another (no name in the script to slice
+    out), or that lives in a module a repro cannot import (neither the script, carried
+    as source, nor a user module), is named instead: the failure may need it.
     """
+    attributes = attribute_patches() if attributes is None else attributes
     missing = []
-    for where, fn in compiler_state.user_entries():
+    for where, fn in [*compiler_state.user_entries(), *attributes]:
         module = str(getattr(fn, "__module__", ""))
         name = getattr(fn, "__qualname__", type(fn).__name__)
-        if module in MAIN_MODULES and "<lambda>" not in name:
+        if _carried_as_source(fn):
             continue  # carried as source (script_patches)
         if module not in MAIN_MODULES and module_import_spec(module) is not None:
             continue  # its module is the user's: the repro imports it
@@ -87,24 +123,11 @@ def state_missing() -> list[str]:
     return missing
 
 
-def _scan(found: dict[str, str], user_function: Callable[[Any], str | None]) -> None:
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("torch.") or not isinstance(module, types.ModuleType):
-            continue
-        for attr, value in list(module.__dict__.items()):
-            if (fn := user_function(value)) is not None:
-                found[f"{name}.{attr}"] = fn
-            elif isinstance(value, type) and value.__dict__.get("__module__") == name:
-                for member, inner in list(value.__dict__.items()):
-                    if (fn := user_function(inner)) is not None:
-                        found[f"{name}.{attr}.{member}"] = fn
-
-
-def patch_definitions() -> tuple[dict[str, str], str]:
+def patch_definitions(attributes: list[tuple[str, types.FunctionType]] | None = None) -> tuple[dict[str, str], str]:
     """The script's patches of torch (:func:`script_patches`) and the source that makes them."""
     from .extract import slice_script
 
-    patches = script_patches()
+    patches = script_patches(attributes)
     if not patches:
         return {}, ""
     source = script_source()
@@ -146,5 +169,6 @@ INDUCTOR_CONFIG = "torch._inductor.config"
 
 def program_state() -> ProgramState:
     """The program's changes to torch right now (read at each compile: a script may patch torch between two)."""
-    patches, carried = patch_definitions()
-    return ProgramState(patches, carried, state_modules(), state_missing())
+    attributes = attribute_patches()  # (one scan of torch's modules, read by all three)
+    patches, carried = patch_definitions(attributes)
+    return ProgramState(patches, carried, state_modules(attributes), state_missing(attributes))

@@ -1007,3 +1007,30 @@ def test_an_aot_graph_that_makes_a_size_from_data_is_traced_on_fakes_in_its_repr
     assert "symbolic_inputs(inputs)" in render(case, stage="planted_compile_error")
     outcome = run_case(case, "planted_compile_error")
     assert outcome.failure is not None and "cos" in outcome.failure.signature.message, outcome
+
+
+def test_a_patch_no_repro_can_carry_is_named_wherever_it_sits(monkeypatch):
+    # The script's own functions, installed in torch: a named top-level one is carried as
+    # source; a lambda or a nested function has no name to slice out of the script, in
+    # a compiler table or as a class attribute alike, and is named in state_missing.
+    import torch._inductor.codegen.cpp as cpp
+    import torch._inductor.lowering as lowering
+    from minifier.capture.patches import program_state
+
+    script: dict = {"__name__": "__main__"}
+    exec(
+        "def doubled(x):\n    return f'{x} * 2'\n"
+        "def outer():\n    def inner(x):\n        return x\n    return inner\n"
+        "one = lambda x: f'std::max({x}, 1)'\n",
+        script,
+    )
+    monkeypatch.setattr(cpp.CppOverrides, "relu", staticmethod(script["one"]), raising=False)
+    monkeypatch.setattr(cpp.CppOverrides, "abs", staticmethod(script["doubled"]), raising=False)
+    monkeypatch.setitem(lowering.lowerings, torch.ops.aten.neg.default, script["outer"]())
+    monkeypatch.setattr("minifier.capture.patches.script_source", lambda: None)  # (exec'd: no file to slice)
+    state = program_state()
+    assert sorted(state.missing) == [
+        "torch._inductor.codegen.cpp.CppOverrides.relu = __main__.<lambda>",
+        "torch._inductor.lowering.lowerings[aten.neg.default] = __main__.outer.<locals>.inner",
+    ]
+    assert state.patches == {"torch._inductor.codegen.cpp.CppOverrides.abs": "doubled"}
