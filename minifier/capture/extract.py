@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..seams import aot_autograd
 from ..unit.case import BACKEND_NAME
 
 
@@ -287,6 +288,29 @@ def _function_source(fn: Callable[..., Any]) -> str:
     return ast.get_source_segment(text, found[0]) or ast.unparse(found[0])
 
 
+def _aot_autograd_expression(backend: Any, compilers: dict[str, Any], script_source: str | None) -> tuple[str, str]:
+    """``aot_autograd(fw_compiler=..., ...)`` made inline in the call to ``torch.compile``: the call again, each compiler by its own expression.
+
+    AOTAutograd fills in what the user left out at its first compile (``inference_compiler``
+    is the forward's, ``bw_compiler`` the forward's, wrapped): only what differs is written.
+    """
+    forward = aot_autograd.user_compiler(compilers.get("fw_compiler"))
+    preludes, arguments = ["from torch._dynamo.backends.common import aot_autograd\n"], []
+    for key, value in compilers.items():
+        value = aot_autograd.user_compiler(value)
+        if value is None or (key in ("bw_compiler", "inference_compiler") and value is forward):
+            continue
+        if key == "decompositions" and not value:
+            continue
+        if callable(value):
+            prelude, expression = _expression(value, script_source)
+            preludes.append(prelude)
+        else:
+            expression = _literal_repr(value)
+        arguments.append(f"{key}={expression}")
+    return merge_definitions(*preludes), f"aot_autograd({', '.join(arguments)})"
+
+
 def _instance_expression(obj: Any, script_source: str | None) -> tuple[str, str]:
     """A callable object: its class (imported, or sliced from the script) and its literal state."""
     cls = type(obj)
@@ -369,6 +393,8 @@ def _expression(fn: Any, script_source: str | None) -> tuple[str, str]:
         prelude, inner = _expression(fn.func, script_source)
         args = [_literal_repr(a) for a in fn.args] + [f"{k}={_literal_repr(v)}" for k, v in fn.keywords.items()]
         return "import functools\n" + prelude, f"functools.partial({', '.join([inner, *args])})"
+    if (compilers := aot_autograd.compiler_kwargs(fn)) is not None:
+        return _aot_autograd_expression(fn, compilers, script_source)
     if not inspect.isfunction(fn) and not isinstance(fn, type) and callable(fn) and inspect.isclass(type(fn)):
         return _instance_expression(fn, script_source)
     if not inspect.isfunction(fn):

@@ -53,7 +53,7 @@ from .events import (
 from ..errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, lift_frame_calls, where_it_failed
 from .script import run_script
-from ..seams import backend_registry, compile_fx, symbolic_shapes
+from ..seams import backend_registry, compile_fx, convert_frame, hop_eager, symbolic_shapes
 from ..seams.aot_autograd import compiler_kwargs
 from ..unit.accuracy import judge_compiled_run
 from ..unit.signature import (
@@ -114,6 +114,10 @@ class Recorder:
         recorder = self
 
         def pt2kit_capture(gm: fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Callable[..., Any]:
+            if hop_eager.is_torch_own_compile(convert_frame.code_being_compiled()):
+                # a higher-order op run eagerly compiles a wrapper of torch's own: no graph of the program
+                with recorder.owning(None):
+                    return fn(gm, example_inputs, **kwargs)
             backend_fn, backend_name = fn, name
             if recorder.backend_override:
                 backend_fn, backend_name = resolve_backend(recorder.backend_override), recorder.backend_override

@@ -249,3 +249,39 @@ def test_a_failure_while_dynamo_traces_becomes_the_one_call_it_fails_on(in_proce
     repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
     alone = torch_alone(repro, tmp_path / "elsewhere")
     assert alone.returncode != 0 and "data is not allocated yet" in alone.stderr
+
+
+@pytest.mark.e2e
+def test_a_graph_torch_compiles_for_itself_is_no_graph_of_the_program(in_process, tmp_path):
+    # torch.cond run eagerly compiles a wrapper of torch's own (fullgraph, backend "eager"),
+    # through every backend hook: it is not among the program's graphs. The user's backend,
+    # made inline in the call to torch.compile, is written into the repro as the same call.
+    script = tmp_path / "eager_cond.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        from torch._dynamo.backends.common import aot_autograd
+        from functorch.compile import make_boxed_func
+
+
+        def fw(gm, example_inputs):
+            if any(n.target == torch.ops.aten.cos.default for n in gm.graph.nodes):
+                raise RuntimeError("cannot compile cos")
+            return make_boxed_func(gm.forward)
+
+
+        def f(x):
+            return (x.cos() + 1).relu()
+
+
+        x = torch.randn(4)
+        y = torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (x,))
+        print(torch.compile(f, backend=aot_autograd(fw_compiler=fw))(y))
+    """))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"], report
+    dynamo_graphs = [g for g in report["graphs"] if g["boundary"] == "dynamo"]
+    assert [(g["label"], g["frame"]["name"]) for g in dynamo_graphs] == [("g0", "f")], report["graphs"]
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    assert "pt2kit_backend = aot_autograd(fw_compiler=fw)" in repro.read_text()
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "cannot compile cos" in alone.stderr

@@ -1,0 +1,52 @@
+"""Seam: the eager path of higher-order ops, where torch compiles a graph for itself.
+
+Called outside a compile, ``torch.cond`` (and ``while_loop``, ``scan``, ``map``,
+``invoke_subgraph``, ``strict_mode``) runs by compiling a wrapper of torch's own with
+``torch.compile(..., fullgraph=True)`` (``torch._higher_order_ops.utils._hop_compile_and_call``),
+and ``base_hop`` compiles its ops with ``aot_eager``. Those graphs pass through every
+dynamo backend hook, pt2kit's included, yet they are torch's, not the program's: the
+culprit is never one of them, and a repro of one rebuilds torch's wrapper, not the
+user's code. :func:`is_torch_own_compile` tells them apart by the code being compiled:
+it lives in ``torch/_higher_order_ops/``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import types
+
+from . import Seam
+
+SEAM = Seam(
+    wraps="torch._higher_order_ops.utils._hop_compile_and_call (higher-order ops run eagerly by compiling themselves)",
+    features=("minify run and the hook: the program's graphs, without those torch compiles for itself",),
+)
+
+
+def probe() -> None:
+    from torch._higher_order_ops import utils
+
+    compile_and_call = getattr(utils, "_hop_compile_and_call", None)
+    if compile_and_call is None:
+        raise AttributeError("torch._higher_order_ops.utils._hop_compile_and_call is gone")
+    if "torch.compile(" not in inspect.getsource(compile_and_call):
+        raise AttributeError("_hop_compile_and_call no longer calls torch.compile")
+    if not is_torch_own_file(inspect.getsourcefile(compile_and_call) or ""):
+        raise AttributeError("higher-order ops no longer live in torch/_higher_order_ops/")
+
+
+def _hop_dir() -> str:
+    import torch._higher_order_ops
+
+    return os.path.dirname(os.path.abspath(torch._higher_order_ops.__file__)) + os.sep
+
+
+def is_torch_own_file(filename: str) -> bool:
+    """Is this file one of the higher-order ops' own (whose functions torch compiles for itself)?"""
+    return os.path.abspath(filename).startswith(_hop_dir())
+
+
+def is_torch_own_compile(code: types.CodeType | None) -> bool:
+    """Is dynamo compiling one of torch's own wrappers (a higher-order op run eagerly), not the program's code?"""
+    return code is not None and is_torch_own_file(code.co_filename)
