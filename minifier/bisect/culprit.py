@@ -253,11 +253,21 @@ def second_look(
                     "(its compiler tables, or functions and attributes) in ways no repro can carry: " + "; ".join(captured.state_missing),
                     state_missing=captured.state_missing,
                 )
+            if captured is not None and captured.unrecoverable:  # what runs alone is not the program's backend
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and "
+                    + "; ".join(captured.unrecoverable)
+                    + f" ({REGISTER_HINT})"
+                )
             measured = failure_rate(session, case, stage, first, second, accuracy=accuracy, label=row.label)
             rate = measured if rate is None else min(rate, measured)
             continue  # (the row keeps its failing outcome)
         row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
     return rate
+
+
+#: What a user can do about a backend no repro can name.
+REGISTER_HINT = "register it with torch._dynamo.register_backend in an importable module, or pass --backend"
 
 
 def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> bool:
@@ -362,7 +372,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         hint = (
             "; "
             + "; ".join(captured.unrecoverable)
-            + " (register it with torch._dynamo.register_backend in an importable module, or pass --backend)"
+            + f" ({REGISTER_HINT})"
         )
     elif captured.patches:
         patched = ", ".join(f"{target} (by {fn})" for target, fn in sorted(captured.patches.items()))

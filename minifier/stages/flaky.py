@@ -4,14 +4,16 @@ A failure that shows in some runs only (a race, a random choice in a compiler, a
 resource limit) must get the same verdict on every run of pt2kit. Its questions are
 asked one at a time, in a fixed order: a failure decided by state the program's
 compiles share (a counter file, a cache) would otherwise hang on which of two
-side-by-side compiles reaches it first. When the culprit's
-second look does not fail, :func:`failure_rate` measures it over :data:`LOOKS` runs: a
-failure seen again is minified, one seen once only is :class:`~minifier.errors.FlakyFailure`
-(exit 1). Minifying it, every question is asked up to :func:`tries_for` times and counts
-as failing when any run fails that way (:func:`repeated`): enough runs that a candidate
-failing as often as the original is caught with :data:`CONFIDENCE`. The repro loops
-the same number of times (:func:`minifier.repro.writer.render`'s ``tries``), and ``report.json``
-carries the ``failure_rate``.
+side-by-side compiles reaches it first. When the culprit's second look does not
+fail, :func:`failure_rate` measures it over :data:`LOOKS` runs: a failure seen again
+is minified, one seen once only is :class:`~minifier.errors.FlakyFailure` (exit 1),
+unless every other look failed the same other way: that is no flake but a graph that
+runs alone otherwise than in the program (:class:`~minifier.errors.NotReproducible`,
+exit 5). Minifying a flaky failure, every question is asked up to :func:`tries_for`
+times and counts as failing when any run fails that way (:func:`repeated`): enough
+runs that a candidate failing as often as the original is caught with
+:data:`CONFIDENCE`. The repro loops the same number of times
+(:func:`minifier.repro.writer.render`'s ``tries``), and ``report.json`` carries the ``failure_rate``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
-from ..errors import FlakyFailure
+from ..errors import FlakyFailure, NotReproducible
 from ..isolation.session import Session
 from ..unit.signature import Signature
 from .run import Outcome, run_case
@@ -52,6 +54,13 @@ def failure_rate(
     target = _signature(first)
     outcomes = [second] + [Outcome.of_query(stage, r) for r in session.query_all(more, slots=1) if r is not None]
     failing = 1 + sum(_signature(o) == target for o in outcomes)
+    others = {_signature(o) for o in outcomes}
+    if failing == 1 and len(others) == 1 and None not in others:
+        # the same other failure on every look: deterministic, not flaky; what runs alone is not what failed
+        raise NotReproducible(
+            f"{label} failed in the program ({target}), but alone it fails through {stage} with {others.pop()} "
+            f"in every one of {len(outcomes)} runs: the graph rebuilt alone is not the one the program compiled"
+        )
     if failing == 1:
         raise FlakyFailure(
             f"flaky: {label} through {stage} gave {first.failure.signature if first.failure else 'a pass'} once, then passed or failed otherwise {len(outcomes)} times alone",

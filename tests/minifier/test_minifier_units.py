@@ -1034,3 +1034,26 @@ def test_a_patch_no_repro_can_carry_is_named_wherever_it_sits(monkeypatch):
         "torch._inductor.lowering.lowerings[aten.neg.default] = __main__.outer.<locals>.inner",
     ]
     assert state.patches == {"torch._inductor.codegen.cpp.CppOverrides.abs": "doubled"}
+
+
+def test_a_failure_that_shows_otherwise_on_every_look_is_no_flake(in_process):
+    # The program failed one way; alone, the graph fails another way on every look: not
+    # a failure that comes and goes, but a graph that runs alone otherwise than in the
+    # program (exit 5, naming both). One that passes on some looks stays flaky (exit 1).
+    import planted  # noqa: F401  registers planted_compile_error (rejects cos)
+    from minifier.errors import FlakyFailure, NotReproducible
+    from minifier.stages.flaky import failure_rate
+    from minifier.stages.run import Outcome, run_case
+    from minifier.unit.signature import Failure, Signature
+
+    session, _ = in_process
+    x = torch.randn(4)
+    program = Outcome("planted_compile_error", Failure(Signature("runtime_error", "NameError", "name 'u#' is not defined")), 0.0)
+    cos = _chain([torch.ops.aten.cos.default], x).replace(backend="planted_compile_error")
+    alone = run_case(cos, "planted_compile_error")
+    assert alone.failure is not None
+    with pytest.raises(NotReproducible, match="in every one of 7 runs"):
+        failure_rate(session, cos, "planted_compile_error", program, alone, accuracy=False, label="g0")
+    sin = _chain([torch.ops.aten.sin.default], x).replace(backend="planted_compile_error")
+    with pytest.raises(FlakyFailure):
+        failure_rate(session, sin, "planted_compile_error", program, run_case(sin, "planted_compile_error"), accuracy=False, label="g0")
