@@ -9,7 +9,12 @@ import torch
 
 
 def graph_module(module):
-    """A higher-order op takes its body as a torch.fx.GraphModule: trace one from the body's code."""
+    """A higher-order op takes its body as a torch.fx.GraphModule: trace one from the body's code.
+
+    A call that reads no traced value (``torch.ones(10)`` in a branch) stays a call: traced
+    as usual it would run once and become a constant of the body, which the op then
+    returns as an alias of its own state (and dynamo refuses a body that does).
+    """
 
     class BodyTracer(torch.fx.Tracer):
         def getattr(self, attr, attr_val, parameter_proxy_cache):
@@ -17,7 +22,26 @@ def graph_module(module):
                 return self.create_proxy("get_attr", attr, (), {})
             return super().getattr(attr, attr_val, parameter_proxy_cache)
 
-    return torch.fx.GraphModule(module, BodyTracer(autowrap_functions=(call_hop,)).trace(module))
+    tracer = BodyTracer(autowrap_functions=(call_hop,))
+
+    def traced(value):
+        if isinstance(value, (list, tuple)):
+            return any(traced(v) for v in value)
+        if isinstance(value, dict):
+            return any(traced(v) for v in value.values())
+        return isinstance(value, torch.fx.Proxy)
+
+    class Calls(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            result = func(*args, **kwargs)
+            if isinstance(result, torch.Tensor) and not traced((args, kwargs)):
+                return tracer.create_proxy("call_function", func, args, kwargs)
+            return result
+
+    with Calls():
+        graph = tracer.trace(module)
+    return torch.fx.GraphModule(module, graph)
 
 
 def call_hop(name, *args, **kwargs):

@@ -285,3 +285,32 @@ def test_a_graph_torch_compiles_for_itself_is_no_graph_of_the_program(in_process
     assert "pt2kit_backend = aot_autograd(fw_compiler=fw)" in repro.read_text()
     alone = torch_alone(repro, tmp_path / "elsewhere")
     assert alone.returncode != 0 and "cannot compile cos" in alone.stderr
+
+
+def test_a_body_that_makes_a_tensor_from_nothing_keeps_the_call():
+    """``torch.ones(10)`` in a branch, rebuilt: a call of the body, not a constant the op would return as an alias."""
+    from minifier.unit.runtime import graph_module
+
+    class Ones(torch.nn.Module):
+        def forward(self, x):
+            return (torch.ones(10),)
+
+    class Sized(torch.nn.Module):
+        def forward(self, x):
+            return (x.new_ones(10) * x.sum(),)
+
+    ones = graph_module(Ones())
+    assert [n.op for n in ones.graph.nodes] == ["placeholder", "call_function", "output"]
+
+    class Program(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.true_graph_0, self.false_graph_0 = ones, graph_module(Sized())
+
+        def forward(self, p, x):
+            return torch.ops.higher_order.cond(p, self.true_graph_0, self.false_graph_0, (x,))[0]
+
+    x = torch.randn(3)
+    compiled = torch.compile(Program(), backend="eager", fullgraph=True)  # dynamo refused an aliasing body
+    assert torch.equal(compiled(torch.tensor(True), x), torch.ones(10))
+    assert torch.equal(compiled(torch.tensor(False), x), torch.ones(10) * x.sum())
