@@ -431,7 +431,12 @@ def finished(session: Session, result: MinifyResult, subsystem: bool, script: Pa
     Until then a rerun of the same command resumes it: Ctrl-C below the stage loses
     nothing of the reduction.
     """
-    if subsystem:
+    if subsystem and result.failure.failure is not None:
+        # the repro first: what follows only adds to the report, and Ctrl-C there loses nothing
+        session.log(
+            f"[bold]repro ready[/]: {result.repro} ({'verified elsewhere' if result.verified else 'not verified elsewhere'}); "
+            "now looking below the stage for the subsystem and a workaround"
+        )
         below_the_stage(session, result, script, args)
     mark_checkpoint(session.run_dir, Status.DONE)
     if result.resumed_from is not None:  # (else the next run of the command would resume the same one again)
