@@ -280,7 +280,12 @@ class Reducer:
             if node.op == "placeholder":
                 original = origin_inputs[str(node.target)]
                 placeholder = graph.placeholder(str(node.target))
-                made = name in c.random or (original.meta is not None and original.meta.special == "zerotensor")
+                # (an input the program never gave a real value stays random, whichever candidate reads it again)
+                made = (
+                    name in c.random
+                    or original.is_random
+                    or (original.meta is not None and original.meta.special == "zerotensor")
+                )
                 inputs.append(replace(original, seed=random_seed(original.name) if made else None))
             else:
                 placeholder = graph.placeholder(name)

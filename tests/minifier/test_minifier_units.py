@@ -1057,3 +1057,24 @@ def test_a_failure_that_shows_otherwise_on_every_look_is_no_flake(in_process):
     sin = _chain([torch.ops.aten.sin.default], x).replace(backend="planted_compile_error")
     with pytest.raises(FlakyFailure):
         failure_rate(session, sin, "planted_compile_error", program, run_case(sin, "planted_compile_error"), accuracy=False, label="g0")
+
+
+def test_an_input_the_program_never_gave_a_value_stays_random_when_a_replacement_reads_it_again():
+    # A graph whose compile failed has inputs with no real value (random from the start).
+    # Dropped once nothing reads it, such an input is read again when a node is replaced
+    # by it: it must come back random, never as an input with no value at all.
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from minifier.reduce.engine import Reducer
+    from minifier.stages.profile import profile_case
+    from minifier.unit.signature import Signature
+
+    x, y = torch.randn(4), torch.randn(4)
+    gm = make_fx(lambda x, y: (torch.cos(torch.sin(y)), x.neg()))(x, y)
+    case = GraphCase(gm, [GraphInput("x_1", None, TensorMeta.of(x), seed=7), GraphInput("y_1", y, TensorMeta.of(y))], backend="inductor")
+    reducer = Reducer(case, profile_case(case.replace(inputs=[replace(case.inputs[0], value=x, seed=None), case.inputs[1]])), Signature("compile_error", "E", "m"), lambda c: [])
+    cos_only = reducer.normalize(replace(reducer.best, outputs=tuple(o for o in reducer.best.outputs if o.startswith("cos"))))
+    assert reducer.input_names(cos_only.kept) == ["y_1"] and not cos_only.random  # x_1 dropped with neg
+    sin = next(n for n in cos_only.kept if n.startswith("sin"))
+    replaced = reducer.normalize(replace(cos_only, substituted=frozenset({(sin, "x_1")})))
+    built = reducer.build(replaced)
+    assert [(i.name, i.is_random) for i in built.inputs] == [("x_1", True)]
