@@ -165,6 +165,14 @@ def _op_expression(op_name: str) -> str:
     return f"torch.ops.{op_name}"
 
 
+#: A change to Inductor's tables is no part of its compile caches' keys: without this line, a
+#: kernel the user's earlier (failing) runs cached is served again and the change does nothing.
+CACHES_OFF = (
+    "import torch._inductor.config\n"
+    "torch._inductor.config.force_disable_caches = True  # (the caches' keys do not see the line above)\n"
+)
+
+
 def fallback_code(op_name: str) -> str:
     """Make ``op_name`` (``aten.relu.default``) run ATen's kernel instead of Inductor's lowering."""
     op = _op_expression(op_name)
@@ -172,13 +180,16 @@ def fallback_code(op_name: str) -> str:
         "import torch\n"
         "from torch._inductor import lowering\n"
         f"lowering.lowerings.pop({op}, None)\n"
-        f"lowering.make_fallback({op}, warn=False, override_decomp=True)\n"
+        f"lowering.make_fallback({op}, warn=False, override_decomp=True)\n" + CACHES_OFF
     )
 
 
 def no_decomposition_code(op_name: str) -> str:
     """Drop Inductor's decomposition of ``op_name``: it reaches the lowering (or a fallback) whole."""
-    return f"import torch\nfrom torch._inductor import decomposition\ndecomposition.decompositions.pop({_op_expression(op_name)}, None)\n"
+    return (
+        "import torch\nfrom torch._inductor import decomposition\n"
+        f"decomposition.decompositions.pop({_op_expression(op_name)}, None)\n" + CACHES_OFF
+    )
 
 
 def lighter_backend_code(backend: str) -> str:
