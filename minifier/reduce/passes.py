@@ -243,23 +243,47 @@ def _ddmin(
     drop: Callable[[tuple[str, ...]], Candidate],
     singles: bool = False,
 ) -> bool:
-    """ddmin over ``items(r.best)``: drop chunks of decreasing size while one can go (at least one item stays).
+    """ddmin over ``items(r.best)``: drop chunks of halving size while one can go (at least one item stays).
 
-    Single items first when there are few of them, or when ``singles`` says larger chunks were asked already.
+    Each size is one scan over the items; a removal resumes the scan where it was
+    (ddmin's restart from the first chunk asks again about every chunk before it, in a
+    graph it has not been asked in). Single items first when there are few of them, or
+    when ``singles`` says larger chunks were asked already.
 
     True when it ended on single items, none of which could go: the best is then 1-minimal.
     """
-    chunks = 2 if len(items(r.best)) > SINGLES_UP_TO and not singles else len(items(r.best))
+    size = math.ceil(len(items(r.best)) / 2) if len(items(r.best)) > SINGLES_UP_TO and not singles else 1
     while len(items(r.best)) > 1:
-        current = items(r.best)
-        size = math.ceil(len(current) / chunks)
-        if any(r.consider(drop(current[i : i + size])) for i in range(0, len(current), size)):
-            chunks = max(chunks - 1, 2)
-            continue
         if size == 1:
-            return True
-        chunks = min(len(current), chunks * 2)
+            return _drop_singles(r, items, drop)
+        i = 0  # one scan over chunks of this size; a removal resumes it where it was
+        while i < len(items(r.best)) and len(items(r.best)) > 1:
+            current = items(r.best)
+            if not r.consider(drop(current[i : i + size])):
+                i += size
+        size = math.ceil(size / 2)
     return False
+
+
+def _drop_singles(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate]) -> bool:
+    """Scans over single items, each dropped if it can go; a removal resumes the scan where it was.
+
+    Restarting from the first item after each removal (ddmin's rule) asks again about
+    every item before it, each in a graph it has not been asked in: quadratic in the
+    items a multi-op failure lets go one by one. A scan that removed something is
+    followed by one more (an earlier item may go now), so the result is still 1-minimal.
+    True when the last scan removed nothing (at least one item always stays).
+    """
+    while True:
+        removed, i = False, 0
+        while i < len(items(r.best)) and len(items(r.best)) > 1:
+            current = items(r.best)
+            if r.consider(drop(current[i : i + 1])):
+                removed = True  # (the next item is now at i)
+            else:
+                i += 1
+        if not removed or len(items(r.best)) <= 1:
+            return not removed
 
 
 def delta_debugging(r: Reducer) -> None:
