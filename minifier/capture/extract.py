@@ -288,7 +288,7 @@ def _function_source(fn: Callable[..., Any]) -> str:
     return ast.get_source_segment(text, found[0]) or ast.unparse(found[0])
 
 
-def _aot_autograd_expression(backend: Any, compilers: dict[str, Any], script_source: str | None) -> tuple[str, str]:
+def _aot_autograd_expression(compilers: dict[str, Any], script_source: str | None) -> tuple[str, str]:
     """``aot_autograd(fw_compiler=..., ...)`` made inline in the call to ``torch.compile``: the call again, each compiler by its own expression.
 
     AOTAutograd fills in what the user left out at its first compile (``inference_compiler``
@@ -394,7 +394,7 @@ def _expression(fn: Any, script_source: str | None) -> tuple[str, str]:
         args = [_literal_repr(a) for a in fn.args] + [f"{k}={_literal_repr(v)}" for k, v in fn.keywords.items()]
         return "import functools\n" + prelude, f"functools.partial({', '.join([inner, *args])})"
     if (compilers := aot_autograd.compiler_kwargs(fn)) is not None:
-        return _aot_autograd_expression(fn, compilers, script_source)
+        return _aot_autograd_expression(compilers, script_source)
     if not inspect.isfunction(fn) and not isinstance(fn, type) and callable(fn) and inspect.isclass(type(fn)):
         return _instance_expression(fn, script_source)
     if not inspect.isfunction(fn):
