@@ -11,9 +11,9 @@ import torch
 def graph_module(module):
     """A higher-order op takes its body as a torch.fx.GraphModule: trace one from the body's code.
 
-    A call that reads no traced value (``torch.ones(10)`` in a branch) stays a call: traced
-    as usual it would run once and become a constant of the body, which the op then
-    returns as an alias of its own state (and dynamo refuses a body that does).
+    A call that makes a tensor from no tensor at all (``torch.ones(10)`` in a branch) stays
+    a call: traced as usual it would run once and become a constant of the body, which
+    the op then returns as an alias of its own state (and dynamo refuses a body that does).
     """
 
     class BodyTracer(torch.fx.Tracer):
@@ -24,18 +24,21 @@ def graph_module(module):
 
     tracer = BodyTracer(autowrap_functions=(call_hop,))
 
-    def traced(value):
+    def reads_tensors(value):
         if isinstance(value, (list, tuple)):
-            return any(traced(v) for v in value)
+            return any(reads_tensors(v) for v in value)
         if isinstance(value, dict):
-            return any(traced(v) for v in value.values())
-        return isinstance(value, torch.fx.Proxy)
+            return any(reads_tensors(v) for v in value.values())
+        return isinstance(value, (torch.fx.Proxy, torch.Tensor))
+
+    data_constructors = (torch.tensor, torch.as_tensor, torch.asarray)
 
     class Calls(torch.overrides.TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             result = func(*args, **kwargs)
-            if isinstance(result, torch.Tensor) and not traced((args, kwargs)):
+            # a tensor of a size made from nothing (not from data: torch.tensor([0, 2]) is a constant as it was)
+            if isinstance(result, torch.Tensor) and func not in data_constructors and not reads_tensors((args, kwargs)):
                 return tracer.create_proxy("call_function", func, args, kwargs)
             return result
 
