@@ -249,8 +249,7 @@ def second_look(
                 )
             if captured is not None and captured.state_missing:
                 raise NotReproducible(
-                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and the program changed torch "
-                    "(its compiler tables, or functions and attributes) in ways no repro can carry: " + "; ".join(captured.state_missing),
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and " + STATE_MISSING_HINT + "; ".join(captured.state_missing),
                     state_missing=captured.state_missing,
                 )
             if captured is not None and captured.unrecoverable:  # what runs alone is not the program's backend
@@ -266,6 +265,8 @@ def second_look(
     return rate
 
 
+#: What a program did that no repro can carry (``captured.state_missing`` follows it).
+STATE_MISSING_HINT = "the program changed torch (its compiler tables, or functions and attributes) in ways no repro can carry: "
 #: What a user can do about a backend no repro can name.
 REGISTER_HINT = "register it with torch._dynamo.register_backend in an importable module, or pass --backend"
 
@@ -365,7 +366,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
     elif captured.state_missing:
-        hint = "; the program changed torch (its compiler tables, or functions and attributes) in ways no repro can carry: " + "; ".join(
+        hint = "; " + STATE_MISSING_HINT + "; ".join(
             captured.state_missing
         )
     elif captured.unrecoverable:

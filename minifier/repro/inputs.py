@@ -165,16 +165,9 @@ def reads_data(case: GraphCase) -> bool:
     (``make_fx(tracing_mode='real')`` refuses ``_local_scalar_dense``); it is traced on fake
     ones in a shape environment, static sizes and all (:func:`traces_on_fakes`), as AOTAutograd did.
     """
-    from ..unit.graphio import subgraphs
+    from ..unit.graphio import all_call_nodes
 
-    def walk(gm: torch.fx.GraphModule) -> bool:
-        for node in gm.graph.nodes:
-            tags = getattr(node.target, "tags", ()) if node.op == "call_function" else ()
-            if any(tag in tags for tag in DATA_DEPENDENT_TAGS):
-                return True
-        return any(walk(body) for body in subgraphs(gm).values())
-
-    return walk(case.gm)
+    return any(tag in getattr(n.target, "tags", ()) for n in all_call_nodes(case.gm) for tag in DATA_DEPENDENT_TAGS)
 
 
 def traces_on_fakes(case: GraphCase) -> bool:
