@@ -390,6 +390,11 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         )
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
+    elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:
+        hint = (
+            "; every graph is within the fp64 rule's tolerance (a compiler more precise than eager passes it): "
+            "--strict-accuracy judges them bit for bit against eager"
+        )
     raise NotReproducible(
         f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",
         **named,

@@ -33,7 +33,7 @@ def module_class(case: GraphCase, gm: fx.GraphModule | None = None, name: str = 
             lines.append(f"        self.register_buffer({constant!r}, data[{('constant:' + constant)!r}])")
     for attr in bodies:
         lines.append(f"        self.{attr} = graph_module({_subgraph_class(name, attr)}(data))")
-    body = textwrap.indent(code.src.strip().rstrip(), "    ")
+    body = textwrap.indent(_reference_helpers(code.src).strip().rstrip(), "    ")
     return "".join(_subgraph_classes(gm, name, "", list(case.constants))) + "\n".join(lines) + "\n\n" + body
 
 
@@ -53,7 +53,7 @@ def _subgraph_classes(gm: fx.GraphModule, owner: str, path: str, constants: list
         nested = subgraphs(sub)
         out += _subgraph_classes(sub, name, where, constants)
         code = sub.graph.python_code(root_module="self").src.strip("\n")
-        code = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", code)  # a body's own higher-order ops
+        code = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", _reference_helpers(code))  # a body's own higher-order ops
         own = [
             c
             for c in constants
@@ -67,6 +67,15 @@ def _subgraph_classes(gm: fx.GraphModule, owner: str, path: str, constants: list
         lines.append("")
         out.append("\n".join(lines) + "\n" + textwrap.indent(code.rstrip(), "    ") + "\n\n\n")
     return out
+
+
+#: A float64 reference's helpers (:func:`minifier.unit.accuracy.float64_graph`), which FX names by
+#: their module: the repro defines them under their own names.
+REFERENCE_HELPER = re.compile(r"\bminifier_unit_accuracy_(\w+)\(")
+
+
+def _reference_helpers(code: str) -> str:
+    return REFERENCE_HELPER.sub(lambda m: f"{m.group(1)}(", code)
 
 
 #: A higher-order op called in a body's code: routed through ``call_hop`` so that FX can trace the body.

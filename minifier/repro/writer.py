@@ -62,7 +62,10 @@ from ..unit.accuracy import (
     ACCURACY_MESSAGE,
     accuracy_category,
     accuracy_divergence,
+    as_float64,
     float64_graph,
+    fp64_cast,
+    fp64_dtype,
     fp64_blocker,
     run_float64,
     tensor_versions,
@@ -142,7 +145,9 @@ def render(
     if accuracy:
         fp64 = float64_graph(case.gm)
         if fp64.code != case.gm.code:  # dtypes written in the graph: the reference promotes them too
-            parts.insert(parts.index(module_class(case)) + 1, module_class(case, fp64, "ReproFloat64"))
+            reference = module_class(case, fp64, "ReproFloat64")
+            parts.insert(parts.index(module_class(case)) + 1, reference)
+            parts += [inspect.getsource(f).strip() for f in (fp64_dtype, fp64_cast, as_float64) if f"{f.__name__}(" in reference]
         parts.append(f"ACCURACY_MESSAGE = {ACCURACY_MESSAGE!r}")
         parts.append(f"STRICT = {strict!r}  # True: outputs must equal eager's bit for bit")
         parts.append(inspect.getsource(accuracy_divergence).strip())

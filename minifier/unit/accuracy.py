@@ -90,8 +90,8 @@ def signature_of_accuracy(problem: str) -> Failure:
     )
 
 
-#: Methods that cast to a low-precision float, and what the fp64 reference calls instead.
-_FLOAT_CASTS = {"half": "double", "float": "double", "bfloat16": "double"}
+#: Methods that cast to a low-precision float, and the dtype each casts to.
+_FLOAT_CASTS = {"half": "float16", "float": "float32", "bfloat16": "bfloat16"}
 
 
 def float64_graph(gm: Any) -> Any:
@@ -103,27 +103,65 @@ def float64_graph(gm: Any) -> Any:
     more precision (pytorch's ``test_rmse_improves_over_atol``). Like torch's
     ``cast_dtype_args_to_fp64``, every floating dtype argument becomes float64; unlike
     it, positional dtypes and ``.half()``-style methods are promoted too.
+
+    One conversion keeps its dtype: integer or bool data made floating
+    (``mask.cumsum(1, dtype=torch.bfloat16)``, ``positions.half()``). Rounding exact data
+    is what the program asks for, not an error a compiler may improve on: a compiler
+    that drops the cast computes exact positions, and a reference promoted to float64
+    would side with it (pytorch#189518). Which data is integer is known only at run
+    time, so such a node asks :func:`fp64_dtype`, and its value continues in float64
+    (:func:`as_float64`): arithmetic after the conversion is still the compiler's to
+    round better.
     """
     import copy
 
     import torch
+    import torch.fx as fx
 
     gm = copy.deepcopy(gm).to(torch.float64)
 
-    def promote(value: Any) -> Any:
-        if isinstance(value, torch.dtype) and value.is_floating_point and value != torch.float64:
-            return torch.float64
+    def low(value: Any) -> bool:
+        return isinstance(value, torch.dtype) and value.is_floating_point and value != torch.float64
+
+    def promote(value: Any, dtype_for: Any) -> Any:
+        if low(value):
+            return dtype_for(value)
         if isinstance(value, (list, tuple)):
-            return type(value)(promote(v) for v in value)
+            return type(value)(promote(v, dtype_for) for v in value)
         return value
 
+    def operands(node: fx.Node) -> list[fx.Node]:
+        seen: list[fx.Node] = []
+        fx.node.map_arg((node.args, node.kwargs), lambda a: seen.append(a) or a)
+        return seen
+
     def visit(module: Any) -> None:
-        for node in module.graph.nodes:
-            if node.op in ("call_function", "call_method"):
-                node.args = promote(node.args)
-                node.kwargs = {k: promote(v) for k, v in node.kwargs.items()}
-            if node.op == "call_method" and node.target in _FLOAT_CASTS:
-                node.target = _FLOAT_CASTS[node.target]
+        graph = module.graph
+        for node in list(graph.nodes):
+            if node.op not in ("call_function", "call_method"):
+                continue
+            if node.op == "call_method" and node.target in _FLOAT_CASTS and len(node.args) == 1 and not node.kwargs:
+                cast = getattr(torch, _FLOAT_CASTS[node.target])
+                node.op, node.target, node.args = "call_function", fp64_cast, (node.args[0], cast)
+                continue
+            data = operands(node)
+            if not data:  # a factory: nothing it converts, so its dtype is the working precision
+                node.args = promote(node.args, lambda _: torch.float64)
+                node.kwargs = {k: promote(v, lambda _: torch.float64) for k, v in node.kwargs.items()}
+                continue
+            asked: list[fx.Node] = []
+
+            def dtype_for(dtype: Any) -> Any:
+                with graph.inserting_before(node):
+                    asked.append(graph.create_node("call_function", fp64_dtype, (dtype, *data), name=f"{node.name}_dtype"))
+                return asked[-1]
+
+            node.args = promote(node.args, dtype_for)
+            node.kwargs = {k: promote(v, dtype_for) for k, v in node.kwargs.items()}
+            if asked:
+                with graph.inserting_after(node):
+                    value = graph.create_node("call_function", as_float64, (node,), name=f"{node.name}_fp64")
+                node.replace_all_uses_with(value, delete_user_cb=lambda user: user is not value)
         module.recompile()
         for child in module.children():
             if isinstance(child, torch.fx.GraphModule):
@@ -131,6 +169,42 @@ def float64_graph(gm: Any) -> Any:
 
     visit(gm)
     return gm
+
+
+def fp64_dtype(dtype, *operands):
+    """The dtype a float64 reference computes a conversion in: ``dtype`` for integer or bool data, else float64.
+
+    (See :func:`float64_graph`.) Copied into accuracy repros: torch only, no annotations.
+    """
+    import torch
+
+    tensors = [v for v in operands if isinstance(v, torch.Tensor)]
+    if tensors and not any(t.is_floating_point() or t.is_complex() for t in tensors):
+        return dtype
+    return torch.float64
+
+
+def fp64_cast(value, dtype):
+    """``value.half()`` (``dtype``) as a float64 reference makes it: rounded only if it is integer or bool data.
+
+    (See :func:`float64_graph`.) Copied into accuracy repros: torch only, no annotations.
+    """
+    import torch
+
+    if not (value.is_floating_point() or value.is_complex()):
+        value = value.to(dtype)
+    return value.to(torch.float64)
+
+
+def as_float64(value):
+    """A conversion's floating result as float64, so that what follows it computes in float64 (copied into repros)."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(torch.float64)
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_float64(v) for v in value)
+    return value
 
 
 def to_float64(values: list[Any]) -> list[Any]:

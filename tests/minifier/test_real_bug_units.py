@@ -9,6 +9,8 @@ bug did, checked on real graphs and real backends without a worker process:
 - a write into an input, and the ``with torch.inference_mode():`` switches, are not
   dead code;
 - a graph that tests its values for inf or NaN is judged against eager, not fp64;
+- the fp64 reference keeps a conversion of integer data to a low-precision float, in
+  pt2kit's queries and in the repro's ``ReproFloat64``;
 - delta debugging that leaves a graph 1-minimal settles it, and a later round does not
   search its nodes again.
 """
@@ -107,6 +109,38 @@ def test_a_graph_that_tests_for_overflow_is_judged_against_eager_not_fp64():
     references = reference_outputs(gm, [x])
     assert references.fp64 is None and "inf or NaN" in references.fp64_error
     assert fp64_blocker(make_fx(lambda x: (x * 2,))(x)) is None
+
+
+def test_the_fp64_reference_keeps_a_conversion_of_integer_data_and_promotes_the_rest():
+    # pytorch#189518: Inductor drops cumsum's dtype=bfloat16 on bool data and computes exact
+    # positions. Promoted to float64, the reference would compute exact positions too and
+    # take the compiler's side; the rounding of exact data is what the program asked for.
+    # Arithmetic on floats stays promoted: a compiler more precise than eager is right.
+    from minifier.unit.accuracy import accuracy_divergence, float64_graph, reference_outputs
+
+    def positions(x):
+        mask = torch.ones(x.shape, dtype=torch.bool)
+        return (mask.cumsum(1, dtype=torch.bfloat16).float() * 0.01 + x.half().float(),)
+
+    x = torch.zeros(2, 300)
+    gm = fx.symbolic_trace(positions)
+    (fp64,) = float64_graph(gm)(x.double())
+    assert fp64.dtype == torch.float64
+    rounded = torch.ones(2, 300, dtype=torch.bool).cumsum(1, dtype=torch.bfloat16)  # as eager rounds them
+    assert torch.equal(fp64, rounded.double() * 0.01)
+    exact = (torch.arange(1, 301).double() * 0.01).expand(2, 300).float()  # what a cast-dropping compiler gives
+    references = reference_outputs(gm, [x])
+    assert accuracy_divergence(references.expected, [exact], references.fp64) is not None
+    # A float input cast down and up again is promoted: no rounding of x's values in the reference.
+    y = torch.full((4,), 1 / 3)
+    (y64,) = float64_graph(fx.symbolic_trace(lambda y: (y.half().float(),)))(y.double())
+    assert torch.equal(y64, y.double())
+    # The repro's ReproFloat64 carries the same rule with torch alone.
+    case = GraphCase(gm, graph_inputs([n for n in gm.graph.nodes if n.op == "placeholder"], [x]))
+    source = render(case, stage="aot_eager", accuracy=True)
+    namespace = exec_repro(source)
+    assert "fp64_dtype(torch.bfloat16" in source and "minifier_unit" not in source and "import minifier" not in source
+    assert torch.equal(namespace["ReproFloat64"]({}).to(torch.float64)(x.double())[0], fp64)
 
 
 def test_delta_debugging_settles_a_one_minimal_graph_and_the_next_round_skips_its_nodes():
