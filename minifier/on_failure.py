@@ -8,7 +8,7 @@ and follows torch's levels:
   repro`` process and write the minimal ``repro.py`` directly (no launcher step);
 - **3**: save every graph before it is compiled, so a segfault still leaves a repro
   (``minify repro`` on it minifies it);
-- **4**: also check each compiled graph's first result against an fp64 reference, and
+- **4**: also check each compiled graph's first result, and its gradients, against an fp64 reference, and
   minify an accuracy failure.
 
 Every door of a graph is watched: its compile and its runs, and the aot graphs
@@ -56,10 +56,10 @@ class Intent:
         self.out = out
 
 
-def safe(fn: Callable[..., Any], default: Any, *args: Any) -> Any:
+def safe(fn: Callable[..., Any], default: Any, *args: Any, **kwargs: Any) -> Any:
     """pt2kit's own step, which must never raise into the user's program."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - first, do no harm
         from .errors import UserFacingError
 
@@ -236,6 +236,8 @@ class ReproOnFailure:
         if references is None or rng is None:
             return result
         problem = safe(self._divergence, None, case, references, result, rng, list(args))
+        if not problem and _needs_grad(result) and not _has_random_ops(case.gm):
+            problem = self.check_gradients(compiled, case, references, rng)
         if problem:
             self.diverged(case, problem, _with_values(case.inputs, references))
         return result
@@ -266,6 +268,34 @@ class ReproOnFailure:
         finally:
             _set_rng_state(after)  # the program's random stream goes on as if nothing ran
         return accuracy_divergence(eager.expected, eager.outputs_of(result, args), eager.fp64)
+
+    def check_gradients(self, compiled: Callable[..., Any], case: Any, references: list[Any], rng: Any) -> str | None:
+        """Level 4: the backward's first result, the compiled graph's gradients against eager's, on clones of its inputs.
+
+        The compiled forward runs once more, on clones, and its backward compiles now
+        rather than at the program's ``loss.backward()`` (as torch's level 4 does): the
+        program's own outputs keep their autograd graph, and its random stream is put
+        back. What the compiled backward raises is the program's failure, met early;
+        the watchers of its aot graphs have saved it, and it goes on to the program.
+        """
+        from .unit.accuracy import gradient_divergence, gradients
+
+        clones = safe(_clone_args, None, references)
+        if clones is None:
+            return None
+        after = _rng_state()
+        try:
+            _set_rng_state(rng)
+            actual = gradients(compiled, clones)
+        finally:
+            _set_rng_state(after)
+        if actual is None:
+            return None
+        try:
+            problem = safe(gradient_divergence, None, case.gm, references, actual, rng=rng, set_rng=_set_rng_state)
+        finally:
+            _set_rng_state(after)
+        return f"its backward: {problem}" if problem else None
 
     def handle(
         self, case: Any, args: Sequence[Any] | None = None, *, error: BaseException | None = None, where: str = ""
@@ -412,13 +442,22 @@ def run_name() -> str:
 
 
 def _has_random_ops(gm: Any) -> bool:
-    from .unit.accuracy import RANDOM_OPS
+    """Does ``gm``, or a body of its higher-order ops (a checkpointed dropout), draw random numbers?
 
-    for node in gm.graph.nodes:
-        name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
-        if node.op in ("call_function", "call_method") and name.lstrip("_").rstrip("_").startswith(RANDOM_OPS):
-            return True
-    return False
+    Compiled RNG differs from eager's by design: such a graph's results are not compared.
+    """
+    from .unit.accuracy import draws_random
+    from .unit.case import op_name
+    from .unit.graphio import all_call_nodes
+
+    return any(draws_random(op_name(node, gm)) for node in all_call_nodes(gm))
+
+
+def _needs_grad(result: Any) -> bool:
+    import torch
+
+    values = list(result) if isinstance(result, (list, tuple)) else [result]
+    return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in values)
 
 
 def _clone_args(args: Sequence[Any]) -> list[Any]:

@@ -353,6 +353,65 @@ def reference_outputs(
     return references
 
 
+def gradients(fn: Callable[..., Any], inputs: list[Any]) -> list[Any] | None:
+    """The gradients a repro's ``forward_backward`` takes: of every output that needs grad, summed, for each input that needs grad.
+
+    The forward runs in the caller's autocast state, the backward outside any, as a
+    program's ``loss.backward()`` after its ``with torch.autocast(...)`` block does
+    (autocast is thread state, and eager's backward runs in it). None when there is
+    nothing to differentiate (no output or no input needs grad).
+    """
+    import contextlib
+
+    import torch
+
+    outputs = _as_list(fn(*inputs))
+    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
+    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]
+    if not loss or not leaves:
+        return None
+    with contextlib.ExitStack() as outside:
+        for device in ("cpu", "cuda", "xpu", "mps"):
+            try:
+                if torch.is_autocast_enabled(device):
+                    outside.enter_context(torch.autocast(device, enabled=False))
+            except RuntimeError:  # a device type this build does not know
+                continue
+        grads = torch.autograd.grad(sum(loss), leaves, allow_unused=True)
+    return [g.detach() if g is not None else None for g in grads]
+
+
+def gradient_divergence(gm: Any, inputs: list[Any], actual: list[Any], *, rng: Any, set_rng: Callable[[Any], None]) -> str | None:
+    """Are a compiled graph's gradients (``actual``, :func:`gradients` of it on clones of ``inputs``) right?
+
+    The accuracy rule of :func:`accuracy_divergence`, against eager's and float64's
+    gradients of ``gm``, each on fresh clones of ``inputs`` from the random state
+    ``rng``. A wrong gradient never reaches the forward's outputs: an aot graph traced
+    under the wrong context (an autocast region its backward ignores, pytorch#179804)
+    is only seen here, since that aot graph run eagerly agrees with itself. None:
+    right, or nothing to compare.
+    """
+    import torch
+
+    from .case import clone_values
+
+    def run(fn: Callable[..., Any], values: list[Any]) -> list[Any] | None:
+        set_rng(rng)
+        return gradients(fn, values)
+
+    expected = run(gm, clone_values(inputs))
+    if expected is None:
+        return None
+    fp64 = None
+    if fp64_blocker(gm) is None:
+        try:
+            fp64 = run_float64(lambda *values: run(float64_graph(gm), list(values)), *to_float64(clone_values(inputs)))
+        except Exception:  # noqa: BLE001 - the reference's own limit: eager alone is the reference
+            fp64 = None
+    leaves = [k for k, v in enumerate(inputs) if isinstance(v, torch.Tensor) and v.requires_grad]
+    return accuracy_divergence(expected, actual, fp64, labels=[f"gradient of input {k}" for k in leaves])
+
+
 def judge_compiled_run(
     gm: Any, inputs: list[Any], outputs: Any, *, rng: Any, strict: bool = False, after: list[Any] | None = None
 ) -> Failure | None:

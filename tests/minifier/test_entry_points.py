@@ -184,6 +184,31 @@ def test_a_healthy_training_step_is_untouched_at_every_level(tmp_path):
         assert not (tmp_path / f"repros-{level}").exists() and not guard.minified
 
 
+def test_the_hook_at_level_4_sees_a_wrong_gradient_that_its_aot_graph_agrees_with(tmp_path):
+    """pytorch#179804, a genuine torch bug: under an outer bf16 autocast, the compiled region's
+    ``autocast(enabled=False)`` is lost in the backward AOTAutograd traces, so the weight's
+    gradient is computed in bf16. The forward is right, and the backward aot graph run eagerly
+    agrees with itself: only the dynamo graph's gradients, against eager's with the backward
+    outside autocast (as the program calls it), show it."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    w = torch.nn.Linear(64, 64)
+    h = torch.randn(4, 64, dtype=torch.bfloat16, requires_grad=True)
+
+    def inner(x):
+        with torch.autocast("cpu", enabled=False):
+            return x.float() @ w.weight.float().T
+
+    guard = Recorded(Intent("dynamo", 4, tmp_path / "repros"))
+    compiled = torch.compile(inner, backend=lambda gm, ex: guard.compile(registered("aot_eager"), "aot_eager", gm, ex))
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(Exception) as raised:
+        compiled(h)
+    assert type(raised.value).__name__ == "AccuracyError" and "its backward: gradient of input" in str(raised.value)
+    assert [accuracy for _, accuracy in guard.minified] == [True]
+    (saved,) = (tmp_path / "repros").glob("run-*/captured/g*/repro.py")
+    assert load_repro(saved).case.context.autocast  # the outer autocast rides with the graph
+
+
 # --------------------------------------------------------------------------- #
 # The hook, end to end, as a user runs it
 # --------------------------------------------------------------------------- #
