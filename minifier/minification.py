@@ -48,7 +48,7 @@ from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_rep
 from .isolation.session import Session
 from .isolation.worker import QueryResult
 from .unit.signature import Failure, Signature
-from .stages.profile import profile_case
+from .stages.profile import profile_case, realize
 from .stages.run import Outcome, run_case
 from .bisect.subsystem import add_workaround_to_repro, go_below
 from .capture.torch_repro import load_any_repro
@@ -256,6 +256,10 @@ def start_reducer(
         case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state)
     )
     query.reducer = reducer
+    reducer.reprofile = lambda reduced: session.query(
+        functools.partial(profile_case, realize(reduced, None, values), values, update=True),
+        "profiling the graph on its resized inputs",
+    ).value
     reducer.on_pass = lambda name, r: setattr(query, "current_pass", name)
     reducer.blamed = tuple(blamed_nodes(*blame, list(reducer.best.kept)))
     if reducer.blamed:
@@ -265,6 +269,7 @@ def start_reducer(
         reducer.cache, reducer.best = load_checkpoint(resume)
         cached, kept = len(reducer.cache), len(reducer.best.kept)
         session.log(f"resuming {resume.parent.name}: {cached} answers cached, best so far has {plural(kept, 'node')}")
+        reducer.reprofiled()
     if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
         # The bisection just ran this very graph through this stage and saw the target.
         seen_only_in_program = bisect.failure is not None and bisect.failure.seen_in_program
@@ -406,6 +411,13 @@ def minify_script(
                 session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key,
                 bisect=report, blame=blame, failure_rate=rate,
             )  # fmt: skip
+        except NotReproducible as e:
+            parent = lowered_from(report, row, after)
+            if parent is None:
+                raise
+            session.log(f"{e}; minifying the dynamo graph {parent.label} it was lowered from instead")
+            after = "dynamo"  # (choose_graph: the culprit's dynamo graph)
+            continue
         except Unconfirmed:
             if report.retry is None and rate is None:
                 # the program's failure, not seen alone yet: seen in some looks, it is flaky and minified so
@@ -413,6 +425,10 @@ def minify_script(
                 if rate > 0:
                     session.log(f"{row.label} fails in {rate:.0%} of its runs alone: flaky; asking each question again")
                     continue
+            if report.retry is None and (parent := lowered_from(report, row, after)) is not None:
+                session.log(f"{row.label} does not fail alone; minifying the dynamo graph {parent.label} it was lowered from instead")
+                after = "dynamo"
+                continue
             if report.retry is None:
                 raise NotReproducible(
                     f"{row.label} failed in the program ({outcome.failure.signature}) but not when pt2kit ran it alone"
@@ -423,6 +439,26 @@ def minify_script(
             report = pin_down_again(session, report)
             continue
         return finished(session, result, subsystem, script, args)
+
+
+def lowered_from(report: BisectReport, row: Row, after: str) -> Row | None:
+    """The failing dynamo graph an aot graph was lowered from, when ``--after`` leaves pt2kit the choice.
+
+    An aot graph that pt2kit cannot make fail alone (a ``while_loop`` whose Python-int
+    carry its rebuild cannot trace the same way) is not the end of the run: the dynamo
+    graph it came from holds the same failure, one stage of tracing earlier.
+    """
+    if after != "auto" or row.boundary != "aot" or row.case is None:
+        return None
+    return next(
+        (
+            r
+            for r in report.rows
+            if r.boundary == "dynamo" and r.case is not None and r.case.index == row.case.parent
+            and r.first_failure is not None and r.first_failure.failure is not None
+        ),
+        None,
+    )
 
 
 def finished(session: Session, result: MinifyResult, subsystem: bool, script: Path | None, args: list[str]) -> MinifyResult:

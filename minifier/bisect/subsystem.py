@@ -150,7 +150,10 @@ class Option:
 
 
 def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[Option]:
-    """What to try, narrowest first; the last, a lighter backend, always applies."""
+    """What to try, narrowest first; the last, a lighter backend (the stage below ``stage``), always applies.
+
+    A failure in dynamo itself (``stage`` eager) has no lighter backend.
+    """
     found: list[Option] = []
     if subsystem is not None:
         detail = subsystem.detail or ""
@@ -177,9 +180,13 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
         elif subsystem.name.endswith("_passes") and detail and re.fullmatch(r"[\w.]+", detail):
             code = f"import torch._inductor.config\ntorch._inductor.config.disabled_passes = {detail!r}\n"
             found.append(Option(code, f"disable Inductor's {subsystem.name.replace('_', '-')} {detail}", stage))
-    lighter = "aot_eager_decomp_partition" if stage == "inductor" else "aot_eager"
-    what = f"compile with {lighter} instead of {backend} (a last resort: slower, but right)"
-    found.append(Option(compiler_bisector.lighter_backend_code(lighter), what, lighter))
+    # the stage before the one that fails (a user's backend: the aot stage below Inductor); eager has none
+    lighter = {"inductor": "aot_eager_decomp_partition", "aot_eager_decomp_partition": "aot_eager", "aot_eager": "eager"}.get(
+        stage, "aot_eager" if stage != "eager" else None
+    )
+    if lighter is not None:
+        what = f"compile with {lighter} instead of {backend} (a last resort: slower, but right)"
+        found.append(Option(compiler_bisector.lighter_backend_code(lighter), what, lighter))
     return found
 
 

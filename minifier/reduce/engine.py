@@ -73,6 +73,10 @@ class Reducer:
     settled_structures: set[tuple[Any, ...]] = field(default_factory=set)
     # (kept, outputs, ...) whose nodes were each asked about once with a stand-in (see passes.replace_by_operands)
     replaced_structures: set[tuple[Any, ...]] = field(default_factory=set)
+    # what the failure was seen to need of every smaller graph too ("backward": see passes.drop_backward)
+    needed: set[str] = field(default_factory=set)
+    # profiles a reduced graph again (its op nodes, by name), its values saved for later cuts; None: cannot
+    reprofile: Callable[[GraphCase], dict[str, NodeInfo] | None] | None = None
     best: Candidate = field(init=False)
     _nodes: dict[str, fx.Node] = field(init=False, repr=False)
     _order: dict[str, int] = field(init=False, repr=False)
@@ -476,6 +480,22 @@ class Reducer:
 
     def _structure(self, c: Candidate) -> tuple[Any, ...]:
         return (c.kept, c.outputs, bool(c.random) if self.target.kind == "accuracy" else None)
+
+    def reprofiled(self) -> None:
+        """What the best's op nodes produce, asked again once its inputs were resized.
+
+        The origin's profile says what each node produced on the inputs as captured. A
+        node cut from a graph whose inputs :func:`~minifier.reduce.passes.shrink_shapes`
+        made smaller becomes an input of the size it had *then*, which its readers
+        no longer match (a matmul of ``[4, 64]`` by a resized ``[1, 1]``): a drop that
+        could not fail. One eager run of the best graph (:attr:`reprofile`) gives the
+        sizes and values every later candidate, all resized alike, reads.
+        """
+        if self.reprofile is None or not self.best.shapes:
+            return
+        info = self.reprofile(self.best_case())
+        if info:
+            self.info.update({name: value for name, value in info.items() if name in self.info})
 
     def best_case(self) -> GraphCase:
         return self.build(self.normalize(self.best))

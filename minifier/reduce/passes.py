@@ -344,9 +344,14 @@ def consolidate_inputs(r: Reducer) -> None:
 
 
 def drop_backward(r: Reducer) -> None:
-    """A dynamo graph that fails without running backward needs no backward in its repro."""
-    if r.best.backward:
-        r.consider(replace(r.best, backward=False))
+    """A dynamo graph that fails without running backward needs no backward in its repro.
+
+    Asked once: a failure that needed the backward of a graph needs it in every graph
+    smaller than that (a wrong gradient, a backward that does not compile), so a refusal
+    is remembered (:attr:`~minifier.reduce.engine.Reducer.needed`).
+    """
+    if r.best.backward and "backward" not in r.needed and not r.consider(replace(r.best, backward=False)):
+        r.needed.add("backward")
 
 
 def _shrink_set(r: Reducer, items: list[Any], attempt: Callable[[list[Any]], Candidate]) -> None:
@@ -413,13 +418,15 @@ def shrink_shapes(r: Reducer) -> None:
     """
     if _already_small(r, r.best):
         return
+    before = r.best.shapes
     everything = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n > 1]
-    if everything and r.consider(_resized(r, everything, 1)):
-        return  # one query, in the common case of a bug that does not care about sizes
-    for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
-        members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
-        if members:
-            _shrink_group(r, members, size)
+    if not (everything and r.consider(_resized(r, everything, 1))):  # one query, for a bug that does not care about sizes
+        for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
+            members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
+            if members:
+                _shrink_group(r, members, size)
+    if r.best.shapes != before:
+        r.reprofiled()
 
 
 def _already_small(r: Reducer, base: Candidate) -> bool:

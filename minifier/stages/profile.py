@@ -99,19 +99,22 @@ def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, An
     return recording.values
 
 
-def profile_case(case: GraphCase, values_path: Path | None = None) -> dict[str, NodeInfo]:
+def profile_case(case: GraphCase, values_path: Path | None = None, *, update: bool = False) -> dict[str, NodeInfo]:
     """Describe what each op node of ``case`` produces (one eager run).
 
     With ``values_path``, the tensor values are also saved there, once: every later
     query reads the values its cut inputs need from that file (memory-mapped) instead
-    of running the whole original graph again (:func:`realize`).
+    of running the whole original graph again (:func:`realize`). ``update``: the
+    values join those saved already, replacing the ones of the same nodes (a reduced
+    graph on resized inputs, profiled again: see :meth:`~minifier.reduce.engine.Reducer.reprofiled`).
     """
     info = {}
     nodes = {n.name: n for n in case.gm.graph.nodes}
     values = eager_values(case)
     if values_path is not None:
+        saved = torch.load(values_path, weights_only=True) if update and values_path.exists() else {}
         # (a special tensor's plain one: a ZeroTensor cannot be saved, and a cut input of one needs no value)
-        tensors = {
+        tensors = saved | {
             name: special_tensors.plain(v.detach())
             for name, v in values.items()
             if isinstance(v, torch.Tensor) and not special_tensors.unsupported(v)

@@ -48,6 +48,9 @@ def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
     # a detail that is not a pass's name is not pasted into code; nothing found leaves the last resort
     assert len(workarounds(Subsystem("inductor", "post_grad_passes", 2, "<lambda> at 0x7f"), "inductor", "inductor")) == 1
     assert [o.stage for o in workarounds(None, "my_backend", "my_backend")] == ["aot_eager"]
+    # the lighter backend is the stage below the failing one; a failure in dynamo's tracing has none
+    assert [o.stage for o in workarounds(None, "aot_eager", "aot_eager")] == ["eager"]
+    assert workarounds(None, "eager", "eager") == []
 
 
 @pytest.mark.e2e
