@@ -374,6 +374,10 @@ class Reducer:
                 if interesting and self.size(c) < self.size(self.best):
                     self.best = c
                     self.on_improve(self)
+        for c in normalized:  # a smaller graph known to fail (an answer cached, or assumed) is the best too
+            if self.cache[c.key()] and self.size(c) < self.size(self.best):
+                self.best = c
+                self.on_improve(self)
         return [self.cache[c.key()] for c in normalized]
 
     def assume(self, c: Candidate, interesting: bool, *, confirmed: bool = True) -> None:

@@ -259,8 +259,8 @@ def _ddmin(
         i = 0  # one scan over chunks of this size; a removal resumes it where it was
         while i < len(items(r.best)) and len(items(r.best)) > 1:
             current = items(r.best)
-            if not r.consider(drop(current[i : i + size])):
-                i += size
+            if not (r.consider(drop(current[i : i + size])) and items(r.best) != current):
+                i += size  # (a drop that fails but leaves the best as it was is no progress)
         size = math.ceil(size / 2)
     return False
 
@@ -278,10 +278,10 @@ def _drop_singles(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], dro
         removed, i = False, 0
         while i < len(items(r.best)) and len(items(r.best)) > 1:
             current = items(r.best)
-            if r.consider(drop(current[i : i + 1])):
+            if r.consider(drop(current[i : i + 1])) and items(r.best) != current:
                 removed = True  # (the next item is now at i)
             else:
-                i += 1
+                i += 1  # (a drop that fails but leaves the best as it was, the same graph normalized, is no progress)
         if not removed or len(items(r.best)) <= 1:
             return not removed
 

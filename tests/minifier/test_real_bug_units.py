@@ -175,6 +175,44 @@ def test_delta_debugging_settles_a_one_minimal_graph_and_the_next_round_skips_it
     assert len(asked) == before  # settled: no node search asks again
 
 
+def test_the_reducer_ends_on_a_graph_that_returns_its_inputs_as_saved_for_backward():
+    # An aot forward graph returns the inputs its backward saves (map_bwd, a fresh genuine bug):
+    # its canonical form drops those outputs, and the bisection's answer for it is cached. A
+    # drop of such an output is that same cached candidate; when the best stayed the graph as
+    # captured, the scan took the cached "fails" for progress and never ended.
+    import signal
+
+    import planted  # noqa: F401  registers planted_pair (it rejects a graph holding cos and exp)
+    from minifier.reduce.engine import Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case, realize
+    from minifier.stages.run import run_case
+
+    aten = torch.ops.aten
+
+    def forward(x, y):
+        return (aten.exp.default(aten.cos.default(x)), x, y)
+
+    x, y = torch.randn(4), torch.randn(4)
+    inputs = [GraphInput("x_1", x, TensorMeta.of(x)), GraphInput("y_1", y, TensorMeta.of(y))]
+    origin = GraphCase(make_fx(forward)(x, y), inputs, boundary="aot", kind="forward", backend="planted_pair")
+    target = run_case(origin, "planted_pair").failure.signature
+    reducer = Reducer(origin, profile_case(origin), target, lambda cs: [run_case(realize(c, origin), "planted_pair") for c, _, _ in cs])
+    reducer.assume(reducer.best, True)  # (what minify run does with the graph the bisection just saw fail)
+
+    def hung(*_):
+        raise TimeoutError("the reducer did not end")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        reducer.run(PASSES)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert sorted(reducer.best.kept) == ["cos", "exp"] and reducer.best.outputs == ("exp",)
+
+
 class Tagged(torch.Tensor):
     """A tag a library puts on its tensors: ``__torch_function__`` only, the data an ordinary tensor's."""
 
