@@ -61,10 +61,14 @@ def current_frame(gm: fx.GraphModule | None = None) -> dict[str, Any] | None:
 
 
 def frame_of_exception(exc: BaseException) -> dict[str, Any] | None:
-    """The user frame a dynamo error points at (its ``real_stack``), if it has one."""
+    """The user frame a dynamo error points at (its ``real_stack``), if it has one.
+
+    The innermost frame of the user's own code: a frame of torch's (the ``inner`` of
+    ``nested_compile_region``, which dynamo traced on the way) names nothing the user wrote.
+    """
     stack = dynamo_exc.user_stack(exc)
     if stack:
-        last = stack[-1]
+        last = ([f for f in stack if not is_internal_file(f.filename)] or stack)[-1]
         return {"name": last.name, "filename": last.filename, "lineno": last.lineno, "line": last.line}
     return None
 
@@ -139,7 +143,7 @@ def where_it_failed(exc: BaseException) -> str:
     chain = list(exception_chain(exc))
     if any(dynamo_exc.is_backend_failure(e) or getattr(e, COMPILE_PHASE_ATTR, False) for e in chain):
         return "backend"
-    if isinstance(exc, dynamo_exc.dynamo_exception_type()):
+    if isinstance(exc, dynamo_exc.dynamo_exception_type()) or dynamo_exc.raised_while_tracing(exc):
         return "tracing"
     return "runtime"
 

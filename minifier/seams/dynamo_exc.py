@@ -49,6 +49,8 @@ def probe() -> None:
     try:
         torch.compile(lambda a, b: a + b, backend="eager", fullgraph=True)(torch.ones(3), torch.ones(4))
     except Exception as e:  # noqa: BLE001 - the failure is what is probed
+        if not raised_while_tracing(e):
+            raise AttributeError(f"dynamo's tracing is no longer in {TRACER_FILE}") from None
         real = innermost(e)
         if not str(real).startswith("Attempting to broadcast"):
             raise AttributeError(
@@ -62,6 +64,27 @@ def probe() -> None:
         if not issubclass(getattr(exc, name), Exception):
             raise TypeError(f"torch._dynamo.exc.{name} is not an exception")
     accuracy_error()
+
+
+#: dynamo's bytecode interpreter: an error raised with it on the stack was raised while dynamo traced.
+TRACER_FILE = "torch/_dynamo/symbolic_convert.py"
+
+
+def raised_while_tracing(exc: BaseException) -> bool:
+    """Was ``exc`` raised inside dynamo's tracing, whatever its type?
+
+    Dynamo's own errors are ``TorchDynamoException``s; an internal error of its
+    tracing (an ``IndexError`` stamping out an ``invoke_subgraph``) reaches the user as
+    itself, with "from user code:" added. Its traceback still runs through the
+    bytecode interpreter (:data:`TRACER_FILE`), which a compiled graph's run never does.
+    (A backend's failure does too: callers ask :func:`is_backend_failure` first.)
+    """
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith(TRACER_FILE):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def dynamo_exception_type() -> type[BaseException]:

@@ -112,7 +112,10 @@ def exception_chain(exc: BaseException) -> Iterator[BaseException]:
 def _raised_while_compiling(exc: BaseException) -> bool:
     """Was ``exc`` raised by dynamo's tracing or by a backend's compile step?"""
     dynamo_exception = dynamo_exc.dynamo_exception_type()
-    return any(getattr(e, COMPILE_PHASE_ATTR, False) or isinstance(e, dynamo_exception) for e in exception_chain(exc))
+    return any(
+        getattr(e, COMPILE_PHASE_ATTR, False) or isinstance(e, dynamo_exception) or dynamo_exc.raised_while_tracing(e)
+        for e in exception_chain(exc)
+    )
 
 
 def signature_of_exception(exc: BaseException) -> Failure:

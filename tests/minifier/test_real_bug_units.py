@@ -213,6 +213,37 @@ def test_the_reducer_ends_on_a_graph_that_returns_its_inputs_as_saved_for_backwa
     assert sorted(reducer.best.kept) == ["cos", "exp"] and reducer.best.outputs == ("exp",)
 
 
+def test_an_internal_error_of_dynamos_tracing_is_a_compile_error_in_tracing_at_the_users_frame():
+    # A fresh genuine bug: a nested_compile_region called with one tensor twice makes dynamo's
+    # invoke_subgraph stamping raise a plain IndexError (not a dynamo exception) while it traces
+    # f. It is a compile error of dynamo's tracing, not a run-time error of the script, and the
+    # frame it names is the user's f, not torch's own wrapper dynamo traced on the way.
+    from minifier.capture.frames import frame_of_exception, where_it_failed
+    from minifier.unit.signature import signature_of_exception
+
+    @torch.compiler.nested_compile_region
+    def g(x, y):
+        return torch.mul(x, y).sin() + y
+
+    def f(x, y):
+        return g(x, y) + g(y, x) * g(x, x)
+
+    torch._dynamo.reset()
+    x, y = torch.randn(5), torch.randn(5)
+    with pytest.raises(Exception) as raised:
+        torch.compile(f, backend="eager")(x, y)
+    assert type(raised.value).__name__ == "IndexError"
+    assert where_it_failed(raised.value) == "tracing"
+    assert signature_of_exception(raised.value).signature.kind == "compile_error"
+    assert frame_of_exception(raised.value)["name"] == "f"
+    # an error the compiled code raises as it runs is still a run-time error
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as ran:
+        torch.compile(lambda a, i: a[i], backend="eager")(torch.randn(5), torch.tensor([9]))
+    assert "out of bounds" in str(ran.value)
+    assert where_it_failed(ran.value) == "runtime" and signature_of_exception(ran.value).signature.kind == "runtime_error"
+
+
 class Tagged(torch.Tensor):
     """A tag a library puts on its tensors: ``__torch_function__`` only, the data an ordinary tensor's."""
 
