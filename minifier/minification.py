@@ -4,7 +4,7 @@
 
 1. :func:`minifier.bisect.bisection.bisect_script` captures the program's graphs, finds the
    first failing graph and stage, and checks the failure is not flaky;
-2. :func:`choose_graph` picks the graph to shrink: the aot graph when the failure
+2. :func:`~minifier.bisect.choice.choose_graph` picks the graph to shrink: the aot graph when the failure
    reproduces after AOTAutograd (``--after auto``), else the dynamo graph;
 3. :func:`minify_case` profiles that graph once, then runs the
    :class:`~minifier.reduce.engine.Reducer` with every candidate answered by an isolated
@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 import torch.fx as fx
 
 from .bisect.bisection import bisect_saved, bisect_script
-from .bisect.report import BisectReport, Row
+from .bisect.report import BisectReport
 from .bisect.culprit import pin_down_again
+from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import MinifyResult
 from .capture.blame import blamed_nodes
 from .unit.case import GraphCase
 from .stages.inline import variants
-from .errors import CorruptRecord, FlakyFailure, Interrupted, NoFailure, NotReproducible, UsageError, plural
+from .errors import CorruptRecord, FlakyFailure, Interrupted, NotReproducible, plural
 from .stages.flaky import LOOKS, measured_rate, tries_for
 from .reduce.checkpoint import (
     CHECKPOINT, Status, find_checkpoint, fingerprint, holding, load_checkpoint, mark_checkpoint, save_checkpoint,
@@ -58,41 +59,6 @@ from .repro.writer import render
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
-
-AFTER_CHOICES = ("auto", "dynamo", "aot")
-
-
-def check_after(after: str) -> None:
-    """``--after`` (the command line's choice, or the Python API's argument) names a boundary pt2kit knows."""
-    if after not in AFTER_CHOICES:
-        raise UsageError(f"--after must be one of {', '.join(AFTER_CHOICES)}")
-
-
-# --------------------------------------------------------------------------- #
-# Choosing the graph
-# --------------------------------------------------------------------------- #
-
-
-def choose_graph(report: BisectReport, after: str) -> Row:
-    """The row to minify: its graph and its first failing stage."""
-    culprit = report.culprit
-    if culprit is None or culprit.first_failure is None:
-        raise NoFailure("no graph fails")
-    if culprit.case is None:
-        raise NotReproducible(
-            f"the failure is in dynamo's own tracing of {culprit.label} ({culprit.first_failure.failure.signature}); "  # type: ignore[union-attr]
-            "there is no graph to minify"
-        )
-    if after == "aot" and culprit.boundary != "aot":
-        raise UsageError("--after aot: no aot graph fails the same way in isolation; try --after dynamo")
-    if after == "dynamo" and culprit.boundary == "aot":
-        return next(
-            r
-            for r in report.rows
-            if r.boundary == "dynamo" and r.case is not None and r.case.index == culprit.case.parent
-        )
-    return culprit
-
 
 # --------------------------------------------------------------------------- #
 # Minifying one graph
@@ -439,26 +405,6 @@ def minify_script(
             report = pin_down_again(session, report)
             continue
         return finished(session, result, subsystem, script, args)
-
-
-def lowered_from(report: BisectReport, row: Row, after: str) -> Row | None:
-    """The failing dynamo graph an aot graph was lowered from, when ``--after`` leaves pt2kit the choice.
-
-    An aot graph that pt2kit cannot make fail alone (a ``while_loop`` whose Python-int
-    carry its rebuild cannot trace the same way) is not the end of the run: the dynamo
-    graph it came from holds the same failure, one stage of tracing earlier.
-    """
-    if after != "auto" or row.boundary != "aot" or row.case is None:
-        return None
-    return next(
-        (
-            r
-            for r in report.rows
-            if r.boundary == "dynamo" and r.case is not None and r.case.index == row.case.parent
-            and r.first_failure is not None and r.first_failure.failure is not None
-        ),
-        None,
-    )
 
 
 def finished(session: Session, result: MinifyResult, subsystem: bool, script: Path | None, args: list[str]) -> MinifyResult:

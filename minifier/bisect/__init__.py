@@ -4,5 +4,6 @@
 - ``steps``: the program once under capture, then its graphs through their stages;
 - ``culprit``: which failing graph is the program's failure, and pinning it down;
 - ``report``: a :class:`Row` per graph, and the :class:`BisectReport`;
+- ``choice``: which graph a run minifies, at the boundary ``--after`` asks for;
 - ``subsystem``: below the stage, the subsystem that breaks and a workaround.
 """

@@ -9,8 +9,11 @@ Its :meth:`~Candidate.key` is what the reducer's cache and checkpoint are keyed 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
+
+from ..unit.case import GraphInput
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class Candidate:
     # (op node, the same-shaped node its readers read instead): structure no cut can reach, where the
     # failure needs the node's operand computed by the op before it, not fed in
     substituted: frozenset[tuple[str, str]] = frozenset()
+    # (body path, op node, stand-in) in the bodies of higher-order ops: see minifier.reduce.bodies
+    body_edits: frozenset[tuple[str, str, str]] = frozenset()
 
     def key(self) -> str:
         return json.dumps(
@@ -41,6 +46,7 @@ class Candidate:
                 self.static,
                 sorted(self.shapes),
                 sorted(self.substituted),
+                *([sorted(self.body_edits)] if self.body_edits else []),
             ]
         )
 
@@ -55,6 +61,7 @@ class Candidate:
             "static": self.static,
             "shapes": [[name, list(shape)] for name, shape in self.shapes],
             "substituted": sorted(list(s) for s in self.substituted),
+            "body_edits": sorted(list(e) for e in self.body_edits),
         }
 
     @classmethod
@@ -69,4 +76,21 @@ class Candidate:
             static=data.get("static", False),
             shapes=tuple((name, tuple(shape)) for name, shape in data.get("shapes", ())),
             substituted=frozenset(tuple(s) for s in data.get("substituted", ())),
+            body_edits=frozenset(tuple(e) for e in data.get("body_edits", ())),
         )
+
+
+def reshaped(i: GraphInput, shape: tuple[int, ...]) -> GraphInput:
+    """A random input given a new (contiguous) shape."""
+    assert i.meta is not None
+    stride = tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
+    return replace(i, meta=replace(i.meta, shape=shape, stride=stride), value=None)
+
+
+def derive_sizes(inputs: list[GraphInput]) -> list[GraphInput]:
+    """Keep a symbolic-int input derived from a tensor input's size only while that tensor is an input."""
+    names = {i.name for i in inputs}
+    return [
+        replace(i, derived_from=None, symbolic_int=True) if i.derived_from and i.derived_from[0] not in names else i
+        for i in inputs
+    ]

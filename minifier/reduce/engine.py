@@ -32,7 +32,8 @@ import torch.fx as fx
 
 from ..errors import plural
 from ..unit.case import GraphCase, GraphInput, TensorMeta, has_effect
-from .candidate import Candidate
+from .bodies import apply_body_edits
+from .candidate import Candidate, derive_sizes, reshaped
 from ..unit.signature import Signature
 from ..capture.casemaker import random_seed
 from ..unit.graphio import constants_of, node_meta
@@ -221,6 +222,7 @@ class Reducer:
         numel = sum(math.prod(shape) for _, shape in c.shapes) - sum(math.prod(self._shape(n)) for n, _ in c.shapes)
         return (
             len(c.kept),
+            -len(c.body_edits),  # (each edit makes a body's op dead code)
             len(c.outputs),
             len(inputs) - len(c.merged),
             len(real),
@@ -322,7 +324,7 @@ class Reducer:
         graph.output(tuple(env[self._nodes[o]] for o in c.outputs))
         graph.lint()
         shapes = dict(c.shapes)
-        inputs = [_reshaped(i, shapes[node]) if node in shapes else i for i, node in zip(inputs, input_nodes)]
+        inputs = [reshaped(i, shapes[node]) if node in shapes else i for i, node in zip(inputs, input_nodes)]
         # a view into another input's memory stays one only while that input is there, at its size
         whole = {i.name for i, node in zip(inputs, input_nodes) if node not in shapes}
         inputs = [
@@ -332,8 +334,8 @@ class Reducer:
         if c.static:
             inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
         else:
-            inputs = _derive_sizes(inputs, graph)
-        gm = fx.GraphModule(self.origin.gm, graph)
+            inputs = derive_sizes(inputs)
+        gm = apply_body_edits(fx.GraphModule(self.origin.gm, graph), c.body_edits)
         constants = constants_of(gm, self.origin.constants)
         config = {
             m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()
@@ -517,22 +519,6 @@ class Reducer:
             if self.best == before:
                 self._confirm_best()
                 return self.best
-
-
-def _reshaped(i: GraphInput, shape: tuple[int, ...]) -> GraphInput:
-    """A random input given a new (contiguous) shape."""
-    assert i.meta is not None
-    stride = tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
-    return replace(i, meta=replace(i.meta, shape=shape, stride=stride), value=None)
-
-
-def _derive_sizes(inputs: list[GraphInput], graph: fx.Graph) -> list[GraphInput]:
-    """Keep a symbolic-int input derived from a tensor input's size only while that tensor is an input."""
-    names = {i.name for i in inputs}
-    return [
-        replace(i, derived_from=None, symbolic_int=True) if i.derived_from and i.derived_from[0] not in names else i
-        for i in inputs
-    ]
 
 
 def _flat_nodes(arg: Any) -> list[fx.Node]:

@@ -33,6 +33,7 @@ Each pass looks at the reducer's best candidate so far and asks
 - :func:`replace_by_operands`: on a graph delta debugging left 1-minimal, each node
   replaced by a same-shaped operand (or input) its readers read instead, one query a
   node: what a failure needs computed in front of an op, which a cut feeds in;
+- :func:`~minifier.reduce.bodies.reduce_bodies`: the same in higher-order ops' bodies;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
 - :func:`drop_backward`, :func:`make_static` (a dynamic-shape graph tried with every
   size concrete);
@@ -49,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from .bodies import reduce_bodies
 from .engine import Candidate, Reducer
 from ..seams.config import NEVER_DROPPED
 
@@ -516,6 +518,7 @@ PASSES: list[Callable[[Reducer], None]] = [
     cut_between,
     delta_debugging,
     replace_by_operands,
+    reduce_bodies,
     remove_outputs,
     consolidate_inputs,
     drop_backward,

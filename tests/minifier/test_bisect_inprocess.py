@@ -73,7 +73,8 @@ def test_a_runtime_error_is_told_from_a_compile_error(in_process, tmp_path):
 
 
 def test_the_reducer_keeps_only_the_op_the_backend_rejects(in_process, tmp_path):
-    from minifier.minification import choose_graph, minify_case
+    from minifier.bisect.choice import choose_graph
+    from minifier.minification import minify_case
 
     session, executor = in_process
     report = bisect_case(session, saved_case(tmp_path, "planted_compile_error"))

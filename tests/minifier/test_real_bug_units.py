@@ -244,6 +244,48 @@ def test_an_internal_error_of_dynamos_tracing_is_a_compile_error_in_tracing_at_t
     assert where_it_failed(ran.value) == "runtime" and signature_of_exception(ran.value).signature.kind == "runtime_error"
 
 
+def test_the_reducer_reduces_inside_the_branches_of_a_cond():
+    # A higher-order op is one node at the top level; its branches used to ride whole. Inside
+    # them, an op's readers read its operand instead where the failure allows: the branch
+    # that holds the rejected cos keeps cos alone.
+    import planted  # noqa: F401  registers planted_dynamo_error (it rejects torch.cos, in bodies too)
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.reduce.bodies import bodies
+    from minifier.reduce.engine import Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case, realize
+    from minifier.stages.run import run_case
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda x: (torch.cos(x).sin() + 1,), lambda x: (x.exp() * 2,), (x,))
+
+    grabbed = {}
+
+    def grab(gm, example_inputs):
+        grabbed.update(gm=gm, inputs=example_inputs)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(f, backend=grab, fullgraph=True)(torch.randn(4))
+    origin = make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("planted_dynamo_error", []), index=0)
+    target = run_case(origin, "planted_dynamo_error").failure.signature
+    assert "torch.cos is not supported" in str(target)
+
+    def body_ops(gm):
+        return {path: sorted(str(n.target.__name__ if callable(n.target) else n.target) for n in body.graph.nodes if n.op in ("call_function", "call_method")) for path, body in bodies(gm)}
+
+    assert sum(len(ops) for ops in body_ops(origin.gm).values()) == 5
+    reducer = Reducer(origin, profile_case(origin), target, lambda cs: [run_case(realize(c, origin), "planted_dynamo_error") for c, _, _ in cs])
+    reducer.run(PASSES)
+    reduced = reducer.best_case()
+    assert run_case(reduced, "planted_dynamo_error").failure.signature == target
+    ops = body_ops(reduced.gm)
+    assert ["cos"] in ops.values()  # the true branch: sin and the add are gone
+    assert sum(len(o) for o in ops.values()) < 5
+    assert sum(len(o) for o in body_ops(origin.gm).values()) == 5  # (the origin's bodies are untouched)
+
+
 class Tagged(torch.Tensor):
     """A tag a library puts on its tensors: ``__torch_function__`` only, the data an ordinary tensor's."""
 
