@@ -335,6 +335,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         if failing:  # --accuracy on a program that ran fine, and a graph errors out
             report.culprit = failing[0]
             return finish(session, report)
+        fails_only_plainly(program.script, list(program.args))
         raise NoFailure(
             f"every graph of {program.script.name} passes every stage"
             + (" (accuracy checked)" if report.accuracy else "")

@@ -207,22 +207,9 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> boo
 
 def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool:
     """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, an empty Inductor cache?"""
-    from ..stages.elsewhere import torch_alone_runner
+    from ..stages.elsewhere import plain_run
 
-    with tempfile.TemporaryDirectory(prefix="pt2kit-workaround-") as cache:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
-        env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
-        try:
-            done = subprocess.run(
-                [sys.executable, "-P", "-c", torch_alone_runner(code), script.name, *args],
-                cwd=script.parent,
-                env=env,
-                capture_output=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
-            return False
-    return done.returncode == 0
+    return plain_run(script, args, timeout, first=code).returncode == 0
 
 
 #: A program that ran longer than this (seconds) is not run again to check a workaround:

@@ -44,9 +44,15 @@ def bodies(gm: fx.GraphModule, prefix: str = "") -> Iterator[tuple[str, fx.Graph
 def stand_in(node: fx.Node) -> fx.Node | None:
     """The operand an op's readers can read instead: its first tensor-valued operand (None: there is none).
 
-    An op whose value is a tuple (its readers are ``getitem``\\ s) has no single stand-in.
+    An op whose value is a tuple (its readers are ``getitem``\\ s) has no single stand-in,
+    and neither has an op the body returns: the higher-order op checks what its body
+    returns (a ``while_loop`` predicate must be a bool, branches must agree, no output
+    may alias an input), and a stand-in there makes a program eager rejects too, which
+    an Inductor failure may still hide.
     """
-    if node.op not in ("call_function", "call_method") or (node.users and all(u.target is operator.getitem for u in node.users)):
+    if node.op not in ("call_function", "call_method") or any(u.op == "output" for u in node.users):
+        return None
+    if node.users and all(u.target is operator.getitem for u in node.users):
         return None
     return next((a for a in node.all_input_nodes if a.op != "get_attr"), None)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +123,43 @@ def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
             returncode, stderr = None, (e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or "")
     # (all of it: a C++ compile error's line comes before the compiler's whole output)
     return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "clean" if clean is not None else "fresh")
+
+
+def plain_run(script: Path, args: list[str], timeout: float | None, *, first: str = "") -> ElsewhereRun:
+    """The user's program as ``python SCRIPT ARGS`` runs it, nothing of pt2kit's: torch alone, its own directory, an empty Inductor cache.
+
+    ``first``: code run before it (a workaround). ``returncode`` None: it ran out of time.
+    """
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    with tempfile.TemporaryDirectory(prefix="pt2kit-plain-") as cache:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
+        env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-P", "-c", torch_alone_runner(first), script.name, *args],
+                cwd=script.parent,
+                env=env,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+            )
+            returncode, stderr = done.returncode, done.stderr
+        except subprocess.TimeoutExpired:
+            returncode, stderr = None, ""
+    return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "fresh")
+
+
+def last_words(stderr: str) -> str:
+    """A failed run's last exception line (``AssertionError: ...``), else its last line, at most 200 characters."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b", line)]
+    return ((raised or lines or [""])[-1])[:200]
 
 
 def verify(

@@ -322,6 +322,29 @@ def test_minify_run_pins_a_backward_that_fails_as_it_runs(backend, accuracy, kin
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.e2e
+def test_a_program_that_fails_only_when_run_plainly_is_said_so_not_called_healthy(in_process, tmp_path):
+    """A failure that depends on state pt2kit's capture changes (a fresh genuine bug: an Inductor cache hit
+    across recompiles served a stale constant, and under capture the program passed) gets exit 5 naming it,
+    not "every graph passes". Planted here as a program that fails only when pt2kit is not loaded."""
+    from minifier.errors import NotReproducible
+    from minifier.minification import minify_script
+
+    script = tmp_path / "only_plainly.py"
+    script.write_text(
+        "import sys\nimport torch\n"
+        "out = torch.compile(lambda x: x + 1, backend='eager')(torch.ones(3))\n"
+        "if sys.modules.get('minifier') is None:  # (pt2kit's plain run blocks it; its capture has it loaded)\n"
+        "    raise AssertionError('the third call saw a stale constant')\n"
+    )
+    session, _ = in_process
+    for accuracy in (False, True):
+        with pytest.raises(NotReproducible) as raised:
+            minify_script(session, script, [], out=tmp_path / "runs", accuracy=accuracy)
+        assert "fails when run plainly (AssertionError: the third call saw a stale constant)" in str(raised.value)
+        assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1" in str(raised.value)
+
+
 def test_the_api_keeps_the_backend_an_already_compiled_module_was_compiled_with(tmp_path):
     from minifier.api import save_repro
 
