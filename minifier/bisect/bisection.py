@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING
 from pathlib import Path
 
 from .report import BisectReport
-from .steps import capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
+from .steps import capture, failed_while_tracing, fails_only_plainly, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.script import ProgramRun
 from ..unit.case import GraphCase
 from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
-from ..errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
+from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
 
@@ -93,7 +93,7 @@ def bisect_script(
         return bisect_failed_frame(session, report, captured, cases, program)
     if unreadable:
         report.note = "some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable)
-    something_failed(captured, script, accuracy, program.args)
+    something_failed(captured, program, accuracy)
 
     known = seen_in_the_program(captured, cases, final, accuracy)
     hung = captured.failure is not None and captured.failure.signature.kind == "timeout"
@@ -146,18 +146,19 @@ def bisect_failed_frame(
     return finish(session, report)
 
 
-def something_failed(captured: CaptureResult, script: Path, accuracy: Accuracy, args: tuple[str, ...] = ()) -> None:
+def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Accuracy) -> None:
     """Raise when there is nothing to bisect: no graph compiled, or nothing failed and no --accuracy to judge."""
-    if captured.failure is None:
-        fails_only_plainly(script, list(args))
+    script = program.script
     if not captured.graph_paths:
         if captured.failure is not None:
             signature = captured.failure.signature
             raise ScriptFailedBeforeCompile(
                 f"{script.name} raised before torch.compile compiled anything: {signature.exception}: {signature.message}"
             )
+        fails_only_plainly(program)
         raise NoFailure(f"{script.name} ran to the end without compiling anything")
     if captured.failure is None and not accuracy:
+        fails_only_plainly(program)
         raise NoFailure(
             f"{script.name} ran to the end without failing ({plural(len(captured.graph_paths), 'graph')} compiled); "
             "pass --accuracy to check the compiled results against eager"
@@ -209,25 +210,3 @@ def bisect_saved(
         what = name if len(cases) == 1 else f"each of the {len(cases)} graphs of {name}"
         raise NoFailure(f"{what} passes every stage" + (" (accuracy checked)" if accuracy else ""))
     return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)
-
-
-def fails_only_plainly(script: Path, args: list[str]) -> None:
-    """Raise when the program, which ran to the end under pt2kit's capture, fails when run plainly.
-
-    Such a failure depends on state the capture changes: Inductor's caches across
-    recompiles (a cached kernel served to a later compile it does not fit), timing, the
-    environment. pt2kit cannot carry it into a graph, and saying "nothing fails" would
-    send the user away from a real bug. One plain run, only on this path, up to
-    :data:`~minifier.bisect.subsystem.PROGRAM_RERUN_LIMIT` seconds.
-    """
-    from ..stages.elsewhere import last_words, plain_run
-    from .subsystem import PROGRAM_RERUN_LIMIT
-
-    plain = plain_run(script, args, PROGRAM_RERUN_LIMIT)
-    if plain.returncode not in (0, None):
-        raise NotReproducible(
-            f"{script.name} fails when run plainly ({last_words(plain.stderr) or f'exit {plain.returncode}'}), "
-            "but not under pt2kit's capture: its failure depends on state the capture changes "
-            "(Inductor's caches across recompiles, timing, the environment); "
-            "if it passes with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1, the bug is in a compile cache"
-        )

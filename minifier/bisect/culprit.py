@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .report import BisectReport, PinDownRetry, Row, signature_of
-from .steps import aot_rows, read_capture_again, run_each, run_stages_of
+from .steps import aot_rows, fails_only_plainly, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.script import ProgramRun
 from ..unit.case import GraphCase
@@ -335,7 +335,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         if failing:  # --accuracy on a program that ran fine, and a graph errors out
             report.culprit = failing[0]
             return finish(session, report)
-        fails_only_plainly(program.script, list(program.args))
+        fails_only_plainly(program)
         raise NoFailure(
             f"every graph of {program.script.name} passes every stage"
             + (" (accuracy checked)" if report.accuracy else "")
