@@ -21,10 +21,7 @@ both (``subsystem``, ``workaround``), and the summary and the repro's header say
 from __future__ import annotations
 
 import functools
-import os
 import re
-import subprocess
-import sys
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
