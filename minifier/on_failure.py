@@ -344,9 +344,10 @@ class ReproOnFailure:
         from .isolation.zygote import pt2kit_env, python_command
 
         run_dir = path.parent.parent.parent
-        command = python_command(
-            "minifier", "repro", str(path), "--after", self.intent.after, "--run-dir", str(run_dir)
-        )
+        # TORCHDYNAMO_REPRO_AFTER=aot asks for the aot graph, where there is one that fails alone; a
+        # failure inside AOTAutograd itself (its partitioner) has none, and the dynamo graph is the repro
+        after = "auto" if self.intent.after == "aot" else self.intent.after
+        command = python_command("minifier", "repro", str(path), "--after", after, "--run-dir", str(run_dir))
         command.append("--accuracy" if accuracy else "--no-accuracy")
         from pathlib import Path
 
