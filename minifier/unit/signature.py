@@ -11,7 +11,10 @@ shrinks. pt2kit's answer (docs/minify.md) is a :class:`Signature`:
   wrappers such as ``BackendCompilerFailed``/``InductorError`` are peeled off, so a
   failure keeps its signature whether it surfaces through ``torch.compile``, through
   ``compile_fx_inner`` or in a standalone repro);
-- ``message``: its first line, normalized by :func:`normalize_message`.
+- ``message``: its first line, normalized by :func:`normalize_message`. An error
+  whose first line is a generic wrapper's (``C++ compile error``) keeps the compiler's
+  own first diagnostic after it (:func:`compiler_diagnostic`): two C++ bugs are two
+  failures, and a reduction never slips from one to the other.
 
 Wrong answers are judged in :mod:`minifier.unit.accuracy`, against an fp64 eager
 reference; their signature is made there too (``signature_of_accuracy``).
@@ -80,6 +83,28 @@ _NORMALIZERS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
+#: A compiler's diagnostic line (gcc and clang): ``file:line:col: error: what``.
+_DIAGNOSTIC = re.compile(r"^\S*?:\d+:(?:\d+:)?\s*(?:fatal )?error: (.+)$", re.MULTILINE)
+#: Names the code generator numbers (``tmp_acc0_vec``, ``in_ptr3``, ``buf12``): masked
+#: inside identifiers too, where the word-bounded normalizers do not reach.
+_GENERATED_IN_IDENTIFIER = re.compile(r"(tmp|acc|buf|ptr|ks|idx|var|kernel)\d+")
+#: Between a message's first line and the compiler diagnostic it carries.
+DIAGNOSTIC_SEPARATOR = " | "
+
+
+def compiler_diagnostic(text: str) -> str | None:
+    """The first ``error:`` line a compiler printed in ``text``, without its place and with generated names masked.
+
+    gcc quotes with typographic quotes in a UTF-8 locale and with ASCII ones in the C
+    locale; both read as ``'``, so a repro run elsewhere shows the same diagnostic.
+    """
+    found = _DIAGNOSTIC.search(str(text))
+    if found is None:
+        return None
+    line = found.group(1).translate(str.maketrans("‘’“”", "''\"\""))
+    return _GENERATED_IN_IDENTIFIER.sub(r"\1#", normalize_message(line))
+
+
 def normalize_message(message: str) -> str:
     """First line of ``message``, with addresses, ids, temp paths and generated numbering masked."""
     lines = [line.strip() for line in str(message).strip().splitlines() if line.strip()]
@@ -123,7 +148,10 @@ def signature_of_exception(exc: BaseException) -> Failure:
     inner = innermost_exception(exc)
     kind = "compile_error" if _raised_while_compiling(exc) else "runtime_error"
     text = str(inner) or type(inner).__name__
-    return Failure(Signature(kind, type(inner).__name__, normalize_message(text)), details=text[:4000])
+    message = normalize_message(text)
+    if (diagnostic := compiler_diagnostic(text)) is not None:
+        message = f"{message}{DIAGNOSTIC_SEPARATOR}{diagnostic}"
+    return Failure(Signature(kind, type(inner).__name__, message), details=text[:4000])
 
 
 def mark_compile_phase(exc: BaseException) -> None:
@@ -179,7 +207,8 @@ def shows_failure(returncode: int | None, stderr: str, target: Signature) -> boo
     output naming the exception with the same normalized message (a traceback's last
     line, ``torch._inductor.exc.InductorError: CppCompileError: C++ compile error``,
     an accuracy repro's ``AccuracyError: ...`` verdict, or the ``RuntimeError("...")``
-    dynamo quotes an error of a fake tensor's in).
+    dynamo quotes an error of a fake tensor's in). A message that carries a compiler
+    diagnostic is shown when that diagnostic is printed too, on a line of its own.
     """
     if target.kind == "timeout":
         return returncode is None
@@ -190,6 +219,10 @@ def shows_failure(returncode: int | None, stderr: str, target: Signature) -> boo
         return shown.signature.exception == target.exception
     if not returncode:
         return False
+    head, _, diagnostic = target.message.partition(DIAGNOSTIC_SEPARATOR)
+    if diagnostic and compiler_diagnostic(stderr) != diagnostic:
+        return False
+    target = Signature(target.kind, target.exception, head) if diagnostic else target
     # ``RuntimeError: message``, or the repr dynamo wraps an inner error in (``got RuntimeError("message")``)
     markers = (f"{target.exception}: ", f'{target.exception}("', f"{target.exception}('")
     for line in stderr.splitlines():

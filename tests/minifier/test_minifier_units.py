@@ -55,6 +55,22 @@ def test_wrapped_backend_errors_keep_their_own_signature():
     assert (signature.kind, signature.exception, signature.message) == ("compile_error", "ValueError", "cannot lower aten.sin at 0x?")
 
 
+def test_a_cpp_compile_error_is_known_by_the_compilers_first_diagnostic():
+    from torch._inductor.exc import CppCompileError
+
+    output = (
+        "/tmp/torchinductor_u/hq/chq.main.cpp: In function 'void kernel(const at::Half*)':\n"
+        "/tmp/torchinductor_u/hq/chq.main.cpp:115:26: error: conflicting declaration \u2018auto at_Half_tmp_acc0_vec\u2019\n"
+        "/tmp/torchinductor_u/hq/chq.main.cpp:124:26: error: something after it\n"
+    )
+    first = signature_of_exception(CppCompileError(["g++", "x.cpp"], output)).signature
+    assert first.message == "C++ compile error | conflicting declaration 'auto at_Half_tmp_acc#_vec'"
+    renumbered = signature_of_exception(CppCompileError(["g++", "y.cpp"], output.replace("acc0", "acc3").replace(":115:", ":9:"))).signature
+    assert renumbered == first
+    other = signature_of_exception(CppCompileError(["g++", "x.cpp"], "/t/a.cpp:3:1: error: no matching function for call to 'convert<double, 2, int32_t, 1>'")).signature
+    assert other != first and other.message.endswith("convert<double, 2, int32_t, 1>'")
+
+
 def test_plain_exception_is_a_runtime_error():
     signature = signature_of_exception(IndexError("index 7 is out of bounds")).signature
     assert (signature.kind, signature.exception) == ("runtime_error", "IndexError")
