@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup models demo test test-fast slow scenarios matrix matrix-setup fuzz bench browser screenshots format clean
+.PHONY: setup models demo test test-fast slow scenarios matrix matrix-setup fuzz hunt bench browser screenshots format clean
 
 setup: $(VENV)/.installed
 
@@ -97,6 +97,13 @@ test-fast: setup
 FUZZ_EXAMPLES ?= 40
 fuzz: setup
 	PT2KIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s -p no:cacheprovider tests/minifier/test_fuzz.py::test_fuzz_long
+
+# minify hunt: generated programs against the real torch.compile, every distinct bug minified
+# (docs/hunt.md). HUNT_MINUTES and HUNT_SEED pick how long and which programs.
+HUNT_MINUTES ?= 30
+HUNT_SEED ?= 0
+hunt: setup
+	$(PY) -m minifier hunt --minutes $(HUNT_MINUTES) --seed $(HUNT_SEED) --out pt2kit_hunt/seed-$(HUNT_SEED)
 
 bench: setup
 	$(PY) -m pip install --quiet -e '.[test,models,bench]'

@@ -26,6 +26,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from .errors import InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
 from .capture.script import check_syntax, resolve_script  # noqa: E402
+from .hunt.command import hunt_command  # noqa: E402
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -351,6 +352,9 @@ def doctor(as_json: bool) -> None:
         print_doctor(data, wide_console())
     if data["status"] != "ok":
         sys.exit(seams.SeamBroken.exit_code)
+
+
+main.add_command(hunt_command)
 
 
 @main.command("_capture", hidden=True, context_settings={**CONTEXT, "ignore_unknown_options": True})

@@ -165,6 +165,7 @@ MINIFIER_LAYERS = (
     ("minifier.bisect",),
     ("minifier.reduce",),
     ("minifier.pages",),
+    ("minifier.hunt",),
     ("minifier.result", "minifier.report", "minifier.minification", "minifier.api", "minifier.autoload", "minifier.on_failure", "minifier.cli", "minifier"),
 )
 TOP_LEVEL_LIMIT = 15

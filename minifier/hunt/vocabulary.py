@@ -1,0 +1,220 @@
+"""The ops a hunted program is made of: a typed vocabulary, checked as a program is built.
+
+Each :class:`Op` is a Python expression over one or two earlier values (``{a}``,
+``{b}``) and, for ops along a dimension, ``{d}``. Whether an op applies to the values
+at hand (their shapes broadcast, the dtype is one it takes, the dimension exists) is
+not written down per op: :func:`apply` runs the expression once on small real tensors
+of the values' shapes and dtypes (ones, so an integer division is defined) and keeps
+the result's shape and dtype. A program is therefore valid by construction, by
+eager's own rules, and the table stays one line per op.
+
+What the vocabulary leaves out, on purpose (each is a triage rule made structural,
+docs/hunt.md):
+
+- random ops (``rand``, ``dropout``, ``multinomial``): nondeterministic by design;
+- ``empty`` and its kin: uninitialized memory;
+- ops that return indices of ties or NaNs (``argmax``, ``sort``, ``topk``, ``max(dim)``):
+  their choice among equals is unspecified, in eager too.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+#: dtypes a value may have, by the name the program spells (``torch.<name>``).
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool")
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What the builder knows of a value: its shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Op:
+    """One way to compute a value: ``template`` over ``arity`` operands (and a dimension where ``{d}`` appears)."""
+
+    name: str
+    template: str
+    arity: int = 1
+    #: in-place on its operand; only ever applied to a program's inputs or values it made itself
+    inplace: bool = False
+
+    @property
+    def takes_dim(self) -> bool:
+        return "{d}" in self.template
+
+    def spell(self, operands: tuple[str, ...], dim: int = -1) -> str:
+        names = dict(zip("ab", operands))
+        return self.template.format(d=dim, **names)
+
+
+def _ops(arity: int, table: str, inplace: bool = False) -> list[Op]:
+    rows = [line.split(" = ", 1) for line in table.strip().splitlines()]
+    return [Op(name.strip(), template.strip(), arity, inplace) for name, template in rows]
+
+
+UNARY = _ops(1, """
+sin = torch.sin({a})
+exp = torch.exp({a})
+expm1 = torch.expm1({a})
+log = torch.log({a})
+log1p = torch.log1p({a})
+sqrt = torch.sqrt({a})
+rsqrt = torch.rsqrt({a})
+abs = torch.abs({a})
+neg = -{a}
+sign = torch.sign({a})
+floor = torch.floor({a})
+ceil = torch.ceil({a})
+round = torch.round({a})
+round_decimals = torch.round({a}, decimals=2)
+trunc = torch.trunc({a})
+frac = torch.frac({a})
+sigmoid = torch.sigmoid({a})
+tanh = torch.tanh({a})
+relu = torch.relu({a})
+gelu = torch.nn.functional.gelu({a})
+silu = torch.nn.functional.silu({a})
+softplus = torch.nn.functional.softplus({a})
+erf = torch.erf({a})
+reciprocal = torch.reciprocal({a})
+square = torch.square({a})
+clamp = torch.clamp({a}, -1, 1)
+hardtanh = torch.nn.functional.hardtanh({a}, 0.0, 6.0)
+nan_to_num = torch.nan_to_num({a})
+isnan = torch.isnan({a})
+isinf = torch.isinf({a})
+logical_not = torch.logical_not({a})
+bitwise_not = torch.bitwise_not({a})
+mul_zero = {a} * 0
+add_one = {a} + 1
+div_three = {a} / 3
+floordiv_two = {a} // 2
+mod_three = {a} % 3
+pow_two = {a} ** 2
+pow_half = {a} ** 0.5
+shift_left = {a} << 2
+scale = {a} * 2.5
+full_like = torch.full_like({a}, 3)
+ones_cumsum = torch.ones_like({a}).cumsum(-1)
+cond = torch.cond({a}.sum() > 0, lambda t: torch.sin(t) + t, lambda t: t * 2, ({a},))
+checkpoint = torch.utils.checkpoint.checkpoint(lambda t: torch.cos(t) * t, {a}, use_reentrant=False)
+""")
+
+CASTS = [Op(f"to_{d}", f"{{a}}.to(torch.{d})") for d in DTYPES]
+
+VIEWS = _ops(1, """
+transpose = {a}.transpose(0, -1)
+t_contiguous = {a}.transpose(0, -1).contiguous()
+step_slice = {a}[..., ::2]
+tail_slice = {a}[..., 1:]
+flip = {a}.flip(0)
+expand = {a}.expand(2, *{a}.shape)
+flatten = {a}.reshape(-1)
+narrow = {a}.narrow(-1, 0, 1)
+diagonal = {a}.diagonal()
+unsqueeze = {a}.unsqueeze({d})
+""")
+
+REDUCTIONS = _ops(1, """
+sum = {a}.sum({d})
+sum_keepdim = {a}.sum({d}, keepdim=True)
+sum_all = {a}.sum()
+mean = {a}.mean({d})
+amax = {a}.amax({d})
+amin = {a}.amin({d})
+prod = {a}.prod({d})
+cumsum = {a}.cumsum({d})
+cumprod = {a}.cumprod({d})
+logcumsumexp = torch.logcumsumexp({a}, {d})
+logsumexp = torch.logsumexp({a}, {d})
+var = {a}.var({d})
+std = {a}.std({d})
+norm = torch.linalg.vector_norm({a}, dim={d})
+any = {a}.any({d})
+all = {a}.all({d})
+softmax = torch.softmax({a}, {d})
+log_softmax = torch.log_softmax({a}, {d})
+sum_int8 = {a}.sum({d}, dtype=torch.int8)
+sum_float16 = {a}.sum({d}, dtype=torch.float16)
+cumsum_int32 = {a}.cumsum({d}, dtype=torch.int32)
+cumsum_bfloat16 = {a}.cumsum({d}, dtype=torch.bfloat16)
+""")
+
+INDEXING = _ops(1, """
+index_select_flip = torch.index_select({a}, 0, torch.arange({a}.shape[0] - 1, -1, -1))
+gather_first = {a}.gather(-1, torch.zeros_like({a}, dtype=torch.long))
+scatter_add_first = {a}.scatter_add(-1, torch.zeros_like({a}, dtype=torch.long), {a})
+index_add = {a}.index_add(0, torch.zeros({a}.shape[0], dtype=torch.long), {a})
+roll = torch.roll({a}, 1, {d})
+""")
+
+BINARY = _ops(2, """
+add = {a} + {b}
+sub = {a} - {b}
+mul = {a} * {b}
+div = {a} / {b}
+remainder = torch.remainder({a}, {b})
+fmod = torch.fmod({a}, {b})
+floor_divide = torch.floor_divide({a}, {b})
+maximum = torch.maximum({a}, {b})
+minimum = torch.minimum({a}, {b})
+pow = torch.pow({a}, {b})
+atan2 = torch.atan2({a}, {b})
+copysign = torch.copysign({a}, {b})
+where_positive = torch.where({a} > 0, {a}, {b})
+bitwise_and = {a} & {b}
+bitwise_xor = {a} ^ {b}
+shift_by = {a} << {b}
+eq = {a} == {b}
+lt = {a} < {b}
+lerp = torch.lerp({a}, {b}, 0.3)
+addcmul = torch.addcmul({a}, {a}, {b}, value=0.5)
+clamp_min = torch.clamp({a}, min={b})
+""")
+
+INPLACE = _ops(1, """
+add_ = {a}.add_(1)
+mul_ = {a}.mul_(2)
+clamp_ = {a}.clamp_(0, 1)
+slice_add_ = {a}[..., :1].add_(3)
+""", inplace=True) + _ops(2, """
+copy_ = {a}.copy_({b})
+add_other_ = {a}.add_({b})
+""", inplace=True)
+
+OPS: tuple[Op, ...] = tuple(UNARY + CASTS + VIEWS + REDUCTIONS + INDEXING + BINARY + INPLACE)
+BY_NAME = {op.name: op for op in OPS}
+
+
+@functools.lru_cache(maxsize=65536)
+def apply(op_name: str, operands: tuple[Meta, ...], dim: int = -1) -> Meta | None:
+    """The shape and dtype ``op`` gives on values like ``operands``, or None where eager refuses it.
+
+    Runs the op on real tensors of ones (1 where a size is 0 would hide nothing: the op
+    runs on the real, possibly empty, shape). Warnings and errors both mean "no".
+    """
+    import warnings
+
+    import torch
+
+    op = BY_NAME[op_name]
+    if op.inplace and operands[0].dtype == "bool" and op.name != "copy_":
+        return None
+    values = {name: torch.ones(m.shape, dtype=getattr(torch, m.dtype)) for name, m in zip("ab", operands)}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result: Any = eval(op.spell(tuple(values), dim), {"torch": torch}, values)  # noqa: S307 - our own table
+    except Exception:  # noqa: BLE001 - any refusal is "not this op here"
+        return None
+    if not isinstance(result, torch.Tensor) or result.is_complex() or result.numel() > 1 << 16:
+        return None
+    return Meta(tuple(result.shape), str(result.dtype).removeprefix("torch."))

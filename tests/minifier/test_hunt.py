@@ -1,0 +1,135 @@
+"""``minify hunt``: the generator draws valid programs, the judge and triage rules decide as written, a short hunt runs.
+
+The generator and the rules are decided in-process (a program's eager run, a verdict
+fed to the triage). The judge runs real ``torch.compile`` on a genuine torch bug. The
+seeded hunt (``slow``) runs the command as a user would, and checks each finding's
+repro with torch alone, in another directory, on an empty Inductor cache.
+"""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minifier.hunt.judge import Judging, Outcome, Verdict, judge, load, results
+from minifier.hunt.programs import generate, render
+from minifier.hunt.triage import Rule, Suspect, triage
+from minifier.hunt.vocabulary import Meta, apply
+from minifier.unit.signature import Signature
+
+
+def test_the_same_seed_draws_the_same_programs():
+    first, again, other = generate(7, 15), generate(7, 15), generate(8, 15)
+    assert first == again and first != other
+    assert len({p.steps for p in first}) > 5  # not one program fifteen times
+
+
+def test_the_vocabulary_keeps_only_what_eager_accepts():
+    floats, ints = Meta((3, 7), "float32"), Meta((3, 7), "int32")
+    assert apply("sum", (floats,), 1) == Meta((3,), "float32")
+    assert apply("sum", (floats,), 2) is None  # no third dimension
+    assert apply("bitwise_and", (floats, floats)) is None  # & refuses floats
+    assert apply("bitwise_and", (ints, ints)) == ints
+    assert apply("add", (floats, Meta((4,), "float32"))) is None  # does not broadcast
+    assert apply("to_bfloat16", (ints,)) == Meta((3, 7), "bfloat16")
+
+
+def test_drawn_programs_run_eagerly_and_import_torch_only(tmp_path):
+    programs = generate(3, 40)
+    ran = 0
+    for k, program in enumerate(programs):
+        path = tmp_path / f"p{k}.py"
+        path.write_text(render(program))
+        tree = ast.parse(path.read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert imported == {"torch"} and not any(isinstance(n, ast.ImportFrom) for n in ast.walk(tree))
+        module = load(str(path))
+        try:
+            outputs = results(module, module.f, Judging())
+        except Exception:  # noqa: BLE001 - counted: a few steps eager refuses only on real values
+            continue
+        ran += 1
+        assert len(outputs) >= len(program.outputs) + len(program.inputs)
+    assert ran >= 0.8 * len(programs)
+
+
+FAILED = Verdict(Outcome.FAILED, Signature("accuracy", "AccuracyError", "compiled output diverges from the fp64 reference (values)"), "output 0: RMSE")
+
+
+def _asked(*answers: Verdict):
+    """A judge that answers these verdicts in turn, and the judgings it was asked with."""
+    asked = []
+
+    def ask(judging: Judging) -> Verdict:
+        asked.append(judging)
+        return answers[len(asked) - 1]
+
+    return ask, asked
+
+
+def test_triage_drops_what_its_rules_name_and_keeps_the_rest():
+    passed = Verdict(Outcome.PASSED)
+    assert triage(passed, _asked()[0]) is None
+    assert triage(Verdict(Outcome.INVALID), _asked()[0]) is Rule.INVALID
+    assert triage(FAILED, _asked(passed)[0]) is Rule.FLAKY
+    ask, asked = _asked(FAILED, passed)
+    assert triage(FAILED, ask) is Rule.TOLERANCE and asked[1].tolerance == 1e-3
+    exact = Verdict(Outcome.FAILED, Signature("accuracy", "AccuracyError", "compiled output diverges from the fp64 reference (exact values)"), "")
+    ask, asked = _asked(exact, passed)
+    assert triage(exact, ask) is Rule.OVERFLOW and asked[1].small_ints
+    kept = triage(FAILED, _asked(FAILED, FAILED)[0])
+    assert isinstance(kept, Suspect) and "float64 reference" in kept.why
+    crash = Verdict(Outcome.FAILED, Signature("crash", "SIGSEGV", "process killed by SIGSEGV"))
+    assert isinstance(triage(crash, _asked(crash)[0]), Suspect)
+
+
+REMAINDER_BY_INF = '''import torch
+DYNAMIC = False
+BACKWARD = False
+
+
+def f(a, b):
+    return (torch.remainder(a, b) * 1,)
+
+
+def make_inputs():
+    return [torch.tensor([5.0, -5.0, 3.0]), torch.tensor([float("inf"), float("inf"), -float("inf")])]
+'''
+
+
+def test_the_judge_finds_a_genuine_inductor_bug_and_passes_a_healthy_program(tmp_path):
+    buggy = tmp_path / "remainder.py"
+    buggy.write_text(REMAINDER_BY_INF)
+    verdict = judge(str(buggy))
+    assert verdict.outcome is Outcome.FAILED and verdict.failure.kind == "accuracy"
+    assert "non-finite" in verdict.failure.message  # pytorch#198057: NaN where eager gives the dividend
+    healthy = tmp_path / "healthy.py"
+    healthy.write_text(REMAINDER_BY_INF.replace("torch.remainder(a, b)", "torch.maximum(a, b)"))
+    assert judge(str(healthy)).outcome is Outcome.PASSED
+    refused = tmp_path / "refused.py"
+    refused.write_text(REMAINDER_BY_INF.replace("torch.remainder(a, b)", "a @ b[:2]"))
+    assert judge(str(refused)).outcome is Outcome.INVALID
+
+
+@pytest.mark.slow
+def test_a_short_seeded_hunt_leaves_findings_that_fail_alone(tmp_path):
+    out = tmp_path / "hunt"
+    done = subprocess.run(
+        [sys.executable, "-m", "minifier", "hunt", "--minutes", "2", "--seed", "1", "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=1200, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    assert summary["programs"] >= 10 and summary["torch"] and json.loads((out / "hunt.json").read_text()) == summary
+    assert summary["pt2kit_bugs"] == [], summary["pt2kit_bugs"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for finding in summary["findings"]:
+        assert finding["within_query_bound"] and Path(finding["program"]).exists()
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache" / finding["signature"][:8]), "PT2KIT_AUTOLOAD": "0"}
+        alone = subprocess.run([sys.executable, finding["repro"]], cwd=elsewhere, env=env, capture_output=True, timeout=600, check=False)
+        assert alone.returncode != 0, finding
