@@ -6,9 +6,11 @@
 1. written to ``OUT/work/`` and judged in a child of pt2kit's warm process
    (:func:`~minifier.hunt.judge.judge`); a crash or a hang is that child's, and a verdict;
 2. triaged (:mod:`~minifier.hunt.triage`): each re-judging is one more child;
-3. a suspect whose signature the hunt has not minified yet (a wrong answer's signature
-   is coarse, so up to :data:`MINIFY_PER_SIGNATURE` of those) is minified by
-   ``minify run`` as a user would run it, in a process of its own;
+3. a suspect is shortened first: the shortest prefix that fails the same way, its last
+   step the one output (:meth:`Hunt.shorten`, a judging a step). One whose failure and
+   shortened op set the hunt has not met (and whose signature it has minified fewer
+   than :data:`MINIFY_PER_SIGNATURE` times) is minified by ``minify run`` as a user
+   would run it, in a process of its own;
 4. the minimized failure's identity, :func:`finding_key` (kind, exception, the op set
    of the repro, subsystem), decides whether it is a new bug. A new one is written to
    ``OUT/findings/<n>-<ops>/``: the program, its ``repro.py``, ``report.json`` and
@@ -36,10 +38,11 @@ from typing import Any
 
 from ..unit.signature import Signature
 from .judge import Judging, Outcome, Verdict, judge
-from .programs import Program, generate, render
+from .programs import Program, generate, render, shortened
 from .triage import Rule, Suspect, triage
 
-#: A wrong answer's signature names only its kind (``values``): several bugs share it.
+#: At most this many minifications per signature: a wrong answer's names only its kind
+#: (``values``), and one bug shortens to several op sets.
 MINIFY_PER_SIGNATURE = 3
 JUDGE_TIMEOUT = 90.0
 MINIFY_TIMEOUT = 600.0
@@ -112,6 +115,7 @@ class Hunt:
         self.worker.warm_up("inductor", preload=["minifier.hunt.judge"])
         self.summary = HuntSummary(seed=seed)
         self.minified: Counter[Signature] = Counter()
+        self.seen: set[tuple[Signature, tuple[str, ...]]] = set()
         self.keys: set[str] = set()
 
     def ask(self, path: Path, judging: Judging = Judging()) -> Verdict:
@@ -132,13 +136,30 @@ class Hunt:
             self.summary.dropped[verdict.value] = self.summary.dropped.get(verdict.value, 0) + 1
         if isinstance(verdict, Suspect):
             self.summary.suspects += 1
-            limit = MINIFY_PER_SIGNATURE if verdict.failure.kind == "accuracy" else 1
-            if self.minified[verdict.failure] < limit and time.monotonic() < deadline:
+            short, short_path = self.shorten(program, path, verdict)
+            seen = (verdict.failure, short.ops)
+            if seen not in self.seen and self.minified[verdict.failure] < MINIFY_PER_SIGNATURE and time.monotonic() < deadline:
+                self.seen.add(seen)
                 self.minified[verdict.failure] += 1
-                self.minify(path, verdict, deadline)
+                self.minify(short_path, verdict, deadline)
                 return
             self.summary.duplicates += 1
         path.unlink(missing_ok=True)
+
+    def shorten(self, program: Program, path: Path, suspect: Suspect) -> tuple[Program, Path]:
+        """The shortest prefix of ``program`` that fails the same way with its last step as the output.
+
+        One judging per step at most: far cheaper than a ``minify run``, and two programs
+        that shorten to the same ops with the same failure are one bug, minified once.
+        """
+        for last in range(len(program.steps) - 1):
+            short = shortened(program, last)
+            short_path = path.with_name(f"{path.stem}-{last}.py")
+            short_path.write_text(render(short, f"Program {path.stem} of minify hunt --seed {self.seed}, up to step {last}."))
+            if self.ask(short_path).failure == suspect.failure:
+                return short, short_path
+            short_path.unlink()
+        return program, path
 
     def minify(self, program: Path, suspect: Suspect, deadline: float) -> None:
         """``minify run`` on the program, as a user runs it; a new bug becomes a finding."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from .vocabulary import DTYPES, FLOATS, OPS, Meta, apply
+from .vocabulary import BY_NAME, DTYPES, FLOATS, OPS, Meta, apply
 
 #: sizes of a dimension: empty and one, small odd ones, and around the CPU vector width
 SIZES = (0, 1, 2, 3, 5, 7, 8, 9, 16, 17, 33)
@@ -130,6 +130,28 @@ def programs(draw: st.DrawFn) -> Program:
     )
 
 
+def shortened(program: Program, last: int) -> Program:
+    """``program`` up to step ``last``, which becomes its one output: the steps it reads, and every write in place before it.
+
+    A write in place stays with what it reads, since the inputs after the run are judged
+    too: a program whose bug is in a write keeps it.
+    """
+    needed = {program.steps[last].name}
+    kept: list[Step] = []
+    for step in reversed(program.steps[: last + 1]):
+        if step.name in needed or BY_NAME[step.op].inplace:
+            kept.append(step)
+            needed.update(step.operands)
+    kept.reverse()
+    start, end = program.region_span
+    inside = [k for k, step in enumerate(kept) if step in program.steps[start:end]]
+    span = (inside[0], inside[-1] + 1) if inside else (0, 0)
+    return Program(  # every input stays: the seeded generator draws each input's values in turn
+        program.inputs, tuple(kept), (program.steps[last].name,), program.dynamic,
+        program.region if inside else Region.NONE, span, program.backward, program.seed,
+    )
+
+
 def generate(seed: int, count: int) -> list[Program]:
     """``count`` programs drawn by Hypothesis from ``seed``: the same seed, the same programs."""
     from hypothesis import HealthCheck, Phase, given, settings
@@ -175,8 +197,6 @@ def _make_input(i: Input) -> list[str]:
 
 
 def _body(program: Program) -> list[str]:
-    from .vocabulary import BY_NAME
-
     lines, (start, end) = [], program.region_span
     opener = {Region.NO_GRAD: "with torch.no_grad():", Region.AUTOCAST: 'with torch.autocast("cpu", dtype=torch.bfloat16):'}
     for k, step in enumerate(program.steps):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from minifier.hunt.judge import Judging, Outcome, Verdict, judge, load, results
-from minifier.hunt.programs import generate, render
+from minifier.hunt.programs import Fill, Input, Program, Region, Step, generate, render, shortened
 from minifier.hunt.triage import Rule, Suspect, triage
 from minifier.hunt.vocabulary import Meta, apply
 from minifier.unit.signature import Signature
@@ -55,6 +55,24 @@ def test_drawn_programs_run_eagerly_and_import_torch_only(tmp_path):
         ran += 1
         assert len(outputs) >= len(program.outputs) + len(program.inputs)
     assert ran >= 0.8 * len(programs)
+
+
+def test_a_shortened_program_keeps_what_its_last_step_reads_and_every_write_in_place():
+    m = Meta((3,), "float32")
+    steps = (
+        Step("v0", "sin", ("x0",), -1, m),
+        Step("v1", "add_", ("x1",), -1, m),  # a write into an input: judged after the run
+        Step("v2", "exp", ("v0",), -1, m),
+        Step("v3", "mul", ("v2", "x1"), -1, m),
+    )
+    inputs = (Input("x0", m, Fill.RANDN), Input("x1", m, Fill.RANDN))
+    program = Program(inputs, steps, ("v3", "v0"), region=Region.AUTOCAST, region_span=(2, 4))
+    short = shortened(program, 2)
+    assert [s.name for s in short.steps] == ["v0", "v1", "v2"] and short.outputs == ("v2",)
+    assert short.inputs == inputs  # the seeded values stay the same
+    assert (short.region, short.region_span) == (Region.AUTOCAST, (2, 3))
+    assert shortened(program, 0).region is Region.NONE  # the region's steps are all gone
+    assert "with torch.autocast" in render(short) and "v3" not in render(short)
 
 
 FAILED = Verdict(Outcome.FAILED, Signature("accuracy", "AccuracyError", "compiled output diverges from the fp64 reference (values)"), "output 0: RMSE")
