@@ -451,20 +451,17 @@ def output_labels(references: References, count: int, names: list[str] | None = 
 def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=None):
     """Compare ``compiled`` outputs with an fp64 eager reference, forgiving eager's own error.
 
-    ``eager``, ``compiled`` and ``fp64`` are lists of the same outputs (tensors or
-    plain values) computed by eager in working precision, by the compiled program,
-    and by eager in float64. A floating output passes when it is allclose to eager,
-    or when its RMSE against fp64 is at most ``multiplier`` times eager's own RMSE
-    against fp64 (plus ``tol / 10``): compiled code may round differently, but not
-    worse than eager does. NaN or inf where eager and fp64 are finite always fails.
-    Integer and bool outputs must match exactly. With ``strict``, every output must
-    equal eager's bit for bit (``--strict-accuracy``). Returns None when everything
-    passes, else one line naming the first output that does not.
-
-    Eager is the reference instead, within a stated tolerance (1e-3, 1e-2 in half
-    precision), where ``fp64`` is None (see :func:`fp64_blocker`) or an fp64 output does
-    not match eager's shape. ``labels`` name the values in the message (default
-    ``output <i>``).
+    ``eager``, ``compiled`` and ``fp64`` are lists of the same outputs (tensors or plain
+    values) computed by eager in working precision, by the compiled program, and by eager
+    in float64. A floating output passes when it is allclose to eager, or when its RMSE
+    against fp64 is at most ``multiplier`` times eager's own (plus ``tol / 10``): compiled
+    code may round differently, but not worse than eager does. NaN or inf where eager and
+    fp64 are finite always fails, and so does losing a NaN or inf they agree on. Integer
+    and bool outputs must match exactly; with ``strict`` every output must equal eager's
+    bit for bit (``--strict-accuracy``). None when everything passes, else one line
+    naming the first output that does not. Eager is the reference instead, within 1e-3
+    (1e-2 in half precision), where ``fp64`` is None (:func:`fp64_blocker`) or an fp64
+    output does not match eager's shape. ``labels`` name the values (default ``output <i>``).
 
     This is torch's ``same(..., fp64_ref=...)`` rule without its fixed-tolerance
     shortcuts. It imports only torch and carries no annotations: the repro writer
@@ -515,6 +512,9 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
         bad_res = ~torch.isfinite(res64) & torch.isfinite(hi) & torch.isfinite(ref64)
         if bool(bad_res.any()):
             return f"{name}: {int(bad_res.sum())} non-finite values where eager and fp64 are finite"
+        lost = ~torch.isfinite(hi) & ((hi == ref64) | (hi.isnan() & ref64.isnan())) & ~((res64 == hi) | (res64.isnan() & hi.isnan()))
+        if bool(lost.any()):  # a NaN or an inf that eager and fp64 agree on, swallowed (softshrink's NaN -> 0)
+            return f"{name}: {int(lost.sum())} values differ where eager and fp64 agree on a non-finite one"
         finite = torch.isfinite(hi) & torch.isfinite(ref64)
         ref_err = float(torch.sqrt(torch.mean(torch.square(hi - ref64)[finite]))) if bool(finite.any()) else 0.0
         res_err = float(torch.sqrt(torch.mean(torch.square(hi - res64)[finite]))) if bool(finite.any()) else 0.0

@@ -17,7 +17,7 @@ import minifier
 from minifier.unit.case import GraphCase, GraphId, GraphInput, TensorMeta, clone_tensor
 from minifier.unit.runtime import rand_tensor
 from minifier.errors import CorruptRecord
-from minifier.unit.accuracy import accuracy_divergence
+from minifier.unit.accuracy import accuracy_category, accuracy_divergence
 from minifier.unit.signature import innermost_exception, normalize_message, signature_of_exception
 from minifier.isolation.worker import Worker
 from minifier.repro.files import load_repro, trace_module, write_repro
@@ -100,6 +100,16 @@ def test_accuracy_catches_nan_shape_and_integer_mismatches():
     assert "float32(2,)" in accuracy_divergence([ones], [torch.ones(2)], [ones.double()])
     ints = torch.arange(4)
     assert accuracy_divergence([ints], [ints + torch.tensor([0, 0, 1, 0])], [ints]) == "output 0: 1 of 4 values differ from eager"
+    # a NaN or an inf that eager and fp64 agree on is the answer: a compiler that swallows it is wrong
+    # (softshrink's NaN -> 0), one that keeps it is right, and one eager alone gives is eager's own error
+    nan_first = torch.tensor([float("nan"), 1.0, float("inf"), 0.5])
+    swallowed = accuracy_divergence([nan_first], [torch.tensor([0.0, 1.0, float("inf"), 0.5])], [nan_first.double()])
+    assert swallowed == "output 0: 1 values differ where eager and fp64 agree on a non-finite one"
+    assert accuracy_category(swallowed) == "non-finite values"
+    assert accuracy_divergence([nan_first], [nan_first.clone()], [nan_first.double()]) is None
+    assert "non-finite" in accuracy_divergence([nan_first], [nan_first.nan_to_num(posinf=1.0)], [nan_first.double()])
+    overflowed = torch.tensor([float("inf"), 1.0])  # eager's fp16 overflow, say: fp64 is finite, a finite result is fine
+    assert accuracy_divergence([overflowed], [torch.tensor([7e4, 1.0])], [torch.tensor([7e4, 1.0], dtype=torch.float64)]) is None
 
 
 def test_a_compiled_run_is_judged_from_its_own_random_state_and_leaves_the_programs_alone():
