@@ -243,8 +243,9 @@ BY_NAME = {op.name: op for op in OPS}
 def apply(op_name: str, operands: tuple[Meta, ...], dim: int = -1) -> Meta | None:
     """The shape and dtype ``op`` gives on values like ``operands``, or None where eager refuses it.
 
-    Runs the op on real tensors of ones (1 where a size is 0 would hide nothing: the op
-    runs on the real, possibly empty, shape). Warnings and errors both mean "no".
+    Runs the op on real tensors of ones, of these shapes and, where a size is 0, of the
+    same shapes made non-empty too: an op must be valid on both. Warnings and errors
+    both mean "no".
     """
     import warnings
 
@@ -253,6 +254,9 @@ def apply(op_name: str, operands: tuple[Meta, ...], dim: int = -1) -> Meta | Non
     op = BY_NAME[op_name]
     if op.inplace and operands[0].dtype == "bool" and op.name != "copy_":
         return None
+    filled = tuple(Meta(tuple(size or 2 for size in m.shape), m.dtype) for m in operands)
+    if filled != operands and apply(op_name, filled, dim) is None:
+        return None  # eager skips its checks on empty tensors (``empty(0).cummin(1)``): not a program to judge
     values = {name: torch.ones(m.shape, dtype=getattr(torch, m.dtype)) for name, m in zip("ab", operands)}
     try:
         with warnings.catch_warnings():

@@ -36,6 +36,8 @@ def test_the_vocabulary_keeps_only_what_eager_accepts():
     assert apply("bitwise_and", (ints, ints)) == ints
     assert apply("add", (floats, Meta((4,), "float32"))) is None  # does not broadcast
     assert apply("to_bfloat16", (ints,)) == Meta((3, 7), "bfloat16")
+    assert apply("cummin", (Meta((0,), "float32"),), 1) is None  # eager skips the dim check on an empty tensor
+    assert apply("cummin", (Meta((0,), "float32"),), 0) == Meta((0,), "float32")
 
 
 def test_drawn_programs_run_eagerly_and_import_torch_only(tmp_path):
