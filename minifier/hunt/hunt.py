@@ -46,7 +46,7 @@ from .triage import Rule, Suspect, triage
 MINIFY_PER_SIGNATURE = 3
 JUDGE_TIMEOUT = 90.0
 MINIFY_TIMEOUT = 600.0
-BATCH = 200
+BATCH = 1000
 
 
 @dataclass
