@@ -8,7 +8,8 @@ runs ``f`` three ways, each on fresh inputs from ``make_inputs``:
    is nondeterministic; neither is judged further;
 2. eagerly in float64 (floating inputs promoted, float64 the default dtype): the
    reference, where it runs;
-3. under ``torch.compile(f)``, dynamo reset first.
+3. under ``torch.compile(f)``, dynamo reset first. A ``ConstraintViolationError`` is
+   the program's own (``mark_dynamic`` on a size ``f`` specializes): invalid too.
 
 What is compared: every output, every input as it is after the run (a program that
 writes into its input is judged on it), and with ``BACKWARD`` every input's gradient,
@@ -123,6 +124,8 @@ def judge(path: str, judging: Judging = Judging()) -> Verdict:
         compiled = results(module, torch.compile(module.f, dynamic=module.DYNAMIC or None), judging)
     except Exception as e:  # noqa: BLE001 - a compiled run that raises is a finding
         failure = signature_of_exception(e)
+        if failure.signature.exception == "ConstraintViolationError":  # mark_dynamic asked for what f cannot give
+            return Verdict(Outcome.INVALID, detail=failure.signature.message)
         return Verdict(Outcome.FAILED, failure.signature, failure.details[:2000])
     problem = accuracy_divergence(eager, compiled, fp64, tol=judging.tolerance)
     if problem is None:

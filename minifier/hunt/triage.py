@@ -5,7 +5,8 @@ drops the suspects it names; the rules are tried in this order, and a suspect th
 survives them all is a finding (:class:`Suspect`), with the one-line reason why it is
 torch's bug, not the program's (:func:`why`).
 
-- **invalid** (structural): eager refuses the program; not judged at all;
+- **invalid** (structural): eager refuses the program, or its ``mark_dynamic`` marks a
+  size ``f`` specializes (``ConstraintViolationError``); not judged at all;
 - **nondeterministic**: two eager runs differ; not judged at all (the vocabulary has no
   random ops, so this is rare: an op with unspecified ties);
 - **flaky**: judged again, in a fresh child, it passes;

@@ -331,10 +331,9 @@ class Reducer:
             replace(i, view_of=None) if i.view_of and not (i.view_of[0] in whole and i.name in whole) else i
             for i in inputs
         ]
+        inputs = derive_sizes(inputs)  # (a size read from an input that was cut away is an int of its own)
         if c.static:
             inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
-        else:
-            inputs = derive_sizes(inputs)
         gm = apply_body_edits(fx.GraphModule(self.origin.gm, graph), c.body_edits)
         constants = constants_of(gm, self.origin.constants)
         config = {

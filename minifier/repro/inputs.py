@@ -183,7 +183,9 @@ def symbolic_inputs_function(case: GraphCase) -> str:
     dims = {k: list(i.symbolic_dims) for k, i in enumerate(case.inputs) if i.symbolic_dims}
     names = [i.name for i in case.inputs]
     sizes = {
-        k: (names.index(i.derived_from[0]), i.derived_from[1]) for k, i in enumerate(case.inputs) if i.derived_from
+        k: (names.index(i.derived_from[0]), i.derived_from[1])
+        for k, i in enumerate(case.inputs)
+        if i.derived_from and i.derived_from[0] in names
     }
     free = [k for k, i in enumerate(case.inputs) if i.symbolic_int]
     return (

@@ -1104,3 +1104,19 @@ def test_an_input_the_program_never_gave_a_value_stays_random_when_a_replacement
     replaced = reducer.normalize(replace(cos_only, substituted=frozenset({(sin, "x_1")})))
     built = reducer.build(replaced)
     assert [(i.name, i.is_random) for i in built.inputs] == [("x_1", True)]
+
+
+def test_a_symbolic_size_whose_tensor_was_cut_away_is_an_int_of_its_own():
+    # minify hunt found it: full(x.shape).cumsum(dtype=int32) under dynamic=True, its tensor input cut
+    # away by the reducer, left an int input "derived from" a tensor no longer there; the writer raised
+    from types import SimpleNamespace
+
+    from minifier.reduce.candidate import derive_sizes
+    from minifier.repro.inputs import symbolic_inputs_function
+    from minifier.unit.case import GraphInput
+
+    size = GraphInput("arg2_1", 5, None, derived_from=("arg1_1", 0))
+    kept = GraphInput("arg0_1", torch.ones(5), None, symbolic_dims=(0,))
+    source = symbolic_inputs_function(SimpleNamespace(inputs=[size, kept]))
+    assert "SIZES_OF = {}" in source
+    assert derive_sizes([size, kept])[0].derived_from is None and derive_sizes([size, kept])[0].symbolic_int
