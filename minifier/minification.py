@@ -49,7 +49,7 @@ from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_rep
 from .isolation.session import Session
 from .isolation.worker import QueryResult
 from .unit.signature import Failure, Signature
-from .stages.profile import profile_case, realize
+from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
 from .stages.run import Outcome, run_case
 from .bisect.subsystem import add_workaround_to_repro, go_below
 from .capture.torch_repro import load_any_repro
@@ -249,8 +249,13 @@ def original_profile(session: Session, case: GraphCase, values: Path, prior: Que
     ``prior``: the bisection's, when it profiled this very graph beside its last stages.
     """
     profiled = prior or session.query(
-        functools.partial(profile_case, case, values), "profiling the graph (one eager run)"
+        functools.partial(profile_or_why, case, values), "profiling the graph (one eager run)"
     )
+    if isinstance(profiled.value, EagerRunRaised):  # its inputs came from a graph that computed them wrong
+        raise NotReproducible(
+            f"{case.label} raises when run eagerly on the inputs the program gave it ({profiled.value.error}): a graph "
+            "compiled before it computed them wrong; with --accuracy each graph's outputs are judged"
+        )
     if profiled.value is None:
         raise NotReproducible(
             f"the graph cannot run in eager: {profiled.failure.signature if profiled.failure else '?'}"

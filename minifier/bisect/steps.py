@@ -181,12 +181,12 @@ class EarlyStages:
             else None
         )
         if failing is not None:
-            from ..stages.profile import profile_case
+            from ..stages.profile import profile_or_why
 
             values = self.session.run_dir / "work" / "values.pt"
             values.parent.mkdir(parents=True, exist_ok=True)
             queries.append(
-                (functools.partial(profile_case, self.cases[failing], values), "profiling the graph (one eager run)")
+                (functools.partial(profile_or_why, self.cases[failing], values), "profiling the graph (one eager run)")
             )
         results = (
             self.session.query_all(queries, alongside=[handle for _, _, handle in self._running]) if queries else []

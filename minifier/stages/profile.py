@@ -99,6 +99,21 @@ def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, An
     return recording.values
 
 
+@dataclass(frozen=True)
+class EagerRunRaised:
+    """The graph raised when run eagerly on its own inputs: there is nothing to profile."""
+
+    error: str
+
+
+def profile_or_why(case: GraphCase, values_path: Path | None = None) -> dict[str, NodeInfo] | EagerRunRaised:
+    """:func:`profile_case`, or why the graph's eager run raised (its inputs may be another graph's wrong outputs)."""
+    try:
+        return profile_case(case, values_path)
+    except Exception as e:  # noqa: BLE001 - the verdict, said to the user, not a pt2kit bug
+        return EagerRunRaised(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}")
+
+
 def profile_case(case: GraphCase, values_path: Path | None = None, *, update: bool = False) -> dict[str, NodeInfo]:
     """Describe what each op node of ``case`` produces (one eager run).
 
