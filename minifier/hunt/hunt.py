@@ -46,6 +46,7 @@ from .triage import Rule, Suspect, triage
 MINIFY_PER_SIGNATURE = 3
 JUDGE_TIMEOUT = 90.0
 MINIFY_TIMEOUT = 600.0
+#: Programs drawn at once (a short hunt draws fewer: drawing 1000 takes about 15 s).
 BATCH = 1000
 
 
@@ -224,7 +225,7 @@ def hunt(minutes: float, seed: int, out: Path, progress: Any, backend: str | Non
     try:
         batch = 0
         while time.monotonic() < deadline:
-            for program in generate(seed * 1000 + batch, BATCH):
+            for program in generate(seed * 1000 + batch, min(BATCH, max(50, int(minutes * 60)))):
                 if time.monotonic() >= deadline:
                     break
                 state.summary.programs += 1

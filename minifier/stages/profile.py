@@ -99,6 +99,10 @@ def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, An
     return recording.values
 
 
+class GraphRaised(Exception):
+    """The graph itself raised while it ran eagerly (not pt2kit's profiling around it)."""
+
+
 @dataclass(frozen=True)
 class EagerRunRaised:
     """The graph raised when run eagerly on its own inputs: there is nothing to profile."""
@@ -110,8 +114,8 @@ def profile_or_why(case: GraphCase, values_path: Path | None = None) -> dict[str
     """:func:`profile_case`, or why the graph's eager run raised (its inputs may be another graph's wrong outputs)."""
     try:
         return profile_case(case, values_path)
-    except Exception as e:  # noqa: BLE001 - the verdict, said to the user, not a pt2kit bug
-        return EagerRunRaised(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}")
+    except GraphRaised as e:
+        return EagerRunRaised(str(e))
 
 
 def profile_case(case: GraphCase, values_path: Path | None = None, *, update: bool = False) -> dict[str, NodeInfo]:
@@ -125,7 +129,10 @@ def profile_case(case: GraphCase, values_path: Path | None = None, *, update: bo
     """
     info = {}
     nodes = {n.name: n for n in case.gm.graph.nodes}
-    values = eager_values(case)
+    try:
+        values = eager_values(case)
+    except Exception as e:  # noqa: BLE001 - the graph's own error, for profile_or_why to say
+        raise GraphRaised(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}") from e
     if values_path is not None:
         saved = torch.load(values_path, weights_only=True) if update and values_path.exists() else {}
         # (a special tensor's plain one: a ZeroTensor cannot be saved, and a cut input of one needs no value)

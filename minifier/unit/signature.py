@@ -88,8 +88,9 @@ _DIAGNOSTIC = re.compile(r"^\S*?:\d+:(?:\d+:)?\s*(?:fatal )?error: (.+)$", re.MU
 #: Names the code generator numbers (``tmp_acc0_vec``, ``in_ptr3``, ``buf12``): masked
 #: inside identifiers too, where the word-bounded normalizers do not reach.
 _GENERATED_IN_IDENTIFIER = re.compile(r"(tmp|acc|buf|ptr|ks|idx|var|kernel)\d+")
-#: Between a message's first line and the compiler diagnostic it carries.
-DIAGNOSTIC_SEPARATOR = " | "
+#: Between a message's first line and the compiler diagnostic it carries (gcc's own word
+#: after a bar, which no plain message holds, so a message with a bar of its own is not split).
+DIAGNOSTIC_SEPARATOR = " | error: "
 
 
 def compiler_diagnostic(text: str) -> str | None:

@@ -64,7 +64,7 @@ def test_a_cpp_compile_error_is_known_by_the_compilers_first_diagnostic():
         "/tmp/torchinductor_u/hq/chq.main.cpp:124:26: error: something after it\n"
     )
     first = signature_of_exception(CppCompileError(["g++", "x.cpp"], output)).signature
-    assert first.message == "C++ compile error | conflicting declaration 'auto at_Half_tmp_acc#_vec'"
+    assert first.message == "C++ compile error | error: conflicting declaration 'auto at_Half_tmp_acc#_vec'"
     renumbered = signature_of_exception(CppCompileError(["g++", "y.cpp"], output.replace("acc0", "acc3").replace(":115:", ":9:"))).signature
     assert renumbered == first
     other = signature_of_exception(CppCompileError(["g++", "x.cpp"], "/t/a.cpp:3:1: error: no matching function for call to 'convert<double, 2, int32_t, 1>'")).signature

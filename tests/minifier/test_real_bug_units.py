@@ -326,7 +326,7 @@ def test_a_repro_run_elsewhere_shows_the_failure_by_its_signal_or_its_last_words
     segfault = Signature("crash", "SIGSEGV", "process killed by SIGSEGV")
     assert shows_failure(-11, "", segfault) and not shows_failure(-6, "", segfault) and not shows_failure(None, "", segfault)
     # a compiler's own diagnostic is part of a C++ error's signature: another C++ bug is another failure
-    declared = Signature("compile_error", "CppCompileError", "C++ compile error | conflicting declaration 'auto at_Half_tmp_acc#_vec'")
+    declared = Signature("compile_error", "CppCompileError", "C++ compile error | error: conflicting declaration 'auto at_Half_tmp_acc#_vec'")
     c_locale = wrapped + "/tmp/cache/ab/x.main.cpp:124:26: error: conflicting declaration 'auto at_Half_tmp_acc1_vec'\n"
     assert shows_failure(1, c_locale, declared)
     assert shows_failure(1, c_locale.replace("'auto at_Half_tmp_acc1_vec'", "‘auto at_Half_tmp_acc0_vec’"), declared)
