@@ -100,8 +100,8 @@ class EarlyStages:
     the final stage of a dynamo graph whose first run returned. The final stage of
     the graph a program crashes in is left alone: the program is about to answer it
     (:func:`minifier.bisect.culprit.seen_in_the_program`), and compiling a whole graph twice
-    is what a run should not pay for. (With ``--accuracy`` no final stage runs
-    early: the capture judges the program's own compiled runs.)
+    is what a run should not pay for. (With ``--accuracy`` neither runs early: the
+    capture judges the program's own compiled runs, and runs each aot graph eagerly.)
 
     When the program ends (:meth:`finish`), the eager stages still queued go out in
     one batch over every core, beside the query still running: the dynamo graphs', and
@@ -129,16 +129,13 @@ class EarlyStages:
         self._collect()
         for event in self._new_events():
             self._on_event(event)
-        if not self._running and (self._cheap or self._final):
-            path, case, stage = (self._cheap or self._final).pop(0)
+        early = [e for e in self._cheap if not (self.accuracy and e[1].boundary == "aot")]
+        if not self._running and (early or self._final):
+            path, case, stage = entry = (early or self._final)[0]
+            (self._cheap if early else self._final).remove(entry)
             label = f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}, while the program runs"
-            self._running.append(
-                (
-                    path,
-                    stage,
-                    self.session.start(functools.partial(run_case, case, stage, accuracy=self.accuracy), label),
-                )
-            )
+            query = functools.partial(run_case, case, stage, accuracy=self.accuracy)
+            self._running.append((path, stage, self.session.start(query, label)))
 
     def finish(self, captured: CaptureResult, *, profile: bool = False) -> None:
         """The program ended: the eager stages still queued that the bisection needs, in one batch now
