@@ -15,7 +15,12 @@ Per tool: whether a repro was written and fails again on its own (another empty
 cache, pt2kit off), the op nodes left in it, the queries, and the seconds. torch runs
 with ``PT2KIT_AUTOLOAD=0``, so its own minifier is in charge.
 
+``--releases ENV,...`` (default: the matrix's ``.venv-2.14`` and ``.venv-2.15`` where built) adds
+a column: on which torch releases each program still fails, run as ``python PROGRAM.py``
+under each (torch alone, an empty cache). ``--releases-only`` measures that column alone.
+
     python benchmarks/bench_real_bugs.py [--bugs name,...] [--isolated] [--timeout S] [--json FILE]
+                                         [--releases ENV,...] [--releases-only]
 """
 
 from __future__ import annotations
@@ -180,6 +185,30 @@ def run_torch(name: str, case: dict, isolate: bool, timeout: float) -> dict:
     }
 
 
+def default_releases() -> list[Path]:
+    return [venv for venv in (REPO / ".venv-2.14", REPO / ".venv-2.15") if (venv / "bin" / "python").exists()]
+
+
+def fails_on(name: str, pythons: list[Path], timeout: float) -> dict[str, bool | None]:
+    """torch version -> does the program fail under it (None: it did not end in time)."""
+    out: dict[str, bool | None] = {}
+    for python in pythons:
+        where, env = fresh(name, "release")
+        try:
+            version = subprocess.run(
+                [str(python), "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, env=env
+            ).stdout.strip()
+            done = subprocess.run(
+                [str(python), f"{name}.py"], capture_output=True, text=True, cwd=where, env=env, timeout=timeout
+            )
+            out[version.partition("+")[0]] = done.returncode != 0
+        except subprocess.TimeoutExpired:
+            out[version.partition("+")[0]] = None
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+    return out
+
+
 def cell(result: dict) -> str:
     if "error" in result:
         return f"no repro ({result['error'][:70]})"
@@ -195,16 +224,35 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per tool per bug")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--releases", default=None, help="environments of other torch releases (comma-separated)")
+    parser.add_argument("--releases-only", action="store_true", help="only which releases each program fails on")
     options = parser.parse_args()
+    others = [Path(p) for p in options.releases.split(",")] if options.releases else default_releases()
+    pythons = [Path(sys.executable), *(p / "bin" / "python" if p.is_dir() else p for p in others)]
     results = {}
     for name in options.bugs.split(","):
         case = case_of(name)
         row = results[name] = {"upstream": case.get("upstream"), "kind": case["kind"], "stage": case["stage"]}
-        row["pt2kit"] = run_pt2kit(name, case, options.timeout)
-        row["torch"] = run_torch(name, case, options.isolated, options.timeout)
-        print(f"{name}: pt2kit {cell(row['pt2kit'])}; torch {cell(row['torch'])}", flush=True)
+        row["fails_on"] = fails_on(name, pythons, options.timeout)
+        releases = ", ".join(
+            f"{v} {'fails' if f else 'passes' if f is False else 'hangs'}" for v, f in row["fails_on"].items()
+        )
+        if not options.releases_only:
+            row["pt2kit"] = run_pt2kit(name, case, options.timeout)
+            row["torch"] = run_torch(name, case, options.isolated, options.timeout)
+            print(f"{name}: pt2kit {cell(row['pt2kit'])}; torch {cell(row['torch'])}; {releases}", flush=True)
+        else:
+            print(f"{name}: {releases}", flush=True)
         if options.json:
             options.json.write_text(json.dumps(results, indent=2))
+    ours = next(iter(results.values()))["fails_on"] if results else {}
+    for version in list(ours)[1:]:
+        fixed = [
+            n for n, r in results.items() if r["fails_on"].get(list(ours)[0]) and r["fails_on"].get(version) is False
+        ]
+        print(f"fixed by upgrading to torch {version}: {len(fixed)} of {len(results)} ({', '.join(fixed)})")
+    if options.releases_only:
+        return
     written = {
         tool: sum(1 for r in results.values() if "error" not in r[tool] and r[tool].get("fails_alone"))
         for tool in ("pt2kit", "torch")

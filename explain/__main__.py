@@ -24,7 +24,6 @@ each of these is also ``{"status": ..., "message": ..., "exit_code": ...}`` on s
 from __future__ import annotations
 
 import json
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -76,7 +75,7 @@ def main(as_json: bool, html: Path | None, script: str, args: tuple[str, ...]) -
     except UserFacingError as error:  # a torch pt2kit does not support (seams.SeamBroken)
         exit_with(error, "explain", as_json)
     except Exception as bug:  # noqa: BLE001 - explain's own failure: one line, its own exit code
-        exit_with(internal_error(bug), "explain", as_json)
+        exit_with(InternalError.of(bug, tool="explain"), "explain", as_json)
     sys.exit(1 if failed else 0)
 
 
@@ -137,24 +136,6 @@ def _write_page(html: Path, data: dict[str, object], script: Path) -> Path | Non
             f"explain: the page was not written to {html} ({type(error).__name__}: {error})".splitlines()[0], err=True
         )
         return None
-
-
-def internal_error(bug: BaseException) -> InternalError:
-    """explain's own failure as a one-line error (``minifier.cli.internal_error``'s twin).
-
-    explain has no run directory: the traceback goes to a file of its own, named in the line.
-    """
-    import tempfile
-
-    try:
-        fd, log = tempfile.mkstemp(prefix="pt2kit-explain-internal-error-", suffix=".txt")
-        with os.fdopen(fd, "w") as file:
-            file.write("".join(traceback.format_exception(bug)))
-        where = f"details in {log}"
-    except OSError:
-        where = "its traceback could not be saved"
-    first = (str(bug).strip().splitlines() or [""])[0][:200]
-    return InternalError(f"internal error ({type(bug).__name__}: {first}); this is a pt2kit bug, {where}")
 
 
 if __name__ == "__main__":

@@ -148,10 +148,14 @@ def minify(
     after: str = "auto",
     out: str | os.PathLike[str] | None = None,
     timeout: float = 300.0,
+    torch_versions: str | list[str] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """Shrink the first failing graph of ``fn(*args)`` to a minimal repro: ``minify run``'s report.json."""
+    """Shrink the first failing graph of ``fn(*args)`` to a minimal repro: ``minify run``'s report.json.
+
+    ``torch_versions``: also run the repro under these torch releases (``--torch-versions``'s SPECs).
+    """
     run_dir = save_repro(fn, *args, backend=backend, out=out, **kwargs)
-    return _command(
-        "run", _saved_graphs(run_dir), {"accuracy": accuracy, "after": after, "out": run_dir, "timeout": timeout}
-    )
+    releases = ",".join([torch_versions] if isinstance(torch_versions, str) else torch_versions or []) or None
+    options = {"accuracy": accuracy, "after": after, "out": run_dir, "timeout": timeout, "torch-versions": releases}
+    return _command("run", _saved_graphs(run_dir), options)

@@ -27,6 +27,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 from .errors import InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
 from .capture.script import check_syntax, resolve_script  # noqa: E402
 from .hunt.command import hunt_command  # noqa: E402
+from .releases.command import specs_or_exit, torch_versions_option, versions_command  # noqa: E402
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -162,7 +163,9 @@ def bisect(
             from .capture.torch_repro import load_any_repro
 
             cases = [(load_any_repro(p, session).case, p) for p in paths]
-            report = bisect_saved(session, cases, path.parent.parent.name, accuracy=_accuracy(accuracy, strict_accuracy))
+            report = bisect_saved(
+                session, cases, path.parent.parent.name, accuracy=_accuracy(accuracy, strict_accuracy)
+            )
         else:
             report = bisect_script(
                 session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc
@@ -217,6 +220,7 @@ def bisect(
 )
 @_saved_option
 @_subsystem_option
+@torch_versions_option
 @_common_options
 @_script_arguments
 def run(
@@ -225,6 +229,7 @@ def run(
     after: str,
     saved: bool,
     subsystem: bool,
+    torch_versions: tuple[str, ...],
     accuracy: bool,
     strict_accuracy: bool,
     backend: str | None,
@@ -242,7 +247,7 @@ def run(
         check_syntax(paths[0])
     except UserFacingError as error:
         exit_with(error, "minify", as_json)
-    path = paths[0]
+    path, releases = paths[0], specs_or_exit(torch_versions, as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         from .minification import minify_repro, minify_script
@@ -257,6 +262,7 @@ def run(
                     accuracy=_accuracy(accuracy, strict_accuracy),
                     out=out,
                     subsystem=subsystem,
+                    releases=releases,
                 )
             )
         return _minified(
@@ -270,6 +276,7 @@ def run(
                 out=out,
                 nproc=nproc,
                 subsystem=subsystem,
+                releases=releases,
             )
         )
 
@@ -297,9 +304,11 @@ def run(
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
 @click.option("--timeout", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per isolated query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
+@torch_versions_option
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def repro(
     path: Path,
+    torch_versions: tuple[str, ...],
     after: str,
     accuracy: bool | None,
     strict_accuracy: bool,
@@ -317,10 +326,12 @@ def repro(
         resolved = resolve_script(path, "repro")
     except UserFacingError as error:
         exit_with(error, "minify", as_json)
+    releases = specs_or_exit(torch_versions, as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
+        accuracy_rule = _accuracy(accuracy, strict_accuracy)
         return _minified(
-            minify_repro(session, resolved, after=after, accuracy=_accuracy(accuracy, strict_accuracy), out=out)
+            minify_repro(session, resolved, after=after, accuracy=accuracy_rule, out=out, releases=releases)
         )
 
     _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)
@@ -355,6 +366,7 @@ def doctor(as_json: bool) -> None:
 
 
 main.add_command(hunt_command)
+main.add_command(versions_command)
 
 
 @main.command("_capture", hidden=True, context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -440,25 +452,11 @@ def _session_command(
                 _write_error_report(session, error)
         exit_with(error, "minify", as_json)
     except Exception as bug:  # noqa: BLE001 - pt2kit's own failure: one line, its own exit code, nothing lost
-        error = internal_error(bug, session.run_dir if session else None)
+        error = InternalError.of(bug, session.run_dir if session else None)
         if session:
             session.close()
             _write_error_report(session, error)
         exit_with(error, "minify", as_json)
-
-
-def internal_error(bug: BaseException, run_dir: Path | None) -> InternalError:
-    """pt2kit's own failure as a one-line error; the traceback goes to the run directory."""
-    import traceback
-
-    where = "no run directory was created"
-    if run_dir is not None:
-        log = run_dir / "logs" / "internal-error.txt"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text("".join(traceback.format_exception(bug)))
-        where = f"details in {log}"
-    first = (str(bug).strip().splitlines() or [""])[0][:200]
-    return InternalError(f"internal error ({type(bug).__name__}: {first}); this is a pt2kit bug, {where}")
 
 
 def _write_error_report(session: Any, error: UserFacingError) -> None:
@@ -493,7 +491,7 @@ def entry_point(prog_name: str = "minify") -> None:
         print(f"{prog_name}: interrupted", file=sys.stderr)
         code = Interrupted.exit_code
     except BaseException as bug:  # noqa: BLE001 - even a failure to start is one line, never a traceback
-        error = internal_error(bug, None)
+        error = InternalError.of(bug)
         print(f"{prog_name}: {error}", file=sys.stderr)
         code = error.exit_code
     if code is not None and not isinstance(code, int):

@@ -13,7 +13,9 @@ Exit codes are documented in docs/minify.md (0 written, 1 nothing to minify or f
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 
@@ -49,7 +51,9 @@ class OutputNotWritable(UsageError):
     """The directory run directories go to cannot be created or written (exit 2, a usage error)."""
 
     def __init__(self, out: object, reason: str) -> None:
-        super().__init__(f"cannot write run directories to {out}: {reason}; choose another --out or TORCHDYNAMO_REPRO_DIR")
+        super().__init__(
+            f"cannot write run directories to {out}: {reason}; choose another --out or TORCHDYNAMO_REPRO_DIR"
+        )
 
 
 class NoFailure(UserFacingError):
@@ -94,6 +98,29 @@ class InternalError(UserFacingError):
     """pt2kit's own machinery failed (exit 70, EX_SOFTWARE); the traceback is in the run directory."""
 
     exit_code = 70
+
+    @classmethod
+    def of(cls, bug: BaseException, run_dir: Path | None = None, tool: str = "minify") -> InternalError:
+        """pt2kit's own failure as one line; its traceback goes to ``run_dir/logs`` (else a file of its own), named in it."""
+        import tempfile
+        import traceback
+
+        text = "".join(traceback.format_exception(bug))
+        try:
+            if run_dir is not None:
+                log = run_dir / "logs" / "internal-error.txt"
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text(text)
+            else:
+                fd, name = tempfile.mkstemp(prefix=f"pt2kit-{tool}-internal-error-", suffix=".txt")
+                with os.fdopen(fd, "w") as file:
+                    file.write(text)
+                log = Path(name)
+            where = f"details in {log}"
+        except OSError:
+            where = "its traceback could not be saved"
+        first = (str(bug).strip().splitlines() or [""])[0][:200]
+        return cls(f"internal error ({type(bug).__name__}: {first}); this is a pt2kit bug, {where}")
 
 
 class Interrupted(UserFacingError):

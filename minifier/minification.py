@@ -40,7 +40,7 @@ from .stages.inline import variants
 from .errors import CorruptRecord, FlakyFailure, Interrupted, NotReproducible, plural
 from .stages.flaky import LOOKS, measured_rate, tries_for
 from .reduce.checkpoint import (
-    CHECKPOINT, Status, find_checkpoint, fingerprint, holding, load_checkpoint, mark_checkpoint, save_checkpoint,
+    CHECKPOINT, Status, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint,
 )  # fmt: skip
 from .pages.minify_page import write_run_report
 from .reduce.passes import PASSES
@@ -51,11 +51,13 @@ from .isolation.worker import QueryResult
 from .unit.signature import Failure, Signature
 from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
 from .stages.run import Outcome, run_case
-from .bisect.subsystem import add_workaround_to_repro, go_below
 from .capture.torch_repro import load_any_repro
 from .stages.elsewhere import verify
 from .repro.files import load_repro, write_repro
 from .repro.writer import render
+from .afterwards import finished
+from .releases.checks import Preparing
+from .releases.environments import ReleaseSpec
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -222,10 +224,12 @@ def start_reducer(
         case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state)
     )
     query.reducer = reducer
-    reducer.reprofile = lambda reduced: session.query(
-        functools.partial(profile_case, realize(reduced, None, values), values, update=True),
-        "profiling the graph on its resized inputs",
-    ).value
+    reducer.reprofile = lambda reduced: (
+        session.query(
+            functools.partial(profile_case, realize(reduced, None, values), values, update=True),
+            "profiling the graph on its resized inputs",
+        ).value
+    )
     reducer.on_pass = lambda name, r: setattr(query, "current_pass", name)
     reducer.blamed = tuple(blamed_nodes(*blame, list(reducer.best.kept)))
     if reducer.blamed:
@@ -352,15 +356,18 @@ def minify_script(
     out: Path,
     nproc: int = 1,
     subsystem: bool = False,
+    releases: list[ReleaseSpec] | None = None,
 ) -> MinifyResult:
-    """``minify run``: bisect the program, pick the failing graph, shrink it, write the repro; with ``subsystem``, go below the stage."""
+    """``minify run``: bisect the program, pick the failing graph, shrink it, write the repro; with ``subsystem``, go below
+    the stage; with ``releases``, run the repro under those torch releases too (their installs start now)."""
     check_after(after)
+    preparing = Preparing(releases, session.run_dir / "logs") if releases else None
     key = fingerprint(
         "run", str(script), args, after, backend, accuracy, nproc, hashlib.sha256(script.read_bytes()).hexdigest()
     )
     resume = find_checkpoint(out, key)
     if resume is not None:
-        return finished(session, resume_minification(session, resume, key), subsystem, script, args)
+        return finished(session, resume_minification(session, resume, key), subsystem, script, args, preparing)
     report = bisect_script(
         session, script, args, backend=backend, accuracy=accuracy, aot_rows=after != "dynamo", nproc=nproc,
         trust_program=True,
@@ -397,7 +404,9 @@ def minify_script(
                     session.log(f"{row.label} fails in {rate:.0%} of its runs alone: flaky; asking each question again")
                     continue
             if report.retry is None and (parent := lowered_from(report, row, after)) is not None:
-                session.log(f"{row.label} does not fail alone; minifying the dynamo graph {parent.label} it was lowered from instead")
+                session.log(
+                    f"{row.label} does not fail alone; minifying the dynamo graph {parent.label} it was lowered from instead"
+                )
                 after = "dynamo"
                 continue
             if report.retry is None:
@@ -409,47 +418,7 @@ def minify_script(
             )
             report = pin_down_again(session, report)
             continue
-        return finished(session, result, subsystem, script, args)
-
-
-def finished(session: Session, result: MinifyResult, subsystem: bool, script: Path | None, args: list[str]) -> MinifyResult:
-    """The rest of a run once its repro is written: below the stage (``subsystem``), then the checkpoint marked done.
-
-    Until then a rerun of the same command resumes it: Ctrl-C below the stage loses
-    nothing of the reduction.
-    """
-    if subsystem and result.failure.failure is not None:
-        # the repro first: what follows only adds to the report, and Ctrl-C there loses nothing
-        session.log(
-            f"[bold]repro ready[/]: {result.repro} ({'verified elsewhere' if result.verified else 'not verified elsewhere'}); "
-            "now looking below the stage for the subsystem and a workaround"
-        )
-        below_the_stage(session, result, script, args)
-    mark_checkpoint(session.run_dir, Status.DONE)
-    if result.resumed_from is not None:  # (else the next run of the command would resume the same one again)
-        mark_checkpoint(Path(result.resumed_from), Status.DONE)
-    return result
-
-
-def below_the_stage(session: Session, result: MinifyResult, script: Path | None, args: list[str]) -> None:
-    """The subsystem that breaks the minimized graph, confirmed on the original, and a workaround (:mod:`minifier.bisect.subsystem`)."""
-    if result.failure.failure is None:
-        return
-    try:
-        below = go_below(
-            session, result.failure.stage, result.failure.failure.signature, result.accuracy,
-            original=result.before, minimized=result.after, report=result.bisect, script=script, args=args,
-        )  # fmt: skip
-    except Exception as e:  # noqa: BLE001 - the repro is written: a failure below the stage costs a note, never the run
-        result.notes.append(
-            f"the subsystem search failed ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected"
-        )
-        return
-    result.below, result.notes = below, result.notes + below.notes
-    if below.workaround is not None:
-        add_workaround_to_repro(result.repro, below.workaround)
-    result.queries, result.seconds, result.timeline = session.queries, session.seconds, session.full_timeline()
-    write_run_report(result.run_dir, result.to_json())  # type: ignore[arg-type]
+        return finished(session, result, subsystem, script, args, preparing)
 
 
 def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyResult:
@@ -479,6 +448,7 @@ def minify_repro(
     out: Path,
     saved: list[Path] | None = None,
     subsystem: bool = False,
+    releases: list[ReleaseSpec] | None = None,
 ) -> MinifyResult:
     """``minify repro``: shrink an existing repro (pt2kit's or torch's) further.
 
@@ -486,16 +456,18 @@ def minify_repro(
     for a dynamo graph failing in its final backend, its aot graphs (``--after``).
     ``saved``: more repros of the same program, after ``path`` (``minify run --saved``,
     the API): the first of them that fails is the one minified. ``subsystem``: then go
-    below the stage, on the graphs alone (no program to run a workaround on).
+    below the stage, on the graphs alone (no program to run a workaround on);
+    ``releases``: run the repro under those torch releases.
     """
     check_after(after)
+    preparing = Preparing(releases, session.run_dir / "logs") if releases else None
     paths = [path, *(saved or [])]
     repros = [load_any_repro(p, session) for p in paths]
     accuracy = repros[0].accuracy if accuracy is None else accuracy
     key = fingerprint("repro", *(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths), after, accuracy)
     resume = find_checkpoint(out, key)
     if resume is not None:
-        return finished(session, resume_minification(session, resume, key), subsystem, None, [])
+        return finished(session, resume_minification(session, resume, key), subsystem, None, [], preparing)
     name = str(path) if len(paths) == 1 else path.parent.parent.name
     cases = [(loaded.case, p) for loaded, p in zip(repros, paths)]
     report = bisect_saved(session, cases, name, accuracy=accuracy, aot_rows=after != "dynamo")
@@ -513,4 +485,4 @@ def minify_repro(
     result = minify_case(
         session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report
     )
-    return finished(session, result, subsystem, None, [])
+    return finished(session, result, subsystem, None, [], preparing)

@@ -102,12 +102,12 @@ def below_rows(below: Below) -> list[tuple[str, Text]]:
         )
         rows.append(("subsystem", Text(below.subsystem.describe() + confirmed)))
     if below.workaround is not None:
-        seen = (
-            "the program runs to the end with it"
-            if below.workaround.verified_on == "program"
-            else "the failing graph runs right with it"
-        )
-        rows.append(("workaround", Text(f"{below.workaround.what} ({seen})\n{below.workaround.code.rstrip()}")))
+        seen = {
+            "program": "the program runs to the end with it",
+            "repro": "repro.py passes there: torch alone, an empty Inductor cache",
+        }.get(below.workaround.verified_on, "the failing graph runs right with it")
+        code = below.workaround.code.rstrip()
+        rows.append(("workaround", Text(f"{below.workaround.what} ({seen})" + (f"\n{code}" if code else ""))))
     else:
         rows.append(("workaround", Text("none found (see notes)")))
     return rows
@@ -132,6 +132,10 @@ def print_minify(result: MinifyResult, console: Console) -> None:
     if result.below is not None:
         for name, text in below_rows(result.below):
             table.add_row(name, text)
+    if result.releases is not None:
+        from .releases.command import releases_line
+
+        table.add_row("torch releases", Text(releases_line(result.releases)))
     for note in data.get("notes") or []:
         table.add_row("note", Text(note))
     console.print(table)

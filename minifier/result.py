@@ -22,6 +22,7 @@ from .unit.case import GraphCase, GraphInput
 from .capture.context import missing_config
 from .stages.run import Outcome, stage_names
 from .bisect.subsystem import Below
+from .releases.checks import Releases
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -47,6 +48,7 @@ class MinifyResult:
     failure_rate: float | None = None  # a flaky failure: how often it failed when measured (minifier.stages.flaky)
     below: Below | None = None  # the subsystem that breaks the graph, and a workaround (minifier.bisect.subsystem)
     timeline: list[tuple[str, float, float | None]] = field(default_factory=list)
+    releases: Releases | None = None  # the repro under other torch releases (--torch-versions)
 
     def distributed(self) -> dict[str, Any]:
         """Where a distributed job's repro comes from, and what it runs its collectives on."""
@@ -119,6 +121,7 @@ class MinifyResult:
             script=bisect.script if bisect is not None else None,
             graphs=None if bisect is None else tuple(row.record(bisect.stages) for row in bisect.rows),
             timeline=tuple(TimelineStep(step, seconds, ended) for step, seconds, ended in self.timeline),
+            releases=self.releases,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -223,8 +226,9 @@ class MinifyRecord:
     """report.json of ``minify run`` and ``minify repro`` (and their ``--json``), as data (docs/minify.md).
 
     Fields are the JSON's keys, in its order. Keys written only when set:
-    ``failure_rate`` (a flaky failure), ``distributed`` (a distributed job's graph) and
-    ``script`` with ``graphs`` (a bisection came first: its stage table). ``subsystem``
+    ``failure_rate`` (a flaky failure), ``distributed`` (a distributed job's graph),
+    ``script`` with ``graphs`` (a bisection came first: its stage table) and ``versions``
+    with ``fixed_in`` and ``regressed_in`` (``--torch-versions``). ``subsystem``
     and ``workaround`` (``below``) are always written, null when not searched.
 
     Free-form JSON, kept as read: ``distributed`` (the job's keys, docs/distributed.md),
@@ -261,6 +265,7 @@ class MinifyRecord:
     script: str | None = None
     graphs: tuple[GraphRecord, ...] | None = None
     timeline: tuple[TimelineStep, ...] = ()
+    releases: Releases | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -292,6 +297,7 @@ class MinifyRecord:
                 {"script": self.script, "graphs": [g.to_json() for g in self.graphs]} if self.graphs is not None else {}
             ),
             "timeline": [step.to_json() for step in self.timeline],
+            **(self.releases.to_json() if self.releases is not None else {}),
         }
 
     @classmethod
@@ -325,6 +331,7 @@ class MinifyRecord:
             script=data.get("script"),
             graphs=None if graphs is None else tuple(GraphRecord.from_json(g) for g in graphs),
             timeline=tuple(TimelineStep.from_json(t) for t in data.get("timeline") or ()),
+            releases=Releases.from_json(data),
         )
 
 

@@ -165,8 +165,9 @@ MINIFIER_LAYERS = (
     ("minifier.bisect",),
     ("minifier.reduce",),
     ("minifier.pages",),
+    ("minifier.releases",),
     ("minifier.hunt",),
-    ("minifier.result", "minifier.report", "minifier.minification", "minifier.api", "minifier.autoload", "minifier.on_failure", "minifier.cli", "minifier"),
+    ("minifier.result", "minifier.report", "minifier.afterwards", "minifier.minification", "minifier.api", "minifier.autoload", "minifier.on_failure", "minifier.cli", "minifier"),
 )
 TOP_LEVEL_LIMIT = 15
 

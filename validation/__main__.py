@@ -241,22 +241,7 @@ def _errors(as_json: bool) -> Iterator[None]:
     except UserFacingError as error:
         exit_with(error, "validation", as_json)
     except Exception as bug:  # noqa: BLE001 - validation's own failure: one line, its own exit code
-        exit_with(_internal_error(bug), "validation", as_json)
-
-
-def _internal_error(bug: BaseException) -> InternalError:
-    """validation's own failure as one line; the traceback goes to a file named in it."""
-    import tempfile
-
-    try:
-        fd, log = tempfile.mkstemp(prefix="pt2kit-validation-internal-error-", suffix=".txt")
-        with os.fdopen(fd, "w") as file:
-            file.write("".join(traceback.format_exception(bug)))
-        where = f"details in {log}"
-    except OSError:
-        where = "its traceback could not be saved"
-    first = (str(bug).strip().splitlines() or [""])[0][:200]
-    return InternalError(f"internal error ({type(bug).__name__}: {first}); this is a pt2kit bug, {where}")
+        exit_with(InternalError.of(bug, tool="validation"), "validation", as_json)
 
 
 def _ranks(text: str) -> list[int]:

@@ -11,6 +11,7 @@ What it shows, each a section with a stable id (the browser test finds them):
 - ``summary``: the verdict, the failure, the sizes and counts;
 - ``stages``: the stage table, each graph with its first failing stage;
 - ``below``: the subsystem and the workaround, when the drill-down found them;
+- ``releases``: the repro under other torch releases, and which fixed it (``--torch-versions``);
 - ``graph``: the failing graph before and after, side by side; the ops kept are
   highlighted in the original;
 - ``inputs``: the inputs after shrinking;
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .charts import Bar, timeline_chart
+from .issue import write_issue
 from .document import (
     Markup,
     Section,
@@ -48,7 +50,7 @@ REPORT_HTML = "report.html"
 
 
 def write_run_report(run_dir: Path, report: dict[str, Any]) -> Path | None:
-    """``report.json``, and ``report.html`` drawn from the same data; the page's path.
+    """``report.json``, and ``report.html`` and ``issue.md`` drawn from the same data; the page's path.
 
     The page is drawn from the JSON as written (paths and numbers as ``report.json``
     holds them). A page that cannot be drawn costs a note in ``report.json``, never the run.
@@ -59,6 +61,10 @@ def write_run_report(run_dir: Path, report: dict[str, Any]) -> Path | None:
     except Exception as e:  # noqa: BLE001 - the page is a view; the run's results stand without it
         html_path = None
         data["notes"] = [*data.get("notes", []), f"report.html was not written ({type(e).__name__}: {e})"]
+    try:
+        write_issue(run_dir, data)
+    except Exception as e:  # noqa: BLE001 - like the page, a view: the run's results stand without it
+        data["notes"] = [*data.get("notes", []), f"issue.md was not written ({type(e).__name__}: {e})"]
     (run_dir / "report.json").write_text(json.dumps(data, indent=2))
     return html_path
 
@@ -79,6 +85,8 @@ def render_report_page(report: dict[str, Any], run_dir: Path) -> str:
         sections.append(Section("stages", "Stages", _stages(report)))
     if report.get("subsystem") or report.get("workaround"):
         sections.append(Section("below", "Below the stage", _below(report)))
+    if report.get("versions"):
+        sections.append(Section("releases", "Other torch releases", _releases(report)))
     if repro is not None:
         sections.append(Section("graph", "The failing graph, before and after", _before_after(origin, repro, report)))
     if report.get("inputs_after"):
@@ -201,13 +209,25 @@ def _below(report: dict[str, Any]) -> Markup:
         verified = (
             badge("verified on your program", "ok")
             if workaround.get("verified")
+            else badge("verified on repro.py", "ok")
+            if workaround.get("verified_on") == "repro"
             else badge("not verified on the whole program", "none")
         )
         parts.append(tag("h3", "Workaround: ", workaround.get("what"), " ", verified))
-        parts.append(
-            Markup(copy_button("workaround-code") + code_block(workaround.get("code") or "", id_="workaround-code"))
-        )
+        if workaround.get("code"):
+            parts.append(Markup(copy_button("workaround-code") + code_block(workaround["code"], id_="workaround-code")))
     return join(parts)
+
+
+def _releases(report: dict[str, Any]) -> Markup:
+    """The repro under each torch release checked (``--torch-versions``), and what they say."""
+    said = {None: badge("not checked", "none"), True: badge("fails", "bad"), False: badge("passes", "ok")}
+    rows = [
+        [v["torch"], v["where"], said[v.get("fails")], "yes" if v.get("same_failure") else "", v.get("note") or ""]
+        for v in report["versions"]
+    ]
+    verdict = facts([("fixed in", report.get("fixed_in")), ("regressed in", report.get("regressed_in"))])
+    return join([table(["torch", "where", "repro.py", "same failure", "note"], rows), verdict])
 
 
 def _before_after(origin: str | None, repro: str, report: dict[str, Any]) -> Markup:

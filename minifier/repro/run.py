@@ -24,7 +24,7 @@
 from __future__ import annotations
 
 from ..unit.case import BACKEND_NAME, INDUCTOR_INNER_COMPILE, GraphCase
-from .inputs import is_symbolic, program_inputs, traces_on_fakes
+from .inputs import program_inputs, traces_on_fakes
 
 
 #: The stages that run no compiler of their own: an aot graph goes through them as it is.

@@ -84,13 +84,15 @@ def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:
     return root
 
 
-def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
+def run_elsewhere(path: Path, timeout: float | None, *, python: Path | None = None) -> ElsewhereRun:
     """Run the repro at ``path`` as its reader will: a copy in a new directory, torch alone, no warm cache.
 
     The repro and the files beside it it needs (its data file, copied user modules)
     go to a temporary directory; the child runs there with pt2kit unimportable, its
     autoload hook off, and an Inductor cache that cannot hold kernels compiled under
-    state the repro does not carry (:func:`clean_inductor_cache`).
+    state the repro does not carry (:func:`clean_inductor_cache`). ``python``: the
+    interpreter of another environment (another torch release, any repro, pt2kit's or
+    torch's own), which always gets an empty cache.
     """
     import shutil
     import subprocess
@@ -98,24 +100,25 @@ def run_elsewhere(path: Path, timeout: float | None) -> ElsewhereRun:
     import tempfile
     import time
 
-    loaded = load_repro(path)
-    case = loaded.case
     with tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-") as where:
         for sibling in path.parent.iterdir():
             if sibling.is_file() and sibling.suffix in (".py", ".pt"):
                 shutil.copy(sibling, Path(where) / sibling.name)
-        clean = clean_inductor_cache(case, loaded.stage)
+        loaded = load_repro(path) if python is None else None
+        clean = clean_inductor_cache(loaded.case, loaded.stage) if loaded is not None else None
         cache = str(clean) if clean is not None else str(Path(where) / "inductor-cache")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PYTHONPATH"))}
         env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
         start = time.perf_counter()
         try:
             done = subprocess.run(
-                [sys.executable, "-P", "-c", RUN_WITH_TORCH_ALONE, path.name],
+                # (-P, safe here, is not known to a Python older than 3.11 another environment may have)
+                ([sys.executable, "-P"] if python is None else [str(python)]) + ["-c", RUN_WITH_TORCH_ALONE, path.name],
                 cwd=where,
                 env=env,
                 capture_output=True,
                 text=True,
+                errors="replace",
                 timeout=timeout,
             )
             returncode, stderr = done.returncode, done.stderr

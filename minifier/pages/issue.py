@@ -1,0 +1,143 @@
+"""``issue.md``: a run directory as a bug report upstream can take, in the shape of PyTorch's template.
+
+Drawn, like ``report.html``, from the very data of ``report.json`` and the repro beside it:
+a title, the failure in one line, the repro inline, the stage table, the subsystem and
+workaround, the other torch releases where they were checked, and the environment as
+``torch.utils.collect_env`` prints it (PyTorch's template asks for exactly that).
+
+It is meant to be pasted into a public tracker, so nothing of the user's machine is in it
+beyond what ``collect_env`` prints: absolute paths outside that block are cut to their last
+part (the repro names its data file relative to itself, and the run directory is ``.``).
+A run that found no failure writes none: there is nothing to report.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+ISSUE_MD = "issue.md"
+_ABSOLUTE = re.compile(r"(?<![\w)\]}.])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")
+_STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
+_KIND_WORDS = {
+    "accuracy": "a wrong answer",
+    "compile_error": "a compile error",
+    "runtime_error": "a run-time error",
+    "crash": "a crash",
+    "timeout": "a hang",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> str:
+    """``python -m torch.utils.collect_env``'s report of this machine (once per process: it takes seconds)."""
+    try:
+        from torch.utils.collect_env import get_pretty_env_info
+
+        return get_pretty_env_info()
+    except Exception as e:  # noqa: BLE001 - a report without its environment still helps
+        return f"(torch.utils.collect_env failed: {type(e).__name__}: {e})"
+
+
+def scrub(text: str, run_dir: Path | None = None) -> str:
+    """``text`` without the absolute paths of this machine: the run directory is ``.``, any other path its last part."""
+    if run_dir is not None:
+        text = text.replace(str(run_dir.resolve()) + "/", "").replace(str(run_dir) + "/", "")
+    return _ABSOLUTE.sub(lambda m: m.group(1) or ".", text)
+
+
+def has_failure(report: dict[str, Any]) -> bool:
+    failure = report.get("failure") or {}
+    return bool(failure.get("kind") or failure.get("signature") or failure.get("exception"))
+
+
+def title(report: dict[str, Any]) -> str:
+    failure = report["failure"]
+    stage = failure.get("stage") or "torch.compile"
+    subsystem = {"inductor": "inductor", "aot_eager": "aot", "aot_eager_decomp_partition": "decomp", "eager": "dynamo"}
+    ops = report.get("ops_after") or []
+    what = f"{failure.get('exception')}: {failure.get('message')}"
+    where = f" in {', '.join(ops[:3])}" if ops and len(ops) <= 3 else ""
+    return f"[{subsystem.get(stage, stage)}] {failure.get('kind')}{where}: {what}"[:140].rstrip()
+
+
+def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None = None) -> str:
+    """The whole ``issue.md`` text for ``report`` (``report.json``'s data) and the repro's source."""
+    failure = report["failure"]
+    parts = [f"# {title(report)}", "", "### 🐛 Describe the bug", ""]
+    parts.append(
+        f"`torch.compile` fails at the **{failure.get('stage')}** stage with {_KIND_WORDS.get(failure.get('kind'), failure.get('kind'))}: "
+        f"`{failure.get('exception')}: {failure.get('message')}`."
+    )
+    if report.get("nodes_before"):
+        parts.append(
+            f"Minified by pt2kit from a graph of {report['nodes_before']} nodes to {report['nodes_after']}"
+            f" ({', '.join(report.get('ops_after') or []) or 'no ops'})."
+        )
+    if repro is not None:
+        parts += ["", "Repro (plain torch; `python repro.py` exits non-zero and prints the failure):", "", "```python"]
+        parts += [repro.rstrip(), "```"]
+        if report.get("inputs") == "real":
+            parts.append("The repro loads its real inputs from the data file named in it: attach that file too.")
+    stages = report.get("stages") or {}
+    if stages:
+        parts += ["", "| stage | " + " | ".join(stages) + " |", "|---" * (len(stages) + 1) + "|"]
+        parts.append("| result | " + " | ".join(stages.values()) + " |")
+        first = next((s for s, v in stages.items() if v == "fail"), None)
+        if first is not None and first not in _STAGES:
+            parts.append(f"\nEvery stage before `{first}` passes: the bug is in `{first}` itself.")
+    parts += _below(report) + _releases(report)
+    versions = ["", "### Versions", "", "```", environment().rstrip(), "```", ""]
+    return scrub("\n".join(parts), run_dir) + "\n" + "\n".join(versions)
+
+
+def _below(report: dict[str, Any]) -> list[str]:
+    out = []
+    subsystem, workaround = report.get("subsystem"), report.get("workaround")
+    if subsystem:
+        named = " / ".join(str(subsystem[k]) for k in ("backend", "name") if subsystem.get(k))
+        out.append(f"Subsystem: {named}" + (f" ({subsystem['application']})" if subsystem.get("application") else ""))
+    if workaround:
+        verified = {"program": "the whole program runs right with it", "repro": "repro.py passes with it"}
+        out.append(
+            f"Workaround: {workaround.get('what')} ({verified.get(workaround.get('verified_on'), 'the graph runs right with it')})"
+        )
+        if workaround.get("code"):
+            out += ["```python", workaround["code"].rstrip(), "```"]
+    return ["", *out] if out else []
+
+
+def _releases(report: dict[str, Any]) -> list[str]:
+    versions = report.get("versions")
+    if not versions:
+        return []
+    said = {None: "not checked", True: "fails", False: "passes"}
+    out = [
+        "",
+        "Other torch releases (the repro alone, an empty Inductor cache):",
+        "",
+        "| torch | repro | same failure |",
+    ]
+    out.append("|---|---|---|")
+    out += [f"| {v['torch']} | {said[v.get('fails')]} | {'yes' if v.get('same_failure') else ''} |" for v in versions]
+    if report.get("fixed_in"):
+        out.append(f"\nFixed in torch {report['fixed_in']}.")
+    if report.get("regressed_in"):
+        out.append(f"\nRegressed in torch {report['regressed_in']}.")
+    return out
+
+
+def write_issue(run_dir: Path, report: dict[str, Any]) -> Path | None:
+    """``run_dir/issue.md`` for a run that found a failure; None (and nothing written) for one that did not."""
+    if not has_failure(report):
+        return None
+    repro_path = Path(report["repro"]) if report.get("repro") else None
+    try:
+        repro = repro_path.read_text() if repro_path is not None else None
+    except OSError:
+        repro = None
+    path = run_dir / ISSUE_MD
+    path.write_text(render_issue(report, repro, run_dir))
+    return path
