@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup models demo test test-fast slow scenarios matrix matrix-setup fuzz hunt bench browser screenshots format clean
+.PHONY: setup models demo lint test test-fast slow scenarios matrix matrix-setup fuzz hunt bench browser screenshots format clean
 
 setup: $(VENV)/.installed
 
@@ -49,9 +49,14 @@ XDIST := -n $(JOBS) --dist load --maxschedchunk 1
 # under capture): three workers keep both cores busy (196% CPU against 158% with two).
 SLOW_JOBS ?= 3
 
-# Everything but the slow group: the decisions in-process, the planted backends end to end.
-test: setup
+# Everything but the slow group: the decisions in-process, the planted backends end to end,
+# after the lint (pyflakes' checks and syntax errors: an unused import or name, an undefined one).
+test: lint
 	$(PY) -m pytest -q $(XDIST) -m 'not slow'
+
+LINTED := minifier replay validation explain opcheck benchmarks tests examples
+lint: setup
+	$(PY) -m ruff check --quiet --select F,E9 $(LINTED)
 
 # The slow group: real Inductor and real models, PyTorch's own minifier scenarios ported
 # to CPU and the genuine torch bugs of tests/minifier/real_bugs. CI runs it after make test.
@@ -86,7 +91,6 @@ matrix: matrix-setup
 
 # pt2kit's packages laid out by ruff at 120 columns (pyproject.toml's [tool.ruff]).
 format: setup
-	$(PY) -m pip install -q ruff
 	$(PY) -m ruff format minifier replay validation explain opcheck benchmarks
 
 test-fast: setup

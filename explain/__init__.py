@@ -86,4 +86,19 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = list(_EXPORTS)
+__all__ = [  # (a literal, so that tools read the lazy exports as the package's API)
+    "CapturedGraph",
+    "CompileRecord",
+    "EntryFailures",
+    "ExplainReport",
+    "FunctionCompiles",
+    "GraphBreak",
+    "GraphSummary",
+    "GuardFailure",
+    "GuardLine",
+    "Isolation",
+    "RecompileProfiler",
+    "RecompileReport",
+    "UserFrame",
+    "explain",
+]

@@ -73,4 +73,17 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = list(_EXPORTS)
+__all__ = [  # (a literal, so that tools read the lazy exports as the package's API)
+    "CompileCheck",
+    "Finding",
+    "GuardReport",
+    "GuardValidator",
+    "SizeClass",
+    "SizeReport",
+    "check_guards",
+    "enumerate_sizes",
+    "recompile_forecast",
+    "representatives",
+    "sizes",
+    "validate_guards",
+]

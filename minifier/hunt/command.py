@@ -14,6 +14,7 @@ import click
 from typing import TYPE_CHECKING
 
 from ..errors import exit_with
+from ..releases.command import specs_or_exit, torch_versions_option
 
 if TYPE_CHECKING:
     from .hunt import HuntSummary
@@ -34,7 +35,14 @@ def print_hunt(summary: HuntSummary, console: Any) -> None:
     if summary.findings:
         table = Table("bug", "nodes", "queries", "repro", "why it is torch's")
         for f in summary.findings:
-            table.add_row(f.key, f.nodes, f"{f.queries}" + ("" if f.within_query_bound else " (over the bound)"), f.repro, f.why)
+            fixed = f"; fixed in torch {f.fixed_in}" if f.fixed_in else ""
+            table.add_row(
+                f.key,
+                f.nodes,
+                f"{f.queries}" + ("" if f.within_query_bound else " (over the bound)"),
+                f.repro,
+                f.why + fixed,
+            )
         console.print(table)
     for bug in summary.pt2kit_bugs:
         console.print(f"[red]pt2kit's own bug[/red]: {bug['program']}: {bug['what']}")
@@ -45,10 +53,15 @@ def print_hunt(summary: HuntSummary, console: Any) -> None:
 @click.command("hunt", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--minutes", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed draws the same programs.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: ./pt2kit_hunt/<time>.")
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: ./pt2kit_hunt/<time>."
+)
 @click.option("--backend", default=None, hidden=True, help="Minify under this backend (pt2kit's own tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout, nothing else.")
-def hunt_command(minutes: float, seed: int, out: Path | None, backend: str | None, as_json: bool) -> None:
+@torch_versions_option
+def hunt_command(
+    minutes: float, seed: int, out: Path | None, backend: str | None, as_json: bool, torch_versions: tuple[str, ...]
+) -> None:
     """Generate valid programs, compare eager with torch.compile, and minify each distinct bug found."""
     from rich.console import Console
 
@@ -64,8 +77,9 @@ def hunt_command(minutes: float, seed: int, out: Path | None, backend: str | Non
         writable, reason = False, e.strerror or type(e).__name__
     if not writable:
         exit_with(OutputNotWritable(out, locals().get("reason", "not writable")), "minify", as_json)
+    releases = ",".join(spec.text for spec in specs_or_exit(torch_versions, as_json))
     progress = Progress(Console(stderr=True), enabled=True)
-    summary = hunt(minutes, seed, out, progress, backend=backend)
+    summary = hunt(minutes, seed, out, progress, backend=backend, releases=releases)
     if as_json:
         print_json(summary.to_json())
     else:

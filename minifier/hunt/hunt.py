@@ -64,6 +64,8 @@ class Finding:
     nodes: str
     queries: int
     within_query_bound: bool
+    versions: list[dict[str, Any]] | None = None  # the repro under other torch releases (--torch-versions)
+    fixed_in: str | None = None
 
 
 @dataclass
@@ -84,7 +86,10 @@ class HuntSummary:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         hours = max(self.seconds, 1.0) / 3600
-        data["rates"] = {"programs_per_hour": round(self.programs / hours), "findings_per_hour": round(len(self.findings) / hours, 1)}
+        data["rates"] = {
+            "programs_per_hour": round(self.programs / hours),
+            "findings_per_hour": round(len(self.findings) / hours, 1),
+        }
         for item in data["findings"]:
             item["signature"] = item.pop("key")
             item["kind"] = item["failure"]["kind"]
@@ -107,10 +112,10 @@ def query_bound(nodes: int) -> int:
 class Hunt:
     """One hunt's state: its directory, its worker, what it has seen."""
 
-    def __init__(self, out: Path, seed: int, progress: Any, backend: str | None = None) -> None:
+    def __init__(self, out: Path, seed: int, progress: Any, backend: str | None = None, releases: str = "") -> None:
         from ..isolation.worker import Worker
 
-        self.out, self.seed, self.progress, self.backend = out, seed, progress, backend
+        self.out, self.seed, self.progress, self.backend, self.releases = out, seed, progress, backend, releases
         (out / "work").mkdir(parents=True, exist_ok=True)
         self.worker = Worker(log_dir=out / "logs", timeout=JUDGE_TIMEOUT)
         self.worker.warm_up("inductor", preload=["minifier.hunt.judge"])
@@ -139,7 +144,11 @@ class Hunt:
             self.summary.suspects += 1
             short, short_path = self.shorten(program, path, verdict)
             seen = (verdict.failure, short.ops)
-            if seen not in self.seen and self.minified[verdict.failure] < MINIFY_PER_SIGNATURE and time.monotonic() < deadline:
+            if (
+                seen not in self.seen
+                and self.minified[verdict.failure] < MINIFY_PER_SIGNATURE
+                and time.monotonic() < deadline
+            ):
                 self.seen.add(seen)
                 self.minified[verdict.failure] += 1
                 self.minify(short_path, verdict, deadline)
@@ -156,7 +165,9 @@ class Hunt:
         for last in range(len(program.steps) - 1):
             short = shortened(program, last)
             short_path = path.with_name(f"{path.stem}-{last}.py")
-            short_path.write_text(render(short, f"Program {path.stem} of minify hunt --seed {self.seed}, up to step {last}."))
+            short_path.write_text(
+                render(short, f"Program {path.stem} of minify hunt --seed {self.seed}, up to step {last}.")
+            )
             if self.ask(short_path).failure == suspect.failure:
                 return short, short_path
             short_path.unlink()
@@ -170,6 +181,8 @@ class Hunt:
             command.append("--accuracy")
         if self.backend:
             command += ["--backend", self.backend]
+        if self.releases:
+            command += ["--torch-versions", self.releases]
         limit = max(120.0, min(MINIFY_TIMEOUT, deadline - time.monotonic() + 120.0))
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=limit, check=False)
@@ -178,7 +191,10 @@ class Hunt:
             self._pt2kit_bug(program, f"minify run gave no report ({type(e).__name__})")
             return
         if report.get("status") != "minified" or not report.get("verified"):
-            self._pt2kit_bug(program, f"minify run ended {report.get('status')} (exit {done.returncode}): {report.get('message', '')}")
+            self._pt2kit_bug(
+                program,
+                f"minify run ended {report.get('status')} (exit {done.returncode}): {report.get('message', '')}",
+            )
             return
         key = finding_key(report)
         if key in self.keys:
@@ -203,24 +219,38 @@ class Hunt:
         shutil.copy(Path(report["run_dir"]) / "report.json", home / "report.json")
         nodes, queries = report.get("nodes_before", 0), report.get("reduction_queries", report.get("queries", 0))
         finding = Finding(
-            key, report["failure"], report["failure"]["stage"], sorted(set(report.get("ops_after") or [])),
-            str(home / "program.py"), str(home / "repro.py"), suspect.why,
-            f"{nodes} -> {report.get('nodes_after')}", queries, queries <= query_bound(nodes),
+            key,
+            report["failure"],
+            report["failure"]["stage"],
+            sorted(set(report.get("ops_after") or [])),
+            str(home / "program.py"),
+            str(home / "repro.py"),
+            suspect.why,
+            f"{nodes} -> {report.get('nodes_after')}",
+            queries,
+            queries <= query_bound(nodes),
+            report.get("versions"),
+            report.get("fixed_in"),
         )
         (home / "finding.json").write_text(json.dumps(asdict(finding), indent=2) + "\n")
         self.summary.findings.append(finding)
         if not finding.within_query_bound:
-            self.summary.pt2kit_bugs.append({"program": finding.program, "what": f"{queries} reduction queries for {nodes} nodes"})
+            self.summary.pt2kit_bugs.append(
+                {"program": finding.program, "what": f"{queries} reduction queries for {nodes} nodes"}
+            )
         self.progress.log(f"finding {len(self.summary.findings)}: {key}")
 
 
-def hunt(minutes: float, seed: int, out: Path, progress: Any, backend: str | None = None) -> HuntSummary:
-    """Hunt for ``minutes``: programs drawn from ``seed``, findings under ``out``."""
+def hunt(
+    minutes: float, seed: int, out: Path, progress: Any, backend: str | None = None, releases: str = ""
+) -> HuntSummary:
+    """Hunt for ``minutes``: programs drawn from ``seed``, findings under ``out``; ``releases``: each finding's
+    repro also run under these torch releases (``--torch-versions``)."""
     import torch
 
     start = time.monotonic()
     deadline = start + minutes * 60
-    state = Hunt(out, seed, progress, backend)
+    state = Hunt(out, seed, progress, backend, releases)
     state.summary.torch = torch.__version__
     try:
         batch = 0
@@ -230,7 +260,9 @@ def hunt(minutes: float, seed: int, out: Path, progress: Any, backend: str | Non
                     break
                 state.summary.programs += 1
                 found = len(state.summary.findings)
-                progress.update(f"program {state.summary.programs} · {state.summary.suspects} suspects · {found} findings")
+                progress.update(
+                    f"program {state.summary.programs} · {state.summary.suspects} suspects · {found} findings"
+                )
                 state.consider(state.summary.programs, program, deadline)
             batch += 1
     except KeyboardInterrupt:

@@ -144,7 +144,8 @@ def test_a_short_seeded_hunt_leaves_findings_that_fail_alone(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout)
-    assert summary["programs"] >= 1 and summary["torch"]  # (how many depends on the machine's load) and json.loads((out / "hunt.json").read_text()) == summary
+    # (how many programs depends on the machine's load)
+    assert summary["programs"] >= 1 and summary["torch"] and json.loads((out / "hunt.json").read_text()) == summary
     assert summary["pt2kit_bugs"] == [], summary["pt2kit_bugs"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
