@@ -10,8 +10,8 @@ to compile (``models/gpt2_train.py``). Each tool runs on an empty Inductor cache
 For each page: bytes on disk (the whole directory for tlparse, which links out to
 per-compile files), files, the load time of the first page in headless Chromium (the
 browser test's driver, ``tests/browser.py``), console errors and network requests, and
-the time to draw pt2kit's page again from ``report.json``. The bars of issue 28: under
-1 MB, under 2 s.
+the time to draw pt2kit's page again from ``report.json``. The bars it holds the page to:
+under 1 MB, under 2 s.
 
     python benchmarks/bench_pages.py [--json FILE]
 """

@@ -1,8 +1,7 @@
 """torch's ``replay_record_enabled`` switch, made to work: the PT2 FAQ's advice, once pt2kit is installed.
 
 ``torch._dynamo.config.replay_record_enabled = True`` is what the PT2 FAQ tells users to
-set to get a record of the frame that failed; in torch 2.13 it records nothing useful
-(issue 13). With pt2kit installed, the autoload hook (:mod:`minifier.autoload`, armed
+set to get a record of the frame that failed; in torch 2.13 it records nothing useful. With pt2kit installed, the autoload hook (:mod:`minifier.autoload`, armed
 when ``torch.compile`` first resolves a backend) calls :func:`arm`, which only watches
 the switch (a hook on ``torch._dynamo.config`` writes, see
 :func:`minifier.seams.config.when_set`). Until the switch is turned on nothing else is

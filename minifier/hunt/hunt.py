@@ -70,7 +70,7 @@ class Finding:
 
 @dataclass
 class HuntSummary:
-    """What a hunt did: the ``--json`` document (DESIGN.md, "minify hunt")."""
+    """What a hunt did: the ``--json`` document (docs/hunt.md)."""
 
     programs: int = 0
     seconds: float = 0.0

@@ -1,9 +1,9 @@
 """Running a written repro as its reader will: in another directory, with torch alone, on no warm cache.
 
-A repro is verified only once it fails the same way there (DESIGN.md, "Verified
-means: on another machine"). A warm Inductor cache can hold a kernel compiled under
-state the repro does not carry (a patched lowering, a codegen override, a custom
-pass): the same file then "fails" on this machine only. :func:`verify` asks twice:
+A repro is verified only once it fails the same way there (docs/repro-format.md). A
+warm Inductor cache can hold a kernel compiled under state the repro does not carry (a
+patched lowering, a codegen override, a custom pass): the same file then "fails" on
+this machine only. :func:`verify` asks twice:
 here first (the reducer's last query, or one more), then :func:`run_elsewhere`, a
 fresh process that cannot see pt2kit, its run directory or its cache.
 """
@@ -172,7 +172,7 @@ def verify(
 
     First here: the file, read back, runs in a query, even when its code is exactly that
     of the reducer's last failing query (``asked``). Then as its reader will run it
-    (DESIGN.md, "Verified means: on another machine"): a copy in another directory, torch
+    (docs/repro-format.md): a copy in another directory, torch
     alone, and no warm Inductor cache (:func:`~minifier.repro.files.run_elsewhere`). Both
     must fail, and they run one right after the other: of two runs in a row of a failure
     that shows every other run (state the program's compiles share), one passes, so such

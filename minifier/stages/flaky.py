@@ -1,4 +1,4 @@
-"""Flaky failures: how often one shows, and minifying it with repeated questions (DESIGN.md, "Flaky failures").
+"""Flaky failures: how often one shows, and minifying it with repeated questions (docs/minify.md, "What happens").
 
 A failure that shows in some runs only (a race, a random choice in a compiler, a
 resource limit) must get the same verdict on every run of pt2kit. Its questions are
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
 
 
-#: Looks at a failure that did not repeat, to measure how often it shows (DESIGN.md, "Flaky failures").
+#: Looks at a failure that did not repeat, to measure how often it shows (docs/minify.md, "What happens").
 LOOKS = 8
 
 

@@ -267,7 +267,7 @@ if __name__ == "__main__":
 @pytest.mark.e2e
 @pytest.mark.parametrize("where", ["module", "script"])
 def test_a_config_pass_function_travels_by_reference_or_as_source(where, tmp_path, in_process):
-    """issue 10: ``pre_grad_custom_pass`` is kept by reference when importable, carried when in the script."""
+    """``pre_grad_custom_pass`` is kept by reference when importable, carried when in the script."""
     if where == "module":
         (tmp_path / "user_passes.py").write_text(PASS.format(extra=""))
         setup = "import user_passes\ntorch._inductor.config.pre_grad_custom_pass = user_passes.no_relu_pass"

@@ -113,7 +113,7 @@ SCENARIOS = [
     # test/dynamo/test_after_aot.py
     Scenario("after_aot_accuracy_input_mutation", ("--accuracy",), expect="no-failure", torch_minifier_armed=False),
     # test/dynamo/test_compiler_bisector.py (and its run helper)
-    # The patch is made in a `with` block of a script without `if __name__`: issue 10 accepts
+    # The patch is made in a `with` block of a script without `if __name__`: the minifier accepts
     # "exit 5 says so plainly" when the repro cannot carry it.
     Scenario("bisect_bad_decomp", ("--accuracy",), ops=(("aten.exponential.default", "Tensor.exponential_"),), stage="aot_eager_decomp_partition", declines="select_decomp_table", torch_minifier_armed=False),
     Scenario("bisect_run_helper", ("--accuracy",), ops=(("aten.exponential.default", "Tensor.exponential_"),), stage="aot_eager_decomp_partition", torch_minifier_armed=False, subsystem=("decomposition", "exponential")),
@@ -267,7 +267,7 @@ def test_subsystem_is_upstreams(name: str, scenario_base: Path) -> None:
 def _minified_run(name: str, base: Path) -> Run:
     run = _scenario_run(name, base)
     if run.scenario.declines and run.returncode == 5 and run.scenario.declines in str((run.report or {}).get("message")):
-        pytest.skip(f"pt2kit declined plainly ({run.scenario.declines} cannot be carried), as issue 10 allows")
+        pytest.skip(f"pt2kit declined plainly ({run.scenario.declines} cannot be carried), as pt2kit may")
     if not (run.report and run.report.get("status") == "minified" and run.report.get("repro")):
         pytest.fail(f"no repro was written (see test_outcome_is_upstreams[{name}]): exit {run.returncode}, status {(run.report or {}).get('status')}")
     return run

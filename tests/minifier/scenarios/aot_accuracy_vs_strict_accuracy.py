@@ -5,7 +5,7 @@ Two planted Inductor C++ accuracy bugs: ``cpp.inject_relu_bug_TESTING_ONLY`` and
 Upstream's second half (fp64 accuracy, the default): the log1p bug only flips a boolean
 mask that no output depends on (``torch.where(b, x, x)`` is ``x`` either way), so it is
 not a bug in the result; the relu bug corrupts the output. Upstream asserts the repro
-is exactly ``relu`` of the input. (This is also issue 10's first accuracy scenario.)
+is exactly ``relu`` of the input.
 Expected from pt2kit (``minify run --after aot --accuracy``): ``ops_after == ["aten.relu.default"]``.
 """
 import os

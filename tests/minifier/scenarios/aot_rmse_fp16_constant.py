@@ -4,7 +4,7 @@ Upstream (GPU there; the same holds on CPU, where Inductor computes half in floa
 ``x - torch.tensor(655, dtype=torch.half) * 100`` on ``x = 65500`` in half. Eager rounds
 ``655 * 100`` to half (65504) and returns 0; Inductor keeps the product in higher
 precision and returns 4, which is what fp64 says. Upstream asserts that with the fp64
-rule there is no accuracy error (``_run_full_test(..., None)``). This is issue 10's
+rule there is no accuracy error (``_run_full_test(..., None)``). This is the
 second accuracy scenario: a reference that keeps the in-graph half constant in half
 precision reports a false error ("RMSE vs fp64 4, eager's own 0").
 ``joint_graph_constant_folding`` is off, as upstream patches it.

@@ -3,7 +3,7 @@
 The program of ``aot_rmse_fp16_constant.py``, judged strictly: upstream turns the fp64
 rule off (``same_two_models_use_fp64 = False``) and runs its minifier with
 ``--strict-accuracy``, and then the increased precision of ``655 * 100`` *is* an
-accuracy error. Upstream asserts ``AccuracyError``. Issue 10 asks for the same strict
+accuracy error. Upstream asserts ``AccuracyError``. pt2kit gives the same strict
 mode (``--strict-accuracy``, bitwise).
 Expected from pt2kit (``minify run --after aot --accuracy --strict-accuracy``): an
 accuracy failure, minified (the graph holds a mul and a sub).

@@ -10,7 +10,7 @@ in its debug info. The bug lives in a monkeypatch made by the program (inside a
 Expected from pt2kit (``minify run --accuracy``): the failure is at stage
 ``aot_eager_decomp_partition`` and the minified graph holds the exponential; or, since
 this script has no ``if __name__ == "__main__":`` and the repro cannot carry the patch,
-exit 5 with a message naming the patched ``select_decomp_table`` (issue 10 allows it).
+exit 5 with a message naming the patched ``select_decomp_table`` (a plain decline).
 """
 from contextlib import contextmanager
 

@@ -4,8 +4,8 @@ A custom pre-grad pass (``torch._inductor.config.pre_grad_custom_pass``, a
 ``CustomGraphPass`` instance: not a literal config value) rewrites ``x + 1`` into
 ``x + 2``, so the compiled ``foo`` disagrees with eager. Upstream's bisector finds
 backend ``inductor``, subsystem ``pre_grad_passes`` and ``pre_grad_custom_pass`` in its
-debug info. The failure needs the pass: a repro without it does not fail (issue 10:
-non-literal config is dropped silently). The pass is importable (``if __name__``).
+debug info. The failure needs the pass: a repro without it does not fail (a
+non-literal config dropped silently would lose the bug). The pass is importable (``if __name__``).
 Expected from pt2kit (``minify run --accuracy``): stage ``inductor``, minified to the add,
 and a repro that still applies the pass.
 """

@@ -4,7 +4,7 @@ A custom backend *defined in the program* (a ``MyBackend`` instance: not registe
 not importable by name) splits the dynamo graph in two and compiles each part with
 ``torch._inductor.standalone_compile``, while Inductor's C++ relu accuracy bug is on
 (upstream uses Triton's; ``config.patch`` around the call, as upstream). The program
-has no ``if __name__ == "__main__":`` (issue 10: importing it to get the backend runs
+has no ``if __name__ == "__main__":`` (importing it to get the backend runs
 the whole program again). Upstream's bisector finds backend ``inductor``, subsystem
 ``pre_grad_graph``.
 Expected from pt2kit (``minify run --accuracy``): an accuracy failure in the custom
