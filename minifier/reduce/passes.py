@@ -2,41 +2,41 @@
 
 Each pass looks at the reducer's best candidate so far and asks
 :meth:`minifier.reduce.engine.Reducer.consider` about smaller ones; it never edits a graph
-(see :mod:`minifier.reduce.engine`). They run in this order, until a round changes nothing:
+(see :mod:`minifier.reduce.engine`).
+
+A pass's contract (as in Hypothesis's shrinker): it only proposes, through ``consider``, so
+the best only shrinks and always fails the target way; it may stop anywhere, and run again
+on the same best it asks nothing new. Any order, interrupted anywhere, leaves a correct best;
+a round that changes nothing ends the loop, 1-minimal (tests/minifier/test_reducer_properties.py).
+They run in this order:
 
 - :func:`eliminate_dead_code`: normalization removes dead code and unused inputs, so
   checking the result costs one query at most;
 - :func:`follow_blame`: when the program failed inside one Inductor kernel, one query
   on the nodes that kernel was made of (:mod:`minifier.capture.blame`);
-- :func:`sample_op_kinds`: on a large graph, a graph of one node per kind of op, asked
-  as its two halves side by side; whichever half fails alone is kept, and halved
-  again, so one culprit kind costs about 2·log2(kinds) small compiles and the
-  searches below start from a few nodes, not hundreds;
-- :func:`follow_divergence`: a wrong answer seen in only some of the best's outputs
-  (each output is judged on its own): one query on what those outputs need. After a
-  sample, whose nodes stand alone, that is the culprit itself;
+- :func:`sample_op_kinds`: on a large graph, one node per kind of op, asked as two
+  halves side by side, the failing half halved again: about 2·log2(kinds) small
+  compiles, and the searches below start from a few nodes, not hundreds;
+- :func:`follow_divergence`: a wrong answer seen in only some outputs (each judged on
+  its own): one query on what those outputs need (after a sample, the culprit itself);
 - :func:`truncate_suffix`: binary search for the shortest prefix that still fails
   (an intermediate node becomes the output);
 - :func:`remove_prefix`: one query for "the last node alone" (a single culprit op is
   done then), else a binary search for the longest prefix that can be cut away, its
   values fed in as inputs. A single culprit op costs about log2(n) + 1 queries, at
-  worst about 2·log2(n). (Running the two searches side by side, two queries a
-  round, was slower on the 2-vCPU machines pt2kit is measured on: two compiles at
-  once each ran at about half speed.);
+  worst about 2·log2(n). (The two searches run one after the other: side by side,
+  two compiles share the cores and each runs at about half speed.);
 - :func:`cut_between`: one query for "the first and the last node alone" (a pair of
   culprit ops is done then);
-- :func:`delta_debugging`: ddmin over the remaining nodes, for failures that need
-  several ops (single nodes first, on a few); a graph it leaves 1-minimal is
-  settled, and the node searches above skip it in later rounds, when only its
-  inputs' values, sizes or config change (when random inputs loosen the accuracy
-  rule, only its single-node drops are asked again);
-- :func:`replace_by_operands`: on a graph delta debugging left 1-minimal, each node
-  replaced by a same-shaped operand (or input) its readers read instead, one query a
-  node: what a failure needs computed in front of an op, which a cut feeds in;
+- :func:`delta_debugging`: ddmin over the remaining nodes (single nodes first, on a
+  few); a graph it leaves 1-minimal is settled: later rounds skip it when only its
+  inputs or config change (random inputs that loosen the accuracy rule: its single
+  drops are asked again);
+- :func:`replace_by_operands`: on a 1-minimal graph, each node replaced by a
+  same-shaped operand (or input), one query a node (what a cut cannot reach);
 - :func:`~minifier.reduce.bodies.reduce_bodies`: the same in higher-order ops' bodies;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
-- :func:`drop_backward`, :func:`make_static` (a dynamic-shape graph tried with every
-  size concrete);
+- :func:`drop_backward`, :func:`make_static` (every symbolic size made concrete);
 - :func:`finish_at_once`: the first tries of the three passes below, side by side;
 - :func:`randomize_inputs` (so the repro needs no data file when random values
   reproduce the failure), :func:`shrink_shapes` (inputs as small as the failure

@@ -1,0 +1,93 @@
+"""Properties of the reducer, over graphs and failures Hypothesis draws, with fake judges.
+
+The judge is a pure function of the candidate's ops (in process, no compile), so every
+property is about the reducer's own logic: its canonical form is a fixed point, and what
+it ends with is 1-minimal (no single op node can go) for any set of ops the failure needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minifier.reduce.engine import Reducer
+from minifier.reduce.passes import PASSES
+from minifier.stages.profile import profile_case
+from minifier.stages.run import Outcome
+from minifier.unit.case import GraphCase, GraphInput, TensorMeta
+from minifier.unit.signature import Failure, Signature
+
+aten = torch.ops.aten
+KINDS = [aten.sin.default, aten.cos.default, aten.exp.default, aten.tanh.default, aten.neg.default, aten.abs.default]
+TARGET = Signature("compile_error", "RuntimeError", "the planted ops meet")
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+
+
+def chain(ops: list, x: torch.Tensor) -> GraphCase:
+    """A graph applying ``ops`` in turn, every other result returned (the rest only read)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(t):
+        outs = []
+        for i, op in enumerate(ops):
+            t = op(t)
+            if i % 2 or i == len(ops) - 1:
+                outs.append(t)
+        return tuple(outs)
+
+    return GraphCase(make_fx(f)(x), [GraphInput("t_1", x, TensorMeta.of(x))], backend="inductor")
+
+
+def needing(culprits: set[str]):
+    """A judge: the candidate fails exactly when it still computes every op in ``culprits``."""
+
+    def query(candidates):
+        return [
+            Outcome("judge", Failure(TARGET) if culprits <= set(case.op_names()) else None, 0.0)
+            for case, _, _ in candidates
+        ]
+
+    return query
+
+
+@st.composite
+def programs(draw):
+    ops = draw(st.lists(st.sampled_from(KINDS), min_size=2, max_size=12))
+    names = sorted({str(op) for op in ops})
+    culprits = draw(st.sets(st.sampled_from(names), min_size=1, max_size=min(3, len(names))))
+    return ops, culprits
+
+
+@SETTINGS
+@given(program=programs())
+def test_what_the_reducer_ends_with_is_1_minimal_for_any_set_of_ops_the_failure_needs(program):
+    ops, culprits = program
+    case = chain(ops, torch.randn(3, 4))
+    reducer = Reducer(case, profile_case(case), TARGET, needing(culprits))
+    best = reducer.run(PASSES)
+    kept_ops = reducer.best_case().op_names()
+    assert culprits <= set(kept_ops)
+    # 1-minimal: without any one op node that is left, the failure is gone
+    for node in best.kept:
+        smaller = reducer.build(reducer.without([node], best))
+        assert not culprits <= set(smaller.op_names()), (node, kept_ops)
+    assert sorted(kept_ops) == sorted(culprits)  # (here that means one node of each culprit op, nothing else)
+
+
+@SETTINGS
+@given(program=programs(), data=st.data())
+def test_the_canonical_form_is_a_fixed_point(program, data):
+    ops, culprits = program
+    case = chain(ops, torch.randn(3, 4))
+    reducer = Reducer(case, profile_case(case), TARGET, needing(culprits))
+    start = reducer.best
+    kept = tuple(n for n in start.kept if data.draw(st.booleans(), label=n))
+    outputs = tuple(n for n in start.outputs if n in kept and data.draw(st.booleans(), label=f"out {n}"))
+    candidate = replace(start, kept=kept, outputs=outputs)
+    once = reducer.normalize(candidate)
+    assert reducer.normalize(once) == once
+    assert set(once.kept) <= set(kept) and set(once.outputs) <= set(once.kept)
+    reducer.build(once)  # and it can be built
