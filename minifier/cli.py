@@ -424,6 +424,7 @@ def _session_command(
     user's program under capture starts there: it runs beside pt2kit's own imports).
     """
     from .isolation.session import Session
+    from .pages.issue import prefetch_environment
 
     from . import seams
 
@@ -432,6 +433,7 @@ def _session_command(
         session = Session(name, out=out, timeout=timeout, run_dir=run_dir)
         if first is not None:
             first(session)
+        prefetch_environment()  # (issue.md's environment block, collected beside the run)
         seams.require("the minifier")  # outside the tested torch range: one line, not a traceback deep inside
         data, render = work(session)
         session.close()

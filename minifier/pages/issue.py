@@ -13,8 +13,8 @@ A run that found no failure writes none: there is nothing to report.
 
 from __future__ import annotations
 
-import functools
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +30,32 @@ _KIND_WORDS = {
 }
 
 
-@functools.lru_cache(maxsize=1)
-def environment() -> str:
-    """``python -m torch.utils.collect_env``'s report of this machine (once per process: it takes seconds)."""
+_environment: Future[str] | None = None
+
+
+def _collect_environment() -> str:
     try:
         from torch.utils.collect_env import get_pretty_env_info
 
         return get_pretty_env_info()
     except Exception as e:  # noqa: BLE001 - a report without its environment still helps
         return f"(torch.utils.collect_env failed: {type(e).__name__}: {e})"
+
+
+def prefetch_environment() -> None:
+    """Start collecting the environment now, beside the run (it runs pip, lscpu, gcc: seconds)."""
+    global _environment
+    if _environment is None:
+        _environment = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pt2kit-collect-env").submit(
+            _collect_environment
+        )
+
+
+def environment() -> str:
+    """``python -m torch.utils.collect_env``'s report of this machine, collected once per process."""
+    prefetch_environment()
+    assert _environment is not None
+    return _environment.result()
 
 
 def scrub(text: str, run_dir: Path | None = None) -> str:
