@@ -126,7 +126,8 @@ class Hunt:
 
     def ask(self, path: Path, judging: Judging = Judging()) -> Verdict:
         """Judge the program at ``path`` in a fresh child; a crash or a hang is a failed verdict."""
-        running = self.worker.start(functools.partial(judge, str(path), judging), label=path.stem)
+        query = functools.partial(judge, str(path), judging)
+        running = self.worker.start(query, label=path.stem, timeout=JUDGE_TIMEOUT * judging.patience)
         self.worker.wait([running], on_wait=self.progress.tick)
         result = running.result()
         if result.failure is not None:

@@ -50,10 +50,12 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Judging:
-    """How a program is judged: the accuracy rule's tolerance, and whether integer inputs are made small."""
+    """How a program is judged: the accuracy rule's tolerance, whether integer inputs are made small, and
+    ``patience``: the judge's time limit as a multiple of the hunt's (the child that judges is killed past it)."""
 
     tolerance: float = 1e-4
     small_ints: bool = False
+    patience: float = 1.0
 
 
 def load(path: str) -> Any:

@@ -9,6 +9,8 @@ torch's bug, not the program's (:func:`why`).
   size ``f`` specializes (``ConstraintViolationError``); not judged at all;
 - **nondeterministic**: two eager runs differ; not judged at all (the vocabulary has no
   random ops, so this is rare: an op with unspecified ties);
+- **slow, not hung**: a hang that, judged again with four times the time limit, passes
+  (a cold compile on a loaded machine);
 - **flaky**: judged again, in a fresh child, it passes;
 - **tolerance noise**: a wrong answer of kind ``values`` that passes with the accuracy
   rule's tolerance widened tenfold;
@@ -36,6 +38,7 @@ class Rule(str, enum.Enum):
 
     INVALID = "invalid"
     NONDETERMINISTIC = "nondeterministic"
+    SLOW = "slow, not hung"
     FLAKY = "flaky"
     TOLERANCE = "tolerance noise"
     OVERFLOW = "overflow eager shares"
@@ -75,7 +78,10 @@ def triage(first: Verdict, ask: Callable[[Judging], Verdict]) -> Suspect | Rule 
     if first.outcome is Outcome.NONDETERMINISTIC:
         return Rule.NONDETERMINISTIC
     assert first.failure is not None
-    again = ask(Judging())
+    # A hang is judged again with four times the time: on a loaded machine a cold compile can outlast the limit.
+    again = ask(Judging(patience=4.0) if first.failure.kind == "timeout" else Judging())
+    if first.failure.kind == "timeout" and again.outcome is Outcome.PASSED:
+        return Rule.SLOW
     if again.failure != first.failure:
         return Rule.FLAKY
     if first.failure.kind == "accuracy":

@@ -105,6 +105,15 @@ def test_triage_drops_what_its_rules_name_and_keeps_the_rest():
     assert isinstance(kept, Suspect) and "float64 reference" in kept.why
     crash = Verdict(Outcome.FAILED, Signature("crash", "SIGSEGV", "process killed by SIGSEGV"))
     assert isinstance(triage(crash, _asked(crash)[0]), Suspect)
+    # a hang is judged again with more time: a slow compile under load is not a hang
+    hang = Verdict(Outcome.FAILED, Signature("timeout", "Timeout", "no result within the time limit"))
+    ask, asked = _asked(passed)
+    assert triage(hang, ask) is Rule.SLOW and asked[0].patience == 4.0
+    ask, asked = _asked(hang)
+    assert isinstance(triage(hang, ask), Suspect) and asked[0].patience == 4.0
+    ask, asked = _asked(FAILED, FAILED)
+    triage(FAILED, ask)
+    assert asked[0].patience == 1.0  # (only a hang gets more time)
 
 
 REMAINDER_BY_INF = '''import torch
