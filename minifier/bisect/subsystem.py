@@ -62,7 +62,8 @@ class Workaround:
 
     ``verified_on``: ``program`` (the program ran to the end: torch alone, its own
     directory, an empty Inductor cache) or ``graph`` (the graph it failed in ran right;
-    the program was too long to run again, see :data:`PROGRAM_RERUN_LIMIT`).
+    the program was too long to run again, see :data:`PROGRAM_RERUN_LIMIT`, or did not
+    end in time with it); ``repro`` for an upgrade of torch (:mod:`minifier.releases`).
     """
 
     code: str
@@ -202,11 +203,13 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> boo
         return run_case(case, option.stage, accuracy=accuracy).failure is None
 
 
-def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool:
-    """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, an empty Inductor cache?"""
+def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool | None:
+    """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, an empty
+    Inductor cache? None: it did not end within ``timeout``."""
     from ..stages.elsewhere import plain_run
 
-    return plain_run(script, args, timeout, first=code).returncode == 0
+    returncode = plain_run(script, args, timeout, first=code).returncode
+    return None if returncode is None else returncode == 0
 
 
 #: A program that ran longer than this (seconds) is not run again to check a workaround:
@@ -241,7 +244,8 @@ def find_workaround(
     Each is one query on that graph (cheap: a lowering's fallback, say, is a small
     compile). The first that passes is run on the unchanged program when there is
     one and it ran within :data:`PROGRAM_RERUN_LIMIT`; one the program still fails
-    with is dropped and the next one asked.
+    with is dropped and the next one asked (one the program never ends in time with
+    stands on the graph's word, ``verified_on: graph``).
     """
     for option in workarounds(subsystem, stage, backend):
         asked = functools.partial(passes_with_code, graph, option, accuracy)
@@ -249,12 +253,18 @@ def find_workaround(
             continue
         if script is None or session.program_seconds > PROGRAM_RERUN_LIMIT:
             return Workaround(option.code, option.what, "graph")
-        timeout = max(60.0, 4 * session.program_seconds)
-        if session.timed(
-            f"running {script.name} with the workaround: {option.what}",
-            lambda: runs_to_the_end(script, args, option.code, timeout),
-        ):
-            return Workaround(option.code, option.what, "program")
+        ran = None
+        # a rerun that runs out of time is asked once more with twice the limit (an empty Inductor
+        # cache on a loaded machine); one that never ends in time leaves the graph's word standing
+        for timeout in (max(60.0, 4 * session.program_seconds), max(120.0, 8 * session.program_seconds)):
+            ran = session.timed(
+                f"running {script.name} with the workaround: {option.what}",
+                functools.partial(runs_to_the_end, script, args, option.code, timeout),
+            )
+            if ran is not None:
+                break
+        if ran is not False:
+            return Workaround(option.code, option.what, "program" if ran else "graph")
     return None
 
 
