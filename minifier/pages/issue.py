@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 ISSUE_MD = "issue.md"
-_ABSOLUTE = re.compile(r"(?<![\w)\]}.])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")
+_ABSOLUTE = re.compile(r"(?<![\w)\]}.:/])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")  # (not a URL's path)
 _STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
 _KIND_WORDS = {
     "accuracy": "a wrong answer",

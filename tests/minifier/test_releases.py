@@ -212,6 +212,8 @@ def test_issue_md_keeps_no_path_of_this_machine_outside_the_environment_block(tm
     assert "train.py" in body and str(Path.home()) not in body and str(tmp_path) not in body
     assert "x = 6/3" in body and "simdlen = 1" in body and "| result | pass | pass | pass | fail |" in body
     assert scrub("see /a/b/c.txt and ~/d/e.py, not a/b") == "see c.txt and e.py, not a/b"
+    link = "https://github.com/pytorch/pytorch/issues/198081"
+    assert scrub(f"upstream: {link}") == f"upstream: {link}"
 
 
 @pytest.mark.slow
