@@ -177,9 +177,9 @@ def _remove_abandoned_builds(final: Path) -> None:
 
 def _build(version: str, where: Path, log: Path | None) -> str | None:
     """Build a venv at ``where`` holding torch ``version``; None, or one line of why not."""
-    import importlib.util
-
-    own_pip = importlib.util.find_spec("pip") is not None
+    # (asked of a child: importlib's find_spec("pip") here would run setuptools' distutils hook for pip,
+    # which turns its distutils shim off in this process, and Inductor's next C++ build then fails)
+    own_pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode == 0
     steps = [[sys.executable, "-m", "venv", *(["--without-pip"] if own_pip else []), str(where)]]
     pip = (
         [sys.executable, "-m", "pip", "--python", str(where / "bin" / "python")]
