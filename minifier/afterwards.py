@@ -24,6 +24,10 @@ from .releases.checks import Preparing, ReleaseCheck, THIS_ENVIRONMENT
 from .result import MinifyResult
 
 
+#: What ``report.json``'s ``pending`` names while it is looked at.
+BELOW, RELEASES = "below the stage", "torch releases"
+
+
 def finished(
     session: Session,
     result: MinifyResult,
@@ -42,6 +46,8 @@ def finished(
             f"[bold]repro ready[/]: {result.repro} ({'verified elsewhere' if result.verified else 'not verified elsewhere'}); "
             f"now looking {then}"
         )
+        result.pending = [*([BELOW] if subsystem else []), *([RELEASES] if releases is not None else [])]
+        _rewrite_report(session, result)  # (the repro's report, saying what is still to come)
         if subsystem:
             below_the_stage(session, result, script, args)
         if releases is not None:
@@ -67,11 +73,11 @@ def below_the_stage(session: Session, result: MinifyResult, script: Path | None,
         result.notes.append(
             f"the subsystem search failed ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected"
         )
-        return
+        below = Below()
     result.below, result.notes = below, result.notes + below.notes
     if below.workaround is not None:
         add_workaround_to_repro(result.repro, below.workaround)
-    _rewrite_report(session, result)
+    _rewrite_report(session, result, done=BELOW)
 
 
 def other_releases(session: Session, result: MinifyResult, releases: Preparing) -> None:
@@ -94,6 +100,7 @@ def other_releases(session: Session, result: MinifyResult, releases: Preparing) 
         )
     except Exception as e:  # noqa: BLE001 - the repro is written: a failed release check costs a note, never the run
         result.notes.append(f"the release check failed ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected")
+        _rewrite_report(session, result, done=RELEASES)
         return
     finally:
         releases.close()
@@ -105,9 +112,10 @@ def other_releases(session: Session, result: MinifyResult, releases: Preparing) 
     if checked.fixed_in and below.workaround is None:
         upgrade = Workaround(code="", what=f"upgrade torch to {checked.fixed_in}", verified_on="repro")
         result.below = replace(below, workaround=upgrade)
-    _rewrite_report(session, result)
+    _rewrite_report(session, result, done=RELEASES)
 
 
-def _rewrite_report(session: Session, result: MinifyResult) -> None:
+def _rewrite_report(session: Session, result: MinifyResult, done: str | None = None) -> None:
+    result.pending = [p for p in result.pending if p != done]
     result.queries, result.seconds, result.timeline = session.queries, session.seconds, session.full_timeline()
     write_run_report(result.run_dir, result.to_json())  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ from .errors import InternalError, Interrupted, UserFacingError, exit_with  # no
 from .capture.script import check_syntax, resolve_script  # noqa: E402
 from .hunt.command import hunt_command  # noqa: E402
 from .releases.command import specs_or_exit, torch_versions_option, versions_command  # noqa: E402
+from .isolation.jobs import jobs_option  # noqa: E402
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -44,6 +45,7 @@ def _script_arguments(func: Any) -> Any:
 
 
 def _common_options(func: Any) -> Any:
+    func = jobs_option(func)
     func = click.option(
         "--nproc-per-node",
         "nproc",
@@ -171,13 +173,7 @@ def bisect(
                 session, path, list(args), backend=backend, accuracy=_accuracy(accuracy, strict_accuracy), nproc=nproc
             )
         failure, culprit = report.failure, report.culprit
-        if (
-            subsystem
-            and failure is not None
-            and failure.failure is not None
-            and culprit is not None
-            and culprit.case is not None
-        ):
+        if subsystem and failure is not None and failure.failure is not None and culprit and culprit.case is not None:
             from .bisect.subsystem import go_below
 
             accuracy_rule = _accuracy(accuracy, strict_accuracy)
@@ -305,6 +301,7 @@ def run(
 @click.option("--timeout", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per isolated query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
 @torch_versions_option
+@jobs_option
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def repro(
     path: Path,

@@ -221,7 +221,8 @@ def start_reducer(
         "status": Status.RUNNING.value,
     }
     reducer = Reducer(
-        case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state)
+        case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state),
+        jobs=session.jobs,
     )
     query.reducer = reducer
     reducer.reprofile = lambda reduced: (

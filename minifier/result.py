@@ -49,6 +49,7 @@ class MinifyResult:
     below: Below | None = None  # the subsystem that breaks the graph, and a workaround (minifier.bisect.subsystem)
     timeline: list[tuple[str, float, float | None]] = field(default_factory=list)
     releases: Releases | None = None  # the repro under other torch releases (--torch-versions)
+    pending: list[str] = field(default_factory=list)  # what is still being looked at, the repro written (afterwards)
 
     def distributed(self) -> dict[str, Any]:
         """Where a distributed job's repro comes from, and what it runs its collectives on."""
@@ -122,6 +123,7 @@ class MinifyResult:
             graphs=None if bisect is None else tuple(row.record(bisect.stages) for row in bisect.rows),
             timeline=tuple(TimelineStep(step, seconds, ended) for step, seconds, ended in self.timeline),
             releases=self.releases,
+            pending=tuple(self.pending),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -228,7 +230,8 @@ class MinifyRecord:
     Fields are the JSON's keys, in its order. Keys written only when set:
     ``failure_rate`` (a flaky failure), ``distributed`` (a distributed job's graph),
     ``script`` with ``graphs`` (a bisection came first: its stage table) and ``versions``
-    with ``fixed_in`` and ``regressed_in`` (``--torch-versions``). ``subsystem``
+    with ``fixed_in`` and ``regressed_in`` (``--torch-versions``), ``pending`` (what was still
+    being looked at when it was written: the repro is written first). ``subsystem``
     and ``workaround`` (``below``) are always written, null when not searched.
 
     Free-form JSON, kept as read: ``distributed`` (the job's keys, docs/distributed.md),
@@ -266,6 +269,7 @@ class MinifyRecord:
     graphs: tuple[GraphRecord, ...] | None = None
     timeline: tuple[TimelineStep, ...] = ()
     releases: Releases | None = None
+    pending: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -298,6 +302,7 @@ class MinifyRecord:
             ),
             "timeline": [step.to_json() for step in self.timeline],
             **(self.releases.to_json() if self.releases is not None else {}),
+            **({"pending": list(self.pending)} if self.pending else {}),
         }
 
     @classmethod
@@ -332,6 +337,7 @@ class MinifyRecord:
             graphs=None if graphs is None else tuple(GraphRecord.from_json(g) for g in graphs),
             timeline=tuple(TimelineStep.from_json(t) for t in data.get("timeline") or ()),
             releases=Releases.from_json(data),
+            pending=tuple(data.get("pending") or ()),
         )
 
 

@@ -105,8 +105,14 @@ def drill_down(
     # (in the run directory: the queries' children read the bisector's state there; removed once done)
     directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-", dir=session.run_dir)
     asked = functools.partial(passes_with_bisector, case, stage, target, accuracy, directory)
+    names, disabled = compiler_bisector.subsystems(stage), {}
 
     def passes() -> bool:
+        name, run_state = compiler_bisector.state(stage)
+        if run_state == "test_disable" and name in names:  # (the next unasked ones, side by side)
+            ahead = [n for n in names[names.index(name) :] if n not in disabled][: session.jobs] if name not in disabled else []
+            disabled.update(zip(ahead, passes_disabled(session, case, stage, target, accuracy, ahead)))
+            return disabled[name]
         result = session.query(asked, f"{case.label()}: which part of {stage} breaks it")
         return bool(result.value)  # (a crash is a failure: False)
 
@@ -117,6 +123,31 @@ def drill_down(
     if found is None:
         return None
     return Subsystem(found.backend, found.subsystem, found.application, _detail(found, case), found.config_change)
+
+
+def passes_disabled(
+    session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy, names: list[str]
+) -> list[bool]:
+    """Does ``case`` pass with each of ``names`` (subsystems of ``stage``) disabled whole? Side by side.
+
+    The bisector's first question about each subsystem, in the state it would set for it
+    (:func:`~minifier.seams.compiler_bisector.disable_whole`), so its search reads the same
+    answers, in its own order, whatever the ``--jobs``.
+    """
+    directories = [tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{name}-", dir=session.run_dir) for name in names]
+    try:
+        for name, directory in zip(names, directories):
+            compiler_bisector.disable_whole(stage, name, directory)
+        results = session.query_all(
+            [
+                (functools.partial(passes_with_bisector, case, stage, target, accuracy, directory), f"{case.label()}: {stage} without {name}")
+                for name, directory in zip(names, directories)
+            ]
+        )
+        return [bool(r is not None and r.value) for r in results]  # (a crash is a failure: False)
+    finally:
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def _detail(found: compiler_bisector.Found, case: GraphCase) -> str | None:

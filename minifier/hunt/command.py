@@ -14,6 +14,7 @@ import click
 from typing import TYPE_CHECKING
 
 from ..errors import exit_with
+from ..isolation.jobs import jobs_option
 from ..releases.command import specs_or_exit, torch_versions_option
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ def print_hunt(summary: HuntSummary, console: Any) -> None:
 @click.option("--backend", default=None, hidden=True, help="Minify under this backend (pt2kit's own tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout, nothing else.")
 @torch_versions_option
+@jobs_option
 def hunt_command(
     minutes: float, seed: int, out: Path | None, backend: str | None, as_json: bool, torch_versions: tuple[str, ...]
 ) -> None:

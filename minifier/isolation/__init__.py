@@ -4,6 +4,7 @@
 - ``warmup``: what the zygote compiles once, so that children start warm;
 - ``worker``: :class:`Worker`, the controller's side: start, wait, kill, results;
 - ``executor``: the interface a session drives (``Worker`` is one);
+- ``jobs``: how many queries run side by side (``--jobs``, the cores, the free memory);
 - ``inprocess``: an executor that answers in this very process, for tests of decisions;
 - ``session``: one pt2kit run: its directory, its worker, progress and timeline.
 

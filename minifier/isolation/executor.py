@@ -54,6 +54,9 @@ class Handle(Protocol):
 class Executor(Protocol):
     """Runs isolated queries: a failure in one (crash, hang, abort) never reaches the caller."""
 
+    slots: int
+    """Queries it runs side by side unless told otherwise (:mod:`minifier.isolation.jobs`)."""
+
     notes: list[str]
     """What degraded along the way (a restarted worker, a warm-up that failed), for the report."""
 

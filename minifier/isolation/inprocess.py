@@ -57,6 +57,7 @@ class InProcessExecutor:
     """Runs each query at once, here, in the order asked (see the module docstring for what that gives up)."""
 
     def __init__(self) -> None:
+        self.slots = 1  # (one query at a time, whatever the caller asks)
         self.notes: list[str] = []
         self.warm_seconds: dict[str, float] = {}
         self.labels: list[str] = []  # every query asked, in order

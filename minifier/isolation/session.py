@@ -240,12 +240,31 @@ class Session:
             raise
         self.mark(label, time.monotonic() - start)
         self.program_seconds = max(self.program_seconds, time.monotonic() - start)
+        self._fit_jobs()
         tail = log.read_bytes()[-4000:].decode(errors="replace")
         if process.returncode < 0:
             return signature_of_crash(-process.returncode, tail)
         if process.returncode not in (0,):
             return signature_of_exit(process.returncode, tail)
         return None
+
+    @property
+    def jobs(self) -> int:
+        """Queries side by side (``--jobs``: :mod:`minifier.isolation.jobs`); the reducer asks as many ahead."""
+        return self.worker.slots
+
+    def _fit_jobs(self) -> None:
+        """Fewer jobs when children the size of the program just run would not fit in the free memory."""
+        from .jobs import available_memory, fitting, largest_child
+
+        peak, free = largest_child(), available_memory()
+        fit = fitting(self.jobs, peak, free)
+        if fit < self.jobs and free is not None:
+            self.worker.notes.append(
+                f"{self.jobs} jobs lowered to {fit}: the program took {peak / 2**30:.1f} GiB, "
+                f"and {free / 2**30:.1f} GiB are free"
+            )
+            self.worker.slots = fit
 
     def start(self, fn: Callable[[], Any], label: str, *, timeout: float | None = None) -> Handle:
         """Start one query and return at once (do other work, then :meth:`wait`)."""

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from ..unit.signature import Failure, signature_of_crash, signature_of_exit, signature_of_timeout
+from .jobs import default_jobs
 from .zygote import WorkerDied, ZygoteProcess, kill_group, pt2kit_env
 
 T = TypeVar("T")
@@ -91,8 +92,7 @@ class Worker:
         self.log_dir = log_dir
         self.timeout = timeout
         self.queries = 0
-        # Queries that may run side by side: one per core (Inductor compiles on one thread).
-        self.slots = slots or int(os.environ.get("PT2KIT_SLOTS") or max(1, min(os.cpu_count() or 1, 4)))
+        self.slots = slots or default_jobs()  # queries side by side (minifier.isolation.jobs)
         self.child_threads = threads  # the program's thread count, unless given
         self.warm_seconds: dict[str, float] = {}
         self.notes: list[str] = []

@@ -9,6 +9,7 @@ and the JSON never disagree, and a page can be drawn again from an old run direc
 What it shows, each a section with a stable id (the browser test finds them):
 
 - ``summary``: the verdict, the failure, the sizes and counts;
+- ``pending``: what was still to come when the report was written (the repro comes first);
 - ``stages``: the stage table, each graph with its first failing stage;
 - ``below``: the subsystem and the workaround, when the drill-down found them;
 - ``releases``: the repro under other torch releases, and which fixed it (``--torch-versions``);
@@ -81,6 +82,9 @@ def render_report_page(report: dict[str, Any], run_dir: Path) -> str:
     repro = _read(Path(report["repro"])) if report.get("repro") else None
     origin = _read(run_dir / "work" / "origin" / "repro.py")
     sections = [Section("summary", "Summary", _summary(report))]
+    if report.get("pending"):  # (the repro is written first; this run was stopped, or is still at it, past that)
+        still = ", ".join(report["pending"])
+        sections.append(Section("pending", "Still to come", tag("p", f"{still}: the same command again finishes it")))
     if report.get("graphs") or report.get("stages"):
         sections.append(Section("stages", "Stages", _stages(report)))
     if report.get("subsystem") or report.get("workaround"):

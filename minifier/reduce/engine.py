@@ -64,7 +64,9 @@ class Reducer:
     on_improve: Callable[[Reducer], None] = lambda reducer: None
     on_pass: Callable[[str, Reducer], None] = lambda name, reducer: None
     cache: dict[str, bool] = field(default_factory=dict)
-    queries: int = 0
+    queries: int = 0  # answers the passes read (one asked ahead counts once read: see consider_all)
+    jobs: int = 1  # candidates a scan asks ahead, side by side (:mod:`~minifier.reduce.scans`)
+    ahead: set[str] = field(default_factory=set)  # keys answered ahead and not read yet
     unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
     # a wrong answer's outputs that diverge, by candidate key (see narrowed)
     diverging: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -353,8 +355,11 @@ class Reducer:
         """Does ``c`` fail with the target signature? Cached; updates ``best`` on success."""
         return self.consider_all([c])[0]
 
-    def consider_all(self, candidates: list[Candidate]) -> list[bool]:
-        """:meth:`consider` for independent candidates; the uncached ones run side by side."""
+    def consider_all(self, candidates: list[Candidate], *, ahead: bool = False) -> list[bool]:
+        """:meth:`consider` for independent candidates; the uncached ones run side by side.
+
+        ``ahead``: asked before a pass reads them (a scan's next ones, :mod:`~minifier.reduce.scans`): cached,
+        the best left alone, so the passes end the same for any ``jobs``; counted in :attr:`queries` once read."""
         normalized = [self.normalize(c) for c in candidates]
         todo: dict[str, Candidate] = {}
         for c in normalized:
@@ -365,17 +370,18 @@ class Reducer:
                 else:
                     self.cache[key] = False  # an empty graph fails nowhere worth reporting
         if todo:
-            self.queries += len(todo)
             outcomes = self.query([(self.build(c), f"{plural(len(c.kept), 'node')}", c.outputs) for c in todo.values()])
             for (key, c), outcome in zip(todo.items(), outcomes):
                 interesting = outcome.failure is not None and outcome.failure.signature == self.target
                 self.cache[key] = interesting
                 if interesting and outcome.diverging:
                     self.diverging[key] = tuple(c.outputs[i] for i in outcome.diverging if i < len(c.outputs))
-                if interesting and self.size(c) < self.size(self.best):
-                    self.best = c
-                    self.on_improve(self)
-        for c in normalized:  # a smaller graph known to fail (an answer cached, or assumed) is the best too
+        if ahead:
+            self.ahead.update(todo)
+            return [self.cache[c.key()] for c in normalized]
+        self.queries += len(todo) + len(self.ahead & {c.key() for c in normalized})
+        self.ahead -= {c.key() for c in normalized}
+        for c in normalized:  # the smallest that fails (an answer asked now, cached, or assumed) is the best
             if self.cache[c.key()] and self.size(c) < self.size(self.best):
                 self.best = c
                 self.on_improve(self)
@@ -489,13 +495,11 @@ class Reducer:
     def reprofiled(self) -> None:
         """What the best's op nodes produce, asked again once its inputs were resized.
 
-        The origin's profile says what each node produced on the inputs as captured. A
-        node cut from a graph whose inputs :func:`~minifier.reduce.passes.shrink_shapes`
-        made smaller becomes an input of the size it had *then*, which its readers
-        no longer match (a matmul of ``[4, 64]`` by a resized ``[1, 1]``): a drop that
-        could not fail. One eager run of the best graph (:attr:`reprofile`) gives the
-        sizes and values every later candidate, all resized alike, reads.
-        """
+        A node cut from a graph whose inputs :func:`~minifier.reduce.passes.shrink_shapes` made
+        smaller would become an input of the size it had in the origin's profile, which its
+        readers no longer match (a matmul of ``[4, 64]`` by a resized ``[1, 1]``): a drop that
+        could not fail. One eager run of the best graph (:attr:`reprofile`) gives the sizes
+        and values every later candidate, all resized alike, reads."""
         if self.reprofile is None or not self.best.shapes:
             return
         info = self.reprofile(self.best_case())

@@ -52,6 +52,7 @@ from typing import Any
 
 from .bodies import reduce_bodies
 from .engine import Candidate, Reducer
+from .scans import ask_ahead, ddmin
 from ..seams.config import NEVER_DROPPED
 
 
@@ -234,60 +235,6 @@ def cut_between(r: Reducer) -> None:
         r.consider(r.without(kept[1:-1]))
 
 
-#: At most this many items, ddmin starts with single items: coarser chunks of a few
-#: items that must mostly stay (a bug of several ops) cost queries and rarely go.
-SINGLES_UP_TO = 8
-
-
-def _ddmin(
-    r: Reducer,
-    items: Callable[[Candidate], tuple[str, ...]],
-    drop: Callable[[tuple[str, ...]], Candidate],
-    singles: bool = False,
-) -> bool:
-    """ddmin over ``items(r.best)``: drop chunks of halving size while one can go (at least one item stays).
-
-    Each size is one scan over the items; a removal resumes the scan where it was
-    (ddmin's restart from the first chunk asks again about every chunk before it, in a
-    graph it has not been asked in). Single items first when there are few of them, or
-    when ``singles`` says larger chunks were asked already.
-
-    True when it ended on single items, none of which could go: the best is then 1-minimal.
-    """
-    size = math.ceil(len(items(r.best)) / 2) if len(items(r.best)) > SINGLES_UP_TO and not singles else 1
-    while len(items(r.best)) > 1:
-        if size == 1:
-            return _drop_singles(r, items, drop)
-        i = 0  # one scan over chunks of this size; a removal resumes it where it was
-        while i < len(items(r.best)) and len(items(r.best)) > 1:
-            current = items(r.best)
-            if not (r.consider(drop(current[i : i + size])) and items(r.best) != current):
-                i += size  # (a drop that fails but leaves the best as it was is no progress)
-        size = math.ceil(size / 2)
-    return False
-
-
-def _drop_singles(r: Reducer, items: Callable[[Candidate], tuple[str, ...]], drop: Callable[[tuple[str, ...]], Candidate]) -> bool:
-    """Scans over single items, each dropped if it can go; a removal resumes the scan where it was.
-
-    Restarting from the first item after each removal (ddmin's rule) asks again about
-    every item before it, each in a graph it has not been asked in: quadratic in the
-    items a multi-op failure lets go one by one. A scan that removed something is
-    followed by one more (an earlier item may go now), so the result is still 1-minimal.
-    True when the last scan removed nothing (at least one item always stays).
-    """
-    while True:
-        removed, i = False, 0
-        while i < len(items(r.best)) and len(items(r.best)) > 1:
-            current = items(r.best)
-            if r.consider(drop(current[i : i + 1])) and items(r.best) != current:
-                removed = True  # (the next item is now at i)
-            else:
-                i += 1  # (a drop that fails but leaves the best as it was, the same graph normalized, is no progress)
-        if not removed or len(items(r.best)) <= 1:
-            return not removed
-
-
 def delta_debugging(r: Reducer) -> None:
     """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph.
 
@@ -298,7 +245,7 @@ def delta_debugging(r: Reducer) -> None:
     """
     if r.settled():
         return
-    if _ddmin(r, lambda c: c.kept, r.without, singles=r.settled(loosened=True)):
+    if ddmin(r, lambda c: c.kept, r.without, singles=r.settled(loosened=True)):
         r.settle()
 
 
@@ -315,17 +262,25 @@ def replace_by_operands(r: Reducer) -> None:
     c = r.normalize(r.best)
     if len(c.kept) < 2 or not r.settled() or r._structure(c) in r.replaced_structures:
         return
-    for name in reversed(c.kept):
+
+    def replaced(name: str, current: Candidate) -> Candidate | None:
+        stand_ins = r.stand_ins(name, current) if name in current.kept else []
+        return replace(current, substituted=current.substituted | {(name, stand_ins[0])}) if stand_ins else None
+
+    names = list(reversed(c.kept))
+    for i, name in enumerate(names):
         current = r.normalize(r.best)
-        if name in current.kept and (stand_ins := r.stand_ins(name, current)):
-            r.consider(replace(current, substituted=current.substituted | {(name, stand_ins[0])}))
+        if r.jobs > 1:  # the next unasked ones in this best, side by side (minifier.reduce.scans)
+            ask_ahead(r, (x for n in names[i:] if (x := replaced(n, current)) is not None))
+        if (candidate := replaced(name, current)) is not None:
+            r.consider(candidate)
     r.replaced_structures.add(r._structure(c))
     r.replaced_structures.add(r._structure(r.normalize(r.best)))
 
 
 def remove_outputs(r: Reducer) -> None:
     """ddmin over the outputs (the graph keeps at least one)."""
-    _ddmin(
+    ddmin(
         r,
         lambda c: c.outputs,
         lambda chunk: replace(r.best, outputs=tuple(o for o in r.best.outputs if o not in chunk)),

@@ -29,7 +29,8 @@ from . import Seam
 SEAM = Seam(
     wraps=(
         "torch._inductor.compiler_bisector (CompilerBisector: in_process_cache, bisection_enabled, update_bisect_status, "
-        "update_run_state, process_subsystem, get_bisect_range, get_call_counter_debug_info, get_config_change; "
+        "update_run_state, process_subsystem, get_subsystem, get_run_state, get_bisect_range, "
+        "get_call_counter_debug_info, get_config_change; "
         "BACKENDS, BisectSubsystem, ConfigChange)"
     ),
     features=("the subsystem that breaks, and a workaround",),
@@ -48,6 +49,8 @@ def probe() -> None:
             raise AttributeError(f"CompilerBisector knows no subsystems of {backend}")
     for name in (
         "process_subsystem",
+        "get_subsystem",
+        "get_run_state",
         "update_bisect_status",
         "update_run_state",
         "get_bisect_range",
@@ -94,6 +97,14 @@ def enabled(directory: str) -> Iterator[None]:
         yield
     finally:
         CompilerBisector.bisection_enabled, CompilerBisector.in_process_cache = before
+
+
+def state(backend: str) -> tuple[str | None, str | None]:
+    """The subsystem of ``backend`` under test in the enabled directory, and its run state (``test_disable``, ``bisect``...)."""
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    name = CompilerBisector.get_subsystem()
+    return name, CompilerBisector.get_run_state(backend, name) if name else None
 
 
 def config_change(backend: str) -> dict[str, Any]:

@@ -471,11 +471,11 @@ def test_ctrl_c_below_the_stage_resumes_without_reducing_again(model_script, tmp
     restore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
     process = subprocess.Popen([*MINIFY, "run", "--out", str(out), str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=restore_sigint)
     deadline = time.monotonic() + 300
-    while True:  # the repro is written and the run has gone below the stage
+    while True:  # the repro is written, and its report says the run has gone below the stage
         assert process.poll() is None and time.monotonic() < deadline, "the run ended before going below the stage"
-        checkpoints = list(out.glob("run-*/checkpoint.json"))
+        reports = list(out.glob("run-*/report.json"))
         try:
-            if checkpoints and json.loads(checkpoints[0].read_text())["status"] == "reduced":
+            if reports and json.loads(reports[0].read_text()).get("pending") == ["below the stage"]:
                 break
         except (OSError, ValueError):
             pass
@@ -485,6 +485,7 @@ def test_ctrl_c_below_the_stage_resumes_without_reducing_again(model_script, tmp
     assert process.returncode == 130
     (first,) = out.glob("run-*")
     assert (first / "repro.py").is_file()
+    assert json.loads((first / "report.json").read_text())["pending"] == ["below the stage"]  # (as the stop left it)
 
     done = minify("run", "--json", "--out", out, script, env={"PT2KIT_SUBSYSTEM": "1"})
     assert done.returncode == 0, done.stderr
@@ -492,6 +493,7 @@ def test_ctrl_c_below_the_stage_resumes_without_reducing_again(model_script, tmp
     assert report["resumed_from"] == str(first) and report["ops_after"] == ["aten.cos.default"]
     assert report["reduction_queries"] == 0  # every answer of the reduction came from the checkpoint
     assert "subsystem" in report or "workaround" in report  # and below the stage ran this time
+    assert "pending" not in report and "pending" not in json.loads((out / Path(report["run_dir"]).name / "report.json").read_text())
     assert json.loads((first / "checkpoint.json").read_text())["status"] == "done"
     again = minify("run", "--json", "--out", out, script, env={"PT2KIT_SUBSYSTEM": "0"})
     assert json.loads(again.stdout).get("resumed_from") is None  # a finished run is not resumed again

@@ -91,3 +91,37 @@ def test_the_canonical_form_is_a_fixed_point(program, data):
     assert reducer.normalize(once) == once
     assert set(once.kept) <= set(kept) and set(once.outputs) <= set(once.kept)
     reducer.build(once)  # and it can be built
+
+
+@SETTINGS
+@given(program=programs(), jobs=st.integers(2, 5))
+def test_asking_ahead_side_by_side_ends_with_the_same_repro_and_the_same_count_of_answers_read(program, jobs):
+    ops, culprits = program
+    case = chain(ops, torch.randn(3, 4))
+    batches: list[int] = []
+
+    def judge(candidates):
+        batches.append(len(candidates))
+        return needing(culprits)(candidates)
+
+    one = Reducer(case, profile_case(case), TARGET, needing(culprits))
+    many = Reducer(case, profile_case(case), TARGET, judge, jobs=jobs)
+    assert many.run(PASSES) == one.run(PASSES)
+    assert many.queries == one.queries  # (the ones asked ahead and never read are not answers the passes used)
+    assert sum(batches) >= many.queries
+
+
+def test_a_scan_asks_its_next_chunks_side_by_side():
+    sin, exp, cos, tanh, neg = aten.sin.default, aten.exp.default, aten.cos.default, aten.tanh.default, aten.neg.default
+    case = chain([sin, exp, cos, sin, tanh, aten.abs.default, cos, neg, sin], torch.randn(3, 4))
+    culprits = {"aten.exp.default", "aten.tanh.default", "aten.neg.default"}
+    batches: list[int] = []
+
+    def judge(candidates):
+        batches.append(len(candidates))
+        return needing(culprits)(candidates)
+
+    reducer = Reducer(case, profile_case(case), TARGET, judge, jobs=3)
+    reducer.run(PASSES)
+    assert set(reducer.best_case().op_names()) == culprits
+    assert max(batches) == 3  # delta debugging's scan asked three chunks at once
