@@ -8,6 +8,10 @@ For each case, in one run and on the same machine:
   process per query);
 - **torch, --no-isolate**: the same launcher with ``--no-isolate`` (queries in-process).
 
+With ``--jobs``, also pt2kit with ``--jobs 1`` (one query at a time) and with ``--no-subsystem``
+(the repro only), and the program alone (its own time to fail); each pt2kit row says when
+its repro was verified elsewhere ("repro ready"), below the stage coming after.
+
 torch runs with ``PT2KIT_AUTOLOAD=0``, so its own minifier is in charge. Every tool starts
 from its own copy of one Inductor cache, primed by running the program once and pt2kit's
 warm-up once (three small kernels pt2kit compiles once per machine): all three find the
@@ -17,7 +21,7 @@ priming, to show what a first use on a machine costs. Reported per tool:
 seconds (both torch steps summed), queries, op nodes left in the repro, and whether the repro
 fails the same way when run with plain torch. Ratios are torch's seconds over pt2kit's.
 
-    python benchmarks/bench_minifier.py [--cases relu_compile_error,...] [--json FILE]
+    python benchmarks/bench_minifier.py [--cases relu_compile_error,...] [--jobs] [--json FILE]
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ CASES = {
 }
 
 
+#: The rows, in the order printed.
+TOOLS = ("pt2kit", "pt2kit_jobs_1", "pt2kit_no_subsystem", "torch_isolated", "torch_no_isolate", "program")
 CACHE = {"dir": ""}  # the Inductor cache of the tool being measured
 
 
@@ -147,12 +153,27 @@ def run_pt2kit(case: str, flags: list[str], expected: str | None) -> dict:
     repro = Path(report["repro"])
     return {
         "seconds": seconds,
+        "repro_ready": repro_ready(report),
         "queries": report["queries"],
         "reduction_queries": report["reduction_queries"],
         "nodes": op_nodes(repro),
         "reproduces": reproduces(repro, expected),
         "repro": str(repro),
     }
+
+
+def repro_ready(report: dict) -> float | None:
+    """Seconds into the run when the repro was verified elsewhere (below the stage and release checks come after)."""
+    ends = [t["ended"] for t in report.get("timeline") or () if t.get("ended") is not None and "elsewhere" in t["step"]]
+    return max(ends) if ends else None
+
+
+def run_program(case: str) -> dict:
+    """The program alone, as its user runs it: its own time to fail."""
+    where = workdir(case)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, f"{case}.py"], capture_output=True, cwd=where, env=env(), timeout=3600)
+    return {"seconds": time.perf_counter() - start, "exit": done.returncode}
 
 
 def run_torch(case: str, after: str, level: int, expected: str | None, isolate: bool) -> dict:
@@ -200,6 +221,10 @@ def main() -> None:
     parser.add_argument(
         "--cold", action="store_true", help="leave pt2kit's one-time warm-up kernels out of the primed cache"
     )
+    parser.add_argument(
+        "--jobs", action="store_true",
+        help="also pt2kit with --jobs 1 and with --no-subsystem, and the program alone (repro-ready times beside)",
+    )  # fmt: skip
     options = parser.parse_args()
     results = {}
     for case in options.cases.split(","):
@@ -208,6 +233,12 @@ def main() -> None:
         row = results[case] = {}
         use_copy_of(cache, "pt2kit")
         row["pt2kit"] = run_pt2kit(case, flags, expected)
+        if options.jobs:
+            for tool, more in (("pt2kit_jobs_1", ["--jobs", "1"]), ("pt2kit_no_subsystem", ["--no-subsystem"])):
+                use_copy_of(cache, tool)
+                row[tool] = run_pt2kit(case, flags + more, expected)
+            use_copy_of(cache, "program")
+            row["program"] = run_program(case)
         use_copy_of(cache, "torch_isolated")
         row["torch_isolated"] = run_torch(case, after, level, expected, isolate=True)
         use_copy_of(cache, "torch_no_isolate")
@@ -216,13 +247,15 @@ def main() -> None:
         for tool in ("torch_isolated", "torch_no_isolate"):
             row[f"{tool}_over_pt2kit"] = round(row[tool]["seconds"] / ours, 2)
         print(f"\n{case}")
-        for tool in ("pt2kit", "torch_isolated", "torch_no_isolate"):
+        for tool in [t for t in TOOLS if t in row]:
             r = row[tool]
+            ready = f"repro ready at {r['repro_ready']:.1f} s, " if r.get("repro_ready") else ""
             detail = (
                 r.get("error")
-                or f"{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
+                or (f"exit {r['exit']}" if "exit" in r else "")
+                or f"{ready}{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
             )
-            print(f"  {tool:17s} {r['seconds']:7.1f} s  {detail}")
+            print(f"  {tool:20s} {r['seconds']:7.1f} s  {detail}")
         print(
             f"  ratios: torch isolated / pt2kit = {row['torch_isolated_over_pt2kit']}x, torch --no-isolate / pt2kit = {row['torch_no_isolate_over_pt2kit']}x"
         )

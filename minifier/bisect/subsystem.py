@@ -269,33 +269,54 @@ def find_workaround(
     accuracy: Accuracy,
     script: Path | None,
     args: list[str],
+    minimized: GraphCase | None = None,
 ) -> Workaround | None:
-    """The first of :func:`workarounds` under which ``graph`` (the program's failing one) runs right, and then the program too.
+    """The first of :func:`workarounds` under which the repro, the program's failing ``graph`` and the program run right.
 
-    Each is one query on that graph (cheap: a lowering's fallback, say, is a small
-    compile). The first that passes is run on the unchanged program when there is
-    one and it ran within :data:`PROGRAM_RERUN_LIMIT`; one the program still fails
-    with is dropped and the next one asked (one the program never ends in time with
-    stands on the graph's word, ``verified_on: graph``).
+    1. Every option is asked about ``minimized`` (the repro's graph: a compile of a few
+       ops), side by side: one that does not fix the repro cannot fix the program.
+    2. The first that does is asked about ``graph`` (one query) while the unchanged
+       program runs with it (when there is one, and it ran within
+       :data:`PROGRAM_RERUN_LIMIT`): the two at once, so the program's run, the slow
+       part, starts without waiting for the graph's answer.
+    3. The program running to the end verifies it (``verified_on: program``); the
+       program failing with it drops it, and the next is asked. A program that never
+       ends in time with it leaves the graph's word (``verified_on: graph``).
     """
-    for option in workarounds(subsystem, stage, backend):
+    options = workarounds(subsystem, stage, backend)
+    if minimized is not None and options:
+        fixes = session.query_all(
+            [(functools.partial(passes_with_code, minimized, o, accuracy), f"repro.py with a workaround: {o.what}") for o in options]
+        )
+        options = [o for o, fixed in zip(options, fixes) if fixed is not None and fixed.value]
+    for option in options:
         asked = functools.partial(passes_with_code, graph, option, accuracy)
-        if not session.query(asked, f"{graph.label()}: trying a workaround: {option.what}").value:
-            continue
+        label = f"{graph.label()}: trying a workaround: {option.what}"
         if script is None or session.program_seconds > PROGRAM_RERUN_LIMIT:
-            return Workaround(option.code, option.what, "graph")
-        ran = None
-        # a rerun that runs out of time is asked once more with twice the limit (an empty Inductor
-        # cache on a loaded machine); one that never ends in time leaves the graph's word standing
-        for timeout in (max(60.0, 4 * session.program_seconds), max(120.0, 8 * session.program_seconds)):
-            ran = session.timed(
-                f"running {script.name} with the workaround: {option.what}",
-                functools.partial(runs_to_the_end, script, args, option.code, timeout),
-            )
-            if ran is not None:
-                break
-        if ran is not False:
+            if session.query(asked, label).value:
+                return Workaround(option.code, option.what, "graph")
+            continue
+        on_graph = session.start(asked, label)
+        ran = on_the_program(session, script, args, option)
+        fixed_graph = bool(session.wait(on_graph).value)
+        if ran or (ran is None and fixed_graph):
             return Workaround(option.code, option.what, "program" if ran else "graph")
+    return None
+
+
+def on_the_program(session: Session, script: Path, args: list[str], option: Option) -> bool | None:
+    """Does the unchanged program run to the end with ``option``'s code run first? None: it did not end in time.
+
+    A rerun that runs out of time is asked once more with twice the limit (an empty
+    Inductor cache on a loaded machine).
+    """
+    for timeout in (max(60.0, 4 * session.program_seconds), max(120.0, 8 * session.program_seconds)):
+        ran = session.timed(
+            f"running {script.name} with the workaround: {option.what}",
+            functools.partial(runs_to_the_end, script, args, option.code, timeout),
+        )
+        if ran is not None:
+            return ran
     return None
 
 
@@ -351,7 +372,7 @@ def go_below(
         below.notes.append(f"no subsystem of {stage} that torch's bisector knows breaks the graph alone")
     backend = report.backend if report is not None else original.backend
     below.workaround = find_workaround(
-        session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args
+        session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args, minimized
     )
     if below.workaround is None:
         below.notes.append("no workaround found: the failing graph or the program still fails with each one tried")
