@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup models demo lint test test-fast slow scenarios matrix matrix-setup fuzz hunt bench browser screenshots format clean
+.PHONY: setup models demo lint test test-fast slow scenarios matrix matrix-setup fuzz hunt bench browser screenshots format clean gpu-check
 
 setup: $(VENV)/.installed
 
@@ -133,3 +133,11 @@ screenshots: setup browser
 
 clean:
 	rm -rf $(VENV) .cache runs build *.egg-info
+
+# On a machine with a GPU and the torch it has (pt2kit from this checkout goes on the path beside
+# it, nothing installed over it): doctor, a Triton kernel that does not compile, a CUDA training
+# step whose backward breaks, a wrong answer; each repro run alone (tests/gpu_check.py).
+# GPU_CHECK=--dry-run runs the same on the CPU (C++ kernels, the cpu device).
+GPU_CHECK ?=
+gpu-check:
+	$(PYTHON) tests/gpu_check.py $(GPU_CHECK)

@@ -431,7 +431,7 @@ def _session_command(
         if first is not None:
             first(session)
         prefetch_environment()  # (issue.md's environment block, collected beside the run)
-        seams.require("the minifier")  # outside the tested torch range: one line, not a traceback deep inside
+        seams.require("the minifier", *seams.MINIFIER_SEAMS)  # outside the tested torch range: one line, not a traceback deep inside
         data, render = work(session)
         session.close()
         _finish(render, data, as_json, wide_console())

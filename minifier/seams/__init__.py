@@ -36,6 +36,15 @@ from ..errors import UserFacingError
 TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
 
 
+#: The seams without which ``minify run``, ``bisect`` and ``repro`` cannot run at all. The others
+#: serve a part of a run that says so in a note and goes on without it: below the stage
+#: (``compiler_bisector``), the blamed kernel (``kernel_origins``), DTensor inputs, special tensors.
+MINIFIER_SEAMS = (
+    "after_dynamo", "aot_autograd", "backend_registry", "compile_fx", "config", "dynamo_exc", "hop_eager", "ops",
+    "pytree", "symbolic_shapes",
+)  # fmt: skip
+
+
 class SeamBroken(UserFacingError):
     """The installed torch changed an internal a pt2kit feature needs (exit 9)."""
 
@@ -155,7 +164,7 @@ def untested_warning() -> str | None:
     import torch
 
     tested = ", ".join(f"{major}.{minor}" for major, minor in TESTED_TORCH)
-    return f"pt2kit: torch {torch.__version__} is newer than the releases pt2kit is tested with ({tested}); `minify doctor` says what works with it"
+    return f"pt2kit: torch {torch.__version__} is not among the releases pt2kit is tested with ({tested}); `minify doctor` says what works with it"
 
 
 @functools.cache

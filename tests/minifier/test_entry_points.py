@@ -508,3 +508,19 @@ def test_a_program_that_times_out_once_then_fails_is_not_flaky(model_script, tmp
     report = json.loads(done.stdout)
     assert done.returncode == 0, report
     assert report["failure"]["kind"] == "compile_error" and report["ops_after"] == ["aten.cos.default"]
+
+
+@pytest.mark.e2e
+@pytest.mark.slow  # (two minutes of minify runs: make slow)
+def test_make_gpu_check_passes_in_its_dry_run_on_the_cpu(tmp_path):
+    """make gpu-check's script, as a GPU machine runs it, on the CPU: every step ok, each repro failing alone."""
+    record = tmp_path / "gpu-check.json"
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).parents[1] / "gpu_check.py"), "--dry-run", "--json", str(record)],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = {s["name"]: s for s in json.loads(record.read_text())["steps"]}
+    assert set(steps) == {"doctor", "kernel_compile_error", "training_step_backward", "wrong_answer"}
+    assert all(s["ok"] for s in steps.values()) and "repro fails alone" in steps["training_step_backward"]["detail"]
+    assert "accuracy at inductor" in steps["wrong_answer"]["detail"]

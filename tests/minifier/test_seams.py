@@ -130,11 +130,31 @@ def test_a_torch_outside_the_tested_releases_gets_one_line_once(monkeypatch, cap
         seams.require("the minifier", "ops")
         seams.require("replay run", "ops")
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "is newer than the releases pt2kit is tested with (2.99)" in err
+        assert err.count("\n") == 1 and "is not among the releases pt2kit is tested with (2.99)" in err
         assert "minify doctor" in err
     finally:
         seams._say_untested_once.cache_clear()
         seams.check.cache_clear()
+
+
+def test_outside_the_tested_releases_the_minifier_needs_only_its_own_seams(monkeypatch, capsys):
+    """torch 2.12 breaks explain's and replay's seams (cache regions, ``_compile``'s arguments, the
+    bisector's debug info) and none of the minifier's: ``minify run`` must not refuse to run there."""
+    monkeypatch.setattr(seams, "TESTED_TORCH", ((2, 99),))
+    seams._say_untested_once.cache_clear()
+    broken = seams.SeamStatus("cache_regions", None, False, "AttributeError: no isolated regions")
+    real_check = seams.check
+    monkeypatch.setattr(seams, "check", lambda name: broken if name in ("cache_regions", "compiler_bisector") else real_check(name))
+    try:
+        seams.require("the minifier", *seams.MINIFIER_SEAMS)  # (no SeamBroken)
+        with pytest.raises(seams.SeamBroken, match="cache_regions"):
+            seams.require("explain", "cache_regions")
+        assert set(seams.MINIFIER_SEAMS) <= set(seams.names())
+        assert not {"cache_regions", "cache_size", "convert_frame", "mark_dynamic", "compiler_bisector"} & set(seams.MINIFIER_SEAMS)
+    finally:
+        seams._say_untested_once.cache_clear()
+        real_check.cache_clear()
+    capsys.readouterr()
 
 
 def test_an_inner_compiles_keywords_name_its_graph_and_the_flags_a_repro_passes_again():
