@@ -152,6 +152,7 @@ def run_pt2kit(case: str, args: list[str], flags: list[str], expected: str | Non
     repro = Path(report["repro"])
     return {
         "seconds": seconds,
+        "repro_ready": common.repro_ready(report),
         "queries": report["queries"],
         "reduction_queries": report["reduction_queries"],
         "nodes_before": report["nodes_before"],
@@ -319,6 +320,7 @@ def main() -> None:
         "--isolated", action="store_true", help="also run torch's isolated minifier (slow: minutes per case)"
     )
     parser.add_argument("--curve", action="store_true", help="measure the cost curve and plot it")
+    parser.add_argument("--jobs", action="store_true", help="also pt2kit with --jobs 1 (one query at a time)")
     parser.add_argument("--layers", default=",".join(map(str, CURVE_LAYERS)), help="the curve's GPT-2 depths")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
@@ -340,6 +342,9 @@ def main() -> None:
         # A warm start: the same run again on the cache the first one left (torch's FX
         # graph and kernel caches, which pt2kit's queries share with the program).
         row["pt2kit_warm"] = run_pt2kit(case, args, flags, expected)
+        if options.jobs:
+            common.use_copy_of(cache, "pt2kit_jobs_1")
+            row["pt2kit_jobs_1"] = run_pt2kit(case, args, flags + ["--jobs", "1"], expected)
         common.use_copy_of(cache, "torch_no_isolate")
         row["torch_no_isolate"] = common.run_torch(case, after, level, expected, isolate=False)
         if options.isolated:
@@ -351,12 +356,13 @@ def main() -> None:
             if tool in row:
                 row[f"{tool}_over_pt2kit"] = round(row[tool]["seconds"] / ours, 2)
         print(f"\n{case}: the program fails in {row['program_seconds']} s")
-        for tool in ("pt2kit", "pt2kit_warm", "torch_no_isolate", "torch_isolated"):
+        for tool in ("pt2kit", "pt2kit_warm", "pt2kit_jobs_1", "torch_no_isolate", "torch_isolated"):
             if tool in row:
                 r = row[tool]
+                ready = f"repro ready at {r['repro_ready']:.1f} s, " if r.get("repro_ready") else ""
                 detail = (
                     r.get("error")
-                    or f"{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
+                    or f"{ready}{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
                 )
                 print(f"  {tool:17s} {r['seconds']:7.1f} s  {detail}")
         print(

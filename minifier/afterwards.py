@@ -96,7 +96,7 @@ def other_releases(session: Session, result: MinifyResult, releases: Preparing) 
     try:
         checked = session.timed(
             f"repro.py under {len(releases.specs)} other torch release(s)",
-            lambda: releases.check(result.repro, target, session.timeout, ours=ours),
+            lambda: releases.check(result.repro, target, session.timeout, ours=ours, jobs=session.jobs),
         )
     except Exception as e:  # noqa: BLE001 - the repro is written: a failed release check costs a note, never the run
         result.notes.append(f"the release check failed ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected")

@@ -221,6 +221,19 @@ class ZygoteProcess:
 # --------------------------------------------------------------------------- #
 
 
+def fork_unsafe() -> str | None:
+    """Why a child forked now could hang or fail, or None: a thread besides the main one (its locks
+    would be held forever in the child), or CUDA initialized here (a child cannot use it again)."""
+    if native_thread_count() > 1:
+        return f"the zygote runs {native_thread_count()} threads ({thread_names()})"
+    torch = sys.modules.get("torch")
+    try:
+        initialized = torch is not None and torch.cuda.is_initialized()
+    except Exception:  # noqa: BLE001 - a torch without a CUDA module has none to initialize
+        initialized = False
+    return "the zygote initialized CUDA (a forked child cannot use it)" if initialized else None
+
+
 def native_thread_count() -> int:
     """Threads of this process, OpenMP/BLAS pools included (Python only sees its own)."""
     try:
@@ -318,8 +331,8 @@ def _handle(
     tag = message[0]  # type: ignore[index]
     if tag == "run":
         _, qid, payload, log, result, threads, cwd, sys_path, env = message  # type: ignore[misc]
-        if native_thread_count() > 1:
-            send(out_fd, ("refused", qid, f"the zygote runs {native_thread_count()} threads ({thread_names()})"))
+        if (unsafe := fork_unsafe()) is not None:
+            send(out_fd, ("refused", qid, unsafe))
             return
         sys.stdout.flush()
         sys.stderr.flush()

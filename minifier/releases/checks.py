@@ -221,13 +221,23 @@ class Preparing:
         return out
 
     def check(
-        self, repro: Path, target: Signature | None, timeout: float | None, ours: ReleaseCheck | None = None
+        self,
+        repro: Path,
+        target: Signature | None,
+        timeout: float | None,
+        ours: ReleaseCheck | None = None,
+        jobs: int = 1,
     ) -> Releases:
-        """The repro under every release; ``ours``: this environment's row when already known (a verified repro)."""
+        """The repro under every release, ``jobs`` at a time (each a process of its own); ``ours``: this
+        environment's row when already known (a verified repro)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        environments = [*([this_environment()] if ours is None else []), *self.environments()]
+        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="pt2kit-release-check") as pool:
+            checked = list(pool.map(lambda env: check_release(env, repro, target, timeout), environments))
         if ours is None:
-            ours = check_release(this_environment(), repro, target, timeout)
-        others = [check_release(env, repro, target, timeout) for env in self.environments()]
-        return Releases.of([ours, *sorted(others, key=lambda c: release_key(c.torch))])
+            ours, checked = checked[0], checked[1:]
+        return Releases.of([ours, *sorted(checked, key=lambda c: release_key(c.torch))])
 
     def close(self) -> None:
         if self._pool is not None:

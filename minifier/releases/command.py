@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..errors import UsageError, exit_with
+from ..isolation.jobs import jobs_option
 from .checks import Releases
 
 #: The variable ``minify run`` and ``minify versions`` read SPECs from when ``--torch-versions`` is not given.
@@ -83,6 +84,7 @@ def print_versions(releases: Releases, console: Any) -> None:
     help="Seconds per run of the repro.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout, nothing else.")
+@jobs_option
 @click.argument("repro", type=click.Path(dir_okay=False, path_type=Path))
 def versions_command(repro: Path, torch_versions: tuple[str, ...], timeout: float, as_json: bool) -> None:
     """Run REPRO here and under other torch releases: fixed in which torch?"""
@@ -91,6 +93,7 @@ def versions_command(repro: Path, torch_versions: tuple[str, ...], timeout: floa
     from ..capture.script import resolve_script
     from ..errors import Interrupted, UserFacingError
     from ..isolation.session import print_json
+    from ..isolation.jobs import default_jobs
     from ..stages.elsewhere import run_elsewhere
     from .checks import Preparing, check_release, signature_in_output, this_environment
 
@@ -114,7 +117,7 @@ def versions_command(repro: Path, torch_versions: tuple[str, ...], timeout: floa
             target = recorded_failure(path) or signature_in_output(ran.returncode, ran.stderr)
             ours = check_release(here, path, target, timeout, ran=ran)
         with err.status(f"{len(specs)} other release(s): installing where asked, then running {path.name}"):
-            releases = preparing.check(path, target, timeout, ours=ours)
+            releases = preparing.check(path, target, timeout, ours=ours, jobs=default_jobs())
     except KeyboardInterrupt:
         exit_with(Interrupted("interrupted: no release was left half installed"), "minify", as_json)
     finally:

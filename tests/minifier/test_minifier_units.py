@@ -192,6 +192,19 @@ def _training_backward_in_a_child() -> float:
     return float(x.grad.abs().sum())
 
 
+def test_the_zygote_refuses_to_fork_once_cuda_was_initialized_in_it(monkeypatch):
+    """A CUDA query runs in its forked child, which initializes CUDA itself; a zygote that had
+    initialized CUDA would fork children that cannot use it. (Simulated: no GPU here.)"""
+    from minifier.isolation import zygote
+
+    monkeypatch.setattr(zygote, "native_thread_count", lambda: 1)
+    assert zygote.fork_unsafe() is None
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert "initialized CUDA" in zygote.fork_unsafe()
+    monkeypatch.setattr(zygote, "native_thread_count", lambda: 3)
+    assert "runs 3 threads" in zygote.fork_unsafe()
+
+
 @pytest.mark.matrix
 @pytest.mark.e2e  # compiles in pt2kit's worker processes
 def test_a_warm_worker_stays_fork_safe_for_autograd_on_this_build(tmp_path):
