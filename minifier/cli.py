@@ -300,11 +300,13 @@ def run(
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
 @click.option("--timeout", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per isolated query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
+@click.option("--device", default=None, help="Move the repro to this device first: does a GPU bug show on the CPU?")
 @torch_versions_option
 @jobs_option
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def repro(
     path: Path,
+    device: str | None,
     torch_versions: tuple[str, ...],
     after: str,
     accuracy: bool | None,
@@ -328,7 +330,7 @@ def repro(
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         accuracy_rule = _accuracy(accuracy, strict_accuracy)
         return _minified(
-            minify_repro(session, resolved, after=after, accuracy=accuracy_rule, out=out, releases=releases)
+            minify_repro(session, resolved, after=after, accuracy=accuracy_rule, out=out, releases=releases, device=device)
         )
 
     _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)

@@ -36,8 +36,9 @@ from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import MinifyResult
 from .capture.blame import blamed_nodes
 from .unit.case import GraphCase
+from .unit.devices import devices_of, moved_to
 from .stages.inline import variants
-from .errors import CorruptRecord, FlakyFailure, Interrupted, NotReproducible, plural
+from .errors import CorruptRecord, FlakyFailure, Interrupted, NoFailure, NotReproducible, plural
 from .stages.flaky import LOOKS, measured_rate, tries_for
 from .reduce.checkpoint import (
     CHECKPOINT, Status, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint,
@@ -450,6 +451,7 @@ def minify_repro(
     saved: list[Path] | None = None,
     subsystem: bool = False,
     releases: list[ReleaseSpec] | None = None,
+    device: str | None = None,
 ) -> MinifyResult:
     """``minify repro``: shrink an existing repro (pt2kit's or torch's) further.
 
@@ -458,21 +460,28 @@ def minify_repro(
     ``saved``: more repros of the same program, after ``path`` (``minify run --saved``,
     the API): the first of them that fails is the one minified. ``subsystem``: then go
     below the stage, on the graphs alone (no program to run a workaround on);
-    ``releases``: run the repro under those torch releases.
+    ``releases``: run the repro under those torch releases. ``device``: moved there first
+    (:mod:`minifier.unit.devices`): a failure that passes there is its own device's.
     """
     check_after(after)
     preparing = Preparing(releases, session.run_dir / "logs") if releases else None
     paths = [path, *(saved or [])]
     repros = [load_any_repro(p, session) for p in paths]
     accuracy = repros[0].accuracy if accuracy is None else accuracy
-    key = fingerprint("repro", *(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths), after, accuracy)
+    key = fingerprint("repro", *(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths), after, accuracy, device)
     resume = find_checkpoint(out, key)
     if resume is not None:
         return finished(session, resume_minification(session, resume, key), subsystem, None, [], preparing)
     name = str(path) if len(paths) == 1 else path.parent.parent.name
-    cases = [(loaded.case, p) for loaded, p in zip(repros, paths)]
-    report = bisect_saved(session, cases, name, accuracy=accuracy, aot_rows=after != "dynamo")
-    row = choose_graph(report, after)
+    cases = [(loaded.case if device is None else moved_to(loaded.case, device), p) for loaded, p in zip(repros, paths)]
+    try:
+        report = bisect_saved(session, cases, name, accuracy=accuracy, aot_rows=after != "dynamo")
+        row = choose_graph(report, after)
+    except NoFailure as e:
+        if device is None:
+            raise
+        where = ", ".join(sorted(devices_of(repros[0].case))) or "its device"
+        raise NoFailure(f"on {device}, {path.name} does not fail ({e}): the bug is in {where}'s own path, not in what both share") from None
     outcome = row.first_failure
     assert outcome is not None and outcome.failure is not None and row.case is not None
     recorded = next((loaded.failure for loaded, (case, _) in zip(repros, cases) if case.index == row.case.index), None)

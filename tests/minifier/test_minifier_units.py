@@ -1133,3 +1133,65 @@ def test_a_symbolic_size_whose_tensor_was_cut_away_is_an_int_of_its_own():
     source = symbolic_inputs_function(SimpleNamespace(inputs=[size, kept]))
     assert "SIZES_OF = {}" in source
     assert derive_sizes([size, kept])[0].derived_from is None and derive_sizes([size, kept])[0].symbolic_int
+
+
+def test_jobs_are_the_cores_or_what_was_asked_never_more_than_the_free_memory_holds(monkeypatch):
+    from minifier.isolation import jobs
+
+    gib = 1 << 30
+    assert jobs.fitting(8, 6 * gib, 20 * gib) == 3  # children the size of a 6 GiB program
+    assert jobs.fitting(8, 0, 20 * gib) == 8 and jobs.fitting(8, 0, 3 * gib) == 3  # (1 GiB each at the least)
+    assert jobs.fitting(4, 64 * gib, 2 * gib) == 1 and jobs.fitting(4, gib, None) == 4
+    monkeypatch.setenv(jobs.JOBS_ENV, "3")
+    monkeypatch.setattr(jobs, "available_memory", lambda: 64 * gib)
+    assert jobs.requested() == 3 and jobs.default_jobs() == 3
+    for unusable in ("0", "-2", "many", ""):
+        monkeypatch.setenv(jobs.JOBS_ENV, unusable)
+        assert jobs.requested() is None and jobs.default_jobs() == jobs.cores()
+
+
+def test_the_jobs_option_reaches_the_processes_a_command_starts(monkeypatch):
+    import click
+    from click.testing import CliRunner
+
+    from minifier.isolation.jobs import JOBS_ENV, jobs_option
+
+    monkeypatch.setenv(JOBS_ENV, "1")  # (and back to what it was after the test: the option writes os.environ)
+
+    @click.command()
+    @jobs_option
+    def command() -> None:
+        click.echo(os.environ.get(JOBS_ENV, "unset"))
+
+    assert CliRunner().invoke(command, ["--jobs", "5"]).output.strip() == "5"
+    assert CliRunner().invoke(command, ["-j", "0"]).exit_code == 2  # (a usage error: at least one)
+
+
+def test_a_case_moved_to_another_device_holds_nothing_of_its_own_and_runs_there():
+    """``minify repro --device``'s move, here from the CPU to ``meta`` (no GPU here; the other way, a meta
+    tensor has no data to move): inputs, constants, parameters, the devices nodes name, and the autocast."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from minifier.unit.case import CompileContext
+    from minifier.unit.devices import devices_of, moved_to
+
+    def f(x, w):
+        made = torch.ones(3, device=x.device) * 2
+        return (x @ w + made).to("cpu").relu()
+
+    x, w = torch.randn(2, 4), torch.randn(4, 3)
+    gm = make_fx(f)(x, w)
+    gm.register_buffer("scale", torch.ones(3))
+    inputs = [GraphInput("x_1", x, TensorMeta.of(x)), GraphInput("w_1", None, TensorMeta.of(w), seed=7)]
+    context = CompileContext(autocast=(("cpu", "bfloat16"),))
+    case = GraphCase(gm, inputs, boundary="aot", kind="inference", constants={"c": torch.ones(2)}, context=context)
+    assert devices_of(case) == {"cpu"} and "device(type='cpu')" in gm.code
+
+    moved = moved_to(case, "meta")
+    assert devices_of(moved) == {"meta"} and "cpu" not in moved.gm.code and "meta" in moved.gm.code
+    assert moved.inputs[0].value.device.type == "meta" and moved.inputs[1].value is None
+    assert moved.gm.scale.device.type == "meta" and moved.constants["c"].device.type == "meta"
+    assert moved.context.autocast == (("meta", "bfloat16"),)
+    assert case.gm.scale.device.type == "cpu" and "meta" not in case.gm.code  # (the original is left as it was)
+    out = moved.gm(torch.randn(2, 4, device="meta"), torch.randn(4, 3, device="meta"))
+    assert out.device.type == "meta" and out.shape == (2, 3)
