@@ -192,6 +192,9 @@ def test_a_minifications_optional_keys_come_and_go_with_what_they_say(in_process
     assert list(everything.to_json()) == keys
     assert read.distributed["ranks"] == {"0": "failed", "1": "ok"} and read.kernel == "k"
     assert read.below.workaround["what"] == "let aten.cos.default fall back to ATen"
+    stopped = dataclasses.replace(result, pending=["below the stage", "torch releases"])  # (written before those)
+    read = round_trip(stopped, MinifyRecord, tmp_path / "stopped")
+    assert list(stopped.to_json())[-1] == "pending" and read.pending == ("below the stage", "torch releases")
 
 
 def test_an_older_report_json_without_the_later_keys_still_reads(in_process, tmp_path):
