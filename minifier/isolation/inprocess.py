@@ -27,7 +27,6 @@ What it keeps of a child's clean slate, since the answers depend on it:
 
 from __future__ import annotations
 
-import contextvars
 import importlib
 import time
 import traceback
@@ -71,6 +70,8 @@ class InProcessExecutor:
         """Run ``fn()`` now; a query that raises is a pt2kit bug (:class:`QueryError`), as in a worker's child."""
         import torch
 
+        from ..seams import config
+
         self.labels.append(label)
         torch.compiler.reset()
         started = time.perf_counter()
@@ -78,7 +79,7 @@ class InProcessExecutor:
         # (a repro's apply_config() sets the program's context: CompileContext)
         precision, deterministic = torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled()
         try:
-            value = contextvars.copy_context().run(fn)
+            value = config.run_isolated(fn)
         except Exception:  # noqa: BLE001 - a child reports the same as QueryError
             raise QueryError(f"{label} raised in process:\n{traceback.format_exc()}") from None
         finally:

@@ -13,7 +13,6 @@ how a case crosses to a worker child, as the same text and tensors.
 from __future__ import annotations
 
 import ast
-import contextvars
 import copyreg
 import hashlib
 import io
@@ -29,7 +28,7 @@ from torch.overrides import TorchFunctionMode
 from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta
 from ..errors import CorruptRecord
 from ..unit.graphio import GraphFormatError, load_graph
-from ..seams import compiler_state, pytree
+from ..seams import compiler_state, config, pytree
 from ..unit.signature import Signature
 from .writer import FORMAT_VERSION, data_of, render, split_future
 
@@ -168,7 +167,7 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
             # config the definitions set (a pass the script assigns beside the class it defines) stays out of the
             # process that reads the repro (pt2kit's own, a query's child, a test's); a case's config is what its
             # apply_config() sets, so the reducer can tell whether the failure needs it.
-            contextvars.copy_context().run(exec, compile(text, str(path), "exec"), definitions)
+            config.run_isolated(exec, compile(text, str(path), "exec"), definitions)
             compiler_state.refresh()  # (they may have changed a table Inductor copied before they ran)
             _DEFINED[block] = {k: v for k, v in definitions.items() if not k.startswith("__")}
         namespace.update(_DEFINED[block])

@@ -15,6 +15,7 @@ of that one module's own.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -80,10 +81,32 @@ def probe() -> None:
             if env_key not in module._config or env_key in module._compile_ignored_keys:
                 raise AttributeError(f"{name}.{env_key} is no longer a compile-relevant config key")
     repro_settings()
-    if not writes_stay_in_their_context():
-        raise AttributeError("a config value set in a copied contextvars context leaks out of it")
+    if not writes_stay_in_their_context():  # (torch 2.11: run_isolated puts the values back itself)
+        for name in REPLAY_MODULES:
+            for method in ("get_config_copy", "load_config"):
+                if not callable(getattr(importlib.import_module(name), method, None)):
+                    raise AttributeError(f"config writes leak out of a copied context, and {name}.{method} is gone")
 
 
+def run_isolated(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with its config writes kept to itself (a repro's carried definitions, an in-process query).
+
+    In a copy of this context: torch keeps each value a program sets in a ``ContextVar``. A
+    torch that does not (2.11) gets every config module's values put back afterwards.
+    """
+    import contextvars
+
+    if writes_stay_in_their_context():
+        return contextvars.copy_context().run(fn, *args)
+    saved = {name: module(name).get_config_copy() for name in REPLAY_MODULES}
+    try:
+        return contextvars.copy_context().run(fn, *args)
+    finally:
+        for name, values in saved.items():
+            module(name).load_config(values)
+
+
+@functools.cache
 def writes_stay_in_their_context() -> bool:
     """Does a config value set inside ``contextvars.copy_context().run(...)`` stay there?
 

@@ -27,7 +27,8 @@ SEAM = Seam(
 def probe() -> None:
     from torch._higher_order_ops import utils
 
-    compile_and_call = getattr(utils, "_hop_compile_and_call", None)
+    # (torch 2.11 and 2.12 name it _maybe_compile_and_run_fn; what matters is where the compiled code lives)
+    compile_and_call = getattr(utils, "_hop_compile_and_call", None) or getattr(utils, "_maybe_compile_and_run_fn", None)
     if compile_and_call is None:
         raise AttributeError("torch._higher_order_ops.utils._hop_compile_and_call is gone")
     if "torch.compile(" not in inspect.getsource(compile_and_call):

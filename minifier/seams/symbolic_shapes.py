@@ -14,7 +14,7 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch.SymInt.node.expr, torch.fx.experimental.symbolic_shapes.optimization_hint",
+    wraps="torch.SymInt.node.expr, torch.fx.experimental.symbolic_shapes.optimization_hint (hint_int before 2.13)",
     features=("dynamic shapes in repros",),
 )
 
@@ -50,7 +50,10 @@ def expression(value: Any) -> Any:
 
 def hint(value: Any) -> int:
     """A symbolic int's concrete value, without adding a guard."""
-    from torch.fx.experimental.symbolic_shapes import optimization_hint
+    try:
+        from torch.fx.experimental.symbolic_shapes import optimization_hint
+    except ImportError:  # (torch 2.11 and 2.12 call it hint_int)
+        from torch.fx.experimental.symbolic_shapes import hint_int as optimization_hint
 
     return optimization_hint(value)
 
