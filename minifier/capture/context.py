@@ -30,7 +30,7 @@ from . import hooks
 from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING
 from ..errors import UnknownBackend
 from .script import is_launcher_file, main_module_file
-from ..seams import aot_autograd, backend_registry, ops
+from ..seams import aot_autograd, backend_registry, device_guard, ops
 from ..seams import config as config_seam
 
 #: Config pt2kit itself changes, or that only steers torch's own debug tooling.
@@ -111,6 +111,7 @@ def _learn() -> None:
     def compile_noop() -> None:
         torch.compile(lambda x: x + 1, backend=snapshot_backend)(torch.zeros(1))
 
+    device_guard.set_here()  # (before the thread's compile sets it: torch 2.11 then segfaults on this thread's)
     thread = threading.Thread(target=compile_noop, name="pt2kit-config-baseline", daemon=True)
     thread.start()
     thread.join(timeout=60)  # (a guard: called from the wrong place, it would wait for dynamo's lock forever)

@@ -207,7 +207,9 @@ class Recorder:
                 if graph.owner.backend != "inductor":  # a user's backend that hands its graphs to Inductor
                     graph.compiler = INDUCTOR_INNER_COMPILE
                 graph.original_aten = blame.original_aten_of(gm)
-            return inner(gm, example_inputs, compile_region_name, **kwargs)
+            if compile_region_name is not None:  # (torch 2.11 and 2.12's inner compile takes no such argument)
+                kwargs["compile_region_name"] = compile_region_name
+            return inner(gm, example_inputs, **kwargs)
 
         return pt2kit_inner_compile
 
