@@ -126,13 +126,20 @@ def drill_down(
 
 
 def passes_disabled(
-    session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy, names: list[str]
+    session: Session,
+    case: GraphCase,
+    stage: str,
+    target: Signature,
+    accuracy: Accuracy,
+    names: list[str],
+    asking: str = "which part of {stage} breaks it: without {name}",
 ) -> list[bool]:
     """Does ``case`` pass with each of ``names`` (subsystems of ``stage``) disabled whole? Side by side.
 
     The bisector's first question about each subsystem, in the state it would set for it
     (:func:`~minifier.seams.compiler_bisector.disable_whole`), so its search reads the same
-    answers, in its own order, whatever the ``--jobs``.
+    answers, in its own order, whatever the ``--jobs``. ``asking``: each query's label (the
+    page's timeline files "which part of" and "confirming" under below the stage).
     """
     directories = [tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{name}-", dir=session.run_dir) for name in names]
     try:
@@ -140,7 +147,10 @@ def passes_disabled(
             compiler_bisector.disable_whole(stage, name, directory)
         results = session.query_all(
             [
-                (functools.partial(passes_with_bisector, case, stage, target, accuracy, directory), f"{case.label()}: {stage} without {name}")
+                (
+                    functools.partial(passes_with_bisector, case, stage, target, accuracy, directory),
+                    f"{case.label()}: {asking.format(stage=stage, name=name)}",
+                )
                 for name, directory in zip(names, directories)
             ]
         )
@@ -381,13 +391,8 @@ def go_below(
 
 def confirm_on(session: Session, subsystem: Subsystem, case: GraphCase, target: Signature, accuracy: Accuracy) -> bool:
     """Does the original graph pass with the whole subsystem disabled (one query, on the graph the program failed in)?"""
-    directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-confirm-", dir=session.run_dir)
-    try:
-        compiler_bisector.disable_whole(subsystem.backend, subsystem.name, directory)
-        asked = functools.partial(passes_with_bisector, case, subsystem.backend, target, accuracy, directory)
-        return bool(session.query(asked, f"{case.label()}: confirming {subsystem.name} on the original graph").value)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    asking = "confirming {name} on the original graph"
+    return passes_disabled(session, case, subsystem.backend, target, accuracy, [subsystem.name], asking)[0]
 
 
 def add_workaround_to_repro(path: Path, workaround: Workaround) -> None:
