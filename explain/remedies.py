@@ -89,11 +89,20 @@ def suggest_remedies(
                 f"it once and reuse it."
             )
     if limit_type is not None:
+        per_compile = " (or `torch.compile(..., recompile_limit=N)`)" if _compile_takes("recompile_limit") else ""
         remedies.append(
-            f"Fix the changing inputs above, or raise the limit: `torch._dynamo.config.{limit_type} = N` "
-            f"(or `torch.compile(..., recompile_limit=N)`)."
+            f"Fix the changing inputs above, or raise the limit: `torch._dynamo.config.{limit_type} = N`{per_compile}."
         )
     return remedies
+
+
+def _compile_takes(option: str) -> bool:
+    """Does this torch's ``torch.compile`` take ``option`` (``recompile_limit``: torch 2.13 on)?"""
+    import inspect
+
+    import torch
+
+    return option in inspect.signature(torch.compile).parameters
 
 
 def _size_remedies(failures: list[GuardFailure], where: str) -> list[str]:

@@ -349,7 +349,7 @@ def doctor(as_json: bool) -> None:
     import torch
 
     data = {
-        "status": "ok" if all(s.ok for s in statuses) else "broken",
+        "status": seams.overall(statuses),
         "torch": torch.__version__,
         "tested": [".".join(map(str, v)) for v in seams.TESTED_TORCH],
         "in_tested_range": seams.in_tested_range(),

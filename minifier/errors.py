@@ -19,6 +19,25 @@ from pathlib import Path
 from typing import NoReturn
 
 
+#: Every exit code of pt2kit's commands, one meaning each, shared by the tools (a code one tool
+#: does not use is never another meaning there). ``1`` is each command's negative answer.
+EXIT_CODES = {
+    0: "done: a repro written, the call passed, sound, complete, every seam works",
+    1: "the negative answer: nothing failed or it was flaky (minify), the failure reproduced (replay run), unsound (validation)",
+    2: "usage error: bad options, a missing script or file, an output that already exists",
+    3: "the script raised before torch.compile compiled anything",
+    4: "a backend that is not registered, or cannot be imported here",
+    5: "it fails, but not the same way: no captured graph fails alone (minify), the call failed differently (replay run)",
+    6: "a record, repro or checkpoint cannot be read: truncated, corrupt, or unsafe to load",
+    7: "incomplete (validation): something could not be translated or enumerated, so never called sound or complete",
+    8: "a partial record without --allow-partial (replay)",
+    9: "the installed torch breaks (or predates) an internal the feature needs (minify doctor)",
+    10: "the recorded frame cannot be rebuilt here: a module, class or source it needs is missing or changed (replay)",
+    70: "a bug of pt2kit's: its traceback is saved and the line names the file",
+    130: "interrupted (Ctrl-C): work so far is kept and a rerun resumes it",
+}
+
+
 class UserFacingError(Exception):
     """A problem with the user's input, reported as one line and an exit code.
 

@@ -161,7 +161,12 @@ def print_doctor(data: dict[str, Any], console: Console) -> None:
     for column in ("seam", "wraps", "status"):
         table.add_column(column, overflow="fold")
     for seam in data["seams"]:
-        status = Text("ok", style="green") if seam["ok"] else Text(f"broken: {seam['error']}", style="bold red")
+        if seam["ok"]:
+            status = Text("ok", style="green")
+        elif seam.get("absent"):
+            status = Text(seam["error"], style="yellow")
+        else:
+            status = Text(f"broken: {seam['error']}", style="bold red")
         table.add_row(seam["seam"], Text(seam["wraps"] or "?"), status)
     console.print(table)
     features = Table(title="features", title_justify="left", show_header=False)
@@ -169,6 +174,6 @@ def print_doctor(data: dict[str, Any], console: Console) -> None:
     features.add_column("")
     for feature, ok in sorted(data["features"].items()):
         features.add_row(
-            feature, Text("works", style="green") if ok else Text("broken by this torch", style="bold red")
+            feature, Text("works", style="green") if ok else Text("not with this torch", style="bold red")
         )
     console.print(features)

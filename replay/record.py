@@ -58,9 +58,9 @@ class PartialRecord(UserFacingError):
 
 
 class CannotRebuild(UserFacingError):
-    """The frame cannot be rebuilt here: a module, class or source it needs is missing or changed (exit 7)."""
+    """The frame cannot be rebuilt here: a module, class or source it needs is missing or changed (exit 10)."""
 
-    exit_code = 7
+    exit_code = 10
 
 
 @dataclass

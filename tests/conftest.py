@@ -39,6 +39,16 @@ TESTS = Path(__file__).resolve().parent
 PACKAGE_DIRECTORIES = ("minifier", "replay", "validation", "explain", "opcheck")
 
 
+def pytest_runtest_setup(item):
+    """Skip a test marked ``torch_since(version, why)`` on a torch older than that release."""
+    for mark in item.iter_markers("torch_since"):
+        version, why = mark.args
+        from minifier import seams
+
+        if seams.torch_version() < tuple(int(part) for part in version.split(".")):
+            pytest.skip(f"needs torch {version} or newer: {why}")
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark each test with its package's directory, then order them for pytest-xdist.
 

@@ -239,3 +239,21 @@ def test_make_models_installs_pyprojects_models_extra():
     (models,) = re.findall(r"^MODELS := (.+)$", (REPO / "Makefile").read_text(), flags=re.M)
     assert models.split() == extras["models"]
     assert not set(extras["models"]) & set(extras["test"])
+
+
+def test_every_exit_code_a_tool_raises_has_one_meaning_in_the_shared_table():
+    """An exit code means the same in every tool (replay once used 7, validation's "incomplete")."""
+    from minifier.errors import EXIT_CODES
+
+    found: dict[int, list[str]] = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            text = path.read_text()
+            for code in re.findall(r"^\s+exit_code = (\d+)$", text, re.M):
+                found.setdefault(int(code), []).append(str(path.relative_to(REPO)))
+            for statuses in re.findall(r"\{(\"sound\": 0[^}]*)\}", text):  # validation's verdicts
+                for code in re.findall(r": (\d+)", statuses):
+                    found.setdefault(int(code), []).append(str(path.relative_to(REPO)))
+    assert {1, 2, 5, 7, 9, 10, 70, 130} <= set(found)  # (the reader finds them)
+    assert set(found) <= set(EXIT_CODES), {code: where for code, where in found.items() if code not in EXIT_CODES}
+    assert "incomplete" in EXIT_CODES[7] and "rebuilt" in EXIT_CODES[10]

@@ -305,6 +305,7 @@ def check_guards(
     """
     import torch
 
+    seams.require("validation.check_guards", "cache_regions")
     target = frame_seam.original_callable(fn)
     compiled = torch.compile(target, backend=_own_backend(backend), dynamic=dynamic, isolate_recompiles=True)
     validator = GuardValidator(confirm=confirm, timeout_ms=timeout_ms)

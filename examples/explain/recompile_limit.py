@@ -10,6 +10,7 @@ def double(x):
 
 
 if __name__ == "__main__":
-    compiled = torch.compile(double, backend="eager", recompile_limit=2)
+    torch._dynamo.config.recompile_limit = 2  # (torch 2.13 on also takes torch.compile(..., recompile_limit=2))
+    compiled = torch.compile(double, backend="eager")
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
         compiled(torch.ones(4, dtype=dtype))  # the float16 call hits the limit

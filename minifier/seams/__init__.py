@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 from ..errors import UserFacingError
 
-#: torch minor versions every seam was written and tested against (CI: make test on the
-#: first, make matrix on the others).
-TESTED_TORCH = ((2, 13), (2, 14), (2, 15))
+#: torch minor versions every seam was written and tested against (CI: make test on 2.13,
+#: make matrix on the others). A seam whose torch feature is younger says so (``Seam.since``).
+TESTED_TORCH = ((2, 11), (2, 12), (2, 13), (2, 14), (2, 15))
 
 
 #: The seams without which ``minify run``, ``bisect`` and ``repro`` cannot run at all. The others
@@ -57,8 +57,9 @@ class Seam:
 
     wraps: str  # the torch names, e.g. "torch._dynamo.repro.after_dynamo.wrap_backend_debug"
     features: tuple[str, ...]  # pt2kit features that stop working without it
-    tested: str = "2.13, 2.14, 2.15"  # torch versions it was written against
+    tested: str = "2.11 to 2.15"  # torch versions it was written against
     internal: bool = False  # serves only pt2kit's own tests and benchmarks: doctor lists the seam, not its features
+    since: tuple[int, int] = (2, 11)  # the first torch with what it wraps: on an older one its features are absent, not broken
 
 
 @dataclass
@@ -71,6 +72,7 @@ class SeamStatus:
     error: str = ""
     seconds: float = 0.0
     features: tuple[str, ...] = field(default_factory=tuple)
+    absent: bool = False  # not ok because this torch predates what the seam wraps (``Seam.since``)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -79,6 +81,7 @@ class SeamStatus:
             "tested": self.seam.tested if self.seam else None,
             "features": list(self.features),
             "ok": self.ok,
+            "absent": self.absent,
             "error": self.error,
             "seconds": round(self.seconds, 4),
         }
@@ -111,19 +114,29 @@ def check(name: str) -> SeamStatus:
         with _quietly():
             module.probe()
     except Exception as e:  # noqa: BLE001 - a broken seam is data here
+        absent = seam is not None and torch_version() < seam.since
+        error = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         return SeamStatus(
             name,
             seam,
             False,
-            f"{type(e).__name__}: {e}".splitlines()[0][:300],
+            f"needs torch {'.'.join(map(str, seam.since))} or newer ({error})" if absent and seam else error,
             time.perf_counter() - start,
             seam.features if seam else (),
+            absent,
         )
     return SeamStatus(name, seam, True, "", time.perf_counter() - start, seam.features)
 
 
 def check_all() -> list[SeamStatus]:
     return [check(name) for name in names()]
+
+
+def overall(statuses: list[SeamStatus]) -> str:
+    """``ok`` (every seam works), ``absent`` (the others wrap torch features younger than this torch) or ``broken``."""
+    if all(s.ok for s in statuses):
+        return "ok"
+    return "absent" if all(s.ok or s.absent for s in statuses) else "broken"
 
 
 def features(statuses: list[SeamStatus]) -> dict[str, bool]:
@@ -179,21 +192,36 @@ def _say_untested_once() -> None:
 def require(feature: str, *seams: str) -> None:
     """Fail with one line when the installed torch breaks a seam ``feature`` needs.
 
-    Inside the tested torch range this does nothing (the test suite runs every probe);
-    outside it, the probes of ``seams`` (all of them when none are named) run once per
-    process, and when they pass the process says once, in one line on stderr, that
-    this torch was not tested (a broken seam's error is the only line otherwise).
+    Inside the tested torch range only a seam younger than this torch is probed (the test
+    suite runs every probe); outside it, the probes of ``seams`` (all of them when none are
+    named) run once per process, and when they pass the process says once, in one line on
+    stderr, that this torch was not tested (a broken seam's error is the only line otherwise).
     """
-    if in_tested_range():
-        return
+    tested = in_tested_range()
     for name in seams or names():
+        if tested and torch_version() >= _since(name):
+            continue
         status = check(name)
         if not status.ok:
             import torch
 
             wraps = status.seam.wraps if status.seam else name
+            if status.absent and status.seam is not None:
+                raise SeamBroken(
+                    f"pt2kit's {feature} needs torch {'.'.join(map(str, status.seam.since))} or newer "
+                    f"(this is {torch.__version__}); run `minify doctor` for what works with it"
+                )
             raise SeamBroken(
                 f"torch {torch.__version__} is not supported by pt2kit's {feature}: {wraps} changed "
                 f"({status.error}); run `minify doctor` for what still works"
             )
-    _say_untested_once()
+    if not tested:
+        _say_untested_once()
+
+
+def _since(name: str) -> tuple[int, int]:
+    """The first torch with what seam ``name`` wraps (``(0, 0)`` when the module cannot say)."""
+    try:
+        return importlib.import_module(f"{__name__}.{name}").SEAM.since
+    except Exception:  # noqa: BLE001 - then its probe says what is wrong
+        return (0, 0)

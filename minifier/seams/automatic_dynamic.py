@@ -57,9 +57,21 @@ def probe() -> None:
         raise AttributeError(f"FrameStateSizeEntry has fields {sorted(fields)}")
     if not callable(getattr(pgo.CodeId, "make", None)):
         raise AttributeError("pgo.CodeId.make is gone")
+    code_id((lambda: None).__code__, ())
     for name in ("_CODE_STATE", "_INIT_CODE_STATE"):
         if not hasattr(pgo, name):
             raise AttributeError(f"torch._dynamo.pgo.{name} is gone")
+
+
+def code_id(code: Any, closure: Any) -> Any:
+    """dynamo's key of a function's code state (torch 2.13 keys closures apart; 2.11 and 2.12 key the code alone)."""
+    import inspect
+
+    from torch._dynamo import pgo
+
+    if len(inspect.signature(pgo.CodeId.make).parameters) >= 2:
+        return pgo.CodeId.make(code, closure)
+    return pgo.CodeId.make(code)
 
 
 def snapshot(code: types.CodeType, closure: tuple[types.CellType, ...] | None) -> dict[str, Any]:
@@ -77,7 +89,7 @@ def snapshot(code: types.CodeType, closure: tuple[types.CellType, ...] | None) -
             return [atom(v) for v in value]
         return int(value) if isinstance(value, int) else None
 
-    state = pgo.get_code_state().get(pgo.CodeId.make(code, closure))
+    state = pgo.get_code_state().get(code_id(code, closure))
     if state is None:
         return {}
     return {
@@ -103,7 +115,7 @@ def restore(code, closure, entries):
 
     if not entries:
         return
-    state = pgo.get_code_state()[pgo.CodeId.make(code, closure)]
+    state = pgo.get_code_state()[code_id(code, closure)]
     for name, entry in entries.items():
         state.automatic_dynamic[name] = pgo.FrameStateSizeEntry(
             scalar=atom(entry["scalar"]), size=atom(entry["size"]), stride=atom(entry["stride"])

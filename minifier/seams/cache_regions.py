@@ -10,7 +10,8 @@ its guards with a ``DeletedGuardManagerWrapper``, which frees the compiled code 
 matches again.
 
 ``explain.explain`` analyses a function in a region of its own and invalidates its entries
-afterwards (:mod:`explain.isolation`).
+afterwards (:mod:`explain.isolation`); ``validation.check_guards`` compiles in one too. Regions came
+with torch 2.13 (``Seam.since``): on 2.11 and 2.12 both functions say so in one line.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ SEAM = Seam(
         "torch.compile(isolate_recompiles=True)._isolate_recompiles_id, torch._dynamo.eval_frame._get_cache_entries_for_region, "
         "ExtraState.invalidate, torch._dynamo.guards.DeletedGuardManagerWrapper"
     ),
-    features=("explain (isolated analysis)",),
+    features=("explain (isolated analysis)", "validation.check_guards"),
+    since=(2, 13),
 )
 
 
@@ -35,11 +37,12 @@ def probe() -> None:
 
     import torch
     import torch._C._dynamo.eval_frame as c_eval_frame
+
+    if "isolate_recompiles" not in inspect.signature(torch.compile).parameters:  # (torch 2.11 and 2.12)
+        raise AttributeError("torch.compile takes no isolate_recompiles (added in torch 2.13)")
     from torch._dynamo.eval_frame import _get_cache_entries_for_region  # noqa: F401
     from torch._dynamo.guards import DeletedGuardManagerWrapper  # noqa: F401
 
-    if "isolate_recompiles" not in inspect.signature(torch.compile).parameters:
-        raise AttributeError("torch.compile no longer takes isolate_recompiles")
     compiled = torch.compile(lambda x: x, backend="eager", isolate_recompiles=True)  # nothing compiles until called
     if not isinstance(region_of(compiled), int) or region_of(compiled) < 0:
         raise AttributeError("an isolated torch.compile no longer keeps its region in _isolate_recompiles_id")

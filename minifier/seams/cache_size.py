@@ -31,9 +31,18 @@ def probe() -> None:
         raise AttributeError("exceeds_recompile_limit no longer takes (cache_size, compile_id)")
     if list(inspect.signature(cache_size.is_recompilation).parameters) != ["cache_size"]:
         raise AttributeError("is_recompilation no longer takes (cache_size)")
-    empty = cache_size.CacheSizeRelevantForFrame(0, 0, 0)
+    empty = zero()
     if is_recompile(empty):
         raise AttributeError("a code object without cache entries counts as a recompile")
+
+
+def zero() -> Any:
+    """A frame's cache size with no entries (torch 2.13 added a third count: entries of all regions)."""
+    import dataclasses
+
+    from torch._dynamo.cache_size import CacheSizeRelevantForFrame
+
+    return CacheSizeRelevantForFrame(*(0 for _ in dataclasses.fields(CacheSizeRelevantForFrame)))
 
 
 def is_recompile(cache_size: Any) -> bool:

@@ -30,7 +30,7 @@ SEAM = Seam(
     wraps=(
         "torch._inductor.compiler_bisector (CompilerBisector: in_process_cache, bisection_enabled, update_bisect_status, "
         "update_run_state, process_subsystem, get_subsystem, get_run_state, get_bisect_range, "
-        "get_call_counter_debug_info, get_config_change; "
+        "get_call_counter_debug_info (2.13 on), get_config_change; "
         "BACKENDS, BisectSubsystem, ConfigChange)"
     ),
     features=("the subsystem that breaks, and a workaround",),
@@ -54,7 +54,6 @@ def probe() -> None:
         "update_bisect_status",
         "update_run_state",
         "get_bisect_range",
-        "get_call_counter_debug_info",
         "get_config_change",
     ):
         if not callable(getattr(cb.CompilerBisector, name, None)):
@@ -92,7 +91,7 @@ def enabled(directory: str) -> Iterator[None]:
 
     before = (CompilerBisector.bisection_enabled, CompilerBisector.in_process_cache)
     CompilerBisector.bisection_enabled, CompilerBisector.in_process_cache = True, directory
-    CompilerBisector.reset_counters()
+    _reset_counters(CompilerBisector)
     try:
         yield
     finally:
@@ -141,7 +140,24 @@ def drill(backend: str, directory: str, passes: Callable[[], bool]) -> Found | N
                 (subsystem.config_name, subsystem.config_field, subsystem.config_value),
             )
         low, _ = CompilerBisector.get_bisect_range(backend, name)
-        return Found(backend, name, low, CompilerBisector.get_call_counter_debug_info(backend, name, low), None)
+        return Found(backend, name, low, _application_detail(CompilerBisector, backend, name, low), None)
+
+
+def _application_detail(cls: Any, backend: str, name: str, application: int) -> str | None:
+    """What the ``application``-th use of a subsystem was, where torch recorded it (else None)."""
+    debug_info = getattr(cls, "get_call_counter_debug_info", None)
+    if debug_info is not None:
+        return debug_info(backend, name, application)
+    from torch._inductor import compiler_bisector  # torch 2.11 and 2.12: a module-level table
+
+    return getattr(compiler_bisector, "call_counter_debug_info", {}).get(application)
+
+
+def _reset_counters(cls: Any) -> None:
+    """Count every subsystem's applications from zero (a classmethod from torch 2.13, a function before)."""
+    from torch._inductor import compiler_bisector
+
+    (getattr(cls, "reset_counters", None) or compiler_bisector.reset_counters)()
 
 
 def disable_whole(backend: str, name: str, directory: str) -> None:

@@ -65,9 +65,12 @@ PARAMETERS = (
     "convert_frame_box",
     "frame",
     "cache_size",
-    "cache_entries",
-    "cache_entries_for_reasons",
 )
+
+#: How ``_compile`` receives the code's cache entries: torch 2.13 on passes lists (the entries of
+#: this compile's region, and those recompile reasons are read from) beside ``cache_entry``;
+#: torch 2.11 and 2.12 pass only the head of one linked list (``cache_entry``, each entry's ``next``).
+CACHE_ENTRY_PARAMETERS = (("cache_entries", "cache_entries_for_reasons"), ("cache_entry",))
 
 
 def probe() -> None:
@@ -76,15 +79,15 @@ def probe() -> None:
 
     parameters = inspect.signature(convert_frame._compile).parameters
     missing = [p for p in PARAMETERS if p not in parameters]
+    if not any(all(p in parameters for p in names) for names in CACHE_ENTRY_PARAMETERS):
+        missing.append(" or ".join("+".join(names) for names in CACHE_ENTRY_PARAMETERS))
     if missing:
         raise AttributeError(f"convert_frame._compile no longer takes {missing}")
     if not callable(getattr(convert_frame, "register_bytecode_hook", None)):
         raise AttributeError("convert_frame.register_bytecode_hook is gone")
     from torch._dynamo.exc import remove_resume_prefix  # noqa: F401
 
-    source = inspect.getsource(convert_frame.ConvertFrame.__call__)
-    if "soft_fail = isinstance(e, (Unsupported, UserError))" not in source:
-        raise AttributeError("ConvertFrame.__call__ changed how it decides to fall back to eager")
+    soft_failures()
     for name in ("innermost_backend", "innermost_fn"):
         if not callable(getattr(eval_frame, name, None)):
             raise AttributeError(f"eval_frame.{name} is gone")
@@ -148,7 +151,7 @@ class FrameEntry:
         """The user's function name, also for the resume functions dynamo makes after a graph break."""
         from torch._dynamo.exc import remove_resume_prefix
 
-        return remove_resume_prefix(self.code.co_name)
+        return remove_resume_prefix(self.code.co_name) or self.code.co_name  # (2.11, 2.12: None for other code)
 
     @property
     def error_on_graph_break(self) -> bool:
@@ -189,6 +192,17 @@ def current() -> FrameEntry | None:
     return stack[-1] if stack else None
 
 
+def _cache_entries(arguments: dict[str, Any]) -> tuple[Any, ...]:
+    """The code's cache entries, most recently used first, as ``_compile`` received them."""
+    if "cache_entries" in arguments or "cache_entries_for_reasons" in arguments:
+        return tuple(arguments.get("cache_entries_for_reasons") or arguments.get("cache_entries") or ())
+    entries, entry = [], arguments.get("cache_entry")  # torch 2.11 and 2.12: one linked list
+    while entry is not None:
+        entries.append(entry)
+        entry = entry.next
+    return tuple(entries)
+
+
 def _bytecode_hook(code: types.CodeType, out_code: types.CodeType) -> None:
     entry = current()
     if entry is not None and entry.code is code:
@@ -219,7 +233,7 @@ def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
                 box=arguments.get("convert_frame_box"),
                 frame=arguments.get("frame"),
                 cache_size=arguments.get("cache_size"),
-                cache_entries=tuple(arguments.get("cache_entries_for_reasons") or arguments.get("cache_entries") or ()),
+                cache_entries=_cache_entries(arguments),
                 torch_compile_id=arguments.get("compile_id"),
             )
             for observer in observers:
@@ -311,16 +325,37 @@ def frame_compiles(observer: FrameObserver) -> Iterator[None]:
 def skipped_softly(entry: FrameEntry, exc: BaseException) -> bool:
     """Will dynamo swallow ``exc`` and run the frame eagerly (a frame-level graph break)?
 
-    That is ``ConvertFrame.__call__``'s rule: ``Unsupported`` and ``UserError`` are "soft"
-    failures unless graph breaks are errors for this frame (``fullgraph=True``,
+    That is ``ConvertFrame.__call__``'s rule: ``Unsupported`` and ``UserError`` (``Unsupported``
+    alone before torch 2.13) are "soft" failures unless graph breaks are errors for this frame (``fullgraph=True``,
     ``error_on_graph_break``) or the error is one dynamo never suppresses. Such a frame
     did not fail: the program runs it without compiling it.
     """
-    from torch._dynamo.exc import ResumePrologueTracingError, UncapturedHigherOrderOpError, Unsupported, UserError
+    from torch._dynamo.exc import ResumePrologueTracingError, UncapturedHigherOrderOpError
 
     if entry.error_on_graph_break or isinstance(exc, (ResumePrologueTracingError, UncapturedHigherOrderOpError)):
         return False
-    return isinstance(exc, (Unsupported, UserError))
+    return isinstance(exc, soft_failures())
+
+
+#: ``ConvertFrame.__call__``'s line deciding which errors fall back to eager, and the
+#: exception names it lists: torch 2.13 on, then torch 2.11 and 2.12.
+SOFT_FAILURE_RULES = (
+    ("soft_fail = isinstance(e, (Unsupported, UserError))", ("Unsupported", "UserError")),
+    ("soft_fail = isinstance(e, Unsupported)", ("Unsupported",)),
+)
+
+
+@functools.cache
+def soft_failures() -> tuple[type[BaseException], ...]:
+    """The exception types dynamo's frame callback treats as soft failures in this torch."""
+    import torch._dynamo.convert_frame as convert_frame
+    import torch._dynamo.exc as dynamo_exc
+
+    source = inspect.getsource(convert_frame.ConvertFrame.__call__)
+    for line, names in SOFT_FAILURE_RULES:
+        if line in source:
+            return tuple(getattr(dynamo_exc, name) for name in names)
+    raise AttributeError("ConvertFrame.__call__ changed how it decides to fall back to eager")
 
 
 def suppressed(entry: FrameEntry, exc: BaseException) -> bool:

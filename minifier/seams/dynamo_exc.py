@@ -137,8 +137,19 @@ def innermost(exc: BaseException) -> BaseException:
 
 
 def user_stack(exc: BaseException) -> list[Any] | None:
-    """The user's frames a dynamo error points at (``real_stack``), innermost last."""
-    return getattr(exc, "real_stack", None)
+    """The user's frames a dynamo error points at (``real_stack``), innermost last.
+
+    Read along the exception's chain: torch 2.12 raises its ``InternalTorchDynamoError`` while
+    handling the error that carries the stack (its ``__context__``).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if (stack := getattr(current, "real_stack", None)) is not None:
+            return stack
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def accuracy_error() -> type[Exception]:

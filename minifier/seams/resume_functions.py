@@ -61,7 +61,7 @@ def probe() -> None:
     if resume_execution.TORCH_DYNAMO_RESUME_IN_PREFIX != "torch_dynamo_resume_in":
         raise AttributeError("the resume-function prefix changed")
     resume = (lambda: None).__code__.replace(co_name="torch_dynamo_resume_in_step_at_12")
-    if (user_function(resume), resumed_at(resume)) != ("step", 12):
+    if (user_function(resume), resumed_at(resume), user_function(probe.__code__)) != ("step", 12, "probe"):
         raise AttributeError("resume functions are no longer named torch_dynamo_resume_in_<fn>_at_<line>")
 
 
@@ -82,7 +82,7 @@ def user_function(code: types.CodeType) -> str:
     """The user's function name, also for a resume function (torch's ``remove_resume_prefix``)."""
     from torch._dynamo.exc import remove_resume_prefix
 
-    return remove_resume_prefix(code.co_name)
+    return remove_resume_prefix(code.co_name) or code.co_name  # (torch 2.11 and 2.12: None for other code)
 
 
 def resumed_at(code: types.CodeType) -> int | None:

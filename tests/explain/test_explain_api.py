@@ -11,11 +11,18 @@ import pytest
 import torch
 import torch._dynamo.convert_frame as convert_frame
 import torch._dynamo.pgo as pgo
-from torch._dynamo.eval_frame import _get_cache_entries_for_region
 from torch._dynamo.utils import counters
 
 import explain
 from explain import hooks
+from minifier import seams
+
+if seams.torch_version() < (2, 13):  # (and test_explain_records, which reuses these functions)
+    pytest.skip("explain.explain analyses in a cache region of its own: torch 2.13 on", allow_module_level=True)
+from torch._dynamo.eval_frame import _get_cache_entries_for_region  # noqa: E402
+
+
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
 
 
 def line_of(fn, text: str) -> int:

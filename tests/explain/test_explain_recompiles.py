@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 
+import pytest
 import torch
 import torch._dynamo.convert_frame as convert_frame
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
@@ -18,6 +19,8 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 import explain
 from explain import RecompileProfiler, hooks
 from explain.hooks import RecompileLimit
+
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
 
 
 def marked_line(fn, marker: str) -> int:
@@ -126,6 +129,7 @@ def double(x):
     return x * 2
 
 
+@pytest.mark.torch_since("2.13", "torch.compile(..., recompile_limit=N)")
 def test_hitting_a_recompile_limit_of_2_is_reported_with_what_runs_eagerly():
     compiled = torch.compile(double, backend="eager", recompile_limit=2)
 

@@ -20,6 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import planted  # noqa: E402, F401  registers the planted backends
 
 
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
+
+
 def f(x, w):
     y = torch.sin(x @ w) * 2 + 1
     return torch.cos(y).sum(dim=0)

@@ -21,6 +21,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from conftest import minified
 from test_entry_points import torch_alone
 
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
+
+
 BRANCH_BACKEND = """
 import torch
 from torch._dynamo.backends.common import aot_autograd

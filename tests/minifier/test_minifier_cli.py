@@ -22,7 +22,6 @@ def minify(*args, cwd=None, env=None, timeout=600):
 
 
 @pytest.mark.e2e
-@pytest.mark.matrix
 def test_run_writes_a_repro_and_json_report(model_script, tmp_path):
     done = minify("run", "--json", "--out", tmp_path / "runs", model_script("planted_runtime_error"))
     assert done.returncode == 0, done.stderr

@@ -19,7 +19,7 @@ from conftest import TESTS
 from minifier.minification import minify_script
 from test_minifier_reduce import run_repro_without_pt2kit
 
-pytestmark = [pytest.mark.e2e, pytest.mark.matrix]
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(autouse=True)

@@ -26,6 +26,9 @@ from minifier.repro.files import exec_repro
 from minifier.repro.writer import data_of, render
 
 
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
+
+
 def test_inputs_that_are_views_of_one_tensor_stay_so_when_copied():
     buf = torch.randn(4, 6)
     values = [buf, torch.ones(3), buf[1:], buf[:, 2:].t()]
@@ -230,9 +233,14 @@ def test_an_internal_error_of_dynamos_tracing_is_a_compile_error_in_tracing_at_t
 
     torch._dynamo.reset()
     x, y = torch.randn(5), torch.randn(5)
-    with pytest.raises(Exception) as raised:
+    try:
         torch.compile(f, backend="eager")(x, y)
-    assert type(raised.value).__name__ == "IndexError"
+    except Exception as e:  # noqa: BLE001 - the genuine bug, asserted below
+        raised = pytest.ExceptionInfo.from_exc_info((type(e), e, e.__traceback__))
+    else:
+        pytest.skip(f"torch {torch.__version__} traces the nested_compile_region without the bug")
+    chain = [raised.value, raised.value.__context__]  # (torch 2.12 raises an InternalTorchDynamoError while handling it)
+    assert "IndexError" in [type(e).__name__ for e in chain]
     assert where_it_failed(raised.value) == "tracing"
     assert signature_of_exception(raised.value).signature.kind == "compile_error"
     assert frame_of_exception(raised.value)["name"] == "f"

@@ -18,6 +18,9 @@ import torch
 from minifier.api import save_repro
 from minifier.minification import minify_repro
 
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
+
+
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 import planted  # noqa: E402, F401  registers the planted backends

@@ -133,7 +133,6 @@ def minify(*args, cwd=None):
 
 
 @pytest.mark.e2e
-@pytest.mark.matrix
 def test_minify_versions_tells_which_release_fixed_a_repro_and_which_still_fail_it(tmp_path, fake_env):
     repro = tmp_path / "repro.py"
     repro.write_text("import torch\nraise RuntimeError('the kernel writes 2 lanes twice')\n")

@@ -10,10 +10,14 @@ verdict on the same call.
 import functools
 import random
 
+import pytest
 import torch
 from torch import Tensor
 
 from opcheck.checks import CHECKS, run_checks
+
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
+
 
 NS = "opcheck_checks_test"
 lib = torch.library.Library(NS, "DEF")

@@ -20,6 +20,12 @@ from minifier.seams import shape_env_faults as faults
 from validation.guards import GuardValidator
 
 
+#: check_guards compiles in a cache region of its own (torch.compile(isolate_recompiles=True), torch 2.13 on)
+NEEDS_ISOLATED_RECOMPILES = pytest.mark.torch_since("2.13", "check_guards compiles in a cache region of its own")
+
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
+
+
 def parity(x):
     if x.shape[0] % 2 == 0:
         return x * 2
@@ -130,6 +136,7 @@ def _vector(point):
 SIZES = [(n,) for n in range(0, 9)]
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_a_correct_program_is_sound_and_brute_force_agrees():
     report = validation.check_guards(parity, torch.randn(4))
     assert report.status == "sound", report.to_json()
@@ -139,6 +146,7 @@ def test_a_correct_program_is_sound_and_brute_force_agrees():
     assert _breaking_points(parity, (4,), SIZES, _vector) == []
 
 
+@NEEDS_ISOLATED_RECOMPILES
 @pytest.mark.parametrize(
     "fn, args",
     [
@@ -158,6 +166,7 @@ def test_correct_programs_are_sound(fn, args):
     assert all(check.findings == [] for check in report.compiles)
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_dropped_parity_guard_is_unsound_with_a_counterexample_that_breaks_it():
     with faults.dropped_guards(lambda code: "% 2" in code):
         report = validation.check_guards(parity, torch.randn(4), confirm=True)
@@ -171,6 +180,7 @@ def test_dropped_parity_guard_is_unsound_with_a_counterexample_that_breaks_it():
     assert broken == [(3,), (5,), (7,)]  # brute force: the odd sizes >= 2 reuse the even graph
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_a_counterexample_passes_every_installed_guard_even_one_pt2kit_cannot_read():
     # Z3 cannot read the float guard, so sizes 3 (odd, >= 2) breaks the dropped parity
     # guard as far as Z3 knows; the installed guards reject 3, so the counterexample is 5.
@@ -185,6 +195,7 @@ def test_a_counterexample_passes_every_installed_guard_even_one_pt2kit_cannot_re
     assert any(f.kind == "untranslatable" for f in report.findings)  # the float guard is still named
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_a_finding_whose_every_counterexample_the_installed_guards_reject_is_incomplete_not_unsound():
     # The dropped guard (x.shape[0] > 3: the range 4 <= x.shape[0]) is implied by the float guard Z3
     # cannot read: every size Z3 offers (0..3) is rejected by the installed guards.
@@ -242,6 +253,7 @@ def test_every_shape_guard_form_dynamo_installs_is_read(fn, make, dynamic, form)
     assert all(check.findings == [] and check.guards_complete for check in report.compiles)
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_unsound_static_decision_without_any_guard_is_found():
     # pytorch#169602: a wrong bound for `x % m` decides `x % 2 == 0` statically, no guard installed
     with faults.wrong_mod_bounds(2):
@@ -255,6 +267,7 @@ def test_unsound_static_decision_without_any_guard_is_found():
     assert (3,) in broken
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_flipped_equality_guard_is_unsound_and_confirmed_on_the_entry_torch_refused():
     # torch's own knob installs Eq(s0, s1) for a trace that took the != branch; torch's
     # same-frame check then refuses the entry, so --confirm runs the entry it built.
@@ -273,6 +286,7 @@ def test_flipped_equality_guard_is_unsound_and_confirmed_on_the_entry_torch_refu
     assert same_length(x, y).shape != (x.sum() + y.sum()).shape
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_float_guards_are_incomplete_never_sound():
     with torch._dynamo.config.patch(specialize_float=False):
         report = validation.check_guards(floaty, torch.randn(4), 0.7)
@@ -287,6 +301,7 @@ def test_float_guards_are_incomplete_never_sound():
     assert {f.kind for f in norm.findings} == {"untranslatable"}
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_json_report_matches_the_contract():
     with faults.dropped_guards(lambda code: "% 2" in code):
         report = validation.check_guards(parity, torch.randn(4))
@@ -343,6 +358,7 @@ def test_validator_sees_recompiles_and_graph_breaks_and_restores_torch():
     torch._dynamo.reset()
 
 
+@NEEDS_ISOLATED_RECOMPILES
 def test_check_guards_leaves_the_callers_cache_alone():
     torch._dynamo.reset()
     compiled = torch.compile(parity, dynamic=True, backend="eager")
@@ -354,6 +370,7 @@ def test_check_guards_leaves_the_callers_cache_alone():
     torch._dynamo.reset()
 
 
+@NEEDS_ISOLATED_RECOMPILES
 @pytest.mark.slow
 def test_inductor_compile_is_sound_within_twice_its_compile_time():
     def attention(x, w):

@@ -19,6 +19,9 @@ from validation import pyexpr
 from validation.z3ops import Ops, Untranslatable, compile_predicate, holds_at, prove, smallest
 
 A, B, C = z3.Ints("a b c")
+pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
+
+
 SMALL = st.integers(min_value=-40, max_value=40)
 
 
