@@ -52,6 +52,9 @@ What real bugs do, and the backends above never did:
   code does: a plain copy of that input no longer crashes.
 - ``planted_backward_runtime_error`` / ``planted_backward_accuracy``: the compiled backward
   raises as it runs, or adds a half to the gradients, on graphs with ``tanh_backward``.
+- ``planted_device_error``: a CUDA kernel's illegal memory access, which surfaces at the next
+  call that waits on the device: in the compile on a graph of 4 ops or more (autotuning ran the
+  kernel), at run time (an ``AcceleratorError``) on a smaller one.
 - ``planted_slow_first``: the first compile of cos (a counter file decides) outlasts a short
   ``--timeout``, as on a loaded machine, then raises; every later compile raises at once.
 
@@ -332,3 +335,21 @@ def _slow_first_compile(gm, inputs):
 
 
 _register("planted_slow_first", fw=_compiler(on_compile=_slow_first_compile))
+
+#: What torch says of a CUDA illegal memory access (the first line is the error; the rest, torch's advice).
+STICKY = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect."
+)
+
+
+def _sticky_in_a_large_compile(gm, inputs):
+    if sum(node.op == "call_function" for node in gm.graph.nodes) >= 4:
+        raise RuntimeError(STICKY)
+
+
+def _sticky_at_run(run, values):
+    raise getattr(torch, "AcceleratorError", RuntimeError)(STICKY)
+
+
+_register("planted_device_error", fw=_compiler(on_compile=_sticky_in_a_large_compile, on_run=_sticky_at_run))

@@ -58,6 +58,7 @@ from .inputs import (
 )
 from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
 from ..unit.runtime import call_hop, clone_input, copies, graph_module, non_leaf, rand_tensor
+from ..unit.devices import devices_of
 from ..unit.accuracy import (
     ACCURACY_MESSAGE,
     accuracy_category,
@@ -163,7 +164,7 @@ def render(
     parts.append(
         "# What pt2kit needs to read this file back (`minify repro repro.py`).\nPT2KIT = " + _literal(metadata)
     )
-    parts.append(_main(accuracy, distributed=needs_process_group(case), tries=tries))
+    parts.append(_main(accuracy, distributed=needs_process_group(case), tries=tries, cuda="cuda" in devices_of(case)))
     future, _ = split_future(case.definitions)
     return future + "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
 
@@ -450,9 +451,11 @@ def _accuracy_runs(case: GraphCase, fp64_class: str, blocker: str | None) -> str
     )
 
 
-def _main(accuracy: Accuracy, distributed: bool = False, tries: int = 1) -> str:
+def _main(accuracy: Accuracy, distributed: bool = False, tries: int = 1, cuda: bool = False) -> str:
     if not accuracy:
         body = ["inputs = make_inputs(data)", f"torch.manual_seed({RUN_SEED})", "run(Repro(data), inputs)"]
+        if cuda:  # kernels run asynchronously: a device error of theirs shows here, not at exit
+            body.append("torch.cuda.synchronize()")
         passed = "did not fail"
     else:
         body = [

@@ -147,6 +147,7 @@ def run_case(
             if not accuracy:
                 data = data_of(case)
                 seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
+                wait_on_devices()
                 return Outcome(stage, None, time.perf_counter() - start)
             expected, actual, fp64, written, _ = namespace["accuracy_runs"](data_of(case))
         problem = accuracy_divergence(
@@ -175,6 +176,12 @@ def run_case(
         return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start, diverging=diverging)
     except Exception as e:  # noqa: BLE001 - classifying failures is the job
         return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
+
+
+def wait_on_devices() -> None:
+    """Wait for the kernels a query launched: a device error of theirs surfaces in this query, not at its exit."""
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def seeded(fn: Callable[..., Any], *args: Any) -> Any:

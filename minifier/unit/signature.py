@@ -16,6 +16,17 @@ shrinks. pt2kit's answer (docs/minify.md) is a :class:`Signature`:
   own first diagnostic after it (:func:`compiler_diagnostic`): two C++ bugs are two
   failures, and a reduction never slips from one to the other.
 
+Two GPU failures are named by what they are, not by where they surfaced:
+
+- a device error that poisons the process (CUDA's sticky errors: an illegal memory
+  access, a device-side assert) is a ``crash`` of exception ``DeviceError`` with the
+  error's own words (:func:`sticky_device_error`). Kernels run asynchronously, so it
+  surfaces at whatever call next waits on the device, in the compile (autotuning runs
+  kernels) or after it; and every later call of the process fails. Each query runs in
+  a fresh child, which a query ends by waiting on the device;
+- an error of Triton's compiler is a ``compile_error`` also where a kernel compiled
+  lazily, on its first launch (:func:`_raised_while_compiling`).
+
 Wrong answers are judged in :mod:`minifier.unit.accuracy`, against an fp64 eager
 reference; their signature is made there too (``signature_of_accuracy``).
 """
@@ -136,16 +147,46 @@ def exception_chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _raised_while_compiling(exc: BaseException) -> bool:
-    """Was ``exc`` raised by dynamo's tracing or by a backend's compile step?"""
+    """Was ``exc`` raised by dynamo's tracing, by a backend's compile step, or by Triton's compiler?"""
     dynamo_exception = dynamo_exc.dynamo_exception_type()
     return any(
-        getattr(e, COMPILE_PHASE_ATTR, False) or isinstance(e, dynamo_exception) or dynamo_exc.raised_while_tracing(e)
+        getattr(e, COMPILE_PHASE_ATTR, False)
+        or isinstance(e, dynamo_exception)
+        or dynamo_exc.raised_while_tracing(e)
+        or type(e).__module__.startswith(TRITON_COMPILER_MODULES)
         for e in exception_chain(exc)
     )
 
 
+#: Where Triton's compiler raises (``triton.compiler.errors.CompilationError`` and its kin).
+TRITON_COMPILER_MODULES = ("triton.compiler", "triton.language")
+
+#: A device error after which the process's GPU context is unusable (CUDA's sticky errors; HIP's alike).
+_STICKY_DEVICE_ERROR = re.compile(
+    r"\b(?:CUDA|HIP) error: (?:an illegal memory access was encountered|device-side assert triggered"
+    r"|unspecified launch failure|misaligned address|an illegal instruction was encountered"
+    r"|an illegal address was encountered)",
+    re.IGNORECASE,
+)
+#: The exception name of a sticky device error's signature: torch raises it as a ``RuntimeError`` or
+#: an ``AcceleratorError`` depending on the release and on the call it surfaced at.
+DEVICE_ERROR = "DeviceError"
+
+
+def sticky_device_error(text: str) -> str | None:
+    """The first sticky device error ``text`` names (``CUDA error: an illegal memory access was encountered``), if any."""
+    found = _STICKY_DEVICE_ERROR.search(str(text))
+    return found.group(0) if found else None
+
+
 def signature_of_exception(exc: BaseException) -> Failure:
-    """The failure an exception represents: a compile error if it came out of a compile step."""
+    """The failure an exception represents: a compile error if it came out of a compile step.
+
+    A sticky device error anywhere in the chain is a ``crash`` (``DeviceError``), wherever it surfaced.
+    """
+    for e in exception_chain(exc):
+        if (sticky := sticky_device_error(str(e))) is not None:
+            return Failure(Signature("crash", DEVICE_ERROR, sticky), details=str(e)[:4000])
     inner = innermost_exception(exc)
     kind = "compile_error" if _raised_while_compiling(exc) else "runtime_error"
     text = str(inner) or type(inner).__name__
@@ -204,7 +245,7 @@ def signature_of_timeout(seconds: float) -> Failure:
 def shows_failure(returncode: int | None, stderr: str, target: Signature) -> bool:
     """Does a process that ran a repro (its exit status and stderr) show the ``target`` failure?
 
-    A crash is its signal; a timeout, no exit; anything else a line of the repro's
+    A crash is its signal (a sticky device error, its words on a line); a timeout, no exit; anything else a line of the repro's
     output naming the exception with the same normalized message (a traceback's last
     line, ``torch._inductor.exc.InductorError: CppCompileError: C++ compile error``,
     an accuracy repro's ``AccuracyError: ...`` verdict, or the ``RuntimeError("...")``
@@ -216,6 +257,8 @@ def shows_failure(returncode: int | None, stderr: str, target: Signature) -> boo
     if target.kind == "crash":
         if returncode is None or returncode == 0:
             return False
+        if target.exception == DEVICE_ERROR:  # the error's own words, from whichever call it surfaced at
+            return sticky_device_error(stderr) == target.message
         shown = signature_of_crash(-returncode) if returncode < 0 else signature_of_exit(returncode)
         return shown.signature.exception == target.exception
     if not returncode:

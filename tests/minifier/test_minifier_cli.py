@@ -34,6 +34,21 @@ def test_run_writes_a_repro_and_json_report(model_script, tmp_path):
     assert (run_dir / "repro.py").is_file() and Path(report["repro"]) == run_dir / "repro.py"
 
 
+@pytest.mark.e2e
+def test_a_sticky_device_error_minifies_as_one_crash_though_it_surfaces_in_the_compile_then_at_run_time(model_script, tmp_path):
+    """The program's large graph meets the illegal access in its compile; the cos alone meets it at run time.
+    Named by the error itself, it stays one failure while the graph shrinks, and the repro shows it."""
+    done = minify("run", "--json", "--out", tmp_path / "runs", model_script("planted_device_error"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    failure = report["failure"]
+    assert (failure["kind"], failure["exception"]) == ("crash", "DeviceError")
+    assert failure["message"] == "CUDA error: an illegal memory access was encountered"
+    assert report["ops_after"] == ["aten.cos.default"]
+    alone = subprocess.run([sys.executable, report["repro"]], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert alone.returncode != 0 and "AcceleratorError: CUDA error: an illegal memory access" in alone.stderr
+
+
 @pytest.mark.parametrize(
     ("script", "code", "message"),
     [

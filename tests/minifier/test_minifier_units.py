@@ -71,6 +71,50 @@ def test_a_cpp_compile_error_is_known_by_the_compilers_first_diagnostic():
     assert other != first and other.message.endswith("convert<double, 2, int32_t, 1>'")
 
 
+STICKY = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect."
+)
+
+
+def test_a_sticky_device_error_is_one_crash_wherever_and_however_it_surfaces():
+    """Kernels run asynchronously: the same illegal access surfaces in a compile (autotuning ran the kernel)
+    or at a later call, as a RuntimeError or an AcceleratorError. Every later call of that process fails."""
+    from minifier.unit.signature import DEVICE_ERROR, mark_compile_phase, shows_failure
+
+    in_compile = RuntimeError(STICKY)
+    mark_compile_phase(in_compile)
+    at_run = getattr(torch, "AcceleratorError", RuntimeError)(STICKY)
+    wrapped = RuntimeError("while handling the output")
+    wrapped.__cause__ = at_run
+    signatures = {signature_of_exception(e).signature for e in (in_compile, at_run, wrapped)}
+    assert signatures == {minifier.unit.signature.Signature("crash", DEVICE_ERROR, STICKY.splitlines()[0])}
+    assert signature_of_exception(RuntimeError("CUDA error: device-side assert triggered")).signature not in signatures
+    assert signature_of_exception(RuntimeError("CUDA error: out of memory")).signature.kind == "runtime_error"  # (not sticky)
+
+    (target,) = signatures
+    shown = "Traceback (most recent call last):\n  ...\ntorch.AcceleratorError: " + STICKY + "\n"
+    assert shows_failure(1, shown, target) and shows_failure(-6, shown, target)
+    assert not shows_failure(0, shown, target) and not shows_failure(None, shown, target)
+    assert not shows_failure(1, shown.replace("an illegal memory access was encountered", "device-side assert triggered"), target)
+
+
+def test_an_error_of_tritons_compiler_is_a_compile_error_also_at_a_kernels_first_launch():
+    from minifier.unit.signature import mark_compile_phase
+
+    # (Triton's own class, as its compiler raises it where no GPU is at hand to make it for real)
+    CompilationError = type("CompilationError", (Exception,), {"__module__": "triton.compiler.errors"})
+    error = CompilationError("at 12:8: unsupported tensor index")
+    assert signature_of_exception(error).signature.kind == "compile_error"
+    at_launch = RuntimeError("launch failed")  # an error raised from it is of the compile too
+    at_launch.__cause__ = error
+    assert signature_of_exception(at_launch).signature.kind == "compile_error"
+    assert signature_of_exception(RuntimeError("launch failed")).signature.kind == "runtime_error"
+    compiled_for_launch = CompilationError("at 12:8: unsupported tensor index")
+    mark_compile_phase(compiled_for_launch)
+    assert signature_of_exception(compiled_for_launch).signature == signature_of_exception(error).signature
+
+
 def test_plain_exception_is_a_runtime_error():
     signature = signature_of_exception(IndexError("index 7 is out of bounds")).signature
     assert (signature.kind, signature.exception) == ("runtime_error", "IndexError")
@@ -1195,3 +1239,14 @@ def test_a_case_moved_to_another_device_holds_nothing_of_its_own_and_runs_there(
     assert case.gm.scale.device.type == "cpu" and "meta" not in case.gm.code  # (the original is left as it was)
     out = moved.gm(torch.randn(2, 4, device="meta"), torch.randn(4, 3, device="meta"))
     assert out.device.type == "meta" and out.shape == (2, 3)
+
+
+def test_a_repro_of_a_cuda_graph_waits_on_the_device_before_it_says_it_passed():
+    """Kernels run asynchronously: without a wait, a kernel's device error could go unseen at exit."""
+    x = torch.randn(2, 4)
+    on_cpu = GraphCase(trace_module(torch.nn.ReLU()), [GraphInput("x", None, TensorMeta.of(x), seed=7)])
+    on_cuda = replace(on_cpu, inputs=[GraphInput("x", None, replace(TensorMeta.of(x), device="cuda:0"), seed=7)])
+    main = render(on_cuda, stage="aot_eager").split('if __name__ == "__main__":')[1]
+    assert "device='cuda:0'" in render(on_cuda, stage="aot_eager")
+    assert main.index("run(Repro(data), inputs)") < main.index("torch.cuda.synchronize()") < main.index("did not fail")
+    assert "synchronize" not in render(on_cpu, stage="aot_eager")
