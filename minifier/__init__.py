@@ -21,7 +21,8 @@ The command line is :mod:`minifier.cli` (``minify``); ``TORCHDYNAMO_REPRO_AFTER`
 is :mod:`minifier.autoload` (arming the hook) and :mod:`minifier.on_failure` (what it does at
 each compile). The Python API below is loaded on first use: this package
 is imported by the autoload hook at interpreter start-up and must stay cheap.
-:func:`read_report` (:mod:`minifier.result`) reads a run's ``report.json`` back as a typed record.
+:func:`read_report` (:mod:`minifier.result`) reads a run's ``report.json`` back as a typed record, and
+``minify show`` (:mod:`minifier.show`) prints it again through the same views (:mod:`minifier.report`).
 """
 
 from __future__ import annotations

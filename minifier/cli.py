@@ -28,6 +28,7 @@ from .errors import InternalError, Interrupted, UserFacingError, exit_with  # no
 from .capture.script import check_syntax, resolve_script  # noqa: E402
 from .hunt.command import hunt_command  # noqa: E402
 from .releases.command import specs_or_exit, torch_versions_option, versions_command  # noqa: E402
+from .show import show_command  # noqa: E402
 from .isolation.jobs import jobs_option  # noqa: E402
 
 if TYPE_CHECKING:
@@ -99,14 +100,6 @@ def _finish(render: Any, data: dict[str, Any], as_json: bool, console: Any) -> N
         print_json(data)
     else:
         render(console)
-
-
-def wide_console() -> Any:
-    """A console for results: tables get 140 columns when stdout is not a terminal."""
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=140)
 
 
 _subsystem_option = click.option(
@@ -192,7 +185,7 @@ def bisect(
 
         data = report.to_json()
         write_run_report(session.run_dir, data)
-        return data, lambda console: print_bisect(report, console)
+        return data, lambda console: print_bisect(report.record(), console)
 
     # bisect leaves no report.json for an error (run and repro do)
     _session_command(
@@ -359,6 +352,8 @@ def doctor(as_json: bool) -> None:
     if as_json:
         print_json(data)
     else:
+        from .report import wide_console
+
         print_doctor(data, wide_console())
     if data["status"] != "ok":
         sys.exit(seams.SeamBroken.exit_code)
@@ -366,6 +361,7 @@ def doctor(as_json: bool) -> None:
 
 main.add_command(hunt_command)
 main.add_command(versions_command)
+main.add_command(show_command)
 
 
 @main.command("_capture", hidden=True, context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -394,7 +390,8 @@ def _minified(result: Any) -> tuple[dict[str, Any], Any]:
     """``run`` and ``repro``: the report and the summary of a :class:`~minifier.result.MinifyResult`."""
     from .report import print_minify
 
-    return result.to_json(), lambda console: print_minify(result, console)
+    record = result.record()
+    return record.to_json(), lambda console: print_minify(record, console)
 
 
 def _capture_starter(script: Path, args: tuple[str, ...], backend: str | None, nproc: int, accuracy: Accuracy) -> Any:
@@ -436,6 +433,8 @@ def _session_command(
         seams.require("the minifier", *seams.MINIFIER_SEAMS)  # outside the tested torch range: one line, not a traceback deep inside
         data, render = work(session)
         session.close()
+        from .report import wide_console
+
         _finish(render, data, as_json, wide_console())
     except KeyboardInterrupt:
         interrupted = Interrupted(

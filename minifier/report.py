@@ -1,4 +1,9 @@
-"""Rendering results for people (rich tables on stderr/stdout); ``--json`` prints ``to_json()`` instead."""
+"""Rendering results for people (rich tables on stderr/stdout); ``--json`` prints ``to_json()`` instead.
+
+The views read records (:class:`~minifier.result.MinifyRecord`, :class:`~minifier.bisect.report.BisectRecord`:
+report.json as data), never the live objects of a run, so a run is drawn the same from its
+``report.json`` later (``minify show``).
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from .bisect.report import BisectReport, Row
-    from .result import MinifyResult
-    from .bisect.subsystem import Below
+    from .bisect.report import BelowRecord, BisectRecord, GraphRecord
+    from .result import MinifyRecord
 
 _STYLES = {
     "pass": "green",
@@ -24,31 +28,47 @@ _STYLES = {
 }
 
 
+def wide_console() -> Console:
+    """A console for results: tables get 140 columns when stdout is not a terminal."""
+    console = Console()
+    return console if console.is_terminal else Console(width=140)
+
+
 def _frame(frame: dict[str, Any] | None) -> str:
     if not frame:
         return ""
     return f"{frame.get('name', '?')} ({Path(str(frame.get('filename', '?'))).name}:{frame.get('lineno', '?')})"
 
 
-def _cell(row: Row, stage: str, culprit: bool) -> Text:
-    outcome = row.outcomes.get(stage)
-    if outcome is None:
+def _cell(row: GraphRecord, stage: str, culprit: bool) -> Text:
+    status = row.stages.get(stage)
+    if status is None:
         return Text("·", style="dim")
-    text = outcome.status
-    style = _STYLES.get(text, "")
-    if culprit and not outcome.passed:
-        return Text(f"✗ {text}", style=style + " reverse")
-    return Text(text, style=style)
+    style = _STYLES.get(status, "")
+    if culprit and status != "pass":
+        return Text(f"✗ {status}", style=style + " reverse")
+    return Text(status, style=style)
 
 
-def bisect_table(report: BisectReport) -> Table:
-    table = Table(title=f"Stage bisection of {report.script}", title_justify="left")
+def _stages(record: BisectRecord) -> list[str]:
+    """The backend's stages, in order (each row names every one of them)."""
+    return list(record.graphs[0].stages) if record.graphs else list(record.stages)
+
+
+def _culprit(record: BisectRecord) -> GraphRecord | None:
+    label = record.graph.label if record.graph is not None else None
+    return next((row for row in record.graphs if row.label == label), None) if label is not None else None
+
+
+def bisect_table(record: BisectRecord) -> Table:
+    table = Table(title=f"Stage bisection of {record.script}", title_justify="left")
     for column in ("graph", "frame", "boundary", "kind", "nodes"):
         table.add_column(column, no_wrap=column != "frame")
-    for stage in report.stages:
+    stages, culprit_row = _stages(record), _culprit(record)
+    for stage in stages:
         table.add_column(stage, no_wrap=True)
-    for row in report.rows:
-        culprit = row is report.culprit
+    for row in record.graphs:
+        culprit = row is culprit_row
         cells = [
             Text(row.label, style="bold" if culprit else ""),
             _frame(row.frame),
@@ -56,91 +76,97 @@ def bisect_table(report: BisectReport) -> Table:
             row.kind,
             "?" if row.nodes is None else str(row.nodes),
         ]
-        table.add_row(*cells, *(_cell(row, s, culprit) for s in report.stages))
+        table.add_row(*cells, *(_cell(row, s, culprit) for s in stages))
     return table
 
 
-def print_bisect(report: BisectReport, console: Console) -> None:
-    console.print(bisect_table(report))
-    failure = report.failure
-    if report.culprit is None or failure is None or failure.failure is None:
+def print_bisect(record: BisectRecord, console: Console) -> None:
+    console.print(bisect_table(record))
+    failure, culprit = record.failure, _culprit(record)
+    if culprit is None or failure is None:
         console.print("No graph fails.")
         return
-    culprit = report.culprit
     where = _frame(culprit.frame)
     console.print(
         f"First failure: [bold]{failure.stage}[/] on [bold]{culprit.label}[/]"
         + (f" ({culprit.kind} graph)" if culprit.boundary == "aot" else "")
-        + (f" from {where}" if where and culprit.case is not None else f" at {where}" if where else "")
+        + (f" from {where}" if where and culprit.repro is not None else f" at {where}" if where else "")
     )
-    console.print(f"  {failure.failure.signature}", highlight=False, markup=False)
-    if report.note:
-        console.print(f"  note: {report.note}")
-    if culprit.case_path:
-        console.print(f"  graph: {culprit.case_path}")
-    if report.below is not None:
+    console.print(f"  {failure.signature}", highlight=False, markup=False)
+    if record.note:
+        console.print(f"  note: {record.note}")
+    if culprit.repro:
+        console.print(f"  graph: {culprit.repro}")
+    if record.below is not None:
         table = Table(show_header=False, box=None, padding=(0, 1, 0, 2))
-        for name, text in below_rows(report.below):
+        for name, text in below_rows(record.below):
             table.add_row(name, text)
         console.print(table)
-        for note in report.below.notes:
+        for note in record.notes or ():
             console.print(f"  note: {note}", highlight=False, markup=False)
-    console.print(f"[dim]{report.queries} queries, {report.seconds:.1f} s; run directory {report.run_dir}[/]")
-    _print_page(report.run_dir, console)
+    console.print(f"[dim]{record.queries} queries, {record.seconds:.1f} s; run directory {record.run_dir}[/]")
+    _print_page(Path(record.run_dir), console)
 
 
-def below_rows(below: Below) -> list[tuple[str, Text]]:
+def below_rows(below: BelowRecord) -> list[tuple[str, Text]]:
     """The subsystem and workaround rows (``minify run``'s table, under ``minify bisect``'s)."""
     rows = []
-    if below.subsystem is not None:
-        confirmed = (
-            ""
-            if below.confirmed is None
-            else " (confirmed on the original graph)"
-            if below.confirmed
-            else " (not confirmed on the original graph)"
-        )
-        rows.append(("subsystem", Text(below.subsystem.describe() + confirmed)))
-    if below.workaround is not None:
+    if (subsystem := below.subsystem) is not None:
+        confirmed = {None: "", True: " (confirmed on the original graph)", False: " (not confirmed on the original graph)"}
+        where = f" #{subsystem['application']}" if subsystem.get("application") else ""
+        detail = f": {subsystem['detail']}" if subsystem.get("detail") else ""
+        described = f"{subsystem['backend']} · {subsystem['name']}{where}{detail}"
+        rows.append(("subsystem", Text(described + confirmed[subsystem.get("confirmed_on_original")])))
+    if (workaround := below.workaround) is not None:
         seen = {
             "program": "the program runs to the end with it",
             "repro": "repro.py passes there: torch alone, an empty Inductor cache",
-        }.get(below.workaround.verified_on, "the failing graph runs right with it")
-        code = below.workaround.code.rstrip()
-        rows.append(("workaround", Text(f"{below.workaround.what} ({seen})" + (f"\n{code}" if code else ""))))
+        }.get(workaround["verified_on"], "the failing graph runs right with it")
+        code = workaround["code"].rstrip()
+        rows.append(("workaround", Text(f"{workaround['what']} ({seen})" + (f"\n{code}" if code else ""))))
     else:
         rows.append(("workaround", Text("none found (see notes)")))
     return rows
 
 
-def print_minify(result: MinifyResult, console: Console) -> None:
-    data = result.to_json()
+def inputs_summary(record: MinifyRecord) -> str:
+    """The minimized graph's tensor inputs: random, or real values in the repro's data file."""
+    from .errors import plural
+
+    tensors = [i for i in record.inputs_after if i.shape is not None]
+    if record.inputs == "random":
+        return f"{plural(len(tensors), 'random tensor')} (no data file)"
+    return f"{plural(len(tensors), 'tensor')}, real values among them in a data file"
+
+
+def print_minify(record: MinifyRecord, console: Console) -> None:
     table = Table(title="Minified", title_justify="left", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
-    failure = data["failure"]
-    table.add_row("failure", f"{failure['kind']} at {failure['stage']}: {failure['exception']}: {failure['message']}")
-    graph = data["graph"]
-    kind = "dynamo graph" if graph["boundary"] == "dynamo" else f"{graph['kind']} graph (after aot)"
-    table.add_row("graph", f"{kind} #{graph['index']}")
-    table.add_row("nodes", f"{data['nodes_before']} → {data['nodes_after']}: {', '.join(data['ops_after'])}")
-    table.add_row("inputs", result.inputs_summary())
-    table.add_row("queries", f"{data['queries']} in {data['seconds']:.1f} s")
-    table.add_row(
-        "repro", str(data["repro"]) + ("" if data.get("verified") else "  (not verified on another machine: see notes)")
-    )
-    if result.below is not None:
-        for name, text in below_rows(result.below):
+    failure = record.failure
+    table.add_row("failure", f"{failure.kind} at {failure.stage}: {failure.exception}: {failure.message}")
+    graph = record.graph
+    kind = "dynamo graph" if graph.boundary == "dynamo" else f"{graph.kind} graph (after aot)"
+    table.add_row("graph", f"{kind} #{graph.index}")
+    table.add_row("nodes", f"{record.nodes_before} → {record.nodes_after}: {', '.join(record.ops_after)}")
+    table.add_row("inputs", inputs_summary(record))
+    table.add_row("queries", f"{record.queries} in {record.seconds:.1f} s")
+    verified = "" if record.verified else "  (not verified on another machine: see notes)"
+    table.add_row("repro", record.repro + verified)
+    if record.below.subsystem is not None or record.below.workaround is not None:
+        for name, text in below_rows(record.below):
             table.add_row(name, text)
-    if result.releases is not None:
+    if record.releases is not None:
         from .releases.command import releases_line
 
-        table.add_row("torch releases", Text(releases_line(result.releases)))
-    for note in data.get("notes") or []:
+        table.add_row("torch releases", Text(releases_line(record.releases)))
+    for note in record.notes:
         table.add_row("note", Text(note))
+    if record.pending:
+        table.add_row("still to come", Text(", ".join(record.pending)))
     console.print(table)
-    if result.run_dir is not None:
-        _print_page(result.run_dir, console)
+    if record.run_dir is not None:
+        _print_page(Path(record.run_dir), console)
 
 
 def _print_page(run_dir: Path, console: Console) -> None:

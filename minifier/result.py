@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import CorruptRecord, plural
+from .errors import CorruptRecord
 from .bisect.report import BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
 from .unit.case import GraphCase, GraphInput
 from .capture.context import missing_config
@@ -60,13 +60,6 @@ class MinifyResult:
         out.update({k: v for k, v in job.items()})
         out["process_group"] = "fake" if needs_process_group(self.after) else None  # none left: the repro needs none
         return out
-
-    def inputs_summary(self) -> str:
-        tensors = [i for i in self.after.inputs if i.is_tensor]
-        real = [i.name for i in tensors if not i.is_random]
-        if not real:
-            return f"{plural(len(tensors), 'random tensor')} (no data file)"
-        return f"{len(tensors) - len(real)} random, {len(real)} real ({', '.join(real)}) in a data file"
 
     def _dynamo_row(self) -> Row | None:
         if self.bisect is None:

@@ -167,7 +167,7 @@ MINIFIER_LAYERS = (
     ("minifier.pages",),
     ("minifier.releases",),
     ("minifier.hunt",),
-    ("minifier.result", "minifier.report", "minifier.afterwards", "minifier.minification", "minifier.api", "minifier.autoload", "minifier.on_failure", "minifier.cli", "minifier"),
+    ("minifier.result", "minifier.report", "minifier.afterwards", "minifier.minification", "minifier.api", "minifier.autoload", "minifier.on_failure", "minifier.cli", "minifier.show", "minifier"),
 )
 TOP_LEVEL_LIMIT = 15
 

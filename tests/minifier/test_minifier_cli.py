@@ -32,6 +32,12 @@ def test_run_writes_a_repro_and_json_report(model_script, tmp_path):
     run_dir = Path(report["run_dir"])
     assert json.loads((run_dir / "report.json").read_text()) == report
     assert (run_dir / "repro.py").is_file() and Path(report["repro"]) == run_dir / "repro.py"
+    # drawn again from report.json alone: the same JSON, the same table
+    again = minify("show", "--json", run_dir)
+    assert again.returncode == 0 and json.loads(again.stdout) == report
+    table = minify("show", run_dir / "report.json")
+    assert table.returncode == 0 and "Minified" in table.stdout and "aten.cos.default" in table.stdout
+    assert "runtime_error at" in table.stdout and str(run_dir / "repro.py") in table.stdout.replace("\n", "")
 
 
 @pytest.mark.e2e
@@ -118,6 +124,10 @@ def test_unknown_backend_exit_code(model_script, tmp_path):
 def test_bisect_json(model_script, tmp_path):
     done = minify("bisect", "--json", "--out", tmp_path / "runs", model_script("planted_backward_error", train=True))
     assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    shown = minify("show", report["run_dir"])  # the stage table again, from report.json alone
+    assert shown.returncode == 0 and "Stage bisection of" in shown.stdout and "First failure" in shown.stdout
+    assert "✗ compile_error" in shown.stdout and json.loads(minify("show", "--json", report["run_dir"]).stdout) == report
     report = json.loads(done.stdout)
     assert report["failure"]["stage"] == "planted_backward_error"
     assert report["graph"]["kind"] == "backward"

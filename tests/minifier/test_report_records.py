@@ -296,3 +296,18 @@ def test_the_older_records_round_trip_through_json(record):
     read = type(record).from_json(data)
     assert read == record
     assert read.to_json() == record.to_json()
+
+
+def test_minify_show_says_in_one_line_when_there_is_no_report_to_show(tmp_path):
+    from click.testing import CliRunner
+
+    from minifier.cli import main
+
+    missing = CliRunner().invoke(main, ["show", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and "report not found" in missing.stderr and "Traceback" not in missing.output
+    (tmp_path / "report.json").write_text('{"status": "minified", "failure": ')
+    corrupt = CliRunner().invoke(main, ["show", str(tmp_path)])
+    assert corrupt.exit_code == 6 and "not JSON" in corrupt.stderr and len(corrupt.stderr.strip().splitlines()) == 1
+    (tmp_path / "report.json").write_text('{"status": "no-failure", "message": "ran to the end without failing"}')
+    ended = CliRunner().invoke(main, ["show", "--json", str(tmp_path)])
+    assert ended.exit_code == 6 and json.loads(ended.stdout)["exit_code"] == 6
