@@ -19,6 +19,7 @@ recompile limit ends in ``Unsupported`` or, under ``fail_on_recompile_limit_hit`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from . import Seam
@@ -142,14 +143,17 @@ def user_stack(exc: BaseException) -> list[Any] | None:
     Read along the exception's chain: torch 2.12 raises its ``InternalTorchDynamoError`` while
     handling the error that carries the stack (its ``__context__``).
     """
+    return next((stack for e in chain(exc) if (stack := getattr(e, "real_stack", None)) is not None), None)
+
+
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it wraps (:func:`inner_exception`) or was raised from or while handling, outermost first."""
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if (stack := getattr(current, "real_stack", None)) is not None:
-            return stack
-        current = current.__cause__ or current.__context__
-    return None
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        yield node
+        node = inner_exception(node) or node.__cause__ or node.__context__
 
 
 def accuracy_error() -> type[Exception]:

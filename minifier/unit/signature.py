@@ -138,12 +138,7 @@ def innermost_exception(exc: BaseException) -> BaseException:
 
 def exception_chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and what it wraps (``inner_exception``) or was raised from, outermost first."""
-    seen: set[int] = set()
-    node: BaseException | None = exc
-    while node is not None and id(node) not in seen:
-        seen.add(id(node))
-        yield node
-        node = dynamo_exc.inner_exception(node) or node.__cause__ or node.__context__
+    return dynamo_exc.chain(exc)
 
 
 def _raised_while_compiling(exc: BaseException) -> bool:
