@@ -50,13 +50,15 @@ XDIST := -n $(JOBS) --dist load --maxschedchunk 1
 SLOW_JOBS ?= 3
 
 # Everything but the slow group: the decisions in-process, the planted backends end to end,
-# after the lint (pyflakes' checks and syntax errors: an unused import or name, an undefined one).
+# after the lint (pyflakes' checks and syntax errors: an unused import or name, an undefined one;
+# the import contracts of pyproject.toml, read by import-linter).
 test: lint
 	$(PY) -m pytest -q $(XDIST) -m 'not slow'
 
-LINTED := minifier replay validation explain opcheck benchmarks tests examples
+LINTED := pt2kit minifier replay validation explain opcheck benchmarks tests examples
 lint: setup
 	$(PY) -m ruff check --quiet --select F,E9 $(LINTED)
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 # The slow group: real Inductor and real models, PyTorch's own minifier scenarios ported
 # to CPU and the genuine torch bugs of tests/minifier/real_bugs. CI runs it after make test.
@@ -96,7 +98,7 @@ matrix: matrix-setup
 
 # pt2kit's packages laid out by ruff at 120 columns (pyproject.toml's [tool.ruff]).
 format: setup
-	$(PY) -m ruff format minifier replay validation explain opcheck benchmarks
+	$(PY) -m ruff format pt2kit minifier replay validation explain opcheck benchmarks
 
 test-fast: setup
 	$(PY) -m pytest -q $(XDIST) -m 'not slow and not e2e'

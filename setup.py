@@ -12,7 +12,7 @@ from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
 PTH = "pt2kit-autoload.pth"
-PTH_SOURCE = Path(__file__).parent / "minifier" / PTH
+PTH_SOURCE = Path(__file__).parent / "pt2kit" / PTH
 
 
 class build_py_with_pth(build_py):

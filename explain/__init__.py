@@ -37,7 +37,7 @@ How it is built, one module per idea, each importing only the ones above it:
   the two reports, each read back from its JSON by ``from_json``;
 - ``explain.__main__``: the CLI.
 
-Every torch internal they touch goes through :mod:`minifier.seams` (``docs/seams.md``).
+Every torch internal they touch goes through :mod:`pt2kit.seams` (``docs/seams.md``).
 
 The public names below are loaded on first use, so ``import explain`` (and the CLI's
 argument checking) does not pay for importing torch.

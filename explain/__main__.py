@@ -1,6 +1,6 @@
 """``python -m explain [--json] [--html FILE] SCRIPT [ARGS]...``: graph breaks and recompiles of a whole script.
 
-The script runs as ``python SCRIPT ARGS...`` would (``minifier.capture.script.run_script``: as
+The script runs as ``python SCRIPT ARGS...`` would (``pt2kit.script.run_script``: as
 ``__main__``, with its ``sys.argv``), unchanged: explain/ observes the script's own
 ``torch.compile`` calls at the seats of :mod:`explain.hooks`, with a
 :class:`~explain.RecompileProfiler` armed for the whole run. Nothing is compiled for the
@@ -16,7 +16,7 @@ Exit codes: 0 when the report was printed; 1 when the script raised (the report 
 ran before is still printed, and the exception named in it); 2 for usage errors and a
 missing script (one line on stderr). Like ``minify``, explain never ends in a traceback of
 its own: a torch outside the tested range that breaks a seam explain needs is one line and
-exit 9 (:func:`minifier.seams.require`), a bug of explain's one line and exit 70 (the
+exit 9 (:func:`pt2kit.seams.require`), a bug of explain's one line and exit 70 (the
 traceback is saved to a file the line names), Ctrl-C one line and exit 130; with ``--json``
 each of these is also ``{"status": ..., "message": ..., "exit_code": ...}`` on stdout.
 """
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import click
 
-from minifier.errors import InternalError, Interrupted, UsageError, UserFacingError, exit_with
-from minifier.pages.document import page_path
-from minifier.capture.script import resolve_script, run_script, stdout_to_stderr
+from pt2kit.errors import InternalError, Interrupted, UsageError, UserFacingError, exit_with
+from pt2kit.pages.document import page_path
+from pt2kit.script import resolve_script, run_script, stdout_to_stderr
 
 
 @click.command(
@@ -84,7 +84,7 @@ def _explain_script(path: Path, args: tuple[str, ...], as_json: bool, html: Path
     # torch is imported only now, so that a usage error is reported at once
     from rich.console import Console
 
-    from minifier import seams
+    from pt2kit import seams
 
     from . import hooks
     from .isolation import OBSERVED

@@ -3,7 +3,7 @@
 Since torch 2.6 every graph break is raised as ``Unsupported`` with a stable ``gb_type``
 (the key of ``torch/_dynamo/graph_break_registry.json``) and a message laid out in
 fields: an explanation, hints, a developer debug context
-(:mod:`minifier.seams.graph_break_messages` reads it into a :class:`TorchBreakMessage`).
+(:mod:`pt2kit.seams.graph_break_messages` reads it into a :class:`TorchBreakMessage`).
 
 What torch *records* is less friendly: ``GraphCompileReason`` (what
 ``torch._dynamo.explain`` reports) says ``generic_jump TensorVariable()`` for an ``if`` on
@@ -25,9 +25,9 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from minifier.capture.script import is_internal_file, is_launcher_file
-from minifier.seams import graph_break_messages
-from minifier.seams.graph_break_messages import LOOP_BREAK, TorchBreakMessage
+from pt2kit.script import is_internal_file, is_launcher_file
+from pt2kit.seams import graph_break_messages
+from pt2kit.seams.graph_break_messages import LOOP_BREAK, TorchBreakMessage
 
 
 @dataclasses.dataclass(frozen=True)

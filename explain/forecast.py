@@ -23,16 +23,15 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from minifier.seams import guard_code, guard_text
-from minifier.seams.convert_frame import original_callable
+from pt2kit.seams import guard_code, guard_text
+from pt2kit.seams.convert_frame import original_callable
 
 from .guards import TensorSpec, describe_guards
 
 
 def size_forecast(fn: Callable[..., Any], ranks: Sequence[int] | None, box: Any, **options: Any) -> dict[str, Any]:
     """The forecast of ``validation.recompile_forecast`` for every tensor argument of ``fn`` (see the module doc)."""
-    from validation import sizes
-    from validation.size_checks import forecast_recompiles
+    from validation import forecast_recompiles, sizes
 
     target = original_callable(fn)
     parameters, required = _positional_parameters(target)

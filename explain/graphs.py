@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from minifier.unit.case import op_name
+from pt2kit.names import op_name
 
 from .guards import GuardLine
 

@@ -17,8 +17,8 @@ first failing guard. To list *all* of them we reuse the mechanism torch builds i
 restricted to chosen guard sources. Checking a clone restricted to one subtree tells
 whether anything in it fails, and a clone restricted to one node tells whether that node's
 own guards fail; descending only into failing subtrees keeps this cheap. The tree and its
-clones are read through :mod:`minifier.seams.guard_code`, the guard code's text through
-:mod:`minifier.seams.guard_text`. Every message is still torch's own; where torch's message for a tensor stops at the first mismatching
+clones are read through :mod:`pt2kit.seams.guard_code`, the guard code's text through
+:mod:`pt2kit.seams.guard_text`. Every message is still torch's own; where torch's message for a tensor stops at the first mismatching
 property, :class:`TensorSpec` completes it with the others (dtype *and* size, say).
 
 Limits: torch checks the root's own "ambient" guards (grad mode, autocast, default device,
@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from minifier.seams import guard_code, guard_text
-from minifier.seams.guard_code import GuardNode
+from pt2kit.seams import guard_code, guard_text
+from pt2kit.seams.guard_code import GuardNode
 
 from .names import PLAIN, FrameNames
 

@@ -2,25 +2,25 @@
 
 Everything explain/ reports is observed at three places every dynamo compile passes
 through, whichever backend it uses and whenever its ``torch.compile`` call was made
-(before the profiler started or not). Each is a seam of :mod:`minifier.seams`, shared
+(before the profiler started or not). Each is a seam of :mod:`pt2kit.seams`, shared
 with pt2kit's other tools:
 
-- the **frame seat** (:mod:`minifier.seams.convert_frame`, dynamo's ``_compile``): called
+- the **frame seat** (:mod:`pt2kit.seams.convert_frame`, dynamo's ``_compile``): called
   once per attempt to compile a Python frame (a cache miss), with the code object, the live
   frame, the cache entries that just failed and the compile id. Here we learn whether it is
-  a recompile (dynamo's own rule, :mod:`minifier.seams.cache_size`), check the frame locals
+  a recompile (dynamo's own rule, :mod:`pt2kit.seams.cache_size`), check the frame locals
   against *every* guard of every failing entry (:func:`explain.guards.failing_guards`), ask
   dynamo whether the recompile limit refuses the compile, note the user frame that
   triggered it and time it. A resume function's values are named in the user's words
   (:mod:`explain.names`). Afterwards we read what torch itself recorded as the first
-  failing guard per entry (:mod:`minifier.seams.dynamo_utils`: the same text
+  failing guard per entry (:mod:`pt2kit.seams.dynamo_utils`: the same text
   ``guard_fail_fn`` and ``TORCH_LOGS=recompiles`` get) and the guards of the new entry;
-- the **graph seat** (:mod:`minifier.seams.output_graph`): every captured graph on its
+- the **graph seat** (:mod:`pt2kit.seams.output_graph`): every captured graph on its
   way to the backend. :func:`explain.graphs.summarize_graph` reads it and we time the
   backend. A compile keeps only the graphs its backend returned: one it raised on (dynamo
   then restarts the analysis, breaks the graph there or fails the frame) was never
   compiled, so a compile counts the graph it installed, once;
-- the **break seat** (:mod:`minifier.seams.graph_break_log`): where torch logs a graph
+- the **break seat** (:mod:`pt2kit.seams.graph_break_log`): where torch logs a graph
   break, holding the ``Unsupported`` exception with its ``gb_type`` and real stack.
 
 Why not only torch's public hooks: ``guard_fail_fn`` is fixed per ``torch.compile`` call
@@ -59,8 +59,8 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from minifier import seams
-from minifier.seams import (
+from pt2kit import seams
+from pt2kit.seams import (
     cache_size,
     convert_frame,
     dynamo_exc,
@@ -379,7 +379,7 @@ class _Seats:
                 output_graph.remove_observer(self)
                 convert_frame.remove_observer(self)
 
-    # the frame seat (minifier.seams.convert_frame.FrameObserver)
+    # the frame seat (pt2kit.seams.convert_frame.FrameObserver)
 
     def entering(self, entry: convert_frame.FrameEntry) -> None:
         audience, private = _audience()
@@ -416,7 +416,7 @@ class _Seats:
             except Exception:
                 log.exception("explain: a compile listener failed")
 
-    # the graph seat (minifier.seams.output_graph.GraphObserver)
+    # the graph seat (pt2kit.seams.output_graph.GraphObserver)
 
     def graph_captured(self, gm: Any) -> None:
         frame = current_frame()
@@ -436,7 +436,7 @@ class _Seats:
         if summary is not None and error is None:
             frame.graphs.append(summary)
 
-    # the break seat (minifier.seams.graph_break_log.BreakObserver)
+    # the break seat (pt2kit.seams.graph_break_log.BreakObserver)
 
     def graph_break(self, reason: str, exc: BaseException) -> None:
         frame = current_frame()

@@ -13,15 +13,15 @@ reset, because it never shares dynamo state with the user in the first place:
   own (:func:`analysis_backend`), so it never reuses a user's graph (it would see nothing)
   and the user's calls never see its graphs. When the analysis is over its entries are
   invalidated (as when a guarded object dies), which frees their compiled code
-  (:mod:`minifier.seams.cache_regions`);
+  (:mod:`pt2kit.seams.cache_regions`);
 - **automatic dynamic shapes**: dynamo remembers the sizes each function has seen (the
   PGO "code state", keyed by file, line and name, not by cache entry) and compiles a
   function dynamically once a size changed. The analysis runs on a fresh code state, so
   the user's history neither turns the analysed graph dynamic nor learns the analysis's
-  sizes; the user's state is put back afterwards (:mod:`minifier.seams.automatic_dynamic`);
+  sizes; the user's state is put back afterwards (:mod:`pt2kit.seams.automatic_dynamic`);
 - **statistics**: ``torch._dynamo.utils.counters`` and ``guard_failures`` are restored, so
   counts a user reads (``counters["stats"]["unique_graphs"]``) reflect their own compiles
-  (:mod:`minifier.seams.dynamo_utils`).
+  (:mod:`pt2kit.seams.dynamo_utils`).
 
 The state swapped here is process-wide; a compile on another thread *during* an analysis
 would use the fresh code state and its counts would be rolled back with ours.
@@ -37,8 +37,8 @@ from typing import Any
 
 import torch
 
-from minifier import seams
-from minifier.seams import automatic_dynamic, cache_regions, dynamo_utils
+from pt2kit import seams
+from pt2kit.seams import automatic_dynamic, cache_regions, dynamo_utils
 
 #: The seams an isolated analysis needs, besides those of listening (:data:`explain.hooks.SEAMS`).
 SEAMS = ("automatic_dynamic", "cache_regions", "dynamo_utils")

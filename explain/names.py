@@ -1,7 +1,7 @@
 """The user's words for the values a compiled frame's guards speak of.
 
 Guards name values by dynamo's sources: ``L['x']`` is the frame's argument ``x``, and
-:func:`minifier.seams.guard_text.readable` spells it ``x``. That is the user's name for the
+:func:`pt2kit.seams.guard_text.readable` spells it ``x``. That is the user's name for the
 frame of a user's function. A *resume function* (the rest of a function after a graph
 break, compiled as a frame of its own) receives other values as arguments:
 
@@ -31,7 +31,7 @@ import tokenize
 import types
 from collections.abc import Mapping
 
-from minifier.seams import guard_text, resume_functions
+from pt2kit.seams import guard_text, resume_functions
 
 #: Scopes of a guarded value (:attr:`explain.guards.GuardFailure.scope`).
 LOCAL, GLOBAL, OTHER, COMPUTED = "local", "global", "other", "computed"

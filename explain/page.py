@@ -3,7 +3,7 @@
 The page is drawn from the very dict ``--json`` prints (:func:`render_explain_page` takes
 it), or from a :class:`~explain.RecompileProfiler`'s ``to_dict()`` (which is that dict's
 ``recompiles`` part): nothing is recomputed, so the page and the JSON never disagree. It
-is built only from :mod:`minifier.pages.document`'s blocks, which escape every ``str``
+is built only from :mod:`pt2kit.pages.document`'s blocks, which escape every ``str``
 they are given, so a source line like ``# <script>alert(1)</script>`` is shown as text.
 
 The JSON keeps three lists apart (graphs, compile records, breaks); the page joins them the
@@ -25,8 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from minifier.pages.charts import Bar, timeline_chart
-from minifier.pages.document import (
+from pt2kit.pages.charts import Bar, timeline_chart
+from pt2kit.pages.document import (
     Markup,
     Section,
     badge,

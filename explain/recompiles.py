@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from minifier.seams import output_graph
-from minifier.seams.convert_frame import original_callable
+from pt2kit.seams import output_graph
+from pt2kit.seams.convert_frame import original_callable
 
 from . import hooks
 from .compiles import CompileRecord, FunctionCompiles

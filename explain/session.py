@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from minifier.seams.convert_frame import original_callable
+from pt2kit.seams.convert_frame import original_callable
 
 from . import hooks
 from .breaks import GraphBreak, merge_breaks

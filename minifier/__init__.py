@@ -9,7 +9,7 @@ Follow one bug through the modules, in this order:
 2. :mod:`minifier.stages.run` runs one graph through one stage (eager → aot_eager →
    aot_eager_decomp_partition → inductor or the user's backend), and lowers a dynamo
    graph to the aot graphs its backend compiles;
-3. :mod:`minifier.unit.signature` decides whether two failures are the same failure;
+3. :mod:`pt2kit.signature` decides whether two failures are the same failure;
 4. :mod:`minifier.isolation.worker` answers every such question in a forked child of a warm
    process, so segfaults and hangs cannot take pt2kit down (:mod:`minifier.isolation.session`
    adds a run directory and progress);
@@ -23,6 +23,10 @@ each compile). The Python API below is loaded on first use: this package
 is imported by the autoload hook at interpreter start-up and must stay cheap.
 :func:`read_report` (:mod:`minifier.result`) reads a run's ``report.json`` back as a typed record, and
 ``minify show`` (:mod:`minifier.show`) prints it again through the same views (:mod:`minifier.report`).
+
+For pt2kit's other tools, this face also lends :func:`describe_backend` and :data:`BACKEND_NAME`:
+how a repro names the backend a program compiled with (``replay`` records a frame's backend so).
+The other tools import nothing else of the minifier's (``pyproject.toml``'s import contracts).
 """
 
 from __future__ import annotations
@@ -32,12 +36,22 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .api import bisect, minify, save_repro
+    from .capture.context import describe_backend
     from .result import read_report
+    from .unit.case import BACKEND_NAME
 
-__all__ = ["bisect", "minify", "read_report", "save_repro"]
+__all__ = ["BACKEND_NAME", "bisect", "describe_backend", "minify", "read_report", "save_repro"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "BACKEND_NAME":
+        from .unit import case
+
+        return case.BACKEND_NAME
+    if name == "describe_backend":
+        from .capture import context
+
+        return context.describe_backend
     if name == "read_report":
         from . import result
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import UserFacingError
+from pt2kit.errors import UserFacingError
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -74,8 +74,10 @@ def save_repro(
 
 def _backend_info(fn: Callable[..., Any], backend: str | Callable[..., Any] | None) -> Any:
     """How the repros name the stage ``backend=`` asks for (see :func:`save_repro`)."""
-    from .capture.context import describe_backend, resolve_backend
-    from .seams.backend_registry import compiled_backend
+    from pt2kit.backends import resolve_backend
+
+    from .capture.context import describe_backend
+    from pt2kit.seams.backend_registry import compiled_backend
 
     if isinstance(backend, str):
         return describe_backend(resolve_backend(backend), backend)
@@ -93,13 +95,13 @@ def _saved_graphs(run_dir: Path) -> list[Path]:
 
 def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[str, Any]:
     """``minify <command> --saved`` on the saved graphs, in a fresh process; its JSON report."""
-    from .errors import NoFailure, UsageError
+    from pt2kit.errors import NoFailure, UsageError
 
     if not (isinstance(options.get("timeout"), (int, float)) and options["timeout"] > 0):
         raise UsageError(f"timeout must be a positive number of seconds, not {options.get('timeout')!r}")
     if not saved:
         raise NoFailure("nothing was compiled: the function ran without torch.compile producing a graph")
-    from .isolation.zygote import pt2kit_env, python_command
+    from pt2kit.processes import pt2kit_env, python_command
 
     argv = python_command("minifier", command, "--json", "--saved")
     for name, value in options.items():
@@ -113,7 +115,7 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
-        from .errors import InternalError
+        from pt2kit.errors import InternalError
 
         raise InternalError(
             f"minify {command} gave no report (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}"

@@ -1,12 +1,8 @@
 """``TORCHDYNAMO_REPRO_AFTER`` on any script: pt2kit in charge instead of torch's built-in minifier.
 
-``pt2kit-autoload.pth`` (installed at the root of site-packages) runs one line at
-interpreter start-up: unless ``PT2KIT_AUTOLOAD=0``, it puts a tiny finder on
-``sys.meta_path`` and imports nothing. The finder waits for
-``torch._dynamo.repro.after_dynamo``, the module ``torch.compile`` imports to wrap
-backends, hands over to :func:`find_spec_armed`, and pt2kit is armed right after that
-module loads (:func:`arm`). A process that never compiles pays for one name
-comparison per import. (:func:`install` does the same from Python.)
+pt2kit's start-up hook (:mod:`pt2kit.startup`) calls :func:`arm` right after
+``torch._dynamo.repro.after_dynamo`` loads: the module ``torch.compile`` imports to
+wrap backends.
 
 Armed, every backend ``torch.compile`` resolves still gets torch's own debug wrapper,
 with one change (:class:`_OneMinifier`): at each compile it reads the user's intent,
@@ -31,8 +27,7 @@ if TYPE_CHECKING:
 
     from .on_failure import Intent
 
-ARM_AFTER = "torch._dynamo.repro.after_dynamo"
-_state: dict[str, Any] = {"installed": False, "armed": False, "aot_quieted": False}
+_state: dict[str, Any] = {"armed": False, "aot_quieted": False}
 
 
 class _Lock:
@@ -54,30 +49,6 @@ class _Lock:
 _lock = _Lock()
 
 
-def find_spec_armed(name: str, path: Any = None, target: Any = None) -> Any:
-    """The ``.pth`` line's finder hands over here when torch's repro hook module is first imported.
-
-    (The ``.pth`` line imports nothing of pt2kit's at start-up: pytest, for one, warns
-    about a plugin distribution's modules imported before it starts.)
-    """
-    from .import_hooks import _AfterImport
-
-    with _lock:
-        _state["installed"] = True
-    return _AfterImport(name, lambda module: arm()).find_spec(name, path, target)
-
-
-def install() -> None:
-    """Called by the ``.pth`` line at start-up. Idempotent; imports nothing heavy."""
-    with _lock:
-        if _state["installed"]:
-            return
-        _state["installed"] = True
-    from .import_hooks import after_import
-
-    after_import(ARM_AFTER, lambda module: arm())
-
-
 def read_intent() -> Intent | None:
     """The user's repro settings right now, or None when they asked for nothing.
 
@@ -88,7 +59,7 @@ def read_intent() -> Intent | None:
     from pathlib import Path
 
     from .on_failure import Intent
-    from .seams.config import repro_settings
+    from pt2kit.seams.config import repro_settings
 
     in_code = repro_settings()
     after = os.environ.get("TORCHDYNAMO_REPRO_AFTER") or in_code["repro_after"]
@@ -111,9 +82,8 @@ def arm() -> None:
         if _state["armed"]:
             return
         _state["armed"] = True
-    _arm_replay_switch()
     try:
-        from .seams.after_dynamo import debug_wrapper_class, is_internal
+        from pt2kit.seams.after_dynamo import debug_wrapper_class, is_internal
 
         torch_class = debug_wrapper_class()
     except Exception as e:  # noqa: BLE001 - a torch pt2kit does not know: leave torch alone
@@ -149,26 +119,16 @@ def arm() -> None:
             with quiet_torch_minifier():
                 return guard.compile(self._torchdynamo_orig_backend, self._compiler_name, gm, example_inputs, **kwargs)
 
-    from .seams.after_dynamo import replace_debug_wrapper_class
+    from pt2kit.seams.after_dynamo import replace_debug_wrapper_class
 
     replace_debug_wrapper_class(_OneMinifier)
-
-
-def _arm_replay_switch() -> None:
-    """torch's ``replay_record_enabled`` switch records through replay/ (:mod:`replay.autoload`)."""
-    try:
-        from replay.autoload import arm as arm_replay
-
-        arm_replay()
-    except Exception as e:  # noqa: BLE001 - leave torch alone
-        print(f"pt2kit: replay_record_enabled stays torch's ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def quiet_torch_minifier() -> Any:
     """torch's own minifier off for this compile and for Inductor's later (backward) compiles."""
     from .on_failure import safe
-    from .seams.after_dynamo import torch_minifier_off
-    from .seams.compile_fx import keep_torch_aot_minifier_off
+    from pt2kit.seams.after_dynamo import torch_minifier_off
+    from pt2kit.seams.compile_fx import keep_torch_aot_minifier_off
 
     with _lock:
         if not _state["aot_quieted"]:

@@ -2,7 +2,7 @@
 
 Output contract (docs/minify.md): progress on stderr, a rich summary for people, and with
 ``--json`` exactly one JSON document on stdout and nothing else. Bad input ends
-with one clear line and the exit code of its :class:`~minifier.errors.UserFacingError`.
+with one clear line and the exit code of its :class:`~pt2kit.errors.UserFacingError`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ for _variable in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
     os.environ.pop(_variable, None)
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from .errors import InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
-from .capture.script import check_syntax, resolve_script  # noqa: E402
+from pt2kit.errors import InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
+from pt2kit.script import check_syntax, resolve_script  # noqa: E402
 from .hunt.command import hunt_command  # noqa: E402
 from .releases.command import specs_or_exit, torch_versions_option, versions_command  # noqa: E402
 from .show import show_command  # noqa: E402
@@ -333,7 +333,7 @@ def repro(
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
 def doctor(as_json: bool) -> None:
     """Check the installed torch against every torch internal pt2kit relies on."""
-    from . import seams
+    from pt2kit import seams
     from .report import print_doctor
     from .isolation.session import print_json
 
@@ -398,7 +398,7 @@ def _capture_starter(script: Path, args: tuple[str, ...], backend: str | None, n
     """``run`` and ``bisect``: start the program under capture first (a torchrun job starts its ranks later)."""
     if nproc > 1:
         return None
-    from .capture.script import ProgramRun, start_capture
+    from .capture.program import ProgramRun, start_capture
 
     return lambda session: start_capture(session, ProgramRun(script, tuple(args), backend, accuracy))
 
@@ -422,7 +422,7 @@ def _session_command(
     from .isolation.session import Session
     from .pages.issue import prefetch_environment
 
-    from . import seams
+    from pt2kit import seams
 
     session = None
     try:

@@ -38,7 +38,7 @@ from .capture.blame import blamed_nodes
 from .unit.case import GraphCase
 from .unit.devices import devices_of, moved_to
 from .stages.inline import variants
-from .errors import CorruptRecord, FlakyFailure, Interrupted, NoFailure, NotReproducible, plural
+from pt2kit.errors import CorruptRecord, FlakyFailure, Interrupted, NoFailure, NotReproducible, plural
 from .stages.flaky import LOOKS, measured_rate, tries_for
 from .reduce.checkpoint import (
     CHECKPOINT, Status, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint,
@@ -49,7 +49,7 @@ from .reduce.engine import Reducer, Unconfirmed
 from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_repro
 from .isolation.session import Session
 from .isolation.worker import QueryResult
-from .unit.signature import Failure, Signature
+from pt2kit.signature import Failure, Signature
 from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
 from .stages.run import Outcome, run_case
 from .capture.torch_repro import load_any_repro

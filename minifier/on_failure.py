@@ -61,7 +61,7 @@ def safe(fn: Callable[..., Any], default: Any, *args: Any, **kwargs: Any) -> Any
     try:
         return fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - first, do no harm
-        from .errors import UserFacingError
+        from pt2kit.errors import UserFacingError
 
         if isinstance(e, UserFacingError):  # the user's input (an unwritable TORCHDYNAMO_REPRO_DIR): its own line
             say(f"{e}; the program continues as without pt2kit")
@@ -247,7 +247,7 @@ class ReproOnFailure:
         path = safe(self.save, None, case.replace(inputs=inputs), f"diverges from the fp64 reference ({problem})")
         if path is not None:
             safe(self.minify, None, path, True)
-        from .seams.dynamo_exc import accuracy_error
+        from pt2kit.seams.dynamo_exc import accuracy_error
 
         error = accuracy_error()(
             f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}"
@@ -341,7 +341,7 @@ class ReproOnFailure:
         """Minify a saved graph in a fresh process (this one runs the user's threads)."""
         import subprocess
 
-        from .isolation.zygote import pt2kit_env, python_command
+        from pt2kit.processes import pt2kit_env, python_command
 
         run_dir = path.parent.parent.parent
         # TORCHDYNAMO_REPRO_AFTER=aot asks for the aot graph, where there is one that fails alone; a
@@ -448,7 +448,7 @@ def _has_random_ops(gm: Any) -> bool:
     Compiled RNG differs from eager's by design: such a graph's results are not compared.
     """
     from .unit.accuracy import draws_random
-    from .unit.case import op_name
+    from pt2kit.names import op_name
     from .unit.graphio import all_call_nodes
 
     return any(draws_random(op_name(node, gm)) for node in all_call_nodes(gm))

@@ -131,7 +131,7 @@ def below_rows(below: BelowRecord) -> list[tuple[str, Text]]:
 
 def inputs_summary(record: MinifyRecord) -> str:
     """The minimized graph's tensor inputs: random, or real values in the repro's data file."""
-    from .errors import plural
+    from pt2kit.errors import plural
 
     tensors = [i for i in record.inputs_after if i.shape is not None]
     if record.inputs == "random":

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import CorruptRecord
+from pt2kit.errors import CorruptRecord
 from .bisect.report import BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
 from .unit.case import GraphCase, GraphInput
 from .capture.context import missing_config
@@ -340,7 +340,7 @@ def read_report(path: str | os.PathLike[str]) -> MinifyRecord | BisectRecord:
     ``minified``: a :class:`MinifyRecord`; ``bisected``, or ``no-failure`` with a stage
     table (``graphs``): a :class:`BisectRecord`. Anything else (the ``error``,
     ``no-failure``, ``flaky`` or ``interrupted`` report of a run that ended without a
-    result, or a file that is not a report) raises :class:`~minifier.errors.CorruptRecord`.
+    result, or a file that is not a report) raises :class:`~pt2kit.errors.CorruptRecord`.
     """
     try:
         data = json.loads(Path(path).read_text())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from .errors import CorruptRecord, ScriptNotFound, exit_with
+from pt2kit.errors import CorruptRecord, ScriptNotFound, exit_with
 
 
 @click.command("show", context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,7 +9,7 @@ The names are torch's own ``test_utils`` names, so they line up with
 
 What comes from torch, and where we go further
 -----------------------------------------------
-(torch's pieces are reached through :mod:`minifier.seams.optests`, ``ops`` and ``fake_tensor``.)
+(torch's pieces are reached through :mod:`pt2kit.seams.optests`, ``ops`` and ``fake_tensor``.)
 
 * ``test_schema``: torch's ``SchemaCheckMode`` finds outputs that alias or *are*
   inputs without the schema saying so. Its mutation test compares with
@@ -44,10 +44,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import torch
-from minifier.seams import pytree
+from pt2kit.seams import pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from minifier.seams import dynamo_utils, fake_tensor, ops, optests
+from pt2kit.seams import dynamo_utils, fake_tensor, ops, optests
 from opcheck.recording import Op, snapshot_tensor
 
 Status = Literal["pass", "fail", "n/a"]

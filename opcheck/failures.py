@@ -172,7 +172,7 @@ class FailuresFile:
 
     def to_text(self) -> str:
         """Torch's serialization, so ``generate_opcheck_tests`` accepts the file's formatting unchanged."""
-        from minifier.seams import optests
+        from pt2kit.seams import optests
 
         return optests.failures_text(str(self.path), self.data)
 

@@ -9,7 +9,7 @@ or ``--opcheck-accept`` is given, a collected test carries the ``opcheck``
 marker, or a test requests the ``opcheck`` fixture. The session's state lives in
 one :class:`~opcheck.runner.OpcheckRunner` in ``config.stash``, never in module
 globals, so an in-process pytester run gets its own. Before the first runner starts,
-the torch internals opcheck relies on are checked (:func:`minifier.seams.require`):
+the torch internals opcheck relies on are checked (:func:`pt2kit.seams.require`):
 outside the tested torch range a broken one is a one-line usage error, not a traceback.
 
 Per test item (with a runner, and ``--opcheck`` or the marker):
@@ -31,7 +31,7 @@ import pytest
 if TYPE_CHECKING:
     from opcheck.runner import OpcheckRunner
 
-#: The seams of ``minifier/seams/`` opcheck's recording and checks need.
+#: The seams of ``pt2kit/seams/`` opcheck's recording and checks need.
 SEAMS = ("op_calls", "ops", "optests", "fake_tensor", "dispatch", "dynamo_utils")
 
 RUNNER = pytest.StashKey["OpcheckRunner"]()
@@ -210,7 +210,7 @@ def opcheck_sizes() -> Callable[..., list[tuple[tuple[int, ...], ...]]]:
     Feed them to the ``opcheck`` fixture, e.g. ``for sizes in opcheck_sizes(lambda x:
     myop(x), [1], (0, 6)): opcheck(myop, (torch.randn(*sizes[0]),))``.
     """
-    from minifier import seams
+    from pt2kit import seams
 
     try:
         seams.require("the opcheck_sizes fixture", "shape_env", "fake_tensor", "sympy_z3", "convert_frame")
@@ -258,7 +258,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _start_runner(config: pytest.Config, *, sweep: bool) -> OpcheckRunner:
-    from minifier import seams
+    from pt2kit import seams
 
     try:
         seams.require("opcheck", *SEAMS)

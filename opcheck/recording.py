@@ -4,8 +4,8 @@ Mechanism: wrapping ``OpOverload.__call__``
 -------------------------------------------
 While a recording is active, ``torch._ops.OpOverload.__call__`` and
 ``OpOverloadPacket.__call__`` are replaced by a thin wrapper that looks at the
-call, then calls the original (:mod:`minifier.seams.op_calls`; the dispatcher state
-it reads is :mod:`minifier.seams.dispatch`). We chose this over the two mode-based options:
+call, then calls the original (:mod:`pt2kit.seams.op_calls`; the dispatcher state
+it reads is :mod:`pt2kit.seams.dispatch`). We chose this over the two mode-based options:
 
 * A ``TorchFunctionMode`` (what ``generate_opcheck_tests`` uses) is traced *into*
   by Dynamo, so a test that runs ``torch.compile(fullgraph=True)`` would trace our
@@ -55,12 +55,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from minifier.seams import pytree
+from pt2kit.seams import pytree
 
-from minifier.seams import dispatch, dynamo_utils, op_calls
+from pt2kit.seams import dispatch, dynamo_utils, op_calls
 
 #: An operator overload (``torch._ops.OpOverload``; torch's operator classes are read in
-#: :mod:`minifier.seams.ops`).
+#: :mod:`pt2kit.seams.ops`).
 Op = Any
 
 # Namespaces that torch itself registers ops in: "custom op" means anything else,
@@ -150,7 +150,7 @@ class OpSelector:
 
 
 class CallRecorder:
-    """Records operator calls (an observer of :mod:`minifier.seams.op_calls`) into a session-wide table of signatures."""
+    """Records operator calls (an observer of :mod:`pt2kit.seams.op_calls`) into a session-wide table of signatures."""
 
     def __init__(self) -> None:
         self.seen: dict[Signature, RecordedCall] = {}
@@ -220,7 +220,7 @@ class CallRecorder:
             self._commit(pending, fresh=False)  # the caller checks it right away
         return pending
 
-    # -- the hot path (minifier.seams.op_calls.CallObserver) --------------------------
+    # -- the hot path (pt2kit.seams.op_calls.CallObserver) --------------------------
     def wants_packet(self, qualified_name: str) -> bool:
         """Resolve packet calls of ``ns::name`` to their overload? Only while recording an op it may select."""
         selector = self._selector

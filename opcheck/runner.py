@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import torch
 
-from minifier.seams import ops, optests
+from pt2kit.seams import ops, optests
 from opcheck.checks import CHECKS, CheckResult, run_checks, validate_checks
 from opcheck.failures import NO_ENTRY, Expectation, FailuresFile, TestId
 from opcheck.recording import CallRecorder, Op, OpSelector, RecordedCall, Signature, signature_of

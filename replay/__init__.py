@@ -3,7 +3,7 @@
 Follow one failure through the modules:
 
 1. :mod:`replay.recorder` sits where dynamo compiles each Python frame
-   (:mod:`minifier.seams.convert_frame`), snapshots it on entry and keeps the snapshot
+   (:mod:`pt2kit.seams.convert_frame`), snapshots it on entry and keeps the snapshot
    of a frame whose tracing, backend compile or compiled run fails;
 2. :mod:`replay.values` and :mod:`replay.state` describe it: arguments, closure, the
    globals its code reads, config, global state, RNG, dynamic-shape state; the code it

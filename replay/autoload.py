@@ -4,7 +4,7 @@
 set to get a record of the frame that failed; in torch 2.13 it records nothing useful. With pt2kit installed, the autoload hook (:mod:`minifier.autoload`, armed
 when ``torch.compile`` first resolves a backend) calls :func:`arm`, which only watches
 the switch (a hook on ``torch._dynamo.config`` writes, see
-:func:`minifier.seams.config.when_set`). Until the switch is turned on nothing else is
+:func:`pt2kit.seams.config.when_set`). Until the switch is turned on nothing else is
 installed and the program runs exactly as it would without pt2kit. Once it is on,
 :func:`start` puts a switch-mode :class:`~replay.recorder.Recorder` at dynamo's frame
 seat: failing frames are recorded into ``$TORCHDYNAMO_REPRO_DIR`` (default
@@ -33,7 +33,7 @@ def arm() -> None:
     try:
         import torch._dynamo.config as dynamo_config
 
-        from minifier.seams import config
+        from pt2kit.seams import config
 
         if dynamo_config.replay_record_enabled:  # set already, or TORCH_COMPILE_REPLAY_RECORD=1
             start()

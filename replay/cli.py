@@ -33,7 +33,7 @@ import click
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from minifier.errors import ScriptFailedBeforeCompile, UserFacingError, exit_with
+from pt2kit.errors import ScriptFailedBeforeCompile, UserFacingError, exit_with
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -67,13 +67,13 @@ def main() -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...]) -> None:
     """Run SCRIPT with ARGS and record every frame whose compile or compiled call fails."""
-    from minifier.capture.script import resolve_script
+    from pt2kit.script import resolve_script
 
     try:
         path = resolve_script(script)
     except UserFacingError as error:
         exit_with(error, "replay", as_json)
-    from minifier.capture.script import run_script, stdout_to_stderr
+    from pt2kit.script import run_script, stdout_to_stderr
 
     from .recorder import default_out, recording
 
@@ -254,7 +254,7 @@ def _unrebuildable_backend(backend: dict[str, Any]) -> str:
 @click.argument("record_path", metavar="RECORD", type=click.Path(path_type=Path))
 def minify(out: Path | None, timeout: float | None, allow_partial: bool, as_json: bool, record_path: Path) -> None:
     """Write RECORD's replay script and minify it with `minify run` (exit codes are minify's)."""
-    from minifier.errors import UnknownBackend
+    from pt2kit.errors import UnknownBackend
 
     from . import record as record_format
     from .runner import partial_record_error

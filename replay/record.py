@@ -11,7 +11,7 @@
 Loading (:func:`load`) parses JSON and runs torch's restricted unpickler on the tensors.
 It imports nothing from the record and executes nothing: user classes and sources are
 touched only when a frame is rebuilt for a replay. A record that cannot be read is one
-:class:`~minifier.errors.CorruptRecord` line (exit 6).
+:class:`~pt2kit.errors.CorruptRecord` line (exit 6).
 
 A directory's name holds a hash of its content, so recording the same failure twice
 finds the record already there; a record is written under a temporary name and renamed
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from minifier.errors import CorruptRecord, UserFacingError
+from pt2kit.errors import CorruptRecord, UserFacingError
 
 MANIFEST = "manifest.json"
 TENSORS = "tensors.pt"
@@ -169,7 +169,7 @@ def read_manifest(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
 def load(path: str | os.PathLike[str]) -> Record:
     """Read a record safely: JSON, a checksum, and ``torch.load(weights_only=True)``.
 
-    Raises :class:`~minifier.errors.CorruptRecord` (exit 6) for anything wrong with it.
+    Raises :class:`~pt2kit.errors.CorruptRecord` (exit 6) for anything wrong with it.
     """
     import pickle
     import zipfile

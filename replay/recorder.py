@@ -1,6 +1,6 @@
 """Recording: snapshot every frame dynamo compiles, keep the ones that fail.
 
-A :class:`Recorder` sits at dynamo's frame seat (:mod:`minifier.seams.convert_frame`),
+A :class:`Recorder` sits at dynamo's frame seat (:mod:`pt2kit.seams.convert_frame`),
 which every compiled frame passes *before it runs*: a function's first call, a
 recompile, a resume function after a graph break. There it takes a :class:`Snapshot`:
 references to the arguments, closure and globals, plus what would be lost by the time a
@@ -13,7 +13,7 @@ failure signature):
 
 - **tracing** and **backend compile**: the exception comes out of ``_compile``. A
   frame-level graph break that dynamo answers by running the frame eagerly is not a
-  failure (:func:`~minifier.seams.convert_frame.skipped_softly`); an error
+  failure (:func:`~pt2kit.seams.convert_frame.skipped_softly`); an error
   ``suppress_errors`` swallows is recorded, and marked so;
 - **compiled run**: the recorder stands in for the backend and wraps the compiled
   function it returns. If the first call (the one that compiled it) raises, the entry
@@ -44,8 +44,8 @@ from typing import Any
 
 import torch
 
-from minifier.seams import automatic_dynamic, convert_frame, resume_functions
-from minifier.unit.signature import signature_of_exception
+from pt2kit.seams import automatic_dynamic, convert_frame, resume_functions
+from pt2kit.signature import signature_of_exception
 
 from . import rebuild, record, state, values
 
@@ -148,7 +148,7 @@ def describe(
     snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """The manifest and tensors of a record of ``snapshot`` failing with ``exc`` at ``stage``."""
-    from minifier.capture.script import is_internal_file
+    from pt2kit.script import is_internal_file
 
     code = snapshot.code
     module_name = str(snapshot.f_globals.get("__name__", "?"))
@@ -272,13 +272,12 @@ def _frame_entry(
 def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:
     """The manifest's ``compile.backend``: how a replay in another process gets the backend back.
 
-    The minifier's naming (:func:`minifier.capture.context.describe_backend`): a registered name or
+    The minifier's naming (:func:`minifier.describe_backend`): a registered name or
     ``module:function`` (with the user modules to import), or, for a backend defined in the
     script, a lambda, a partial or a closure, its source (``definitions``) which binds it to
     ``binds`` or registers it by name. ``name`` is None when none of that works (``why``).
     """
-    from minifier.capture.context import describe_backend
-    from minifier.unit.case import BACKEND_NAME
+    from minifier import BACKEND_NAME, describe_backend
 
     backend_fn, backend_name = convert_frame.innermost_backend(compiler_fn)
     info = describe_backend(backend_fn, backend_name)
@@ -296,7 +295,7 @@ def frame_label(snapshot: Snapshot) -> str:
     """The function a person would name: ``f`` for f's resume functions, and for torch's
     own wrapper frames (``torch.compile(module)`` compiles one around ``forward``) the
     module or function they wrap."""
-    from minifier.capture.script import is_internal_file
+    from pt2kit.script import is_internal_file
 
     name = resume_functions.user_function_name(snapshot.code)
     wrapped = snapshot.closure.get("fn")
@@ -309,7 +308,7 @@ def frame_label(snapshot: Snapshot) -> str:
 
 def failing_stage(exc: BaseException) -> str:
     """``backend compile`` when the backend raised while compiling, else ``tracing``."""
-    from minifier.unit.signature import exception_chain
+    from pt2kit.signature import exception_chain
 
     if any(type(e).__name__ == "BackendCompilerFailed" for e in exception_chain(exc)):
         return "backend compile"
@@ -445,7 +444,7 @@ class Recorder:
 
     def start(self) -> None:
         global _explicit
-        from minifier import seams
+        from pt2kit import seams
 
         seams.require("replay record", "convert_frame", "automatic_dynamic", "config", "resume_functions")
         if not self.switch:

@@ -6,7 +6,7 @@
 the caller down, and nothing of the caller's torch state leaks in). The child calls
 :func:`replay_here`, which loads the record, rebuilds the frame and calls it compiled
 (:func:`replay.rebuild.replay_call`), then compares what happened with the recorded
-failure signature (:mod:`minifier.unit.signature`):
+failure signature (:mod:`pt2kit.signature`):
 
 - ``reproduced``: it failed the same way (exit 1);
 - ``passed``: the call returned; the outputs are listed with the sha256 of their
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from minifier.errors import UnknownBackend, UserFacingError
-from minifier.isolation.zygote import kill_group
+from pt2kit.errors import UnknownBackend, UserFacingError
+from pt2kit.processes import kill_group
 
 from . import record as record_format
 
@@ -104,7 +104,7 @@ def run(
 ) -> ReplayResult:
     """Replay a record in a fresh process; see the module docstring.
 
-    Raises a :class:`~minifier.errors.UserFacingError` for a record that cannot be read
+    Raises a :class:`~pt2kit.errors.UserFacingError` for a record that cannot be read
     (exit 6), cannot be rebuilt here (7), is partial without ``allow_partial`` (8), or
     names an unknown backend (4).
     """
@@ -182,7 +182,7 @@ def isolated(
 
 
 def _outcome_without_result(directory: Path, kind: str, what: str, seconds: float, stderr: str = "") -> ReplayResult:
-    from minifier.unit.signature import Signature, signature_of_crash, signature_of_timeout
+    from pt2kit.signature import Signature, signature_of_crash, signature_of_timeout
 
     _, manifest = record_format.read_manifest(directory)
     if kind == "timeout":
@@ -209,8 +209,8 @@ def _has_fileno(stream: Any) -> bool:
 
 def internals() -> dict[str, Any]:
     """The private torch hooks a replay needs, from pt2kit's seams."""
-    from minifier import seams
-    from minifier.seams import automatic_dynamic, mark_dynamic, resume_functions
+    from pt2kit import seams
+    from pt2kit.seams import automatic_dynamic, mark_dynamic, resume_functions
 
     seams.require("replay run", "automatic_dynamic", "mark_dynamic", "resume_functions")
     return {
@@ -229,8 +229,8 @@ def replay_here(
     allow_partial: bool = False,
 ) -> ReplayResult:
     """Load, rebuild and replay a record *in this process* (it changes global torch state)."""
-    from minifier.capture.context import resolve_backend
-    from minifier.unit.signature import Signature, signature_of_exception
+    from pt2kit.backends import resolve_backend
+    from pt2kit.signature import Signature, signature_of_exception
 
     from . import rebuild
 

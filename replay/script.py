@@ -27,7 +27,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from minifier.errors import UnknownBackend, UsageError
+from pt2kit.errors import UnknownBackend, UsageError
 
 from . import rebuild
 from . import record as record_format
@@ -105,7 +105,7 @@ if __name__ == "__main__":
 
 def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) -> str:
     """The text of the replay script for a record."""
-    from minifier.seams import automatic_dynamic, mark_dynamic, resume_functions
+    from pt2kit.seams import automatic_dynamic, mark_dynamic, resume_functions
 
     frame = manifest["frame"]
     failure = manifest["failure"]

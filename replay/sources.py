@@ -162,7 +162,7 @@ class SourceBook:
         top = module_name.split(".")[0]
         if top in self.imports or top in sys.builtin_module_names:
             return
-        from minifier.capture.context import module_import_spec
+        from pt2kit.script import module_import_spec
 
         spec = module_import_spec(module_name)
         if spec is not None:

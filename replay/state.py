@@ -3,7 +3,7 @@
 Taken at frame entry, cheaply (a few microseconds, plus about half a millisecond for the
 config), because it is taken for every frame dynamo compiles and thrown away for every
 frame that does not fail. Only public torch APIs are used here, except reading which
-config values differ from their defaults (:mod:`minifier.seams.config`).
+config values differ from their defaults (:mod:`pt2kit.seams.config`).
 
 - **Global state**: grad mode, inference mode, autocast (per device, with its dtype and
   cache flag), the default dtype, deterministic algorithms, float32 matmul precision and
@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from minifier.seams import config
+from pt2kit.seams import config
 
 #: Config that steers recording and debug tooling rather than what gets compiled.
 IGNORED_CONFIG = frozenset({"replay_record_enabled", "repro_after", "repro_level", "debug_dir_root", "compile_threads"})

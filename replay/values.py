@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from minifier.seams import ops
+from pt2kit.seams import ops
 
 from . import rebuild
 from .sources import SourceBook, global_names, module_imports, reference_of

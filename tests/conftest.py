@@ -32,25 +32,23 @@ import pytest  # noqa: E402
 TESTS = Path(__file__).resolve().parent
 
 
-# tests/ mirrors pt2kit's packages: tests/minifier/ tests minifier/, and so on. Each of these
-# directories is also a marker, ``<package>_tests`` (``pytest -m "validation_tests and not
-# e2e"``), set below from the test's path. (Not the bare package name: ``opcheck`` is the
-# opcheck plugin's own marker, which asks it to check a test's custom ops.)
-PACKAGE_DIRECTORIES = ("minifier", "replay", "validation", "explain", "opcheck")
+# tests/ mirrors pt2kit's packages: tests/minifier/ tests minifier/, tests/pt2kit/ the floor, and so
+# on (select one with its path: ``pytest tests/validation -m "not e2e"``).
+PACKAGE_DIRECTORIES = ("pt2kit", "minifier", "replay", "validation", "explain", "opcheck")
 
 
 def pytest_runtest_setup(item):
     """Skip a test marked ``torch_since(version, why)`` on a torch older than that release."""
     for mark in item.iter_markers("torch_since"):
         version, why = mark.args
-        from minifier import seams
+        from pt2kit import seams
 
         if seams.torch_version() < tuple(int(part) for part in version.split(".")):
             pytest.skip(f"needs torch {version} or newer: {why}")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its package's directory, then order them for pytest-xdist.
+    """Order the tests for pytest-xdist.
 
     The tests marked ``long`` first (a minute or more each), then the other end-to-end tests,
     in-process ones last: pytest-xdist hands tests out in this order.
@@ -62,10 +60,6 @@ def pytest_collection_modifyitems(config, items):
     the suite per worker up front. The sort is stable and the same in every worker, as xdist
     requires.
     """
-    for item in items:
-        parts = item.path.relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
-        if len(parts) > 1 and parts[0] in PACKAGE_DIRECTORIES:
-            item.add_marker(f"{parts[0]}_tests")
     items.sort(key=lambda item: (
         item.get_closest_marker("long") is None,
         item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None,

@@ -33,7 +33,7 @@ How it is built, one module per idea:
 - :mod:`validation.report`: rich rendering; :mod:`validation.page`: the same data as one HTML
   page (``--html FILE``); ``validation.__main__``: the CLI.
 
-Every private torch name used lives in ``minifier/seams/`` (``shape_env``, ``guard_code``,
+Every private torch name used lives in ``pt2kit/seams/`` (``shape_env``, ``guard_code``,
 ``convert_frame``, ``sympy_z3``, ``fake_tensor``). Public names load on first use, so
 ``import validation`` and the CLI's argument checking do not import torch.
 """
@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .guards import GuardReport, GuardValidator, check_guards, validate_guards
     from .enumeration import SizeClass, SizeReport, enumerate_sizes, recompile_forecast, representatives, sizes
+    from .size_checks import forecast_recompiles
     from .soundness import CompileCheck, Finding
 
 _EXPORTS = {
@@ -59,6 +60,7 @@ _EXPORTS = {
     "enumerate_sizes": "enumeration",
     "representatives": "enumeration",
     "recompile_forecast": "enumeration",
+    "forecast_recompiles": "size_checks",
     "SizeReport": "enumeration",
     "SizeClass": "enumeration",
 }
@@ -82,6 +84,7 @@ __all__ = [  # (a literal, so that tools read the lazy exports as the package's 
     "SizeReport",
     "check_guards",
     "enumerate_sizes",
+    "forecast_recompiles",
     "recompile_forecast",
     "representatives",
     "sizes",

@@ -1,7 +1,7 @@
 """``python -m validation guards|sizes``: the command line of :mod:`validation`.
 
 ``guards [--json] [--confirm] [--timeout-ms N] SCRIPT [ARGS]...`` runs the script as
-``python SCRIPT ARGS...`` would (``minifier.capture.script.run_script``) under a
+``python SCRIPT ARGS...`` would (``pt2kit.script.run_script``) under a
 :class:`~validation.GuardValidator` and reports every compile. Exit codes (docs/validation.md): 0
 sound, 1 unsound, 7 incomplete, 2 usage error, 3 the script raised before compiling. A
 script that raises after compiling still gets its report (the exception is named in it)
@@ -44,7 +44,7 @@ from typing import Any
 
 import click
 
-from minifier.errors import (
+from pt2kit.errors import (
     InternalError,
     Interrupted,
     ScriptFailedBeforeCompile,
@@ -52,8 +52,8 @@ from minifier.errors import (
     UserFacingError,
     exit_with,
 )
-from minifier.pages.document import ours, page_path, write_page
-from minifier.capture.script import resolve_script, run_script, stdout_to_stderr
+from pt2kit.pages.document import ours, page_path, write_page
+from pt2kit.script import resolve_script, run_script, stdout_to_stderr
 
 _SETTINGS = {"help_option_names": ["-h", "--help"]}
 _HTML_HELP = "Also write the report as a self-contained HTML page to FILE (never over a file pt2kit did not write)."

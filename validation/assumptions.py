@@ -5,7 +5,7 @@ tracing it has the same answer. Those answers are the trace's *assumptions*; the
 dynamo installs must imply all of them, or the graph will be reused where it is wrong.
 They come from four places:
 
-- **decisions** (:class:`Recorder`, fed by :mod:`minifier.seams.shape_env`): every answer of
+- **decisions** (:class:`Recorder`, fed by :mod:`pt2kit.seams.shape_env`): every answer of
   ``evaluate_expr`` (usually with a guard), of ``_maybe_evaluate_static`` (never with a
   guard: ``statically_known_true``, Inductor's ``sizevars``...) and every
   ``torch._check``-style runtime assert. Left out on purpose: answers computed *from*
@@ -32,8 +32,8 @@ import dataclasses
 import threading
 from typing import Any
 
-from minifier.seams import convert_frame as frame_seam
-from minifier.seams import shape_env as shape_env_seam
+from pt2kit.seams import convert_frame as frame_seam
+from pt2kit.seams import shape_env as shape_env_seam
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from minifier.seams import guard_code
-from minifier.seams.convert_frame import FrameEntry
+from pt2kit.seams import guard_code
+from pt2kit.seams.convert_frame import FrameEntry
 
 _PROPERTY = re.compile(
     r"^L\[(?P<key>'[^']*'|\"[^\"]*\")\](?:\.(?P<prop>size|stride)\(\)\[(?P<dim>\d+)\]|\.(?P<offset>storage_offset)\(\))?$"

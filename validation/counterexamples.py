@@ -27,7 +27,7 @@ from typing import Any
 
 import z3
 
-from minifier.seams import guard_code
+from pt2kit.seams import guard_code
 
 from .z3ops import smallest
 

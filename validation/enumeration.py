@@ -51,8 +51,8 @@ from typing import Any
 
 import z3
 
-from minifier import seams
-from minifier.errors import UsageError
+from pt2kit import seams
+from pt2kit.errors import UsageError
 
 from . import readable, size_checks, size_classes
 from .size_checks import BRUTE_FORCE_LIMIT, forecast_recompiles, recompile_count
@@ -86,7 +86,7 @@ def sizes(
     called with (classes, traces) as the enumeration goes.
     """
     seams.require("size enumeration", *_SEAMS)
-    from minifier.seams.convert_frame import original_callable
+    from pt2kit.seams.convert_frame import original_callable
 
     fn = original_callable(fn)  # a torch.compile'd function is enumerated as the function it wraps
     ranks = tuple(int(rank) for rank in ranks)
@@ -154,7 +154,7 @@ def recompile_forecast(fn: Callable[..., Any], ranks: Sequence[int], box: Any, *
     """Which sizes of ``box`` will still make ``fn`` recompile, given the cache entries it has now.
 
     Enumerates ``fn``'s size classes (:func:`sizes`), reads the shape guards of every cache
-    entry dynamo installed on ``fn``'s code (:mod:`minifier.seams.guard_code`), and asks Z3,
+    entry dynamo installed on ``fn``'s code (:mod:`pt2kit.seams.guard_code`), and asks Z3,
     for each class that compiles, whether some of its sizes pass no entry's guards. Those
     sizes will cost a compile (a recompile, or a refusal at the recompile limit) when the
     program reaches them; each comes with its smallest example. Guards pt2kit cannot read

@@ -2,11 +2,11 @@
 
 While a :class:`GuardValidator` is armed, three seats observe dynamo:
 
-- :mod:`minifier.seams.shape_env` records every shape decision of every trace
+- :mod:`pt2kit.seams.shape_env` records every shape decision of every trace
   (:class:`validation.assumptions.Recorder`);
-- :mod:`minifier.seams.guard_code` hands over each guard manager dynamo builds, with the
+- :mod:`pt2kit.seams.guard_code` hands over each guard manager dynamo builds, with the
   ShapeEnv of its compile (also when torch refuses it);
-- :mod:`minifier.seams.convert_frame` brackets each frame compile: its locals, its
+- :mod:`pt2kit.seams.convert_frame` brackets each frame compile: its locals, its
   transformed code, whether an entry was installed, and how long it took.
 
 When a frame compile ends, :func:`validation.soundness.check_compile` checks that the guards
@@ -36,10 +36,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from minifier import seams
-from minifier.seams import convert_frame as frame_seam
-from minifier.seams import guard_code
-from minifier.seams import shape_env as shape_env_seam
+from pt2kit import seams
+from pt2kit.seams import convert_frame as frame_seam
+from pt2kit.seams import guard_code
+from pt2kit.seams import shape_env as shape_env_seam
 
 from .assumptions import Recorder
 from .soundness import CompileCheck, Finding, check_compile
@@ -322,7 +322,7 @@ def check_guards(
 
 def _own_backend(backend: str | Callable[..., Any]) -> Callable[..., Any]:
     """A backend object nobody else uses, so no entry compiled for someone else is reused."""
-    from minifier.seams import backend_registry
+    from pt2kit.seams import backend_registry
 
     resolved = backend_registry.lookup(backend) if isinstance(backend, str) else backend
 

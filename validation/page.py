@@ -6,7 +6,7 @@ A page is drawn from the very dict ``--json`` prints (:meth:`GuardReport.to_dict
 computed twice, so the page and the JSON cannot disagree, and a page can be drawn again
 from a saved ``--json`` document (``render_guards_page(json.load(f), title)``).
 
-Everything on it is built from :mod:`minifier.pages.document`'s blocks, which escape every
+Everything on it is built from :mod:`pt2kit.pages.document`'s blocks, which escape every
 ``str`` they are given: a source line the user wrote (``where``), a file name, an
 exception message are only ever text. No HTML is spelled here around data.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from minifier.pages.document import Markup, Section, badge, facts, join, page, status_cell, table, tag
+from pt2kit.pages.document import Markup, Section, badge, facts, join, page, status_cell, table, tag
 
 #: A verdict's colour: good (ok), bad, or neither -- ``incomplete`` is not a pass, and not a
 #: counterexample either, so it is shown muted, never green.

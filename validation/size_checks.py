@@ -9,7 +9,7 @@ measures them against the two things a user meets instead:
 - **torch.compile's cache** -- :func:`recompile_count` says how many cache entries the
   range needs (one per class that compiles) against dynamo's recompile limit
   (``--recompiles``); :func:`forecast_recompiles` reads the shape guards of the entries
-  dynamo *already installed* on a function's code (:mod:`minifier.seams.guard_code`)
+  dynamo *already installed* on a function's code (:mod:`pt2kit.seams.guard_code`)
   and asks Z3, for every class that compiles, whether some of its sizes pass none of
   them: those sizes will still cost a compile. Guards pt2kit cannot read as integer
   conditions count as rejecting, so the forecast errs only towards more recompiles.
@@ -26,7 +26,7 @@ from typing import Any
 
 import z3
 
-from minifier.errors import UsageError
+from pt2kit.errors import UsageError
 
 from . import pyexpr
 from .size_classes import Membership, SizeReport, shapes_of_values
@@ -109,7 +109,7 @@ def forecast_recompiles(report: SizeReport, fn: Callable[..., Any]) -> dict[str,
     Each such class comes with its smallest uncached example. ``fn``'s parameters must be
     named as in the compiled frame (they are when ``report`` enumerated ``fn`` itself).
     """
-    from minifier.seams import convert_frame, guard_code
+    from pt2kit.seams import convert_frame, guard_code
 
     dims = Dims(report.names, report.ranks)
     target = convert_frame.original_callable(fn)

@@ -30,7 +30,7 @@ from typing import Any
 
 import z3
 
-from minifier.errors import UsageError
+from pt2kit.errors import UsageError
 
 from .tracing import Dims, Shapes
 from .z3ops import compile_predicate, holds_at

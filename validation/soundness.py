@@ -1,6 +1,6 @@
 """Do the installed guards imply every assumption of the trace? One compile, one Z3 question per assumption.
 
-For one compile we have the guard code dynamo built (:mod:`minifier.seams.guard_code`), the
+For one compile we have the guard code dynamo built (:mod:`pt2kit.seams.guard_code`), the
 trace's assumptions and facts (:mod:`validation.assumptions`), and -- when dynamo gave them
 to us -- the frame's own inputs. :func:`check_compile` then asks, for each assumption ``A``:
 
@@ -39,8 +39,8 @@ from typing import Any
 
 import z3
 
-from minifier.seams import guard_code
-from minifier.seams import shape_env as shape_env_seam
+from pt2kit.seams import guard_code
+from pt2kit.seams import shape_env as shape_env_seam
 
 from . import pyexpr, readable
 from .assumptions import Assumption, gather

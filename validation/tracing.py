@@ -1,8 +1,8 @@
 """One symbolic trace of a function at one point of the size space, and the cell of sizes it speaks for.
 
 :func:`trace` runs ``fn`` once on fake tensors of the given sizes, every dimension a
-symbol (:mod:`minifier.seams.fake_tensor`), and records every shape decision it takes
-(:mod:`minifier.seams.shape_env`). Everything the run depended on is then one Z3 formula
+symbol (:mod:`pt2kit.seams.fake_tensor`), and records every shape decision it takes
+(:mod:`pt2kit.seams.shape_env`). Everything the run depended on is then one Z3 formula
 over the input dimensions, the trace's *cell*:
 
 - the decisions it took -- guards, static decisions, asserted facts -- with the values
@@ -42,8 +42,8 @@ from typing import Any
 import sympy
 import z3
 
-from minifier.seams import fake_tensor
-from minifier.seams import shape_env as shape_env_seam
+from pt2kit.seams import fake_tensor
+from pt2kit.seams import shape_env as shape_env_seam
 
 from . import readable
 from .assumptions import Recorder, gather
@@ -266,7 +266,7 @@ def _output_exprs(result: Any) -> list[Any]:
     """The sympy expressions of the sizes, strides and offsets (and symbolic ints) ``fn`` returned."""
     import torch
 
-    from minifier.seams import pytree
+    from pt2kit.seams import pytree
 
     exprs: list[Any] = []
     for leaf in pytree.tree_leaves(result):

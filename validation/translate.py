@@ -11,7 +11,7 @@ Z3 integers -- an input size made unbacked (``mark_unbacked``) is its source lik
 float symbols are untranslatable.
 
 - :meth:`Vocabulary.formula` translates a sympy boolean (through torch's ``SympyToZ3``,
-  with exact integer semantics -- :mod:`minifier.seams.sympy_z3`);
+  with exact integer semantics -- :mod:`pt2kit.seams.sympy_z3`);
 - :meth:`Vocabulary.code` translates a guard's Python code (:mod:`validation.pyexpr`);
 - :meth:`Vocabulary.domain` gives what is true of every input: sizes, strides and storage
   offsets are never negative.
@@ -28,8 +28,8 @@ from typing import Any
 
 import z3
 
-from minifier.seams import shape_env as shape_env_seam
-from minifier.seams import sympy_z3
+from pt2kit.seams import shape_env as shape_env_seam
+from pt2kit.seams import sympy_z3
 
 from . import pyexpr
 from .z3ops import Ops, Untranslatable

@@ -8,7 +8,7 @@ The planted bug (pt2kit's test seam) gives ``x % 2`` the value range [0, 0], so 
 """
 import torch
 
-from minifier.seams.shape_env_faults import wrong_mod_bounds
+from pt2kit.seams.shape_env_faults import wrong_mod_bounds
 
 
 def parity(x):

@@ -42,10 +42,10 @@ from pathlib import Path
 from .report import BisectReport
 from .steps import capture, failed_while_tracing, fails_only_plainly, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
-from ..capture.script import ProgramRun
+from ..capture.program import ProgramRun
 from ..unit.case import GraphCase
 from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
-from ..errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile, plural
+from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
 

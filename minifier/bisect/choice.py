@@ -7,7 +7,7 @@ made to fail alone (:func:`lowered_from`).
 
 from __future__ import annotations
 
-from ..errors import NoFailure, NotReproducible, UsageError
+from pt2kit.errors import NoFailure, NotReproducible, UsageError
 from .report import BisectReport, Row
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")

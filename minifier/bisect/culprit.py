@@ -13,13 +13,13 @@ is the culprit, unless the program itself failed in another one that does
   that the failure is not flaky. Before a minification, the graph the program failed
   to compile is trusted instead, and the reducer confirms it (``trust_program``);
 - otherwise the culprit's query runs once more (:func:`second_look`), and a
-  different answer is a :class:`~minifier.errors.FlakyFailure`.
+  different answer is a :class:`~pt2kit.errors.FlakyFailure`.
 
 When no graph matches, :func:`no_culprit` tries in turn: a graph that fails the
 program's way once its higher-order ops are inlined (:func:`inlined_culprit`); the
 program's own failing aot graph, run alone (:func:`aot_culprit`); and otherwise a
 second run of the program, which tells a flaky failure from one that needs the
-whole program (:class:`~minifier.errors.NotReproducible`, with a hint at why: a
+whole program (:class:`~pt2kit.errors.NotReproducible`, with a hint at why: a
 backend that cannot be written into a repro, a patch of torch, config pt2kit could
 not carry, or a wrong answer that wants ``--accuracy``).
 
@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, fails_only_plainly, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
-from ..capture.script import ProgramRun
+from ..capture.program import ProgramRun
 from ..unit.case import GraphCase
 from ..capture.context import missing_config
-from ..errors import FlakyFailure, NoFailure, NotReproducible, plural
+from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, plural
 from ..stages.flaky import failure_rate
 from ..isolation.session import Session
-from ..unit.signature import Failure
+from pt2kit.signature import Failure
 from ..stages.run import Outcome, lower_case
 from ..isolation.worker import QueryError
 
@@ -406,7 +406,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
 
 def wrong_under_dynamo_alone(program: ProgramRun) -> bool:
     """Does the program still fail with every ``torch.compile`` on ``backend="eager"``: dynamo alone, no compiler?"""
-    from ..seams.compiler_bisector import lighter_backend_code
+    from pt2kit.seams.compiler_bisector import lighter_backend_code
     from ..stages.elsewhere import plain_run
     from .subsystem import PROGRAM_RERUN_LIMIT
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
-from ..unit.signature import Failure, Signature
+from pt2kit.signature import Failure, Signature
 from ..stages.run import Outcome, stage_names
 from .subsystem import Below
 

@@ -37,11 +37,11 @@ from .report import Row, signature_of
 from ..capture.events import AotGraphSaved, Event, Failed, GraphSaved, Ran, parse_events
 from ..capture.result import CaptureResult, read_capture
 from ..unit.case import GraphCase
-from ..errors import NotReproducible, UnknownBackend, plural
+from pt2kit.errors import NotReproducible, UnknownBackend, plural
 from ..repro.files import load_repro
-from ..capture.script import ProgramRun
+from ..capture.program import ProgramRun
 from ..isolation.session import Session
-from ..unit.signature import Failure, Signature
+from pt2kit.signature import Failure, Signature
 from ..stages.run import Outcome, run_case, stages_for
 from ..stages.flaky import longer_look
 from ..isolation.worker import QueryResult
@@ -75,7 +75,7 @@ def capture(session: Session, program: ProgramRun, *, again: bool = False, profi
     else:
         roots = [str(script.parent)]
         early = None if again else EarlyStages(session, out / "events.jsonl", accuracy=program.accuracy, roots=roots)
-        # (started already, when `minify run` could: see minifier.capture.script.start_capture)
+        # (started already, when `minify run` could: see pt2kit.script.start_capture)
         ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
         captured = read_capture(out, ended)
         if early is not None:
@@ -254,8 +254,8 @@ class EarlyStages:
 def capture_ranks(session: Session, program: ProgramRun, out: Path, label: str) -> CaptureResult:
     """Every rank of the job under capture (``captured/rank<r>``); the lowest rank that failed is the result."""
     from ..stages.distributed import launch_ranks
-    from ..unit.signature import signature_of_crash, signature_of_exit
-    from ..isolation.zygote import pt2kit_env
+    from pt2kit.signature import signature_of_crash, signature_of_exit
+    from pt2kit.processes import pt2kit_env
 
     nproc = program.nproc
     outs = [out / f"rank{rank}" for rank in range(nproc)]

@@ -2,7 +2,7 @@
 
 A failure "at inductor" could come from any pass, decomposition, lowering or config
 choice of the stage. torch's ``CompilerBisector`` finds which
-(:mod:`minifier.seams.compiler_bisector`); pt2kit drives it from the failing stage
+(:mod:`pt2kit.seams.compiler_bisector`); pt2kit drives it from the failing stage
 down, every test an isolated query of the minimized graph (cheap, and a segfault costs
 a query): :func:`drill_down` gives a :class:`Subsystem`, with the application of it
 that breaks the graph and what that was (an op, a pass).
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
-from ..seams import compiler_bisector
+from pt2kit.seams import compiler_bisector
 from ..isolation.session import Session
-from ..unit.signature import Signature
+from pt2kit.signature import Signature
 from ..stages.run import run_case
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def passes_disabled(
     """Does ``case`` pass with each of ``names`` (subsystems of ``stage``) disabled whole? Side by side.
 
     The bisector's first question about each subsystem, in the state it would set for it
-    (:func:`~minifier.seams.compiler_bisector.disable_whole`), so its search reads the same
+    (:func:`~pt2kit.seams.compiler_bisector.disable_whole`), so its search reads the same
     answers, in its own order, whatever the ``--jobs``. ``asking``: each query's label (the
     page's timeline files "which part of" and "confirming" under below the stage).
     """
@@ -173,7 +173,7 @@ def _detail(found: compiler_bisector.Found, case: GraphCase) -> str | None:
         return ".".join(op.groups())
     node = next((n for n in case.op_nodes if n.name == text), None) if found.subsystem == "lowerings" else None
     if node is not None:
-        from ..unit.case import op_name
+        from pt2kit.names import op_name
 
         return op_name(node, case.gm)
     return text or None
@@ -236,7 +236,7 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> boo
     """
     import torch._inductor.config as inductor_config
 
-    from ..seams import compiler_state
+    from pt2kit.seams import compiler_state
 
     exec(compile(option.code, "<pt2kit workaround>", "exec"), {})
     compiler_state.refresh()
@@ -364,7 +364,7 @@ def go_below(
     ``original`` alone (``minify bisect``, which minimizes nothing). A torch whose
     bisector this cannot drive costs a note, never the run.
     """
-    from .. import seams
+    from pt2kit import seams
 
     below = Below()
     status = seams.check("compiler_bisector")

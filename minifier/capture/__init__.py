@@ -2,7 +2,8 @@
 
 In the order a ``minify run`` meets them:
 
-- ``script``: running a user's script as ``python SCRIPT ARGS`` would;
+- ``program``: the user's program as ``minify`` runs it under capture, a fresh process
+  (running a script in this process is the floor's :mod:`pt2kit.script`);
 - ``hooks``: the three seats pt2kit takes in ``torch.compile``;
 - ``recorder``: the program run with pt2kit armed, every graph it compiles kept;
 - ``casemaker``: a graph torch hands a backend, made a :class:`~minifier.unit.case.GraphCase`;

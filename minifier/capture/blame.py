@@ -1,7 +1,7 @@
 """Blame: the kernel a program failed in, and the nodes of its graph that kernel was made of.
 
 Inductor writes an aot graph as C++ kernels, each generated from a few FX nodes, and
-names each after the aten ops it holds (:mod:`minifier.seams.kernel_origins`). A
+names each after the aten ops it holds (:mod:`pt2kit.seams.kernel_origins`). A
 program that fails inside one kernel says which, on a line of the generated module:
 
 - a C++ compile error is raised on the line that builds the kernel
@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..seams.kernel_origins import kernel_namespace, ops_in_kernel_name, original_aten_names, report_kernels
+from pt2kit.seams.kernel_origins import kernel_namespace, ops_in_kernel_name, original_aten_names, report_kernels
 
 #: A kernel name on a line of an Inductor-generated module (its definition or its call).
 KERNEL = re.compile(r"\b(cpp_\w+_\d+)\b")
@@ -122,7 +122,7 @@ def arm(recorder: Any) -> None:
 
 
 def original_aten_of(gm: Any) -> dict[str, str]:
-    """:func:`~minifier.seams.kernel_origins.original_aten_names`, or nothing when that fails."""
+    """:func:`~pt2kit.seams.kernel_origins.original_aten_names`, or nothing when that fails."""
     try:
         return original_aten_names(gm.graph)
     except Exception:  # noqa: BLE001 - blame is a hint; the capture goes on without it

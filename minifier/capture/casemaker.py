@@ -21,7 +21,7 @@ from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta, alias
 from ..unit.graphio import subgraphs
 from .context import BackendInfo, class_reference, class_sources, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
-from ..seams import dtensor, special_tensors, symbolic_shapes
+from pt2kit.seams import dtensor, special_tensors, symbolic_shapes
 
 #: Plain values a repro writes as literals.
 LITERAL_INPUTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
@@ -233,7 +233,7 @@ def aot_case(
     placeholders' traced values say which sizes the compiler saw as symbolic; a
     parent captured with static sizes keeps its aot graphs static.
     """
-    from .context import module_import_spec
+    from pt2kit.script import module_import_spec
 
     gm = fx.GraphModule(gm, copy.deepcopy(gm.graph))
     constants = _flat_constants(gm)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -28,10 +27,9 @@ import torch.fx as fx
 
 from . import hooks
 from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING
-from ..errors import UnknownBackend
-from .script import is_launcher_file, main_module_file
-from ..seams import aot_autograd, backend_registry, device_guard, ops
-from ..seams import config as config_seam
+from pt2kit.script import MAIN_MODULES, main_module_file, module_import_spec
+from pt2kit.seams import aot_autograd, backend_registry, device_guard, ops
+from pt2kit.seams import config as config_seam
 
 #: Config pt2kit itself changes, or that only steers torch's own debug tooling.
 IGNORED_CONFIG = {"compile_threads", "repro_after", "repro_level", "debug_dir_root"}
@@ -220,7 +218,6 @@ class BackendInfo:
     unrecoverable: str | None = None  # why the backend cannot be written into a repro, if it cannot
 
 
-MAIN_MODULES = ("__main__", "__mp_main__")
 
 
 def script_source() -> str | None:
@@ -245,31 +242,6 @@ def is_user_module(module_name: str) -> bool:
     ):
         return False
     return module_import_spec(module_name) is not None
-
-
-def module_import_spec(module_name: str) -> tuple[str, str] | None:
-    """``(import name, sys.path root)`` for a user module, or None for torch/stdlib/site-packages.
-
-    The user's script itself (``__main__``) is never a module to import: a repro that
-    imported it would run the whole program again (see :mod:`minifier.capture.extract`).
-    """
-    if module_name in MAIN_MODULES:
-        return None
-    module = sys.modules.get(module_name)
-    path = getattr(module, "__file__", None)
-    if path is None:
-        return None
-    path = os.path.abspath(path)
-    if (
-        any(part in path for part in ("site-packages", "dist-packages"))
-        or path.startswith(sys.base_prefix)
-        or is_launcher_file(path)
-    ):
-        return None
-    root = Path(path).parent
-    for _ in range(module_name.count(".") + (1 if path.endswith("__init__.py") else 0)):
-        root = root.parent
-    return module_name, str(root)
 
 
 def _defining_modules(obj: Any) -> list[str]:
@@ -358,22 +330,6 @@ def backend_display_name(fn: Any) -> str:
         or getattr(getattr(fn, "func", None), "__qualname__", None)
         or type(fn).__name__
     )
-
-
-def resolve_backend(name: str) -> Callable[..., Any]:
-    """Look up a backend by registered name or ``module:function``; :class:`UnknownBackend` if neither."""
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as e:
-            raise UnknownBackend(f"unknown backend {name!r}: {e}") from None
-    try:
-        return backend_registry.lookup(name)
-    except Exception:  # noqa: BLE001 - torch raises InvalidBackend (a dynamo exception)
-        raise UnknownBackend(
-            f"unknown backend {name!r}; registered backends: {', '.join(backend_registry.names())}"
-        ) from None
 
 
 def custom_op_names(gm: fx.GraphModule) -> list[str]:

@@ -9,7 +9,7 @@ has ended. Both read it through :func:`parse_events`.
 
 Each event is a frozen dataclass named by its ``NAME``; :func:`to_line` writes one
 as a JSON object with that name under ``"event"``. A ``failure`` field holds a
-:class:`~minifier.unit.signature.Signature`, written as its JSON. A line a crash cut
+:class:`~pt2kit.signature.Signature`, written as its JSON. A line a crash cut
 short, or one of a kind this pt2kit does not know, is skipped on reading.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..unit.signature import Signature
+from pt2kit.signature import Signature
 
 
 @dataclass(frozen=True)

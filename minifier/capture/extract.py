@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..seams import aot_autograd
+from pt2kit.seams import aot_autograd
 from ..unit.case import BACKEND_NAME
 
 

@@ -30,9 +30,9 @@ from torch.overrides import TorchFunctionMode
 from ..unit.case import GraphCase
 from .casemaker import make_case
 from .context import BackendInfo
-from .script import is_internal_file
-from ..seams import convert_frame, dynamo_exc, pytree
-from ..unit.signature import COMPILE_PHASE_ATTR, exception_chain
+from pt2kit.script import is_internal_file
+from pt2kit.seams import convert_frame, dynamo_exc, pytree
+from pt2kit.signature import COMPILE_PHASE_ATTR, exception_chain
 
 
 _STACK_LINE = re.compile(r'File "(?P<filename>[^"]+)", line (?P<lineno>\d+), in (?P<name>\S+)')

@@ -1,4 +1,4 @@
-"""The three places where pt2kit plugs into torch.compile, as context managers (from :mod:`minifier.seams`).
+"""The three places where pt2kit plugs into torch.compile, as context managers (from :mod:`pt2kit.seams`).
 
 torch 2.13 already routes every compile through debug hooks that its own minifier
 uses; pt2kit takes those same seats instead of patching deeper internals:
@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..seams.after_dynamo import INTERNAL, BackendWrapper, dynamo_backends
-from ..seams.aot_autograd import AOT_COMPILER_KINDS, CompilerWrapper, aot_compilers
-from ..seams.compile_fx import InnerCompileWrapper, inductor_inner_compile
+from pt2kit.seams.after_dynamo import INTERNAL, BackendWrapper, dynamo_backends
+from pt2kit.seams.aot_autograd import AOT_COMPILER_KINDS, CompilerWrapper, aot_compilers
+from pt2kit.seams.compile_fx import InnerCompileWrapper, inductor_inner_compile
 
 
 def internal(backend: Callable[..., Any]) -> Callable[..., Any]:

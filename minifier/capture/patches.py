@@ -8,7 +8,7 @@ cannot reproduce on its own:
 - :func:`script_patches` finds the script's functions installed in torch: module
   attributes, class attributes (``CppOverrides.relu = staticmethod(...)``), and
   entries of Inductor's lowering and decomposition tables
-  (:mod:`minifier.seams.compiler_state`); :func:`patch_definitions` slices the script
+  (:mod:`pt2kit.seams.compiler_state`); :func:`patch_definitions` slices the script
   for the source that makes them (:func:`minifier.capture.extract.slice_script` keeps the
   assignments that install them);
 - :func:`state_modules` names the user modules whose functions sit in those tables
@@ -25,8 +25,10 @@ import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .context import MAIN_MODULES, module_import_spec, script_source
-from ..seams import compiler_state
+from pt2kit.script import MAIN_MODULES, module_import_spec
+
+from .context import script_source
+from pt2kit.seams import compiler_state
 
 if TYPE_CHECKING:
     from ..unit.case import GraphCase
@@ -103,7 +105,7 @@ def state_modules(attributes: list[tuple[str, types.FunctionType]] | None = None
 
 
 def state_missing(attributes: list[tuple[str, types.FunctionType]] | None = None) -> list[str]:
-    """Changes to torch that no repro can carry: in its compiler tables (:mod:`minifier.seams.compiler_state`), or as attributes.
+    """Changes to torch that no repro can carry: in its compiler tables (:mod:`pt2kit.seams.compiler_state`), or as attributes.
 
     A function that is a lambda or nested in another (no name in the script to slice
     out), or that lives in a module a repro cannot import (neither the script, carried

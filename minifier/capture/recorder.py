@@ -1,7 +1,7 @@
 """Capture: run a user's program with pt2kit armed and keep every graph it compiles.
 
 The first step of following a bug. :func:`capture_script` runs the user's script
-(as a fresh process, ``minify _capture``, see :meth:`minifier.capture.script.ProgramRun.command`) with a
+(as a fresh process, ``minify _capture``, see :meth:`pt2kit.script.ProgramRun.command`) with a
 :class:`Recorder` sitting in torch's dynamo backend hook
 (:func:`minifier.capture.hooks.dynamo_backends`). For each graph dynamo hands to a backend,
 the recorder
@@ -44,19 +44,21 @@ import torch.fx as fx
 from . import blame, hooks
 from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values, snapshot
 from .casemaker import aot_case, make_case
-from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches, resolve_backend
+from pt2kit.backends import resolve_backend
+
+from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches
 from .patches import program_state
 from .events import (
     AotGraphSaved, AotInputsNotSaved, Event, Exited, Failed, Finished, FrameLifted, GraphSaved, Judged, Patches, Ran,
     Running, StateMissing, UnknownBackendNamed, Unrecoverable, to_line,
 )  # fmt: skip
-from ..errors import UnknownBackend
+from pt2kit.errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, lift_frame_calls, where_it_failed
-from .script import run_script
-from ..seams import backend_registry, compile_fx, convert_frame, hop_eager, symbolic_shapes
-from ..seams.aot_autograd import compiler_kwargs
+from pt2kit.script import run_script
+from pt2kit.seams import backend_registry, compile_fx, convert_frame, hop_eager, symbolic_shapes
+from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..unit.accuracy import judge_compiled_run
-from ..unit.signature import (
+from pt2kit.signature import (
     Signature,
     exception_chain,
     signature_of_exception,
@@ -445,7 +447,7 @@ def capture_script(
     every event to ``out_dir/events.jsonl``; :func:`minifier.capture.result.read_capture` assembles the result,
     even after this process died mid-run.
     """
-    from ..seams.compile_fx import keep_torch_aot_minifier_off, wrap_inner_compile_debug
+    from pt2kit.seams.compile_fx import keep_torch_aot_minifier_off, wrap_inner_compile_debug
 
     out_dir.mkdir(parents=True, exist_ok=True)
     recorder = Recorder(out_dir, backend_override=backend, timeout=timeout, accuracy=accuracy)

@@ -21,7 +21,7 @@ from .events import (
     UnknownBackendNamed, Unrecoverable, parse_events,
 )  # fmt: skip
 from ..unit.case import GraphId
-from ..unit.signature import Failure, Signature
+from pt2kit.signature import Failure, Signature
 
 
 @dataclass

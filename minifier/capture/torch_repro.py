@@ -21,14 +21,14 @@ import torch
 
 from .context import custom_op_names, non_default_config
 from ..unit.case import GraphCase, GraphInput, TensorMeta
-from ..errors import CorruptRecord
+from pt2kit.errors import CorruptRecord
 from ..isolation.session import Session
 from ..repro.files import LoadedRepro, exec_repro, load_repro, trace_module, write_repro
 
 
 def repro_format(source: str) -> str:
     """``pt2kit``, ``torch-aot``, ``torch-dynamo``, or ``unknown``."""
-    from ..seams.torch_repro import torch_repro_kind
+    from pt2kit.seams.torch_repro import torch_repro_kind
 
     if "\nPT2KIT = " in source:
         return "pt2kit"
@@ -37,8 +37,8 @@ def repro_format(source: str) -> str:
 
 def convert_torch_repro(path: Path, out_dir: Path) -> str:
     """(In a worker child) execute torch's repro, rebuild its inputs, write it as a pt2kit repro."""
-    from ..seams.ops import load_inductor_prims
-    from ..seams.torch_repro import input_reader, run_repro_kwargs
+    from pt2kit.seams.ops import load_inductor_prims
+    from pt2kit.seams.torch_repro import input_reader, run_repro_kwargs
 
     load_inductor_prims()  # torch's repros may call Inductor's own prims without importing them
     source = path.read_text()

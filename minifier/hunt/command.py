@@ -13,7 +13,7 @@ import click
 
 from typing import TYPE_CHECKING
 
-from ..errors import exit_with
+from pt2kit.errors import exit_with
 from ..isolation.jobs import jobs_option
 from ..releases.command import specs_or_exit, torch_versions_option
 
@@ -67,7 +67,7 @@ def hunt_command(
     """Generate valid programs, compare eager with torch.compile, and minify each distinct bug found."""
     from rich.console import Console
 
-    from ..errors import OutputNotWritable
+    from pt2kit.errors import OutputNotWritable
     from ..isolation.session import Progress, print_json
     from .hunt import hunt
 

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..unit.signature import Signature
+from pt2kit.signature import Signature
 from .judge import Judging, Outcome, Verdict, judge
 from .programs import Program, generate, render, shortened
 from .triage import Rule, Suspect, triage

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..unit.accuracy import accuracy_divergence, run_float64, signature_of_accuracy
-from ..unit.signature import Signature, signature_of_exception
+from pt2kit.signature import Signature, signature_of_exception
 
 _modules = itertools.count()
 

@@ -29,7 +29,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..unit.signature import Signature
+from pt2kit.signature import Signature
 from .judge import Judging, Outcome, Verdict
 
 

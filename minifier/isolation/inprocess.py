@@ -70,7 +70,7 @@ class InProcessExecutor:
         """Run ``fn()`` now; a query that raises is a pt2kit bug (:class:`QueryError`), as in a worker's child."""
         import torch
 
-        from ..seams import config
+        from pt2kit.seams import config
 
         self.labels.append(label)
         torch.compiler.reset()

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 import rich.progress
 from rich.console import Console
 
-from ..errors import OutputNotWritable
-from ..unit.signature import Failure
+from pt2kit.errors import OutputNotWritable
+from pt2kit.signature import Failure
 from .executor import Executor, Handle
 from .worker import QueryResult, Worker
 
@@ -184,12 +184,12 @@ class Session:
         """Start a whole program now; the :meth:`run_program` of the same command waits for it.
 
         The command line starts the user's script this way before its own process
-        imports torch (see :func:`minifier.capture.script.start_capture`). A program nobody
+        imports torch (see :func:`pt2kit.script.start_capture`). A program nobody
         waits for is killed by :meth:`close`.
         """
         import subprocess
 
-        from .zygote import pt2kit_env
+        from pt2kit.processes import pt2kit_env
 
         log.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
@@ -218,7 +218,7 @@ class Session:
         """
         import subprocess
 
-        from ..unit.signature import signature_of_crash, signature_of_exit
+        from pt2kit.signature import signature_of_crash, signature_of_exit
         from .worker import kill_program
 
         self.progress.update(label)

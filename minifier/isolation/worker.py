@@ -36,9 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from ..unit.signature import Failure, signature_of_crash, signature_of_exit, signature_of_timeout
+from pt2kit.signature import Failure, signature_of_crash, signature_of_exit, signature_of_timeout
 from .jobs import default_jobs
-from .zygote import WorkerDied, ZygoteProcess, kill_group, pt2kit_env
+from pt2kit.processes import kill_group, pt2kit_env
+
+from .zygote import WorkerDied, ZygoteProcess
 
 T = TypeVar("T")
 

@@ -56,6 +56,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pt2kit.processes import AUTOLOAD_ENV, kill_group, pt2kit_env, python_command
+
 from .warmup import warm_up
 
 #: Thread pools pinned to one thread before anything loads them. Children get the
@@ -69,8 +71,6 @@ PINNED_ENV = {
     "TORCHINDUCTOR_COMPILE_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-#: Set in every process pt2kit starts: its TORCHDYNAMO_REPRO_AFTER hook stays quiet there.
-AUTOLOAD_ENV = "PT2KIT_AUTOLOAD"
 #: Library modules a child imported that the zygote may import too (never user modules).
 LEARNABLE_IMPORTS = (
     "torch._inductor.",
@@ -82,7 +82,7 @@ LEARNABLE_IMPORTS = (
     "torch._higher_order_ops.",
 )
 #: pt2kit's own packages: a caller may have the zygote preload the module its queries' functions live in.
-PT2KIT_PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
+PT2KIT_PACKAGES = ("pt2kit", "minifier", "replay", "validation", "explain", "opcheck")
 
 _HEADER = struct.Struct("!Q")
 
@@ -132,24 +132,6 @@ class Reader:
 
 class WorkerDied(RuntimeError):
     """pt2kit's zygote process went away (killed from outside, or a pt2kit bug)."""
-
-
-def python_command(module: str, *args: str) -> list[str]:
-    """``python -m module args`` that files in the current directory cannot shadow.
-
-    (``-P``, Python 3.11+, keeps the working directory off ``sys.path``; on 3.10
-    ``PYTHONSAFEPATH`` is not known either, so callers also run with ``cwd`` set to
-    a pt2kit directory there.)
-    """
-    return [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-m", module, *args]
-
-
-def pt2kit_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a process pt2kit starts: the hook quiet, torch's minifier off."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL")}
-    env[AUTOLOAD_ENV] = "0"
-    env.update(extra or {})
-    return env
 
 
 class ZygoteProcess:
@@ -300,16 +282,6 @@ def serve(in_fd: int, out_fd: int) -> None:
             for pid in children:
                 kill_group(pid)
             os._exit(0)
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL a process pt2kit started as a group leader, and its group with it (its compiler
-    subprocesses); one already gone, or no longer ours, is left alone."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _reap(children: dict[int, int], out_fd: int) -> None:

@@ -27,9 +27,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .charts import Bar, timeline_chart
+from pt2kit.pages.charts import Bar, timeline_chart
 from .issue import write_issue
-from .document import (
+from pt2kit.pages.document import (
     Markup,
     Section,
     badge,
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m minifier.pages.minify_page RUN_DIR``: draw an existing run directory's page again."""
     import sys
 
-    from ..errors import CorruptRecord
+    from pt2kit.errors import CorruptRecord
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not (Path(args[0]) / "report.json").is_file():

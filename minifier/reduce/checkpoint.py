@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from enum import Enum
 
-from ..errors import CorruptRecord
+from pt2kit.errors import CorruptRecord
 
 
 class Status(str, Enum):

@@ -30,11 +30,11 @@ from typing import Any
 
 import torch.fx as fx
 
-from ..errors import plural
+from pt2kit.errors import plural
 from ..unit.case import GraphCase, GraphInput, TensorMeta, has_effect
 from .bodies import apply_body_edits
 from .candidate import Candidate, derive_sizes, reshaped
-from ..unit.signature import Signature
+from pt2kit.signature import Signature
 from ..capture.casemaker import random_seed
 from ..unit.graphio import constants_of, node_meta
 from ..stages.profile import NodeInfo

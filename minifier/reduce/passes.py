@@ -53,7 +53,7 @@ from typing import Any
 from .bodies import reduce_bodies
 from .engine import Candidate, Reducer
 from .scans import ask_ahead, ddmin
-from ..seams.config import NEVER_DROPPED
+from pt2kit.seams.config import NEVER_DROPPED
 
 
 def eliminate_dead_code(r: Reducer) -> None:

@@ -15,14 +15,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotReproducible, plural
+from pt2kit.errors import NotReproducible, plural
 from ..isolation.session import Session
 from ..repro.files import load_repro, write_repro
 from ..stages.flaky import repeated
 from ..stages.profile import realize
 from ..stages.run import Outcome, Reach, run_case
 from ..unit.case import GraphCase
-from ..unit.signature import Failure, Signature
+from pt2kit.signature import Failure, Signature
 from .engine import Reducer
 
 if TYPE_CHECKING:

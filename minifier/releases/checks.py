@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..unit.signature import DIAGNOSTIC_SEPARATOR, Signature, compiler_diagnostic, normalize_message, shows_failure
+from pt2kit.signature import DIAGNOSTIC_SEPARATOR, Signature, compiler_diagnostic, normalize_message, shows_failure
 from .environments import Environment, ReleaseSpec, Unavailable, environment
 
 THIS_ENVIRONMENT = "this environment"
@@ -144,7 +144,7 @@ def signature_in_output(returncode: int | None, stderr: str) -> Signature | None
     A signal is a crash; otherwise the last ``SomeError: message`` line, with a
     compiler's first diagnostic after it as pt2kit's signatures carry one.
     """
-    from ..unit.signature import signature_of_crash
+    from pt2kit.signature import signature_of_crash
 
     if returncode is None or returncode == 0:
         return None

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..errors import UsageError, exit_with
+from pt2kit.errors import UsageError, exit_with
 from ..isolation.jobs import jobs_option
 from .checks import Releases
 
@@ -90,8 +90,8 @@ def versions_command(repro: Path, torch_versions: tuple[str, ...], timeout: floa
     """Run REPRO here and under other torch releases: fixed in which torch?"""
     from rich.console import Console
 
-    from ..capture.script import resolve_script
-    from ..errors import Interrupted, UserFacingError
+    from pt2kit.script import resolve_script
+    from pt2kit.errors import Interrupted, UserFacingError
     from ..isolation.session import print_json
     from ..isolation.jobs import default_jobs
     from ..stages.elsewhere import run_elsewhere
@@ -137,6 +137,6 @@ def recorded_failure(path: Path) -> Any:
         meta = read_metadata(path.read_text(), path)
     except Exception:  # noqa: BLE001 - not a pt2kit repro: its failure is read from its output instead
         return None
-    from ..unit.signature import Signature
+    from pt2kit.signature import Signature
 
     return Signature.from_json(meta["failure"]) if meta.get("failure") else None

@@ -26,10 +26,10 @@ import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
 from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta
-from ..errors import CorruptRecord
+from pt2kit.errors import CorruptRecord
 from ..unit.graphio import GraphFormatError, load_graph
-from ..seams import compiler_state, config, pytree
-from ..unit.signature import Signature
+from pt2kit.seams import compiler_state, config, pytree
+from pt2kit.signature import Signature
 from .writer import FORMAT_VERSION, data_of, render, split_future
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from dataclasses import replace
 import torch
 
 from ..unit.case import GraphCase, GraphInput, compact_tensor
-from ..seams import special_tensors
+from pt2kit.seams import special_tensors
 
 
 def data_of(case: GraphCase) -> dict[str, torch.Tensor]:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx as fx
 
-from ..errors import plural
+from pt2kit.errors import plural
 from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, CompileContext, GraphCase, TensorMeta
 from ..unit.graphio import GraphFormatError, dump_graph, subgraphs
 from ..unit.graphio import all_call_nodes
@@ -72,7 +72,7 @@ from ..unit.accuracy import (
     tensor_versions,
     written_inputs,
 )
-from ..unit.signature import Signature
+from pt2kit.signature import Signature
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -185,7 +185,7 @@ def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Ac
 
 
 def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | None) -> str:
-    from ..seams.ops import import_block
+    from pt2kit.seams.ops import import_block
 
     lines = ["import torch"]
     if case.boundary == "aot" and stage not in EAGER_STAGES:
@@ -198,7 +198,7 @@ def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | N
     # FX lists every name its codegen might need; keep the ones the graph uses.
     used = {word for code in codes for word in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code.src)}
     lines += [line for line in block.splitlines() if line and line != "import torch" and _bound_name(line) in used]
-    from ..seams.ops import INDUCTOR_PRIMS, needs_inductor_prims
+    from pt2kit.seams.ops import INDUCTOR_PRIMS, needs_inductor_prims
 
     if any(needs_inductor_prims(n.target) for n in all_call_nodes(case.gm)):
         lines.append(f"import {INDUCTOR_PRIMS}  # noqa: F401  registers Inductor's own prims, which this graph calls")
@@ -365,14 +365,14 @@ COLLECTIVES = ("_c10d_functional", "c10d_functional")
 
 def needs_process_group(case: GraphCase) -> bool:
     """Does the repro need the job's process group: a collective in the graph, or a DTensor input?"""
-    from ..seams.ops import is_overload
+    from pt2kit.seams.ops import is_overload
 
     collective = any(is_overload(n.target) and n.target.namespace in COLLECTIVES for n in all_call_nodes(case.gm))
     return collective or any(i.dtensor is not None for i in case.inputs)
 
 
 def _process_group_functions(case: GraphCase) -> str:
-    from ..seams.dtensor import FAKE_GROUP_SETUP
+    from pt2kit.seams.dtensor import FAKE_GROUP_SETUP
 
     job = case.distributed or {}
     meshes = {tuple(i.dtensor["mesh_shape"]) for i in case.inputs if i.dtensor is not None}

@@ -17,7 +17,7 @@ loop of all. pt2kit takes such a job apart:
 A graph saved after AOTAutograd holds plain tensors and functional collectives that
 name their process group (``'0'`` for the default one); a fake group created the same
 way gets the same names. DTensor inputs of a dynamo graph are saved as their local
-shard, placements and mesh (:mod:`minifier.seams.dtensor`).
+shard, placements and mesh (:mod:`pt2kit.seams.dtensor`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def join_fake_group(case: GraphCase) -> None:
     if not needs_process_group(case):
         return
     import torch.distributed as dist
-    from ..seams.dtensor import fake_store
+    from pt2kit.seams.dtensor import fake_store
 
     if dist.is_initialized():
         return

@@ -21,7 +21,7 @@ import torch
 from ..unit.case import GraphCase
 from ..repro.files import load_repro
 from ..isolation.session import Session
-from ..unit.signature import Signature, shows_failure
+from pt2kit.signature import Signature, shows_failure
 from .run import Outcome, run_case
 from ..repro.writer import render
 

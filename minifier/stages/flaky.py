@@ -6,9 +6,9 @@ asked one at a time, in a fixed order: a failure decided by state the program's
 compiles share (a counter file, a cache) would otherwise hang on which of two
 side-by-side compiles reaches it first. When the culprit's second look does not
 fail, :func:`failure_rate` measures it over :data:`LOOKS` runs: a failure seen again
-is minified, one seen once only is :class:`~minifier.errors.FlakyFailure` (exit 1),
+is minified, one seen once only is :class:`~pt2kit.errors.FlakyFailure` (exit 1),
 unless every other look failed the same other way: that is no flake but a graph that
-runs alone otherwise than in the program (:class:`~minifier.errors.NotReproducible`,
+runs alone otherwise than in the program (:class:`~pt2kit.errors.NotReproducible`,
 exit 5). Minifying a flaky failure, every question is asked up to :func:`tries_for`
 times and counts as failing when any run fails that way (:func:`repeated`): enough
 runs that a candidate failing as often as the original is caught with
@@ -23,9 +23,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
-from ..errors import FlakyFailure, NotReproducible
+from pt2kit.errors import FlakyFailure, NotReproducible
 from ..isolation.session import Session
-from ..unit.signature import Signature
+from pt2kit.signature import Signature
 from .run import Outcome, run_case
 
 if TYPE_CHECKING:

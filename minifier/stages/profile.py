@@ -19,7 +19,7 @@ import torch
 import torch.fx as fx
 
 from ..unit.case import GraphCase, TensorMeta, clone_tensor
-from ..seams import pytree, special_tensors
+from pt2kit.seams import pytree, special_tensors
 from ..unit.graphio import DYNAMIC_DIMS, SYMINT, node_meta
 
 #: Values an FX graph can take as a literal argument when the node producing them is cut.

@@ -10,7 +10,7 @@ The stages are ordered, each a real torch backend (docs/minify.md):
 :func:`run_case` answers one question, "what happens when this case runs through
 this stage?", and is meant to run inside a worker child. It renders the case as the
 very ``repro.py`` pt2kit would write (:mod:`minifier.repro.writer`), executes that text, and
-classifies the outcome: ``pass``, or a :class:`~minifier.unit.signature.Failure`
+classifies the outcome: ``pass``, or a :class:`~pt2kit.signature.Failure`
 (``compile_error``, ``runtime_error``, or ``accuracy`` against an fp64 reference;
 crashes and timeouts are seen by the worker's parent).
 
@@ -42,9 +42,9 @@ from .distributed import join_fake_group
 from ..capture.context import importable_name
 from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values
 from ..unit.accuracy import References, accuracy_divergence, reference_outputs, signature_of_accuracy
-from ..unit.signature import Failure, Signature, signature_of_exception, tagging_compile_errors
-from ..seams import backend_registry, compile_fx
-from ..seams.aot_autograd import compiler_kwargs
+from pt2kit.signature import Failure, Signature, signature_of_exception, tagging_compile_errors
+from pt2kit.seams import backend_registry, compile_fx
+from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..repro.files import exec_repro, write_repro
 from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
 

@@ -3,7 +3,7 @@
 :func:`accuracy_divergence` is the rule. It compares compiled outputs with an fp64
 eager reference and forgives whatever error eager itself makes in the working
 precision (torch's ``same(..., fp64_ref=...)`` without its fixed tolerances). An
-accuracy failure's :class:`~minifier.unit.signature.Signature` names the *kind* of
+accuracy failure's :class:`~pt2kit.signature.Signature` names the *kind* of
 divergence (:func:`accuracy_category`): a NaN bug is not a rounding bug.
 
 What is compared:
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
-from .signature import Failure, Signature, normalize_message
+from pt2kit.signature import Failure, Signature, normalize_message
 
 #: How wrong answers are judged: ``False`` not at all (crashes only), ``True`` against eager
 #: and an fp64 reference within tolerance, ``"strict"`` bit for bit against eager.
@@ -238,7 +238,7 @@ def fp64_blocker(gm: Any) -> str | None:
     """
     import math
 
-    from .case import op_name
+    from pt2kit.names import op_name
     from .graphio import all_call_nodes
 
     for node in all_call_nodes(gm):

@@ -34,7 +34,8 @@ import torch
 import torch.fx as fx
 
 from .runtime import rand_tensor
-from ..seams import ops, special_tensors
+from pt2kit.names import op_name
+from pt2kit.seams import ops, special_tensors
 
 #: How a config value that is not a literal travels in :attr:`GraphCase.config`: a
 #: one-key dict (itself a literal) naming how the repro gets the value back.
@@ -122,7 +123,7 @@ class TensorMeta:
     low: float | None = None  # value range of the real data (integer tensors only)
     high: float | None = None
     is_leaf: bool = True  # False: a non-leaf requiring grad (the output of a differentiable op)
-    special: str | None = None  # a ZeroTensor, or a conjugate or negative view (minifier.seams.special_tensors)
+    special: str | None = None  # a ZeroTensor, or a conjugate or negative view (pt2kit.seams.special_tensors)
     subclass: str | None = None  # a plain tensor subclass: how a repro names its class (``Tagged``, ``mylib.Tagged``)
 
     @classmethod
@@ -189,7 +190,7 @@ class GraphInput:
         process group of the running query (a fake one).
         """
         if self.dtensor is not None:
-            from ..seams import dtensor
+            from pt2kit.seams import dtensor
 
             if self.meta is None:
                 return dtensor.mesh(self.dtensor["mesh_shape"], self.dtensor.get("device_type", "cpu"))
@@ -423,44 +424,6 @@ class GraphCase:
     def replace(self, **changes: Any) -> GraphCase:
         """A shallow copy with some fields changed (the graph module is shared unless given)."""
         return dataclasses.replace(self, **changes)
-
-
-def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
-    """The name a user would recognise for one op node.
-
-    ``aten.relu.default`` for aten overloads (``report.json``'s ``ops_after``), torch's
-    qualified name for functions (``torch.sin``, ``torch._C._nn.linear``,
-    ``operator.add``), ``Tensor.sin`` for method calls on tensors, and the module
-    class (``nn.Linear``) for ``call_module`` nodes when the graph module is given.
-    """
-    if node.op == "call_method":
-        receiver = node.args[0] if node.args else None
-        example = receiver.meta.get("example_value") if isinstance(receiver, fx.Node) else None
-        owner = "Tensor" if example is None or isinstance(example, torch.Tensor) else type(example).__name__
-        return f"{owner}.{node.target}"
-    if node.op == "call_module":
-        if gm is None:
-            return f"module.{node.target}"
-        module_type = type(gm.get_submodule(str(node.target)))
-        if module_type.__module__.startswith("torch.nn."):
-            return f"nn.{module_type.__name__}"
-        return f"{module_type.__module__}.{module_type.__qualname__}"
-    if node.op != "call_function":
-        raise ValueError(f"not an op node: {node.op}")
-    target = node.target
-    if ops.is_overload(target):
-        return ".".join(ops.overload_name(target))
-    if ops.is_packet(target):
-        return ".".join(ops.packet_name(target))
-    try:
-        name = ops.qualified_name(target)
-    except Exception:  # noqa: BLE001 - torch raises for callables it did not create (lambdas)
-        name = getattr(target, "__qualname__", None) or repr(target)
-    # builtins live in C modules with a leading underscore; users import them without it
-    for c_module, public in (("_operator.", "operator."), ("builtins.", "")):
-        if name.startswith(c_module):
-            return public + name[len(c_module) :]
-    return name
 
 
 #: Python's in-place operators: on a tensor, ``x += y`` in a dynamo graph writes into ``x``.

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ..seams import ops
+from pt2kit.seams import ops
 
 
 class GraphFormatError(ValueError):
@@ -126,7 +126,7 @@ def encode(value: Any) -> Any:
     if type(value).__name__ in ("Shard", "Replicate", "Partial") and type(value).__module__.startswith(
         "torch.distributed"
     ):
-        from ..seams.dtensor import placement_code
+        from pt2kit.seams.dtensor import placement_code
 
         return ("placement", placement_code(value))
     raise GraphFormatError(f"cannot write a graph argument of type {type(value).__name__}: {value!r}")
@@ -160,7 +160,7 @@ def decode(value: Any, nodes: dict[str, fx.Node]) -> Any:
     if tag == "ellipsis":
         return Ellipsis
     if tag == "placement":
-        from ..seams.dtensor import placement
+        from pt2kit.seams.dtensor import placement
 
         return placement(rest[0])
     raise GraphFormatError(f"unknown tag {tag!r} in a written graph")
@@ -229,7 +229,7 @@ def node_meta(node: fx.Node) -> dict[str, Any]:
     """What pt2kit keeps of a node's traced value: which of its sizes were symbolic."""
     if DYNAMIC_DIMS in node.meta or SYMINT in node.meta:
         return {k: node.meta[k] for k in (DYNAMIC_DIMS, SYMINT) if k in node.meta}
-    from ..seams.symbolic_shapes import is_symbolic
+    from pt2kit.seams.symbolic_shapes import is_symbolic
 
     value = node.meta.get("example_value", node.meta.get("val"))
     if isinstance(value, torch.Tensor):

@@ -15,7 +15,7 @@ from torch._dynamo.utils import counters
 
 import explain
 from explain import hooks
-from minifier import seams
+from pt2kit import seams
 
 if seams.torch_version() < (2, 13):  # (and test_explain_records, which reuses these functions)
     pytest.skip("explain.explain analyses in a cache region of its own: torch 2.13 on", allow_module_level=True)
@@ -388,7 +388,7 @@ def test_rich_text_names_the_line_the_reason_and_the_isolation():
 
 
 def test_every_break_type_explain_translates_is_one_torch_registers():
-    from minifier.seams.graph_break_messages import LOOP_BREAK, registered_break_types
+    from pt2kit.seams.graph_break_messages import LOOP_BREAK, registered_break_types
 
     translated = {translation.gb_type for translation in explain.breaks.TRANSLATIONS} | {LOOP_BREAK}
     assert translated <= registered_break_types(), translated - registered_break_types()

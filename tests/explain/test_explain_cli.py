@@ -229,7 +229,7 @@ def test_a_failing_script_still_gets_its_report_and_exit_1(tmp_path):
 def test_outside_the_tested_torch_range_a_broken_seam_is_one_line_and_exit_9(tmp_path, monkeypatch):
     import torch._dynamo.cache_size as cache_size
 
-    from minifier import seams
+    from pt2kit import seams
 
     script = tmp_path / "any.py"
     script.write_text("print('never runs')\n")

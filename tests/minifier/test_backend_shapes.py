@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from minifier.capture.extract import Unrecoverable, backend_definition
-from minifier.errors import FlakyFailure, NotReproducible, UserFacingError
+from pt2kit.errors import FlakyFailure, NotReproducible, UserFacingError
 from minifier.unit.case import BACKEND_NAME
 
 from conftest import minified

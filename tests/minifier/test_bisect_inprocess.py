@@ -13,7 +13,7 @@ import torch
 
 from minifier.api import save_repro
 from minifier.bisect.bisection import bisect_case
-from minifier.errors import NoFailure
+from pt2kit.errors import NoFailure
 from minifier.repro.files import load_repro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

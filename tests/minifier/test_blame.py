@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from minifier.capture.blame import ORIGINS, TRAIL, blamed_nodes, follow_kernels, kernel_in_trail, kernel_in_traceback, write_origins
-from minifier.seams.kernel_origins import ops_in_kernel_name
+from pt2kit.seams.kernel_origins import ops_in_kernel_name
 
 GENERATED = """\
 def call(args):

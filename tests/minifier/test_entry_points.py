@@ -326,7 +326,7 @@ def test_a_program_that_fails_only_when_run_plainly_is_said_so_not_called_health
     """A failure that depends on state pt2kit's capture changes (a fresh genuine bug: an Inductor cache hit
     across recompiles served a stale constant, and under capture the program passed) gets exit 5 naming it,
     not "every graph passes". Planted here as a program that fails only when pt2kit is not loaded."""
-    from minifier.errors import NotReproducible
+    from pt2kit.errors import NotReproducible
     from minifier.minification import minify_script
 
     script = tmp_path / "only_plainly.py"
@@ -401,7 +401,7 @@ def test_minify_on_a_module_compiled_with_a_backend_of_the_script(tmp_path):
 
 def test_the_api_says_a_bad_timeout_in_its_own_words(tmp_path):
     import minifier
-    from minifier.errors import UsageError
+    from pt2kit.errors import UsageError
 
     with pytest.raises(UsageError, match="timeout must be a positive number"):
         minifier.minify(torch.nn.Identity(), torch.randn(2), out=tmp_path, timeout=0)

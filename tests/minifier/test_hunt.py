@@ -19,7 +19,7 @@ from minifier.hunt.judge import Judging, Outcome, Verdict, judge, load, results
 from minifier.hunt.programs import Fill, Input, Program, Region, Step, generate, render, shortened
 from minifier.hunt.triage import Rule, Suspect, triage
 from minifier.hunt.vocabulary import Meta, apply
-from minifier.unit.signature import Signature
+from pt2kit.signature import Signature
 
 
 def test_the_same_seed_draws_the_same_programs():

@@ -4,8 +4,8 @@
 import pytest
 
 from minifier.bisect.bisection import bisect_script
-from minifier.errors import FlakyFailure, NoFailure, ScriptNotFound
-from minifier.capture.script import resolve_script
+from pt2kit.errors import FlakyFailure, NoFailure, ScriptNotFound
+from pt2kit.script import resolve_script
 
 from conftest import TESTS
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLES, minified
-from minifier.unit.signature import DIAGNOSTIC_SEPARATOR, compiler_diagnostic
+from pt2kit.signature import DIAGNOSTIC_SEPARATOR, compiler_diagnostic
 
 MINIFY = [sys.executable, "-m", "minifier"]
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from minifier.errors import Interrupted
+from pt2kit.errors import Interrupted
 from minifier.minification import minify_script
 from minifier.isolation.inprocess import InProcessExecutor
 from minifier.isolation.session import Session

@@ -16,9 +16,9 @@ import torch
 import minifier
 from minifier.unit.case import GraphCase, GraphId, GraphInput, TensorMeta, clone_tensor
 from minifier.unit.runtime import rand_tensor
-from minifier.errors import CorruptRecord
+from pt2kit.errors import CorruptRecord
 from minifier.unit.accuracy import accuracy_category, accuracy_divergence
-from minifier.unit.signature import innermost_exception, normalize_message, signature_of_exception
+from pt2kit.signature import innermost_exception, normalize_message, signature_of_exception
 from minifier.isolation.worker import Worker
 from minifier.repro.files import load_repro, trace_module, write_repro
 from minifier.repro.writer import render
@@ -80,7 +80,7 @@ STICKY = (
 def test_a_sticky_device_error_is_one_crash_wherever_and_however_it_surfaces():
     """Kernels run asynchronously: the same illegal access surfaces in a compile (autotuning ran the kernel)
     or at a later call, as a RuntimeError or an AcceleratorError. Every later call of that process fails."""
-    from minifier.unit.signature import DEVICE_ERROR, mark_compile_phase, shows_failure
+    from pt2kit.signature import DEVICE_ERROR, Signature, mark_compile_phase, shows_failure
 
     in_compile = RuntimeError(STICKY)
     mark_compile_phase(in_compile)
@@ -88,7 +88,7 @@ def test_a_sticky_device_error_is_one_crash_wherever_and_however_it_surfaces():
     wrapped = RuntimeError("while handling the output")
     wrapped.__cause__ = at_run
     signatures = {signature_of_exception(e).signature for e in (in_compile, at_run, wrapped)}
-    assert signatures == {minifier.unit.signature.Signature("crash", DEVICE_ERROR, STICKY.splitlines()[0])}
+    assert signatures == {Signature("crash", DEVICE_ERROR, STICKY.splitlines()[0])}
     assert signature_of_exception(RuntimeError("CUDA error: device-side assert triggered")).signature not in signatures
     assert signature_of_exception(RuntimeError("CUDA error: out of memory")).signature.kind == "runtime_error"  # (not sticky)
 
@@ -100,7 +100,7 @@ def test_a_sticky_device_error_is_one_crash_wherever_and_however_it_surfaces():
 
 
 def test_an_error_of_tritons_compiler_is_a_compile_error_also_at_a_kernels_first_launch():
-    from minifier.unit.signature import mark_compile_phase
+    from pt2kit.signature import mark_compile_phase
 
     # (Triton's own class, as its compiler raises it where no GPU is at hand to make it for real)
     CompilationError = type("CompilationError", (Exception,), {"__module__": "triton.compiler.errors"})
@@ -315,7 +315,7 @@ def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
 def test_the_worker_warms_inductor_up_unless_the_program_plainly_compiles_with_another_backend(
     tmp_path, program, backend, warms_inductor
 ):
-    from minifier.capture.script import ProgramRun
+    from minifier.capture.program import ProgramRun
 
     script = tmp_path / "program.py"
     script.write_text(program + "\n")
@@ -720,7 +720,7 @@ def test_a_sample_half_with_a_wrong_answer_is_narrowed_in_one_query_not_halved()
 
 def _relu_judge(target):
     """A query that fails exactly when the candidate still computes a relu (the reducer's logic alone, in process)."""
-    from minifier.unit.signature import Failure
+    from pt2kit.signature import Failure
     from minifier.stages.run import Outcome
 
     def query(candidates):
@@ -740,7 +740,7 @@ def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
     from minifier.reduce.passes import _keep_failing_half, _split_point
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
-    from minifier.unit.signature import Signature
+    from pt2kit.signature import Signature
 
     def f(x):
         y = torch.ops.aten.relu.default(x)
@@ -793,7 +793,7 @@ def test_a_large_graph_is_asked_as_the_two_halves_of_its_sample_not_the_sample_f
     from minifier.reduce.passes import sample_op_kinds
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
-    from minifier.unit.signature import Signature
+    from pt2kit.signature import Signature
 
     aten = torch.ops.aten
     kinds = [aten.sin.default, aten.cos.default, aten.exp.default, aten.tanh.default, aten.sigmoid.default]
@@ -821,7 +821,7 @@ def test_when_neither_half_of_the_sample_fails_the_whole_sample_is_asked():
     from minifier.reduce.passes import sample_op_kinds
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
-    from minifier.unit.signature import Failure, Signature
+    from pt2kit.signature import Failure, Signature
     from minifier.stages.run import Outcome
 
     aten = torch.ops.aten
@@ -844,7 +844,7 @@ def test_inputs_already_small_keep_their_sizes():
     from minifier.reduce.passes import SMALL_INPUTS, shrink_shapes
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
-    from minifier.unit.signature import Failure, Signature
+    from pt2kit.signature import Failure, Signature
     from minifier.stages.run import Outcome
 
     target = Signature("crash", "SIGABRT", "process killed by SIGABRT")
@@ -877,7 +877,7 @@ def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round(
     from minifier.reduce.passes import PASSES
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
-    from minifier.unit.signature import Failure, Signature
+    from pt2kit.signature import Failure, Signature
     from minifier.stages.run import Outcome
 
     key = "cpp.inject_relu_bug_TESTING_ONLY"
@@ -982,7 +982,7 @@ def test_a_graph_id_reads_back_what_it_writes_and_knows_its_dynamo_graph():
 def test_every_capture_event_reads_back_as_it_was_written_and_a_cut_line_is_skipped(tmp_path):
     from minifier.capture import events
     from minifier.capture.result import read_capture
-    from minifier.unit.signature import Signature
+    from pt2kit.signature import Signature
 
     boom = Signature("compile_error", "RuntimeError", "planted: boom")
     written = [
@@ -1026,7 +1026,7 @@ def test_every_capture_event_reads_back_as_it_was_written_and_a_cut_line_is_skip
 
 def _fused_judge(target):
     """Fails while some cos reads a value an op computed from a sin (not one fed in): a fusion bug's shape."""
-    from minifier.unit.signature import Failure
+    from pt2kit.signature import Failure
     from minifier.stages.run import Outcome
 
     def computed_from_sin(node):
@@ -1054,7 +1054,7 @@ def test_a_node_whose_readers_need_something_computed_is_replaced_by_its_operand
     from minifier.reduce.engine import Candidate, Reducer
     from minifier.reduce.passes import PASSES
     from minifier.stages.profile import profile_case
-    from minifier.unit.signature import Signature
+    from pt2kit.signature import Signature
 
     x = torch.randn(4)
     gm = make_fx(lambda x: torch.cos(torch.abs(torch.sin(x)) * 1))(x)
@@ -1124,10 +1124,10 @@ def test_a_failure_that_shows_otherwise_on_every_look_is_no_flake(in_process):
     # a failure that comes and goes, but a graph that runs alone otherwise than in the
     # program (exit 5, naming both). One that passes on some looks stays flaky (exit 1).
     import planted  # noqa: F401  registers planted_compile_error (rejects cos)
-    from minifier.errors import FlakyFailure, NotReproducible
+    from pt2kit.errors import FlakyFailure, NotReproducible
     from minifier.stages.flaky import failure_rate
     from minifier.stages.run import Outcome, run_case
-    from minifier.unit.signature import Failure, Signature
+    from pt2kit.signature import Failure, Signature
 
     session, _ = in_process
     x = torch.randn(4)
@@ -1149,7 +1149,7 @@ def test_an_input_the_program_never_gave_a_value_stays_random_when_a_replacement
     from torch.fx.experimental.proxy_tensor import make_fx
     from minifier.reduce.engine import Reducer
     from minifier.stages.profile import profile_case
-    from minifier.unit.signature import Signature
+    from pt2kit.signature import Signature
 
     x, y = torch.randn(4), torch.randn(4)
     gm = make_fx(lambda x, y: (torch.cos(torch.sin(y)), x.neg()))(x, y)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from minifier.pages.document import ours
+from pt2kit.pages.document import ours
 from minifier.pages.minify_page import REPORT_HTML, render_report_page, timeline_bars
 
 HOSTILE = "<script>alert(1)</script>"

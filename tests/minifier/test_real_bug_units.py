@@ -222,7 +222,7 @@ def test_an_internal_error_of_dynamos_tracing_is_a_compile_error_in_tracing_at_t
     # f. It is a compile error of dynamo's tracing, not a run-time error of the script, and the
     # frame it names is the user's f, not torch's own wrapper dynamo traced on the way.
     from minifier.capture.frames import frame_of_exception, where_it_failed
-    from minifier.unit.signature import signature_of_exception
+    from pt2kit.signature import signature_of_exception
 
     @torch.compiler.nested_compile_region
     def g(x, y):
@@ -307,7 +307,7 @@ def test_a_plain_tensor_subclass_input_is_rebuilt_and_a_wrapper_subclass_is_name
 
     from minifier.capture.casemaker import tensor_input
     from minifier.repro.inputs import _tensor_expression
-    from minifier.seams import special_tensors
+    from pt2kit.seams import special_tensors
 
     x = torch.randn(2, 3).as_subclass(Tagged)
     graph_input = tensor_input("x", x, ())
@@ -320,7 +320,7 @@ def test_a_plain_tensor_subclass_input_is_rebuilt_and_a_wrapper_subclass_is_name
 
 
 def test_a_repro_run_elsewhere_shows_the_failure_by_its_signal_or_its_last_words():
-    from minifier.unit.signature import Signature, shows_failure
+    from pt2kit.signature import Signature, shows_failure
 
     compile_error = Signature("compile_error", "CppCompileError", "C++ compile error")
     wrapped = "Traceback (most recent call last):\n  ...\ntorch._inductor.exc.InductorError: CppCompileError: C++ compile error\n"

@@ -18,7 +18,7 @@ from minifier.reduce.passes import PASSES
 from minifier.stages.profile import profile_case
 from minifier.stages.run import Outcome
 from minifier.unit.case import GraphCase, GraphInput, TensorMeta
-from minifier.unit.signature import Failure, Signature
+from pt2kit.signature import Failure, Signature
 
 aten = torch.ops.aten
 KINDS = [aten.sin.default, aten.cos.default, aten.exp.default, aten.tanh.default, aten.neg.default, aten.abs.default]

@@ -21,10 +21,10 @@ import torch
 from minifier.bisect.bisection import bisect_case
 from minifier.bisect.report import BisectRecord, FailureRecord, GraphRecord, GraphRef
 from minifier.bisect.subsystem import Below, Subsystem, Workaround
-from minifier.errors import CorruptRecord, NoFailure, UsageError
+from pt2kit.errors import CorruptRecord, NoFailure, UsageError
 from minifier.pages.minify_page import write_run_report
 from minifier.result import InputRecord, MinifyRecord, TimelineStep, read_report
-from minifier.unit.signature import Signature
+from pt2kit.signature import Signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_bisect_inprocess import saved_case  # noqa: E402

@@ -417,7 +417,7 @@ def test_the_recorder_is_removed_after_the_session(pytester, ops):
 
 
 def test_outside_the_tested_torch_range_a_broken_seam_is_one_usage_error_line(pytester, ops, monkeypatch):
-    from minifier import seams
+    from pt2kit import seams
 
     suite(pytester, ops, TWO_TESTS)
     monkeypatch.setattr(seams, "TESTED_TORCH", ((9, 99),))

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from conftest import REPO, TESTS
 
 import replay
-from minifier.errors import CorruptRecord, UnknownBackend, UserFacingError
+from pt2kit.errors import CorruptRecord, UnknownBackend, UserFacingError
 from replay import rebuild, runner
 from replay.record import PartialRecord, _file_sha256
 
@@ -475,7 +475,7 @@ def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp
         "torch._dynamo.config.replay_record_enabled = True\n"
         "torch.compile(P.big_values_fail, backend='planted_compile_error')(torch.ones(3))\n"
     )
-    pth = (REPO / "minifier" / "pt2kit-autoload.pth").read_text().strip()
+    pth = (REPO / "pt2kit" / "pt2kit-autoload.pth").read_text().strip()
     startup = f"{pth}\nimport runpy\nrunpy.run_path({str(script)!r}, run_name='__main__')"
     env = {**os.environ, "TORCHDYNAMO_REPRO_DIR": str(tmp_path / "records")}
     env.pop("PT2KIT_AUTOLOAD", None)

@@ -213,7 +213,7 @@ def test_a_dropped_parity_guard_is_unsound_whatever_made_the_size_dynamic(tmp_pa
         "automatic dynamic": "f = torch.compile(parity, backend='eager')\n    f(torch.randn(4))\n    f(torch.randn(6))",
     }[how]
     script.write_text(
-        "import torch\nfrom minifier.seams import shape_env_faults as faults\n\n"
+        "import torch\nfrom pt2kit.seams import shape_env_faults as faults\n\n"
         "def parity(x):\n    if x.shape[0] % 2 == 0:\n        return x * 2\n    return x + 1\n\n"
         f"with faults.dropped_guards(lambda code: '% 2' in code):\n    {compile_it}\n"
     )

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import validation
-from minifier.seams import shape_env_faults as faults
+from pt2kit.seams import shape_env_faults as faults
 from validation.guards import GuardValidator
 
 
@@ -234,7 +234,7 @@ def _mark_dynamic_between(x, low, high):
     ids=["mod", "range", "ne", "refined-range", "int-input", "stride", "min-max", "unbacked"],
 )
 def test_every_shape_guard_form_dynamo_installs_is_read(fn, make, dynamic, form):
-    from minifier.seams import guard_code
+    from pt2kit.seams import guard_code
     from validation import pyexpr
 
     torch._dynamo.reset()
@@ -322,7 +322,7 @@ def test_validator_sees_recompiles_and_graph_breaks_and_restores_torch():
     from torch._dynamo.guards import CheckFunctionManager
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from minifier.seams import convert_frame as frame_seat
+    from pt2kit.seams import convert_frame as frame_seat
 
     before = (
         ShapeEnv.__dict__["evaluate_expr"],
@@ -349,7 +349,7 @@ def test_validator_sees_recompiles_and_graph_breaks_and_restores_torch():
         ShapeEnv.__dict__["_maybe_evaluate_static"],
         CheckFunctionManager.__init__,
     ) == before
-    # the frame seat is shared and stays installed when idle (minifier/seams/convert_frame.py); we are off it
+    # the frame seat is shared and stays installed when idle (pt2kit/seams/convert_frame.py); we are off it
     assert validator not in frame_seat._observers
     assert convert_frame._compile is not None
     assert len(validator.report.compiles) >= 2

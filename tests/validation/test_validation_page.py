@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import EXAMPLES
-from minifier.pages.document import ours, write_page
+from pt2kit.pages.document import ours, write_page
 from validation.__main__ import main
 from validation.page import render_guards_page, render_sizes_page
 
@@ -28,7 +28,7 @@ VOID = {"meta", "br", "hr", "img", "input", "link", "wbr"}
 #: planted_static_decision.py's program, the hostile comment on the line the finding points at.
 PLANTED = f"""\
 import torch
-from minifier.seams.shape_env_faults import wrong_mod_bounds
+from pt2kit.seams.shape_env_faults import wrong_mod_bounds
 
 
 def parity(x):

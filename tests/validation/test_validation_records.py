@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import validation
-from minifier.seams import shape_env_faults as faults
+from pt2kit.seams import shape_env_faults as faults
 from validation.guards import GuardReport
 from validation.size_classes import SizeReport
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import validation
-from minifier.errors import UsageError
+from pt2kit.errors import UsageError
 from validation.tracing import eager_outcome
 
 
@@ -247,7 +247,7 @@ def test_recompiles_match_real_dynamo_cache_entries():
     compiled = torch.compile(halves, dynamic=True, backend="eager")
     for size in range(2, 10):
         compiled(torch.randn(size))
-    from minifier.seams import guard_code
+    from pt2kit.seams import guard_code
 
     entries = guard_code.cache_entries(halves.__code__)
     torch._dynamo.reset()

@@ -123,7 +123,7 @@ class FrameEntry:
     frame: Any = field(repr=False, default=None)
     """The live frame at a cache miss (None when dynamo compiles without one)."""
     cache_size: Any = field(repr=False, default=None)
-    """dynamo's count of the code's cache entries (read it through :mod:`minifier.seams.cache_size`)."""
+    """dynamo's count of the code's cache entries (read it through :mod:`pt2kit.seams.cache_size`)."""
     cache_entries: tuple[Any, ...] = field(repr=False, default=())
     """The cache entries the frame's locals just failed (those dynamo gives its recompile reasons for)."""
     torch_compile_id: Any = field(repr=False, default=None)

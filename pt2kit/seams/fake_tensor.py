@@ -4,7 +4,7 @@ To learn what a function does at *every* size of a cell, pt2kit runs it once on 
 tensors whose sizes are symbols (``s0``, ``s1``...) backed by example values, exactly as
 dynamo's fake-tensor propagation does: the program's Python runs for real, every tensor
 operation runs its meta kernel, and every size question becomes a ShapeEnv decision
-(:mod:`minifier.seams.shape_env`). :func:`symbolic_inputs` builds those inputs, with or
+(:mod:`pt2kit.seams.shape_env`). :func:`symbolic_inputs` builds those inputs, with or
 without dynamo's two size policies:
 
 - 0/1 specialization: sizes 0 and 1 become constants, every other size a symbol >= 2;

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..seams import dynamo_exc
+from .seams import dynamo_exc
 
 KINDS = ("compile_error", "runtime_error", "accuracy", "crash", "timeout")
 
@@ -132,7 +132,7 @@ def normalize_message(message: str) -> str:
 
 
 def innermost_exception(exc: BaseException) -> BaseException:
-    """Peel torch's wrapper exceptions off ``exc`` to find the error that happened (:func:`~minifier.seams.dynamo_exc.innermost`)."""
+    """Peel torch's wrapper exceptions off ``exc`` to find the error that happened (:func:`~pt2kit.seams.dynamo_exc.innermost`)."""
     return dynamo_exc.innermost(exc)
 
 

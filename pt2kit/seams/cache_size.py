@@ -6,8 +6,8 @@ of it before tracing: ``is_recompilation`` (more than one entry for the same ID-
 objects: a recompile, not a first compile of another module instance) and
 ``exceeds_recompile_limit`` (``recompile_limit`` or ``accumulated_recompile_limit``
 reached: the compile is refused and the frame runs eagerly). explain/ asks the same two
-questions with the same arguments (:mod:`minifier.seams.convert_frame` hands them over on
-its :class:`~minifier.seams.convert_frame.FrameEntry`), so its answers are dynamo's.
+questions with the same arguments (:mod:`pt2kit.seams.convert_frame` hands them over on
+its :class:`~pt2kit.seams.convert_frame.FrameEntry`), so its answers are dynamo's.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ otherwise convert_frame installs it, with the transformed code, as a cache entry
   a guard's code can be evaluated as torch does; a manager dynamo invalidated (its guarded
   object died, or its entry was released) is :func:`is_deleted`.
 
-The text of the guard code is read by :mod:`minifier.seams.guard_text`.
+The text of the guard code is read by :mod:`pt2kit.seams.guard_text`.
 """
 
 from __future__ import annotations

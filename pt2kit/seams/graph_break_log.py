@@ -10,7 +10,7 @@ logged an exception, and a restarted analysis can log the same break again.
 :func:`graph_breaks` puts a wrapper there while at least one observer watches (and takes it
 out with the last one, unless something wrapped it since); observers hear each break that
 torch has not logged yet, before torch logs it. An observer that fails is logged, never
-raised into the trace. Reading the message is :mod:`minifier.seams.graph_break_messages`.
+raised into the trace. Reading the message is :mod:`pt2kit.seams.graph_break_messages`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from minifier import seams
+from pt2kit import seams
 
 
 pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
@@ -108,7 +108,7 @@ def test_config_a_ci_machine_defaults_differently_is_carried_into_repros(ci, car
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     if ci:
         env["CI"] = ci
-    code = "import json; from minifier.seams import config; print(json.dumps(config.changed_values('torch._functorch.config')))"
+    code = "import json; from pt2kit.seams import config; print(json.dumps(config.changed_values('torch._functorch.config')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == carried
@@ -134,7 +134,7 @@ def test_a_seam_younger_than_this_torch_is_absent_not_broken_and_its_feature_say
     ``explain.explain`` needs; asking for the feature is one line, inside the tested range too."""
     import dataclasses
 
-    from minifier.seams import cache_regions
+    from pt2kit.seams import cache_regions
 
     def no_regions() -> None:
         raise AttributeError("torch.compile takes no isolate_recompiles")
@@ -194,7 +194,7 @@ def test_outside_the_tested_releases_the_minifier_needs_only_its_own_seams(monke
 
 
 def test_an_inner_compiles_keywords_name_its_graph_and_the_flags_a_repro_passes_again():
-    from minifier.seams.compile_fx import graph_kind
+    from pt2kit.seams.compile_fx import graph_kind
 
     assert graph_kind({"is_backward": True, "cudagraphs": None}) == ("backward", {"is_backward": True})
     assert graph_kind({"is_inference": True, "is_backward": False}) == ("inference", {"is_inference": True})
@@ -209,7 +209,7 @@ def test_config_writes_staying_in_their_context_is_probed_and_the_probe_leaves_c
 
     import torch._dynamo.config as dynamo_config
 
-    from minifier.seams import config
+    from pt2kit.seams import config
 
     before = dynamo_config.assume_static_by_default
     # torch 2.12 on keeps config in ContextVars; 2.11 does not (run_isolated puts values back there)

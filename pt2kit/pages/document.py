@@ -4,7 +4,7 @@ A page must open from a CI artifact, offline, years later, and must never run wh
 user's program printed. So:
 
 - **one file**: CSS and the little script there is (the copy buttons) are inline, charts
-  are inline SVG (:mod:`minifier.pages.charts`); nothing is fetched, and the page's
+  are inline SVG (:mod:`pt2kit.pages.charts`); nothing is fetched, and the page's
   Content-Security-Policy forbids fetching anything, so a mistake shows as a blocked
   request in the browser test rather than a silent network call;
 - **escaped by construction**: every function here escapes the ``str`` it is given;

@@ -1,6 +1,6 @@
 """Seam: the dispatcher's thread-local state and Python mode stacks, as an observer of operator calls needs them.
 
-opcheck/ looks at custom-op calls as a test makes them (:mod:`minifier.seams.op_calls`) and
+opcheck/ looks at custom-op calls as a test makes them (:mod:`pt2kit.seams.op_calls`) and
 must neither disturb them nor be fooled by them:
 
 - whether autograd sees the call: grad mode on, and the autograd key not excluded on this
