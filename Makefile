@@ -50,8 +50,8 @@ XDIST := -n $(JOBS) --dist load --maxschedchunk 1
 SLOW_JOBS ?= 3
 
 # Everything but the slow group: the decisions in-process, the planted backends end to end,
-# after the lint (pyflakes' checks and syntax errors: an unused import or name, an undefined one;
-# the import contracts of pyproject.toml, read by import-linter).
+# after the lint: pyflakes' checks and syntax errors (an unused import or name, an undefined one),
+# the import contracts of pyproject.toml (import-linter), and mypy on pt2kit's packages.
 test: lint
 	$(PY) -m pytest -q $(XDIST) -m 'not slow'
 
@@ -59,6 +59,7 @@ LINTED := pt2kit minifier replay validation explain opcheck benchmarks tests exa
 lint: setup
 	$(PY) -m ruff check --quiet --select F,E9 $(LINTED)
 	$(VENV)/bin/lint-imports --no-cache --no-logo
+	$(PY) -m mypy
 
 # The slow group: real Inductor and real models, PyTorch's own minifier scenarios ported
 # to CPU and the genuine torch bugs of tests/minifier/real_bugs. CI runs it after make test.

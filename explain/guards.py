@@ -31,8 +31,8 @@ value change that follows from it).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping, Sized
+from typing import Any, cast
 
 import torch
 
@@ -76,7 +76,7 @@ class TensorSpec:
     def parse(cls, code: str) -> TensorSpec | None:
         """The spec of a ``check_tensor(...)`` guard's code, or None when ``code`` holds none."""
         fields = guard_text.tensor_check(code)
-        return cls(**fields) if fields is not None else None  # type: ignore[arg-type]
+        return cls(**cast(dict[str, Any], fields)) if fields is not None else None
 
     def describe(self) -> str:
         dims = ", ".join("*" if d is None else str(d) for d in self.size)
@@ -307,12 +307,12 @@ def _leaf_failure(kind: str, guarded: _Guarded, code: str, node: GuardNode) -> G
         return guarded.failure("identity", None, now, f"{label}: a different object than the one compiled for", code)
     if kind == "LENGTH_CHECK":
         expected = code.rpartition(" == ")[2]
-        actual = None if guarded.value is _MISSING else str(len(guarded.value))  # type: ignore[arg-type]
+        actual = None if guarded.value is _MISSING else str(len(cast(Sized, guarded.value)))
         return guarded.failure("length", expected, actual, f"{label}: length {expected} → {actual}", code)
     if kind in ("NONE_MATCH", "NOT_NONE_MATCH", "TRUE_MATCH", "FALSE_MATCH"):
-        expected = code.split(" is ", 1)[1] if " is " in code else None
+        constant = code.split(" is ", 1)[1] if " is " in code else None
         spelled = guarded.names.spell(code)
-        return guarded.failure("value", expected, now, f"{label}: {spelled} no longer holds (now {now})", code)
+        return guarded.failure("value", constant, now, f"{label}: {spelled} no longer holds (now {now})", code)
     return guarded.failure(kind.lower(), None, now, f"{guarded.names.spell(code)} no longer holds", code)
 
 

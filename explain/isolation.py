@@ -33,7 +33,7 @@ import contextlib
 import dataclasses
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -99,7 +99,8 @@ class IsolatedAnalysis:
         return self
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        compiled = torch.compile(fn, backend=analysis_backend, isolate_recompiles=True)
+        torch_compile = cast(Callable[..., Any], torch.compile)  # its overloads leave isolate_recompiles out
+        compiled = torch_compile(fn, backend=analysis_backend, isolate_recompiles=True)
         self.region = cache_regions.region_of(compiled)
         return compiled
 

@@ -107,8 +107,8 @@ def frame_names(code: types.CodeType) -> FrameNames:
     computed: dict[str, Computed] = {}
     user = point.code if point is not None and not resume_functions.is_resume_function(point.code) else None
     for index, name in enumerate(stack):
-        top = point is not None and index == len(stack) - 1 == point.stack - 1
-        computed[name] = (_pushed_by_call(point, code.co_filename) if top else None) or Computed(
+        top = point if point is not None and index == len(stack) - 1 == point.stack - 1 else None
+        computed[name] = (_pushed_by_call(top, code.co_filename) if top is not None else None) or Computed(
             f"the value computed on line {resumed_at}", resumed_at
         )
     for name in arguments:
@@ -140,10 +140,10 @@ def _pushed_by_call(point: resume_functions.ResumePoint, filename: str) -> Compu
 
 def _source_span(filename: str, positions: dis.Positions) -> str | None:
     """The source text ``positions`` covers, on one line (column offsets count UTF-8 bytes)."""
-    first, last = positions.lineno, positions.end_lineno or positions.lineno
-    start, end = positions.col_offset, positions.end_col_offset
+    first, start, end = positions.lineno, positions.col_offset, positions.end_col_offset
     if first is None or start is None or end is None:
         return None
+    last = positions.end_lineno or first
     lines = [linecache.getline(filename, n).encode() for n in range(first, last + 1)]
     if not all(lines):
         return None

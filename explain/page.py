@@ -22,6 +22,7 @@ shows, each a section with a stable id (a browser test finds them):
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def render_explain_page(data: Data, title: str) -> str:
     return page(title, _subtitle(data, recompiles), sections)
 
 
-def write_explain_page(path: str | Path, data: Data, title: str) -> Path:
+def write_explain_page(path: str | os.PathLike[str], data: Data, title: str) -> Path:
     """Write the page of ``data`` to ``path``; a file there that is not a pt2kit page is never replaced."""
     path = Path(path)
     refusal = overwrite_refusal(path)
@@ -274,7 +275,7 @@ def _break_entry(index: int, brk: Data, broke: list[Compile]) -> Markup:
 
 
 def _recompiles(recompiles: Data, tree: CompileTree) -> Markup:
-    rows = [
+    rows: list[list[object]] = [
         [
             _compile_link(c),
             frame.name,

@@ -264,7 +264,7 @@ def _code_of(fn: Callable[..., Any]) -> types.CodeType:
     fn = original_callable(fn)
     if isinstance(fn, torch.nn.Module):
         fn = type(fn).forward
-    return fn.__code__  # type: ignore[union-attr]
+    return fn.__code__
 
 
 __all__ = ["RecompileProfiler", "RecompileReport"]

@@ -20,7 +20,7 @@ they follow instead of asking to mark or wrap them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .guards import GuardFailure
 from .names import COMPUTED, GLOBAL
@@ -117,9 +117,9 @@ def _size_remedies(failures: list[GuardFailure], where: str) -> list[str]:
         if change not in seen:
             seen.append(change)
         computed[failure.name] = failure.scope == COMPUTED
-    alike: dict[tuple[object, ...], list[str]] = {}
-    for name, dims in changes.items():
-        key = (computed[name], tuple((dim, tuple(seen)) for dim, seen in sorted(dims.items())))
+    alike: dict[tuple[bool, tuple[tuple[int, tuple[str, ...]], ...]], list[str]] = {}  # (computed, dims): names
+    for name, by_dim in changes.items():
+        key = (computed[name], tuple((dim, tuple(seen)) for dim, seen in sorted(by_dim.items())))
         alike.setdefault(key, []).append(name)
     remedies = []
     for (is_computed, dims), names in alike.items():
@@ -170,9 +170,9 @@ def _by_name(failures: Sequence[GuardFailure], kind: str) -> dict[str, list[Guar
     return grouped
 
 
-def _quoted(changes: object) -> str:
+def _quoted(changes: Iterable[str]) -> str:
     """Distinct changes, in order, the first few of them."""
-    distinct = list(dict.fromkeys(changes))  # type: ignore[call-overload]
+    distinct = list(dict.fromkeys(changes))
     return ", ".join(distinct[:QUOTED]) + (", ..." if len(distinct) > QUOTED else "")
 
 
@@ -190,8 +190,10 @@ def _and(items: list[str]) -> str:
 
 
 def _is_number(text: str | None) -> bool:
+    if text is None:
+        return False
     try:
-        float(text)  # type: ignore[arg-type]
+        float(text)
     except (TypeError, ValueError):
         return False
     return True

@@ -28,7 +28,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from rich.console import Console, Group
+from rich.console import Console, Group, JustifyMethod
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.rule import Rule
@@ -78,11 +78,15 @@ class Explanation(Protocol):
     """What :func:`explain_renderable` lays out: the shape of an :class:`explain.ExplainReport`."""
 
     target: str
-    graphs: Sequence[CapturedGraph]
-    breaks: Sequence[GraphBreak]
     isolation: Isolation
     recompiles: Any  # a RecompileProfiler (its ``functions``), or None
     error: str | None
+
+    @property
+    def graphs(self) -> Sequence[CapturedGraph]: ...
+
+    @property
+    def breaks(self) -> Sequence[GraphBreak]: ...
 
     @property
     def graph_count(self) -> int: ...
@@ -134,7 +138,7 @@ def _break_entry(index: int, brk: GraphBreak) -> Group:
         head.append(f" in {location.function}")
     if len(brk.compile_ids) > 1:
         head.append(f"  (broke {len(brk.compile_ids)} graphs: {', '.join(brk.compile_ids)})", style="dim")
-    lines = [head]
+    lines: list[Text | Padding] = [head]
     body = []
     if location is not None and location.line:
         body.append(Text(f"│ {location.line}", style="cyan"))
@@ -153,7 +157,7 @@ def _break_entry(index: int, brk: GraphBreak) -> Group:
 
 def _graphs_table(graphs: Sequence[CapturedGraph]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("#", "right"),
         ("function", "left"),
         ("id", "left"),
@@ -161,8 +165,9 @@ def _graphs_table(graphs: Sequence[CapturedGraph]) -> Table:
         ("in/out", "center"),
         ("compile", "right"),
         ("hash", "left"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    )
+    for name, justify in columns:
+        table.add_column(name, justify=justify, no_wrap=True)
     for graph in graphs:
         function = graph.function + (f" (after line {graph.resumed_at})" if graph.resumed_at is not None else "")
         table.add_row(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Data = dict[str, Any]
-FrameKey = tuple[Any, ...]
+FrameKey = tuple[Any, Any, Any, Any]  # function, filename, firstlineno, resumed_at
 
 
 @dataclass(eq=False)

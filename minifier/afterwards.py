@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 from .bisect.subsystem import Below, Workaround, add_workaround_to_repro, go_below
 from .isolation.session import Session
@@ -118,4 +119,4 @@ def other_releases(session: Session, result: MinifyResult, releases: Preparing) 
 def _rewrite_report(session: Session, result: MinifyResult, done: str | None = None) -> None:
     result.pending = [p for p in result.pending if p != done]
     result.queries, result.seconds, result.timeline = session.queries, session.seconds, session.full_timeline()
-    write_run_report(result.run_dir, result.to_json())  # type: ignore[arg-type]
+    write_run_report(cast(Path, result.run_dir), result.to_json())  # (a minification's result: the session's run_dir)

@@ -81,11 +81,10 @@ def _backend_info(fn: Callable[..., Any], backend: str | Callable[..., Any] | No
 
     if isinstance(backend, str):
         return describe_backend(resolve_backend(backend), backend)
-    if backend is None:
-        backend = compiled_backend(fn)
-    if backend is None:
+    resolved = compiled_backend(fn) if backend is None else backend
+    if resolved is None:
         return describe_backend(resolve_backend("inductor"), "inductor")
-    return describe_backend(backend, None)
+    return describe_backend(resolved, None)
 
 
 def _saved_graphs(run_dir: Path) -> list[Path]:

@@ -23,6 +23,7 @@ import sys
 # imports only what start-up has loaded anyway, and the rest where it is used.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
     from typing import Any
 
     from .on_failure import Intent
@@ -33,7 +34,7 @@ _state: dict[str, Any] = {"armed": False, "aot_quieted": False}
 class _Lock:
     """A lock made on first use (``threading`` is not loaded at start-up)."""
 
-    _lock = None
+    _lock: threading.Lock | None = None
 
     def __enter__(self) -> None:
         if _Lock._lock is None:
@@ -43,7 +44,8 @@ class _Lock:
         _Lock._lock.acquire()
 
     def __exit__(self, *exc: object) -> None:
-        _Lock._lock.release()  # type: ignore[union-attr]
+        assert _Lock._lock is not None  # (made by __enter__, which runs first)
+        _Lock._lock.release()
 
 
 _lock = _Lock()

@@ -11,7 +11,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
@@ -33,16 +33,17 @@ from .isolation.jobs import jobs_option  # noqa: E402
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
+    from .unit.case import GraphCase
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 #: A query's time limit: a positive number of seconds (0 or less would call every query a hang).
 TIMEOUT = click.FloatRange(min=0, min_open=True)
+_Flag = TypeVar("_Flag", bound="bool | None")  # --accuracy: a flag, or an --accuracy/--no-accuracy that may be unset
 
 
 def _script_arguments(func: Any) -> Any:
     func = click.argument("args", nargs=-1, type=click.UNPROCESSED)(func)
-    func = click.argument("script", type=click.Path(dir_okay=False, path_type=Path))(func)
-    return func
+    return click.argument("script", type=click.Path(dir_okay=False, path_type=Path))(func)
 
 
 def _common_options(func: Any) -> Any:
@@ -83,7 +84,7 @@ def _common_options(func: Any) -> Any:
     return func
 
 
-def _accuracy(accuracy: bool | None, strict: bool) -> Accuracy | None:
+def _accuracy(accuracy: _Flag, strict: bool) -> _Flag | Literal["strict"]:
     """``--accuracy`` / ``--strict-accuracy`` as one value: False, True or "strict"."""
     return "strict" if strict else accuracy
 
@@ -121,7 +122,7 @@ _saved_option = click.option(
 
 def _saved_paths(script: Path, args: tuple[str, ...]) -> list[Path]:
     """``--saved``: every path on the command line, each a repro that must exist."""
-    return [resolve_script(p, "repro") for p in (script, *args)]
+    return [resolve_script(p, "repro") for p in (str(script), *args)]
 
 
 @main.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -157,7 +158,7 @@ def bisect(
         if saved:
             from .capture.torch_repro import load_any_repro
 
-            cases = [(load_any_repro(p, session).case, p) for p in paths]
+            cases: list[tuple[GraphCase, Path | None]] = [(load_any_repro(p, session).case, p) for p in paths]
             report = bisect_saved(
                 session, cases, path.parent.parent.name, accuracy=_accuracy(accuracy, strict_accuracy)
             )
@@ -169,12 +170,11 @@ def bisect(
         if subsystem and failure is not None and failure.failure is not None and culprit and culprit.case is not None:
             from .bisect.subsystem import go_below
 
-            accuracy_rule = _accuracy(accuracy, strict_accuracy)
             report.below = go_below(
                 session,
                 failure.stage,
                 failure.failure.signature,
-                accuracy_rule,
+                _accuracy(accuracy, strict_accuracy),
                 original=culprit.case,
                 minimized=None,
                 report=report,
@@ -382,7 +382,7 @@ def capture_(
         out,
         backend=backend,
         timeout=timeout,
-        accuracy={None: False, "on": True, "strict": "strict"}[accuracy],
+        accuracy="strict" if accuracy == "strict" else accuracy == "on",  # (click.Choice: None, "on" or "strict")
     )
 
 
@@ -452,11 +452,11 @@ def _session_command(
                 _write_error_report(session, error)
         exit_with(error, "minify", as_json)
     except Exception as bug:  # noqa: BLE001 - pt2kit's own failure: one line, its own exit code, nothing lost
-        error = InternalError.of(bug, session.run_dir if session else None)
+        internal = InternalError.of(bug, session.run_dir if session else None)
         if session:
             session.close()
-            _write_error_report(session, error)
-        exit_with(error, "minify", as_json)
+            _write_error_report(session, internal)
+        exit_with(internal, "minify", as_json)
 
 
 def _write_error_report(session: Any, error: UserFacingError) -> None:

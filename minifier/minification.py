@@ -473,7 +473,9 @@ def minify_repro(
     if resume is not None:
         return finished(session, resume_minification(session, resume, key), subsystem, None, [], preparing)
     name = str(path) if len(paths) == 1 else path.parent.parent.name
-    cases = [(loaded.case if device is None else moved_to(loaded.case, device), p) for loaded, p in zip(repros, paths)]
+    cases: list[tuple[GraphCase, Path | None]] = [
+        (loaded.case if device is None else moved_to(loaded.case, device), p) for loaded, p in zip(repros, paths)
+    ]
     try:
         report = bisect_saved(session, cases, name, accuracy=accuracy, aot_rows=after != "dynamo")
         row = choose_graph(report, after)

@@ -38,7 +38,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -418,7 +418,7 @@ class _entered:
         if context is not None and safe(context.__enter__, _FAILED) is not _FAILED:
             self.context = context
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         if self.context is not None:
             safe(self.context.__exit__, None, *exc)
         return False

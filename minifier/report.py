@@ -69,7 +69,7 @@ def bisect_table(record: BisectRecord) -> Table:
         table.add_column(stage, no_wrap=True)
     for row in record.graphs:
         culprit = row is culprit_row
-        cells = [
+        cells: list[Text | str] = [
             Text(row.label, style="bold" if culprit else ""),
             _frame(row.frame),
             row.boundary,

@@ -52,7 +52,7 @@ import copy
 import dataclasses
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 Status = Literal["xfail", "skip", "xsuccess"]
 STATUSES: tuple[Status, ...] = ("xfail", "skip", "xsuccess")
@@ -142,7 +142,7 @@ class FailuresFile:
 
     def status(self, op: str, key: str) -> Status:
         """``xsuccess`` (expected to pass) unless the file says ``xfail`` or ``skip``."""
-        return self.data.get(op, {}).get(key, {}).get("status", "xsuccess")  # type: ignore[return-value]
+        return cast(Status, self.data.get(op, {}).get(key, {}).get("status", "xsuccess"))
 
     def comment(self, op: str, key: str) -> str:
         return self.data.get(op, {}).get(key, {}).get("comment", "")

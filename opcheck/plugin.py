@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from opcheck.runner import OpcheckRunner
+    from opcheck.runner import OpcheckRunner, VerdictStatus
 
 #: The seams of ``pt2kit/seams/`` opcheck's recording and checks need.
 SEAMS = ("op_calls", "ops", "optests", "fake_tensor", "dispatch", "dynamo_utils")
@@ -173,7 +173,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 @pytest.fixture
-def opcheck(request: pytest.FixtureRequest) -> Callable[..., dict[str, str]]:
+def opcheck(request: pytest.FixtureRequest) -> Callable[..., dict[str, VerdictStatus]]:
     """Check a custom op on one call: ``opcheck(op, args, kwargs=None, *, checks=None)``.
 
     ``op`` is a ``torch.library.custom_op`` function, an ``OpOverload``, an
@@ -190,7 +190,7 @@ def opcheck(request: pytest.FixtureRequest) -> Callable[..., dict[str, str]]:
 
     def check(
         op: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None, *, checks: Any = None
-    ) -> dict[str, str]:
+    ) -> dict[str, VerdictStatus]:
         __tracebackhide__ = True
         statuses, failed = runner.check_call(test, op, tuple(args), dict(kwargs or {}), checks)
         if failed:

@@ -235,7 +235,7 @@ class CallRecorder:
 
     def _before_call(self, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RecordedCall | None:
         selector, test = self._selector, self._test
-        if selector is None or test is None or getattr(self._paused, "depth", 0):
+        if selector is None or test is None or getattr(self._paused, "depth", 0) != 0:
             return None
         if not selector(op) or torch.compiler.is_compiling():
             return None  # Dynamo is tracing: the arguments are not real

@@ -399,7 +399,7 @@ class OpcheckRunner:
                 record = self.records[signature]
                 status = _shown_status(verdict.status, record.results.get(verdict.check))
                 current = record.shown.get(verdict.check)
-                if current is None or SEVERITY.index(status) < SEVERITY.index(current):  # type: ignore[arg-type]
+                if current is None or SEVERITY.index(status) < SEVERITY.index(current):
                     record.shown[verdict.check] = status
 
     def _record_of(self, call: RecordedCall) -> SignatureRecord:

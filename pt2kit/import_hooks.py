@@ -44,7 +44,7 @@ class _AfterImport:
             exec_module(module)
             callback(module)
 
-        spec.loader.exec_module = exec_then_call  # type: ignore[method-assign]
+        setattr(spec.loader, "exec_module", exec_then_call)
         return spec
 
 

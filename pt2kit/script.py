@@ -79,9 +79,10 @@ def run_script(path: str | os.PathLike[str], args: Sequence[str] = ()) -> dict[s
 # Frames that are not the user's code: torch's, pt2kit's own, and the machinery that
 # runs a script (runpy, frozen importlib). Reports point at the first frame outside.
 _TORCH_DIR = os.path.dirname(importlib.util.find_spec("torch").origin or "") + os.sep  # type: ignore[union-attr]
+#: pt2kit's own packages: the floor and the five tools. A repro imports none of them.
+PT2KIT_PACKAGES = ("pt2kit", "minifier", "replay", "validation", "explain", "opcheck")
 _PT2KIT_DIRS = tuple(
-    os.path.join(str(Path(__file__).resolve().parents[1]), package) + os.sep
-    for package in ("pt2kit", "minifier", "replay", "validation", "explain", "opcheck")
+    os.path.join(str(Path(__file__).resolve().parents[1]), package) + os.sep for package in PT2KIT_PACKAGES
 )
 
 

@@ -79,7 +79,7 @@ class Failure:
 # Normalizing messages
 # --------------------------------------------------------------------------- #
 
-_NORMALIZERS: list[tuple[re.Pattern[str], str]] = [
+_NORMALIZERS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # object addresses and ids
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"\b(id|pid|tid)[=: ]\s*\d+"), r"\1=?"),
@@ -88,7 +88,7 @@ _NORMALIZERS: list[tuple[re.Pattern[str], str]] = [
     # long hashes (cache keys, kernel names like cxk2tiw6ldlulrtg...)
     (re.compile(r"\b[a-z0-9]{20,}\b"), "<hash>"),
     # generated names with numeric suffixes: arg0_1, add_3, primals_12, getitem_5
-    (re.compile(r"\b([A-Za-z][A-Za-z_]*?)\d*((?:_\d+)+)\b"), lambda m: m.group(1) + re.sub(r"\d+", "#", m.group(2))),  # type: ignore[list-item]
+    (re.compile(r"\b([A-Za-z][A-Za-z_]*?)\d*((?:_\d+)+)\b"), lambda m: m.group(1) + re.sub(r"\d+", "#", m.group(2))),
     # generated names with bare numeric suffixes: buf12, tmp3, kernel7, s0, u1 (sympy)
     (re.compile(r"\b(buf|tmp|arg|kernel|cpp_fused_\w+?|ks|s|u|x|y|z|q|var|node)(\d+)\b"), r"\1#"),
 ]
@@ -122,7 +122,7 @@ def normalize_message(message: str) -> str:
     lines = [line.strip() for line in str(message).strip().splitlines() if line.strip()]
     first = lines[0] if lines else ""
     for pattern, replacement in _NORMALIZERS:
-        first = pattern.sub(replacement, first)  # type: ignore[arg-type]
+        first = pattern.sub(replacement, first)
     return first[:300]
 
 

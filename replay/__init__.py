@@ -8,7 +8,7 @@ Follow one failure through the modules:
 2. :mod:`replay.values` and :mod:`replay.state` describe it: arguments, closure, the
    globals its code reads, config, global state, RNG, dynamic-shape state; the code it
    reaches is kept by reference or as source (:mod:`replay.sources`);
-3. :mod:`replay.record` writes ``rec-<function>-<hash>/`` (``manifest.json`` +
+3. :mod:`replay.records` writes ``rec-<function>-<hash>/`` (``manifest.json`` +
    ``tensors.pt``) and reads it back safely: nothing is unpickled or executed on load;
 4. :mod:`replay.runner` replays it in a fresh process, where :mod:`replay.rebuild`
    turns the record back into a function and its arguments and calls it through
@@ -34,7 +34,7 @@ TYPE_CHECKING = False  # not typing's: this package is imported at start-up and 
 if TYPE_CHECKING:
     from typing import Any
 
-    from .record import Record, load
+    from .records import Record, load
     from .recorder import Recorder, recording
     from .recorder import record_call as record
     from .runner import ReplayResult, run
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 __all__ = ["Record", "Recorder", "ReplayResult", "load", "record", "recording", "replay", "run"]
 
 _LAZY = {
-    "Record": ("record", "Record"),
-    "load": ("record", "load"),
+    "Record": ("records", "Record"),
+    "load": ("records", "load"),
     "Recorder": ("recorder", "Recorder"),
     "recording": ("recorder", "recording"),
     "record": ("recorder", "record_call"),

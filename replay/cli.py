@@ -196,7 +196,7 @@ def _run_here(
 @click.argument("record_path", metavar="RECORD", type=click.Path(path_type=Path))
 def show(as_json: bool, record_path: Path) -> None:
     """What RECORD holds: the frame, its arguments, globals, config, state and failure."""
-    from . import record as record_format
+    from . import records as record_format
     from .report import print_show, show_data
 
     try:
@@ -221,7 +221,7 @@ def show(as_json: bool, record_path: Path) -> None:
 @click.argument("record_path", metavar="RECORD", type=click.Path(path_type=Path))
 def script(output: Path | None, record_path: Path) -> None:
     """Write a torch-only script that replays RECORD's frame."""
-    from . import record as record_format
+    from . import records as record_format
     from .script import write_script
 
     try:
@@ -256,7 +256,7 @@ def minify(out: Path | None, timeout: float | None, allow_partial: bool, as_json
     """Write RECORD's replay script and minify it with `minify run` (exit codes are minify's)."""
     from pt2kit.errors import UnknownBackend
 
-    from . import record as record_format
+    from . import records as record_format
     from .runner import partial_record_error
     from .script import write_script
 

@@ -1,6 +1,6 @@
 """Rebuilding a recorded frame: the value tree back into objects, and one compiled call.
 
-A record (:mod:`replay.record`) describes a frame declaratively. This module is the
+A record (:mod:`replay.records`) describes a frame declaratively. This module is the
 other half of :mod:`replay.values`: it turns that description back into a function, its
 arguments and closure, its globals, and the torch state around the call, then calls it
 through ``torch.compile``. It imports only torch and the standard library, because
@@ -38,7 +38,7 @@ import importlib
 import random
 import sys
 import types
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 
@@ -251,7 +251,7 @@ class Decoder:
         if node.get("kwdefaults") is not None:
             fn.__kwdefaults__ = self.value(node["kwdefaults"])
         fn.__qualname__ = entry.get("qualname", fn.__qualname__)
-        fn.__module__ = ns.get("__name__")
+        fn.__module__ = cast(str, ns.get("__name__"))  # None where the namespace has no __name__
         for name, value in node.get("attrs", {}).items():
             setattr(fn, name, self.value(value))
         return fn
@@ -612,8 +612,8 @@ def recorded_backend(recorded: dict[str, Any], definitions: dict[str, Any] | Non
             exec(compile(recorded["definitions"], "<the recorded backend's definitions>", "exec"), definitions)  # noqa: S102
         except Exception as e:  # noqa: BLE001
             raise BackendNotFound(f"the recorded backend's definitions fail here: {type(e).__name__}: {e}") from None
-    if recorded.get("definitions") and recorded.get("binds"):
-        return definitions[recorded["binds"]]  # type: ignore[index]
+    if recorded.get("definitions") and recorded.get("binds") and definitions is not None:  # (always set above then)
+        return definitions[recorded["binds"]]
     return resolve_backend(recorded["name"])
 
 

@@ -21,7 +21,7 @@ failure signature):
   moment (``snapshot: at-failure``: RNG state is then as the failed call left it).
 
 Only then is the snapshot *described* (:mod:`replay.values`) and written
-(:mod:`replay.record`). Recording never changes what the program does: the original
+(:mod:`replay.records`). Recording never changes what the program does: the original
 exception propagates (with a note naming the record), and a recorder bug is logged, not
 raised.
 """
@@ -47,7 +47,7 @@ import torch
 from pt2kit.seams import automatic_dynamic, convert_frame, resume_functions
 from pt2kit.signature import signature_of_exception
 
-from . import rebuild, record, state, values
+from . import rebuild, records, state, values
 
 log = logging.getLogger(__name__)
 
@@ -173,8 +173,8 @@ def describe(
     backend = describe_compile_backend(snapshot.compiler_fn)
     failure = signature_of_exception(exc)
     manifest: dict[str, Any] = {
-        "format": record.FORMAT,
-        "version": record.VERSION,
+        "format": records.FORMAT,
+        "version": records.VERSION,
         "status": "partial" if encoder.unrecordable else "complete",
         "created": datetime.datetime.now().isoformat(timespec="seconds"),
         "torch": torch.__version__,
@@ -333,7 +333,7 @@ class Recorder:
         self.switch = switch
         self.quiet = quiet
         self.active = False
-        self.records: list[record.Record] = []
+        self.records: list[records.Record] = []
         self.frames_seen = 0
         self._seen: set[tuple[Any, ...]] = set()
         self._tls = threading.local()
@@ -430,8 +430,8 @@ class Recorder:
                     return
                 self._seen.add(key)
             manifest, tensors = describe(snapshot, exc, stage, suppressed=suppressed)
-            path = record.write(self.out, manifest, tensors)
-            self.records.append(record.Record(path, manifest))
+            path = records.write(self.out, manifest, tensors)
+            self.records.append(records.Record(path, manifest))
             note = f"pt2kit: the failing frame {manifest['frame']['function']} was recorded in {path} (replay it: python -m replay run {path})"
             with contextlib.suppress(Exception):
                 exc.add_note(note)
@@ -474,7 +474,7 @@ def _torch_recorder_off() -> Any:
 
 def _user_frame(code: types.CodeType) -> types.FrameType | None:
     """The live frame running (dynamo's transformed version of) ``code``, up the stack."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     for _ in range(64):
         if frame is None:
             return None
@@ -507,7 +507,7 @@ def recording(out: str | os.PathLike[str] | None = None, *, quiet: bool = False)
 
 def record_call(
     fn: Callable[..., Any], *args: Any, out: str | os.PathLike[str] | None = None, **kwargs: Any
-) -> list[record.Record]:
+) -> list[records.Record]:
     """Call ``fn(*args, **kwargs)`` while recording; return the records of what failed.
 
     The exception of a failing call is swallowed here (it is in the records); an empty

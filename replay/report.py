@@ -157,7 +157,8 @@ def object_state(node: Any, manifest: dict[str, Any], shown: dict[str, str] | No
         if key in shown:
             return f"same object as {shown[key]}"
         shown[key] = path
-    state = target.get("state") if isinstance(target.get("state"), dict) else {}
+    recorded_state = target.get("state")
+    state: dict[str, Any] = recorded_state if isinstance(recorded_state, dict) else {}
     is_module = target["t"] == "module"
     out: dict[str, Any] = {"class": _class_name(target.get("class"), manifest)}
     out["kind"] = "nn.Module" if is_module else "object"

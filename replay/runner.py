@@ -33,7 +33,7 @@ from typing import Any
 from pt2kit.errors import UnknownBackend, UserFacingError
 from pt2kit.processes import kill_group
 
-from . import record as record_format
+from . import records as record_format
 
 STATUS_EXIT = {"reproduced": 1, "passed": 0, "different-failure": 5}
 

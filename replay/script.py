@@ -30,7 +30,7 @@ from typing import Any
 from pt2kit.errors import UnknownBackend, UsageError
 
 from . import rebuild
-from . import record as record_format
+from . import records as record_format
 
 SCRIPT_NAME = "replay.py"
 

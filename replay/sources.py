@@ -220,7 +220,9 @@ def module_imports(filename: str) -> list[str]:
 def module_flags(globals_dict: dict[str, Any]) -> int:
     """The ``from __future__`` flags a module's code compiles with (``annotations``, the one that matters)."""
     annotations = globals_dict.get("annotations")
-    feature = __import__("__future__").annotations
+    import __future__
+
+    feature = __future__.annotations
     return feature.compiler_flag if annotations is feature else 0
 
 

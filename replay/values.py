@@ -412,8 +412,8 @@ class Encoder:
 
     def _callable_reference(self, value: Any, path: str) -> Any:
         owner = getattr(value, "__objclass__", None)
-        if owner is not None and getattr(owner, getattr(value, "__name__", ""), None) is value:
-            return {"t": "attr", "of": self._class(owner, path), "name": value.__name__}
+        if owner is not None and getattr(owner, name := getattr(value, "__name__", ""), None) is value:
+            return {"t": "attr", "of": self._class(owner, path), "name": name}
         bound = getattr(value, "__self__", None)
         if (
             bound is not None

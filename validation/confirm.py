@@ -159,19 +159,19 @@ def _arguments(code: types.CodeType, inputs: dict[str, Any]) -> tuple[list[Any],
 
 
 def _compare(eager: _Outcome, compiled: _Outcome) -> Confirmation:
-    if eager.error is not None or compiled.error is not None:
-        if eager.error is not None and compiled.error is not None:
-            if type(eager.error) is type(compiled.error):
-                return Confirmation(False, f"eager and the compiled entry both raise {type(eager.error).__name__}")
-            return Confirmation(
-                True,
-                f"eager raises {type(eager.error).__name__}, the compiled entry raises {type(compiled.error).__name__}",
-            )
-        if eager.error is not None:
-            return Confirmation(
-                True,
-                f"eager raises {type(eager.error).__name__}: {_line(eager.error)}; the compiled entry returns a result",
-            )
+    if eager.error is not None and compiled.error is not None:
+        if type(eager.error) is type(compiled.error):
+            return Confirmation(False, f"eager and the compiled entry both raise {type(eager.error).__name__}")
+        return Confirmation(
+            True,
+            f"eager raises {type(eager.error).__name__}, the compiled entry raises {type(compiled.error).__name__}",
+        )
+    if eager.error is not None:
+        return Confirmation(
+            True,
+            f"eager raises {type(eager.error).__name__}: {_line(eager.error)}; the compiled entry returns a result",
+        )
+    if compiled.error is not None:
         return Confirmation(
             True,
             f"eager returns a result; the compiled entry raises {type(compiled.error).__name__}: {_line(compiled.error)}",

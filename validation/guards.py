@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from pt2kit import seams
 from pt2kit.seams import convert_frame as frame_seam
@@ -265,7 +265,7 @@ class GuardValidator:
             for finding in check.findings:
                 if not _to_confirm(finding):
                     continue
-                result = confirm(frame, manager, code, finding.counterexample)
+                result = confirm(frame, manager, code, finding.counterexample or {})  # set: _to_confirm
                 finding.confirmed, finding.refuted = result.confirmed, result.refuted
                 finding.detail = "; ".join(part for part in (finding.detail, result.detail, note) if part)
             check.settle()
@@ -307,7 +307,8 @@ def check_guards(
 
     seams.require("validation.check_guards", "cache_regions")
     target = frame_seam.original_callable(fn)
-    compiled = torch.compile(target, backend=_own_backend(backend), dynamic=dynamic, isolate_recompiles=True)
+    torch_compile = cast(Callable[..., Any], torch.compile)  # its overloads leave isolate_recompiles out
+    compiled = torch_compile(target, backend=_own_backend(backend), dynamic=dynamic, isolate_recompiles=True)
     validator = GuardValidator(confirm=confirm, timeout_ms=timeout_ms)
     error: str | None = None
     with validator:

@@ -131,7 +131,7 @@ def prove(
 
     start = time.perf_counter()
     own = solver is None
-    if own:
+    if solver is None:
         solver = z3.Solver()
         solver.set("timeout", int(timeout_ms))
         solver.add(*hypotheses)

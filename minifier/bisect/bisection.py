@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from pathlib import Path
 
-from .report import BisectReport
+from .report import BisectReport, signature_of
 from .steps import capture, failed_while_tracing, fails_only_plainly, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
@@ -101,8 +101,8 @@ def bisect_script(
         report.rows.append(row)
         first = row.first_failure
         verdict = (
-            "all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {first.failure.signature}"
-        )  # type: ignore[union-attr]
+            "all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {signature_of(first)}"
+        )
         session.log(f"  {row.label}: {verdict}")
         if first is not None and matches(first, captured.failure, accuracy):
             # the first graph that fails the program's way, unless the program itself failed in another one
@@ -204,7 +204,7 @@ def bisect_saved(
         report.rows.append(row)
         first = row.first_failure
         if first is not None:
-            session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {first.failure.signature}")  # type: ignore[union-attr]
+            session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {signature_of(first)}")
             report.culprit = report.culprit or row
     if report.culprit is None:
         what = name if len(cases) == 1 else f"each of the {len(cases)} graphs of {name}"

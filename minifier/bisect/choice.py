@@ -8,7 +8,7 @@ made to fail alone (:func:`lowered_from`).
 from __future__ import annotations
 
 from pt2kit.errors import NoFailure, NotReproducible, UsageError
-from .report import BisectReport, Row
+from .report import BisectReport, Row, signature_of
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
 
@@ -26,7 +26,7 @@ def choose_graph(report: BisectReport, after: str) -> Row:
         raise NoFailure("no graph fails")
     if culprit.case is None:
         raise NotReproducible(
-            f"the failure is in dynamo's own tracing of {culprit.label} ({culprit.first_failure.failure.signature}); "  # type: ignore[union-attr]
+            f"the failure is in dynamo's own tracing of {culprit.label} ({signature_of(culprit.first_failure)}); "
             "there is no graph to minify"
         )
     if after == "aot" and culprit.boundary != "aot":

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, fails_only_plainly, read_capture_again, run_each, run_stages_of
@@ -42,7 +42,7 @@ from ..capture.context import missing_config
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, plural
 from ..stages.flaky import failure_rate
 from ..isolation.session import Session
-from pt2kit.signature import Failure
+from pt2kit.signature import Failure, Signature
 from ..stages.run import Outcome, lower_case
 from ..isolation.worker import QueryError
 
@@ -78,7 +78,7 @@ def pin_down(
     culprit = report.culprit
     assert culprit is not None and culprit.first_failure is not None and culprit.case is not None
     outcome = culprit.first_failure
-    target = signature_of(outcome)
+    target = cast(Signature, signature_of(outcome))  # (the culprit's first failure has one)
     captured_aot = captured_aot_graphs(captured, culprit)
     if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
         paths, lowering_note = (captured_aot[0], None) if captured_aot else lower(session, culprit)
@@ -105,8 +105,8 @@ def pin_down(
         if aot_culprit is not None and not internal:
             report.culprit = aot_culprit
             return finish(session, report)
-        if internal:
-            report.note = f"{aot_culprit.label} holds Inductor's own random ops ({', '.join(internal)}), whose eager kernels draw other numbers than Inductor's; the dynamo graph is the unit to minify"  # type: ignore[union-attr]
+        if internal and aot_culprit is not None:  # (only a row has internal ops)
+            report.note = f"{aot_culprit.label} holds Inductor's own random ops ({', '.join(internal)}), whose eager kernels draw other numbers than Inductor's; the dynamo graph is the unit to minify"
         elif rows:
             report.note = (
                 "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
@@ -232,10 +232,10 @@ def second_look(
     """
     rate = None
     looked = [row for row in rows if row.case is not None and row.outcomes]
-    plan = [(row.case, list(row.outcomes)[-1]) for row in looked]
+    plan = [(case, list(row.outcomes)[-1]) for row in looked if (case := row.case) is not None]  # (all of them)
     labels = [f"{row.label} through {stage} again: checking it is not flaky" for row, (_, stage) in zip(looked, plan)]
     # one at a time, in a fixed order: a flaky failure's answers may hang on which compile comes first
-    again = run_each(session, plan, accuracy=accuracy, labels=labels, slots=1)  # type: ignore[arg-type]
+    again = run_each(session, plan, accuracy=accuracy, labels=labels, slots=1)
     for row, (case, stage) in zip(looked, plan):
         first, second = row.outcomes[stage], again[(id(case), stage)]
         if first.failure is None and second.failure is not None:
@@ -271,8 +271,8 @@ STATE_MISSING_HINT = "the program changed torch (its compiler tables, or functio
 REGISTER_HINT = "register it with torch._dynamo.register_backend in an importable module, or pass --backend"
 
 
-def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> bool:
-    """Is a graph's failure the program's failure (or, with --accuracy, any failure)?"""
+def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> Accuracy:
+    """Is a graph's failure the program's failure (or, with --accuracy, any failure)? (Read as a bool.)"""
     if outcome.failure is None:
         return False
     if original is None:

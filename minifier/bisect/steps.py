@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,7 +158,7 @@ class EarlyStages:
             wanted.remove((path, case, stage))
         self._cheap.clear()
         self._final.clear()
-        queries = [
+        queries: list[tuple[Callable[[], Any], str]] = [
             (
                 functools.partial(run_case, case, stage, accuracy=self.accuracy),
                 f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}",
@@ -216,7 +216,7 @@ class EarlyStages:
             self.session.mark(handle.label, result.seconds, ago=result.ended_ago)
             self.outcomes.setdefault(path, {})[stage] = Outcome.of_query(stage, result)
 
-    def _new_events(self) -> list[dict[str, Any]]:
+    def _new_events(self) -> list[Event]:
         try:
             with open(self.events, "rb") as log:
                 log.seek(self._read)
@@ -236,9 +236,9 @@ class EarlyStages:
         final_version = isinstance(event, GraphSaved) or (
             isinstance(event, AotGraphSaved) and (event.real or event.failure)
         )
-        if not final_version or not event.path:  # type: ignore[union-attr]
+        if not final_version or not isinstance(event, (GraphSaved, AotGraphSaved)) or not event.path:
             return
-        path: str = event.path  # type: ignore[union-attr]
+        path = event.path
         roots = event.roots if isinstance(event, GraphSaved) else []
         sys.path.extend(root for root in [*self.roots, *roots] if root not in sys.path)
         try:
@@ -302,7 +302,7 @@ def run_stages(session: Session, case: GraphCase, *, accuracy: Accuracy, path: P
 
 def run_stages_of(
     session: Session,
-    cases: list[tuple[GraphCase, Path | None]],
+    cases: Sequence[tuple[GraphCase, Path | None]],
     *,
     accuracy: Accuracy,
     stop_at: Signature | None = None,
@@ -385,7 +385,7 @@ def run_stages_of(
 
 
 def _early_outcomes(
-    early: EarlyStages | None, cases: list[tuple[GraphCase, Path | None]]
+    early: EarlyStages | None, cases: Sequence[tuple[GraphCase, Path | None]]
 ) -> dict[tuple[int, str], Outcome]:
     """The answers :class:`EarlyStages` has for ``cases``, by ``(id(case), stage)``."""
     if early is None:
@@ -446,7 +446,7 @@ def aot_rows(
     *,
     accuracy: Accuracy,
     stop_at: Signature | None,
-    passed: set[str] = frozenset(),  # type: ignore[assignment]
+    passed: set[str] | frozenset[str] = frozenset(),
     failed: dict[str, Failure] | None = None,
     early: EarlyStages | None = None,
 ) -> list[Row]:

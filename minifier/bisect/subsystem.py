@@ -105,7 +105,8 @@ def drill_down(
     # (in the run directory: the queries' children read the bisector's state there; removed once done)
     directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-", dir=session.run_dir)
     asked = functools.partial(passes_with_bisector, case, stage, target, accuracy, directory)
-    names, disabled = compiler_bisector.subsystems(stage), {}
+    names = compiler_bisector.subsystems(stage)
+    disabled: dict[str, bool] = {}
 
     def passes() -> bool:
         name, run_state = compiler_bisector.state(stage)

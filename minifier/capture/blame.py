@@ -51,7 +51,7 @@ def kernel_on_line(filename: str, lineno: int) -> str | None:
     return found.group(1) if found else None
 
 
-def kernel_in_traceback(error: BaseException) -> str | None:
+def kernel_in_traceback(error: BaseException | None) -> str | None:
     """The kernel whose line an exception (or one it was raised from) went through, innermost first."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
@@ -64,7 +64,7 @@ def kernel_in_traceback(error: BaseException) -> str | None:
         for filename, lineno in reversed(frames):
             if kernel := kernel_on_line(filename, lineno):
                 return kernel
-        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+        error = error.__cause__ or error.__context__
     return None
 
 
@@ -84,13 +84,13 @@ def follow_kernels(trail: int | None, compiled: Any) -> Callable[[], None]:
         namespace = kernel_namespace(compiled) if trail is not None else None
     except Exception:  # noqa: BLE001 - a debugging hook never changes what the program does
         namespace = None
-    if namespace is None:
+    if namespace is None or trail is None:  # (no trail: no namespace either)
         return lambda: None
     kernels = {name: fn for name, fn in namespace.items() if KERNEL.fullmatch(name) and callable(fn)}
 
     def note(text: bytes) -> None:
         try:
-            os.write(trail, text)  # type: ignore[arg-type]
+            os.write(trail, text)
         except OSError:
             pass
 

@@ -373,8 +373,9 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
         if definitions and f'"{namespace}' in definitions or f"'{namespace}" in definitions:
             continue  # the script defines it
         for name in list(sys.modules):
-            if is_user_module(name) and _mentions(sys.modules[name], namespace):
-                modules.append(module_import_spec(name))  # type: ignore[arg-type]
+            # (a user module is one with an import spec)
+            if is_user_module(name) and _mentions(sys.modules[name], namespace) and (spec := module_import_spec(name)):
+                modules.append(spec)
     return list(dict.fromkeys(modules)), definitions
 
 
@@ -423,7 +424,7 @@ def importable_name(fn: Callable[..., Any]) -> str | None:
     """``module:qualname`` of a module-level function a repro can import, or its bare name
     when the script defines it (the repro carries the script's definitions)."""
     while hasattr(fn, "__wrapped__"):
-        fn = fn.__wrapped__  # type: ignore[assignment]
+        fn = fn.__wrapped__
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
     if not module or not qualname or "<" in qualname or module.startswith("torch"):
         return None

@@ -167,7 +167,7 @@ Event = (
     GraphSaved | AotGraphSaved | AotInputsNotSaved | Running | Ran | Judged | Patches | StateMissing
     | Unrecoverable | FrameLifted | Failed | Exited | Finished | UnknownBackendNamed
 )  # fmt: skip
-KINDS: dict[str, type[Any]] = {kind.NAME: kind for kind in Event.__args__}  # type: ignore[attr-defined]
+KINDS: dict[str, type[Any]] = {kind.NAME: kind for kind in Event.__args__}
 
 
 def to_line(event: Event) -> str:

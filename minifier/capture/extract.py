@@ -114,7 +114,7 @@ def _without_pt2kit(node: ast.stmt) -> ast.stmt | None:
     A script that calls pt2kit's API imports it beside torch (``import torch, minifier``);
     a repro carries the script's imports and must run with torch alone.
     """
-    from ..isolation.zygote import PT2KIT_PACKAGES
+    from pt2kit.script import PT2KIT_PACKAGES
 
     if isinstance(node, ast.ImportFrom):
         return None if (node.module or "").split(".")[0] in PT2KIT_PACKAGES and not node.level else node
@@ -387,8 +387,9 @@ def _bound_in_script(obj: Any, script_source: str | None) -> str | None:
 
 def _expression(fn: Any, script_source: str | None) -> tuple[str, str]:
     """(code defining what the expression needs, an expression for ``fn``)."""
-    if (bound := _bound_in_script(fn, script_source)) is not None:  # the statement that made it, sliced from the script
-        return slice_script(script_source, [bound]), bound  # type: ignore[arg-type]
+    bound = _bound_in_script(fn, script_source)  # the statement that made it, sliced from the script
+    if bound is not None and script_source is not None:  # (a name is bound only in a script's source)
+        return slice_script(script_source, [bound]), bound
     if isinstance(fn, functools.partial):
         prelude, inner = _expression(fn.func, script_source)
         args = [_literal_repr(a) for a in fn.args] + [f"{k}={_literal_repr(v)}" for k, v in fn.keywords.items()]

@@ -36,7 +36,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.fx as fx
@@ -180,15 +180,15 @@ class Recorder:
                 with recorder.owning(owner), recorder.busy(f"compiling a {kind} graph"):
                     compiled = tagged(gm, example_inputs)
             except BaseException as e:
-                if nameable(graph):
-                    recorder.save_aot(graph, failure=signature_of_exception(e).signature)  # type: ignore[arg-type]
+                if graph is not None and nameable(graph):
+                    recorder.save_aot(graph, failure=signature_of_exception(e).signature)
                 raise
             finally:
                 stack.pop()
             if graph is None or not nameable(graph):
                 return recorder.watch(compiled, f"a {kind} graph")
             recorder.save_aot(graph)
-            label = graph.directory.name if graph.directory is not None else f"{owner.label()}.{graph.kind}"
+            label = graph.directory.name if graph.directory is not None else f"{graph.owner.label()}.{graph.kind}"
             return recorder.watch(compiled, label, first_call=graph)
 
         return pt2kit_aot_compiler
@@ -240,8 +240,9 @@ class Recorder:
                 compile_kwargs=graph.compile_kwargs,
                 compiler=graph.compiler,
             )
-            graph.path = write_repro(case, graph.directory, stage=graph.owner.backend)
-            blame.write_origins(graph.directory, graph.kernels, graph.original_aten)
+            directory = cast(Path, graph.directory)  # (set with its path: above, or by its first save)
+            graph.path = write_repro(case, directory, stage=graph.owner.backend)
+            blame.write_origins(directory, graph.kernels, graph.original_aten)
         except Exception as e:  # noqa: BLE001 - an aot graph pt2kit cannot write: the dynamo graph stands
             self.event(AotGraphSaved(graph.owner.index, graph.kind, None, error=f"{type(e).__name__}: {e}"))
             return
@@ -297,9 +298,10 @@ class Recorder:
         the call (it may crash, or write into its inputs).
         """
         recorder = self
-        pending = [first_call, True]
+        pending: list[Any] = [first_call, True]  # the aot graph (or None), and whether the next call is the first
 
         def pt2kit_watched(*args: Any, **kwargs: Any) -> Any:
+            graph: AotGraph | None
             graph, first = pending
             try:
                 if first:  # (a crash in the first run leaves "running" without "ran": that graph crashed)
@@ -315,8 +317,8 @@ class Recorder:
                         finally:
                             unfollow()
                     recorder.event(Ran(label))
-                    if judged:
-                        recorder.judge(graph, label, out, rng, values)  # type: ignore[arg-type]
+                    if judged and graph is not None:  # (judged: a graph's first run, judged)
+                        recorder.judge(graph, label, out, rng, values)
                     return out
                 with recorder.busy(f"running {label}"):
                     return compiled(*args, **kwargs)

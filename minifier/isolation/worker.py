@@ -273,7 +273,7 @@ class Worker:
         slots: int | None = None,
         enough: Callable[[list[QueryResult[Any] | None]], bool] | None = None,
         on_wait: Callable[[], None] | None = None,
-        alongside: Sequence[Running[Any]] = (),
+        alongside: Sequence[Any] = (),  # (this worker's Running queries: Executor's Handles)
     ) -> list[QueryResult[Any] | None]:
         """Run independent queries, ``slots`` children at a time (default: the cores); results in order.
 

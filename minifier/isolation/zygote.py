@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from pt2kit.processes import AUTOLOAD_ENV, kill_group, pt2kit_env, python_command
+from pt2kit.script import PT2KIT_PACKAGES  # a caller may have the zygote preload the module its queries' functions live in
 
 from .warmup import warm_up
 
@@ -81,8 +82,6 @@ LEARNABLE_IMPORTS = (
     "torch._subclasses.",
     "torch._higher_order_ops.",
 )
-#: pt2kit's own packages: a caller may have the zygote preload the module its queries' functions live in.
-PT2KIT_PACKAGES = ("pt2kit", "minifier", "replay", "validation", "explain", "opcheck")
 
 _HEADER = struct.Struct("!Q")
 
@@ -108,7 +107,7 @@ class Reader:
         self.buffer = bytearray()
         self.closed = False
 
-    def read(self) -> list[object]:
+    def read(self) -> list[Any]:
         """Read what is available (call when ``fd`` is readable); returns the complete messages."""
         chunk = os.read(self.fd, 1 << 20)
         if not chunk:
@@ -159,7 +158,7 @@ class ZygoteProcess:
                 **({"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}),
             )
         finally:
-            if stderr is not subprocess.DEVNULL:
+            if not isinstance(stderr, int):  # (not subprocess.DEVNULL)
                 stderr.close()
             os.close(to_zygote)
             os.close(from_zygote)
@@ -298,11 +297,11 @@ def _reap(children: dict[int, int], out_fd: int) -> None:
 
 
 def _handle(
-    message: object, children: dict[int, int], in_fd: int, out_fd: int, wake_read: int, wake_write: int
+    message: tuple[Any, ...], children: dict[int, int], in_fd: int, out_fd: int, wake_read: int, wake_write: int
 ) -> None:
-    tag = message[0]  # type: ignore[index]
+    tag = message[0]
     if tag == "run":
-        _, qid, payload, log, result, threads, cwd, sys_path, env = message  # type: ignore[misc]
+        _, qid, payload, log, result, threads, cwd, sys_path, env = message
         if (unsafe := fork_unsafe()) is not None:
             send(out_fd, ("refused", qid, unsafe))
             return
@@ -326,10 +325,10 @@ def _handle(
         children[pid] = qid
         send(out_fd, ("started", qid, pid))
     elif tag == "warm":
-        seconds, error = warm_up(message[1])  # type: ignore[index]
+        seconds, error = warm_up(message[1])
         send(out_fd, ("warmed", seconds, native_thread_count(), error, thread_names()))
     elif tag == "import":
-        for name in message[1]:  # type: ignore[index]
+        for name in message[1]:
             if (
                 name.startswith(LEARNABLE_IMPORTS) or name.split(".")[0] in PT2KIT_PACKAGES
             ) and name not in sys.modules:

@@ -20,7 +20,7 @@ import copy
 import operator
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch.fx as fx
 
@@ -62,7 +62,7 @@ def apply_body_edits(gm: fx.GraphModule, edits: frozenset[BodyEdit]) -> fx.Graph
     for top in sorted({path.split(".")[0] for path, _, _ in edits}):
         setattr(gm, top, copy.deepcopy(getattr(gm, top)))
     for path, name, instead in sorted(edits):
-        body = gm.get_submodule(path)
+        body = cast(fx.GraphModule, gm.get_submodule(path))  # (a path of :func:`bodies`)
         nodes = {n.name: n for n in body.graph.nodes}
         if name not in nodes or instead not in nodes:
             continue
@@ -86,8 +86,8 @@ def reduce_bodies(r: Reducer) -> None:
     ]
     for edit in asked:
         path, name, _ = edit
-        current = r.build(r.normalize(r.best)).gm
-        if any(n.name == name for n in current.get_submodule(path).graph.nodes):
+        current = cast(fx.GraphModule, r.build(r.normalize(r.best)).gm.get_submodule(path))
+        if any(n.name == name for n in current.graph.nodes):
             r.consider(replace(r.best, body_edits=r.best.body_edits | {edit}))
     r.replaced_structures.add(structure)
     r.replaced_structures.add(("bodies", *r._structure(r.normalize(r.best))))

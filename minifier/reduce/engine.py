@@ -180,7 +180,7 @@ class Reducer:
 
     def _chain(self, name: str, subs: dict[str, str]) -> list[tuple[str, str]]:
         """The substitutions a read of ``name`` goes through."""
-        pairs = []
+        pairs: list[tuple[str, str]] = []
         while name in subs and len(pairs) <= len(subs):
             pairs.append((name, subs[name]))
             name = subs[name]

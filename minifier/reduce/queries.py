@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pt2kit.errors import NotReproducible, plural
 from ..isolation.session import Session
@@ -26,6 +26,7 @@ from pt2kit.signature import Failure, Signature
 from .engine import Reducer
 
 if TYPE_CHECKING:
+    from ..isolation.worker import QueryResult
     from ..unit.accuracy import Accuracy
 
 
@@ -56,7 +57,8 @@ class CandidateQuery:
         ]
         if self.tries > 1:
             return [repeated(self.session, fn, label, self.tries, self.stage, self.target) for fn, label in asked]
-        return [Outcome.of_query(self.stage, r) for r in self.session.query_all(asked)]
+        # (no result is None: only an ``enough`` leaves queries unfinished)
+        return [Outcome.of_query(self.stage, cast("QueryResult[Any]", r)) for r in self.session.query_all(asked)]
 
     def progress(self) -> str:
         if self.reducer is None:

@@ -168,7 +168,9 @@ def _remove_abandoned_builds(final: Path) -> None:
     for stale in final.parent.glob(f".{final.name}.building-*"):
         pid = stale.name.rpartition("-")[2]
         try:
-            alive = pid.isdigit() and int(pid) != os.getpid() and (os.kill(int(pid), 0) is None)
+            alive = pid.isdigit() and int(pid) != os.getpid()
+            if alive:
+                os.kill(int(pid), 0)  # (raises for a process that is gone)
         except OSError:
             alive = False
         if not alive:

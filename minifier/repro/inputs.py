@@ -25,6 +25,7 @@ them in the program.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 import torch
 
@@ -70,7 +71,7 @@ def inputs_function(case: GraphCase) -> str:
         lines.append(f"        {_input_expression(i)},{comment}")
     lines.append("    ]")
     for k, i in views:  # the program passed views of one tensor: they share its memory again
-        base, offset = i.view_of  # type: ignore[misc]
+        base, offset = cast("tuple[str, int]", i.view_of)  # (views holds inputs that are views)
         m = i.meta
         assert m is not None
         j = names.index(base)
@@ -78,7 +79,7 @@ def inputs_function(case: GraphCase) -> str:
             f"    inputs[{k}] = inputs[{j}].as_strided({m.shape!r}, {m.stride!r}, inputs[{j}].storage_offset() + {offset})  # {i.name}: a view of {base}"
         )
     for k, i in sizes:
-        tensor, dim = i.derived_from  # type: ignore[misc]
+        tensor, dim = cast("tuple[str, int]", i.derived_from)  # (sizes holds sizes read from a tensor)
         lines.append(
             f"    inputs[{k}] = inputs[{names.index(tensor)}].size({dim})  # {i.name}: the size of {tensor}, dim {dim}"
         )

@@ -365,9 +365,10 @@ COLLECTIVES = ("_c10d_functional", "c10d_functional")
 
 def needs_process_group(case: GraphCase) -> bool:
     """Does the repro need the job's process group: a collective in the graph, or a DTensor input?"""
-    from pt2kit.seams.ops import is_overload
+    from pt2kit.seams.ops import is_overload, overload_name
 
-    collective = any(is_overload(n.target) and n.target.namespace in COLLECTIVES for n in all_call_nodes(case.gm))
+    nodes = all_call_nodes(case.gm)
+    collective = any(is_overload(n.target) and overload_name(n.target)[0] in COLLECTIVES for n in nodes)
     return collective or any(i.dtensor is not None for i in case.inputs)
 
 

@@ -22,6 +22,8 @@ from ..unit.case import GraphCase
 from ..repro.files import load_repro
 from ..isolation.session import Session
 from pt2kit.signature import Signature, shows_failure
+from pt2kit.script import PT2KIT_PACKAGES
+
 from .run import Outcome, run_case
 from ..repro.writer import render
 
@@ -31,7 +33,7 @@ def torch_alone_runner(first: str = "") -> str:
     """Python for ``python -P -c`` that runs ``argv[1]`` from the cwd as ``python argv[1]`` would, pt2kit unimportable, ``first`` run before it."""
     return (
         "import os, runpy, sys\n"
-        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck'):\n"
+        f"for name in {PT2KIT_PACKAGES!r}:\n"
         "    sys.modules[name] = None  # importing pt2kit from a repro fails\n"
         + (f"exec(compile({first!r}, '<pt2kit workaround>', 'exec'), {{}})\n" if first else "")
         + "sys.argv = sys.argv[1:]\n"

@@ -75,12 +75,12 @@ def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
         ):
             continue
         with graph.inserting_before(node):
-            result = graph.graph_copy(body.graph, dict(zip(placeholders, operands)))
+            result: Any = graph.graph_copy(body.graph, dict(zip(placeholders, operands)))  # (the body's outputs)
         if name == "autograd_function_apply":  # the forward returns (outputs, saved tensors)
             result = result[0]
         values = list(result) if isinstance(result, (tuple, list)) else [result]
         for user in list(node.users):
-            user.replace_all_uses_with(values[user.args[1]])  # type: ignore[index]
+            user.replace_all_uses_with(values[user.args[1]])
             graph.erase_node(user)
         graph.erase_node(node)
         changed = True
@@ -103,7 +103,7 @@ def _getitem() -> Any:
 
 def variants(gm: fx.GraphModule) -> list[fx.GraphModule]:
     """The inlined graphs worth asking about: ``cond`` through its true branch, then its false one."""
-    found = []
+    found: list[fx.GraphModule] = []
     for branch in (0, 1):
         flat = inlined(gm, branch)
         if flat is not None and all(flat.code != other.code for other in found):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, cast
 
 from pt2kit.signature import Failure, Signature, normalize_message
 
@@ -132,7 +132,7 @@ def float64_graph(gm: Any) -> Any:
 
     def operands(node: fx.Node) -> list[fx.Node]:
         seen: list[fx.Node] = []
-        fx.node.map_arg((node.args, node.kwargs), lambda a: seen.append(a) or a)
+        fx.node.map_arg((node.args, node.kwargs), seen.append)  # (its copy of the arguments is not kept)
         return seen
 
     def visit(module: Any) -> None:
@@ -317,7 +317,7 @@ def run_float64(fn, *args):
 
 
 def reference_outputs(
-    gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: Callable[[Any], None] | None = None
+    gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: Callable[[Any], object] | None = None
 ) -> References:
     """The eager outputs of ``gm`` on ``inputs`` in working precision and in float64: the one fp64 driver.
 
@@ -377,7 +377,7 @@ def gradients(fn: Callable[..., Any], inputs: list[Any]) -> list[Any] | None:
                     outside.enter_context(torch.autocast(device, enabled=False))
             except RuntimeError:  # a device type this build does not know
                 continue
-        grads = torch.autograd.grad(sum(loss), leaves, allow_unused=True)
+        grads = torch.autograd.grad(cast("torch.Tensor", sum(loss)), leaves, allow_unused=True)  # (loss is not empty)
     return [g.detach() if g is not None else None for g in grads]
 
 

@@ -28,7 +28,7 @@ import copy
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx as fx
@@ -273,7 +273,8 @@ def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int]]]]:
             groups.setdefault(key, []).append(k)
 
     def span(t: torch.Tensor) -> tuple[int, int]:
-        return t.storage_offset(), t.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+        start = cast(int, t.storage_offset())  # (a SymInt only for fake tensors, left out above)
+        return start, start + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
 
     found = []
     for members in groups.values():

@@ -28,6 +28,7 @@ import pkgutil
 import re
 import time
 from dataclasses import dataclass, field
+from types import TracebackType
 
 from ..errors import UserFacingError
 
@@ -163,11 +164,13 @@ class _quietly:
         self._disabled = logging.root.manager.disable
         logging.disable(logging.CRITICAL)  # (torch's loggers have levels and handlers of their own)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         import logging
 
         logging.disable(self._disabled)
-        self._warnings.__exit__(*exc)
+        self._warnings.__exit__(exc_type, exc, tb)
 
 
 def untested_warning() -> str | None:

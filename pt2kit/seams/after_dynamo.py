@@ -63,7 +63,7 @@ def torch_minifier_off() -> contextlib.AbstractContextManager[None]:
 def _quiet_class(torch_class: type) -> type:
     """torch's backend debug wrapper with its minifier off (``repro_after`` is read per call)."""
 
-    class QuietWrapBackendDebug(torch_class):  # type: ignore[misc, valid-type]
+    class QuietWrapBackendDebug(torch_class):
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             with torch_minifier_off():
                 return super().__call__(*args, **kwargs)
@@ -97,15 +97,16 @@ def dynamo_backends(wrap: BackendWrapper, *, quiet_torch: bool = True) -> Iterat
                 except AttributeError:
                     pass
         debug = original(wrapped, name)
-        if quiet_torch and type(debug) is after_dynamo.WrapBackendDebug:
-            debug.__class__ = _quiet_class(type(debug))  # torch's minifier stays out, however it was asked for
+        torch_class: type = type(debug)
+        if quiet_torch and torch_class is after_dynamo.WrapBackendDebug:
+            debug.__class__ = _quiet_class(torch_class)  # torch's minifier stays out, however it was asked for
         return debug
 
-    after_dynamo.wrap_backend_debug = wrap_backend_debug
+    setattr(after_dynamo, "wrap_backend_debug", wrap_backend_debug)
     try:
         yield
     finally:
-        after_dynamo.wrap_backend_debug = original
+        setattr(after_dynamo, "wrap_backend_debug", original)
 
 
 def debug_wrapper_class() -> type:
@@ -121,4 +122,4 @@ def replace_debug_wrapper_class(cls: type) -> None:
 
     if not issubclass(cls, after_dynamo.WrapBackendDebug):
         raise TypeError(f"{cls.__name__} must subclass torch's WrapBackendDebug")
-    after_dynamo.WrapBackendDebug = cls  # looked up when wrap_backend_debug is called
+    setattr(after_dynamo, "WrapBackendDebug", cls)  # looked up when wrap_backend_debug is called

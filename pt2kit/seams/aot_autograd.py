@@ -84,8 +84,8 @@ def aot_compilers(wrap: CompilerWrapper) -> Iterator[None]:
                 kwargs[key] = wrap(kind, kwargs[key])
         return original(gm, example_inputs, **kwargs)
 
-    common.aot_module_simplified = aot_module_simplified
+    setattr(common, "aot_module_simplified", aot_module_simplified)
     try:
         yield
     finally:
-        common.aot_module_simplified = original
+        setattr(common, "aot_module_simplified", original)

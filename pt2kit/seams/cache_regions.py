@@ -43,7 +43,8 @@ def probe() -> None:
     from torch._dynamo.eval_frame import _get_cache_entries_for_region  # noqa: F401
     from torch._dynamo.guards import DeletedGuardManagerWrapper  # noqa: F401
 
-    compiled = torch.compile(lambda x: x, backend="eager", isolate_recompiles=True)  # nothing compiles until called
+    # (nothing compiles until called; torch's overloads of compile leave isolate_recompiles out)
+    compiled = torch.compile(lambda x: x, backend="eager", isolate_recompiles=True)  # type: ignore[call-overload]
     if not isinstance(region_of(compiled), int) or region_of(compiled) < 0:
         raise AttributeError("an isolated torch.compile no longer keeps its region in _isolate_recompiles_id")
     if not callable(getattr(c_eval_frame._ExtraState, "invalidate", None)):
@@ -52,7 +53,7 @@ def probe() -> None:
 
 def region_of(compiled: Callable[..., Any]) -> int:
     """The cache region of what ``torch.compile(..., isolate_recompiles=True)`` returned."""
-    context = getattr(compiled, "dynamo_ctx", compiled)  # an OptimizedModule keeps it on its context
+    context: Any = getattr(compiled, "dynamo_ctx", compiled)  # an OptimizedModule keeps it on its context
     return context._isolate_recompiles_id
 
 

@@ -43,10 +43,10 @@ def _install(wrap: InnerCompileWrapper) -> Callable[[], None]:
     def wrap_compiler_debug(inner: Callable[..., Any], compiler_name: str) -> Callable[..., Any]:
         return wrap(original(inner, compiler_name=compiler_name))
 
-    compile_fx.wrap_compiler_debug = wrap_compiler_debug
+    setattr(compile_fx, "wrap_compiler_debug", wrap_compiler_debug)
 
     def restore() -> None:
-        compile_fx.wrap_compiler_debug = original
+        setattr(compile_fx, "wrap_compiler_debug", original)
 
     return restore
 

@@ -22,7 +22,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from . import Seam
 
@@ -129,7 +129,7 @@ def drill(backend: str, directory: str, passes: Callable[[], bool]) -> Found | N
         CompilerBisector.update_run_state(backend, first, "test_disable")
         if not _search(CompilerBisector, backend, first, passes):
             return None
-        name = CompilerBisector.get_subsystem()
+        name = cast(str, CompilerBisector.get_subsystem())  # (the search found one: torch recorded its name)
         subsystem = CompilerBisector.get_subsystem_object(backend, name)
         if isinstance(subsystem, ConfigChange):
             return Found(
@@ -157,7 +157,7 @@ def _reset_counters(cls: Any) -> None:
     """Count every subsystem's applications from zero (a classmethod from torch 2.13, a function before)."""
     from torch._inductor import compiler_bisector
 
-    (getattr(cls, "reset_counters", None) or compiler_bisector.reset_counters)()
+    (getattr(cls, "reset_counters", None) or getattr(compiler_bisector, "reset_counters"))()
 
 
 def disable_whole(backend: str, name: str, directory: str) -> None:

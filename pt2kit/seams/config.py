@@ -157,7 +157,7 @@ def when_set(module_name: str, key: str, callback: Any) -> None:
         if name == key and value:
             callback()
 
-    cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
+    setattr(cls, "__setattr__", __setattr__)
 
 
 def repro_settings() -> dict[str, Any]:

@@ -203,10 +203,10 @@ def _cache_entries(arguments: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(entries)
 
 
-def _bytecode_hook(code: types.CodeType, out_code: types.CodeType) -> None:
+def _bytecode_hook(code: types.CodeType, new_code: types.CodeType) -> None:
     entry = current()
     if entry is not None and entry.code is code:
-        entry.out_code = out_code
+        entry.out_code = new_code
 
 
 def _wrap(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -411,7 +411,7 @@ def wrap_backend(compiler_fn: Callable[..., Any], wrapper: Callable[..., Any]) -
                 setattr(wrapper, attribute, getattr(compiler_fn, attribute))
             except (AttributeError, TypeError):
                 pass
-    wrapper._torchdynamo_orig_backend = compiler_fn  # type: ignore[attr-defined]
+    setattr(wrapper, "_torchdynamo_orig_backend", compiler_fn)
     return wrapper
 
 

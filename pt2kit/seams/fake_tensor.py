@@ -100,7 +100,9 @@ def symbolic_inputs(
         for size in shape:
             numel *= size
         real = torch.empty(tuple(shape), dtype=dtype or torch.float32, device="cpu" if numel <= 1 << 22 else "meta")
-        context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * len(shape))
+        context: StatelessSymbolicContext[..., Any] = StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC] * len(shape)
+        )
         # Without 0/1 specialization, making the fake tensor asks whether each dimension is
         # empty (its storage's size) and would pin an empty one to 0: that is the fake
         # tensor's bookkeeping, not the program's question, so it installs no guard.

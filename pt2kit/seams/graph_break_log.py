@@ -89,7 +89,7 @@ def add_observer(observer: BreakObserver) -> None:
         if not _installed:
             original = InstructionTranslatorBase.__dict__["log_graph_break"]
             wrapper = _wrap(original)
-            InstructionTranslatorBase.log_graph_break = wrapper  # type: ignore[method-assign]
+            setattr(InstructionTranslatorBase, "log_graph_break", wrapper)
             _installed.update(original=original, wrapper=wrapper)
         _observers = (*_observers, observer)
 
@@ -105,7 +105,7 @@ def remove_observer(observer: BreakObserver) -> None:
             and _installed
             and InstructionTranslatorBase.__dict__.get("log_graph_break") is _installed["wrapper"]
         ):
-            InstructionTranslatorBase.log_graph_break = _installed["original"]  # type: ignore[method-assign]
+            setattr(InstructionTranslatorBase, "log_graph_break", _installed["original"])
             _installed.clear()
 
 

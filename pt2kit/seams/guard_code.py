@@ -122,7 +122,7 @@ def building(listener: BuildListener) -> Iterator[None]:
     with _lock:
         if not _listeners:
             _original = CheckFunctionManager.__dict__["__init__"]
-            CheckFunctionManager.__init__ = _wrap(_original)
+            setattr(CheckFunctionManager, "__init__", _wrap(_original))
         _listeners = (*_listeners, listener)
     try:
         yield
@@ -132,7 +132,7 @@ def building(listener: BuildListener) -> Iterator[None]:
             _listeners = _listeners[:index] + _listeners[index + 1 :]
             if not _listeners:
                 if getattr(CheckFunctionManager.__dict__["__init__"], "__wrapped__", None) is _original:
-                    CheckFunctionManager.__init__ = _original
+                    setattr(CheckFunctionManager, "__init__", _original)
                 _original = None
 
 

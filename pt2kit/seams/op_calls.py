@@ -75,8 +75,8 @@ class _Wrappers:
     def _wrap(self) -> None:
         from torch._ops import OpOverload, OpOverloadPacket
 
-        original_overload_call = OpOverload.__call__
-        original_packet_call = OpOverloadPacket.__call__
+        original_overload_call: Callable[..., Any] = OpOverload.__call__
+        original_packet_call: Callable[..., Any] = OpOverloadPacket.__call__
         stack = self.stack
 
         @functools.wraps(original_overload_call)
@@ -84,8 +84,8 @@ class _Wrappers:
             observer = stack[-1] if stack else None
             token = observer.calling(op, args, kwargs) if observer else None
             result = original_overload_call(op, *args, **kwargs)
-            if token is not None:  # the call succeeded
-                observer.returned(token)  # type: ignore[union-attr]
+            if token is not None and observer is not None:  # the call succeeded (a token means an observer)
+                observer.returned(token)
             return result
 
         @functools.wraps(original_packet_call)
@@ -96,14 +96,16 @@ class _Wrappers:
             return original_packet_call(packet, *args, **kwargs)
 
         self.originals = (original_overload_call, original_packet_call)
-        OpOverload.__call__ = overload_call  # type: ignore[method-assign]
-        OpOverloadPacket.__call__ = packet_call  # type: ignore[method-assign]
+        setattr(OpOverload, "__call__", overload_call)
+        setattr(OpOverloadPacket, "__call__", packet_call)
 
     def _unwrap(self) -> None:
         from torch._ops import OpOverload, OpOverloadPacket
 
         assert self.originals is not None
-        OpOverload.__call__, OpOverloadPacket.__call__ = self.originals  # type: ignore[method-assign]
+        overload_call, packet_call = self.originals
+        setattr(OpOverload, "__call__", overload_call)
+        setattr(OpOverloadPacket, "__call__", packet_call)
         self.originals = None
 
 

@@ -21,7 +21,7 @@ torch does. :func:`unique_overload` picks the one overload of a packet, as torch
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, cast
 
 from . import Seam
 
@@ -138,7 +138,7 @@ def failures_text(path: str, data: dict[str, dict[str, dict[str, str]]]) -> str:
     """The failures file as ``FailuresDict`` writes it (so ``generate_opcheck_tests`` accepts it unchanged)."""
     from torch.testing._internal.optests.generate_tests import FailuresDict
 
-    return FailuresDict(str(path), data)._save(to_str=True)
+    return cast(str, FailuresDict(str(path), data)._save(to_str=True))  # (a str with to_str)
 
 
 def outputs_alias_inputs(outputs: Any, inputs: Any) -> bool:

@@ -107,7 +107,7 @@ def add_observer(observer: GraphObserver) -> None:
         if not _installed:
             original = OutputGraph.__dict__["call_user_compiler"]
             wrapper = _wrap(original)
-            OutputGraph.call_user_compiler = wrapper  # type: ignore[method-assign]
+            setattr(OutputGraph, "call_user_compiler", wrapper)
             _installed.update(original=original, wrapper=wrapper)
         _observers = (*_observers, observer)
 
@@ -120,7 +120,7 @@ def remove_observer(observer: GraphObserver) -> None:
         _observers = tuple(o for o in _observers if o is not observer)
         # If someone wrapped our wrapper since, leave the chain alone: idle, ours passes calls through.
         if not _observers and _installed and OutputGraph.__dict__.get("call_user_compiler") is _installed["wrapper"]:
-            OutputGraph.call_user_compiler = _installed["original"]  # type: ignore[method-assign]
+            setattr(OutputGraph, "call_user_compiler", _installed["original"])
             _installed.clear()
 
 

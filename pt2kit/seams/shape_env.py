@@ -289,7 +289,7 @@ def _install() -> None:
     for name, wrap in _WRAPPERS.items():
         original = ShapeEnv.__dict__[name]
         wrapper = wrap(original)
-        wrapper.__pt2kit_original__ = original  # type: ignore[attr-defined]
+        setattr(wrapper, "__pt2kit_original__", original)
         _installed[name] = (original, wrapper)
         setattr(ShapeEnv, name, wrapper)
 

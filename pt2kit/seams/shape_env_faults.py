@@ -86,11 +86,11 @@ def dropped_guards(drop: Callable[[str], bool]) -> Iterator[None]:
                 helper.exprs[:] = [code for code, kept in zip(helper.exprs, keep) if kept]
         return helpers
 
-    ShapeEnv.produce_guards_verbose = produce_guards_verbose
+    setattr(ShapeEnv, "produce_guards_verbose", produce_guards_verbose)
     try:
         yield
     finally:
-        ShapeEnv.produce_guards_verbose = original
+        setattr(ShapeEnv, "produce_guards_verbose", original)
 
 
 @contextlib.contextmanager
@@ -112,9 +112,9 @@ def wrong_mod_bounds(modulus: int = 2) -> Iterator[None]:
     from torch.fx.experimental import symbolic_shapes
 
     symbolic_shapes._maybe_evaluate_static_worker.cache_clear()
-    SymPyValueRangeAnalysis.mod = classmethod(mod)
+    setattr(SymPyValueRangeAnalysis, "mod", classmethod(mod))
     try:
         yield
     finally:
-        SymPyValueRangeAnalysis.mod = original
+        setattr(SymPyValueRangeAnalysis, "mod", original)
         symbolic_shapes._maybe_evaluate_static_worker.cache_clear()

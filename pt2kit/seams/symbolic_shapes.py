@@ -53,7 +53,9 @@ def hint(value: Any) -> int:
     try:
         from torch.fx.experimental.symbolic_shapes import optimization_hint
     except ImportError:  # (torch 2.11 and 2.12 call it hint_int)
-        from torch.fx.experimental.symbolic_shapes import hint_int as optimization_hint
+        from torch.fx.experimental.symbolic_shapes import (  # type: ignore[attr-defined, no-redef]
+            hint_int as optimization_hint,
+        )
 
     return optimization_hint(value)
 

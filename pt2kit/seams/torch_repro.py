@@ -39,9 +39,8 @@ def probe() -> None:
     inference = "is_inference" in inspect.signature(after_aot.save_graph_repro).parameters
     written = io.StringIO()
     x = torch.ones(2)
-    after_aot.save_graph_repro(
-        written, make_fx(lambda x: (x.sin(),))(x), [x], "inductor", **({"is_inference": True} if inference else {})
-    )
+    extra: dict[str, Any] = {"is_inference": True} if inference else {}
+    after_aot.save_graph_repro(written, make_fx(lambda x: (x.sin(),))(x), [x], "inductor", **extra)
     source = written.getvalue()
     if torch_repro_kind(source) != "torch-aot":
         raise AttributeError("torch's aot repro files no longer import torch._dynamo.repro.after_aot")
@@ -62,13 +61,13 @@ def torch_repro_kind(source: str) -> str | None:
     return next((kind for marker, kind in MARKERS.items() if marker in source), None)
 
 
-def run_repro_kwargs(source: str) -> dict[str, Any]:
-    """The literal keyword arguments of a torch repro's ``run_repro(...)`` call."""
+def run_repro_kwargs(source: str) -> dict[str | None, Any]:
+    """The literal keyword arguments of a torch repro's ``run_repro(...)`` call (None: a literal ``**{...}``)."""
     import ast
 
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "run_repro":
-            values = {}
+            values: dict[str | None, Any] = {}
             for keyword in node.keywords:
                 try:
                     values[keyword.arg] = ast.literal_eval(keyword.value)

@@ -25,12 +25,12 @@ import pytest
 import replay_programs as P
 import torch
 import torch.nn.functional as F
-from conftest import REPO, TESTS
+from support.paths import REPO, USER_MODULES
 
 import replay
 from pt2kit.errors import CorruptRecord, UnknownBackend, UserFacingError
 from replay import rebuild, runner
-from replay.record import PartialRecord, _file_sha256
+from replay.records import PartialRecord, _file_sha256
 
 
 def record_failing(out: Path, call) -> list[replay.Record]:
@@ -86,6 +86,19 @@ def node(record: replay.Record, value_node):
 
 
 # -- the done criteria -------------------------------------------------------------------
+
+
+def test_the_api_names_stay_the_api_after_its_modules_load():
+    """``replay.record`` is the function on every access: no submodule of the package shadows a public name
+    once the recorder has been imported (it was the module ``record.py`` from the second access on)."""
+    import importlib
+
+    for module in ("recorder", "records", "runner"):
+        importlib.import_module(f"replay.{module}")
+    for _ in range(2):
+        assert [callable(replay.record), replay.load.__module__, replay.run.__module__] == [True, "replay.records", "replay.runner"]
+        assert replay.record.__name__ == "record_call"
+    assert set(replay.__all__).isdisjoint(p.stem for p in Path(replay.__file__).parent.glob("*.py"))
 
 
 def test_backend_error_is_recorded_once_and_replays_under_its_backend_and_eager(tmp_path):
@@ -393,7 +406,7 @@ def test_run_from_the_command_line_prints_one_json_document_and_exits_1_when_rep
 def test_record_from_the_command_line(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text(
-        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport replay_programs as P\n"
+        f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\nimport torch\nimport replay_programs as P\n"
         "frame = P.make_frame(torch.ones(4))\n"
         "torch.compile(frame, backend='planted_compile_error')(torch.randn(4), 2, 0.5, P.TABLE)\n"
     )
@@ -469,7 +482,7 @@ def test_real_inductor_failure_replays_with_its_recorded_config(tmp_path):
 def test_torch_replay_record_enabled_switch_records_once_pt2kit_is_installed(tmp_path):
     script = tmp_path / "switch.py"
     script.write_text(
-        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport replay_programs as P\n"
+        f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\nimport torch\nimport replay_programs as P\n"
         "x = torch.ones(2)\nprint(torch.equal(torch.compile(P.grows, backend='eager')(x), P.grows(x)))  # healthy, switch off\n"
         "print(torch._dynamo.convert_frame._compile.__module__)  # nothing of pt2kit in the compile path yet\n"
         "torch._dynamo.config.replay_record_enabled = True\n"
