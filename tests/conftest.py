@@ -4,11 +4,14 @@ Every test process (and every process pt2kit starts) uses one Inductor cache for
 the whole run, so each distinct kernel is compiled once per run.
 """
 import os
-from pathlib import Path
+import sys
 
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO / "examples"
+from support.paths import REPO, USER_MODULES
+from support.programs import MODEL, MODEL_FUNCTION
+from support.scheduling import program_scope
 
+# The test programs' own modules (``import planted``), importable as a user's program's are.
+sys.path.insert(0, str(USER_MODULES))
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(REPO / ".cache" / "inductor"))
 # Every minification ends by running its repro.py in a fresh process elsewhere (torch
 # alone, another directory, no warm cache): a few seconds each, over a hundred runs
@@ -29,12 +32,7 @@ pytest_plugins = ["pytester"]
 
 import pytest  # noqa: E402
 
-TESTS = Path(__file__).resolve().parent
 
-
-# tests/ mirrors pt2kit's packages: tests/minifier/ tests minifier/, tests/pt2kit/ the floor, and so
-# on (select one with its path: ``pytest tests/validation -m "not e2e"``).
-PACKAGE_DIRECTORIES = ("pt2kit", "minifier", "replay", "validation", "explain", "opcheck")
 
 
 def pytest_runtest_setup(item):
@@ -66,20 +64,6 @@ def pytest_collection_modifyitems(config, items):
     ))
 
 
-#: The modules whose tests read one ``minify run`` per program, cached per process (the parameter
-#: names the program): all of a program's tests must run on one worker, or each worker runs it again.
-ONE_RUN_PER_PROGRAM = ("minifier/test_real_bugs.py", "minifier/test_torch_scenarios.py")
-
-
-def program_scope(nodeid: str) -> str:
-    """The unit ``make slow`` hands to one worker: a program's tests in :data:`ONE_RUN_PER_PROGRAM`
-    (``tests/minifier/test_real_bugs.py[<program>]``), else the test itself."""
-    path, _, test = nodeid.partition("::")
-    if path.removeprefix("tests/") in ONE_RUN_PER_PROGRAM and test.endswith("]"):
-        return f"{path}[{test.split('[', 1)[1]}"
-    return nodeid
-
-
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadscope`` (``make slow``) hands out each :func:`program_scope` as one unit.
 
@@ -100,36 +84,6 @@ def pytest_xdist_make_scheduler(config, log):
     return ProgramScheduling(config, log)
 
 
-# The model's function, 15 nodes: the program model_script writes, and the function
-# tests/minifier/test_reduce_inprocess.py saves graphs from.
-MODEL_FUNCTION = '''
-def f(x, w):
-    y = x @ w
-    y = torch.sin(y) * 2 + 1
-    y = y.exp().log1p()
-    y = torch.cos(y)
-    y = y - y.mean(dim=-1, keepdim=True)
-    y = torch.tanh(y) * 0.5
-    y = y.sigmoid() + y.abs()
-    return y.sum(dim=0)
-'''
-
-MODEL = '''
-import sys
-sys.path.insert(0, {tests!r})
-import torch
-import planted  # noqa: F401  registers the planted backends
-
-{function}
-
-if __name__ == "__main__":
-    torch.manual_seed(0)
-    x, w = torch.randn(8, 16) * {scale}, torch.randn(16, 16, requires_grad={train})
-    out = torch.compile(f, backend={backend!r})(x, w)
-    {after}
-'''
-
-
 @pytest.fixture
 def model_script(tmp_path):
     """Write a small model compiled with a planted backend; returns its path.
@@ -142,7 +96,7 @@ def model_script(tmp_path):
         if train and not after:
             after = "out.sum().backward()"
         path = tmp_path / name
-        path.write_text(MODEL.format(tests=str(TESTS), function=MODEL_FUNCTION, backend=backend, train=train, scale=scale, after=after or "print(out.sum())"))
+        path.write_text(MODEL.format(tests=str(USER_MODULES), function=MODEL_FUNCTION, backend=backend, train=train, scale=scale, after=after or "print(out.sum())"))
         return path
 
     return write
@@ -171,16 +125,3 @@ def in_process(tmp_path):
     session = Session("in-process", out=tmp_path / "runs", quiet=True, executor=executor)
     yield session, executor
     session.close()
-
-
-def minified(in_process, script: Path, **options) -> dict:
-    """``minify run --json``'s report of ``script`` (``options``: ``minify_script``'s): the program under capture in
-    its own process, the queries asked in ``in_process``'s (tests/minifier/test_minifier_cli.py keeps the command's
-    own processes)."""
-    import json
-
-    from minifier.minification import minify_script
-
-    session, _ = in_process
-    result = minify_script(session, script, [], out=script.parent / "runs", **options)
-    return json.loads(json.dumps(result.to_json(), default=str))  # as the command prints it

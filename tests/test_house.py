@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ONE_RUN_PER_PROGRAM, PACKAGE_DIRECTORIES, REPO, TESTS, program_scope
+from support.paths import PACKAGE_DIRECTORIES, REPO, TESTS
+from support.scheduling import ONE_RUN_PER_PROGRAM, program_scope
 
 PACKAGES = ("pt2kit", "minifier", "replay", "validation", "explain", "opcheck")
 TOOLS = PACKAGES[1:]

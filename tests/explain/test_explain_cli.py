@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from conftest import EXAMPLES, REPO
+from support.paths import EXAMPLES, REPO
 from explain.__main__ import main
 
 SCRIPTS = EXAMPLES / "explain"

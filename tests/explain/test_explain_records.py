@@ -29,7 +29,7 @@ import test_explain_recompiles  # noqa: E402
 from test_explain_api import calls_a_breaking_helper, loops_with_a_print, sin_cos_add, three_breaks  # noqa: E402
 from test_explain_recompiles import affine, double, forward_pass  # noqa: E402
 
-from records import round_trip as _round_trip
+from support.records import round_trip as _round_trip
 
 
 def round_trip(report, report_type):

@@ -29,7 +29,8 @@ from minifier.capture.extract import Unrecoverable, backend_definition
 from pt2kit.errors import FlakyFailure, NotReproducible, UserFacingError
 from minifier.unit.case import BACKEND_NAME
 
-from conftest import minified
+from pt2kit.script import PT2KIT_PACKAGES
+from support.programs import minified
 
 PROGRAM = '''
 import functools
@@ -160,10 +161,10 @@ def run_elsewhere(repro: Path, elsewhere: Path) -> subprocess.CompletedProcess[s
         if item.is_file():
             (elsewhere / item.name).write_bytes(item.read_bytes())
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         import runpy, sys
         sys.path.insert(0, ".")  # as `python repro.py` would
-        for name in ("minifier", "replay", "validation", "explain", "opcheck"):
+        for name in {PT2KIT_PACKAGES!r}:
             sys.modules[name] = None
         sys.argv = ["repro.py"]
         runpy.run_path("repro.py", run_name="__main__")

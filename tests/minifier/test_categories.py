@@ -18,8 +18,8 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from conftest import minified
-from test_entry_points import torch_alone
+from support.programs import minified
+from support.running import torch_alone
 
 pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
 

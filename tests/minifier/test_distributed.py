@@ -13,7 +13,8 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-from conftest import TESTS
+from pt2kit.script import PT2KIT_PACKAGES
+from support.paths import USER_MODULES
 
 TP_JOB = '''
 import sys
@@ -72,7 +73,7 @@ if __name__ == "__main__":
 
 def job(tmp_path: Path, template: str, backend: str) -> Path:
     script = tmp_path / "job.py"
-    script.write_text(template.format(tests=str(TESTS), backend=backend))
+    script.write_text(template.format(tests=str(USER_MODULES), backend=backend))
     return script
 
 
@@ -90,10 +91,10 @@ def minify_job(script: Path) -> dict:
 def alone(repro: Path) -> subprocess.CompletedProcess[str]:
     """The repro, in one plain process: no torchrun, no rank environment, pt2kit unimportable."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK")}
-    env.update({"PT2KIT_AUTOLOAD": "0", "PYTHONPATH": str(TESTS)})
+    env.update({"PT2KIT_AUTOLOAD": "0", "PYTHONPATH": str(USER_MODULES)})
     blocker = textwrap.dedent(f"""
         import runpy, sys
-        for name in ("minifier", "replay", "validation", "explain", "opcheck"):
+        for name in {PT2KIT_PACKAGES!r}:
             sys.modules[name] = None
         sys.argv = [{str(repro)!r}]
         runpy.run_path({str(repro)!r}, run_name="__main__")

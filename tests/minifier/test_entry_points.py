@@ -30,14 +30,16 @@ import pytest
 import torch
 from torch._dynamo.backends.common import aot_autograd
 
-from conftest import MODEL_FUNCTION, TESTS, minified
+from support.paths import USER_MODULES
+from support.programs import MODEL_FUNCTION, minified
 
-sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(USER_MODULES))
 import planted  # noqa: E402, F401  registers the planted backends
 
 from minifier.on_failure import Intent, ReproOnFailure  # noqa: E402
 from minifier.repro.files import load_repro  # noqa: E402
 from minifier.stages.run import run_case  # noqa: E402
+from support.running import torch_alone, user_env  # noqa: E402
 
 
 # --------------------------------------------------------------------------- #
@@ -239,27 +241,7 @@ print("done")
 """
 
 
-def user_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PT2KIT_"))}
-    return {**env, "PT2KIT_AUTOLOAD": "1", **extra}
 
-
-def torch_alone(repro: Path, where: Path) -> subprocess.CompletedProcess[str]:
-    """The repro copied to another directory and run there with torch alone, on an empty Inductor cache."""
-    where.mkdir(parents=True)
-    for file in repro.parent.iterdir():
-        if file.is_file():
-            (where / file.name).write_bytes(file.read_bytes())
-    blocker = (
-        "import runpy, sys\n"
-        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck'):\n"
-        "    sys.modules[name] = None\n"
-        "runpy.run_path('repro.py', run_name='__main__')\n"
-    )
-    env = {**user_env(), "PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": str(where / "inductor-cache")}
-    return subprocess.run(
-        [sys.executable, "-P", "-c", blocker], capture_output=True, text=True, cwd=where, env=env, timeout=600
-    )
 
 
 @pytest.mark.e2e

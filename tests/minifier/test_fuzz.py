@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 import fuzz_backends as fb
-import fuzzing as fz
+from support import fuzzing as fz
 import pytest
 import torch
 from hypothesis import given

@@ -7,7 +7,7 @@ from minifier.bisect.bisection import bisect_script
 from pt2kit.errors import FlakyFailure, NoFailure, ScriptNotFound
 from pt2kit.script import resolve_script
 
-from conftest import TESTS
+from support.paths import USER_MODULES
 
 # Every test here runs the program end to end, with pt2kit's capture armed. What is decided
 # from the answers (stages, culprit, accuracy, flakiness) is asked in-process (the
@@ -115,7 +115,7 @@ def test_stages_are_asked_while_the_program_runs_and_never_twice(session, tmp_pa
     # meanwhile; g1 fails. Every (graph, stage) is asked once, early or in the batch.
     script = tmp_path / "program.py"
     script.write_text(
-        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n"
+        f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n"
         "import time\nimport torch\nimport planted  # noqa: F401\n\n"
         "def f(x):\n    return torch.sin(x) * 2 + 1\n\n"
         "def g(x):\n    return torch.cos(x).exp()\n\n"
@@ -190,7 +190,7 @@ def test_a_program_under_no_grad_is_bisected_under_no_grad(in_process, tmp_path)
     # graph. Run with grad on, the dynamo graph would become a forward graph (and pass).
     script = tmp_path / "infer.py"
     script.write_text(
-        f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n"
+        f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n"
         "import torch\nimport planted  # noqa: F401\n\n"
         "def f(x, w):\n    return torch.cos(x @ w).sum(dim=0)\n\n"
         "x, w = torch.randn(8, 16), torch.randn(16, 16, requires_grad=True)\n"

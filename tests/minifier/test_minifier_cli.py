@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, minified
+from support.paths import EXAMPLES
+from support.programs import minified
 from pt2kit.signature import DIAGNOSTIC_SEPARATOR, compiler_diagnostic
 
 MINIFY = [sys.executable, "-m", "minifier"]
@@ -345,7 +346,7 @@ def test_env_var_hook_works_after_a_plain_pip_install(model_script, tmp_path):
     """A wheel install (not editable) puts the autoload .pth in site-packages, and it works."""
     import sysconfig
 
-    from conftest import REPO
+    from support.paths import REPO
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

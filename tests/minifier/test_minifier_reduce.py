@@ -8,8 +8,6 @@ torch, Ctrl-C and resume.
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
@@ -18,6 +16,7 @@ from minifier.minification import minify_script
 from minifier.isolation.inprocess import InProcessExecutor
 from minifier.isolation.session import Session
 from minifier.repro.files import load_repro
+from support.running import run_repro_without_pt2kit
 
 # Every test here runs the program end to end, with pt2kit's capture armed. The tests of a
 # crash and a hang keep pt2kit's worker processes (the ``session`` fixture); the others ask
@@ -27,18 +26,6 @@ pytestmark = pytest.mark.e2e
 
 def minify(session, script, tmp_path, **options):
     return minify_script(session, script, [], out=tmp_path / "runs", **options)
-
-
-def run_repro_without_pt2kit(path):
-    """Run a repro.py the way a compiler engineer would, with pt2kit unimportable."""
-    blocker = (
-        "import sys, runpy\n"
-        "for name in ('minifier', 'replay', 'validation', 'explain', 'opcheck', 'pt2kit'):\n"
-        "    sys.modules[name] = None  # any import of ours would fail\n"
-        f"sys.argv = [{str(path)!r}]\n"
-        f"runpy.run_path({str(path)!r}, run_name='__main__')\n"
-    )
-    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=path.parent, timeout=300)
 
 
 def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(in_process, model_script, tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ from minifier.isolation.worker import Worker
 from minifier.repro.files import load_repro, trace_module, write_repro
 from minifier.repro.writer import render
 
-from conftest import REPO
+from support.paths import REPO
 
 # --------------------------------------------------------------------------- #
 # Signatures

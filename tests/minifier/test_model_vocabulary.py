@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS, minified
+from support.paths import USER_MODULES
+from support.programs import minified
+from pt2kit.script import PT2KIT_PACKAGES
 
 
 def minify(script: Path, *flags: str, timeout: int = 1500) -> dict:
@@ -38,18 +40,18 @@ def torch_alone(repro: Path) -> subprocess.CompletedProcess[str]:
     """Run a repro with pt2kit's packages unimportable."""
     blocker = textwrap.dedent(f"""
         import runpy, sys
-        for name in ("minifier", "replay", "validation", "explain", "opcheck"):
+        for name in {PT2KIT_PACKAGES!r}:
             sys.modules[name] = None
         sys.argv = [{str(repro)!r}]
         runpy.run_path({str(repro)!r}, run_name="__main__")
     """)
-    env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "PYTHONPATH": str(USER_MODULES)}
     return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=repro.parent, env=env, timeout=900)
 
 
 def write(tmp_path: Path, body: str, name: str = "program.py") -> Path:
     script = tmp_path / name
-    script.write_text(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport planted  # noqa: F401\nimport torch\n" + textwrap.dedent(body))
+    script.write_text(f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\nimport planted  # noqa: F401\nimport torch\n" + textwrap.dedent(body))
     return script
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from browser import CHROMIUM, Loaded, open_page
+from support.browser import CHROMIUM, Loaded, open_page
 from minifier.pages.minify_page import REPORT_HTML
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make browser)")]
 
-from conftest import EXAMPLES
+from support.paths import EXAMPLES
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

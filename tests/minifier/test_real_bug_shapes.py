@@ -15,9 +15,9 @@ import textwrap
 
 import pytest
 
-from conftest import TESTS
+from support.paths import USER_MODULES
 from minifier.minification import minify_script
-from test_minifier_reduce import run_repro_without_pt2kit
+from support.running import run_repro_without_pt2kit
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,7 @@ def verify_elsewhere(monkeypatch):
 
 def program(tmp_path, body, name="program.py"):
     path = tmp_path / name
-    path.write_text(f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport planted  # noqa: F401\n\n" + textwrap.dedent(body))
+    path.write_text(f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\nimport torch\nimport planted  # noqa: F401\n\n" + textwrap.dedent(body))
     return path
 
 

@@ -53,8 +53,7 @@ from typing import Any
 
 import pytest
 
-from test_subsystem import run_program
-from test_torch_scenarios import RUN_REPRO
+from support.running import RUN_REPRO, run_program
 
 BUGS_DIR = Path(__file__).resolve().parent / "real_bugs"
 BUGS = sorted(p.stem for p in BUGS_DIR.glob("*.py"))

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matr
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 import planted  # noqa: E402, F401  registers the planted backends
-from conftest import MODEL_FUNCTION  # noqa: E402
-from test_minifier_reduce import run_repro_without_pt2kit  # noqa: E402
+from support.programs import MODEL_FUNCTION  # noqa: E402
+from support.running import run_repro_without_pt2kit  # noqa: E402
 
 
 def _model_function():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS
+from support.paths import USER_MODULES
 
 PROGRAMS = Path(__file__).resolve().parent / "state_programs"
 
@@ -68,7 +68,7 @@ def test_a_failure_of_every_other_compile_gets_the_same_verdict_every_run(tmp_pa
         where.mkdir()
         script = where / "program.py"
         script.write_text(
-            f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport planted  # noqa: F401\n\n"
+            f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\nimport torch\nimport planted  # noqa: F401\n\n"
             "def f(x):\n    return torch.cos(x.sin() * 2).sum()\n\n"
             "print(torch.compile(f, backend='planted_alternating')(torch.randn(8)))\n"
         )
@@ -100,7 +100,7 @@ def test_a_failure_of_every_other_compile_is_measured_whatever_the_program(
     """
     import os
 
-    from conftest import minified
+    from support.programs import minified
 
     monkeypatch.setenv("PT2KIT_VERIFY_ELSEWHERE", "1")
     if body == "model":
@@ -108,7 +108,7 @@ def test_a_failure_of_every_other_compile_is_measured_whatever_the_program(
     else:
         script = tmp_path / "program.py"
         script.write_text(
-            f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nimport torch\nimport planted  # noqa: F401\n\n{body}\n"
+            f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\nimport torch\nimport planted  # noqa: F401\n\n{body}\n"
             "print(torch.compile(f, backend='planted_alternating')(torch.randn(8)))\n"
         )
     os.environ["PLANTED_ALTERNATING_COUNTER"] = str(tmp_path / "counter")

@@ -17,7 +17,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,8 @@ import pytest
 from minifier.minification import minify_script
 from minifier.bisect.subsystem import Subsystem, workarounds
 
-from conftest import EXAMPLES
+from support.paths import EXAMPLES
+from support.running import run_program
 
 
 def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
@@ -75,14 +75,6 @@ def test_bisect_names_the_workaround_under_its_stage_table(model_script, tmp_pat
     assert report["status"] == "bisected" and report["subsystem"] is None
     assert report["workaround"]["verified"] is True and "'aot_eager'" in report["workaround"]["code"]
     assert "workaround" in done.stdout and "compile with aot_eager instead of" in done.stdout
-
-
-def run_program(script: Path, code: str = "") -> subprocess.CompletedProcess[str]:
-    """The program in a fresh process on an empty Inductor cache, ``code`` run first (as a user pastes it)."""
-    runner = f"import runpy, sys\nexec({code!r}, {{}})\nrunpy.run_path({str(script)!r}, run_name='__main__')\n"
-    with tempfile.TemporaryDirectory() as cache:
-        env = {"PATH": "/usr/bin:/bin", "TORCHINDUCTOR_CACHE_DIR": cache, "PT2KIT_AUTOLOAD": "0", "HOME": cache}
-        return subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, cwd=script.parent, env=env, timeout=600)
 
 
 @pytest.mark.slow

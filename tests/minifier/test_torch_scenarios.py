@@ -49,19 +49,10 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
+from support.paths import REPO
+from support.running import RUN_REPRO
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
-PT2KIT_PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
-RUN_REPRO = (
-    "import os, runpy, sys\n"
-    f"for name in {PT2KIT_PACKAGES!r}:\n"
-    "    sys.modules[name] = None  # importing pt2kit from a repro fails\n"
-    "sys.argv = sys.argv[1:]\n"
-    "sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))  # as `python repro.py` does\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
-)
-
 pytestmark = [pytest.mark.slow, pytest.mark.scenarios]
 
 Ops = tuple[Any, ...]  # each item: an op name, or a tuple of acceptable spellings

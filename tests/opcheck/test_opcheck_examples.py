@@ -14,7 +14,7 @@ import shutil
 import sys
 
 import pytest
-from conftest import EXAMPLES
+from support.paths import EXAMPLES
 
 from opcheck.checks import warm_up
 

@@ -184,9 +184,15 @@ def test_meta_and_vmap_wrapped_calls_are_not_recorded(recorder):
 
 
 def test_uninstall_restores_torchs_call():
+    """Uninstalling leaves torch's ``__call__`` as installing found it: torch's own, or, where an earlier
+    test's ``opcheck`` fixture started the session's recorder (it observes until the session ends), that one."""
+    from pt2kit.seams import op_calls
+
     original = torch._ops.OpOverload.__call__, torch._ops.OpOverloadPacket.__call__
+    already = op_calls.installed()
     recorder = CallRecorder()
     recorder.install()
-    assert torch._ops.OpOverload.__call__ is not original[0]
+    assert op_calls.installed() and (torch._ops.OpOverload.__call__ is original[0]) == already
     recorder.uninstall()
     assert (torch._ops.OpOverload.__call__, torch._ops.OpOverloadPacket.__call__) == original
+    assert op_calls.installed() == already

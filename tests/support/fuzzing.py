@@ -65,7 +65,8 @@ from typing import Any
 import fuzz_backends as fb
 from hypothesis import strategies as st
 
-TESTS = Path(__file__).resolve().parent
+from support.paths import USER_MODULES  # noqa: E402
+from pt2kit.script import PT2KIT_PACKAGES
 
 # --------------------------------------------------------------------------- #
 # The vocabulary
@@ -187,7 +188,7 @@ class Program:
         body, returned = self.lines()
         return "def f(x, w):\n" + "".join(f"    {line}\n" for line in body) + f"    return ({', '.join(returned)},)\n"
 
-    def script(self, backends_dir: Path = TESTS) -> str:
+    def script(self, backends_dir: Path = USER_MODULES) -> str:
         grad = "True" if self.train else "False"
         backward = "    sum(o.sum() for o in out).backward()\n" if self.train else ""
         return (
@@ -342,7 +343,6 @@ def query_bound(nodes: int) -> float:
 HANG_TIMEOUT = float(os.environ.get("PT2KIT_FUZZ_HANG_TIMEOUT", "8"))
 QUERY_TIMEOUT = 120.0
 #: pt2kit's packages: a repro that imports any of them is not torch alone.
-PT2KIT_PACKAGES = ("minifier", "replay", "validation", "explain", "opcheck")
 _RUN_REPRO = (
     "import os, runpy, sys\n"
     f"for name in {PT2KIT_PACKAGES!r}:\n"
@@ -482,7 +482,7 @@ def check_repro(program: Program, report: dict[str, Any], scratch: Path) -> str 
         return f"no repro.py at {report.get('repro')!r}"
     elsewhere = scratch / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
-    env = _environment({"PT2KIT_AUTOLOAD": "0", "PYTHONPATH": str(TESTS)})
+    env = _environment({"PT2KIT_AUTOLOAD": "0", "PYTHONPATH": str(USER_MODULES)})
     for variable in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
         env.pop(variable, None)
     hang = program.kind == "hang"

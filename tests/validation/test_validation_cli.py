@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from click.testing import CliRunner
 
-from conftest import EXAMPLES, REPO
+from support.paths import EXAMPLES, REPO
 from validation.__main__ import main
 
 SCRIPTS = EXAMPLES / "validation"

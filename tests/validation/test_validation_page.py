@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import EXAMPLES
+from support.paths import EXAMPLES
 from pt2kit.pages.document import ours, write_page
 from validation.__main__ import main
 from validation.page import render_guards_page, render_sizes_page

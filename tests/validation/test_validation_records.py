@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_validation_guards import parity, same_length  # noqa: E402
 from test_validation_sizes import view4  # noqa: E402
 
-from records import round_trip
+from support.records import round_trip
 
 
 # --------------------------------------------------------------------------- #
