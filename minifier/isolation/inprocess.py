@@ -4,7 +4,7 @@
 hang or an abort in compiled code never reaches pt2kit. What pt2kit *decides* from the
 answers (which stage fails first, which graph is the culprit, what a pass keeps) needs
 only the answers. On queries that fail by raising, as the planted backends of
-``tests/planted.py`` do, :class:`InProcessExecutor` gives the same answers without a
+``tests/support/user_modules/planted.py`` do, :class:`InProcessExecutor` gives the same answers without a
 zygote, a warm-up or a fork: the way torch tests ``fx_minifier``, in the test's process.
 
 What it gives up, by design: a query that crashes takes this process down, a hang is

@@ -1,4 +1,4 @@
-"""Stage bisection on real dynamo and AOTAutograd, with planted backend bugs (tests/planted.py)."""
+"""Stage bisection on real dynamo and AOTAutograd, with planted backend bugs (tests/support/user_modules/planted.py)."""
 
 
 import pytest

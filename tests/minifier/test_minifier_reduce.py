@@ -1,4 +1,4 @@
-"""Minification of a program's captured graphs on real dynamo/AOTAutograd, with planted backend bugs (tests/planted.py).
+"""Minification of a program's captured graphs on real dynamo/AOTAutograd, with planted backend bugs (tests/support/user_modules/planted.py).
 
 What the reducer keeps for each bug is tested in-process (tests/minifier/test_reduce_inprocess.py);
 here are the boundaries that need processes: the program's capture (its failing compile

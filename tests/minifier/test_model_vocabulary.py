@@ -1,6 +1,6 @@
 """What real models add: higher-order ops, dynamic shapes, size-dependent bugs, and real models.
 
-The planted-backend tests (tests/planted.py) run the program under capture in its own process,
+The planted-backend tests (tests/support/user_modules/planted.py) run the program under capture in its own process,
 as ``minify run`` does, and ask the reducer's queries in this test's process (the decisions
 are what they test; tests/minifier/test_minifier_cli.py keeps the command's own processes);
 each repro then runs with torch alone. The slow ones run ``minify run`` whole, on real

@@ -3,7 +3,7 @@
 A graph is saved from a function (:func:`minifier.api.save_repro`), then ``minify repro``'s
 path (bisect it, pick the failing graph, shrink it, write the repro) runs through
 :class:`~minifier.isolation.inprocess.InProcessExecutor`. What the reducer keeps for
-each planted bug of tests/planted.py is tested here in seconds; tests/minifier/test_minifier_reduce.py
+each planted bug of tests/support/user_modules/planted.py is tested here in seconds; tests/minifier/test_minifier_reduce.py
 keeps the boundaries that need processes: a program's capture, crashes and hangs, the
 repro run by plain torch, Ctrl-C and resume.
 """
