@@ -21,9 +21,11 @@ query cache, in a new run directory.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,14 +36,15 @@ from .bisect.report import BisectReport
 from .bisect.culprit import pin_down_again
 from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import MinifyResult
-from .capture.blame import blamed_nodes
+from .capture.blame import Blame
 from .unit.case import GraphCase
+from .unit.check import Check
 from .unit.devices import devices_of, moved_to
 from .stages.inline import variants
 from pt2kit.errors import CorruptRecord, FlakyFailure, Interrupted, NoFailure, NotReproducible, plural
 from .stages.flaky import LOOKS, measured_rate, tries_for
 from .reduce.checkpoint import (
-    CHECKPOINT, Status, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint,
+    CHECKPOINT, CheckpointState, Status, find_checkpoint, fingerprint, holding, load_checkpoint, save_checkpoint,
 )  # fmt: skip
 from .pages.minify_page import write_run_report
 from .reduce.passes import PASSES
@@ -49,7 +52,7 @@ from .reduce.engine import Reducer, Unconfirmed
 from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_repro
 from .isolation.session import Session
 from .isolation.worker import QueryResult
-from pt2kit.signature import Failure, Signature
+from pt2kit.signature import Failure
 from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
 from .stages.run import Outcome, run_case
 from .capture.torch_repro import load_any_repro
@@ -62,6 +65,7 @@ from .releases.environments import ReleaseSpec
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
+
 
 # --------------------------------------------------------------------------- #
 # Minifying one graph
@@ -96,79 +100,81 @@ def without_passthrough(case: GraphCase) -> GraphCase:
     return case.replace(gm=fx.GraphModule(case.gm, graph), inputs=[i for i in case.inputs if i.name not in unused])
 
 
-def minify_case(
-    session: Session,
-    case: GraphCase,
-    *,
-    stage: str,
-    target: Failure,
-    accuracy: Accuracy,
-    key: str,
-    resume: Path | None = None,
-    bisect: BisectReport | None = None,
-    blame: tuple[str | None, Path | None] = (None, None),
-    failure_rate: float | None = None,
-) -> MinifyResult:
-    """Shrink ``case`` while it fails ``stage`` with ``target``; write repro.py and report.json.
+@dataclass(frozen=True)
+class Provenance:
+    """Where a graph to minify comes from, besides the graph and its :class:`~minifier.unit.check.Check`.
 
-    ``blame``: the kernel the program failed in (the reducer asks about its nodes
-    first, see :mod:`minifier.capture.blame`) and the file ``case`` was read from (whose
-    profile the bisection may have asked already: ``bisect.profiled``).
-    ``failure_rate``: a flaky failure's, when known (else the bisection's): every
-    question is asked several times (:mod:`minifier.stages.flaky`). A repro that does not
-    fail when checked, from a graph the program failed to compile (trusted, not
-    compiled again), has its original's rate measured; a flaky one is minified again.
+    ``failure``: the failure as seen (its details go to the report); ``key``: the run's
+    fingerprint (a rerun of the same command resumes its checkpoint); ``resume``: the
+    interrupted run's checkpoint to start from; ``bisect``: the bisection that chose the
+    graph; ``blame``: the kernel the program failed in (the reducer asks about its nodes
+    first) and the file the graph was read from (whose profile the bisection may have asked
+    already: ``bisect.profiled``); ``failure_rate``: a flaky failure's, when known (else the
+    bisection's): every question is then asked several times (:mod:`minifier.stages.flaky`).
     """
+
+    failure: Failure
+    key: str
+    resume: Path | None = None
+    bisect: BisectReport | None = None
+    blame: Blame = Blame()
+    failure_rate: float | None = None
+
+
+@dataclass
+class Reduction:
+    """A reducer ready to run: the query it asks each candidate, and the checkpoint it writes as it improves."""
+
+    reducer: Reducer
+    query: CandidateQuery
+    checkpoint: Path
+    state: CheckpointState
+
+
+def minify_case(session: Session, case: GraphCase, check: Check, came: Provenance) -> MinifyResult:
+    """Shrink ``case`` while it fails as ``check`` asks; write repro.py and report.json.
+
+    A repro that does not fail when checked, from a graph the program failed to compile
+    (trusted, not compiled again), has its original's rate measured; a flaky one is
+    minified again with repeated questions.
+    """
+    stage = check.stage
     session.warm_up(inductor=stage == "inductor", preload=[__name__])  # already asked for when a bisection came first
     before = case
-    if resume is None:
-        case = flatten(session, case, stage=stage, target=target, accuracy=accuracy)
-    failure_rate = failure_rate if failure_rate is not None else bisect.failure_rate if bisect is not None else None
-    prior = (
-        bisect.profiled.get(str(blame[1])) if bisect is not None and blame[1] is not None and case is before else None
-    )
-    reducer, query, checkpoint, state = start_reducer(
-        session,
-        case,
-        stage=stage,
-        target=target,
-        accuracy=accuracy,
-        key=key,
-        prior=prior,
-        tries=tries_for(failure_rate),
-        resume=resume,
-        bisect=bisect,
-        blame=blame,
-    )
+    if came.resume is None:
+        case = flatten(session, case, check)
+    bisect = came.bisect
+    failure_rate = came.failure_rate if came.failure_rate is not None else bisect.failure_rate if bisect else None
+    source = came.blame.graph_file
+    prior = bisect.profiled.get(str(source)) if bisect is not None and source is not None and case is before else None
+    reduction = start_reducer(session, case, check.asked(tries_for(failure_rate)), came, prior)
     with holding(session.run_dir):  # a second run of this command meanwhile starts afresh
-        path, verified, notes = reduce_and_write(session, reducer, query, case, target, checkpoint, state)
-    if not verified and query.tries == 1:
-        rate = measured_rate(session, case, stage, target.signature, query.accuracy)
+        path, verified, notes = reduce_and_write(session, reduction, case)
+    asked = reduction.query.check
+    if not verified and asked.tries == 1:
+        rate = measured_rate(session, case, asked)
         if rate == 0:  # seen in the program and by the reducer, then in none of the looks
             raise FlakyFailure(
-                f"flaky: {case.label()} failed through {stage} with {target.signature}, then passed {LOOKS} of {LOOKS} times alone",
+                f"flaky: {case.label()} failed through {stage} with {check.failure}, then passed {LOOKS} of {LOOKS} times alone",
                 failure_rate=0.0,
             )
         if 0 < rate < 1:
             session.log(
                 f"{case.label()} fails in {rate:.0%} of its runs: flaky; minifying it again with repeated questions"
             )
-            return minify_case(
-                session, before, stage=stage, target=target, accuracy=accuracy, key=key, bisect=bisect, blame=blame,
-                failure_rate=rate,
-            )  # fmt: skip
+            return minify_case(session, before, check, dataclasses.replace(came, resume=None, failure_rate=rate))
     result = MinifyResult(
-        failure=Outcome(stage, target, 0.0),
+        failure=Outcome(stage, came.failure, 0.0),
         before=before,
         after=load_repro(path).case,
         repro=path,
         queries=session.queries,
-        reduction_queries=reducer.queries,
+        reduction_queries=reduction.reducer.queries,
         seconds=session.seconds,
         verified=verified,
-        accuracy=query.accuracy,
+        accuracy=asked.accuracy,
         bisect=bisect,
-        resumed_from=str(resume.parent) if resume is not None else None,
+        resumed_from=str(came.resume.parent) if came.resume is not None else None,
         run_dir=session.run_dir,
         failure_rate=failure_rate,
     )
@@ -179,52 +185,35 @@ def minify_case(
 
 
 def start_reducer(
-    session: Session,
-    case: GraphCase,
-    *,
-    stage: str,
-    target: Failure,
-    accuracy: Accuracy,
-    key: str,
-    prior: QueryResult[Any] | None,
-    tries: int,
-    resume: Path | None,
-    bisect: BisectReport | None,
-    blame: tuple[str | None, Path | None],
-) -> tuple[Reducer, CandidateQuery, Path, dict[str, Any]]:
-    """The reducer for ``case``, its query, and its checkpoint's path and state.
+    session: Session, case: GraphCase, check: Check, came: Provenance, prior: QueryResult[Any] | None
+) -> Reduction:
+    """The reducer for ``case``, its query, and its checkpoint.
 
     The graph is saved as the run's origin (each query's child reads it from there) and
     profiled once (``prior``: the bisection's profile of it, when it asked already). The
-    reducer starts from a checkpoint (``resume``), asks about the blamed kernel's nodes
+    reducer starts from a checkpoint (``came.resume``), asks about the blamed kernel's nodes
     first, and takes the bisection's word for the graph it just saw fail.
     """
+    stage = check.stage
     origin_path = write_repro(
         case,
         session.run_dir / "work" / "origin",
         stage=stage,
-        failure=target.signature,
-        accuracy=accuracy,
+        failure=check.failure,
+        accuracy=check.accuracy,
         note="The graph before minification.",
     )
     # an earlier origin's reference outputs; this one's are saved by its own queries
     OriginRef(origin_path).references.unlink(missing_ok=True)
     values = session.run_dir / "work" / "values.pt"
     profiled = original_profile(session, case, values, prior)
-    query = CandidateQuery(session, OriginRef(origin_path, values), stage, target.signature, accuracy, tries)
+    query = CandidateQuery(session, OriginRef(origin_path, values), check)
     checkpoint = session.run_dir / CHECKPOINT
-    state = {
-        "fingerprint": key,
-        "origin": str(origin_path),
-        "stage": stage,
-        "target": target.signature.to_json(),
-        "accuracy": accuracy,
-        "status": Status.RUNNING.value,
-    }
+    state = CheckpointState(came.key, str(origin_path), dataclasses.replace(check, tries=1))
     reducer = Reducer(
-        case, profiled, target.signature, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state),
+        case, profiled, check.failure, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state),
         jobs=session.jobs,
-    )
+    )  # fmt: skip
     query.reducer = reducer
     reducer.reprofile = lambda reduced: (
         session.query(
@@ -233,20 +222,21 @@ def start_reducer(
         ).value
     )
     reducer.on_pass = lambda name, r: setattr(query, "current_pass", name)
-    reducer.blamed = tuple(blamed_nodes(*blame, list(reducer.best.kept)))
+    reducer.blamed = tuple(came.blame.nodes(list(reducer.best.kept)))
     if reducer.blamed:
         blamed = ", ".join(reducer.blamed)
-        session.log(f"the program failed in Inductor kernel {blame[0]}, made of {blamed}: asking about those first")
-    if resume is not None:
-        reducer.cache, reducer.best = load_checkpoint(resume)
+        session.log(f"the program failed in Inductor kernel {came.blame.kernel}, made of {blamed}: asking about those first")
+    if came.resume is not None:
+        reducer.cache, reducer.best = load_checkpoint(came.resume)
         cached, kept = len(reducer.cache), len(reducer.best.kept)
-        session.log(f"resuming {resume.parent.name}: {cached} answers cached, best so far has {plural(kept, 'node')}")
+        session.log(f"resuming {came.resume.parent.name}: {cached} answers cached, best so far has {plural(kept, 'node')}")
         reducer.reprofiled()
-    if bisect is not None and resume is None and bisection_ran(reducer.best_case(), case, stage):
+    bisect = came.bisect
+    if bisect is not None and came.resume is None and bisection_ran(reducer.best_case(), case, stage):
         # The bisection just ran this very graph through this stage and saw the target.
         seen_only_in_program = bisect.failure is not None and bisect.failure.seen_in_program
         reducer.assume(reducer.best, True, confirmed=not seen_only_in_program)
-    return reducer, query, checkpoint, state
+    return Reduction(reducer, query, checkpoint, state)
 
 
 def original_profile(session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | None) -> Any:
@@ -269,42 +259,35 @@ def original_profile(session: Session, case: GraphCase, values: Path, prior: Que
     return profiled.value
 
 
-def reduce_and_write(
-    session: Session,
-    reducer: Reducer,
-    query: CandidateQuery,
-    case: GraphCase,
-    target: Failure,
-    checkpoint: Path,
-    state: dict[str, Any],
-) -> tuple[Path, bool, list[str]]:
+def reduce_and_write(session: Session, reduction: Reduction, case: GraphCase) -> tuple[Path, bool, list[str]]:
     """Run the passes from the reducer's best candidate and write the best as repro.py: (path, verified, notes).
 
     Ctrl-C writes the best repro so far and an ``interrupted`` checkpoint to resume from.
     A graph whose rebuild does not fail is written as captured (:func:`unreduced`).
     """
-    stage, accuracy, tries = query.stage, query.accuracy, query.tries
+    reducer, query, checkpoint, state = reduction.reducer, reduction.query, reduction.checkpoint, reduction.state
+    check = query.check
     if not reducer.consider(reducer.best):
-        path = unreduced(session, case, stage, target, accuracy)
-        verified, unverified = verify(session, path, target.signature, case, tries)
+        path = unreduced(session, case, check)
+        verified, unverified = verify(session, path, check, case)
         note = f"pt2kit's rebuild of {case.label()} does not fail, the graph as captured does: repro.py is that graph, not reduced"
         return path, verified, [note] + ([unverified] if unverified else [])
     save_checkpoint(reducer, checkpoint, state)
     try:
         reducer.run(PASSES)
     except KeyboardInterrupt:
-        path = write_best(session, reducer, query.origin, stage, target, accuracy, tries)
-        save_checkpoint(reducer, checkpoint, {**state, "status": Status.INTERRUPTED.value})
+        path = write_best(session, reducer, query.origin, check)
+        save_checkpoint(reducer, checkpoint, state.marked(Status.INTERRUPTED))
         raise Interrupted(
             f"interrupted: the best repro so far ({plural(len(reducer.best.kept), 'node')}) is {path}; run the same command again to resume"
         ) from None
-    path = write_best(session, reducer, query.origin, stage, target, accuracy, tries)
-    verified, unverified = verify(session, path, target.signature, reducer.best_case(), tries)
-    save_checkpoint(reducer, checkpoint, {**state, "status": Status.REDUCED.value})  # done once the whole run is
+    path = write_best(session, reducer, query.origin, check)
+    verified, unverified = verify(session, path, check, reducer.best_case())
+    save_checkpoint(reducer, checkpoint, state.marked(Status.REDUCED))  # done once the whole run is
     return path, verified, [unverified] if unverified else []
 
 
-def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, accuracy: Accuracy) -> Path:
+def unreduced(session: Session, case: GraphCase, check: Check) -> Path:
     """The graph as captured, written as the repro, when it fails alone but pt2kit's rebuild of it does not.
 
     The reducer's canonical form (:meth:`~minifier.reduce.engine.Reducer.normalize`) drops what
@@ -312,29 +295,30 @@ def unreduced(session: Session, case: GraphCase, stage: str, target: Failure, ac
     is pt2kit's limit, and the user still gets a repro that fails. When the captured
     graph does not fail alone either, that is said, with no file that fails to point at.
     """
+    stage, target = check.stage, check.failure
     result = session.query(
-        functools.partial(run_case, case, stage, accuracy=accuracy), f"{case.label()} as captured, alone"
+        functools.partial(run_case, case, stage, accuracy=check.accuracy), f"{case.label()} as captured, alone"
     )
     outcome = Outcome.of_query(stage, result)
-    if outcome.failure is None or outcome.failure.signature != target.signature:
+    if outcome.failure is None or outcome.failure.signature != target:
         got = "passes" if outcome.failure is None else f"fails with {outcome.failure.signature}"
         raise NotReproducible(
-            f"{case.label()} does not fail with {target.signature} when it runs alone: as captured it {got}, and pt2kit's rebuild of it passes"
+            f"{case.label()} does not fail with {target} when it runs alone: as captured it {got}, and pt2kit's rebuild of it passes"
         )
     note = "pt2kit could not reduce this graph (its rebuild of it does not fail): this is the graph as captured."
-    return write_run_repro(session, case, stage, target, accuracy, note=note)
+    return write_run_repro(session, case, check, note=note)
 
 
-def flatten(session: Session, case: GraphCase, *, stage: str, target: Failure, accuracy: Accuracy) -> GraphCase:
+def flatten(session: Session, case: GraphCase, check: Check) -> GraphCase:
     """The case with its higher-order ops inlined, when that still fails the same way (see :mod:`minifier.stages.inline`)."""
     for flat in variants(case.gm):
         candidate = case.replace(gm=flat)
         result = session.query(
-            functools.partial(run_case, candidate, stage, accuracy=accuracy),
+            functools.partial(run_case, candidate, check.stage, accuracy=check.accuracy),
             f"{case.label()}: inlining its higher-order ops",
         )
-        outcome = Outcome.of_query(stage, result)
-        if outcome.failure is not None and outcome.failure.signature == target.signature:
+        outcome = Outcome.of_query(check.stage, result)
+        if outcome.failure is not None and outcome.failure.signature == check.failure:
             session.log(
                 f"{case.label()}: higher-order ops inlined ({case.node_count} → {candidate.node_count} nodes); the failure holds"
             )
@@ -382,15 +366,15 @@ def minify_script(
         session.log(
             f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}"
         )
-        blame = (
+        blame = Blame(
             report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None,
             row.case_path,
         )
+        check = Check(outcome.stage, outcome.failure.signature, accuracy)
         try:
             result = minify_case(
-                session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key,
-                bisect=report, blame=blame, failure_rate=rate,
-            )  # fmt: skip
+                session, row.case, check, Provenance(outcome.failure, key, None, report, blame, failure_rate=rate)
+            )
         except NotReproducible as e:
             parent = lowered_from(report, row, after)
             if parent is None:
@@ -401,7 +385,7 @@ def minify_script(
         except Unconfirmed:
             if report.retry is None and rate is None:
                 # the program's failure, not seen alone yet: seen in some looks, it is flaky and minified so
-                rate = measured_rate(session, row.case, outcome.stage, outcome.failure.signature, accuracy)
+                rate = measured_rate(session, row.case, check)
                 if rate > 0:
                     session.log(f"{row.label} fails in {rate:.0%} of its runs alone: flaky; asking each question again")
                     continue
@@ -425,20 +409,11 @@ def minify_script(
 
 def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyResult:
     try:
-        state = json.loads(checkpoint.read_text())
-        loaded = load_repro(Path(state["origin"]))
-        target = Failure(Signature.from_json(state["target"]))
-    except (OSError, KeyError, json.JSONDecodeError) as e:
+        state = CheckpointState.from_json(json.loads(checkpoint.read_text()))
+        loaded = load_repro(Path(state.origin))
+    except (OSError, KeyError, TypeError, ValueError) as e:  # (json.JSONDecodeError and a bad status are ValueErrors)
         raise CorruptRecord(f"cannot resume from {checkpoint}: {e}") from None
-    return minify_case(
-        session,
-        loaded.case,
-        stage=state["stage"],
-        target=target,
-        accuracy=state["accuracy"],
-        key=key,
-        resume=checkpoint,
-    )
+    return minify_case(session, loaded.case, state.check, Provenance(Failure(state.check.failure), key, checkpoint))
 
 
 def minify_repro(
@@ -494,7 +469,6 @@ def minify_repro(
     session.log(
         f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}"
     )
-    result = minify_case(
-        session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=accuracy, key=key, bisect=report
-    )
+    check = Check(outcome.stage, outcome.failure.signature, accuracy)
+    result = minify_case(session, row.case, check, Provenance(outcome.failure, key, bisect=report))
     return finished(session, result, subsystem, None, [], preparing)

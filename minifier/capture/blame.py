@@ -34,6 +34,7 @@ import linecache
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,18 @@ def write_origins(directory: Path, kernels: dict[str, list[str]], original_aten:
     """Beside an aot graph's repro: its kernels' nodes, and its nodes' original aten ops."""
     if kernels or original_aten:
         (directory / ORIGINS).write_text(json.dumps({"kernels": kernels, "original_aten": original_aten}))
+
+
+@dataclass(frozen=True)
+class Blame:
+    """The Inductor kernel the program failed in, and the saved graph file whose origins name its nodes."""
+
+    kernel: str | None = None
+    graph_file: Path | None = None
+
+    def nodes(self, nodes: list[str]) -> list[str]:
+        """:func:`blamed_nodes` of this kernel among ``nodes``."""
+        return blamed_nodes(self.kernel, self.graph_file, nodes)
 
 
 def blamed_nodes(kernel: str | None, graph_file: Path | None, nodes: list[str]) -> list[str]:

@@ -29,9 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import dataclasses
+from dataclasses import dataclass
 from enum import Enum
 
 from pt2kit.errors import CorruptRecord
+from pt2kit.signature import Signature
+
+from ..unit.check import Check
 
 
 class Status(str, Enum):
@@ -41,6 +46,39 @@ class Status(str, Enum):
     INTERRUPTED = "interrupted"
     REDUCED = "reduced"
     DONE = "done"
+
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """What a checkpoint holds besides the reducer's best candidate and its cache: the run it belongs to
+    (``fingerprint``, see :func:`fingerprint`), the graph it reduces (``origin``, a repro file), the
+    question every query asks, and how far the run got."""
+
+    fingerprint: str
+    origin: str
+    check: Check
+    status: Status = Status.RUNNING
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "origin": self.origin,
+            "stage": self.check.stage,
+            "target": self.check.failure.to_json(),
+            "accuracy": self.check.accuracy,
+            "status": self.status.value,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CheckpointState:
+        """The state :meth:`to_json` wrote; KeyError or TypeError when a key is missing or malformed."""
+        check = Check(data["stage"], Signature.from_json(data["target"]), data["accuracy"])
+        return cls(data["fingerprint"], data["origin"], check, Status(data["status"]))
+
+    def marked(self, status: Status) -> CheckpointState:
+        return dataclasses.replace(self, status=status)
+
 
 if TYPE_CHECKING:
     from .engine import Candidate, Reducer
@@ -111,9 +149,9 @@ def find_checkpoint(out: Path, key: str) -> Path | None:
     return max(found)[1] if found else None
 
 
-def save_checkpoint(r: Reducer, path: Path, extra: dict[str, Any]) -> None:
-    """Write the best candidate and the cache, atomically (a rerun resumes from it)."""
-    data = {**extra, "best": r.best.to_json(), "cache": r.cache, "queries": r.queries}
+def save_checkpoint(r: Reducer, path: Path, state: CheckpointState) -> None:
+    """Write ``state``, the best candidate and the cache, atomically (a rerun resumes from it)."""
+    data = {**state.to_json(), "best": r.best.to_json(), "cache": r.cache, "queries": r.queries}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)

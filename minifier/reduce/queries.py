@@ -22,7 +22,7 @@ from ..stages.flaky import repeated
 from ..stages.profile import realize
 from ..stages.run import Outcome, Reach, run_case
 from ..unit.case import GraphCase
-from pt2kit.signature import Failure, Signature
+from ..unit.check import Check
 from .engine import Reducer
 
 if TYPE_CHECKING:
@@ -31,34 +31,33 @@ if TYPE_CHECKING:
 
 
 class CandidateQuery:
-    """The reducer's question, asked of a batch of candidates: each as an isolated query through ``stage``.
+    """The reducer's question, asked of a batch of candidates: each as an isolated query, :attr:`check`.
 
-    A flaky failure's candidates (``tries`` > 1) are each asked several times, and fail
-    when any of their runs does. ``accuracy``: the run's mode when the target is a wrong
-    answer (``True``, or ``"strict"`` for bitwise), else ``False``.
+    ``check`` is the run's, judging outputs only when the failure is a wrong answer
+    (:meth:`~minifier.unit.check.Check.judging`). A flaky failure's candidates
+    (``tries`` > 1) are each asked several times, and fail when any of their runs does.
     """
 
-    def __init__(
-        self, session: Session, origin: OriginRef, stage: str, target: Signature, accuracy: Accuracy, tries: int
-    ) -> None:
-        self.session, self.origin, self.stage, self.target, self.tries = session, origin, stage, target, tries
-        self.accuracy: Accuracy = accuracy if target.kind == "accuracy" else False
+    def __init__(self, session: Session, origin: OriginRef, check: Check) -> None:
+        self.session, self.origin, self.check = session, origin, check.judging()
         self.reducer: Reducer | None = None  # set once the reducer exists: progress labels read it
         self.current_pass = "starting"
 
     def __call__(self, candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
-        strict = self.accuracy == "strict"
+        check = self.check
         asked = [
             (
-                functools.partial(run_candidate, candidate, self.origin, self.stage, self.accuracy, strict, outputs),
+                functools.partial(
+                    run_candidate, candidate, self.origin, check.stage, check.accuracy, check.strict, outputs
+                ),
                 f"{self.progress()} · {label}",
             )
             for candidate, label, outputs in candidates
         ]
-        if self.tries > 1:
-            return [repeated(self.session, fn, label, self.tries, self.stage, self.target) for fn, label in asked]
+        if check.tries > 1:
+            return [repeated(self.session, fn, label, check) for fn, label in asked]
         # (no result is None: only an ``enough`` leaves queries unfinished)
-        return [Outcome.of_query(self.stage, cast("QueryResult[Any]", r)) for r in self.session.query_all(asked)]
+        return [Outcome.of_query(check.stage, cast("QueryResult[Any]", r)) for r in self.session.query_all(asked)]
 
     def progress(self) -> str:
         if self.reducer is None:
@@ -98,15 +97,7 @@ class OriginRef:
         return realized
 
 
-def write_best(
-    session: Session,
-    reducer: Reducer,
-    origin: OriginRef,
-    stage: str,
-    target: Failure,
-    accuracy: Accuracy,
-    tries: int = 1,
-) -> Path:
+def write_best(session: Session, reducer: Reducer, origin: OriginRef, check: Check) -> Path:
     """Write the best candidate as the run's repro.py, filling cut inputs with their values."""
     best = reducer.best_case()
     needed = [i for i in best.inputs if i.source is not None and not i.is_random]
@@ -124,21 +115,19 @@ def write_best(
                 for i in best.inputs
             ]
         )
-    return write_run_repro(session, best, stage, target, accuracy, tries=tries)
+    return write_run_repro(session, best, check, tries=check.tries)
 
 
-def write_run_repro(
-    session: Session, case: GraphCase, stage: str, target: Failure, accuracy: Accuracy, **extra: Any
-) -> Path:
-    """``case`` written as the run's ``repro.py``, failing ``stage`` with ``target``: the accuracy mode
+def write_run_repro(session: Session, case: GraphCase, check: Check, **extra: Any) -> Path:
+    """``case`` written as the run's ``repro.py``, failing as ``check`` asks: the accuracy mode
     as a repro records it (judged or not, and bit for bit or not); ``extra``: :func:`write_repro`'s."""
     return write_repro(
         case,
         session.run_dir,
-        stage=stage,
-        failure=target.signature,
-        accuracy=bool(accuracy),
-        strict=accuracy == "strict",
+        stage=check.stage,
+        failure=check.failure,
+        accuracy=bool(check.accuracy),
+        strict=check.strict,
         **extra,
     )
 

@@ -19,9 +19,10 @@ from pathlib import Path
 import torch
 
 from ..unit.case import GraphCase
+from ..unit.check import Check
 from ..repro.files import load_repro
 from ..isolation.session import Session
-from pt2kit.signature import Signature, shows_failure
+from pt2kit.signature import shows_failure
 from pt2kit.script import PT2KIT_PACKAGES
 
 from .run import Outcome, run_case
@@ -167,10 +168,8 @@ def last_words(stderr: str) -> str:
     return ((raised or lines or [""])[-1])[:200]
 
 
-def verify(
-    session: Session, path: Path, target: Signature, asked: GraphCase, tries: int = 1
-) -> tuple[bool, str | None]:
-    """Does the written repro fail the same way on another machine? (verified, why not)
+def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tuple[bool, str | None]:
+    """Does the written repro fail as ``check`` asks on another machine? (verified, why not)
 
     First here: the file, read back, runs in a query, even when its code is exactly that
     of the reducer's last failing query (``asked``). Then as its reader will run it
@@ -179,19 +178,20 @@ def verify(
     must fail, and they run one right after the other: of two runs in a row of a failure
     that shows every other run (state the program's compiles share), one passes, so such
     a failure is caught on every run of pt2kit whichever path the reduction took, then
-    measured (:mod:`minifier.stages.flaky`). ``tries``: a known flaky failure gets that
+    measured (:mod:`minifier.stages.flaky`). ``check.tries``: a known flaky failure gets that
     many runs here, one failing enough (the repro's own loop runs it that often elsewhere).
     (``PT2KIT_VERIFY_ELSEWHERE=0``, pt2kit's own tests: no run elsewhere, and none here
     either when the last failing query asked the very same code.)
     """
+    target, tries = check.failure, check.tries
     loaded = load_repro(path)
     same = render(loaded.case, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict) == render(
         asked, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict
     )
     elsewhere_too = os.environ.get("PT2KIT_VERIFY_ELSEWHERE") != "0"
-    check = functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict)
+    again = functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict)
     for _ in range(tries if elsewhere_too or not same else 0):
-        result = session.query(check, "checking the written repro fails the same way")
+        result = session.query(again, "checking the written repro fails the same way")
         outcome = Outcome.of_query(loaded.stage, result)
         if outcome.failure is not None and outcome.failure.signature == target:
             break

@@ -23,6 +23,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
+from ..unit.check import Check
 from pt2kit.errors import FlakyFailure, NotReproducible
 from ..isolation.session import Session
 from pt2kit.signature import Signature
@@ -85,17 +86,18 @@ def tries_for(rate: float | None) -> int:
     return max(1, min(MAX_TRIES, math.ceil(math.log(1 - CONFIDENCE) / math.log(1 - rate))))
 
 
-def repeated(session: Session, fn: Any, label: str, tries: int, stage: str, target: Signature) -> Outcome:
-    """``fn``'s outcome over up to ``tries`` runs, one after another: the first that fails with ``target``, else the last.
+def repeated(session: Session, fn: Any, label: str, check: Check) -> Outcome:
+    """``fn``'s outcome over up to ``check.tries`` runs, one after another: the first that fails as ``check`` asks,
+    else the last.
 
     One at a time: two side by side may both see the same state of the program (a
     counter read by both before either writes it), and then which of them fails depends
     on the scheduler, not on the candidate.
     """
-    outcome = Outcome(stage, None, 0.0)
-    for n in range(tries):
-        outcome = Outcome.of_query(stage, session.query(fn, f"{label} · try {n + 1} of {tries}"))
-        if outcome.failure is not None and outcome.failure.signature == target:
+    outcome = Outcome(check.stage, None, 0.0)
+    for n in range(check.tries):
+        outcome = Outcome.of_query(check.stage, session.query(fn, f"{label} · try {n + 1} of {check.tries}"))
+        if outcome.failure is not None and outcome.failure.signature == check.failure:
             return outcome
     return outcome
 
@@ -104,17 +106,17 @@ def _signature(outcome: Outcome) -> Signature | None:
     return outcome.failure.signature if outcome.failure else None
 
 
-def measured_rate(session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> float:
-    """The fraction of :data:`LOOKS` runs of ``case`` through ``stage`` that fail with ``target``."""
+def measured_rate(session: Session, case: GraphCase, check: Check) -> float:
+    """The fraction of :data:`LOOKS` runs of ``case`` that fail as ``check`` asks."""
     looks = [
         (
-            functools.partial(run_case, case, stage, accuracy=accuracy),
-            f"{case.label()} through {stage}: run {n + 1} of {LOOKS}, measuring how often it fails",
+            functools.partial(run_case, case, check.stage, accuracy=check.accuracy),
+            f"{case.label()} through {check.stage}: run {n + 1} of {LOOKS}, measuring how often it fails",
         )
         for n in range(LOOKS)
     ]
-    outcomes = [Outcome.of_query(stage, r) for r in session.query_all(looks, slots=1) if r is not None]
-    return sum(_signature(o) == target for o in outcomes) / max(1, len(outcomes))
+    outcomes = [Outcome.of_query(check.stage, r) for r in session.query_all(looks, slots=1) if r is not None]
+    return sum(_signature(o) == check.failure for o in outcomes) / max(1, len(outcomes))
 
 
 #: A stage query that runs out of time is asked once more with this many times the limit.

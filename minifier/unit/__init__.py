@@ -4,6 +4,7 @@
 
 - ``case``: :class:`GraphCase`, a graph with its inputs, context and stages;
 - ``graphio``: a graph as plain literals, read back exactly (no re-tracing);
+- ``check``: :class:`Check`, the question every query asks (stage, failure, accuracy, tries);
 - ``accuracy``: wrong answers, judged against eager and an fp64 eager reference;
 - ``devices``: a case moved to another device (does a GPU bug show on the CPU too?);
 - ``runtime``: the torch-only helpers every repro carries a copy of (the case

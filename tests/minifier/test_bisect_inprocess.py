@@ -77,15 +77,15 @@ def test_a_runtime_error_is_told_from_a_compile_error(in_process, tmp_path):
 
 def test_the_reducer_keeps_only_the_op_the_backend_rejects(in_process, tmp_path):
     from minifier.bisect.choice import choose_graph
-    from minifier.minification import minify_case
+    from minifier.minification import Provenance, minify_case
+    from minifier.unit.check import Check
 
     session, executor = in_process
     report = bisect_case(session, saved_case(tmp_path, "planted_compile_error"))
     row = choose_graph(report, "auto")
     outcome = row.first_failure
-    result = minify_case(
-        session, row.case, stage=outcome.stage, target=outcome.failure, accuracy=False, key="k", bisect=report
-    )
+    check = Check(outcome.stage, outcome.failure.signature)
+    result = minify_case(session, row.case, check, Provenance(outcome.failure, "k", bisect=report))
     assert result.after.op_names() == ["aten.cos.default"] and result.verified
     assert result.reduction_queries > 0 and len(executor.labels) >= session.queries > 0
 

@@ -311,3 +311,22 @@ def test_minify_show_says_in_one_line_when_there_is_no_report_to_show(tmp_path):
     (tmp_path / "report.json").write_text('{"status": "no-failure", "message": "ran to the end without failing"}')
     ended = CliRunner().invoke(main, ["show", "--json", str(tmp_path)])
     assert ended.exit_code == 6 and json.loads(ended.stdout)["exit_code"] == 6
+
+
+def test_a_checkpoints_state_reads_back_equal_and_keeps_its_keys():
+    """The checkpoint's state is a typed record with the keys a checkpoint always had: a run interrupted
+    before this change resumes after it, and a status nobody wrote is refused, not guessed."""
+    from minifier.reduce.checkpoint import CheckpointState, Status
+    from minifier.unit.check import Check
+
+    check = Check("inductor", Signature("accuracy", "AssertionError", "outputs differ"), "strict")
+    state = CheckpointState("key", "/runs/run-1/work/origin/repro.py", check).marked(Status.INTERRUPTED)
+    data = json.loads(json.dumps(state.to_json()))
+    assert list(data) == ["fingerprint", "origin", "stage", "target", "accuracy", "status"]
+    assert data["status"] == "interrupted" and data["accuracy"] == "strict"
+    assert CheckpointState.from_json(data) == state
+    with pytest.raises(ValueError):
+        CheckpointState.from_json({**data, "status": "half-done"})
+    assert check.judging() == check and check.strict
+    crash = Check("inductor", Signature("crash", "SIGSEGV", "signal 11"), True)
+    assert crash.judging().accuracy is False and crash.asked(3).tries == 3 and crash.tries == 1

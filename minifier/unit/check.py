@@ -1,0 +1,45 @@
+"""The question a run asks of every graph: does it, through one stage, fail with one failure?
+
+One frozen :class:`Check` travels from the bisection's verdict to the reducer's last
+query and into the repro, which records it: the stage (``inductor``, ``aot_eager``, a
+user's backend), the failure's :class:`~pt2kit.signature.Signature`, the run's accuracy
+mode, and how many times each question is asked (a flaky failure's ``tries``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pt2kit.signature import Signature
+
+if TYPE_CHECKING:
+    from .accuracy import Accuracy
+
+
+@dataclass(frozen=True)
+class Check:
+    """Does a graph fail ``stage`` with ``failure``? Asked ``tries`` times, failing when any run does.
+
+    ``accuracy``: the run's mode (``False``; ``True``, outputs judged against eager and an
+    fp64 reference; ``"strict"``, bit for bit). :meth:`judging` is the reducer's question,
+    which judges outputs only when the failure is a wrong answer.
+    """
+
+    stage: str
+    failure: Signature
+    accuracy: Accuracy = False
+    tries: int = 1
+
+    @property
+    def strict(self) -> bool:
+        return self.accuracy == "strict"
+
+    def judging(self) -> Check:
+        """This check with outputs judged only when the failure is a wrong answer (a crash is a crash either way)."""
+        return dataclasses.replace(self, accuracy=self.accuracy if self.failure.kind == "accuracy" else False)
+
+    def asked(self, tries: int) -> Check:
+        """This check, each question asked ``tries`` times."""
+        return dataclasses.replace(self, tries=tries)
