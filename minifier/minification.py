@@ -38,7 +38,7 @@ from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import MinifyResult
 from .capture.blame import Blame
 from .unit.case import GraphCase
-from .unit.check import Check
+from .unit.check import Check, Stage
 from .unit.devices import devices_of, moved_to
 from .stages.inline import variants
 from pt2kit.errors import CorruptRecord, FlakyFailure, Interrupted, NoFailure, NotReproducible, plural
@@ -139,7 +139,7 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
     minified again with repeated questions.
     """
     stage = check.stage
-    session.warm_up(inductor=stage == "inductor", preload=[__name__])  # already asked for when a bisection came first
+    session.warm_up(inductor=stage == Stage.INDUCTOR, preload=[__name__])  # already asked for when a bisection came first
     before = case
     if came.resume is None:
         case = flatten(session, case, check)

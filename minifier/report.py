@@ -13,6 +13,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from .unit.case import Boundary
+from pt2kit.signature import Kind
 
 if TYPE_CHECKING:
     from .bisect.report import BelowRecord, BisectRecord, GraphRecord
@@ -20,11 +22,11 @@ if TYPE_CHECKING:
 
 _STYLES = {
     "pass": "green",
-    "compile_error": "bold red",
-    "runtime_error": "bold red",
-    "accuracy": "bold magenta",
-    "crash": "bold red",
-    "timeout": "bold yellow",
+    Kind.COMPILE_ERROR: "bold red",
+    Kind.RUNTIME_ERROR: "bold red",
+    Kind.ACCURACY: "bold magenta",
+    Kind.CRASH: "bold red",
+    Kind.TIMEOUT: "bold yellow",
 }
 
 
@@ -89,7 +91,7 @@ def print_bisect(record: BisectRecord, console: Console) -> None:
     where = _frame(culprit.frame)
     console.print(
         f"First failure: [bold]{failure.stage}[/] on [bold]{culprit.label}[/]"
-        + (f" ({culprit.kind} graph)" if culprit.boundary == "aot" else "")
+        + (f" ({culprit.kind} graph)" if culprit.boundary == Boundary.AOT else "")
         + (f" from {where}" if where and culprit.repro is not None else f" at {where}" if where else "")
     )
     console.print(f"  {failure.signature}", highlight=False, markup=False)
@@ -146,7 +148,7 @@ def print_minify(record: MinifyRecord, console: Console) -> None:
     failure = record.failure
     table.add_row("failure", f"{failure.kind} at {failure.stage}: {failure.exception}: {failure.message}")
     graph = record.graph
-    kind = "dynamo graph" if graph.boundary == "dynamo" else f"{graph.kind} graph (after aot)"
+    kind = "dynamo graph" if graph.boundary == Boundary.DYNAMO else f"{graph.kind} graph (after aot)"
     table.add_row("graph", f"{kind} #{graph.index}")
     table.add_row("nodes", f"{record.nodes_before} → {record.nodes_after}: {', '.join(record.ops_after)}")
     table.add_row("inputs", inputs_summary(record))

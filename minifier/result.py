@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pt2kit.errors import CorruptRecord
 from .bisect.report import BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
-from .unit.case import GraphCase, GraphInput
+from .unit.case import Boundary, GraphCase, GraphInput
 from .capture.context import missing_config
 from .stages.run import Outcome, stage_names
 from .bisect.subsystem import Below
@@ -68,7 +68,7 @@ class MinifyResult:
             (
                 r
                 for r in self.bisect.rows
-                if r.boundary == "dynamo" and r.case is not None and r.case.index == self.before.index
+                if r.boundary == Boundary.DYNAMO and r.case is not None and r.case.index == self.before.index
             ),
             None,
         )

@@ -41,8 +41,21 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .seams import dynamo_exc
+from .words import Word
 
-KINDS = ("compile_error", "runtime_error", "accuracy", "crash", "timeout")
+
+class Kind(Word):
+    """What kind of failure: the first word of a :class:`Signature`."""
+
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    ACCURACY = "accuracy"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+
+
+KINDS = tuple(Kind)
+
 
 #: Attribute our compile-phase wrappers set on exceptions raised while compiling.
 COMPILE_PHASE_ATTR = "_pt2kit_compile_phase"
@@ -181,9 +194,9 @@ def signature_of_exception(exc: BaseException) -> Failure:
     """
     for e in exception_chain(exc):
         if (sticky := sticky_device_error(str(e))) is not None:
-            return Failure(Signature("crash", DEVICE_ERROR, sticky), details=str(e)[:4000])
+            return Failure(Signature(Kind.CRASH, DEVICE_ERROR, sticky), details=str(e)[:4000])
     inner = innermost_exception(exc)
-    kind = "compile_error" if _raised_while_compiling(exc) else "runtime_error"
+    kind = Kind.COMPILE_ERROR if _raised_while_compiling(exc) else Kind.RUNTIME_ERROR
     text = str(inner) or type(inner).__name__
     message = normalize_message(text)
     if (diagnostic := compiler_diagnostic(text)) is not None:
@@ -223,17 +236,17 @@ def signature_of_crash(signum: int, stderr_tail: str = "") -> Failure:
         name = signal.Signals(signum).name
     except ValueError:
         name = f"signal {signum}"
-    return Failure(Signature("crash", name, f"process killed by {name}"), details=stderr_tail[-4000:])
+    return Failure(Signature(Kind.CRASH, name, f"process killed by {name}"), details=stderr_tail[-4000:])
 
 
 def signature_of_exit(code: int, stderr_tail: str = "") -> Failure:
     """A process that called ``exit()``/``os._exit()`` from native or user code mid-query."""
-    return Failure(Signature("crash", "SystemExit", f"process exited with status {code}"), details=stderr_tail[-4000:])
+    return Failure(Signature(Kind.CRASH, "SystemExit", f"process exited with status {code}"), details=stderr_tail[-4000:])
 
 
 def signature_of_timeout(seconds: float) -> Failure:
     return Failure(
-        Signature("timeout", "Timeout", "no result within the time limit"), details=f"killed after {seconds:g} s"
+        Signature(Kind.TIMEOUT, "Timeout", "no result within the time limit"), details=f"killed after {seconds:g} s"
     )
 
 
@@ -247,9 +260,9 @@ def shows_failure(returncode: int | None, stderr: str, target: Signature) -> boo
     dynamo quotes an error of a fake tensor's in). A message that carries a compiler
     diagnostic is shown when that diagnostic is printed too, on a line of its own.
     """
-    if target.kind == "timeout":
+    if target.kind == Kind.TIMEOUT:
         return returncode is None
-    if target.kind == "crash":
+    if target.kind == Kind.CRASH:
         if returncode is None or returncode == 0:
             return False
         if target.exception == DEVICE_ERROR:  # the error's own words, from whichever call it surfaced at

@@ -34,6 +34,7 @@ from pt2kit.errors import UnknownBackend, UserFacingError
 from pt2kit.processes import kill_group
 
 from . import records as record_format
+from pt2kit.signature import Kind
 
 STATUS_EXIT = {"reproduced": 1, "passed": 0, "different-failure": 5}
 
@@ -185,7 +186,7 @@ def _outcome_without_result(directory: Path, kind: str, what: str, seconds: floa
     from pt2kit.signature import Signature, signature_of_crash, signature_of_timeout
 
     _, manifest = record_format.read_manifest(directory)
-    if kind == "timeout":
+    if kind == Kind.TIMEOUT:
         failure = signature_of_timeout(seconds).signature
     else:
         failure = signature_of_crash(signal.Signals[what].value, stderr).signature

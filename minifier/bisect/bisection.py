@@ -48,6 +48,8 @@ from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_i
 from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
+from pt2kit.signature import Kind
+from ..unit.check import Stage
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -96,7 +98,7 @@ def bisect_script(
     something_failed(captured, program, accuracy)
 
     known = seen_in_the_program(captured, cases, final, accuracy)
-    hung = captured.failure is not None and captured.failure.signature.kind == "timeout"
+    hung = captured.failure is not None and captured.failure.signature.kind == Kind.TIMEOUT
     for row in run_stages_of(session, cases, accuracy=accuracy, known=known, early=captured.early, hung=hung):
         report.rows.append(row)
         first = row.first_failure
@@ -198,7 +200,7 @@ def bisect_saved(
     No program runs: each graph's stages are asked side by side, and the first graph
     that fails at all is the culprit, pinned down to its aot graph like a captured one.
     """
-    session.warm_up(inductor=any(case.backend == "inductor" for case, _ in cases), preload=[__name__])
+    session.warm_up(inductor=any(case.backend == Stage.INDUCTOR for case, _ in cases), preload=[__name__])
     report = BisectReport(name, cases[0][0].backend, accuracy, session.run_dir, None)
     for row in run_stages_of(session, cases, accuracy=accuracy):
         report.rows.append(row)

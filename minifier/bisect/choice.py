@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pt2kit.errors import NoFailure, NotReproducible, UsageError
 from .report import BisectReport, Row, signature_of
+from ..unit.case import Boundary
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
 
@@ -29,13 +30,13 @@ def choose_graph(report: BisectReport, after: str) -> Row:
             f"the failure is in dynamo's own tracing of {culprit.label} ({signature_of(culprit.first_failure)}); "
             "there is no graph to minify"
         )
-    if after == "aot" and culprit.boundary != "aot":
+    if after == "aot" and culprit.boundary != Boundary.AOT:
         raise UsageError("--after aot: no aot graph fails the same way in isolation; try --after dynamo")
-    if after == "dynamo" and culprit.boundary == "aot":
+    if after == "dynamo" and culprit.boundary == Boundary.AOT:
         return next(
             r
             for r in report.rows
-            if r.boundary == "dynamo" and r.case is not None and r.case.index == culprit.case.parent
+            if r.boundary == Boundary.DYNAMO and r.case is not None and r.case.index == culprit.case.parent
         )
     return culprit
 
@@ -47,13 +48,13 @@ def lowered_from(report: BisectReport, row: Row, after: str) -> Row | None:
     carry its rebuild cannot trace the same way) is not the end of the run: the dynamo
     graph it came from holds the same failure, one stage of tracing earlier.
     """
-    if after != "auto" or row.boundary != "aot" or row.case is None:
+    if after != "auto" or row.boundary != Boundary.AOT or row.case is None:
         return None
     return next(
         (
             r
             for r in report.rows
-            if r.boundary == "dynamo" and r.case is not None and r.case.index == row.case.parent
+            if r.boundary == Boundary.DYNAMO and r.case is not None and r.case.index == row.case.parent
             and r.first_failure is not None and r.first_failure.failure is not None
         ),
         None,

@@ -37,12 +37,12 @@ from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, fails_only_plainly, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
-from ..unit.case import GraphCase
+from ..unit.case import Boundary, GraphCase
 from ..capture.context import missing_config
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, plural
 from ..stages.flaky import failure_rate
 from ..isolation.session import Session
-from pt2kit.signature import Failure, Signature
+from pt2kit.signature import Failure, Kind, Signature
 from ..stages.run import Outcome, lower_case
 from ..isolation.worker import QueryError
 
@@ -80,7 +80,7 @@ def pin_down(
     outcome = culprit.first_failure
     target = cast(Signature, signature_of(outcome))  # (the culprit's first failure has one)
     captured_aot = captured_aot_graphs(captured, culprit)
-    if aot_rows_wanted and culprit.boundary == "dynamo" and outcome.stage == report.backend:
+    if aot_rows_wanted and culprit.boundary == Boundary.DYNAMO and outcome.stage == report.backend:
         paths, lowering_note = (captured_aot[0], None) if captured_aot else lower(session, culprit)
         passed, failed = program_verdicts(captured, captured_aot, accuracy=accuracy, trust=trust_program)
         if failed:
@@ -101,7 +101,7 @@ def pin_down(
         at = report.rows.index(culprit) + 1
         report.rows[at:at] = rows
         aot_culprit = next((r for r in rows if r.first_failure and signature_of(r.first_failure) == target), None)
-        internal = inductor_internal_ops(aot_culprit) if target.kind == "accuracy" else []
+        internal = inductor_internal_ops(aot_culprit) if target.kind == Kind.ACCURACY else []
         if aot_culprit is not None and not internal:
             report.culprit = aot_culprit
             return finish(session, report)
@@ -278,7 +278,7 @@ def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> A
     if original is None:
         return accuracy
     return outcome.failure.signature == original.signature or (
-        accuracy and outcome.failure.signature.kind == "accuracy"
+        accuracy and outcome.failure.signature.kind == Kind.ACCURACY
     )
 
 
@@ -425,9 +425,9 @@ def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool
     """
     return (
         captured.failure is not None
-        and captured.failure.signature.kind == "timeout"
+        and captured.failure.signature.kind == Kind.TIMEOUT
         and again.failure is not None
-        and again.failure.signature.kind != "timeout"
+        and again.failure.signature.kind != Kind.TIMEOUT
     )
 
 

@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 from .report import Row, signature_of
 from ..capture.events import AotGraphSaved, Event, Failed, GraphSaved, Ran, parse_events
 from ..capture.result import CaptureResult, read_capture
-from ..unit.case import GraphCase
+from ..unit.case import Boundary, GraphCase
 from pt2kit.errors import NotReproducible, UnknownBackend, plural
 from ..repro.files import load_repro
 from ..capture.program import ProgramRun
 from ..isolation.session import Session
-from pt2kit.signature import Failure, Signature
+from pt2kit.signature import Failure, Kind, Signature
 from ..stages.run import Outcome, run_case, stages_for
 from ..stages.flaky import longer_look
 from ..isolation.worker import QueryResult
@@ -129,7 +129,7 @@ class EarlyStages:
         self._collect()
         for event in self._new_events():
             self._on_event(event)
-        early = [e for e in self._cheap if not (self.accuracy and e[1].boundary == "aot")]
+        early = [e for e in self._cheap if not (self.accuracy and e[1].boundary == Boundary.AOT)]
         if not self._running and (early or self._final):
             path, case, stage = entry = (early or self._final)[0]
             (self._cheap if early else self._final).remove(entry)
@@ -147,10 +147,10 @@ class EarlyStages:
         wanted = [
             (path, case, stage)
             for path, case, stage in self._cheap
-            if case.boundary == "dynamo" or Path(path).parent.name in failed
+            if case.boundary == Boundary.DYNAMO or Path(path).parent.name in failed
         ]
         for path, case, stage in [
-            w for w in wanted if w[1].boundary == "aot" and Path(w[0]).parent.name in captured.judged
+            w for w in wanted if w[1].boundary == Boundary.AOT and Path(w[0]).parent.name in captured.judged
         ]:
             # The judge ran this graph eagerly, and in fp64, without error, and an eager
             # run is its own reference: the isolated query could only say "pass".
@@ -170,7 +170,7 @@ class EarlyStages:
                 (
                     path
                     for path, case in self.cases.items()
-                    if case.boundary == "aot" and Path(path).parent.name in failed
+                    if case.boundary == Boundary.AOT and Path(path).parent.name in failed
                 ),
                 None,
             )
@@ -354,7 +354,7 @@ def run_stages_of(
             accuracy=accuracy,
             enough=found if stop_at is not None else None,
             alongside=list(running.values()),
-            longer=not hung and not (stop_at is not None and stop_at.kind == "timeout"),
+            longer=not hung and not (stop_at is not None and stop_at.kind == Kind.TIMEOUT),
         ),
     }
     if early is not None:
@@ -374,7 +374,7 @@ def run_stages_of(
     rows = []
     for case, path in cases:
         label = case.label()
-        if case.boundary == "aot" and path is not None and path.parent.name.startswith(label):
+        if case.boundary == Boundary.AOT and path is not None and path.parent.name.startswith(label):
             label = path.parent.name  # (g0.inference2: the second inference graph of g0)
         row = Row(label, case.boundary, case.kind, case.node_count, case.frame, {}, case, path)
         for stage in stages_for(case):

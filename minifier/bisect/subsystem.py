@@ -28,11 +28,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..unit.case import GraphCase
+from ..unit.case import Boundary, GraphCase
 from pt2kit.seams import compiler_bisector
 from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import run_case
+from ..unit.check import Stage
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -87,7 +88,7 @@ def _config_patch(stage: str, change: dict[str, Any]) -> Any:
 
     if not change:
         return contextlib.nullcontext()
-    if stage == "inductor":
+    if stage == Stage.INDUCTOR:
         import torch._inductor.config as inductor_config
 
         return inductor_config.patch(change)
@@ -199,7 +200,7 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
         detail = subsystem.detail or ""
         if subsystem.config is not None:
             owner, key, value = subsystem.config
-            module = "torch._inductor.config" if owner == "inductor" else "torch._functorch.config"
+            module = "torch._inductor.config" if owner == Stage.INDUCTOR else "torch._functorch.config"
             found.append(
                 Option(f"import {module}\n{module}.{key} = {value!r}\n", f"set {module}.{key} = {value!r}", stage)
             )
@@ -222,7 +223,7 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
             found.append(Option(code, f"disable Inductor's {subsystem.name.replace('_', '-')} {detail}", stage))
     # the stage before the one that fails (a user's backend: the aot stage below Inductor); eager has none
     lighter = {"inductor": "aot_eager_decomp_partition", "aot_eager_decomp_partition": "aot_eager", "aot_eager": "eager"}.get(
-        stage, "aot_eager" if stage != "eager" else None
+        stage, "aot_eager" if stage != Stage.EAGER else None
     )
     if lighter is not None:
         what = f"compile with {lighter} instead of {backend} (a last resort: slower, but right)"
@@ -267,7 +268,7 @@ def failing_graph(report: Any, case: GraphCase) -> GraphCase:
     """
     label = str(case.graph_id.owner)
     rows = report.rows if report is not None else []
-    row = next((r for r in rows if r.label == label and r.boundary == "dynamo" and r.case is not None), None)
+    row = next((r for r in rows if r.label == label and r.boundary == Boundary.DYNAMO and r.case is not None), None)
     return row.case if row is not None else case
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pt2kit.processes import python_command
+from ..unit.check import Stage
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -56,7 +57,7 @@ class ProgramRun:
         Inductor's warm-up is a compile (seconds) that a program on another backend never needs. Yes unless
         ``--backend`` names another, or :func:`compiles_only_elsewhere` reads it in the script."""
         if self.backend is not None:
-            return self.backend == "inductor"
+            return self.backend == Stage.INDUCTOR
         return not compiles_only_elsewhere(self.script)
 
 

@@ -66,6 +66,7 @@ from pt2kit.signature import (
     tagging_compile_errors,
 )
 from ..repro.files import write_repro
+from ..unit.check import Stage
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -206,7 +207,7 @@ class Recorder:
                 graph.inner = True
                 graph.gm, graph.values = snapshot(gm), list(example_inputs)  # before Inductor's passes rewrite it
                 graph.kind, graph.compile_kwargs = compile_fx.graph_kind(kwargs)
-                if graph.owner.backend != "inductor":  # a user's backend that hands its graphs to Inductor
+                if graph.owner.backend != Stage.INDUCTOR:  # a user's backend that hands its graphs to Inductor
                     graph.compiler = INDUCTOR_INNER_COMPILE
                 graph.original_aten = blame.original_aten_of(gm)
             if compile_region_name is not None:  # (torch 2.11 and 2.12's inner compile takes no such argument)

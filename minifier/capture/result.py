@@ -21,7 +21,7 @@ from .events import (
     UnknownBackendNamed, Unrecoverable, parse_events,
 )  # fmt: skip
 from ..unit.case import GraphId
-from pt2kit.signature import Failure, Signature
+from pt2kit.signature import Failure, Kind, Signature
 
 
 @dataclass
@@ -77,7 +77,7 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.failed_graph = e.graph or result.failed_graph
             result.kernel = e.kernel or blame.kernel_in_trail(out_dir / blame.TRAIL)
         elif isinstance(e, Exited):
-            result.failure = Failure(Signature("runtime_error", "SystemExit", f"exit status {e.code}"))
+            result.failure = Failure(Signature(Kind.RUNTIME_ERROR, "SystemExit", f"exit status {e.code}"))
         elif isinstance(e, UnknownBackendNamed):
             result.unknown_backend = e.message
         elif isinstance(e, AotGraphSaved) and e.path:

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pt2kit.signature import Signature
+from pt2kit.signature import Kind, Signature
 from .judge import Judging, Outcome, Verdict, judge
 from .programs import Program, generate, render, shortened
 from .triage import Rule, Suspect, triage
@@ -178,7 +178,7 @@ class Hunt:
         """``minify run`` on the program, as a user runs it; a new bug becomes a finding."""
         self.progress.update(f"minifying {program.name}: {suspect.failure}")
         command = [sys.executable, "-m", "minifier", "run", str(program), "--json", "--out", str(self.out / "runs")]
-        if suspect.failure.kind == "accuracy":
+        if suspect.failure.kind == Kind.ACCURACY:
             command.append("--accuracy")
         if self.backend:
             command += ["--backend", self.backend]

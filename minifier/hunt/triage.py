@@ -29,7 +29,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pt2kit.signature import Signature
+from pt2kit.signature import Kind, Signature
 from .judge import Judging, Outcome, Verdict
 
 
@@ -55,13 +55,13 @@ class Suspect:
 
 def why(failure: Signature) -> str:
     """One line: why a failure that survived triage is torch's bug, not the program's."""
-    if failure.kind == "accuracy":
+    if failure.kind == Kind.ACCURACY:
         return (
             "eager runs the program and agrees with itself; the compiled result is further from the float64 reference "
             f"than eager's own rounding allows ({failure.message.rsplit('(', 1)[-1].rstrip(')')}), judged twice and with "
             "a tenfold tolerance"
         )
-    if failure.kind in ("crash", "timeout"):
+    if failure.kind in (Kind.CRASH, Kind.TIMEOUT):
         return f"eager runs the program; the compiled run dies ({failure.message}), twice in fresh processes"
     return f"eager runs the program; torch.compile raises {failure.exception} ({failure.kind}), twice in fresh processes"
 
@@ -79,12 +79,12 @@ def triage(first: Verdict, ask: Callable[[Judging], Verdict]) -> Suspect | Rule 
         return Rule.NONDETERMINISTIC
     assert first.failure is not None
     # A hang is judged again with four times the time: on a loaded machine a cold compile can outlast the limit.
-    again = ask(Judging(patience=4.0) if first.failure.kind == "timeout" else Judging())
-    if first.failure.kind == "timeout" and again.outcome is Outcome.PASSED:
+    again = ask(Judging(patience=4.0) if first.failure.kind == Kind.TIMEOUT else Judging())
+    if first.failure.kind == Kind.TIMEOUT and again.outcome is Outcome.PASSED:
         return Rule.SLOW
     if again.failure != first.failure:
         return Rule.FLAKY
-    if first.failure.kind == "accuracy":
+    if first.failure.kind == Kind.ACCURACY:
         if first.failure.message.endswith("(values)") and ask(Judging(tolerance=1e-3)).outcome is Outcome.PASSED:
             return Rule.TOLERANCE
         if first.failure.message.endswith("(exact values)") and ask(Judging(small_ints=True)).outcome is Outcome.PASSED:

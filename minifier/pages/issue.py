@@ -18,16 +18,17 @@ import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from pt2kit.signature import Kind
 
 ISSUE_MD = "issue.md"
 _ABSOLUTE = re.compile(r"(?<![\w)\]}.:/])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")  # (not a URL's path)
 _STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
 _KIND_WORDS = {
-    "accuracy": "a wrong answer",
-    "compile_error": "a compile error",
-    "runtime_error": "a run-time error",
-    "crash": "a crash",
-    "timeout": "a hang",
+    Kind.ACCURACY: "a wrong answer",
+    Kind.COMPILE_ERROR: "a compile error",
+    Kind.RUNTIME_ERROR: "a run-time error",
+    Kind.CRASH: "a crash",
+    Kind.TIMEOUT: "a hang",
 }
 
 

@@ -31,10 +31,10 @@ from typing import Any
 import torch.fx as fx
 
 from pt2kit.errors import plural
-from ..unit.case import GraphCase, GraphInput, TensorMeta, has_effect
+from ..unit.case import Boundary, GraphCase, GraphInput, TensorMeta, has_effect
 from .bodies import apply_body_edits
 from .candidate import Candidate, derive_sizes, reshaped
-from pt2kit.signature import Signature
+from pt2kit.signature import Kind, Signature
 from ..capture.casemaker import random_seed
 from ..unit.graphio import constants_of, node_meta
 from ..stages.profile import NodeInfo
@@ -166,7 +166,7 @@ class Reducer:
             random=frozenset(r for r in c.random if r in inputs),
             shapes=tuple(sorted((n, shape) for n, shape in c.shapes if n in inputs and n in c.random)),
             merged=merged,
-            backward=c.backward and self.origin.boundary == "dynamo" and self.origin.backward,
+            backward=c.backward and self.origin.boundary == Boundary.DYNAMO and self.origin.backward,
             substituted=substituted,
         )
 
@@ -482,7 +482,7 @@ class Reducer:
         c = self.normalize(self.best)
         if (
             loosened
-            and self.target.kind == "accuracy"
+            and self.target.kind == Kind.ACCURACY
             and c.random
             and (c.kept, c.outputs, False) in self.settled_structures
         ):
@@ -490,7 +490,7 @@ class Reducer:
         return self._structure(c) in self.settled_structures
 
     def _structure(self, c: Candidate) -> tuple[Any, ...]:
-        return (c.kept, c.outputs, bool(c.random) if self.target.kind == "accuracy" else None)
+        return (c.kept, c.outputs, bool(c.random) if self.target.kind == Kind.ACCURACY else None)
 
     def reprofiled(self) -> None:
         """What the best's op nodes produce, asked again once its inputs were resized.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pt2kit.signature import DIAGNOSTIC_SEPARATOR, Signature, compiler_diagnostic, normalize_message, shows_failure
+from pt2kit.signature import DIAGNOSTIC_SEPARATOR, Kind, Signature, compiler_diagnostic, normalize_message, shows_failure
 from .environments import Environment, ReleaseSpec, Unavailable, environment
 
 THIS_ENVIRONMENT = "this environment"
@@ -174,7 +174,7 @@ def check_release(
     ran = ran or run_elsewhere(repro, timeout, python=env.python)
     where = THIS_ENVIRONMENT if env.spec.text == THIS_ENVIRONMENT else env.spec.where
     if ran.returncode is None:  # a hang is an answer only for a repro whose failure is one
-        hangs = target is not None and target.kind == "timeout"
+        hangs = target is not None and target.kind == Kind.TIMEOUT
         return ReleaseCheck(env.torch, where, True if hangs else None, hangs, ran.seconds, "did not finish in time")
     fails = ran.returncode != 0
     same = fails and target is not None and shows_failure(ran.returncode, ran.stderr, target)

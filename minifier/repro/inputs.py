@@ -29,7 +29,7 @@ from typing import cast
 
 import torch
 
-from ..unit.case import GraphCase, GraphInput, compact_tensor
+from ..unit.case import Boundary, GraphCase, GraphInput, compact_tensor
 from pt2kit.seams import special_tensors
 
 
@@ -127,7 +127,7 @@ def _tensor_expression(i: GraphInput) -> str:
 
 def program_inputs(case: GraphCase) -> list[GraphInput]:
     """The inputs a repro makes: a dynamo graph's symbolic sizes are read off its tensors instead."""
-    if case.boundary == "dynamo":
+    if case.boundary == Boundary.DYNAMO:
         return [i for i in case.inputs if i.derived_from is None]
     return list(case.inputs)
 

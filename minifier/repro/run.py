@@ -23,12 +23,13 @@
 
 from __future__ import annotations
 
-from ..unit.case import BACKEND_NAME, INDUCTOR_INNER_COMPILE, GraphCase
+from ..unit.case import BACKEND_NAME, Boundary, GraphCase, INDUCTOR_INNER_COMPILE
 from .inputs import program_inputs, traces_on_fakes
+from ..unit.check import Stage
 
 
 #: The stages that run no compiler of their own: an aot graph goes through them as it is.
-EAGER_STAGES = ("eager", "aot_eager", "aot_eager_decomp_partition")
+EAGER_STAGES = (Stage.EAGER, Stage.AOT_EAGER, Stage.AOT_EAGER_DECOMP_PARTITION)
 
 
 #: Where a backend's ``kwargs`` hold its compiler for each kind of aot graph.
@@ -36,7 +37,7 @@ AOT_COMPILER_KEYS = {"forward": "fw_compiler", "backward": "bw_compiler", "infer
 
 
 def run_functions(case: GraphCase, stage: str) -> str:
-    if case.boundary == "dynamo":
+    if case.boundary == Boundary.DYNAMO:
         return _run_dynamo(case, stage)
     return _run_aot(case, stage)
 
@@ -109,7 +110,7 @@ def _run_aot(case: GraphCase, stage: str) -> str:
     if stage in EAGER_STAGES:
         doc = f"{stage} runs aot graphs as they are"
         body = "    return mod\n"
-    elif stage == "inductor" or case.compiler == INDUCTOR_INNER_COMPILE:
+    elif stage == Stage.INDUCTOR or case.compiler == INDUCTOR_INNER_COMPILE:
         doc = f"the {case.kind} graph through Inductor's inner compiler"
         body = (
             trace

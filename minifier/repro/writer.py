@@ -42,7 +42,7 @@ import torch
 import torch.fx as fx
 
 from pt2kit.errors import plural
-from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, CompileContext, GraphCase, TensorMeta
+from ..unit.case import Boundary, CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, CompileContext, GraphCase, TensorMeta
 from ..unit.graphio import GraphFormatError, dump_graph, subgraphs
 from ..unit.graphio import all_call_nodes
 from .graph import HOP_CALL, module_class
@@ -123,7 +123,7 @@ def render(
         module_class(case),
         program_class(case),
         symbolic_inputs_function(case)
-        if case.boundary == "aot" and traces_on_fakes(case) and stage not in EAGER_STAGES
+        if case.boundary == Boundary.AOT and traces_on_fakes(case) and stage not in EAGER_STAGES
         else "",
         data_function(data_file),
         inputs_function(case),
@@ -136,7 +136,7 @@ def render(
         parts.append(inspect.getsource(call_hop).strip())
     if any(i.is_random for i in case.inputs):
         parts.append(inspect.getsource(rand_tensor).strip())
-    traced = case.boundary == "aot" and stage not in EAGER_STAGES and not traces_on_fakes(case)  # (see repro_run._run_aot)
+    traced = case.boundary == Boundary.AOT and stage not in EAGER_STAGES and not traces_on_fakes(case)  # (see repro_run._run_aot)
     if traced or any(i.is_tensor and not i.is_random for i in case.inputs):
         parts.append(inspect.getsource(clone_input).strip())
     if traced:
@@ -170,7 +170,7 @@ def render(
 
 
 def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Accuracy, note: str) -> str:
-    what = f"the {case.kind} graph (after aot)" if case.boundary == "aot" else "the dynamo graph"
+    what = f"the {case.kind} graph (after aot)" if case.boundary == Boundary.AOT else "the dynamo graph"
     lines = [
         f"# pt2kit repro, torch {torch.__version__}",
         f"# {what} fails under {stage}:",
@@ -188,7 +188,7 @@ def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | N
     from pt2kit.seams.ops import import_block
 
     lines = ["import torch"]
-    if case.boundary == "aot" and stage not in EAGER_STAGES:
+    if case.boundary == Boundary.AOT and stage not in EAGER_STAGES:
         lines.append("from torch.fx.experimental.proxy_tensor import make_fx")
     if data_file or accuracy:
         lines.insert(0, "import sys" if not data_file else "import pathlib\nimport sys")

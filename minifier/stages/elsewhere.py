@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ..unit.case import GraphCase
-from ..unit.check import Check
+from ..unit.check import Check, Stage
 from ..repro.files import load_repro
 from ..isolation.session import Session
 from pt2kit.signature import shows_failure
@@ -60,7 +60,7 @@ def uses_inductor(case: GraphCase, stage: str) -> bool:
     """Does running the repro compile with Inductor (whose cache could hold a stale kernel)?"""
     from ..unit.case import INDUCTOR_INNER_COMPILE
 
-    return stage == "inductor" or case.compiler == INDUCTOR_INNER_COMPILE or "inductor" in str(case.backend)
+    return stage == Stage.INDUCTOR or case.compiler == INDUCTOR_INNER_COMPILE or "inductor" in str(case.backend)
 
 
 def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:

@@ -26,7 +26,7 @@ from ..unit.case import GraphCase
 from ..unit.check import Check
 from pt2kit.errors import FlakyFailure, NotReproducible
 from ..isolation.session import Session
-from pt2kit.signature import Signature
+from pt2kit.signature import Kind, Signature
 from .run import Outcome, run_case
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def longer_look(
     again = [
         i
         for i, o in enumerate(outcomes)
-        if o is not None and o.failure is not None and o.failure.signature.kind == "timeout"
+        if o is not None and o.failure is not None and o.failure.signature.kind == Kind.TIMEOUT
     ]
     if session.timeout is None or not again:
         return outcomes

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ..unit.case import GraphCase, TensorMeta, clone_tensor
+from ..unit.case import Boundary, GraphCase, TensorMeta, clone_tensor
 from pt2kit.seams import pytree, special_tensors
 from ..unit.graphio import DYNAMIC_DIMS, SYMINT, node_meta
 
@@ -93,7 +93,7 @@ def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, An
     join_fake_group(case)  # its collectives run on a fake process group
     torch.manual_seed(0)
     recording = _Recording(case.gm, names)
-    grad = torch.enable_grad() if case.boundary == "dynamo" and case.grad_enabled else torch.no_grad()
+    grad = torch.enable_grad() if case.boundary == Boundary.DYNAMO and case.grad_enabled else torch.no_grad()
     with grad:
         recording.run(*case.materialize_inputs())
     return recording.values

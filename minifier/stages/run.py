@@ -40,13 +40,14 @@ from ..capture import hooks
 from ..capture.casemaker import aot_case
 from .distributed import join_fake_group
 from ..capture.context import importable_name
-from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values
+from ..unit.case import Boundary, GraphCase, GraphId, INDUCTOR_INNER_COMPILE, clone_values
 from ..unit.accuracy import References, accuracy_divergence, reference_outputs, signature_of_accuracy
-from pt2kit.signature import Failure, Signature, signature_of_exception, tagging_compile_errors
+from pt2kit.signature import Failure, Kind, Signature, signature_of_exception, tagging_compile_errors
 from pt2kit.seams import backend_registry, compile_fx
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..repro.files import exec_repro, write_repro
 from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
+from ..unit.check import Stage
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -65,9 +66,9 @@ def stages_for(case: GraphCase) -> list[str]:
     collapse into one: running the graph as it is (what ``aot_eager_decomp_partition``
     does with it), then the final backend's compiler.
     """
-    if case.boundary == "dynamo":
+    if case.boundary == Boundary.DYNAMO:
         return stage_names(case.backend)
-    return ["aot_eager_decomp_partition", case.backend]
+    return [Stage.AOT_EAGER_DECOMP_PARTITION, case.backend]
 
 
 @dataclass
@@ -170,7 +171,7 @@ def run_case(
             if not into_program_input and reaches_outputs(reach, actual, strict) is None:
                 return Outcome(
                     stage,
-                    Failure(Signature("accuracy", "AccuracyError", UNSEEN_MESSAGE), problem),
+                    Failure(Signature(Kind.ACCURACY, "AccuracyError", UNSEEN_MESSAGE), problem),
                     time.perf_counter() - start,
                 )
         return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start, diverging=diverging)
@@ -343,7 +344,7 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
     recorder = _AotRecorder(eval(namespace_backend_expression(case), namespace))  # noqa: S307 - our own repro text
     data = data_of(case)
     hook = contextlib.ExitStack()
-    if case.backend == "inductor":
+    if case.backend == Stage.INDUCTOR:
         hook.enter_context(hooks.inductor_inner_compile(recorder.inductor_inner))
     else:  # a user's backend: its own aot compilers, or Inductor's when it hands graphs on
         hook.enter_context(hooks.aot_compilers(recorder.aot_compiler))
@@ -369,7 +370,7 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
         )
     if not paths and note is None and recorder.unnamed:
         note = f"{case.backend} calls AOTAutograd with compilers a repro cannot name (not importable, not the backend's .kwargs); the dynamo graph is the unit to minify"
-    elif not paths and note is None and case.backend != "inductor":
+    elif not paths and note is None and case.backend != Stage.INDUCTOR:
         note = f"{case.backend} does not compile through AOTAutograd; the dynamo graph is the unit to minify"
     return paths, note
 

@@ -36,6 +36,15 @@ import torch.fx as fx
 from .runtime import rand_tensor
 from pt2kit.names import op_name
 from pt2kit.seams import ops, special_tensors
+from pt2kit.words import Word
+
+class Boundary(Word):
+    """Where a graph was taken: as dynamo hands it to the backend, or after AOTAutograd (a forward, backward
+    or inference graph of aten ops)."""
+
+    DYNAMO = "dynamo"
+    AOT = "aot"
+
 
 #: How a config value that is not a literal travels in :attr:`GraphCase.config`: a
 #: one-key dict (itself a literal) naming how the repro gets the value back.
@@ -415,7 +424,7 @@ class GraphCase:
 
     @property
     def graph_id(self) -> GraphId:
-        if self.boundary == "aot":
+        if self.boundary == Boundary.AOT:
             return GraphId(self.index if self.parent is None else self.parent, self.kind)
         return GraphId(self.index)
 

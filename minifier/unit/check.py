@@ -12,10 +12,21 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pt2kit.signature import Signature
+from pt2kit.signature import Kind, Signature
+from pt2kit.words import Word
 
 if TYPE_CHECKING:
     from .accuracy import Accuracy
+
+
+class Stage(Word):
+    """The stages every graph goes through, in order; the last is Inductor or the user's own backend, so a
+    stage in a record is any backend name, and these are the names pt2kit knows."""
+
+    EAGER = "eager"
+    AOT_EAGER = "aot_eager"
+    AOT_EAGER_DECOMP_PARTITION = "aot_eager_decomp_partition"
+    INDUCTOR = "inductor"
 
 
 @dataclass(frozen=True)
@@ -38,7 +49,7 @@ class Check:
 
     def judging(self) -> Check:
         """This check with outputs judged only when the failure is a wrong answer (a crash is a crash either way)."""
-        return dataclasses.replace(self, accuracy=self.accuracy if self.failure.kind == "accuracy" else False)
+        return dataclasses.replace(self, accuracy=self.accuracy if self.failure.kind == Kind.ACCURACY else False)
 
     def asked(self, tries: int) -> Check:
         """This check, each question asked ``tries`` times."""
