@@ -54,7 +54,7 @@ from .isolation.session import Session
 from .isolation.worker import QueryResult
 from pt2kit.signature import Failure
 from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
-from .stages.run import Outcome, run_case
+from .stages.run import Outcome, ask
 from .capture.torch_repro import load_any_repro
 from .stages.elsewhere import verify
 from .repro.files import load_repro, write_repro
@@ -295,12 +295,9 @@ def unreduced(session: Session, case: GraphCase, check: Check) -> Path:
     is pt2kit's limit, and the user still gets a repro that fails. When the captured
     graph does not fail alone either, that is said, with no file that fails to point at.
     """
-    stage, target = check.stage, check.failure
-    result = session.query(
-        functools.partial(run_case, case, stage, accuracy=check.accuracy), f"{case.label()} as captured, alone"
-    )
-    outcome = Outcome.of_query(stage, result)
-    if outcome.failure is None or outcome.failure.signature != target:
+    target = check.failure
+    outcome = ask(session, case, check, f"{case.label()} as captured, alone")
+    if not outcome.fails(check):
         got = "passes" if outcome.failure is None else f"fails with {outcome.failure.signature}"
         raise NotReproducible(
             f"{case.label()} does not fail with {target} when it runs alone: as captured it {got}, and pt2kit's rebuild of it passes"
@@ -313,12 +310,7 @@ def flatten(session: Session, case: GraphCase, check: Check) -> GraphCase:
     """The case with its higher-order ops inlined, when that still fails the same way (see :mod:`minifier.stages.inline`)."""
     for flat in variants(case.gm):
         candidate = case.replace(gm=flat)
-        result = session.query(
-            functools.partial(run_case, candidate, check.stage, accuracy=check.accuracy),
-            f"{case.label()}: inlining its higher-order ops",
-        )
-        outcome = Outcome.of_query(check.stage, result)
-        if outcome.failure is not None and outcome.failure.signature == check.failure:
+        if ask(session, candidate, check, f"{case.label()}: inlining its higher-order ops").fails(check):
             session.log(
                 f"{case.label()}: higher-order ops inlined ({case.node_count} → {candidate.node_count} nodes); the failure holds"
             )

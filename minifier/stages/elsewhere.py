@@ -10,7 +10,6 @@ fresh process that cannot see pt2kit, its run directory or its cache.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from ..isolation.session import Session
 from pt2kit.signature import shows_failure
 from pt2kit.script import PT2KIT_PACKAGES
 
-from .run import Outcome, run_case
+from .run import ask
 from ..repro.writer import render
 
 
@@ -189,11 +188,10 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
         asked, stage=loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict
     )
     elsewhere_too = os.environ.get("PT2KIT_VERIFY_ELSEWHERE") != "0"
-    again = functools.partial(run_case, loaded.case, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict)
+    # the file's own question: its stage and accuracy mode, as it wrote them
+    written = Check(loaded.stage, target, "strict" if loaded.strict else loaded.accuracy)
     for _ in range(tries if elsewhere_too or not same else 0):
-        result = session.query(again, "checking the written repro fails the same way")
-        outcome = Outcome.of_query(loaded.stage, result)
-        if outcome.failure is not None and outcome.failure.signature == target:
+        if ask(session, loaded.case, written, "checking the written repro fails the same way").fails(written):
             break
     else:
         if elsewhere_too or not same:

@@ -8,7 +8,8 @@ The stages are ordered, each a real torch backend (docs/minify.md):
 4. the final stage: ``inductor``, or the user's own backend in its place.
 
 :func:`run_case` answers one question, "what happens when this case runs through
-this stage?", and is meant to run inside a worker child. It renders the case as the
+this stage?", and is meant to run inside a worker child; :func:`ask` asks it from the
+controller, as one isolated query. It renders the case as the
 very ``repro.py`` pt2kit would write (:mod:`minifier.repro.writer`), executes that text, and
 classifies the outcome: ``pass``, or a :class:`~pt2kit.signature.Failure`
 (``compile_error``, ``runtime_error``, or ``accuracy`` against an fp64 reference;
@@ -47,9 +48,10 @@ from pt2kit.seams import backend_registry, compile_fx
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..repro.files import exec_repro, write_repro
 from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
-from ..unit.check import Stage
+from ..unit.check import Check, Stage
 
 if TYPE_CHECKING:
+    from ..isolation.session import Session
     from ..unit.accuracy import Accuracy
     from ..isolation.worker import QueryResult
 
@@ -89,11 +91,22 @@ class Outcome:
     def status(self) -> str:
         return "pass" if self.failure is None else self.failure.signature.kind
 
+    def fails(self, check: Check) -> bool:
+        """Did it fail the way ``check`` asks?"""
+        return self.failure is not None and self.failure.signature == check.failure
+
     @classmethod
     def of_query(cls, stage: str, result: QueryResult[Any]) -> Outcome:
         """A query's answer: the outcome its child returned, or the child's own failure
         (a crash, a hang, an abort) as the outcome of ``stage``."""
         return result.value if result.value is not None else cls(stage, result.failure, result.seconds)
+
+
+def ask(session: Session, case: GraphCase, check: Check, label: str) -> Outcome:
+    """The stage question, asked from the controller: ``case`` through ``check.stage`` in one isolated query,
+    its outputs judged as ``check`` judges them (:meth:`Outcome.fails` says whether it failed as asked)."""
+    result = session.query(functools.partial(run_case, case, check.stage, accuracy=check.accuracy), label)
+    return Outcome.of_query(check.stage, result)
 
 
 # --------------------------------------------------------------------------- #
