@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pt2kit.errors import CorruptRecord
-from .bisect.report import BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
+from .bisect.report import REPORT_SCHEMA, BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
 from .unit.case import Boundary, GraphCase, GraphInput
 from .capture.context import missing_config
 from .stages.run import Outcome, stage_names
@@ -267,6 +267,7 @@ class MinifyRecord:
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
+            "schema": REPORT_SCHEMA,
             "failure": self.failure.to_json(),
             "stages": dict(self.stages),
             "graph": self.graph.to_json(),
@@ -349,6 +350,11 @@ def read_report(path: str | os.PathLike[str]) -> MinifyRecord | BisectRecord:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CorruptRecord(f"{path}: not JSON ({e})") from None
     status = data.get("status") if isinstance(data, dict) else None
+    schema = data.get("schema", 1) if isinstance(data, dict) else 1
+    if not isinstance(schema, int) or schema > REPORT_SCHEMA:
+        raise CorruptRecord(
+            f"{path}: written by a newer pt2kit (report schema {schema!r}; this one reads up to {REPORT_SCHEMA})"
+        )
     if status == "minified":
         read: Any = MinifyRecord.from_json
     elif status == "bisected" or (status == "no-failure" and "graphs" in data):

@@ -309,6 +309,11 @@ class BelowRecord:
         return cls(data.get("subsystem"), data.get("workaround"))
 
 
+#: report.json's layout: written as ``"schema"`` beside ``status``. A reader refuses a newer one, in one line,
+#: rather than misread it; a report without the key (written before it existed) is schema 1.
+REPORT_SCHEMA = 1
+
+
 @dataclass(frozen=True)
 class BisectRecord:
     """What a bisection found, as ``minify bisect --json`` prints it and its report.json holds it (docs/minify.md).
@@ -344,6 +349,7 @@ class BisectRecord:
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
+            "schema": REPORT_SCHEMA,
             "script": self.script,
             "backend": self.backend,
             "accuracy": self.accuracy,

@@ -32,7 +32,7 @@ from test_reduce_inprocess import minified  # noqa: E402
 
 #: The contract's keys, in order (docs/minify.md): a bisection's, then those written only when set.
 BISECT_KEYS = [
-    "status", "script", "backend", "accuracy", "failure", "stages", "graph", "original_failure", "graphs",
+    "status", "schema", "script", "backend", "accuracy", "failure", "stages", "graph", "original_failure", "graphs",
     "queries", "seconds", "run_dir", "note", "kernel",
 ]  # fmt: skip
 BISECT_OPTIONAL = ["failure_rate", "distributed", "subsystem", "workaround", "notes"]
@@ -40,7 +40,7 @@ GRAPH_KEYS = ["label", "boundary", "kind", "nodes", "frame", "stages", "first_fa
 FAILURE_KEYS = ["stage", "kind", "exception", "message", "details"]
 #: report.json of a minification with a bisection before it and nothing optional set.
 MINIFY_KEYS = [
-    "status", "failure", "stages", "graph", "nodes_before", "nodes_after", "ops_after", "inputs_after",
+    "status", "schema", "failure", "stages", "graph", "nodes_before", "nodes_after", "ops_after", "inputs_after",
     "queries", "reduction_queries", "seconds", "repro", "verified", "subsystem", "workaround", "accuracy",
     "inputs", "config", "config_missing", "run_dir", "resumed_from", "kernel", "notes", "script", "graphs",
     "timeline",
@@ -330,3 +330,18 @@ def test_a_checkpoints_state_reads_back_equal_and_keeps_its_keys():
     assert check.judging() == check and check.strict
     crash = Check("inductor", Signature("crash", "SIGSEGV", "signal 11"), True)
     assert crash.judging().accuracy is False and crash.asked(3).tries == 3 and crash.tries == 1
+
+
+def test_a_report_of_a_newer_schema_is_refused_in_one_line_and_one_without_the_key_is_read(in_process, tmp_path):
+    """``"schema"`` says report.json's layout: an older pt2kit refuses a newer report rather than misread it,
+    and a report written before the key existed reads as schema 1."""
+    from minifier.bisect.report import REPORT_SCHEMA
+
+    report = minified(in_process, tmp_path, "planted_compile_error").record()
+    data = report.to_json()
+    assert data["schema"] == REPORT_SCHEMA == 1
+    (tmp_path / "older.json").write_text(json.dumps({k: v for k, v in data.items() if k != "schema"}))
+    assert read_report(tmp_path / "older.json") == report
+    (tmp_path / "newer.json").write_text(json.dumps({**data, "schema": REPORT_SCHEMA + 1}))
+    with pytest.raises(CorruptRecord, match="newer pt2kit"):
+        read_report(tmp_path / "newer.json")
