@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pt2kit.errors import CorruptRecord
 from .bisect.report import REPORT_SCHEMA, BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
+from .isolation.timeline import TimelineStep
 from .unit.case import Boundary, GraphCase, GraphInput
 from .capture.context import missing_config
 from .stages.run import Outcome, stage_names
@@ -47,7 +48,7 @@ class MinifyResult:
     notes: list[str] = field(default_factory=list)
     failure_rate: float | None = None  # a flaky failure: how often it failed when measured (minifier.stages.flaky)
     below: Below | None = None  # the subsystem that breaks the graph, and a workaround (minifier.bisect.subsystem)
-    timeline: list[tuple[str, float, float | None]] = field(default_factory=list)
+    timeline: list[TimelineStep] = field(default_factory=list)
     releases: Releases | None = None  # the repro under other torch releases (--torch-versions)
     pending: list[str] = field(default_factory=list)  # what is still being looked at, the repro written (afterwards)
 
@@ -114,7 +115,7 @@ class MinifyResult:
             notes=tuple(self.notes),
             script=bisect.script if bisect is not None else None,
             graphs=None if bisect is None else tuple(row.record(bisect.stages) for row in bisect.rows),
-            timeline=tuple(TimelineStep(step, seconds, ended) for step, seconds, ended in self.timeline),
+            timeline=tuple(self.timeline),
             releases=self.releases,
             pending=tuple(self.pending),
         )
@@ -194,26 +195,6 @@ class InputRecord:
             dtype=data.get("dtype", ""),
             dynamic_dims=tuple(data.get("dynamic_dims") or ()),
         )
-
-
-@dataclass(frozen=True)
-class TimelineStep:
-    """A step of the run's ``timeline``: its seconds, and when it ended (seconds since the run began).
-
-    A warm-up runs in the background: its end is not recorded (``ended`` None, no key).
-    """
-
-    step: str
-    seconds: float
-    ended: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"step": self.step, "seconds": self.seconds}
-        return out if self.ended is None else {**out, "ended": self.ended}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TimelineStep:
-        return cls(data["step"], data.get("seconds", 0.0), data.get("ended"))
 
 
 @dataclass(frozen=True, kw_only=True)

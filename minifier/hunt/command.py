@@ -68,7 +68,8 @@ def hunt_command(
     from rich.console import Console
 
     from pt2kit.errors import OutputNotWritable
-    from ..isolation.session import Progress, print_json
+    from ..isolation.progress import Progress
+    from ..isolation.session import print_json
     from .hunt import hunt
 
     out = out or Path("pt2kit_hunt") / time.strftime("%Y%m%d-%H%M%S")

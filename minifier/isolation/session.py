@@ -7,9 +7,11 @@ Every command that does work (``minify run``, ``minify bisect``, ``minify repro`
   so no file is ever overwritten);
 - owns the executor every query goes through (a :class:`~minifier.isolation.worker.Worker` unless
   given another :class:`~minifier.isolation.executor.Executor`), counting queries;
-- shows progress on stderr: a live line on a terminal (refreshed from the worker's
-  wait loop, since the parent must not run a refresh thread), plain log lines
-  otherwise.
+- shows progress on stderr (:mod:`~minifier.isolation.progress`): a live line on a terminal
+  (refreshed from the worker's wait loop, since the parent must not run a refresh
+  thread), plain log lines otherwise;
+- keeps the run's :mod:`~minifier.isolation.timeline`, and its runs of the user's whole
+  program (:mod:`~minifier.isolation.programs`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import rich.progress
 from rich.console import Console
 
 from pt2kit.errors import OutputNotWritable
 from pt2kit.signature import Failure
 from .executor import Executor, Handle
+from .programs import Programs
+from .progress import Progress
+from .timeline import Timeline, TimelineStep
 from .worker import QueryResult, Worker
 
 T = TypeVar("T")
@@ -61,53 +65,9 @@ def new_run_dir(out: Path, name: str) -> Path:
     raise OutputNotWritable(out, "a thousand run directories of this second already exist")
 
 
-class Progress:
-    """A rich spinner line on stderr, or plain log lines when stderr is not a terminal.
-
-    It never starts rich's refresh thread (``auto_refresh=False``): the worker forks,
-    and a forked child must not inherit a thread's locks. The worker's wait loop calls
-    :meth:`tick` instead.
-    """
-
-    def __init__(self, console: Console, enabled: bool = True) -> None:
-        self.console = console
-        self.enabled = enabled
-        self._bar: rich.progress.Progress | None = None
-        self._task: rich.progress.TaskID | None = None
-        if enabled and console.is_terminal:
-            self._bar = rich.progress.Progress(
-                rich.progress.SpinnerColumn(),
-                rich.progress.TextColumn("{task.description}"),
-                rich.progress.TimeElapsedColumn(),
-                console=console,
-                auto_refresh=False,
-                transient=True,
-            )
-            self._bar.start()
-            self._task = self._bar.add_task("starting")
-
-    def update(self, status: str) -> None:
-        if self._bar is not None and self._task is not None:
-            self._bar.reset(self._task, description=status)
-            self._bar.refresh()
-
-    def tick(self) -> None:
-        if self._bar is not None:
-            self._bar.refresh()
-
-    def log(self, message: str) -> None:
-        """A line that stays (results, decisions)."""
-        if self.enabled:
-            self.console.print(message, highlight=False)
-
-    def clear(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-
-
 class Session:
-    """One run: a directory, a worker, a query counter and progress output."""
+    """One run: its directory, the executor its queries go through, its progress line, its timeline and the
+    runs of the user's program (:class:`~minifier.isolation.programs.Programs`), with the query counter."""
 
     def __init__(
         self,
@@ -120,7 +80,7 @@ class Session:
         run_dir: Path | None = None,
         executor: Executor | None = None,
     ) -> None:
-        self.started = time.monotonic()
+        self.timeline = Timeline()
         if run_dir is not None:  # a directory pt2kit made earlier for this run (the autoload hook's)
             run_dir.mkdir(parents=True, exist_ok=True)
             self.run_dir = run_dir.resolve()
@@ -129,12 +89,9 @@ class Session:
         self.console = console or Console(stderr=True)
         self.progress = Progress(self.console, enabled=not quiet)
         self.worker: Executor = executor or Worker(log_dir=self.run_dir / "logs", timeout=timeout)
+        self.programs = Programs(self.progress, self.timeline)
         self.timeout = timeout
         self.queries = 0
-        self.program_seconds = 0.0  # the longest run of the user's program so far
-        self.timeline: list[tuple[str, float, float]] = []  # (what, seconds, ended at) of each phase and query
-        # started, not yet waited for: log -> (command, process, start)
-        self._programs: dict[str, tuple[list[str], Any, float]] = {}
 
     def warm_up(self, inductor: bool = True, preload: Sequence[str] = ()) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query.
@@ -181,72 +138,22 @@ class Session:
         return results
 
     def start_program(self, command: list[str], *, log: Path) -> None:
-        """Start a whole program now; the :meth:`run_program` of the same command waits for it.
-
-        The command line starts the user's script this way before its own process
-        imports torch (see :func:`pt2kit.script.start_capture`). A program nobody
-        waits for is killed by :meth:`close`.
-        """
-        import subprocess
-
-        from pt2kit.processes import pt2kit_env
-
-        log.parent.mkdir(parents=True, exist_ok=True)
-        start = time.monotonic()
-        with open(log, "ab") as output:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=output,
-                env=pt2kit_env(),
-                start_new_session=True,
-            )
-        self._programs[str(log)] = (command, process, start)
+        """Start the user's program now (:meth:`Programs.start`); :meth:`run_program` waits for it."""
+        self.programs.start(command, log=log)
 
     def run_program(
         self, command: list[str], label: str, *, log: Path, while_running: Callable[[], None] | None = None
     ) -> Failure | None:
-        """Run a whole program (the user's script under capture) as a fresh process; how it ended.
-
-        A fresh interpreter, in the user's own environment, every time: a second run
-        starts from the same state as the first (a warm worker would not), so a failure
-        is judged flaky only when the program itself is. None: it exited normally.
-        A program :meth:`start_program` started already is waited for, not started again.
-        ``while_running()`` is called every fraction of a second until it ends (the
-        bisection starts queries on graphs the program has saved so far).
-        """
-        import subprocess
-
-        from pt2kit.signature import signature_of_crash, signature_of_exit
-        from .worker import kill_program
-
-        self.progress.update(label)
-        if self._programs.get(str(log), ([],))[0] != command:
-            self._kill_programs()  # (one started with other options is not this run's program)
-            self.start_program(command, log=log)
-        _, process, start = self._programs.pop(str(log))
-        try:
-            preload_compile_stack()  # while the program runs, not after it
-            while process.poll() is None:
-                try:
-                    process.wait(timeout=0.25 if while_running is None else 0.05)
-                except subprocess.TimeoutExpired:
-                    if while_running is not None:
-                        while_running()
-                    self.progress.tick()
-        except BaseException:
-            kill_program(process)
-            raise
-        self.mark(label, time.monotonic() - start)
-        self.program_seconds = max(self.program_seconds, time.monotonic() - start)
+        """Run the user's program as a fresh process and say how it ended (:meth:`Programs.run`); then fewer
+        jobs, when children the size of the program would not fit in the free memory."""
+        ended = self.programs.run(command, label, log=log, while_running=while_running)
         self._fit_jobs()
-        tail = log.read_bytes()[-4000:].decode(errors="replace")
-        if process.returncode < 0:
-            return signature_of_crash(-process.returncode, tail)
-        if process.returncode not in (0,):
-            return signature_of_exit(process.returncode, tail)
-        return None
+        return ended
+
+    @property
+    def program_seconds(self) -> float:
+        """The longest run of the user's program so far."""
+        return self.programs.longest
 
     @property
     def jobs(self) -> int:
@@ -280,7 +187,7 @@ class Session:
 
     @property
     def seconds(self) -> float:
-        return time.monotonic() - self.started
+        return self.timeline.seconds
 
     def log(self, message: str) -> None:
         self.progress.log(message)
@@ -300,45 +207,17 @@ class Session:
             self.mark(step, time.perf_counter() - start)
 
     def mark(self, step: str, seconds: float, *, ago: float = 0.0) -> None:
-        """Put a finished step on the timeline: how long it took, and when (since the run began) it ended
-        (``ago`` seconds before now, for a query collected after the fact).
+        """Put a finished step on the timeline (:meth:`Timeline.mark`)."""
+        self.timeline.mark(step, seconds, ago=ago)
 
-        The end times show the critical path: steps that ran side by side overlap.
-        """
-        self.timeline.append((step, round(seconds, 2), round(self.seconds - ago, 2)))
-
-    def full_timeline(self) -> list[tuple[str, float, float | None]]:
+    def full_timeline(self) -> list[TimelineStep]:
         """The timeline, warm-ups first (they run in the background; their end is not recorded)."""
-        return [*((what, round(s, 2), None) for what, s in self.worker.warm_seconds.items()), *self.timeline]
+        return self.timeline.with_warm_ups(self.worker.warm_seconds)
 
     def close(self) -> None:
         self.progress.clear()
-        self._kill_programs()  # started, and then nobody waited (an error, a resumed run)
+        self.programs.kill_all()  # started, and then nobody waited (an error, a resumed run)
         self.worker.close()
-
-    def _kill_programs(self) -> None:
-        from .worker import kill_program
-
-        for _, process, _ in self._programs.values():
-            kill_program(process)
-        self._programs.clear()
-
-
-#: What reading back a captured graph imports in pt2kit's own process (a repro names Inductor's
-#: config): about 1.5 s, paid while the program runs. Not Inductor's compiler (``compile_fx``, 0.7 s
-#: of CPU more): pt2kit's own process never compiles, its queries' children do.
-PRELOADED = ("torch._dynamo", "torch._inductor.config", "torch._functorch.aot_autograd")
-
-
-def preload_compile_stack() -> None:
-    """Import :data:`PRELOADED` now; one that fails to import is simply left for later."""
-    import importlib
-
-    for module in PRELOADED:
-        try:
-            importlib.import_module(module)
-        except Exception:  # noqa: BLE001 - the import that needs it will say what is wrong
-            pass
 
 
 def print_json(data: Any) -> None:

@@ -289,8 +289,8 @@ def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
     session = Session("timeline", out=tmp_path / "runs", timeout=60, quiet=True)
     try:
         session.query_all([(functools.partial(time.sleep, 0.1), "short"), (functools.partial(time.sleep, 1.5), "long")])
-        ended = {step: end for step, _, end in session.timeline}
-        assert ended["long"] - ended["short"] >= 1.0, session.timeline
+        ended = {step.step: step.ended for step in session.timeline.steps}
+        assert ended["long"] - ended["short"] >= 1.0, session.timeline.steps
     finally:
         session.close()
 
@@ -406,7 +406,7 @@ def test_a_started_program_is_run_once_and_one_nobody_waits_for_is_killed(tmp_pa
         assert runs.read_text() == "ran\nran\n"  # not the one started with other options: that one was killed
         sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
         session.start_program(sleeper, log=log)
-        (process,) = [p for _, p, _ in session._programs.values()]
+        (process,) = session.programs.started()
     finally:
         session.close()
     deadline = time.monotonic() + 10

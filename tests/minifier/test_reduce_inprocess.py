@@ -71,7 +71,7 @@ def test_a_large_graph_is_first_tried_as_one_node_of_each_kind(in_process, tmp_p
     result = minified(in_process, tmp_path, "planted_compile_error", fn=deep)
     assert result.after.op_names() == ["aten.cos.default"]
     assert result.before.node_count >= 80
-    steps = [step for step, _, _ in result.timeline if " queries · " in step]
+    steps = [t.step for t in result.timeline if " queries · " in t.step]
     nodes = [int(step.rsplit("· ", 1)[1].split()[0]) for step in steps]
     assert steps[0].startswith("sample_op_kinds") and steps[1].startswith("sample_op_kinds"), steps
     sampled = nodes[0] + nodes[1]  # the sample, never asked whole

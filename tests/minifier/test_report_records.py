@@ -23,7 +23,8 @@ from minifier.bisect.report import BisectRecord, FailureRecord, GraphRecord, Gra
 from minifier.bisect.subsystem import Below, Subsystem, Workaround
 from pt2kit.errors import CorruptRecord, NoFailure, UsageError
 from minifier.pages.minify_page import write_run_report
-from minifier.result import InputRecord, MinifyRecord, TimelineStep, read_report
+from minifier.isolation.timeline import TimelineStep
+from minifier.result import InputRecord, MinifyRecord, read_report
 from pt2kit.signature import Signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -153,7 +154,7 @@ def test_a_minified_compile_error_reads_back_as_its_record(in_process, tmp_path)
     assert read.inputs_after == tuple(InputRecord.of(i) for i in result.after.inputs)
     assert read.script == result.bisect.script and len(read.graphs) == len(result.bisect.rows)
     assert read.timeline and all(isinstance(step, TimelineStep) for step in read.timeline)
-    assert [step.step for step in read.timeline] == [step for step, _, _ in result.timeline]
+    assert list(read.timeline) == result.timeline
 
 
 def test_a_minified_wrong_answer_reads_back_as_its_record(in_process, tmp_path):
@@ -182,7 +183,7 @@ def test_a_minifications_optional_keys_come_and_go_with_what_they_say(in_process
         notes=["a note"],
         bisect=dataclasses.replace(result.bisect, nproc=2, rank=0, ranks={0: "failed", 1: "ok"}, kernel="k"),
         resumed_from="/elsewhere",
-        timeline=[("warming up a worker", 1.5, None), *result.timeline],  # a warm-up: no end recorded
+        timeline=[TimelineStep("warming up a worker", 1.5), *result.timeline],  # a warm-up: no end recorded
     )
     read = round_trip(everything, MinifyRecord, tmp_path / "everything")
     assert everything.to_json()["timeline"][0] == {"step": "warming up a worker", "seconds": 1.5}
