@@ -1,0 +1,128 @@
+"""Repro files: written, read back, run as their reader runs them; the Python API that saves them."""
+
+import ast
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+import minifier
+from minifier.unit.case import GraphCase, GraphInput, TensorMeta, clone_tensor
+from minifier.unit.runtime import rand_tensor
+from pt2kit.errors import CorruptRecord
+from minifier.repro.files import load_repro, trace_module, write_repro
+from minifier.repro.writer import render
+
+
+# --------------------------------------------------------------------------- #
+# Repro files
+# --------------------------------------------------------------------------- #
+
+
+class Model(torch.nn.Module):
+    def forward(self, x, w, n):
+        zero = torch.ops.aten.full.default([], 0.0)  # a call with no graph inputs
+        return (torch.relu(x @ w) * n + zero,)
+
+
+def test_repro_round_trip_keeps_graph_inputs_and_config(tmp_path):
+    x = torch.randn(1, 5).expand(4, 5)  # an overlapping layout
+    w = torch.randn(5, 3, requires_grad=True)
+    gm = trace_module(Model())
+    case = GraphCase(
+        gm,
+        [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", w, TensorMeta.of(w), seed=7), GraphInput("n", 3, None)],
+        config={"torch._inductor.config": {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}},
+        backend="aot_eager",
+    )
+    path = write_repro(case, tmp_path, stage="aot_eager")
+    loaded = load_repro(path)
+    assert loaded.case.gm.code == case.gm.code  # the full() call was not folded into a constant
+    assert loaded.case.op_names() == ["aten.full.default", "operator.matmul", "torch.relu", "operator.mul", "operator.add"]
+    x_back, w_back, n_back = loaded.case.inputs
+    assert x_back.value.stride() == (0, 1) and torch.equal(x_back.value, x)
+    assert w_back.seed == 7 and w_back.meta.requires_grad and n_back.value == 3
+    assert loaded.case.config == case.config
+    # the data file holds only the real tensor, and loads with weights_only
+    (data_file,) = tmp_path.glob("inputs-*.pt")
+    assert set(torch.load(data_file, weights_only=True)) == {"input:x"}
+
+
+def test_repro_imports_only_torch_stdlib_and_user_modules(tmp_path):
+    x = torch.randn(4, 5)
+    case = GraphCase(trace_module(Model()), [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", x.t(), TensorMeta.of(x.t())), GraphInput("n", 2, None)], modules=[("mylib", "/src")])
+    tree = ast.parse(render(case, stage="inductor", accuracy=True))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"torch", "sys", "pathlib", "mylib"}
+
+
+def test_rand_tensor_keeps_layout_and_is_reproducible():
+    a = rand_tensor((3, 4), (1, 3), torch.float32, True, seed=3)
+    b = rand_tensor((3, 4), (1, 3), torch.float32, True, seed=3)
+    assert a.stride() == (1, 3) and a.requires_grad and a.is_leaf and torch.equal(a, b)
+    index = rand_tensor((100,), (1,), torch.int64, seed=1, low=0, high=9)
+    assert int(index.min()) >= 0 and int(index.max()) <= 9
+    assert clone_tensor(a).stride() == (1, 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("PT2KIT = {", "not valid Python"),
+        ("x = 1\n", "no PT2KIT header"),
+        ("PT2KIT = {'version': 99}\n", "unsupported pt2kit repro version 99"),
+        ("PT2KIT = {'version': 1, 'x': open('/etc/passwd')}\n", "not a plain literal"),
+    ],
+)
+def test_corrupt_repros_are_reported_without_running_them(tmp_path, text, error):
+    path = tmp_path / "repro.py"
+    path.write_text(text)
+    with pytest.raises(CorruptRecord, match=error):
+        load_repro(path)
+
+
+def test_corrupt_data_file_is_reported(tmp_path):
+    x = torch.randn(4, 5)
+    case = GraphCase(trace_module(Model()), [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", x.t(), TensorMeta.of(x.t())), GraphInput("n", 2, None)])
+    path = write_repro(case, tmp_path, stage="eager")
+    (data_file,) = tmp_path.glob("inputs-*.pt")
+    data_file.write_bytes(b"not a tensor file")
+    with pytest.raises(CorruptRecord, match="cannot load"):
+        load_repro(path)
+
+
+# --------------------------------------------------------------------------- #
+# The Python API
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.e2e
+def test_save_repro_then_minify_from_python(tmp_path):
+    import planted  # noqa: F401  registers planted_compile_error here
+
+    def step(x, w):
+        return torch.cos((x @ w).sin() * 2).exp().sum(0)
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    run_dir = minifier.save_repro(step, x, w, backend="planted_compile_error", out=tmp_path)
+    saved = run_dir / "g0" / "repro.py"
+    assert load_repro(saved).case.op_names() == ["operator.matmul", "Tensor.sin", "operator.mul", "torch.cos", "Tensor.exp", "Tensor.sum"]
+    ran = subprocess.run([sys.executable, str(saved)], capture_output=True, text=True, timeout=300)
+    assert "planted: cannot compile aten.cos" in ran.stderr
+
+    report = minifier.minify(step, x, w, backend="planted_compile_error", out=tmp_path)
+    assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"]
+
+
+def test_a_repro_of_a_cuda_graph_waits_on_the_device_before_it_says_it_passed():
+    """Kernels run asynchronously: without a wait, a kernel's device error could go unseen at exit."""
+    x = torch.randn(2, 4)
+    on_cpu = GraphCase(trace_module(torch.nn.ReLU()), [GraphInput("x", None, TensorMeta.of(x), seed=7)])
+    on_cuda = replace(on_cpu, inputs=[GraphInput("x", None, replace(TensorMeta.of(x), device="cuda:0"), seed=7)])
+    main = render(on_cuda, stage="aot_eager").split('if __name__ == "__main__":')[1]
+    assert "device='cuda:0'" in render(on_cuda, stage="aot_eager")
+    assert main.index("run(Repro(data), inputs)") < main.index("torch.cuda.synchronize()") < main.index("did not fail")
+    assert "synchronize" not in render(on_cpu, stage="aot_eager")

@@ -1,0 +1,113 @@
+"""The unit every step shares: the accuracy rule, graph ids, a case moved to another device."""
+
+import pytest
+import torch
+
+from minifier.unit.case import GraphCase, GraphId, GraphInput, TensorMeta
+from minifier.unit.accuracy import accuracy_category, accuracy_divergence
+
+
+# --------------------------------------------------------------------------- #
+# Accuracy against fp64
+# --------------------------------------------------------------------------- #
+
+
+def test_accuracy_forgives_eager_rounding_but_not_a_real_error():
+    generator = torch.Generator().manual_seed(0)
+    truth = torch.randn(2000, dtype=torch.float64, generator=generator)
+
+    def rounded(scale):  # truth plus rounding noise of a given size, in float32
+        return (truth + scale * 1e-3 * torch.randn(2000, dtype=torch.float64, generator=generator)).float()
+
+    eager, compiled, wrong = [rounded(1)], [rounded(1)], [rounded(10)]
+    assert not torch.allclose(eager[0], compiled[0], atol=1e-4, rtol=1e-4)  # a fixed tolerance would flag it
+    assert accuracy_divergence(eager, compiled, [truth]) is None  # no worse than eager's own error
+    assert accuracy_divergence(eager, wrong, [truth]).startswith("output 0: RMSE vs fp64")
+
+
+def test_accuracy_catches_nan_shape_and_integer_mismatches():
+    ones = torch.ones(4)
+    assert "non-finite" in accuracy_divergence([ones], [torch.tensor([1.0, float("nan"), 1.0, 1.0])], [ones.double()])
+    assert "float32(2,)" in accuracy_divergence([ones], [torch.ones(2)], [ones.double()])
+    ints = torch.arange(4)
+    assert accuracy_divergence([ints], [ints + torch.tensor([0, 0, 1, 0])], [ints]) == "output 0: 1 of 4 values differ from eager"
+    # a NaN or an inf that eager and fp64 agree on is the answer: a compiler that swallows it is wrong
+    # (softshrink's NaN -> 0), one that keeps it is right, and one eager alone gives is eager's own error
+    nan_first = torch.tensor([float("nan"), 1.0, float("inf"), 0.5])
+    swallowed = accuracy_divergence([nan_first], [torch.tensor([0.0, 1.0, float("inf"), 0.5])], [nan_first.double()])
+    assert swallowed == "output 0: 1 values differ where eager and fp64 agree on a non-finite one"
+    assert accuracy_category(swallowed) == "non-finite values"
+    assert accuracy_divergence([nan_first], [nan_first.clone()], [nan_first.double()]) is None
+    assert "non-finite" in accuracy_divergence([nan_first], [nan_first.nan_to_num(posinf=1.0)], [nan_first.double()])
+    overflowed = torch.tensor([float("inf"), 1.0])  # eager's fp16 overflow, say: fp64 is finite, a finite result is fine
+    assert accuracy_divergence([overflowed], [torch.tensor([7e4, 1.0])], [torch.tensor([7e4, 1.0], dtype=torch.float64)]) is None
+
+
+def test_a_compiled_run_is_judged_from_its_own_random_state_and_leaves_the_programs_alone():
+    # --accuracy under capture: a compiled run of a graph with dropout, judged against eager
+    # and fp64 runs that start from the random state the compiled run started from; the
+    # program's own random stream goes on as if nothing had been judged
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from minifier.unit.accuracy import judge_compiled_run
+
+    def f(x):
+        return (torch.nn.functional.dropout(x, 0.5, training=True) * 3,)
+
+    x = torch.randn(64)
+    gm = make_fx(f)(x)
+    torch.manual_seed(7)
+    state = torch.random.get_rng_state()
+    right = gm(x)  # what a correct compiler returns from that state
+    after = torch.random.get_rng_state()
+    assert judge_compiled_run(gm, [x], right, rng=state) is None
+    assert torch.equal(torch.random.get_rng_state(), after)
+    wrong = judge_compiled_run(gm, [x], [right[0] + 0.5], rng=state)
+    # (float64 draws other random numbers: eager, from the same state, is the reference)
+    assert wrong is not None and wrong.signature.kind == "accuracy" and "no fp64 reference" in wrong.details
+    assert torch.equal(torch.random.get_rng_state(), after)
+
+
+def test_a_graph_id_reads_back_what_it_writes_and_knows_its_dynamo_graph():
+    for text in ("g0", "g12.forward", "g3.backward2", "g1.inference"):
+        assert str(GraphId.parse(text)) == text
+    assert GraphId.parse("g3.backward2") == GraphId(3, "backward", 2)
+    assert GraphId.parse("g3.backward2").owner == GraphId(3) and str(GraphId(3)) == "g3"
+    assert str(GraphId(0, "forward", 1)) == "g0.forward"  # the first of its kind has no number
+    for bad in ("", "3", "g", "gx.forward", "g0.", "g0.forward.x"):
+        with pytest.raises(ValueError):
+            GraphId.parse(bad)
+    # a case's label is its id: an aot case names its dynamo graph, not its own index
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    case = GraphCase(gm=gm, inputs=[], boundary="aot", kind="forward", index=5, parent=2)
+    assert case.label() == "g2.forward" and case.graph_id.owner == GraphId(2)
+
+
+def test_a_case_moved_to_another_device_holds_nothing_of_its_own_and_runs_there():
+    """``minify repro --device``'s move, here from the CPU to ``meta`` (no GPU here; the other way, a meta
+    tensor has no data to move): inputs, constants, parameters, the devices nodes name, and the autocast."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from minifier.unit.case import CompileContext
+    from minifier.unit.devices import devices_of, moved_to
+
+    def f(x, w):
+        made = torch.ones(3, device=x.device) * 2
+        return (x @ w + made).to("cpu").relu()
+
+    x, w = torch.randn(2, 4), torch.randn(4, 3)
+    gm = make_fx(f)(x, w)
+    gm.register_buffer("scale", torch.ones(3))
+    inputs = [GraphInput("x_1", x, TensorMeta.of(x)), GraphInput("w_1", None, TensorMeta.of(w), seed=7)]
+    context = CompileContext(autocast=(("cpu", "bfloat16"),))
+    case = GraphCase(gm, inputs, boundary="aot", kind="inference", constants={"c": torch.ones(2)}, context=context)
+    assert devices_of(case) == {"cpu"} and "device(type='cpu')" in gm.code
+
+    moved = moved_to(case, "meta")
+    assert devices_of(moved) == {"meta"} and "cpu" not in moved.gm.code and "meta" in moved.gm.code
+    assert moved.inputs[0].value.device.type == "meta" and moved.inputs[1].value is None
+    assert moved.gm.scale.device.type == "meta" and moved.constants["c"].device.type == "meta"
+    assert moved.context.autocast == (("meta", "bfloat16"),)
+    assert case.gm.scale.device.type == "cpu" and "meta" not in case.gm.code  # (the original is left as it was)
+    out = moved.gm(torch.randn(2, 4, device="meta"), torch.randn(4, 3, device="meta"))
+    assert out.device.type == "meta" and out.shape == (2, 3)

@@ -1,0 +1,101 @@
+"""Failure signatures (pt2kit.signature): when two failures are the same failure."""
+
+import pytest
+import torch
+
+from pt2kit.signature import innermost_exception, normalize_message, signature_of_exception
+
+
+# --------------------------------------------------------------------------- #
+# Signatures
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    ("message", "normalized"),
+    [
+        ("C++ compile error\n\nCommand:\ng++ /tmp/x/abc.cpp", "C++ compile error"),
+        ("bad pointer 0x7ffd3a2b in /tmp/torchinductor_root/xk/cxk2tiw6ldlulrtgaorpqlhfk.cpp:78", "bad pointer 0x? in <path>:78"),
+        ("arg0_1 and add_3 into buf12 via tmp3 for s0", "arg_# and add_# into buf# via tmp# for s#"),
+        ("expected float32 but got float64 for shape [4, 16]", "expected float32 but got float64 for shape [4, 16]"),
+    ],
+)
+def test_messages_are_normalized_but_keep_what_distinguishes_bugs(message, normalized):
+    assert normalize_message(message) == normalized
+
+
+def test_wrapped_backend_errors_keep_their_own_signature():
+    def broken_backend(gm, example_inputs):
+        raise ValueError("cannot lower aten.sin at 0xdeadbeef")
+
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda x: x.sin(), backend=broken_backend)(torch.ones(3))
+    assert type(info.value).__name__ == "BackendCompilerFailed"
+    assert isinstance(innermost_exception(info.value), ValueError)
+    signature = signature_of_exception(info.value).signature
+    assert (signature.kind, signature.exception, signature.message) == ("compile_error", "ValueError", "cannot lower aten.sin at 0x?")
+
+
+def test_a_cpp_compile_error_is_known_by_the_compilers_first_diagnostic():
+    from torch._inductor.exc import CppCompileError
+
+    output = (
+        "/tmp/torchinductor_u/hq/chq.main.cpp: In function 'void kernel(const at::Half*)':\n"
+        "/tmp/torchinductor_u/hq/chq.main.cpp:115:26: error: conflicting declaration \u2018auto at_Half_tmp_acc0_vec\u2019\n"
+        "/tmp/torchinductor_u/hq/chq.main.cpp:124:26: error: something after it\n"
+    )
+    first = signature_of_exception(CppCompileError(["g++", "x.cpp"], output)).signature
+    assert first.message == "C++ compile error | error: conflicting declaration 'auto at_Half_tmp_acc#_vec'"
+    renumbered = signature_of_exception(CppCompileError(["g++", "y.cpp"], output.replace("acc0", "acc3").replace(":115:", ":9:"))).signature
+    assert renumbered == first
+    other = signature_of_exception(CppCompileError(["g++", "x.cpp"], "/t/a.cpp:3:1: error: no matching function for call to 'convert<double, 2, int32_t, 1>'")).signature
+    assert other != first and other.message.endswith("convert<double, 2, int32_t, 1>'")
+
+
+STICKY = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect."
+)
+
+
+def test_a_sticky_device_error_is_one_crash_wherever_and_however_it_surfaces():
+    """Kernels run asynchronously: the same illegal access surfaces in a compile (autotuning ran the kernel)
+    or at a later call, as a RuntimeError or an AcceleratorError. Every later call of that process fails."""
+    from pt2kit.signature import DEVICE_ERROR, Signature, mark_compile_phase, shows_failure
+
+    in_compile = RuntimeError(STICKY)
+    mark_compile_phase(in_compile)
+    at_run = getattr(torch, "AcceleratorError", RuntimeError)(STICKY)
+    wrapped = RuntimeError("while handling the output")
+    wrapped.__cause__ = at_run
+    signatures = {signature_of_exception(e).signature for e in (in_compile, at_run, wrapped)}
+    assert signatures == {Signature("crash", DEVICE_ERROR, STICKY.splitlines()[0])}
+    assert signature_of_exception(RuntimeError("CUDA error: device-side assert triggered")).signature not in signatures
+    assert signature_of_exception(RuntimeError("CUDA error: out of memory")).signature.kind == "runtime_error"  # (not sticky)
+
+    (target,) = signatures
+    shown = "Traceback (most recent call last):\n  ...\ntorch.AcceleratorError: " + STICKY + "\n"
+    assert shows_failure(1, shown, target) and shows_failure(-6, shown, target)
+    assert not shows_failure(0, shown, target) and not shows_failure(None, shown, target)
+    assert not shows_failure(1, shown.replace("an illegal memory access was encountered", "device-side assert triggered"), target)
+
+
+def test_an_error_of_tritons_compiler_is_a_compile_error_also_at_a_kernels_first_launch():
+    from pt2kit.signature import mark_compile_phase
+
+    # (Triton's own class, as its compiler raises it where no GPU is at hand to make it for real)
+    CompilationError = type("CompilationError", (Exception,), {"__module__": "triton.compiler.errors"})
+    error = CompilationError("at 12:8: unsupported tensor index")
+    assert signature_of_exception(error).signature.kind == "compile_error"
+    at_launch = RuntimeError("launch failed")  # an error raised from it is of the compile too
+    at_launch.__cause__ = error
+    assert signature_of_exception(at_launch).signature.kind == "compile_error"
+    assert signature_of_exception(RuntimeError("launch failed")).signature.kind == "runtime_error"
+    compiled_for_launch = CompilationError("at 12:8: unsupported tensor index")
+    mark_compile_phase(compiled_for_launch)
+    assert signature_of_exception(compiled_for_launch).signature == signature_of_exception(error).signature
+
+
+def test_plain_exception_is_a_runtime_error():
+    signature = signature_of_exception(IndexError("index 7 is out of bounds")).signature
+    assert (signature.kind, signature.exception) == ("runtime_error", "IndexError")
