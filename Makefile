@@ -50,14 +50,14 @@ XDIST := -n $(JOBS) --dist load --maxschedchunk 1
 SLOW_JOBS ?= 3
 
 # Everything but the slow group: the decisions in-process, the planted backends end to end,
-# after the lint: pyflakes' checks and syntax errors (an unused import or name, an undefined one),
+# after the lint: ruff (pyproject.toml's rules: pyflakes, syntax errors, and those the suppressions name),
 # the import contracts of pyproject.toml (import-linter), and mypy on pt2kit's packages.
 test: lint
 	$(PY) -m pytest -q $(XDIST) -m 'not slow'
 
 LINTED := pt2kit minifier replay validation explain opcheck benchmarks tests examples
 lint: setup
-	$(PY) -m ruff check --quiet --select F,E9 $(LINTED)
+	$(PY) -m ruff check --quiet $(LINTED)
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 	$(PY) -m mypy
 

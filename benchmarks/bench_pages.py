@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.browser import CHROMIUM, open_page  # noqa: E402
+from support.browser import CHROMIUM, open_page
 
 
 def size(path: Path) -> tuple[int, int]:

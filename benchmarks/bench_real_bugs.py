@@ -42,7 +42,7 @@ REPO = HERE.parent
 BUGS = REPO / "tests" / "minifier" / "real_bugs"
 sys.path.insert(0, str(HERE))
 
-from bench_minifier import last_error, op_nodes  # noqa: E402
+from bench_minifier import last_error, op_nodes
 
 
 def case_of(name: str) -> dict:

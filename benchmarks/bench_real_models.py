@@ -40,7 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import bench_minifier as common  # noqa: E402
+import bench_minifier as common
 
 MODELS = HERE / "models"
 

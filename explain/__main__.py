@@ -100,7 +100,7 @@ def _explain_script(path: Path, args: tuple[str, ...], as_json: bool, html: Path
         except SystemExit as exit_:
             if exit_.code not in (None, 0):
                 failure = f"SystemExit({exit_.code!r})"
-        except Exception as exc:  # the user's script failed: report what ran, then say so
+        except Exception as exc:  # noqa: BLE001 - the user's script failed: report what ran, then say so
             traceback.print_exc(file=sys.stderr)
             failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
 

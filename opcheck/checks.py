@@ -323,7 +323,7 @@ def run_checks(
                 results.append(CheckResult(name, "n/a", str(reason)))
             except CheckFailed as failure:
                 results.append(CheckResult(name, "fail", str(failure)))
-            except Exception as error:  # the op itself, or a check's setup, blew up
+            except Exception as error:  # noqa: BLE001 - the op itself, or a check's setup, blew up
                 results.append(CheckResult(name, "fail", f"raised {_describe_exception(error)}"))
     return _note_dynamic_only(results)
 

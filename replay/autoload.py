@@ -59,4 +59,4 @@ def start() -> None:
 
 def _stay_torchs() -> None:
     # called from the except clause above: exc_info is that exception
-    logging.getLogger(__name__).debug("pt2kit: torch's replay_record_enabled switch stays torch's", exc_info=True)  # noqa: LOG014
+    logging.getLogger(__name__).debug("pt2kit: torch's replay_record_enabled switch stays torch's", exc_info=True)

@@ -33,7 +33,7 @@ import click
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from pt2kit.errors import ScriptFailedBeforeCompile, UserFacingError, exit_with
+from pt2kit.errors import ScriptFailedBeforeCompile, UserFacingError, exit_with  # noqa: E402
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 

@@ -30,7 +30,7 @@ os.environ.setdefault("PT2KIT_COLLECT_ENV", "0")
 
 pytest_plugins = ["pytester"]
 
-import pytest  # noqa: E402
+import pytest
 
 
 

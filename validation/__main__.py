@@ -136,7 +136,7 @@ def _guards(
             except SystemExit as exit_:
                 if exit_.code not in (None, 0):
                     failure = f"SystemExit({exit_.code!r})"
-            except Exception as exc:  # the script failed: report what compiled, then say so
+            except Exception as exc:  # noqa: BLE001 - the script failed: report what compiled, then say so
                 traceback.print_exc(file=sys.stderr)
                 failure = f"{type(exc).__name__}: {exc}".splitlines()[0]
     report = validator.report

@@ -231,7 +231,7 @@ class GuardValidator:
                 installed=frame.installed,
                 refused=refused,
             )
-        except Exception as error:  # noqa: BLE001 - validation must never break the program
+        except Exception as error:  # validation must never break the program
             log.exception("pt2kit: validating compile %s failed", frame.compile_id)
             check = CompileCheck(
                 function=frame.function,

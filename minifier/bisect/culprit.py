@@ -390,7 +390,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             + " (define it in an importable module)"
         )
     elif looks_like_wrong_answer(captured.failure) and wrong_under_dynamo_alone(program):
-        hint = "; it fails with every torch.compile on backend='eager' too, and each graph agrees with itself: dynamo's tracing computes it wrong (the graph it traced is not what the code does); compare the code of its compiled frames with the graphs under captured/ in the run directory"  # noqa: E501
+        hint = "; it fails with every torch.compile on backend='eager' too, and each graph agrees with itself: dynamo's tracing computes it wrong (the graph it traced is not what the code does); compare the code of its compiled frames with the graphs under captured/ in the run directory"
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:

@@ -240,7 +240,7 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> boo
 
     from pt2kit.seams import compiler_state
 
-    exec(compile(option.code, "<pt2kit workaround>", "exec"), {})
+    exec(compile(option.code, "<pt2kit workaround>", "exec"), {})  # noqa: S102 - a workaround pt2kit wrote
     compiler_state.refresh()
     with inductor_config.patch(fx_graph_cache=False):
         return run_case(case, option.stage, accuracy=accuracy).failure is None

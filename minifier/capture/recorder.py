@@ -89,7 +89,7 @@ class Recorder:
         self.accuracy = accuracy  # judge each aot graph's first compiled run (True, or "strict": bit for bit)
         self.trail: int | None = None  # kernels entered and left during first runs (minifier.capture.blame.arm)
         self.cases: list[GraphCase] = []
-        self._events = open(out_dir / "events.jsonl", "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._events = open(out_dir / "events.jsonl", "a", buffering=1)  # closed in close()
         self._lock = threading.Lock()
         self._busy_since: dict[int, tuple[float, str]] = {}  # active compiled regions -> (start, what)
         self._watchdog: threading.Thread | None = None

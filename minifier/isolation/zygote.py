@@ -140,7 +140,7 @@ class ZygoteProcess:
         to_zygote, self.in_fd = os.pipe()  # we write self.in_fd
         self.out_fd, from_zygote = os.pipe()  # we read self.out_fd
         env = pt2kit_env(PINNED_ENV)
-        stderr = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
+        stderr = open(log, "ab") if log is not None else subprocess.DEVNULL
         # (Python 3.10 has no -P: an empty working directory of pt2kit's keeps the
         # user's files from shadowing pt2kit's modules; children go back to the caller's.)
         try:

@@ -131,7 +131,7 @@ def profile_case(case: GraphCase, values_path: Path | None = None, *, update: bo
     nodes = {n.name: n for n in case.gm.graph.nodes}
     try:
         values = eager_values(case)
-    except Exception as e:  # noqa: BLE001 - the graph's own error, for profile_or_why to say
+    except Exception as e:  # the graph's own error, for profile_or_why to say
         raise GraphRaised(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}") from e
     if values_path is not None:
         saved = torch.load(values_path, weights_only=True) if update and values_path.exists() else {}

@@ -170,7 +170,7 @@ def code_parts(guard_manager: Any) -> list[GuardPart]:
         for child in manager.get_child_managers():
             try:
                 child_source = child.get_source()
-            except Exception:
+            except Exception:  # noqa: BLE001 - a manager with no source of its own (torch raises what it likes)
                 child_source = None
             visit(child, child_source)
 

@@ -92,7 +92,7 @@ def probe() -> None:
         raise AttributeError(f"ShapeEnv no longer has {missing}")
     from torch.utils._sympy.symbol import SymT, symbol_is_type  # noqa: F401
 
-    SymT.UNBACKED_INT, SymT.FLOAT, SymT.UNBACKED_FLOAT  # noqa: B018
+    SymT.UNBACKED_INT, SymT.FLOAT, SymT.UNBACKED_FLOAT
 
 
 @dataclasses.dataclass(frozen=True)

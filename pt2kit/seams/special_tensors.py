@@ -126,7 +126,7 @@ def rebuild(t: Any, kind: str | None) -> Any:
     return t
 
 
-def expression(kind: str | None, plain_expression: str, shape: tuple[int, ...], dtype: str, device: str) -> str:  # noqa: D417
+def expression(kind: str | None, plain_expression: str, shape: tuple[int, ...], dtype: str, device: str) -> str:
     """How a repro writes an input of ``kind``, given how it writes the plain tensor (one expression, no comment)."""
     if kind == "zerotensor":
         where = "" if device == "cpu" else f", device={device!r}"

@@ -19,7 +19,7 @@ from pt2kit import seams
 
 if seams.torch_version() < (2, 13):  # (and test_explain_records, which reuses these functions)
     pytest.skip("explain.explain analyses in a cache region of its own: torch 2.13 on", allow_module_level=True)
-from torch._dynamo.eval_frame import _get_cache_entries_for_region  # noqa: E402
+from torch._dynamo.eval_frame import _get_cache_entries_for_region
 
 
 pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release

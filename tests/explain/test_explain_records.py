@@ -25,9 +25,9 @@ from explain import ExplainReport, RecompileProfiler
 from explain.recompiles import RecompileReport
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import test_explain_recompiles  # noqa: E402
-from test_explain_api import calls_a_breaking_helper, loops_with_a_print, sin_cos_add, three_breaks  # noqa: E402
-from test_explain_recompiles import affine, double, forward_pass  # noqa: E402
+import test_explain_recompiles
+from test_explain_api import calls_a_breaking_helper, loops_with_a_print, sin_cos_add, three_breaks
+from test_explain_recompiles import affine, double, forward_pass
 
 from support.records import round_trip as _round_trip
 

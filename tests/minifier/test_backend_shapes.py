@@ -110,7 +110,7 @@ def carried(backend_expression: str, tmp_path: Path) -> tuple[str, dict, dict]:
     user = run_as_main(script)
     source = backend_definition(user["BACKEND"], script.read_text())
     namespace: dict = {"__name__": "repro"}
-    exec("import torch\n" + source, namespace)  # noqa: S102 - pt2kit's output, run as the repro runs it
+    exec("import torch\n" + source, namespace)  # pt2kit's output, run as the repro runs it
     return source, namespace, user
 
 

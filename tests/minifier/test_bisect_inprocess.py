@@ -17,7 +17,7 @@ from pt2kit.errors import NoFailure
 from minifier.repro.files import load_repro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import planted  # noqa: E402, F401  registers the planted backends
+import planted  # noqa: F401  registers the planted backends
 
 
 pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release

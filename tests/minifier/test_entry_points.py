@@ -34,12 +34,12 @@ from support.paths import USER_MODULES
 from support.programs import MODEL_FUNCTION, minified
 
 sys.path.insert(0, str(USER_MODULES))
-import planted  # noqa: E402, F401  registers the planted backends
+import planted  # noqa: F401  registers the planted backends
 
-from minifier.on_failure import Intent, ReproOnFailure  # noqa: E402
-from minifier.repro.files import load_repro  # noqa: E402
-from minifier.stages.run import run_case  # noqa: E402
-from support.running import torch_alone, user_env  # noqa: E402
+from minifier.on_failure import Intent, ReproOnFailure
+from minifier.repro.files import load_repro
+from minifier.stages.run import run_case
+from support.running import torch_alone, user_env
 
 
 # --------------------------------------------------------------------------- #
@@ -450,7 +450,7 @@ def test_ctrl_c_below_the_stage_resumes_without_reducing_again(model_script, tmp
     script = model_script("planted_compile_error")
     out = tmp_path / "runs"
     env = {**os.environ, "PT2KIT_SUBSYSTEM": "1"}
-    restore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    restore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
     process = subprocess.Popen([*MINIFY, "run", "--out", str(out), str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=restore_sigint)
     deadline = time.monotonic() + 300
     while True:  # the repro is written, and its report says the run has gone below the stage

@@ -39,7 +39,7 @@ def test_script_computes_the_evaluated_program():
         for form in range(len(template.forms)):
             program = fz.Program("fw", "compile_error", ("cos",), False, (fz.Step(template, form, (0,) * template.arity), fz.Step(fz.TRIGGER_TEMPLATES["cos"], 0, (0,))), B=4, D=8)
             namespace: dict = {"torch": torch}
-            exec(program.function_source(), namespace)  # noqa: S102 - our generated code
+            exec(program.function_source(), namespace)  # our generated code  # our generated code
             torch.manual_seed(0)
             x, w = torch.randn(4, 8), torch.randn(8, 8) / 8**0.5
             (out,) = namespace["f"](x, w)
@@ -89,7 +89,7 @@ def test_templates_hold_exactly_the_trigger_ops_they_declare():
         for form in range(len(template.forms)):
             program = fz.Program("fw", "compile_error", ("cos",), True, (fz.Step(template, form, (0,) * template.arity),), B=4, D=8)
             namespace: dict = {"torch": torch}
-            exec(program.function_source(), namespace)  # noqa: S102 - our generated code
+            exec(program.function_source(), namespace)
             x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
             seen = _trigger_ops_of(namespace["f"], x, w)
             label = f"{template.name} form {form}: {template.forms[form]}"

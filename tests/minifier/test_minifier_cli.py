@@ -147,7 +147,7 @@ def test_ctrl_c_leaves_a_repro_and_rerun_resumes(model_script, tmp_path):
     slow = {**os.environ, "PLANTED_DELAY": "0.5"}  # each query takes half a second or more
     # A shell starts background jobs with SIGINT ignored, and Python keeps an inherited
     # SIG_IGN: give the command the terminal's default, as a user's Ctrl-C would find it.
-    restore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    restore_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
     process = subprocess.Popen([*MINIFY, "run", "--out", str(out), str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slow, preexec_fn=restore_sigint)
     deadline = time.monotonic() + 300
     while not list(out.glob("run-*/checkpoint.json")):  # the reduction has started

@@ -23,14 +23,14 @@ pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matr
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
-import planted  # noqa: E402, F401  registers the planted backends
-from support.programs import MODEL_FUNCTION  # noqa: E402
-from support.running import run_repro_without_pt2kit  # noqa: E402
+import planted  # noqa: F401  registers the planted backends
+from support.programs import MODEL_FUNCTION
+from support.running import run_repro_without_pt2kit
 
 
 def _model_function():
     namespace = {"torch": torch}
-    exec(MODEL_FUNCTION, namespace)  # noqa: S102 - the tests' own model, as model_script writes it
+    exec(MODEL_FUNCTION, namespace)  # the tests' own model, as model_script writes it
     return namespace["f"]
 
 

@@ -301,7 +301,7 @@ def test_inputs_already_small_keep_their_sizes():
 
     def reducer_for(shape):
         case = _chain([torch.ops.aten.relu.default], torch.randn(*shape))
-        query = lambda candidates: [Outcome("judge", Failure(target) if math.prod(c.inputs[0].meta.shape) >= 1024 else None, 0.0) for c, _, _ in candidates]  # noqa: E731
+        query = lambda candidates: [Outcome("judge", Failure(target) if math.prod(c.inputs[0].meta.shape) >= 1024 else None, 0.0) for c, _, _ in candidates]
         reducer = Reducer(case, profile_case(case), target, query)
         reducer.best = replace(reducer.best, random=frozenset({"t_1"}))
         return reducer

@@ -28,8 +28,8 @@ from minifier.result import InputRecord, MinifyRecord, read_report
 from pt2kit.signature import Signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_bisect_inprocess import saved_case  # noqa: E402
-from test_reduce_inprocess import minified  # noqa: E402
+from test_bisect_inprocess import saved_case
+from test_reduce_inprocess import minified
 
 #: The contract's keys, in order (docs/minify.md): a bisection's, then those written only when set.
 BISECT_KEYS = [

@@ -65,7 +65,7 @@ from typing import Any
 import fuzz_backends as fb
 from hypothesis import strategies as st
 
-from support.paths import USER_MODULES  # noqa: E402
+from support.paths import USER_MODULES
 from pt2kit.script import PT2KIT_PACKAGES
 
 # --------------------------------------------------------------------------- #
@@ -224,7 +224,7 @@ def evaluate(program: Program) -> list[Any]:
     body, _ = program.lines()
     values = []
     for line in body:
-        exec(line, namespace)  # noqa: S102 - our own generated code
+        exec(line, namespace)  # our own generated code
         values.append(namespace[line.split(" = ", 1)[0]])
     return values
 

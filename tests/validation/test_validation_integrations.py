@@ -53,7 +53,7 @@ def test_recompile_forecast_agrees_with_dynamo():
         for size in range(0, 10):
             expected_recompile = size in (0, 1) or size % 2 == 1
             if expected_recompile:
-                with pytest.raises(Exception):  # noqa: B017 - dynamo refuses the recompile
+                with pytest.raises(Exception):  # dynamo refuses the recompile
                     compiled(torch.randn(size))
             else:
                 compiled(torch.randn(size))

@@ -22,8 +22,8 @@ from validation.guards import GuardReport
 from validation.size_classes import SizeReport
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_validation_guards import parity, same_length  # noqa: E402
-from test_validation_sizes import view4  # noqa: E402
+from test_validation_guards import parity, same_length
+from test_validation_sizes import view4
 
 from support.records import round_trip
 
