@@ -152,3 +152,13 @@ def test_every_exit_code_a_tool_raises_has_one_meaning_in_the_shared_table():
     assert {1, 2, 5, 7, 9, 10, 70, 130} <= set(found)  # (the reader finds them)
     assert set(found) <= set(EXIT_CODES), {code: where for code, where in found.items() if code not in EXIT_CODES}
     assert "incomplete" in EXIT_CODES[7] and "rebuilt" in EXIT_CODES[10]
+
+
+def test_nothing_is_imported_from_conftest():
+    """What tests share lives in tests/support/; conftest.py holds pytest's hooks and fixtures alone."""
+    importing = [
+        str(path.relative_to(TESTS))
+        for path in TESTS.rglob("*.py")
+        if re.search(r"^\s*from (tests\.)?conftest import|^\s*import (tests\.)?conftest\b", path.read_text(), re.M)
+    ]
+    assert importing == []

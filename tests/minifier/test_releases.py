@@ -173,7 +173,7 @@ def test_minify_versions_without_a_release_or_a_repro_is_one_line(tmp_path):
 @pytest.mark.e2e
 def test_minify_run_checks_the_repro_under_each_release_and_offers_the_upgrade(in_process, model_script, fake_env, monkeypatch):
     from minifier.pages import issue
-    from tests.conftest import minified
+    from support.programs import minified
 
     monkeypatch.setenv("PT2KIT_COLLECT_ENV", "1")
     monkeypatch.setattr(issue, "_environment", None)
