@@ -139,12 +139,15 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
     minified again with repeated questions.
     """
     stage = check.stage
-    session.warm_up(inductor=stage == Stage.INDUCTOR, preload=[__name__])  # already asked for when a bisection came first
+    # (already asked for when a bisection came first)
+    session.warm_up(inductor=stage == Stage.INDUCTOR, preload=[__name__])
     before = case
     if came.resume is None:
         case = flatten(session, case, check)
     bisect = came.bisect
-    failure_rate = came.failure_rate if came.failure_rate is not None else bisect.failure_rate if bisect else None
+    failure_rate = (
+        came.failure_rate if came.failure_rate is not None else bisect.failure_rate if bisect is not None else None
+    )
     source = came.blame.graph_file
     prior = bisect.profiled.get(str(source)) if bisect is not None and source is not None and case is before else None
     reduction = start_reducer(session, case, check.asked(tries_for(failure_rate)), came, prior)
@@ -225,11 +228,15 @@ def start_reducer(
     reducer.blamed = tuple(came.blame.nodes(list(reducer.best.kept)))
     if reducer.blamed:
         blamed = ", ".join(reducer.blamed)
-        session.log(f"the program failed in Inductor kernel {came.blame.kernel}, made of {blamed}: asking about those first")
+        session.log(
+            f"the program failed in Inductor kernel {came.blame.kernel}, made of {blamed}: asking about those first"
+        )
     if came.resume is not None:
         reducer.cache, reducer.best = load_checkpoint(came.resume)
         cached, kept = len(reducer.cache), len(reducer.best.kept)
-        session.log(f"resuming {came.resume.parent.name}: {cached} answers cached, best so far has {plural(kept, 'node')}")
+        session.log(
+            f"resuming {came.resume.parent.name}: {cached} answers cached, best so far has {plural(kept, 'node')}"
+        )
         reducer.reprofiled()
     bisect = came.bisect
     if bisect is not None and came.resume is None and bisection_ran(reducer.best_case(), case, stage):
@@ -450,7 +457,9 @@ def minify_repro(
         if device is None:
             raise
         where = ", ".join(sorted(devices_of(repros[0].case))) or "its device"
-        raise NoFailure(f"on {device}, {path.name} does not fail ({e}): the bug is in {where}'s own path, not in what both share") from None
+        raise NoFailure(
+            f"on {device}, {path.name} does not fail ({e}): the bug is in {where}'s own path, not in what both share"
+        ) from None
     outcome = row.first_failure
     assert outcome is not None and outcome.failure is not None and row.case is not None
     recorded = next((loaded.failure for loaded, (case, _) in zip(repros, cases) if case.index == row.case.index), None)

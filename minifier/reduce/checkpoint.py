@@ -48,7 +48,6 @@ class Status(str, Enum):
     DONE = "done"
 
 
-
 @dataclass(frozen=True)
 class CheckpointState:
     """What a checkpoint holds besides the reducer's best candidate and its cache: the run it belongs to
