@@ -8,6 +8,7 @@ marks each query and each phase; ``report.json``'s ``timeline`` is these steps, 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,12 @@ class Timeline:
     def __init__(self) -> None:
         self.started = time.monotonic()
         self.steps: list[TimelineStep] = []
+
+    def __iter__(self) -> Iterator[TimelineStep]:
+        return iter(self.steps)
+
+    def __repr__(self) -> str:
+        return f"Timeline({self.steps!r})"
 
     @property
     def seconds(self) -> float:

@@ -84,14 +84,14 @@ def test_with_accuracy_the_programs_own_compiled_run_is_judged_not_compiled_agai
     assert report.culprit is by_label["g0.inference"]
     final = report.culprit.outcomes["planted_accuracy"]
     assert final.seen_in_program and "RMSE vs fp64" in final.failure.details
-    assert not [step for step, _, _ in session.timeline if "through planted_accuracy" in step], session.timeline
+    assert not [step for step in (t.step for t in session.timeline) if "through planted_accuracy" in step], session.timeline
     # nor is the aot graph run eagerly again: the judge did, and an eager run is its own reference
     assert report.culprit.outcomes["aot_eager_decomp_partition"].passed
-    assert not [step for step, _, _ in session.timeline if step.startswith("g0.inference") and "aot_eager_decomp_partition" in step], session.timeline
+    assert not [step for step in (t.step for t in session.timeline) if step.startswith("g0.inference") and "aot_eager_decomp_partition" in step], session.timeline
     # minify bisect confirms the aot graph alone (once), and still not the dynamo graph
     report = bisect_script(session, script, [], accuracy=True)
     assert not report.culprit.outcomes["planted_accuracy"].seen_in_program
-    asked = [step for step, _, _ in session.timeline if "through planted_accuracy" in step]
+    asked = [step for step in (t.step for t in session.timeline) if "through planted_accuracy" in step]
     assert len(asked) == 1 and asked[0].startswith("g0.inference"), asked
 
 
@@ -128,9 +128,9 @@ def test_stages_are_asked_while_the_program_runs_and_never_twice(session, tmp_pa
     by_label = {row.label: row for row in report.rows}
     assert set(stages_of(by_label["g0"]).values()) == {"pass"} and len(by_label["g0"].outcomes) == 4
     assert stages_of(by_label["g1"])["planted_compile_error"] == "compile_error"
-    early = [step for step, _, _ in session.timeline if step.endswith("while the program runs")]
+    early = [step for step in (t.step for t in session.timeline) if step.endswith("while the program runs")]
     assert any(step.startswith("g0 (") and "through eager," in step for step in early), session.timeline
-    asked = [step.removesuffix(", while the program runs") for step, _, _ in session.timeline if " through " in step]
+    asked = [t.step.removesuffix(", while the program runs") for t in session.timeline if " through " in t.step]
     assert len(asked) == len(set(asked)), asked
 
 

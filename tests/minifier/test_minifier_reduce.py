@@ -50,7 +50,7 @@ def test_single_culprit_takes_logarithmic_queries_and_no_duplicate_compiles(in_p
     # the full graph's failing compile happened once, in the program: pt2kit did not pay for it again
     full = compiles[0].split(" | inputs ")[0]
     assert [line.split(" | inputs ")[0] for line in compiles].count(full) == 1, compiles
-    assert not [step for step, _, _ in result.timeline if "through planted_compile_error" in step], result.timeline
+    assert not [step for step in (t.step for t in result.timeline) if "through planted_compile_error" in step], result.timeline
 
     data = json.loads((result.run_dir / "report.json").read_text())
     assert data["status"] == "minified"
@@ -71,7 +71,7 @@ def test_an_aot_graph_that_fails_only_inside_torch_compile_falls_back_to_the_dyn
     assert data["failure"]["message"] == "planted: cos needs the tracing context"
     assert data["verified"] is True and result.after.node_count == 1
     assert "cos" in result.after.op_names()[0]
-    alone = [step for step, _, _ in result.timeline if step.startswith("g0.inference") and step.endswith("through planted_in_context")]
+    alone = [step for step in (t.step for t in result.timeline) if step.startswith("g0.inference") and step.endswith("through planted_in_context")]
     assert len(alone) == 1, result.timeline  # compiled alone once: by the fallback, after the reducer's doubt
 
 

@@ -140,4 +140,4 @@ def test_a_repro_that_fails_only_beside_the_program_is_not_verified(session, tmp
     assert report["verified"] is False
     assert any("run with torch alone in another directory" in note and "passed" in note for note in report["notes"]), report["notes"]
     assert (result.run_dir / "logs" / "repro-elsewhere.log").exists()
-    assert any(step.startswith("running repro.py elsewhere") for step, _, _ in result.timeline)
+    assert any(t.step.startswith("running repro.py elsewhere") for t in result.timeline)
