@@ -66,7 +66,7 @@ import fuzz_backends as fb
 from hypothesis import strategies as st
 
 from support.paths import USER_MODULES
-from pt2kit.script import PT2KIT_PACKAGES
+from support.running import RUN_REPRO
 
 # --------------------------------------------------------------------------- #
 # The vocabulary
@@ -342,15 +342,6 @@ def query_bound(nodes: int) -> float:
 #: Per-query timeout for hang cases (seconds): a hang costs this much per failing query.
 HANG_TIMEOUT = float(os.environ.get("PT2KIT_FUZZ_HANG_TIMEOUT", "8"))
 QUERY_TIMEOUT = 120.0
-#: pt2kit's packages: a repro that imports any of them is not torch alone.
-_RUN_REPRO = (
-    "import os, runpy, sys\n"
-    f"for name in {PT2KIT_PACKAGES!r}:\n"
-    "    sys.modules[name] = None  # importing pt2kit from a repro fails\n"
-    "sys.argv = sys.argv[1:]\n"
-    "sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))  # as `python repro.py` does\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
-)
 
 
 @dataclass
@@ -488,7 +479,7 @@ def check_repro(program: Program, report: dict[str, Any], scratch: Path) -> str 
     hang = program.kind == "hang"
     limit = max(30.0, 3 * HANG_TIMEOUT) if hang else 300.0
     try:
-        ran = subprocess.run([sys.executable, "-c", _RUN_REPRO, str(repro)], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=limit)
+        ran = subprocess.run([sys.executable, "-c", RUN_REPRO, str(repro)], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=limit)
     except subprocess.TimeoutExpired:
         return None if hang else f"repro.py still running after {limit:.0f} s"
     tail = (ran.stderr.strip().splitlines() or ["(no stderr)"])[-1][:300]

@@ -23,15 +23,10 @@ RUN_REPRO = (
 
 
 def run_repro_without_pt2kit(path):
-    """Run a repro.py the way a compiler engineer would, with pt2kit unimportable."""
-    blocker = (
-        "import sys, runpy\n"
-        f"for name in {PT2KIT_PACKAGES!r}:\n"
-        "    sys.modules[name] = None  # any import of ours would fail\n"
-        f"sys.argv = [{str(path)!r}]\n"
-        f"runpy.run_path({str(path)!r}, run_name='__main__')\n"
+    """Run a repro.py the way a compiler engineer would, with pt2kit unimportable (:data:`RUN_REPRO`)."""
+    return subprocess.run(
+        [sys.executable, "-c", RUN_REPRO, str(path)], capture_output=True, text=True, cwd=path.parent, timeout=300
     )
-    return subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, cwd=path.parent, timeout=300)
 
 
 def user_env(**extra: str) -> dict[str, str]:
