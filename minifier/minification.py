@@ -212,7 +212,7 @@ def start_reducer(
     profiled = original_profile(session, case, values, prior)
     query = CandidateQuery(session, OriginRef(origin_path, values), check)
     checkpoint = session.run_dir / CHECKPOINT
-    state = CheckpointState(came.key, str(origin_path), dataclasses.replace(check, tries=1))
+    state = CheckpointState(came.key, str(origin_path), check)
     reducer = Reducer(
         case, profiled, check.failure, query, on_improve=lambda r: save_checkpoint(r, checkpoint, state),
         jobs=session.jobs,
