@@ -28,10 +28,11 @@ They run in this order:
   two compiles share the cores and each runs at about half speed.);
 - :func:`cut_between`: one query for "the first and the last node alone" (a pair of
   culprit ops is done then);
-- :func:`delta_debugging`: ddmin over the remaining nodes (single nodes first, on a
-  few); a graph it leaves 1-minimal is settled: later rounds skip it when only its
-  inputs or config change (random inputs that loosen the accuracy rule: its single
-  drops are asked again);
+- :func:`delta_debugging`: scans from the last node back, each node cut alone and a cut
+  that goes grown back over the nodes before it (one query a node the failure needs,
+  about 2·log2(L) a run of L that can go); a graph it leaves 1-minimal is settled:
+  later rounds skip it when only its inputs or config change (random inputs that
+  loosen the accuracy rule: its single drops are asked again);
 - :func:`replace_by_operands`: on a 1-minimal graph, each node replaced by a
   same-shaped operand (or input), one query a node (what a cut cannot reach);
 - :func:`~minifier.reduce.bodies.reduce_bodies`: the same in higher-order ops' bodies;
@@ -236,7 +237,7 @@ def cut_between(r: Reducer) -> None:
 
 
 def delta_debugging(r: Reducer) -> None:
-    """ddmin over the nodes: cut chunks of decreasing size, anywhere in the graph.
+    """Delta debugging over the nodes (:func:`~minifier.reduce.scans.ddmin`): each cut alone, a cut that goes grown back.
 
     A graph it leaves 1-minimal is settled (:meth:`~minifier.reduce.engine.Reducer.settle`): the searches
     over nodes are not asked again about it when only its inputs' values, sizes or
@@ -245,7 +246,7 @@ def delta_debugging(r: Reducer) -> None:
     """
     if r.settled():
         return
-    if ddmin(r, lambda c: c.kept, r.without, singles=r.settled(loosened=True)):
+    if ddmin(r, lambda c: c.kept, r.without):
         r.settle()
 
 

@@ -7,6 +7,7 @@ it ends with is 1-minimal (no single op node can go) for any set of ops the fail
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import torch
@@ -125,3 +126,55 @@ def test_a_scan_asks_its_next_chunks_side_by_side():
     reducer.run(PASSES)
     assert set(reducer.best_case().op_names()) == culprits
     assert max(batches) == 3  # delta debugging's scan asked three chunks at once
+
+
+def needing_nodes(culprits: set[str]):
+    """A judge: the candidate fails exactly when it still computes every node in ``culprits`` (by name)."""
+
+    def query(candidates):
+        return [
+            Outcome(
+                "judge",
+                Failure(TARGET) if culprits <= {n.name for n in case.gm.graph.nodes if n.op == "call_function"} else None,
+                0.0,
+            )
+            for case, _, _ in candidates
+        ]
+
+    return query
+
+
+@SETTINGS
+@given(data=st.data())
+def test_delta_debugging_on_a_failure_that_needs_most_of_the_graph_asks_about_each_needed_node_twice_at_most(data):
+    # (a kernel of several ops: chunks of halving size would cost about 2n queries here)
+    n = data.draw(st.integers(10, 24), label="nodes")
+    case = chain([KINDS[i % len(KINDS)] for i in range(n)], torch.randn(3, 4))
+    names = [node.name for node in case.gm.graph.nodes if node.op == "call_function"]
+    culprits = set(data.draw(st.permutations(names), label="order")[: data.draw(st.integers(n // 2, n - 2), label="k")])
+    reducer = Reducer(case, profile_case(case), TARGET, needing_nodes(culprits))
+    assert delta_debugging_alone(reducer)
+    assert set(reducer.best.kept) == culprits
+    # each needed node: one drop in each of the two scans; each run that goes: 1, 2, 4, ... then a binary search
+    assert reducer.queries <= 2 * len(culprits) + sum(
+        2 * math.ceil(math.log2(length + 1)) + 1 for length in _runs(names, culprits)
+    ), reducer.queries
+
+
+def delta_debugging_alone(reducer: Reducer) -> bool:
+    from minifier.reduce.scans import ddmin
+
+    return ddmin(reducer, lambda c: c.kept, reducer.without)
+
+
+def _runs(names: list[str], culprits: set[str]) -> list[int]:
+    """The lengths of the runs of consecutive nodes the failure does not need."""
+    runs, length = [], 0
+    for name in names:
+        if name in culprits:
+            if length:
+                runs.append(length)
+            length = 0
+        else:
+            length += 1
+    return [*runs, length] if length else runs
