@@ -25,6 +25,9 @@ from pt2kit.seams import dtensor, special_tensors, symbolic_shapes
 
 #: Plain values a repro writes as literals.
 LITERAL_INPUTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
+#: The value a jagged tensor's ragged size (a nested int, ``j1``) takes in a repro: not 0 or
+#: 1, which the compiler would specialize on.
+NESTED_INT_STAND_IN = 7
 
 
 def _flat_constants(gm: fx.GraphModule) -> dict[str, torch.Tensor]:
@@ -162,6 +165,11 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
                     name, None, None, dtensor={"mesh_shape": list(value.shape), "device_type": value.device_type}
                 )
             )
+        elif symbolic_shapes.is_nested_int(value):
+            # A jagged tensor's ragged size has no integer value; the aot graphs of a
+            # jagged tensor read it (if at all) as one more size, so a free symbolic int
+            # stands in, and the repro's check says whether the failure still shows.
+            inputs.append(GraphInput(name, NESTED_INT_STAND_IN, None, symbolic_int=True))
         elif not isinstance(value, (torch.Tensor, torch.SymInt, *LITERAL_INPUTS)):
             inputs.append(GraphInput(name, None, None, opaque=type(value).__name__))
         elif isinstance(value, torch.Tensor):

@@ -195,6 +195,7 @@ def symbolic_inputs_function(case: GraphCase) -> str:
         f"FREE_SYMBOLS = {free!r}  # symbolic-int inputs no tensor's size gives\n\n\n"
         "def symbolic_inputs(inputs):\n"
         '    """Fake inputs with exactly the symbolic sizes the compiler saw in the program."""\n'
+        "    from torch._dynamo.source import ConstantSource\n"
         "    from torch._subclasses.fake_tensor import FakeTensorMode\n"
         "    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext\n\n"
         "    mode = FakeTensorMode(shape_env=ShapeEnv())\n"
@@ -204,7 +205,8 @@ def symbolic_inputs_function(case: GraphCase) -> str:
         "            sizes = [DimDynamic.DYNAMIC if d in DYNAMIC_DIMS.get(k, ()) else DimDynamic.STATIC for d in range(value.dim())]\n"
         "            fakes.append(mode.from_tensor(value, symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes)))\n"
         "        elif k in FREE_SYMBOLS:\n"
-        "            fakes.append(mode.shape_env.create_unspecified_symint_and_symbol(value, None, DimDynamic.DYNAMIC))\n"
+        "            source = ConstantSource(f'input{k}')  # (a symbol needs a source with a name)\n"
+        "            fakes.append(mode.shape_env.create_unspecified_symint_and_symbol(value, source, DimDynamic.DYNAMIC))\n"
         "        else:\n"
         "            fakes.append(value)\n"
         "    for k, (tensor, dim) in SIZES_OF.items():\n"

@@ -14,7 +14,10 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch.SymInt.node.expr, torch.fx.experimental.symbolic_shapes.optimization_hint (hint_int before 2.13)",
+    wraps=(
+        "torch.SymInt.node.expr, torch.fx.experimental.symbolic_shapes.optimization_hint (hint_int before 2.13),"
+        " torch.fx.experimental.symbolic_shapes.is_nested_int"
+    ),
     features=("dynamic shapes in repros",),
 )
 
@@ -34,6 +37,9 @@ def probe() -> None:
         raise AttributeError("SymInt expressions or hints changed")
     if expression(size) != expression(fake.shape[0]):
         raise AttributeError("the same size no longer has the same expression")
+    jagged = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(1, 3)], layout=torch.jagged)
+    if not is_nested_int(jagged.shape[1]) or is_nested_int(size) or is_nested_int(3):
+        raise AttributeError("a jagged tensor's ragged size is no longer told apart")
 
 
 def is_symbolic(value: Any) -> bool:
@@ -41,6 +47,14 @@ def is_symbolic(value: Any) -> bool:
     import torch
 
     return isinstance(value, torch.SymInt) and not value.node.expr.is_number
+
+
+def is_nested_int(value: Any) -> bool:
+    """A jagged tensor's ragged size (``j1``): a ``SymInt`` with no integer value at all, not even a hint."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import is_nested_int as torch_is_nested_int
+
+    return isinstance(value, torch.SymInt) and bool(torch_is_nested_int(value))
 
 
 def expression(value: Any) -> Any:

@@ -88,6 +88,43 @@ def test_a_failure_only_on_the_automatic_dynamic_recompile_keeps_its_symbolic_si
 
 
 @pytest.mark.e2e
+def test_an_int_argument_that_stays_symbolic_is_a_free_symbol_of_the_aot_repro(tmp_path, in_process):
+    # (no tensor's size gives n: the repro makes it a symbol of its own; the aot graph was
+    # once unbuildable here and --after auto fell back to the dynamo graph, silently)
+    script = write(tmp_path, """
+        def f(x, n):
+            return torch.cos(torch.sin(x) * n).sum()
+
+        if __name__ == "__main__":
+            print(torch.compile(f, backend="planted_dynamic_aot", dynamic=True)(torch.randn(6, 5), 3))
+    """)
+    report = minified(in_process, script)
+    assert report["graph"]["boundary"] == "aot", report["graph"]
+    assert report["ops_after"] == ["aten.cos.default"]
+    ran = torch_alone(Path(report["repro"]))
+    assert ran.returncode != 0 and "symbolic cos is not supported" in ran.stderr, ran.stderr[-2000:]
+
+
+@pytest.mark.e2e
+def test_a_jagged_tensors_aot_graph_is_minified_with_its_ragged_size_standing_as_a_symbol(tmp_path, in_process):
+    # (the dynamo graph takes the nested tensor itself, which no repro builds yet; the aot
+    # graph takes its values, offsets and the ragged size j1, a nested int with no value)
+    script = write(tmp_path, """
+        def f(nt, w):
+            return torch.cos(torch.sin(nt * 2) * w)
+
+        if __name__ == "__main__":
+            nt = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)], layout=torch.jagged)
+            print(torch.compile(f, backend="planted_compile_error")(nt, torch.randn(8)).values().sum())
+    """)
+    report = minified(in_process, script)
+    assert report["graph"]["boundary"] == "aot", report["graph"]
+    assert report["ops_after"] == ["aten.cos.default"]
+    ran = torch_alone(Path(report["repro"]))
+    assert ran.returncode != 0 and "planted: cannot compile aten.cos" in ran.stderr, ran.stderr[-2000:]
+
+
+@pytest.mark.e2e
 def test_a_static_failure_of_a_dynamic_graph_becomes_a_static_repro(tmp_path, in_process):
     script = write(tmp_path, """
         def f(x):
