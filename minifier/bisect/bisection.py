@@ -45,11 +45,15 @@ from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import GraphCase
 from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
-from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, ScriptFailedBeforeCompile, plural
+from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
 from pt2kit.signature import Kind
 from ..unit.check import Stage
+
+#: What dynamo raises when the program asked it to fail on a recompile (``error_on_recompile``,
+#: ``fail_on_recompile_limit_hit``): the frame compiled fine once; recompiling is the matter.
+RECOMPILE_REFUSALS = ("RecompileError", "FailOnRecompileLimitHit")
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -91,6 +95,11 @@ def bisect_script(
     if captured.failure is not None:
         session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
 
+    if captured.failure is not None and captured.failure.signature.exception in RECOMPILE_REFUSALS:
+        raise NotReproducible(
+            f"{script.name} recompiles and asks dynamo to fail when it does ({captured.failure.signature}): that is "
+            f"a recompilation to explain, not a graph to minify; `python -m explain {script.name}` says why"
+        )
     if captured.failure is not None and failed_while_tracing(captured):
         return bisect_failed_frame(session, report, captured, cases, program)
     if unreadable:

@@ -255,6 +255,27 @@ def test_a_failure_while_dynamo_traces_becomes_the_one_call_it_fails_on(in_proce
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("refusal", ["error_on_recompile = True", "recompile_limit = 1; torch._dynamo.config.fail_on_recompile_limit_hit = True"])
+def test_a_program_that_asks_dynamo_to_fail_on_a_recompile_is_sent_to_explain(refusal, in_process, tmp_path):
+    from pt2kit.errors import NotReproducible
+
+    script = tmp_path / "recompiles.py"
+    script.write_text(textwrap.dedent(f"""
+        import torch
+        torch._dynamo.config.{refusal}
+
+        def f(x, k):
+            return torch.sin(x) * k
+
+        for k in (1.5, 2.5, 3.5):
+            print(torch.compile(f, backend="eager")(torch.randn(4), k))
+    """))
+    with pytest.raises(NotReproducible) as raised:
+        minified(in_process, script)
+    assert "recompiles and asks dynamo to fail" in str(raised.value) and "python -m explain recompiles.py" in str(raised.value)
+
+
+@pytest.mark.e2e
 def test_a_graph_torch_compiles_for_itself_is_no_graph_of_the_program(in_process, tmp_path):
     # torch.cond run eagerly compiles a wrapper of torch's own (fullgraph, backend "eager"),
     # through every backend hook: it is not among the program's graphs. The user's backend,
