@@ -228,7 +228,7 @@ class Recorder:
     def save_aot(self, graph: AotGraph, *, failure: Signature | None = None, real: bool = False) -> None:
         """Write an aot graph's repro (again, with real inputs once it has them) and log it."""
         try:
-            if graph.path is None:
+            if graph.directory is None:  # (its name stays when only its first save failed: its run says that name)
                 n = self._aot_counts[(graph.owner.index, graph.kind)] = (
                     self._aot_counts.get((graph.owner.index, graph.kind), 0) + 1
                 )

@@ -125,6 +125,29 @@ def test_a_jagged_tensors_aot_graph_is_minified_with_its_ragged_size_standing_as
 
 
 @pytest.mark.e2e
+def test_an_aot_graph_saved_only_at_its_first_run_is_tried_when_its_dynamo_graph_cannot_be_rebuilt(tmp_path, in_process):
+    # The branch's torch.ones(s0, s1) cannot be traced again by FX (sizes as varargs), so the
+    # dynamo graph fails alone another way. Its aot graph holds a real constant (the
+    # predicate), which fake inputs cannot save at compile time: it is saved at its first
+    # run, under the name that run reports, and stands for the program's failure.
+    script = write(tmp_path, """
+        def h(x):
+            pred = torch.tensor(True)
+            return torch.cond(pred, lambda: torch.ones(x.shape[0], x.shape[1]), lambda: torch.zeros(x.shape[0], x.shape[1])).cos()
+
+        if __name__ == "__main__":
+            print(torch.compile(h, backend="planted_runtime_error", dynamic=True)(torch.randn(5, 7)))
+    """)
+    report = minified(in_process, script)
+    assert report["graph"]["boundary"] == "aot", report["graph"]
+    assert report["ops_after"] == ["aten.cos.default"]
+    captured = {p.name for p in (Path(report["run_dir"]) / "captured").iterdir() if p.is_dir()}
+    assert "g0.inference" in captured and "g0.inference2" not in captured, captured
+    ran = torch_alone(Path(report["repro"]))
+    assert ran.returncode != 0 and "planted: aten.cos kernel failed at run time" in ran.stderr, ran.stderr[-2000:]
+
+
+@pytest.mark.e2e
 def test_a_static_failure_of_a_dynamic_graph_becomes_a_static_repro(tmp_path, in_process):
     script = write(tmp_path, """
         def f(x):
