@@ -80,7 +80,10 @@ class MinifyResult:
         stages = stage_names(self.before.backend)
         statuses = {self.failure.stage: "fail"}
         dynamo_row = self._dynamo_row()
-        if dynamo_row is not None:  # it ran all four stages; an aot row only two
+        first = dynamo_row.first_failure if dynamo_row is not None else None
+        # the dynamo row ran all four stages, an aot row only two; it speaks for the failure
+        # when it fails that way (rebuilt alone, it may fail another way at an earlier stage)
+        if dynamo_row is not None and first is not None and first.failure is not None and first.failure.signature == signature:
             statuses = {s: ("pass" if o.passed else "fail") for s, o in dynamo_row.outcomes.items()}
         bisect = self.bisect
         from_a_job = self.after.distributed or (bisect is not None and bisect.nproc > 1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import textwrap
 
+import torch
 import torch.fx as fx
 
 from ..unit.case import GraphCase
@@ -52,7 +53,7 @@ def _subgraph_classes(gm: fx.GraphModule, owner: str, path: str, constants: list
         name, where = _subgraph_class(owner, attr), f"{path}{attr}."
         nested = subgraphs(sub)
         out += _subgraph_classes(sub, name, where, constants)
-        code = sub.graph.python_code(root_module="self").src.strip("\n")
+        code = _sizes_as_lists(sub.graph).python_code(root_module="self").src.strip("\n")
         code = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", _reference_helpers(code))  # a body's own higher-order ops
         own = [
             c
@@ -80,3 +81,31 @@ def _reference_helpers(code: str) -> str:
 
 #: A higher-order op called in a body's code: routed through ``call_hop`` so that FX can trace the body.
 HOP_CALL = re.compile(r"torch\.ops\.higher_order\.(\w+)\(")
+
+
+#: Factories that take a size as varargs (``torch.ones(n, m)``): FX cannot trace such a call
+#: when the sizes are symbolic (its proxies are no ints), but can the same call with the size
+#: as one list (``torch.ones([n, m])``), which is what a body's class is written with.
+VARARG_SIZE_FACTORIES = (torch.ones, torch.zeros, torch.empty, torch.rand, torch.randn)
+
+
+def _sizes_as_lists(graph: fx.Graph) -> fx.Graph:
+    """``graph``, or a copy in which each varargs size of a factory call is one list."""
+    calls = [
+        n
+        for n in graph.nodes
+        if n.op == "call_function"
+        and n.target in VARARG_SIZE_FACTORIES
+        and len(n.args) > 1
+        and any(isinstance(a, fx.Node) for a in n.args)
+    ]
+    if not calls:
+        return graph
+    copy = fx.Graph()
+    mapping: dict[fx.Node, fx.Node] = {}
+    output = copy.graph_copy(graph, mapping)
+    copy.output(output)
+    for node in calls:
+        new = mapping[node]
+        new.args = (list(new.args),)
+    return copy

@@ -26,6 +26,7 @@ from __future__ import annotations
 from ..unit.case import BACKEND_NAME, Boundary, GraphCase, INDUCTOR_INNER_COMPILE
 from .inputs import program_inputs, traces_on_fakes
 from ..unit.check import Stage
+from ..unit.graphio import subgraphs
 
 
 #: The stages that run no compiler of their own: an aot graph goes through them as it is.
@@ -107,6 +108,8 @@ def _run_aot(case: GraphCase, stage: str) -> str:
     trace = "    examples = copies(inputs)\n    gm = make_fx(mod, tracing_mode='real')(*examples)\n"
     if traces_on_fakes(case):  # the compiler sees fake inputs with the program's symbolic sizes, as it did then
         trace = "    mode, examples = symbolic_inputs(inputs)\n    with mode:\n        gm = make_fx(mod, tracing_mode='real')(*examples)\n"
+    if subgraphs(case.gm):
+        trace += "    drop_unread_items(gm)\n"
     if stage in EAGER_STAGES:
         doc = f"{stage} runs aot graphs as they are"
         body = "    return mod\n"

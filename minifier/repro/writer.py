@@ -57,7 +57,7 @@ from .inputs import (
     symbolic_inputs_function,
 )
 from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
-from ..unit.runtime import call_hop, clone_input, copies, graph_module, non_leaf, rand_tensor
+from ..unit.runtime import call_hop, clone_input, copies, drop_unread_items, graph_module, non_leaf, rand_tensor
 from ..unit.devices import devices_of
 from ..unit.accuracy import (
     ACCURACY_MESSAGE,
@@ -134,6 +134,8 @@ def render(
     if subgraphs(case.gm):
         parts.append(inspect.getsource(graph_module).strip())
         parts.append(inspect.getsource(call_hop).strip())
+        if case.boundary == Boundary.AOT and stage not in EAGER_STAGES:  # (see repro_run._run_aot)
+            parts.append(inspect.getsource(drop_unread_items).strip())
     if any(i.is_random for i in case.inputs):
         parts.append(inspect.getsource(rand_tensor).strip())
     traced = case.boundary == Boundary.AOT and stage not in EAGER_STAGES and not traces_on_fakes(case)  # (see repro_run._run_aot)

@@ -261,7 +261,7 @@ def load_graph(data: dict[str, Any], constants: dict[str, torch.Tensor] | None =
         _set_attr(root, name, load_graph(sub, _within(constants, name)))
     for name, tensor in constants.items():
         if not any(name.startswith(f"{body}.") for body in bodies):
-            root.register_buffer(name, tensor)
+            _set_buffer(root, name, tensor)  # (a dotted one: a body's constant that the graph reads inlined)
     graph = fx.Graph()
     nodes: dict[str, fx.Node] = {}
     try:
@@ -280,9 +280,19 @@ def load_graph(data: dict[str, Any], constants: dict[str, torch.Tensor] | None =
 
 def _set_attr(root: torch.nn.Module, path: str, value: torch.nn.Module) -> None:
     *parents, last = path.split(".")
+    _parent(root, parents).add_module(last, value)
+
+
+def _set_buffer(root: torch.nn.Module, path: str, tensor: torch.Tensor) -> None:
+    *parents, last = path.split(".")
+    _parent(root, parents).register_buffer(last, tensor)
+
+
+def _parent(root: torch.nn.Module, parents: list[str]) -> torch.nn.Module:
+    """The module at ``parents`` under ``root``, plain modules made where there are none."""
     module = root
     for part in parents:
         if not hasattr(module, part):
             module.add_module(part, torch.nn.Module())
         module = getattr(module, part)
-    module.add_module(last, value)
+    return module

@@ -69,6 +69,22 @@ def copies(values):
     return [clone_input(v) if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def drop_unread_items(gm):
+    """Erase the unread items of a tuple (a higher-order op's outputs) from a graph ``make_fx`` traced again.
+
+    ``make_fx`` takes every output of a higher-order op out of its tuple, read or not;
+    AOTAutograd's graph took only those it reads, and a lowering may make no more than
+    those (Inductor's ``flex_attention`` on the CPU returns no log-sum-exp it was not asked for).
+    """
+    import operator
+
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is operator.getitem and not node.users:
+            gm.graph.erase_node(node)  # (an item nothing reads is dead code: taking it has no effect)
+    gm.recompile()
+    return gm
+
+
 def non_leaf(t):
     """``t`` as a non-leaf that requires grad, the way the program passed it (as torch's repros do)."""
     with torch.enable_grad():

@@ -6,8 +6,11 @@ Called outside a compile, ``torch.cond`` (and ``while_loop``, ``scan``, ``map``,
 and ``base_hop`` compiles its ops with ``aot_eager``. Those graphs pass through every
 dynamo backend hook, pt2kit's included, yet they are torch's, not the program's: the
 culprit is never one of them, and a repro of one rebuilds torch's wrapper, not the
-user's code. :func:`is_torch_own_compile` tells them apart by the code being compiled:
-it lives in ``torch/_higher_order_ops/``.
+user's code. ``flex_attention`` called eagerly does the same with a wrapper defined inside
+it (``flex_attention.<locals>._flex_attention_hop_wrapper``). :func:`is_torch_own_compile`
+tells them apart by the code being compiled: it lives in ``torch/_higher_order_ops/``, or
+it is a function torch defines inside one of its own (no program can compile that; a
+program may compile torch's module-level functions and modules, ``nn.Linear`` included).
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ def probe() -> None:
         raise AttributeError("_hop_compile_and_call no longer calls torch.compile")
     if not is_torch_own_file(inspect.getsourcefile(compile_and_call) or ""):
         raise AttributeError("higher-order ops no longer live in torch/_higher_order_ops/")
+    import torch
+
+    if is_torch_own_compile(torch.nn.Linear.forward.__code__):
+        raise AttributeError("a module of torch's own is taken for a wrapper torch compiles for itself")
 
 
 def _hop_dir() -> str:
@@ -48,6 +55,17 @@ def is_torch_own_file(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_hop_dir())
 
 
+def _torch_dir() -> str:
+    import torch
+
+    return os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
 def is_torch_own_compile(code: types.CodeType | None) -> bool:
     """Is dynamo compiling one of torch's own wrappers (a higher-order op run eagerly), not the program's code?"""
-    return code is not None and is_torch_own_file(code.co_filename)
+    if code is None:
+        return False
+    if is_torch_own_file(code.co_filename):
+        return True
+    local = "<locals>" in getattr(code, "co_qualname", "")  # (Python 3.11+)
+    return local and os.path.abspath(code.co_filename).startswith(_torch_dir())

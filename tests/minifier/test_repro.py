@@ -126,3 +126,41 @@ def test_a_repro_of_a_cuda_graph_waits_on_the_device_before_it_says_it_passed():
     assert "device='cuda:0'" in render(on_cuda, stage="aot_eager")
     assert main.index("run(Repro(data), inputs)") < main.index("torch.cuda.synchronize()") < main.index("did not fail")
     assert "synchronize" not in render(on_cpu, stage="aot_eager")
+
+
+def test_a_body_calling_a_factory_with_symbolic_sizes_as_varargs_is_written_so_fx_traces_it_again():
+    import torch.fx as fx
+
+    from minifier.repro.graph import _sizes_as_lists
+    from minifier.unit.runtime import graph_module
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    rows = g.call_function(torch.ops.aten.sym_size.int, (x, 0))
+    cols = g.call_function(torch.ops.aten.sym_size.int, (x, 1))
+    g.output((g.call_function(torch.ones, (rows, cols)),))
+    written = _sizes_as_lists(g).python_code(root_module="self").src
+    assert "torch.ones([sym_size_int, sym_size_int_1])" in written
+    namespace: dict = {"torch": torch}
+    exec("class Body(torch.nn.Module):\n" + "\n".join("    " + line for line in written.splitlines()), namespace)
+    traced = graph_module(namespace["Body"]())  # (raised TypeError with the sizes as varargs)
+    assert torch.equal(traced(torch.zeros(2, 3))[0], torch.ones(2, 3))
+    assert "torch.ones(sym_size_int, sym_size_int_1)" in g.python_code(root_module="self").src  # the graph is left as it was
+
+
+def test_an_unread_item_of_a_tuple_is_dropped_from_a_graph_traced_again():
+    import operator
+
+    import torch.fx as fx
+
+    from minifier.unit.runtime import drop_unread_items
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    parts = g.call_function(torch.ops.aten.sort.default, (x,))
+    values = g.call_function(operator.getitem, (parts, 0))
+    g.call_function(operator.getitem, (parts, 1))  # read by nothing
+    g.output((values,))
+    gm = drop_unread_items(fx.GraphModule(torch.nn.Module(), g))
+    assert [n.args[1] for n in gm.graph.nodes if n.target is operator.getitem] == [0]
+    assert torch.equal(gm(torch.tensor([3.0, 1.0]))[0], torch.tensor([1.0, 3.0]))

@@ -230,3 +230,21 @@ def test_config_writes_staying_in_their_context_is_probed_and_the_probe_leaves_c
     config.writes_stay_in_their_context.cache_clear()
     assert dynamo_config.assume_static_by_default is before
     assert "assume_static_by_default" not in config.changed_values("torch._dynamo.config")
+
+
+def test_a_function_torch_defines_inside_its_own_is_torchs_compile_and_its_modules_are_the_programs():
+    import os
+
+    import torch
+
+    from pt2kit.seams import hop_eager
+
+    def wrapper(*args):  # as flex_attention defines its _flex_attention_hop_wrapper
+        return args
+
+    inside_torch = os.path.join(os.path.dirname(torch.__file__), "nn", "attention", "flex_attention.py")
+    code = wrapper.__code__.replace(co_filename=inside_torch)
+    if hasattr(code, "co_qualname"):  # (Python 3.11+ names a nested function's place)
+        assert hop_eager.is_torch_own_compile(code)
+    assert not hop_eager.is_torch_own_compile(torch.nn.Linear.forward.__code__)  # a program may compile torch's modules
+    assert not hop_eager.is_torch_own_compile(wrapper.__code__)  # the program's own nested function
