@@ -33,7 +33,8 @@ import torch.fx as fx
 
 from .bisect.bisection import bisect_saved, bisect_script
 from .bisect.report import BisectReport
-from .bisect.culprit import pin_down_again
+from .bisect.culprit import flaky_or_not_alone, pin_down_again
+from .capture.program import ProgramRun
 from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import MinifyResult
 from .capture.blame import Blame
@@ -401,7 +402,10 @@ def minify_script(
             session.log(
                 f"{row.label} does not fail alone the way it failed in the program; pinning the culprit down again"
             )
-            report = pin_down_again(session, report)
+            try:
+                report = pin_down_again(session, report)
+            except FlakyFailure as flaky:
+                flaky_or_not_alone(session, ProgramRun(script, tuple(args), backend, accuracy, nproc), report, flaky)
             continue
         return finished(session, result, subsystem, script, args, preparing)
 

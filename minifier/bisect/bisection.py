@@ -44,7 +44,7 @@ from .steps import capture, failed_while_tracing, fails_only_plainly, frame_row,
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import GraphCase
-from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
+from .culprit import failed_owner, finish, flaky_or_not_alone, matches, no_culprit, pin_down, seen_in_the_program
 from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
@@ -123,9 +123,12 @@ def bisect_script(
     if report.culprit is None:
         return no_culprit(session, report, program, captured)
 
-    return pin_down(
-        session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured, trust_program=trust_program
-    )
+    try:
+        return pin_down(
+            session, report, accuracy=accuracy, aot_rows_wanted=aot_rows, captured=captured, trust_program=trust_program
+        )
+    except FlakyFailure as flaky:
+        flaky_or_not_alone(session, program, report, flaky)
 
 
 def bisect_failed_frame(

@@ -195,6 +195,33 @@ def test_a_backend_that_fails_only_sometimes_is_flaky(tmp_path, in_process):
     assert error.status == "flaky" and error.exit_code == 1
 
 
+def test_a_failure_the_program_shows_on_every_run_and_its_graph_never_alone_is_not_called_flaky(tmp_path, in_process):
+    """State the program sets and no repro carries (here an environment variable): the graph alone never fails,
+    the program fails every time; exit 5 saying so, not exit 1 "flaky"."""
+    script = tmp_path / "every_run.py"
+    script.write_text(textwrap.dedent("""
+        import os
+        import torch
+        from functorch.compile import make_boxed_func
+        from torch._dynamo.backends.common import aot_autograd
+
+        def fw(gm, example_inputs):
+            def run(*args):
+                if os.environ.get("PICKY_BAD_DAY"):
+                    raise RuntimeError("picky: a bad day")
+                return gm(*args)
+            return make_boxed_func(run)
+
+        picky = aot_autograd(fw_compiler=fw)
+
+        if __name__ == "__main__":
+            os.environ["PICKY_BAD_DAY"] = "1"
+            print(torch.compile(lambda x: torch.cos(x).exp(), backend=picky)(torch.randn(4)))
+    """))
+    error = refused(in_process, script, NotReproducible)
+    assert error.exit_code == 5 and "failed the same way again when run again" in str(error), str(error)
+
+
 @pytest.mark.e2e
 def test_a_callable_object_backend_is_carried_with_its_state(tmp_path, in_process):
     script = tmp_path / "callable_object.py"
