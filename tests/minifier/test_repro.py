@@ -164,3 +164,21 @@ def test_an_unread_item_of_a_tuple_is_dropped_from_a_graph_traced_again():
     gm = drop_unread_items(fx.GraphModule(torch.nn.Module(), g))
     assert [n.args[1] for n in gm.graph.nodes if n.target is operator.getitem] == [0]
     assert torch.equal(gm(torch.tensor([3.0, 1.0]))[0], torch.tensor([1.0, 3.0]))
+
+
+def test_a_graph_that_reads_a_bodys_constant_inlined_is_read_back_with_it_under_its_path():
+    # (a cond inlined through a branch reads true_graph_0._tensor_constant0 from the root)
+    import torch.fx as fx
+
+    from minifier.unit.graphio import dump_graph, load_graph
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    index = g.get_attr("true_graph_0._tensor_constant0")
+    g.output((g.call_function(torch.ops.aten.index_select.default, (x, 0, index)),))
+    root = torch.nn.Module()
+    root.add_module("true_graph_0", torch.nn.Module())
+    root.true_graph_0.register_buffer("_tensor_constant0", torch.tensor([2, 0]))
+    constants = {"true_graph_0._tensor_constant0": torch.tensor([2, 0])}
+    gm = load_graph(dump_graph(fx.GraphModule(root, g)), constants)
+    assert torch.equal(gm(torch.tensor([5.0, 6.0, 7.0]))[0], torch.tensor([7.0, 5.0]))
