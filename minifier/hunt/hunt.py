@@ -218,6 +218,9 @@ class Hunt:
         shutil.copy(program, home / "program.py")
         shutil.copy(report["repro"], home / "repro.py")
         shutil.copy(Path(report["run_dir"]) / "report.json", home / "report.json")
+        for beside in Path(report["repro"]).parent.iterdir():  # what the repro reads: its data file
+            if beside.is_file() and beside.suffix == ".pt":
+                shutil.copy(beside, home / beside.name)
         nodes, queries = report.get("nodes_before", 0), report.get("reduction_queries", report.get("queries", 0))
         finding = Finding(
             key,

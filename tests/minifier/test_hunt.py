@@ -163,5 +163,6 @@ def test_a_short_seeded_hunt_leaves_findings_that_fail_alone(tmp_path):
     for finding in summary["findings"]:
         assert finding["within_query_bound"] and Path(finding["program"]).exists()
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache" / finding["signature"][:8]), "PT2KIT_AUTOLOAD": "0"}
-        alone = subprocess.run([sys.executable, finding["repro"]], cwd=elsewhere, env=env, capture_output=True, timeout=600, check=False)
-        assert alone.returncode != 0, finding
+        alone = subprocess.run([sys.executable, finding["repro"]], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600, check=False)
+        # (the same failure: a finding's repro once lacked its data file, and failed only to find it)
+        assert alone.returncode != 0 and finding["failure"]["exception"] in alone.stderr, (finding, alone.stderr[-1500:])
