@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch.fx as fx
 
-from .bisect.bisection import bisect_saved, bisect_script
+from .bisect.bisection import bisect_saved, bisect_script, flaky_or_not_alone
 from .bisect.report import BisectReport
-from .bisect.culprit import flaky_or_not_alone, pin_down_again
+from .bisect.culprit import pin_down_again
 from .capture.program import ProgramRun
 from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import MinifyResult

@@ -35,7 +35,7 @@ saved (:func:`minifier.save_repro`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from pathlib import Path
 
@@ -44,7 +44,7 @@ from .steps import capture, failed_while_tracing, fails_only_plainly, frame_row,
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import GraphCase
-from .culprit import failed_owner, finish, flaky_or_not_alone, matches, no_culprit, pin_down, seen_in_the_program
+from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
 from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
@@ -129,6 +129,19 @@ def bisect_script(
         )
     except FlakyFailure as flaky:
         flaky_or_not_alone(session, program, report, flaky)
+
+
+def flaky_or_not_alone(session: Session, program: ProgramRun, report: BisectReport, flaky: FlakyFailure) -> NoReturn:
+    """A failure the culprit never showed again alone: flaky (exit 1), unless the program, run once more, fails that
+    way again. Then it fails on every run, and what pt2kit rebuilds alone is not what it compiled (exit 5)."""
+    target = report.original.signature if report.original is not None else None
+    again = read_capture_again(session, program)
+    if target is not None and again.failure is not None and again.failure.signature == target:
+        raise NotReproducible(
+            f"{program.script.name} failed the same way again when run again ({target}), but its graph alone does "
+            f"not ({flaky}): the graph pt2kit rebuilds alone is not the one the program compiled"
+        ) from None
+    raise flaky
 
 
 def bisect_failed_frame(

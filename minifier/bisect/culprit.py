@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .report import BisectReport, PinDownRetry, Row, signature_of
 from .steps import aot_rows, fails_only_plainly, read_capture_again, run_each, run_stages_of
@@ -161,19 +161,6 @@ def pin_down_again(session: Session, report: BisectReport) -> BisectReport:
         captured=retry.captured,
         trust_program=False,
     )
-
-
-def flaky_or_not_alone(session: Session, program: ProgramRun, report: BisectReport, flaky: FlakyFailure) -> NoReturn:
-    """A failure the culprit never showed again alone: flaky (exit 1), unless the program, run once more, fails that
-    way again. Then it fails on every run, and what pt2kit rebuilds alone is not what it compiled (exit 5)."""
-    target = report.original.signature if report.original is not None else None
-    again = read_capture_again(session, program)
-    if target is not None and again.failure is not None and again.failure.signature == target:
-        raise NotReproducible(
-            f"{program.script.name} failed the same way again when run again ({target}), but its graph alone does "
-            f"not ({flaky}): the graph pt2kit rebuilds alone is not the one the program compiled"
-        ) from None
-    raise flaky
 
 
 def inductor_internal_ops(row: Row | None) -> list[str]:

@@ -10,7 +10,7 @@ is minified, one seen once only is :class:`~pt2kit.errors.FlakyFailure` (exit 1)
 unless every other look failed the same other way: that is no flake but a graph that
 runs alone otherwise than in the program (:class:`~pt2kit.errors.NotReproducible`,
 exit 5); nor is one the program shows again when run once more
-(:func:`minifier.bisect.culprit.flaky_or_not_alone`, exit 5). Minifying a flaky failure, every question is asked up to :func:`tries_for`
+(:func:`minifier.bisect.bisection.flaky_or_not_alone`, exit 5). Minifying a flaky failure, every question is asked up to :func:`tries_for`
 times and counts as failing when any run fails that way (:func:`repeated`): enough
 runs that a candidate failing as often as the original is caught with
 :data:`CONFIDENCE`. The repro loops the same number of times
