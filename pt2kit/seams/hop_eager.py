@@ -6,11 +6,13 @@ Called outside a compile, ``torch.cond`` (and ``while_loop``, ``scan``, ``map``,
 and ``base_hop`` compiles its ops with ``aot_eager``. Those graphs pass through every
 dynamo backend hook, pt2kit's included, yet they are torch's, not the program's: the
 culprit is never one of them, and a repro of one rebuilds torch's wrapper, not the
-user's code. ``flex_attention`` called eagerly does the same with a wrapper defined inside
-it (``flex_attention.<locals>._flex_attention_hop_wrapper``). :func:`is_torch_own_compile`
-tells them apart by the code being compiled: it lives in ``torch/_higher_order_ops/``, or
-it is a function torch defines inside one of its own (no program can compile that; a
-program may compile torch's module-level functions and modules, ``nn.Linear`` included).
+user's code. ``flex_attention`` called eagerly does the same with a wrapper it defines
+inside itself (``flex_attention.<locals>._flex_attention_hop_wrapper``).
+:func:`is_torch_own_compile` tells them apart by the code being compiled: it lives in
+``torch/_higher_order_ops/``, or it is such a wrapper of a higher-order op (``*_hop_wrapper``
+in torch's package). Other functions torch defines inside its own are the program's when
+compiled: ``torch.compile(module)`` compiles dynamo's ``wrap_inline.<locals>.inner``, and
+``torch.compile(jacfwd(f))`` functorch's ``jacfwd.<locals>.wrapper_fn``.
 """
 
 from __future__ import annotations
@@ -40,8 +42,16 @@ def probe() -> None:
         raise AttributeError("higher-order ops no longer live in torch/_higher_order_ops/")
     import torch
 
-    if is_torch_own_compile(torch.nn.Linear.forward.__code__):
-        raise AttributeError("a module of torch's own is taken for a wrapper torch compiles for itself")
+    from torch._dynamo import external_utils
+
+    if is_torch_own_compile(torch.nn.Linear.forward.__code__) or is_torch_own_compile(
+        external_utils.wrap_inline(lambda: None).__code__
+    ):
+        raise AttributeError("the program's compiled code is taken for a wrapper torch compiles for itself")
+    import torch.nn.attention.flex_attention as flex
+
+    if "_flex_attention_hop_wrapper" not in inspect.getsource(flex):
+        raise AttributeError("flex_attention no longer compiles a _flex_attention_hop_wrapper of its own")
 
 
 def _hop_dir() -> str:
@@ -67,5 +77,4 @@ def is_torch_own_compile(code: types.CodeType | None) -> bool:
         return False
     if is_torch_own_file(code.co_filename):
         return True
-    local = "<locals>" in getattr(code, "co_qualname", "")  # (Python 3.11+)
-    return local and os.path.abspath(code.co_filename).startswith(_torch_dir())
+    return code.co_name.endswith("_hop_wrapper") and os.path.abspath(code.co_filename).startswith(_torch_dir())

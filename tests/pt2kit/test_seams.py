@@ -232,19 +232,21 @@ def test_config_writes_staying_in_their_context_is_probed_and_the_probe_leaves_c
     assert "assume_static_by_default" not in config.changed_values("torch._dynamo.config")
 
 
-def test_a_function_torch_defines_inside_its_own_is_torchs_compile_and_its_modules_are_the_programs():
+def test_a_higher_order_ops_own_wrapper_is_torchs_compile_and_what_a_program_compiles_is_the_programs():
     import os
 
     import torch
+    from torch._dynamo import external_utils
 
     from pt2kit.seams import hop_eager
 
-    def wrapper(*args):  # as flex_attention defines its _flex_attention_hop_wrapper
+    def _some_hop_wrapper(*args):  # as flex_attention defines its _flex_attention_hop_wrapper, then compiles it
         return args
 
     inside_torch = os.path.join(os.path.dirname(torch.__file__), "nn", "attention", "flex_attention.py")
-    code = wrapper.__code__.replace(co_filename=inside_torch)
-    if hasattr(code, "co_qualname"):  # (Python 3.11+ names a nested function's place)
-        assert hop_eager.is_torch_own_compile(code)
-    assert not hop_eager.is_torch_own_compile(torch.nn.Linear.forward.__code__)  # a program may compile torch's modules
-    assert not hop_eager.is_torch_own_compile(wrapper.__code__)  # the program's own nested function
+    assert hop_eager.is_torch_own_compile(_some_hop_wrapper.__code__.replace(co_filename=inside_torch))
+    assert not hop_eager.is_torch_own_compile(_some_hop_wrapper.__code__)  # the program's own function
+    # what torch.compile(module) and torch.compile(jacfwd(f)) compile: torch's nested functions, the program's code
+    assert not hop_eager.is_torch_own_compile(external_utils.wrap_inline(lambda: None).__code__)
+    assert not hop_eager.is_torch_own_compile(torch.func.jacfwd(torch.sin).__code__)
+    assert not hop_eager.is_torch_own_compile(torch.nn.Linear.forward.__code__)
