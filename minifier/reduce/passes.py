@@ -257,24 +257,31 @@ def replace_by_operands(r: Reducer) -> None:
     needs its readers to read something *computed* (two ops fused across it: ``where(m,
     a, 0)`` between ``a``'s op and the next) survives only this replacement, a structure
     no cut reaches. Asked on a graph delta debugging left 1-minimal, last node first,
-    one stand-in a node (:meth:`~minifier.reduce.engine.Reducer.stand_ins`): at most one
-    query per node, once per graph.
+    each same-shaped operand in turn until one keeps the failure, else the first
+    same-shaped graph input (:meth:`~minifier.reduce.engine.Reducer.stand_ins`): about
+    one query per operand of a node, once per graph. (``add(x, index_put(...))`` keeps
+    its failure read as the ``index_put``, not as ``x``, the operand that comes first.)
     """
     c = r.normalize(r.best)
     if len(c.kept) < 2 or not r.settled() or r._structure(c) in r.replaced_structures:
         return
 
-    def replaced(name: str, current: Candidate) -> Candidate | None:
-        stand_ins = r.stand_ins(name, current) if name in current.kept else []
-        return replace(current, substituted=current.substituted | {(name, stand_ins[0])}) if stand_ins else None
+    def replacements(name: str, current: Candidate) -> list[Candidate]:
+        if name not in current.kept:
+            return []
+        stand_ins = r.stand_ins(name, current)
+        operands = set(r.reads(name, dict(current.substituted)))
+        tried = [s for s in stand_ins if s in operands] or stand_ins[:1]
+        return [replace(current, substituted=current.substituted | {(name, s)}) for s in tried]
 
     names = list(reversed(c.kept))
     for i, name in enumerate(names):
         current = r.normalize(r.best)
         if r.jobs > 1:  # the next unasked ones in this best, side by side (minifier.reduce.scans)
-            ask_ahead(r, (x for n in names[i:] if (x := replaced(n, current)) is not None))
-        if (candidate := replaced(name, current)) is not None:
-            r.consider(candidate)
+            ask_ahead(r, (x for n in names[i:] for x in replacements(n, current)))
+        for candidate in replacements(name, current):
+            if r.consider(candidate):
+                break
     r.replaced_structures.add(r._structure(c))
     r.replaced_structures.add(r._structure(r.normalize(r.best)))
 
