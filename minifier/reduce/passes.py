@@ -256,11 +256,13 @@ def replace_by_operands(r: Reducer) -> None:
     Delta debugging's cut feeds a dropped node's value in as an input. A failure that
     needs its readers to read something *computed* (two ops fused across it: ``where(m,
     a, 0)`` between ``a``'s op and the next) survives only this replacement, a structure
-    no cut reaches. Asked on a graph delta debugging left 1-minimal, last node first,
-    each same-shaped operand in turn until one keeps the failure, else the first
-    same-shaped graph input (:meth:`~minifier.reduce.engine.Reducer.stand_ins`): about
-    one query per operand of a node, once per graph. (``add(x, index_put(...))`` keeps
-    its failure read as the ``index_put``, not as ``x``, the operand that comes first.)
+    no cut reaches. Asked on a graph delta debugging left 1-minimal, last node first:
+    each same-shaped operand the graph computes, in turn until one keeps the failure,
+    else the first same-shaped operand or input
+    (:meth:`~minifier.reduce.engine.Reducer.stand_ins`). An input in a node's place is
+    what the cut already asked, values aside, so a computed operand goes first:
+    ``add(x, index_put(...))`` keeps its failure read as the ``index_put``, not as the
+    input ``x`` that comes first. About one query a node, once per graph.
     """
     c = r.normalize(r.best)
     if len(c.kept) < 2 or not r.settled() or r._structure(c) in r.replaced_structures:
@@ -270,8 +272,8 @@ def replace_by_operands(r: Reducer) -> None:
         if name not in current.kept:
             return []
         stand_ins = r.stand_ins(name, current)
-        operands = set(r.reads(name, dict(current.substituted)))
-        tried = [s for s in stand_ins if s in operands] or stand_ins[:1]
+        computed = set(r.reads(name, dict(current.substituted))) & set(current.kept)
+        tried = [s for s in stand_ins if s in computed] or stand_ins[:1]
         return [replace(current, substituted=current.substituted | {(name, s)}) for s in tried]
 
     names = list(reversed(c.kept))
