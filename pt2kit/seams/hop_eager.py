@@ -24,7 +24,10 @@ import types
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._higher_order_ops.utils._hop_compile_and_call (higher-order ops run eagerly by compiling themselves)",
+    wraps=(
+        "torch._higher_order_ops.utils._hop_compile_and_call (higher-order ops run eagerly by compiling themselves),"
+        " flex_attention's _flex_attention_hop_wrapper; torch._dynamo.external_utils.wrap_inline (the program's)"
+    ),
     features=("minify run and the hook: the program's graphs, without those torch compiles for itself",),
 )
 
