@@ -65,10 +65,18 @@ def below_the_stage(session: Session, result: MinifyResult, script: Path | None,
     """The subsystem that breaks the minimized graph, confirmed on the original, and a workaround (:mod:`minifier.bisect.subsystem`)."""
     if result.failure.failure is None:
         return
+
+    def interim(found: Below) -> None:  # (a workaround fixes the repro: said now, the program's run with it to come)
+        assert found.workaround is not None
+        session.log(f"workaround: {found.workaround.what} (repro.py runs right with it); now the program runs with it")
+        result.below = found
+        _rewrite_report(session, result)
+
     try:
         below = go_below(
             session, result.failure.stage, result.failure.failure.signature, result.accuracy,
             original=result.before, minimized=result.after, report=result.bisect, script=script, args=args,
+            interim=interim,
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - the repro is written: a failure below the stage costs a note, never the run
         result.notes.append(

@@ -122,7 +122,7 @@ def below_rows(below: BelowRecord) -> list[tuple[str, Text]]:
     if (workaround := below.workaround) is not None:
         seen = {
             "program": "the program runs to the end with it",
-            "repro": "repro.py passes there: torch alone, an empty Inductor cache",
+            "repro": "repro.py runs right with it",
         }.get(workaround["verified_on"], "the failing graph runs right with it")
         code = workaround["code"].rstrip()
         rows.append(("workaround", Text(f"{workaround['what']} ({seen})" + (f"\n{code}" if code else ""))))

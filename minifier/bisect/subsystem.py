@@ -12,9 +12,10 @@ Then the user's question: what can I change today so that my program runs?
 the unchanged program: the config key the bisector flipped, the one op falling back
 to ATen (a lowering), the one decomposition dropped, the one pass disabled
 (``disabled_passes``), and as a last resort the program compiled with a lighter
-backend. :func:`verify_workaround` runs the original program after each, as its
-reader will (torch alone, its own directory, an empty Inductor cache); the first
-under which it runs to the end is the :class:`Workaround`. ``report.json`` carries
+backend. :func:`find_workaround` asks each of the repro's graph, then runs the original
+program after the first that fixes it, as its user will (torch alone, its own
+directory, their own Inductor cache, whose whole-graph caches the workaround turns
+off); the first under which it runs to the end is the :class:`Workaround`. ``report.json`` carries
 both (``subsystem``, ``workaround``), and the summary and the repro's header say them.
 """
 
@@ -24,9 +25,9 @@ import functools
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..unit.case import Boundary, GraphCase
 from pt2kit.seams import compiler_bisector
@@ -62,7 +63,7 @@ class Workaround:
     """Python to run before the unchanged program, what it does, and what was seen to run right with it.
 
     ``verified_on``: ``program`` (the program ran to the end: torch alone, its own
-    directory, an empty Inductor cache) or ``graph`` (the graph it failed in ran right;
+    directory, the user's Inductor cache) or ``graph`` (the graph it failed in ran right;
     the program was too long to run again, see :data:`PROGRAM_RERUN_LIMIT`, or did not
     end in time with it); ``repro`` for an upgrade of torch (:mod:`minifier.releases`).
     """
@@ -247,11 +248,11 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> boo
 
 
 def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool | None:
-    """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, an empty
-    Inductor cache? None: it did not end within ``timeout``."""
+    """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, the
+    user's Inductor cache (:func:`~minifier.stages.elsewhere.plain_run`)? None: it did not end within ``timeout``."""
     from ..stages.elsewhere import plain_run
 
-    returncode = plain_run(script, args, timeout, first=code).returncode
+    returncode = plain_run(script, args, timeout, first=code, users_cache=True).returncode
     return None if returncode is None else returncode == 0
 
 
@@ -282,6 +283,7 @@ def find_workaround(
     script: Path | None,
     args: list[str],
     minimized: GraphCase | None = None,
+    interim: Callable[[Workaround], None] | None = None,
 ) -> Workaround | None:
     """The first of :func:`workarounds` under which the repro, the program's failing ``graph`` and the program run right.
 
@@ -294,6 +296,9 @@ def find_workaround(
     3. The program running to the end verifies it (``verified_on: program``); the
        program failing with it drops it, and the next is asked. A program that never
        ends in time with it leaves the graph's word (``verified_on: graph``).
+
+    ``interim`` hears of an option that fixes the repro (``verified_on: repro``) before
+    the program runs with it: the slow part, which the user need not wait for.
     """
     options = workarounds(subsystem, stage, backend)
     if minimized is not None and options:
@@ -309,6 +314,8 @@ def find_workaround(
                 return Workaround(option.code, option.what, "graph")
             continue
         on_graph = session.start(asked, label)
+        if interim is not None and minimized is not None:
+            interim(Workaround(option.code, option.what, "repro"))
         ran = on_the_program(session, script, args, option)
         fixed_graph = bool(session.wait(on_graph).value)
         if ran or (ran is None and fixed_graph):
@@ -359,12 +366,14 @@ def go_below(
     report: Any,
     script: Path | None,
     args: list[str],
+    interim: Callable[[Below], None] | None = None,
 ) -> Below:
     """The subsystem of ``stage`` that breaks the graph, and a workaround for the program.
 
     Drilled on ``minimized`` (cheap) and confirmed on ``original``, or drilled on
     ``original`` alone (``minify bisect``, which minimizes nothing). A torch whose
-    bisector this cannot drive costs a note, never the run.
+    bisector this cannot drive costs a note, never the run. ``interim`` hears what is
+    found so far once a workaround fixes the repro, before the program runs with it.
     """
     from pt2kit import seams
 
@@ -383,8 +392,9 @@ def go_below(
     elif stage in compiler_bisector.DRILLABLE:
         below.notes.append(f"no subsystem of {stage} that torch's bisector knows breaks the graph alone")
     backend = report.backend if report is not None else original.backend
+    told = None if interim is None else (lambda w: interim(replace(below, workaround=w, notes=list(below.notes))))
     below.workaround = find_workaround(
-        session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args, minimized
+        session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args, minimized, told
     )
     if below.workaround is None:
         below.notes.append("no workaround found: the failing graph or the program still fails with each one tried")

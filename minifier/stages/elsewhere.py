@@ -52,7 +52,7 @@ class ElsewhereRun:
     returncode: int | None  # None: it did not finish in time
     stderr: str
     seconds: float
-    cache: str  # "fresh" (an empty Inductor cache) or "clean" (pt2kit's, written only by runs like this one)
+    cache: str  # "fresh" (an empty Inductor cache), "clean" (pt2kit's, written only by runs like this one) or "user's"
 
 
 def uses_inductor(case: GraphCase, stage: str) -> bool:
@@ -130,10 +130,16 @@ def run_elsewhere(path: Path, timeout: float | None, *, python: Path | None = No
     return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "clean" if clean is not None else "fresh")
 
 
-def plain_run(script: Path, args: list[str], timeout: float | None, *, first: str = "") -> ElsewhereRun:
+def plain_run(
+    script: Path, args: list[str], timeout: float | None, *, first: str = "", users_cache: bool = False
+) -> ElsewhereRun:
     """The user's program as ``python SCRIPT ARGS`` runs it, nothing of pt2kit's: torch alone, its own directory, an empty Inductor cache.
 
-    ``first``: code run before it (a workaround). ``returncode`` None: it ran out of time.
+    ``first``: code run before it (a workaround). ``users_cache``: the Inductor cache the
+    user's own runs use, not an empty one (a workaround's run, whose code turns the
+    whole-graph caches off: what is left cached is kernels, keyed by their source, and
+    the precompiled header an empty cache would spend half the run building again).
+    ``returncode`` None: it ran out of time.
     """
     import subprocess
     import sys
@@ -142,7 +148,7 @@ def plain_run(script: Path, args: list[str], timeout: float | None, *, first: st
 
     with tempfile.TemporaryDirectory(prefix="pt2kit-plain-") as cache:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
-        env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
+        env.update({"PT2KIT_AUTOLOAD": "0", **({} if users_cache else {"TORCHINDUCTOR_CACHE_DIR": cache})})
         start = time.perf_counter()
         try:
             done = subprocess.run(
@@ -157,7 +163,7 @@ def plain_run(script: Path, args: list[str], timeout: float | None, *, first: st
             returncode, stderr = done.returncode, done.stderr
         except subprocess.TimeoutExpired:
             returncode, stderr = None, ""
-    return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "fresh")
+    return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "user's" if users_cache else "fresh")
 
 
 def last_words(stderr: str) -> str:

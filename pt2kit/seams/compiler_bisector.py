@@ -192,11 +192,15 @@ def _op_expression(op_name: str) -> str:
     return f"torch.ops.{op_name}"
 
 
-#: A change to Inductor's tables is no part of its compile caches' keys: without this line, a
-#: kernel the user's earlier (failing) runs cached is served again and the change does nothing.
+#: A change to Inductor's tables is no part of the whole-graph caches' keys (Inductor's FX graph
+#: cache, AOTAutograd's cache; local and remote): without these lines, the graph the user's earlier
+#: runs compiled is served again and the change does nothing. Kernels stay cached: their key is
+#: their source, which the change does change. (``force_disable_caches`` would also compile every
+#: kernel and the precompiled header afresh, at each compile: twice the program's time here.)
 CACHES_OFF = (
-    "import torch._inductor.config\n"
-    "torch._inductor.config.force_disable_caches = True  # (the caches' keys do not see the line above)\n"
+    "import torch._inductor.config, torch._functorch.config  # (the graph caches' keys do not see the lines above)\n"
+    "torch._inductor.config.fx_graph_cache = torch._inductor.config.fx_graph_remote_cache = False\n"
+    "torch._functorch.config.enable_autograd_cache = torch._functorch.config.enable_remote_autograd_cache = False\n"
 )
 
 

@@ -34,7 +34,7 @@ def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
     assert [o.stage for o in options] == ["inductor", "aot_eager_decomp_partition"]
     assert "make_fallback(torch.ops.aten.relu.default" in options[0].code
     # a table change the caches' keys do not see: the user's warm cache would serve the failing kernel again
-    assert "force_disable_caches = True" in options[0].code
+    assert "fx_graph_cache = " in options[0].code and "enable_autograd_cache = " in options[0].code
     assert "kwargs['backend'] = 'aot_eager_decomp_partition'" in options[-1].code
 
     config = Subsystem("inductor", "inductor_fallback_random", 0, "fallback_random = True", ("inductor", "fallback_random", True))
@@ -54,8 +54,15 @@ def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
 
 
 @pytest.mark.e2e
-def test_a_backend_no_bisector_knows_gets_the_lighter_backend_the_program_runs_with(session, model_script, tmp_path):
+def test_a_backend_no_bisector_knows_gets_the_lighter_backend_the_program_runs_with(session, model_script, tmp_path, monkeypatch):
+    from minifier import afterwards
+
+    reports, write = [], afterwards.write_run_report
+    monkeypatch.setattr(afterwards, "write_run_report", lambda where, data: (reports.append(data), write(where, data))[1])
     result = minify_script(session, model_script("planted_compile_error"), [], out=tmp_path / "runs", subsystem=True)
+    # the workaround is in the report once it fixes the repro, before the program runs with it; then verified there
+    said = [(r["workaround"]["verified_on"], r.get("pending")) for r in reports if r.get("workaround")]
+    assert said == [("repro", ["below the stage"]), ("program", None)]
     assert result.below is not None and result.below.subsystem is None
     assert result.below.workaround is not None and result.below.workaround.verified_on == "program"
     assert "kwargs['backend'] = 'aot_eager'" in result.below.workaround.code
@@ -91,6 +98,30 @@ def test_inductors_relu_bug_is_its_lowering_and_falling_back_lets_the_program_ru
     # the program fails as it is, and runs to the end with the workaround pasted before it
     assert run_program(script).returncode != 0
     assert run_program(script, workaround.code).returncode == 0
+
+
+def _max_error(script: Path, code: str, cache: Path) -> float:
+    """The largest |compiled - eager| ``relu_accuracy.py`` prints, run with ``code`` first, on the Inductor cache ``cache``."""
+    runner = f"import runpy\nexec({code!r}, {{}})\nrunpy.run_path({str(script)!r}, run_name='__main__')\n"
+    env = {"PATH": "/usr/bin:/bin", "TORCHINDUCTOR_CACHE_DIR": str(cache), "PT2KIT_AUTOLOAD": "0", "HOME": str(cache)}
+    done = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return max(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.slow
+def test_a_lowering_workaround_holds_on_the_users_warm_cache(tmp_path):
+    # The user's cache holds the wrong graph their failing runs compiled (a wrong answer compiles, and is
+    # cached under a key that does not see the lowering table); the workaround must not be served it.
+    from pt2kit.seams.compiler_bisector import fallback_code
+
+    script, cache = tmp_path / "relu_accuracy.py", tmp_path / "cache"
+    shutil.copy(EXAMPLES / script.name, script)
+    workaround = fallback_code("aten.relu.default")
+    assert _max_error(script, "", cache) > 0.1  # the bug, now in the cache
+    without_caches_off = workaround.split("import torch._inductor.config")[0]
+    assert _max_error(script, without_caches_off, cache) > 0.1  # (what the lines keep from happening)
+    assert _max_error(script, workaround, cache) < 1e-3
 
 
 def _minified(session, tmp_path, source: Path, **options):
