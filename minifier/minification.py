@@ -34,6 +34,7 @@ import torch.fx as fx
 from .bisect.bisection import bisect_saved, bisect_script, flaky_or_not_alone
 from .bisect.report import BisectReport
 from .bisect.culprit import pin_down_again
+from .bisect.subsystem import AskAhead
 from .capture.program import ProgramRun
 from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import MinifyResult
@@ -348,6 +349,8 @@ def minify_script(
     the stage; with ``releases``, run the repro under those torch releases too (their installs start now)."""
     check_after(after)
     preparing = Preparing(releases, session.run_dir / "logs") if releases else None
+    if subsystem:
+        session.while_verifying = AskAhead(session, accuracy)
     key = fingerprint(
         "run", str(script), args, after, backend, accuracy, nproc, hashlib.sha256(script.read_bytes()).hexdigest()
     )
@@ -446,6 +449,8 @@ def minify_repro(
     paths = [path, *(saved or [])]
     repros = [load_any_repro(p, session) for p in paths]
     accuracy = repros[0].accuracy if accuracy is None else accuracy
+    if subsystem:
+        session.while_verifying = AskAhead(session, accuracy)
     key = fingerprint("repro", *(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths), after, accuracy, device)
     resume = find_checkpoint(out, key)
     if resume is not None:

@@ -98,6 +98,50 @@ def _config_patch(stage: str, change: dict[str, Any]) -> Any:
     return functorch_config.patch(change)
 
 
+class AskAhead:
+    """The bisector's first questions about the repro's graph, asked while the repro runs elsewhere.
+
+    Verifying the repro is one process, on one core, for seconds (an interpreter, an
+    Inductor compile); :func:`drill_down` asks its questions only after. Meanwhile the
+    other cores ask, in the bisector's order, what its search asks first: does the
+    graph pass with each subsystem disabled whole (:func:`passes_disabled`)? Until one
+    does, or the run ends. :func:`drill_down` then reads these answers instead of asking
+    again, so its questions, its answers and what it finds are the same; only fewer of
+    them wait. A repro that is not drilled after all (it did not verify and is minified
+    again) leaves its answers unread. With one job, nothing is asked ahead: the run
+    elsewhere has the core.
+    """
+
+    def __init__(self, session: Session, accuracy: Accuracy) -> None:
+        self.session, self.accuracy = session, accuracy
+        self.answers: dict[tuple[str, str, str], dict[str, bool]] = {}
+
+    def key(self, case: GraphCase, stage: str, target: Signature) -> tuple[str, str, str]:
+        from ..repro.writer import render
+
+        return render(case, stage=stage, accuracy=self.accuracy), stage, str(target)
+
+    def __call__(self, case: GraphCase, check: Any, done: Callable[[], bool]) -> None:
+        """(``Session.while_verifying``) Ask ahead about ``case`` under ``check`` until ``done()``."""
+        from pt2kit import seams
+
+        session, stage, target = self.session, check.stage, check.failure
+        slots = session.jobs - 1
+        if slots < 1 or stage not in compiler_bisector.DRILLABLE or not seams.check("compiler_bisector").ok:
+            return
+        answers = self.answers.setdefault(self.key(case, stage, target), {})
+        names = compiler_bisector.subsystems(stage)
+        for at in range(0, len(names), slots):
+            if done() or any(answers.values()):  # (the search stops at the first that passes)
+                return
+            batch = names[at : at + slots]
+            answers.update(zip(batch, passes_disabled(session, case, stage, target, self.accuracy, batch)))
+
+    def answered(self, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> dict[str, bool]:
+        """What was asked ahead about ``case`` (nothing, unless the very same questions were)."""
+        return dict(self.answers.get(self.key(case, stage, target), {})) if accuracy == self.accuracy else {}
+
+
 def drill_down(
     session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy
 ) -> Subsystem | None:
@@ -108,7 +152,8 @@ def drill_down(
     directory = tempfile.mkdtemp(prefix="pt2kit-subsystem-", dir=session.run_dir)
     asked = functools.partial(passes_with_bisector, case, stage, target, accuracy, directory)
     names = compiler_bisector.subsystems(stage)
-    disabled: dict[str, bool] = {}
+    ahead = session.while_verifying
+    disabled = ahead.answered(case, stage, target, accuracy) if isinstance(ahead, AskAhead) else {}
 
     def passes() -> bool:
         name, run_state = compiler_bisector.state(stage)

@@ -92,6 +92,10 @@ class Session:
         self.programs = Programs(self.progress, self.timeline)
         self.timeout = timeout
         self.queries = 0
+        #: What to ask while the written repro runs elsewhere, given the repro's case, its
+        #: check and ``done()`` (its run ended): below the stage's first questions, asked
+        #: ahead on a core the run leaves free (:class:`minifier.bisect.subsystem.AskAhead`).
+        self.while_verifying: Callable[[Any, Any, Callable[[], bool]], None] | None = None
 
     def warm_up(self, inductor: bool = True, preload: Sequence[str] = ()) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query.

@@ -10,8 +10,10 @@ fresh process that cannot see pt2kit, its run directory or its cache.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,7 +88,13 @@ def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:
     return root
 
 
-def run_elsewhere(path: Path, timeout: float | None, *, python: Path | None = None) -> ElsewhereRun:
+def run_elsewhere(
+    path: Path,
+    timeout: float | None,
+    *,
+    python: Path | None = None,
+    while_running: Callable[[Callable[[], bool]], None] | None = None,
+) -> ElsewhereRun:
     """Run the repro at ``path`` as its reader will: a copy in a new directory, torch alone, no warm cache.
 
     The repro and the files beside it it needs (its data file, copied user modules)
@@ -94,7 +102,9 @@ def run_elsewhere(path: Path, timeout: float | None, *, python: Path | None = No
     autoload hook off, and an Inductor cache that cannot hold kernels compiled under
     state the repro does not carry (:func:`clean_inductor_cache`). ``python``: the
     interpreter of another environment (another torch release, any repro, pt2kit's or
-    torch's own), which always gets an empty cache.
+    torch's own), which always gets an empty cache. ``while_running(done)``: work done
+    meanwhile, which returns soon after ``done()`` says the run ended (its time is the
+    run's, within ``timeout``).
     """
     import shutil
     import subprocess
@@ -102,7 +112,7 @@ def run_elsewhere(path: Path, timeout: float | None, *, python: Path | None = No
     import tempfile
     import time
 
-    with tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-") as where:
+    with tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-") as where, tempfile.TemporaryFile() as err:
         for sibling in path.parent.iterdir():
             if sibling.is_file() and sibling.suffix in (".py", ".pt"):
                 shutil.copy(sibling, Path(where) / sibling.name)
@@ -112,20 +122,27 @@ def run_elsewhere(path: Path, timeout: float | None, *, python: Path | None = No
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PYTHONPATH"))}
         env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
         start = time.perf_counter()
+        child = subprocess.Popen(
+            # (-P, safe here, is not known to a Python older than 3.11 another environment may have)
+            ([sys.executable, "-P"] if python is None else [str(python)]) + ["-c", RUN_WITH_TORCH_ALONE, path.name],
+            cwd=where,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,  # (a file, not a pipe: nobody reads a pipe while the work meanwhile runs)
+        )
         try:
-            done = subprocess.run(
-                # (-P, safe here, is not known to a Python older than 3.11 another environment may have)
-                ([sys.executable, "-P"] if python is None else [str(python)]) + ["-c", RUN_WITH_TORCH_ALONE, path.name],
-                cwd=where,
-                env=env,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-            )
-            returncode, stderr = done.returncode, done.stderr
-        except subprocess.TimeoutExpired as e:
-            returncode, stderr = None, (e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or "")
+            if while_running is not None:
+                while_running(lambda: child.poll() is not None)
+            left = None if timeout is None else max(0.0, timeout - (time.perf_counter() - start))
+            returncode: int | None = child.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
     # (all of it: a C++ compile error's line comes before the compiler's whole output)
     return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "clean" if clean is not None else "fresh")
 
@@ -208,9 +225,14 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
             )
     if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
         return True, "not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only"
+    meanwhile = session.while_verifying
     elsewhere = session.timed(
         "running repro.py elsewhere: torch alone, another directory, no warm cache",
-        lambda: run_elsewhere(path, session.timeout),
+        lambda: run_elsewhere(
+            path,
+            session.timeout,
+            while_running=None if meanwhile is None else functools.partial(meanwhile, loaded.case, written),
+        ),
     )
     if shows_failure(elsewhere.returncode, elsewhere.stderr, target):
         return True, None

@@ -100,6 +100,24 @@ def test_inductors_relu_bug_is_its_lowering_and_falling_back_lets_the_program_ru
     assert run_program(script, workaround.code).returncode == 0
 
 
+@pytest.mark.slow
+def test_the_bisectors_first_questions_are_asked_while_the_repro_runs_elsewhere(session, tmp_path, monkeypatch):
+    monkeypatch.delenv("PT2KIT_VERIFY_ELSEWHERE", raising=False)  # (the suite's default skips the run elsewhere)
+    session.worker.slots = 2  # one core for the run elsewhere, one for the questions
+    script = tmp_path / "relu_compile_error.py"
+    shutil.copy(EXAMPLES / script.name, script)
+    result = minify_script(session, script, [], out=tmp_path / "runs", subsystem=True)
+
+    assert result.verified and result.below is not None and result.below.subsystem is not None
+    assert (result.below.subsystem.name, result.below.subsystem.detail) == ("lowerings", "aten.relu.default")
+    steps = [(step.step, step.ended) for step in result.timeline if step.ended is not None]
+    elsewhere = next(ended for label, ended in steps if label.startswith("running repro.py elsewhere"))
+    disabled = [(label, ended) for label, ended in steps if ": without " in label]
+    # every subsystem disabled whole was asked once, and the first of them before the repro's run ended
+    assert len({label for label, _ in disabled}) == len(disabled) >= 2
+    assert disabled[0][1] < elsewhere
+
+
 def _max_error(script: Path, code: str, cache: Path) -> float:
     """The largest |compiled - eager| ``relu_accuracy.py`` prints, run with ``code`` first, on the Inductor cache ``cache``."""
     runner = f"import runpy\nexec({code!r}, {{}})\nrunpy.run_path({str(script)!r}, run_name='__main__')\n"
