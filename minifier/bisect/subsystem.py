@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..unit.case import Boundary, GraphCase
 from pt2kit.seams import compiler_bisector
+from ..isolation.executor import Handle
 from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import run_case
@@ -122,7 +123,12 @@ class AskAhead:
         return render(case, stage=stage, accuracy=self.accuracy), stage, str(target)
 
     def __call__(self, case: GraphCase, check: Any, done: Callable[[], bool]) -> None:
-        """(``Session.while_verifying``) Ask ahead about ``case`` under ``check`` until ``done()``."""
+        """(``Session.while_verifying``) Ask ahead about ``case`` under ``check`` until ``done()``.
+
+        Questions still running then are stopped, unanswered (the run's end is never kept
+        waiting by them), and so is one that did not end by itself (a crash, a timeout):
+        :func:`drill_down` asks those again.
+        """
         from pt2kit import seams
 
         session, stage, target = self.session, check.stage, check.failure
@@ -130,12 +136,37 @@ class AskAhead:
         if slots < 1 or stage not in compiler_bisector.DRILLABLE or not seams.check("compiler_bisector").ok:
             return
         answers = self.answers.setdefault(self.key(case, stage, target), {})
-        names = compiler_bisector.subsystems(stage)
-        for at in range(0, len(names), slots):
-            if done() or any(answers.values()):  # (the search stops at the first that passes)
-                return
-            batch = names[at : at + slots]
-            answers.update(zip(batch, passes_disabled(session, case, stage, target, self.accuracy, batch)))
+        names = iter(compiler_bisector.subsystems(stage))
+        running: list[tuple[str, Handle, str]] = []
+
+        def collect() -> None:
+            for name, handle, directory in [r for r in running if r[1].done]:
+                running.remove((name, handle, directory))
+                shutil.rmtree(directory, ignore_errors=True)
+                result = handle.result()
+                session.mark(handle.label, result.seconds, ago=result.ended_ago)
+                if result.ok:
+                    answers[name] = bool(result.value)
+
+        try:
+            while not done() and not any(answers.values()):  # (the search stops at the first that passes)
+                collect()
+                following = next(names, None) if len(running) < slots else None
+                if following is not None:
+                    directory = tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{following}-", dir=session.run_dir)
+                    compiler_bisector.disable_whole(stage, following, directory)
+                    asked = functools.partial(passes_with_bisector, case, stage, target, self.accuracy, directory)
+                    label = f"{case.label()}: which part of {stage} breaks it: without {following}"
+                    running.append((following, session.start(asked, label), directory))
+                elif not running:
+                    return
+                else:
+                    session.worker.poll(0.1)
+        finally:
+            collect()
+            for _, handle, directory in running:
+                handle.kill()
+                shutil.rmtree(directory, ignore_errors=True)
 
     def answered(self, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> dict[str, bool]:
         """What was asked ahead about ``case`` (nothing, unless the very same questions were)."""
