@@ -154,8 +154,8 @@ def plain_run(
 
     ``first``: code run before it (a workaround). ``users_cache``: the Inductor cache the
     user's own runs use, not an empty one (a workaround's run, whose code turns the
-    whole-graph caches off: what is left cached is kernels, keyed by their source, and
-    the precompiled header an empty cache would spend half the run building again).
+    whole-graph caches off: what is left cached is kernels, keyed by their source, which
+    an empty cache would compile again, half the run of a small program).
     ``returncode`` None: it ran out of time.
     """
     import subprocess
