@@ -461,26 +461,52 @@ def go_below(
         )
         return below
     below.subsystem = drill_down(session, minimized or original, stage, target, accuracy)
+    confirming = None
     if below.subsystem is not None:
-        below.confirmed = (
-            True if minimized is None else confirm_on(session, below.subsystem, original, target, accuracy)
-        )
+        if minimized is None:
+            below.confirmed = True
+        else:  # (its one query on the original graph runs beside the workaround's search)
+            confirming = Confirming(session, below.subsystem, original, target, accuracy)
     elif stage in compiler_bisector.DRILLABLE:
         below.notes.append(f"no subsystem of {stage} that torch's bisector knows breaks the graph alone")
     backend = report.backend if report is not None else original.backend
     told = None if interim is None else (lambda w: interim(replace(below, workaround=w, notes=list(below.notes))))
-    below.workaround = find_workaround(
-        session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args, minimized, told
-    )
+    try:
+        below.workaround = find_workaround(
+            session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args,
+            minimized, told,
+        )  # fmt: skip
+    except BaseException:
+        if confirming is not None:
+            confirming.cancel()
+        raise
+    if confirming is not None:
+        below.confirmed = confirming.passes()
     if below.workaround is None:
         below.notes.append("no workaround found: the failing graph or the program still fails with each one tried")
     return below
 
 
-def confirm_on(session: Session, subsystem: Subsystem, case: GraphCase, target: Signature, accuracy: Accuracy) -> bool:
-    """Does the original graph pass with the whole subsystem disabled (one query, on the graph the program failed in)?"""
-    asking = "confirming {name} on the original graph"
-    return passes_disabled(session, case, subsystem.backend, target, accuracy, [subsystem.name], asking)[0]
+class Confirming:
+    """Does the original graph pass with the whole subsystem disabled? One query on the graph the program
+    failed in, started now, answered by :meth:`passes` (a crash is a failure: False)."""
+
+    def __init__(self, session: Session, subsystem: Subsystem, case: GraphCase, target: Signature, accuracy: Accuracy):
+        self.session = session
+        self.directory = tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{subsystem.name}-", dir=session.run_dir)
+        compiler_bisector.disable_whole(subsystem.backend, subsystem.name, self.directory)
+        asked = functools.partial(passes_with_bisector, case, subsystem.backend, target, accuracy, self.directory)
+        self.handle = session.start(asked, f"{case.label()}: confirming {subsystem.name} on the original graph")
+
+    def passes(self) -> bool:
+        try:
+            return bool(self.session.wait(self.handle).value)
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def cancel(self) -> None:
+        self.handle.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def add_workaround_to_repro(path: Path, workaround: Workaround) -> None:
