@@ -79,7 +79,8 @@ def program_time(case: str, args: list[str]) -> float:
 
 
 def where_time_went(repro: str | None, total: float | None = None) -> dict[str, float]:
-    """pt2kit's timeline, grouped, as wall-clock seconds: capture, stages, lowering, profile, reduction.
+    """pt2kit's timeline, grouped, as wall-clock seconds: capture, stages, lowering (to aot graphs), profile,
+    reduction, verification (the written repro, here and elsewhere), below the stage.
 
     Each group is the union of its steps' spans (a step ran from ``ended - seconds`` to
     ``ended``), so queries that ran side by side count once, less what an earlier group
@@ -104,7 +105,11 @@ def where_time_went(repro: str | None, total: float | None = None) -> dict[str, 
             else "reduction"
             if " · " in name
             else "lowering"
-            if "lowering" in name
+            if "lowering to aot" in name
+            else "verification"
+            if "repro" in name and "workaround" not in name
+            else "below the stage"
+            if any(word in name for word in ("which part of", "confirming", "workaround"))
             else "profile"
             if "profiling" in name
             else "stages"
@@ -194,9 +199,11 @@ PARTS = (
     "lowering",
     "profile",
     "reduction",
+    "verification",
+    "below the stage",
     "pt2kit's own",
 )  # wall-clock parts of a run (warm-up overlaps capture)
-COLOURS = ("#4e79a7", "#f28e2b", "#76b7b2", "#edc948", "#e15759", "#9e9e9e")
+COLOURS = ("#4e79a7", "#f28e2b", "#76b7b2", "#edc948", "#e15759", "#59a14f", "#b07aa1", "#9e9e9e")
 
 
 def plot(points: list[dict], path: Path) -> bool:
