@@ -12,7 +12,7 @@ Then the user's question: what can I change today so that my program runs?
 the unchanged program: the config key the bisector flipped, the one op falling back
 to ATen (a lowering), the one decomposition dropped, the one pass disabled
 (``disabled_passes``), and as a last resort the program compiled with a lighter
-backend. :func:`find_workaround` asks each of the repro's graph, then runs the original
+backend. :func:`find_workaround` asks each about the repro's graph, then runs the original
 program after the first that fixes it, as its user will (torch alone, its own
 directory, their own Inductor cache, whose whole-graph caches the workaround turns
 off); the first under which it runs to the end is the :class:`Workaround`. ``report.json`` carries
@@ -66,7 +66,8 @@ class Workaround:
     ``verified_on``: ``program`` (the program ran to the end: torch alone, its own
     directory, the user's Inductor cache) or ``graph`` (the graph it failed in ran right;
     the program was too long to run again, see :data:`PROGRAM_RERUN_LIMIT`, or did not
-    end in time with it); ``repro`` for an upgrade of torch (:mod:`minifier.releases`).
+    end in time with it); ``repro`` (the repro's graph runs right with it: said while the
+    program runs with it, and for an upgrade of torch, :mod:`minifier.releases`).
     """
 
     code: str
@@ -153,9 +154,7 @@ class AskAhead:
                 collect()
                 following = next(names, None) if len(running) < slots else None
                 if following is not None:
-                    directory = tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{following}-", dir=session.run_dir)
-                    compiler_bisector.disable_whole(stage, following, directory)
-                    asked = functools.partial(passes_with_bisector, case, stage, target, self.accuracy, directory)
+                    asked, directory = disabled_whole(session, case, stage, target, self.accuracy, following)
                     label = f"{case.label()}: which part of {stage} breaks it: without {following}"
                     running.append((following, session.start(asked, label), directory))
                 elif not running:
@@ -211,32 +210,33 @@ def passes_disabled(
     target: Signature,
     accuracy: Accuracy,
     names: list[str],
-    asking: str = "which part of {stage} breaks it: without {name}",
 ) -> list[bool]:
     """Does ``case`` pass with each of ``names`` (subsystems of ``stage``) disabled whole? Side by side.
 
     The bisector's first question about each subsystem, in the state it would set for it
     (:func:`~pt2kit.seams.compiler_bisector.disable_whole`), so its search reads the same
-    answers, in its own order, whatever the ``--jobs``. ``asking``: each query's label (the
-    page's timeline files "which part of" and "confirming" under below the stage).
+    answers, in its own order, whatever the ``--jobs``. (Each query's label says "which part
+    of": the page's timeline files that, and "confirming", under below the stage.)
     """
-    directories = [tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{name}-", dir=session.run_dir) for name in names]
+    asked = [disabled_whole(session, case, stage, target, accuracy, name) for name in names]
     try:
-        for name, directory in zip(names, directories):
-            compiler_bisector.disable_whole(stage, name, directory)
         results = session.query_all(
-            [
-                (
-                    functools.partial(passes_with_bisector, case, stage, target, accuracy, directory),
-                    f"{case.label()}: {asking.format(stage=stage, name=name)}",
-                )
-                for name, directory in zip(names, directories)
-            ]
+            [(query, f"{case.label()}: which part of {stage} breaks it: without {name}") for name, (query, _) in zip(names, asked)]
         )
         return [bool(r is not None and r.value) for r in results]  # (a crash is a failure: False)
     finally:
-        for directory in directories:
+        for _, directory in asked:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def disabled_whole(
+    session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy, name: str
+) -> tuple[Callable[[], bool], str]:
+    """The query "does ``case`` pass with ``name`` disabled whole?", and the directory that holds the bisector's
+    state for it (in the run directory, where the query's child reads it; the caller removes it once answered)."""
+    directory = tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{name}-", dir=session.run_dir)
+    compiler_bisector.disable_whole(stage, name, directory)
+    return functools.partial(passes_with_bisector, case, stage, target, accuracy, directory), directory
 
 
 def _detail(found: compiler_bisector.Found, case: GraphCase) -> str | None:
@@ -493,9 +493,7 @@ class Confirming:
 
     def __init__(self, session: Session, subsystem: Subsystem, case: GraphCase, target: Signature, accuracy: Accuracy):
         self.session = session
-        self.directory = tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{subsystem.name}-", dir=session.run_dir)
-        compiler_bisector.disable_whole(subsystem.backend, subsystem.name, self.directory)
-        asked = functools.partial(passes_with_bisector, case, subsystem.backend, target, accuracy, self.directory)
+        asked, self.directory = disabled_whole(session, case, subsystem.backend, target, accuracy, subsystem.name)
         self.handle = session.start(asked, f"{case.label()}: confirming {subsystem.name} on the original graph")
 
     def passes(self) -> bool:
