@@ -14,7 +14,9 @@ docs/hunt.md):
 - random ops (``rand``, ``dropout``, ``multinomial``): nondeterministic by design;
 - ``empty`` and its kin: uninitialized memory;
 - ops that return indices of ties or NaNs (``argmax``, ``sort``, ``topk``, ``max(dim)``):
-  their choice among equals is unspecified, in eager too.
+  their choice among equals is unspecified, in eager too;
+- a float converted to an integer dtype outside its range (``-inf.to(int8)``): undefined
+  in C, so casts to integers saturate floats first (:data:`INTEGER_RANGES`).
 """
 
 from __future__ import annotations
@@ -132,7 +134,22 @@ cond = torch.cond({a}.sum() > 0, lambda t: torch.sin(t) + t, lambda t: t * 2, ({
 checkpoint = torch.utils.checkpoint.checkpoint(lambda t: torch.cos(t) * t, {a}, use_reentrant=False)
 """)
 
-CASTS = [Op(f"to_{d}", f"{{a}}.to(torch.{d})") for d in DTYPES]
+#: Where a cast to an integer dtype may take a floating value: outside it (inf, NaN, 3e38) the
+#: conversion is undefined in C, eager's included, so such a cast clamps the value first, in float64,
+#: which holds every bound exactly (int64's is narrowed to 2**62: float64 rounds 2**63 - 1 out of range).
+#: An integer or bool value keeps its plain cast: the condition is the value's dtype, fixed at trace time.
+INTEGER_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1), "int64": (-(2**62), 2**62)}
+
+
+def _cast(dtype: str) -> Op:
+    if dtype not in INTEGER_RANGES:
+        return Op(f"to_{dtype}", f"{{a}}.to(torch.{dtype})")
+    low, high = INTEGER_RANGES[dtype]
+    saturated = f"torch.nan_to_num({{a}}.double(), 0.0).clamp({low}, {high})"
+    return Op(f"to_{dtype}", f"({saturated} if {{a}}.is_floating_point() else {{a}}).to(torch.{dtype})")
+
+
+CASTS = [_cast(d) for d in DTYPES]
 
 VIEWS = _ops(1, """
 transpose = {a}.transpose(0, -1)

@@ -40,6 +40,23 @@ def test_the_vocabulary_keeps_only_what_eager_accepts():
     assert apply("cummin", (Meta((0,), "float32"),), 0) == Meta((0,), "float32")
 
 
+def test_a_cast_to_an_integer_never_converts_a_float_outside_its_range():
+    # (-inf).to(int8) is undefined in C, eager's included: a program built so is no evidence of a torch bug
+    import torch
+
+    from minifier.hunt.vocabulary import OPS
+
+    cast = next(op for op in OPS if op.name == "to_int8")
+    namespace: dict = {"torch": torch}
+    exec(f"def f(a):\n    return {cast.spell(('a',))}\n", namespace)
+    special = torch.tensor([float("inf"), float("-inf"), float("nan"), 3e38, -1e-40, 1.5, -130.0])
+    assert namespace["f"](special).tolist() == [127, -128, 0, 127, 0, 1, -128]
+    wide = torch.tensor([300, -5], dtype=torch.int32)
+    assert torch.equal(namespace["f"](wide), wide.to(torch.int8))  # an integer keeps its plain (wrapping) cast
+    compiled = torch.compile(namespace["f"], backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(special), namespace["f"](special)) and torch.equal(compiled(wide), wide.to(torch.int8))
+
+
 def test_drawn_programs_run_eagerly_and_import_torch_only(tmp_path):
     programs = generate(3, 40)
     ran = 0
