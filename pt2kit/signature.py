@@ -277,10 +277,14 @@ def shows_failure(returncode: int | None, stderr: str, target: Signature) -> boo
     target = Signature(target.kind, target.exception, head) if diagnostic else target
     # ``RuntimeError: message``, or the repr dynamo wraps an inner error in (``got RuntimeError("message")``)
     markers = (f"{target.exception}: ", f'{target.exception}("', f"{target.exception}('")
+    bare = target.message == target.exception  # raised without a message: its signature's message is its name
     for line in stderr.splitlines():
         for marker in markers:
             if marker in line and normalize_message(line.split(marker, 1)[1]).startswith(target.message):
                 return True
-        if target.message == target.exception and line.strip().endswith(target.exception):  # raised without a message
+        # ``AssertionError`` alone, or ``InductorError: AssertionError: `` (a wrapper prints the empty message's colon)
+        # (not a traceback's source line, ``raise AssertionError``)
+        last = line.strip().rstrip(":").rstrip()
+        if bare and (last == target.exception or last.endswith((f".{target.exception}", f": {target.exception}"))):
             return True
     return False

@@ -331,6 +331,12 @@ def test_a_repro_run_elsewhere_shows_the_failure_by_its_signal_or_its_last_words
     verdict = "AccuracyError: compiled output diverges from the fp64 reference (values): output 0: RMSE vs fp64 1.7, eager's own 0\n"
     assert shows_failure(1, verdict, accuracy)
     assert not shows_failure(1, verdict.replace("(values)", "(non-finite values)"), accuracy)
+    # raised without a message: bare, or through Inductor's wrapper, which prints the empty message's colon
+    bare = Signature("compile_error", "AssertionError", "AssertionError")
+    assert shows_failure(1, "Traceback ...\nAssertionError\n", bare)
+    assert shows_failure(1, "Traceback ...\ntorch._inductor.exc.InductorError: AssertionError: \n", bare)
+    assert not shows_failure(1, "Traceback ...\n    raise AssertionError\nKeyError: 'buf1'\n", bare)
+    assert not shows_failure(1, "torch._inductor.exc.InductorError: AssertionError: buf1 is not a buffer\n", bare)
     segfault = Signature("crash", "SIGSEGV", "process killed by SIGSEGV")
     assert shows_failure(-11, "", segfault) and not shows_failure(-6, "", segfault) and not shows_failure(None, "", segfault)
     # a compiler's own diagnostic is part of a C++ error's signature: another C++ bug is another failure
