@@ -192,10 +192,9 @@ class Hunt:
             self._pt2kit_bug(program, f"minify run gave no report ({type(e).__name__})")
             return
         if report.get("status") != "minified" or not report.get("verified"):
-            self._pt2kit_bug(
-                program,
-                f"minify run ended {report.get('status')} (exit {done.returncode}): {report.get('message', '')}",
-            )
+            # a repro written but not verified says why in its notes, not in its message
+            why = report.get("message") or "; ".join(report.get("notes") or ())
+            self._pt2kit_bug(program, f"minify run ended {report.get('status')} (exit {done.returncode}): {why}")
             return
         key = finding_key(report)
         if key in self.keys:

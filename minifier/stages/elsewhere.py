@@ -158,14 +158,15 @@ def plain_run(
     an empty cache would compile again, half the run of a small program).
     ``returncode`` None: it ran out of time.
     """
+    import contextlib
     import subprocess
     import sys
     import tempfile
     import time
 
-    with tempfile.TemporaryDirectory(prefix="pt2kit-plain-") as cache:
+    with contextlib.nullcontext(None) if users_cache else tempfile.TemporaryDirectory(prefix="pt2kit-plain-") as cache:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDYNAMO_REPRO")}
-        env.update({"PT2KIT_AUTOLOAD": "0", **({} if users_cache else {"TORCHINDUCTOR_CACHE_DIR": cache})})
+        env.update({"PT2KIT_AUTOLOAD": "0", **({"TORCHINDUCTOR_CACHE_DIR": cache} if cache else {})})
         start = time.perf_counter()
         try:
             done = subprocess.run(
