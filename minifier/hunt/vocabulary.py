@@ -204,6 +204,38 @@ index_add = {a}.index_add(0, torch.zeros({a}.shape[0], dtype=torch.long), {a})
 roll = torch.roll({a}, 1, {d})
 """)
 
+#: Layers and their building blocks: normalizations, pooling, resampling, products, and the
+#: indexing a model's code does (embedding, index_put with accumulate, scatter_reduce). No op
+#: whose gradient picks one of several tied elements (``sort``, ``topk``, ``max(dim)``): which
+#: one is unspecified, in eager too.
+LAYERS = _ops(1, """
+layer_norm = torch.nn.functional.layer_norm({a}, {a}.shape[-1:])
+rms_norm = torch.nn.functional.rms_norm({a}, {a}.shape[-1:])
+group_norm = torch.nn.functional.group_norm({a}, 1)
+batch_norm_eval = torch.nn.functional.batch_norm({a}, torch.zeros({a}.shape[1]), torch.ones({a}.shape[1]), training=False)
+normalize = torch.nn.functional.normalize({a}, dim={d})
+glu = torch.nn.functional.glu({a}, {d})
+matmul_self = {a} @ {a}.transpose(-1, -2)
+max_pool2d = torch.nn.functional.max_pool2d({a}, 2, stride=1, padding=1)
+avg_pool2d = torch.nn.functional.avg_pool2d({a}, 2, ceil_mode=True)
+interpolate_nearest = torch.nn.functional.interpolate({a}, scale_factor=2, mode="nearest")
+interpolate_linear = torch.nn.functional.interpolate({a}, scale_factor=1.5, mode="linear")
+repeat_interleave = {a}.repeat_interleave(2, {d})
+unfold = {a}.unfold(-1, 2, 1)
+embedding = torch.nn.functional.embedding(torch.tensor([1, 0, 1]) % {a}.shape[0], {a})
+index_put_accumulate = {a}.index_put((torch.tensor([0, 0, -1]),), {a}[0] * 2, accumulate=True)
+index_fill = {a}.index_fill({d}, torch.tensor([0]), -2)
+scatter_reduce_sum = {a}.scatter_reduce(-1, torch.zeros_like({a}, dtype=torch.long), {a}, reduce="sum", include_self=False)
+scatter_reduce_mean = {a}.scatter_reduce(-1, torch.zeros_like({a}, dtype=torch.long), {a}, reduce="mean")
+where_scalar = torch.where({a} > 0, {a}, 0.5)
+bucketize = torch.bucketize({a}, torch.tensor([-1.0, 0.0, 1.0]))
+""") + _ops(2, """
+matmul = {a} @ {b}
+mse_loss = torch.nn.functional.mse_loss({a}, {b})
+cosine_similarity = torch.nn.functional.cosine_similarity({a}, {b}, dim={d})
+einsum_dot = torch.einsum("...i,...i->...", {a}, {b})
+""")
+
 BINARY = _ops(2, """
 add = {a} + {b}
 sub = {a} - {b}
@@ -252,7 +284,7 @@ copy_ = {a}.copy_({b})
 add_other_ = {a}.add_({b})
 """, inplace=True)
 
-OPS: tuple[Op, ...] = tuple(UNARY + CASTS + VIEWS + REDUCTIONS + INDEXING + BINARY + INPLACE)
+OPS: tuple[Op, ...] = tuple(UNARY + CASTS + VIEWS + REDUCTIONS + INDEXING + LAYERS + BINARY + INPLACE)
 BY_NAME = {op.name: op for op in OPS}
 
 
