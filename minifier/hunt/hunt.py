@@ -4,7 +4,9 @@
 (:mod:`~minifier.hunt.programs`):
 
 1. written to ``OUT/work/`` and judged in a child of pt2kit's warm process
-   (:func:`~minifier.hunt.judge.judge`); a crash or a hang is that child's, and a verdict;
+   (:func:`~minifier.hunt.judge.judge`); a crash or a hang is that child's, and a verdict.
+   ``--jobs`` programs are judged side by side, a core each; the steps below take them
+   one at a time, in the order drawn;
 2. triaged (:mod:`~minifier.hunt.triage`): each re-judging is one more child;
 3. a suspect is shortened first: the shortest prefix that fails the same way, its last
    step the one output (:meth:`Hunt.shorten`, a judging a step). One whose failure and
@@ -126,19 +128,33 @@ class Hunt:
 
     def ask(self, path: Path, judging: Judging = Judging()) -> Verdict:
         """Judge the program at ``path`` in a fresh child; a crash or a hang is a failed verdict."""
-        query = functools.partial(judge, str(path), judging)
-        running = self.worker.start(query, label=path.stem, timeout=JUDGE_TIMEOUT * judging.patience)
-        self.worker.wait([running], on_wait=self.progress.tick)
-        result = running.result()
-        if result.failure is not None:
-            return Verdict(Outcome.FAILED, result.failure.signature, result.failure.details[-2000:])
-        assert result.value is not None
-        return result.value
+        return self.ask_all([path], judging)[0]
 
-    def consider(self, number: int, program: Program, deadline: float) -> None:
+    def ask_all(self, paths: list[Path], judging: Judging = Judging()) -> list[Verdict]:
+        """Judge each program at ``paths``, side by side, a fresh child each; the verdicts in order."""
+        running = [
+            self.worker.start(functools.partial(judge, str(path), judging), label=path.stem,
+                              timeout=JUDGE_TIMEOUT * judging.patience)
+            for path in paths
+        ]
+        self.worker.wait(running, on_wait=self.progress.tick)
+        verdicts = []
+        for result in (r.result() for r in running):
+            if result.failure is not None:
+                verdicts.append(Verdict(Outcome.FAILED, result.failure.signature, result.failure.details[-2000:]))
+            else:
+                assert result.value is not None
+                verdicts.append(result.value)
+        return verdicts
+
+    def write(self, number: int, program: Program) -> Path:
         path = self.out / "work" / f"p{number:05d}.py"
         path.write_text(render(program, f"Program {number} of minify hunt --seed {self.seed}."))
-        verdict = triage(self.ask(path), functools.partial(self.ask, path))
+        return path
+
+    def consider(self, program: Program, path: Path, first: Verdict, deadline: float) -> None:
+        """Triage the program at ``path``, judged ``first``; minify a new suspect."""
+        verdict = triage(first, functools.partial(self.ask, path))
         if isinstance(verdict, Rule):
             self.summary.dropped[verdict.value] = self.summary.dropped.get(verdict.value, 0) + 1
         if isinstance(verdict, Suspect):
@@ -251,22 +267,29 @@ def hunt(
     repro also run under these torch releases (``--torch-versions``)."""
     import torch
 
+    from ..isolation.jobs import default_jobs
+
     start = time.monotonic()
     deadline = start + minutes * 60
     state = Hunt(out, seed, progress, backend, releases)
     state.summary.torch = torch.__version__
+    side_by_side = default_jobs()  # first judgings, one core each; triage and minifying take them in order
     try:
         batch = 0
         while time.monotonic() < deadline:
-            for program in generate(seed * 1000 + batch, min(BATCH, max(50, int(minutes * 60)))):
+            drawn = generate(seed * 1000 + batch, min(BATCH, max(50, int(minutes * 60))))
+            for at in range(0, len(drawn), side_by_side):
                 if time.monotonic() >= deadline:
                     break
-                state.summary.programs += 1
-                found = len(state.summary.findings)
-                progress.update(
-                    f"program {state.summary.programs} · {state.summary.suspects} suspects · {found} findings"
-                )
-                state.consider(state.summary.programs, program, deadline)
+                chunk = drawn[at : at + side_by_side]
+                paths = [state.write(state.summary.programs + 1 + k, program) for k, program in enumerate(chunk)]
+                for program, path, first in zip(chunk, paths, state.ask_all(paths)):
+                    state.summary.programs += 1
+                    found = len(state.summary.findings)
+                    progress.update(
+                        f"program {state.summary.programs} · {state.summary.suspects} suspects · {found} findings"
+                    )
+                    state.consider(program, path, first, deadline)
             batch += 1
     except KeyboardInterrupt:
         state.summary.interrupted = True
