@@ -90,6 +90,13 @@ def dynamo_backends(wrap: BackendWrapper, *, quiet_torch: bool = True) -> Iterat
         if is_internal(fn):  # (torch.compile wraps callables in _TorchCompileWrapper)
             return original(fn, name)
         wrapped = wrap(fn, name)
+        # Dynamo knows a backend by its innermost object (``innermost_backend``): a frame
+        # compiled for one ``torch.compile(backend="eager")`` is reused by the next one,
+        # where a new wrapper object would make it compile again, and hide a bug of
+        # that reuse (a guard it lacks). The wrapper is the backend it wraps, to dynamo.
+        if wrapped is not fn and not hasattr(wrapped, "_torchdynamo_orig_backend"):
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(wrapped, "_torchdynamo_orig_backend", fn)
         for attr in BACKEND_ATTRIBUTES:
             if hasattr(fn, attr) and not hasattr(wrapped, attr):
                 try:

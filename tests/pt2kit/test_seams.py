@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -250,3 +251,38 @@ def test_a_higher_order_ops_own_wrapper_is_torchs_compile_and_what_a_program_com
     assert not hop_eager.is_torch_own_compile(external_utils.wrap_inline(lambda: None).__code__)
     assert not hop_eager.is_torch_own_compile(torch.func.jacfwd(torch.sin).__code__)
     assert not hop_eager.is_torch_own_compile(torch.nn.Linear.forward.__code__)
+
+
+def test_under_the_backend_hook_a_second_torch_compile_of_a_function_reuses_its_code_as_without_it():
+    """Dynamo knows a backend by its innermost object: pt2kit's wrapper must not make it compile again.
+
+    A recompile the program would not do hides a bug of dynamo's reuse (a guard it lacks),
+    and costs a compile: first, do no harm.
+    """
+    import torch
+    from torch._dynamo.utils import counters
+
+    from pt2kit.seams.after_dynamo import dynamo_backends
+
+    def twice(t):
+        return t.cos() * 2
+
+    def compiles(armed: bool) -> int:
+        torch._dynamo.reset()
+        counters.clear()
+        wrapped: list[str] = []
+
+        def wrap(fn, name):
+            def recording(gm, example_inputs, **kwargs):
+                wrapped.append(name)
+                return fn(gm, example_inputs, **kwargs)
+
+            return recording
+
+        with dynamo_backends(wrap) if armed else contextlib.nullcontext():
+            for _ in range(2):
+                torch.compile(twice, backend="eager")(torch.randn(3))
+        assert wrapped == (["eager"] if armed else [])
+        return counters["stats"]["unique_graphs"]
+
+    assert compiles(armed=False) == compiles(armed=True) == 1
