@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, NoReturn
 from pathlib import Path
 
 from .report import BisectReport, signature_of
-from .steps import capture, failed_while_tracing, fails_only_plainly, frame_row, read_capture_again, run_stages, run_stages_of
+from .plainly import fails_only_plainly
+from .steps import capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import GraphCase

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .report import BisectReport, PinDownRetry, Row, signature_of
-from .steps import aot_rows, fails_only_plainly, read_capture_again, run_each, run_stages_of
+from .plainly import DYNAMO_OUTSIDE_ITS_GRAPHS, fails_only_plainly, fails_under_dynamo_alone, looks_like_wrong_answer
+from .steps import aot_rows, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
@@ -389,8 +390,8 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             + "; ".join(missing)
             + " (define it in an importable module)"
         )
-    elif looks_like_wrong_answer(captured.failure) and wrong_under_dynamo_alone(program):
-        hint = "; it fails with every torch.compile on backend='eager' too, and each graph agrees with itself: dynamo's tracing computes it wrong (the graph it traced is not what the code does); compare the code of its compiled frames with the graphs under captured/ in the run directory"
+    elif fails_under_dynamo_alone(program, captured.failure):
+        hint = f"; {DYNAMO_OUTSIDE_ITS_GRAPHS}"
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:
@@ -402,18 +403,6 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",
         **named,
     )
-
-
-def wrong_under_dynamo_alone(program: ProgramRun) -> bool:
-    """Does the program still fail with every ``torch.compile`` on ``backend="eager"``: dynamo alone, no compiler?"""
-    from pt2kit.seams.compiler_bisector import lighter_backend_code
-    from ..stages.elsewhere import plain_run
-    from .subsystem import PROGRAM_RERUN_LIMIT
-
-    if program.nproc != 1 or program.backend is not None:
-        return False  # (plainly, a torchrun job's ranks or another backend would run)
-    run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=lighter_backend_code("eager"))
-    return run.returncode not in (0, None)
 
 
 def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool:
@@ -507,15 +496,6 @@ def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult)
         report.rows.extend(rows)
         report.culprit = row
     return row
-
-
-def looks_like_wrong_answer(failure: Failure) -> bool:
-    """An assertion about values (``assert torch.allclose``, ``torch.testing.assert_close``)."""
-    signature = failure.signature
-    text = f"{signature.message} {failure.details}".lower()
-    return signature.exception in ("AssertionError", "AccuracyError") or any(
-        phrase in text for phrase in ("not close", "mismatched elements", "allclose", "not equal")
-    )
 
 
 def _describe(outcome: Outcome) -> str:

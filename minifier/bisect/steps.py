@@ -37,7 +37,7 @@ from .report import Row, signature_of
 from ..capture.events import AotGraphSaved, Event, Failed, GraphSaved, Ran, parse_events
 from ..capture.result import CaptureResult, read_capture
 from ..unit.case import Boundary, GraphCase
-from pt2kit.errors import NotReproducible, UnknownBackend, plural
+from pt2kit.errors import UnknownBackend, plural
 from ..repro.files import load_repro
 from ..capture.program import ProgramRun
 from ..isolation.session import Session
@@ -500,27 +500,3 @@ def failed_while_tracing(captured: CaptureResult) -> bool:
 def read_capture_again(session: Session, program: ProgramRun) -> CaptureResult:
     """The program under capture once more: does it fail the same way? (Asked of its failure alone: nothing judged.)"""
     return capture(session, dataclasses.replace(program, accuracy=False), again=True)
-
-
-def fails_only_plainly(program: ProgramRun) -> None:
-    """Raise when the program, which ran to the end under pt2kit's capture, fails when run plainly.
-
-    Such a failure depends on state the capture changes (Inductor's caches across
-    recompiles, timing): "nothing fails" would send the user away from a real bug. One
-    plain run, only before that verdict, up to ``PROGRAM_RERUN_LIMIT`` seconds; not for a
-    torchrun job, nor under ``--backend`` (plainly, another compiler would run).
-    """
-    from ..stages.elsewhere import last_words, plain_run
-    from .subsystem import PROGRAM_RERUN_LIMIT
-
-    if program.nproc != 1 or program.backend is not None:
-        return
-    script = program.script
-    plain = plain_run(script, list(program.args), PROGRAM_RERUN_LIMIT)
-    if plain.returncode not in (0, None):
-        raise NotReproducible(
-            f"{script.name} fails when run plainly ({last_words(plain.stderr) or f'exit {plain.returncode}'}), "
-            "but not under pt2kit's capture: its failure depends on state the capture changes "
-            "(Inductor's caches across recompiles, timing, the environment); "
-            "if it passes with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1, the bug is in a compile cache"
-        )

@@ -17,7 +17,7 @@ CASE = {
     "ops": ["torch.func.grad", "torch.autograd.Function"],
     "exception": "AssertionError",
     "fails_on_2_15": False,
-    "exit5": "dynamo's tracing computes it wrong",
+    "exit5": "the bug is dynamo's, outside its graphs",
     "notes": "backward-only: dynamo inlines the Function's forward under functorch grad and drops its backward",
 }
 

@@ -17,7 +17,7 @@ CASE = {
     "ops": ["torch.Tensor"],
     "exception": "AssertionError",
     "fails_on_2_15": False,
-    "exit5": "dynamo's tracing computes it wrong",
+    "exit5": "the bug is dynamo's, outside its graphs",
     "notes": "dynamo bakes torch.Size into the graph as a tuple; torch.Tensor(tuple) has data, not size, semantics",
 }
 

@@ -1,0 +1,84 @@
+"""What the user's program does when run plainly, as ``python SCRIPT`` runs it: the last word on a failure no graph shows.
+
+Two questions, each one plain run of the whole program (up to ``PROGRAM_RERUN_LIMIT``
+seconds), asked only on the way to a verdict that would otherwise send the user away:
+
+- :func:`fails_only_plainly`: it ran to the end under pt2kit's capture; does it fail
+  plainly? Then the capture changed what the failure needs.
+- :func:`fails_under_dynamo_alone`: no graph fails alone; does the program fail with
+  every ``torch.compile`` on ``backend="eager"``? Then the bug is dynamo's, outside its
+  graphs.
+
+Neither runs for a torchrun job, nor under ``--backend`` (plainly, another compiler would run).
+"""
+
+from __future__ import annotations
+
+from pt2kit.errors import NotReproducible
+from pt2kit.signature import Failure, Kind
+from ..capture.program import ProgramRun
+
+
+def fails_only_plainly(program: ProgramRun) -> None:
+    """Raise when the program, which ran to the end under pt2kit's capture, fails when run plainly.
+
+    Such a failure depends on state the capture changes (Inductor's caches across
+    recompiles, timing): "nothing fails" would send the user away from a real bug. One
+    plain run, only before that verdict, up to ``PROGRAM_RERUN_LIMIT`` seconds; not for a
+    torchrun job, nor under ``--backend`` (plainly, another compiler would run).
+    """
+    from ..stages.elsewhere import last_words, plain_run
+    from .subsystem import PROGRAM_RERUN_LIMIT
+
+    if program.nproc != 1 or program.backend is not None:
+        return
+    script = program.script
+    plain = plain_run(script, list(program.args), PROGRAM_RERUN_LIMIT)
+    if plain.returncode not in (0, None):
+        raise NotReproducible(
+            f"{script.name} fails when run plainly ({last_words(plain.stderr) or f'exit {plain.returncode}'}), "
+            "but not under pt2kit's capture: its failure depends on state the capture changes "
+            "(Inductor's caches across recompiles, timing, the environment); "
+            "if it passes with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1, the bug is in a compile cache"
+        )
+
+
+#: What exit 5 says of a program that fails under dynamo alone while each of its graphs is right alone.
+DYNAMO_OUTSIDE_ITS_GRAPHS = (
+    "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "
+    "and each of its graphs is right alone: the bug is dynamo's, outside its graphs. Its tracing computes "
+    "it wrong (a graph that is not what the code does), a guard is missing (a compiled frame reused where "
+    "the code or its closure changed), or a side effect is not replayed (a list append, an attribute "
+    "written); compare the code of its compiled frames with the graphs under captured/ in the run directory"
+)
+
+
+def fails_under_dynamo_alone(program: ProgramRun, failure: Failure) -> bool:
+    """Does the program still fail ``failure``'s way with every ``torch.compile`` on ``backend="eager"``: dynamo alone, no compiler?
+
+    A wrong answer is any failed run (the program's own assertion says it); any other
+    failure must show itself (:func:`~pt2kit.signature.shows_failure`). Where each graph
+    is right alone, what is left is dynamo's: its tracing, its guards, its side effects.
+    """
+    from pt2kit.seams.compiler_bisector import lighter_backend_code
+    from pt2kit.signature import shows_failure
+    from ..stages.elsewhere import plain_run
+    from .subsystem import PROGRAM_RERUN_LIMIT
+
+    if program.nproc != 1 or program.backend is not None:
+        return False  # (plainly, a torchrun job's ranks or another backend would run)
+    if failure.signature.kind == Kind.TIMEOUT:
+        return False  # (a hang under dynamo alone would cost the whole limit again, and say little)
+    run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=lighter_backend_code("eager"))
+    if looks_like_wrong_answer(failure):
+        return run.returncode not in (0, None)
+    return shows_failure(run.returncode, run.stderr, failure.signature)
+
+
+def looks_like_wrong_answer(failure: Failure) -> bool:
+    """An assertion about values (``assert torch.allclose``, ``torch.testing.assert_close``)."""
+    signature = failure.signature
+    text = f"{signature.message} {failure.details}".lower()
+    return signature.exception in ("AssertionError", "AccuracyError") or any(
+        phrase in text for phrase in ("not close", "mismatched elements", "allclose", "not equal")
+    )
