@@ -72,6 +72,19 @@ def test_a_backend_no_bisector_knows_gets_the_lighter_backend_the_program_runs_w
 
 
 @pytest.mark.e2e
+def test_a_program_that_checks_none_of_its_answers_has_its_workaround_verified_on_the_graph_not_by_running_to_the_end(session, model_script, tmp_path):
+    # its wrong answer is --accuracy's finding: it ran to the end before any workaround, so running to the end says nothing
+    script = model_script("planted_accuracy")
+    assert run_program(script).returncode == 0
+    result = minify_script(session, script, [], accuracy=True, out=tmp_path / "runs", subsystem=True)
+    assert result.below is not None and result.below.workaround is not None
+    assert result.below.workaround.verified_on == "graph"
+    assert any("checks none of its answers" in note for note in result.notes)
+    data = json.loads((result.run_dir / "report.json").read_text())
+    assert data["workaround"]["verified"] is False
+
+
+@pytest.mark.e2e
 def test_bisect_names_the_workaround_under_its_stage_table(model_script, tmp_path):
     script = model_script("planted_runtime_error")
     command = [sys.executable, "-m", "minifier", "bisect", "--subsystem", "--out", str(tmp_path / "runs"), str(script)]
