@@ -47,6 +47,7 @@ def save_repro(
     from .capture import hooks
     from .capture.casemaker import make_case
     from .capture.context import learn_dynamo_own_patches
+    from .capture.patches import program_state
     from .isolation.session import default_out_dir, new_run_dir
     from .repro.files import write_repro
     from .unit.case import GraphId
@@ -57,19 +58,30 @@ def save_repro(
         Path(out) if out is not None else default_out_dir(), getattr(fn, "__name__", type(fn).__name__)
     )
     saved: list[Path] = []
+    missing: dict[str, None] = {}
 
     @hooks.internal
     def save_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        case = make_case(gm, example_inputs, backend=info, index=len(saved))
-        saved.append(
-            write_repro(case, run_dir / str(GraphId(case.index)), stage=info.name, note="Saved by minifier.save_repro.")
+        # the program's patches of torch ride with each graph, as minify run's capture carries them
+        state = program_state()
+        case = state.applied_to(make_case(gm, example_inputs, backend=info, index=len(saved)))
+        missing.update(dict.fromkeys(state.missing))
+        note = "Saved by minifier.save_repro." + (
+            f" The program changed torch in ways no repro carries: {'; '.join(state.missing)}." if state.missing else ""
         )
+        saved.append(write_repro(case, run_dir / str(GraphId(case.index)), stage=info.name, note=note))
         return gm.forward
 
     target = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None) or fn
     torch.compile(target, backend=save_graph)(*args, **kwargs)
     (run_dir / "graphs.json").write_text(json.dumps([str(p) for p in saved], indent=2))
+    if missing:
+        (run_dir / STATE_MISSING).write_text(json.dumps(list(missing), indent=2))
     return run_dir
+
+
+#: Beside ``graphs.json``: the program's changes to torch no repro carries (:func:`~minifier.capture.patches.state_missing`).
+STATE_MISSING = "state_missing.json"
 
 
 def _backend_info(fn: Callable[..., Any], backend: str | Callable[..., Any] | None) -> Any:
@@ -81,10 +93,42 @@ def _backend_info(fn: Callable[..., Any], backend: str | Callable[..., Any] | No
 
     if isinstance(backend, str):
         return describe_backend(resolve_backend(backend), backend)
-    resolved = compiled_backend(fn) if backend is None else backend
+    resolved = (compiled_backend(fn) or _compiled_inside(fn)) if backend is None else backend
     if resolved is None:
         return describe_backend(resolve_backend("inductor"), "inductor")
     return describe_backend(resolved, None)
+
+
+def _compiled_inside(fn: Callable[..., Any]) -> Any:
+    """The one backend that what ``fn`` calls was compiled with (None: none, or several).
+
+    A training step is often a plain function over a compiled model
+    (``model = torch.compile(net, backend=...)``, a global or a closure of the step, or an
+    attribute of its ``self``). Compiled whole here, the model's own ``torch.compile`` is
+    traced through and its backend lost: it is the stage the user asked for, so the repros
+    name it.
+    """
+    import torch
+
+    from pt2kit.seams.backend_registry import compiled_backend
+
+    function = getattr(fn, "__func__", fn)
+    code, names = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    seen = [names[name] for name in (code.co_names if code is not None else ()) if name in names]
+    seen += [cell.cell_contents for cell in getattr(function, "__closure__", None) or () if _filled(cell)]
+    owner = getattr(fn, "__self__", None)
+    seen += list(vars(owner).values()) if hasattr(owner, "__dict__") else []
+    seen += [child for o in seen if isinstance(o, torch.nn.Module) for child in o._modules.values()]
+    backends = {id(b): b for b in (compiled_backend(o) for o in seen if o is not fn) if b is not None}
+    return next(iter(backends.values())) if len(backends) == 1 else None
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
 
 
 def _saved_graphs(run_dir: Path) -> list[Path]:
@@ -120,7 +164,11 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
             f"minify {command} gave no report (exit {done.returncode}): {(done.stderr.strip().splitlines() or [''])[-1]}"
         ) from None
     if done.returncode != 0:
-        error = UserFacingError(report.get("message", "minify failed"))
+        message = report.get("message", "minify failed")
+        lacking = saved[0].parent.parent / STATE_MISSING
+        if lacking.exists():  # (the graphs may fail only with those changes)
+            message += f"; the program changed torch in ways no repro carries: {'; '.join(json.loads(lacking.read_text()))}"
+        error = UserFacingError(message)
         error.exit_code = done.returncode
         error.status = report.get("status", "error")
         raise error

@@ -346,6 +346,57 @@ def test_the_api_keeps_the_backend_an_already_compiled_module_was_compiled_with(
     assert load_repro(run_dir / "g0" / "repro.py").stage == "planted_runtime_error"
 
 
+def test_the_api_takes_the_backend_a_plain_step_calls_its_compiled_model_with(tmp_path):
+    # a training step is a plain function over a compiled model: compiled whole, the model's backend would be lost
+    from minifier.api import save_repro
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+    compiled = torch.compile(model, backend="planted_compile_error")
+    holder = torch.nn.Module()
+    holder.net = compiled
+
+    def step(t):  # the compiled model from the closure
+        return compiled(t).sum()
+
+    for fn, name in [(step, "closure"), (lambda t: holder.net(t).sum(), "child module")]:
+        run_dir = save_repro(fn, torch.randn(2, 4), out=tmp_path / name.replace(" ", "-"))
+        assert load_repro(run_dir / "g0" / "repro.py").stage == "planted_compile_error", name
+    # two models compiled with two backends: none is the stage, Inductor as torch.compile's default
+    other = torch.compile(torch.nn.Linear(4, 4), backend="planted_runtime_error")
+    run_dir = save_repro(lambda t: compiled(other(t)).sum(), torch.randn(2, 4), out=tmp_path / "two")
+    assert load_repro(run_dir / "g0" / "repro.py").stage == "inductor"
+
+
+PATCHING_SCRIPT = """
+import torch
+import minifier
+from torch._inductor.lowering import lowerings
+
+aten = torch.ops.aten
+
+
+def broken_tanh(*args, **kwargs):
+    raise RuntimeError("planted: tanh lowering broken")
+
+
+lowerings[aten.tanh.default] = broken_tanh
+lowerings[aten.sin.default] = lambda *args, **kwargs: None
+model = torch.compile(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()))
+print(minifier.save_repro(model, torch.randn(2, 4), out="saved"))
+"""
+
+
+def test_the_api_carries_the_scripts_patch_of_torch_into_its_repros_and_names_what_it_cannot(tmp_path):
+    script = tmp_path / "patching.py"
+    script.write_text(PATCHING_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    repro = (run_dir / "g0" / "repro.py").read_text()
+    assert "def broken_tanh" in repro and "lowerings[aten.tanh.default] = broken_tanh" in repro
+    assert "aten.sin.default" in json.loads((run_dir / "state_missing.json").read_text())[0]  # a lambda: named
+
+
 API_SCRIPT = """
 import json
 import torch
