@@ -92,14 +92,31 @@ COPY_LIMIT = 256 * 1024
 
 
 def copy_modules(case: GraphCase, directory: Path) -> None:
-    """Copy the single-file user modules a repro imports beside it (packages stay on PYTHONPATH)."""
+    """Copy the user modules a repro imports beside it: a single file, or the ``.py`` files of its top package.
+
+    Up to :data:`COPY_LIMIT` bytes each; larger ones, and packages with compiled
+    extensions (which a copy of the sources would not import), stay on ``PYTHONPATH``.
+    What is there already is kept.
+    """
     for name, root in case.modules:
-        source = Path(root, *name.split(".")).with_suffix(".py") if root else None
-        if source is None or "." in name or not source.is_file() or source.stat().st_size > COPY_LIMIT:
+        if not root:
             continue
-        target = directory / source.name
-        if not target.exists():
-            _atomic_write(target, source.read_bytes())
+        top = name.split(".")[0]
+        single, package = Path(root, f"{top}.py"), Path(root, top)
+        if single.is_file():
+            sources = [(single, directory / single.name)]
+        elif (package / "__init__.py").is_file() and not any(
+            f.suffix in (".so", ".pyd") for f in package.rglob("*")
+        ):
+            sources = [(f, directory / top / f.relative_to(package)) for f in sorted(package.rglob("*.py"))]
+        else:
+            continue
+        if sum(source.stat().st_size for source, _ in sources) > COPY_LIMIT:
+            continue
+        for source, target in sources:
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _atomic_write(target, source.read_bytes())
 
 
 def module_root(name: str) -> str:

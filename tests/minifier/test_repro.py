@@ -59,6 +59,28 @@ def test_repro_imports_only_torch_stdlib_and_user_modules(tmp_path):
     assert imported <= {"torch", "sys", "pathlib", "mylib"}
 
 
+def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_from_there(tmp_path):
+    src = tmp_path / "src"
+    (src / "mypkg" / "inner").mkdir(parents=True)
+    (src / "mypkg" / "__init__.py").write_text("from .inner.ops import TWO\n")
+    (src / "mypkg" / "inner" / "__init__.py").write_text("")
+    (src / "mypkg" / "inner" / "ops.py").write_text("TWO = 2\n")
+    (src / "single.py").write_text("THREE = 3\n")
+    (src / "withext").mkdir()
+    (src / "withext" / "__init__.py").write_text("")
+    (src / "withext" / "_native.so").write_bytes(b"\x7fELF")  # a compiled extension: a copy would not import
+    x = torch.randn(4, 5)
+    inputs = [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", x.t(), TensorMeta.of(x.t())), GraphInput("n", 2, None)]
+    modules = [("mypkg.inner.ops", str(src)), ("single", str(src)), ("withext", str(src))]
+    out = tmp_path / "out"
+    write_repro(GraphCase(trace_module(Model()), inputs, modules=modules), out, stage="eager")
+    assert (out / "mypkg" / "inner" / "ops.py").is_file() and (out / "single.py").is_file()
+    assert not (out / "withext").exists()
+    probe = "import mypkg, single; print(mypkg.TWO + single.THREE)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "5", done.stderr
+
+
 def test_rand_tensor_keeps_layout_and_is_reproducible():
     a = rand_tensor((3, 4), (1, 3), torch.float32, True, seed=3)
     b = rand_tensor((3, 4), (1, 3), torch.float32, True, seed=3)
