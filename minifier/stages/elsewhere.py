@@ -116,6 +116,8 @@ def run_elsewhere(
         for sibling in path.parent.iterdir():
             if sibling.is_file() and sibling.suffix in (".py", ".pt"):
                 shutil.copy(sibling, Path(where) / sibling.name)
+            elif sibling.is_dir() and (sibling / "__init__.py").is_file():  # a user package copied beside it
+                shutil.copytree(sibling, Path(where) / sibling.name, ignore=shutil.ignore_patterns("__pycache__"))
         loaded = load_repro(path) if python is None else None
         clean = clean_inductor_cache(loaded.case, loaded.stage) if loaded is not None else None
         cache = str(clean) if clean is not None else str(Path(where) / "inductor-cache")

@@ -79,6 +79,13 @@ def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_
     probe = "import mypkg, single; print(mypkg.TWO + single.THREE)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "5", done.stderr
+    # and the repro, run as its reader runs it (another directory, PYTHONPATH unset), imports them from its side
+    from minifier.stages.elsewhere import run_elsewhere
+
+    alone = tmp_path / "alone"
+    path = write_repro(GraphCase(trace_module(Model()), inputs, modules=modules[:2]), alone, stage="eager")
+    ran = run_elsewhere(path, 120)
+    assert ran.returncode == 0 and "ModuleNotFoundError" not in ran.stderr, ran.stderr[-2000:]
 
 
 def test_rand_tensor_keeps_layout_and_is_reproducible():
