@@ -15,7 +15,7 @@ Neither runs for a torchrun job, nor under ``--backend`` (plainly, another compi
 from __future__ import annotations
 
 from pt2kit.errors import NotReproducible
-from pt2kit.signature import Failure, Kind
+from pt2kit.signature import Failure, Kind, shows_failure
 from ..capture.program import ProgramRun
 
 
@@ -61,7 +61,6 @@ def fails_under_dynamo_alone(program: ProgramRun, failure: Failure) -> bool:
     is right alone, what is left is dynamo's: its tracing, its guards, its side effects.
     """
     from pt2kit.seams.compiler_bisector import lighter_backend_code
-    from pt2kit.signature import shows_failure
     from ..stages.elsewhere import plain_run
     from .subsystem import PROGRAM_RERUN_LIMIT
 
