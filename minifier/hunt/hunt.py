@@ -132,9 +132,9 @@ class Hunt:
 
     def ask_all(self, paths: list[Path], judging: Judging = Judging()) -> list[Verdict]:
         """Judge each program at ``paths``, side by side, a fresh child each; the verdicts in order."""
+        limit = JUDGE_TIMEOUT * judging.patience
         running = [
-            self.worker.start(functools.partial(judge, str(path), judging), label=path.stem,
-                              timeout=JUDGE_TIMEOUT * judging.patience)
+            self.worker.start(functools.partial(judge, str(path), judging), label=path.stem, timeout=limit)
             for path in paths
         ]
         self.worker.wait(running, on_wait=self.progress.tick)
