@@ -25,7 +25,8 @@ is imported by the autoload hook at interpreter start-up and must stay cheap.
 ``minify show`` (:mod:`minifier.show`) prints it again through the same views (:mod:`minifier.report`).
 
 For pt2kit's other tools, this face also lends :func:`describe_backend` and :data:`BACKEND_NAME`:
-how a repro names the backend a program compiled with (``replay`` records a frame's backend so).
+how a repro names the backend a program compiled with (``replay`` records a frame's backend so),
+and :func:`program_state`: the program's changes to torch a repro carries, imports or lacks.
 The other tools import nothing else of the minifier's (``pyproject.toml``'s import contracts).
 """
 
@@ -37,10 +38,11 @@ if TYPE_CHECKING:
 
     from .api import bisect, minify, save_repro
     from .capture.context import describe_backend
+    from .capture.patches import program_state
     from .result import read_report
     from .unit.case import BACKEND_NAME
 
-__all__ = ["BACKEND_NAME", "bisect", "describe_backend", "minify", "read_report", "save_repro"]
+__all__ = ["BACKEND_NAME", "bisect", "describe_backend", "minify", "program_state", "read_report", "save_repro"]
 
 
 def __getattr__(name: str) -> Any:
@@ -52,6 +54,10 @@ def __getattr__(name: str) -> Any:
         from .capture import context
 
         return context.describe_backend
+    if name == "program_state":  # (replay records a frame's program state so)
+        from .capture import patches
+
+        return patches.program_state
     if name == "read_report":
         from . import result
 

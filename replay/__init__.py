@@ -7,7 +7,8 @@ Follow one failure through the modules:
    of a frame whose tracing, backend compile or compiled run fails;
 2. :mod:`replay.values` and :mod:`replay.state` describe it: arguments, closure, the
    globals its code reads, config, global state, RNG, dynamic-shape state; the code it
-   reaches is kept by reference or as source (:mod:`replay.sources`);
+   reaches is kept by reference or as source (:mod:`replay.sources`); the program's
+   changes to torch (a patched lowering) ride along, put back by :mod:`replay.program`;
 3. :mod:`replay.records` writes ``rec-<function>-<hash>/`` (``manifest.json`` +
    ``tensors.pt``) and reads it back safely: nothing is unpickled or executed on load;
 4. :mod:`replay.runner` replays it in a fresh process, where :mod:`replay.rebuild`

@@ -192,6 +192,7 @@ def describe(
         "global_state": snapshot.global_state,
         "rng": rng,
         "dynamic": {"automatic": snapshot.automatic_dynamic},
+        "program_state": state.program_changes(),  # (read at the failure: a scan of torch's modules)
         "imports": sorted([name, root] for name, root in encoder.imports.items()),
         "sources": encoder.sources,
         "namespaces": encoder.namespaces,
@@ -307,10 +308,10 @@ def frame_label(snapshot: Snapshot) -> str:
 
 
 def failing_stage(exc: BaseException) -> str:
-    """``backend compile`` when the backend raised while compiling, else ``tracing``."""
+    """``backend compile`` when the backend raised while compiling (Inductor's errors come unwrapped), else ``tracing``."""
     from pt2kit.signature import exception_chain
 
-    if any(type(e).__name__ == "BackendCompilerFailed" for e in exception_chain(exc)):
+    if any(type(e).__name__ in ("BackendCompilerFailed", "InductorError") for e in exception_chain(exc)):
         return "backend compile"
     return "tracing"
 

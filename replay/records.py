@@ -113,6 +113,7 @@ class Record:
             "line": self.line,
             "status": self.status,
             "unrecordable": self.unrecordable,
+            "state_missing": list((self.manifest.get("program_state") or {}).get("missing") or []),
             "failure": {k: failure.get(k) for k in ("kind", "exception", "message")},
         }
 

@@ -216,6 +216,7 @@ def show_data(record: Any) -> dict[str, Any]:
         "tensors": manifest.get("tensors", {}).get("count"),
         "notes": manifest.get("notes", []),
         "torch": manifest.get("torch"),
+        "program_state": manifest.get("program_state") or {},
     }
 
 
@@ -302,6 +303,13 @@ def print_show(data: dict[str, Any], console: Console) -> None:
         )
     for item in data["unrecordable"]:
         console.print(Text.assemble(("not recorded", "yellow"), f": {item['name']} ({item['type']}): {item['reason']}"))
+    program = data.get("program_state") or {}
+    for target, function in (program.get("patches") or {}).items():
+        console.print(Text(f"the program's change to torch, carried: {target} = {function}"))
+    for name, _ in program.get("modules") or []:
+        console.print(Text(f"the program's changes to torch, imported again: module {name}"))
+    for item in program.get("missing") or []:
+        console.print(Text.assemble(("not recorded", "yellow"), f": the program's change to torch {item}"))
     for note in data.get("notes", []):
         console.print(Text(f"note: {note}"))
 
@@ -325,6 +333,12 @@ def print_records(summary: dict[str, Any], console: Console) -> None:
         )
     console.print(table)
     for entry in summary["records"]:
+        for missing in entry.get("state_missing") or []:
+            console.print(
+                Text.assemble(
+                    ("not recorded", "yellow"), f" in {entry['function']}: the program's change to torch {missing}"
+                )
+            )
         for item in entry["unrecordable"]:
             console.print(
                 Text.assemble(
@@ -355,8 +369,9 @@ def print_result(result: Any, console: Console) -> None:
         "passed": "[green]passed[/green]",
         "different-failure": "[yellow]different failure[/yellow]",
     }[result.status]
+    caveat = f", but {escape(result.caveat)}" if result.caveat else ""
     console.print(
-        f"{status} with backend {escape(str(result.backend))} (fullgraph={result.fullgraph}{', static' if result.static else ''}) in {result.seconds:.2f} s"
+        f"{status} with backend {escape(str(result.backend))} (fullgraph={result.fullgraph}{', static' if result.static else ''}) in {result.seconds:.2f} s{caveat}"
     )
     recorded = result.recorded
     console.print(Text(f"recorded: {recorded.get('kind')}: {recorded.get('exception')}: {recorded.get('message')}"))

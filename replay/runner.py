@@ -13,6 +13,10 @@ failure signature (:mod:`pt2kit.signature`):
   contiguous CPU bytes, so two runs (or a run and the program's own eager run) can be
   compared bit for bit (exit 0);
 - ``different-failure``: it failed, but not the same way (exit 5).
+
+The program's changes to torch the record carries (a patched lowering...) are put back
+first (:mod:`replay.program`); those it could not carry are named on a replay that does
+not reproduce (:attr:`ReplayResult.caveat`): the failure may need them.
 """
 
 from __future__ import annotations
@@ -52,10 +56,21 @@ class ReplayResult:
     static: bool = False
     seconds: float = 0.0
     record: str = ""
+    state_missing: list[str] = field(default_factory=list)  # the program's changes to torch the record lacks
 
     @property
     def exit_code(self) -> int:
         return STATUS_EXIT[self.status]
+
+    @property
+    def caveat(self) -> str | None:
+        """Why a replay that did not reproduce may not mean the failure is gone (None when nothing is missing)."""
+        if not self.state_missing or self.status == "reproduced":
+            return None
+        return (
+            "the record lacks the program's changes to torch that no record can carry"
+            f" ({'; '.join(self.state_missing)}): the failure may need them"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +83,8 @@ class ReplayResult:
             "static": self.static,
             "seconds": round(self.seconds, 3),
             "record": self.record,
+            "state_missing": self.state_missing,
+            "caveat": self.caveat,
         }
 
     @classmethod
@@ -82,6 +99,7 @@ class ReplayResult:
             static=bool(data.get("static")),
             seconds=float(data.get("seconds") or 0.0),
             record=data.get("record") or "",
+            state_missing=list(data.get("state_missing") or []),
         )
 
 
@@ -191,8 +209,17 @@ def _outcome_without_result(directory: Path, kind: str, what: str, seconds: floa
     else:
         failure = signature_of_crash(signal.Signals[what].value, stderr).signature
     recorded = Signature.from_json(manifest["failure"])
+    from .program import missing_changes
+
     status = "reproduced" if recorded == failure else "different-failure"
-    return ReplayResult(status, failure.to_json(), recorded.to_json(), seconds=seconds, record=str(directory))
+    return ReplayResult(
+        status,
+        failure.to_json(),
+        recorded.to_json(),
+        seconds=seconds,
+        record=str(directory),
+        state_missing=missing_changes(manifest),
+    )
 
 
 def _has_fileno(stream: Any) -> bool:
@@ -211,10 +238,11 @@ def _has_fileno(stream: Any) -> bool:
 def internals() -> dict[str, Any]:
     """The private torch hooks a replay needs, from pt2kit's seams."""
     from pt2kit import seams
-    from pt2kit.seams import automatic_dynamic, mark_dynamic, resume_functions
+    from pt2kit.seams import automatic_dynamic, compiler_state, mark_dynamic, resume_functions
 
     seams.require("replay run", "automatic_dynamic", "mark_dynamic", "resume_functions")
     return {
+        "refresh_compiler_tables": compiler_state.refresh,
         "regenerate_resume": resume_functions.regenerate,
         "restore_automatic_dynamic": automatic_dynamic.restore,
         "strip_dynamic_marks": mark_dynamic.strip_dynamic_marks,
@@ -233,7 +261,7 @@ def replay_here(
     from pt2kit.backends import resolve_backend
     from pt2kit.signature import Signature, signature_of_exception
 
-    from . import rebuild
+    from . import program, rebuild
 
     record = record_format.load(path)
     if record.partial and not allow_partial:
@@ -253,10 +281,12 @@ def replay_here(
     recorded = Signature.from_json(record.failure)
     started = time.perf_counter()
     try:
+        replay_internals = internals()
+        program.apply_program_state(record.manifest, replay_internals)  # before anything compiles
         call = rebuild.prepare_call(
             record.manifest,
             record.tensors,
-            internals(),
+            replay_internals,
             backend=chosen,
             fullgraph=fullgraph,
             static=static,
@@ -286,4 +316,5 @@ def replay_here(
     result.fullgraph = bool(record.manifest["compile"].get("fullgraph")) if fullgraph is None else fullgraph
     result.static = static
     result.record = str(record.path)
+    result.state_missing = program.missing_changes(record.manifest)
     return result

@@ -14,8 +14,9 @@ script's own top-level code, as the user's program had it. The script is then to
 ``minify run`` what the user's program was: a program whose backend is defined in it,
 which ``minify`` carries into its repro by slicing the script. (Run in a namespace of
 its own, the backend would be a function of a module no other process can import.) The
-machinery lives inside one function, :data:`MACHINERY`, so that nothing those
-definitions bind can shadow a name it uses.
+program's changes to torch the record carries (:mod:`replay.program`) are top-level code
+of the script too. The machinery lives inside one function, :data:`MACHINERY`, so that
+nothing those definitions bind can shadow a name it uses.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ SCRIPT_NAME = "replay.py"
 _MAIN = """
 
 INTERNALS = {
+    "refresh_compiler_tables": refresh,
     "regenerate_resume": regenerate,
     "restore_automatic_dynamic": restore,
     "strip_dynamic_marks": strip_dynamic_marks,
@@ -57,6 +59,7 @@ def main(definitions):
     options = parser.parse_args()
     tensors = torch.load(options.tensors, weights_only=True)
     backend = resolve_backend(options.backend) if options.backend else None
+    apply_program_state(MANIFEST, INTERNALS, definitions)  # (its carried source ran as the script's own code)
     outputs = replay_call(
         MANIFEST,
         tensors,
@@ -72,8 +75,9 @@ def main(definitions):
         print(f"output {i}: {digest(value)}")
 
 
-# The backend's definitions below import from the user modules the record names.
+# The definitions below import from the user modules the record names.
 add_import_roots(MANIFEST["compile"]["backend"].get("modules", []))
+add_import_roots((MANIFEST.get("program_state") or {}).get("modules") or [])
 return main
 """
 
@@ -93,7 +97,7 @@ _TAIL = f"""
 
 pt2kit_main = {MACHINERY}()
 
-# --- the recorded backend: its definitions, carried from your program ---------------
+# --- the recorded backend and the program's changes to torch: carried from your program ---
 # (top-level code, as in your program: `minify run` on this script carries them into its repro)
 
 {{definitions}}
@@ -105,13 +109,20 @@ if __name__ == "__main__":
 
 def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) -> str:
     """The text of the replay script for a record."""
-    from pt2kit.seams import automatic_dynamic, mark_dynamic, resume_functions
+    from pt2kit.seams import automatic_dynamic, compiler_state, mark_dynamic, resume_functions
+
+    from .program import apply_program_state
 
     frame = manifest["frame"]
     failure = manifest["failure"]
     recorded_backend = manifest.get("compile", {}).get("backend", {})
     backend = recorded_backend.get("name")
     futures, definitions = _split_futures(recorded_backend.get("definitions") or "")
+    changes = manifest.get("program_state") or {}
+    change_futures, carried = _split_futures(changes.get("carried") or "")
+    futures |= change_futures
+    if carried.strip():
+        definitions = f"{definitions.rstrip()}\n\n# The program's changes to torch ({', '.join(sorted(changes.get('patches') or {}))}):\n{carried}"
     source = ""
     spec = frame["code"]
     if "source" in spec:
@@ -121,6 +132,10 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
         "",
         f"Recorded failure ({failure.get('stage')}): {failure.get('kind')}: {failure.get('exception')}: {failure.get('message')}",
         f"Backend: {backend}; fullgraph={manifest.get('compile', {}).get('fullgraph')}; torch {manifest.get('torch')}",
+        *(
+            f"Not carried (the failure may need it): the program's change to torch {item}"
+            for item in changes.get("missing") or []
+        ),
         f"Written by pt2kit's `replay script` from {record_dir}; needs only torch (and the modules the record imports).",
         "",
         "Run: python replay.py [--backend NAME] [--no-fullgraph] [--static] [--allow-partial] [--tensors PATH]",
@@ -139,7 +154,12 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
     body = body.replace("from __future__ import annotations\n", "", 1)
     seams_code = "\n\n".join(
         textwrap.dedent(inspect.getsource(fn))
-        for fn in (resume_functions.regenerate, automatic_dynamic.restore, mark_dynamic.strip_dynamic_marks)
+        for fn in (
+            resume_functions.regenerate,
+            automatic_dynamic.restore,
+            mark_dynamic.strip_dynamic_marks,
+            compiler_state.refresh,
+        )
     )
     data = [
         "",
@@ -154,7 +174,13 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
         "",
         "from typing import Any",
         "",
+        f"DERIVED_COPY = {compiler_state.DERIVED_COPY!r}",
+        "",
         seams_code,
+        "",
+        "# --- the program's changes to torch (a copy of pt2kit's replay/program.py) -------",
+        "",
+        inspect.getsource(apply_program_state),
     ]
     machinery = (
         "# --- rebuilding the frame (a copy of pt2kit's replay/rebuild.py) ---------------\n"

@@ -13,6 +13,12 @@ config values differ from their defaults (:mod:`pt2kit.seams.config`).
 - **Config**: every compile-relevant value of dynamo, Inductor, functorch,
   ``torch.fx.experimental`` and ``torch.compiler`` config that differs from its
   default, minus the switches that only steer torch's debug tooling.
+- **The program's changes to torch** (:func:`program_changes`, taken when a frame fails,
+  not at entry: a scan of torch's modules): a lowering or decomposition the script put
+  in a table, a function of torch it replaced. The minifier's :func:`minifier.program_state`
+  finds them: named functions of the script are carried as its sliced source, those of
+  user modules as modules to import, and the rest (a lambda, a nested function) are
+  named as missing. :mod:`replay.program` puts them back at replay.
 """
 
 from __future__ import annotations
@@ -111,6 +117,23 @@ def non_default_config() -> dict[str, dict[str, Any]]:
         if values:
             changed[name] = values
     return changed
+
+
+def program_changes() -> dict[str, Any]:
+    """The manifest's ``program_state``: ``patches`` (torch target -> the script's function), ``carried``
+    (the script's source that makes them), ``modules`` (``[name, root]`` to import), ``missing``."""
+    from minifier import program_state
+
+    try:
+        found = program_state()
+    except Exception as e:  # noqa: BLE001 - a record without them, saying so, beats no record
+        return {"patches": {}, "carried": "", "modules": [], "missing": [f"(not read: {type(e).__name__}: {e})"]}
+    return {
+        "patches": dict(found.patches),
+        "carried": found.carried,
+        "modules": [list(module) for module in found.modules],
+        "missing": list(found.missing),
+    }
 
 
 def _dtype(dtype: torch.dtype) -> str:

@@ -985,3 +985,138 @@ def test_record_says_a_failure_in_the_backward_left_no_record_and_why(tmp_path):
     assert "the script raised RuntimeError: planted: cannot compile aten.tanh_backward" in result.output
     assert "loss.backward() is outside the frame" in result.output
     assert not (tmp_path / "records").exists() or not any((tmp_path / "records").iterdir())
+
+
+# -- the program's changes to torch ---------------------------------------------------------
+
+PATCHING_SCRIPT = """\
+import torch
+import torch._inductor.compile_fx as compile_fx
+import torch._inductor.decomposition as decomposition
+
+aten = torch.ops.aten
+
+
+def broken_decompositions(*args):
+    raise RuntimeError("planted: the program's patch of torch")
+
+
+{patch}
+
+
+def f(x):
+    return torch.sin(x) + 1
+
+
+torch.compile(f, backend="aot_eager_decomp_partition")(torch.ones(4))
+"""
+
+#: How the script patches torch, and the torch target the record names.
+PATCHES = {
+    "attribute": (
+        "compile_fx.select_decomp_table = broken_decompositions",
+        "torch._inductor.compile_fx.select_decomp_table",
+    ),
+    "table": (
+        "decomposition.decompositions[aten.sin.default] = broken_decompositions",
+        "torch._inductor.decomposition.decompositions[aten.sin.default]",
+    ),
+    "lambda": ("compile_fx.select_decomp_table = lambda: 1 / 0", "torch._inductor.compile_fx.select_decomp_table"),
+}
+
+
+def record_patching_script(tmp_path: Path, patch: str) -> replay.Record:
+    """``replay record`` (in this process) of a script that patches torch, then torch as it was before it."""
+    from click.testing import CliRunner
+    from torch._inductor import compile_fx, decomposition
+
+    from pt2kit.seams import compiler_state
+    from replay.cli import main
+
+    script = tmp_path / "patching.py"
+    script.write_text(PATCHING_SCRIPT.format(patch=patch))
+    attribute, table = compile_fx.select_decomp_table, dict(decomposition.decompositions)
+    torch._dynamo.reset()
+    compiler_state.refresh()  # (Inductor's copy of its table, from an earlier test, would hide the script's change)
+    try:
+        result = CliRunner().invoke(main, ["record", "--json", "--out", str(tmp_path / "records"), str(script)])
+    finally:
+        compile_fx.select_decomp_table = attribute
+        decomposition.decompositions.clear()
+        decomposition.decompositions.update(table)
+        compiler_state.refresh()
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["records"]
+    return replay.load(entry["path"])
+
+
+@pytest.mark.parametrize("how", ["attribute", "table"])
+def test_a_script_that_patches_torch_replays_with_its_patch_and_reproduces(tmp_path, how):
+    """The user trial's planted lowering bug, in small: the record carries the script's patch of torch
+    (its function and the statement installing it) and the replay runs it before compiling; without
+    it the replay passed and the user concluded the bug was gone."""
+    patch, target = PATCHES[how]
+    record = record_patching_script(tmp_path, patch)
+    assert record.failure["message"] == "planted: the program's patch of torch"
+    assert record.failure["stage"] == "backend compile"
+    state = record.manifest["program_state"]
+    assert state["patches"] == {target: "broken_decompositions"} and state["missing"] == []
+    assert "def broken_decompositions" in state["carried"] and patch in state["carried"]
+    assert "torch.compile(f" not in state["carried"], "the script's own run is not carried"
+    replayed = replay_forked(record.path)
+    assert replayed["status"] == "reproduced", replayed
+    assert replayed["state_missing"] == [] and replayed["caveat"] is None
+    from replay.script import script_text
+
+    text = script_text(record.path, record.manifest, record.path / "tensors.pt")
+    assert f"\n{patch}\n" in text, "the replay script runs the patch as its own top-level code (minify run slices it)"
+
+
+def test_a_patch_of_torch_by_a_lambda_is_named_missing_and_a_passing_replay_says_so(tmp_path):
+    from replay.report import print_result, print_show, show_data
+
+    patch, target = PATCHES["lambda"]
+    record = record_patching_script(tmp_path, patch)
+    assert record.failure["exception"] == "ZeroDivisionError"
+    missing = [f"{target} = __main__.<lambda>"]
+    assert record.manifest["program_state"]["missing"] == missing and record.summary()["state_missing"] == missing
+    assert "not recorded: the program's change to torch " + missing[0] in _rendered(print_show, show_data(record), 300)
+    replayed = replay_forked(record.path)
+    assert replayed["status"] == "passed" and replayed["state_missing"] == missing
+    assert missing[0] in replayed["caveat"] and "the failure may need them" in replayed["caveat"]
+    line = _rendered(print_result, runner.ReplayResult.from_json(replayed), 400).splitlines()[0]
+    assert line.startswith("passed with backend aot_eager_decomp_partition") and missing[0] in line
+    assert "the record lacks the program's changes to torch" in line
+
+
+@pytest.mark.slow
+def test_the_user_trials_planted_lowering_bug_reproduces_from_the_command_line_and_the_script(tmp_path):
+    """The trial's script replaces Inductor's relu lowering with one that raises: `replay run` passed, exit 0."""
+    script = tmp_path / "lowering_bug.py"
+    script.write_text(
+        "import torch\nfrom torch._inductor import lowering\naten = torch.ops.aten\n\n\n"
+        "def broken_relu(x):\n    raise RuntimeError('planted lowering bug')\n\n\n"
+        "lowering.lowerings[aten.relu.default] = broken_relu\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n"
+        "torch.compile(model)(torch.randn(2, 4)).sum().backward()\n"
+    )
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    command = [sys.executable, "-P", "-m", "replay"]
+    recorded = subprocess.run(
+        [*command, "record", "--json", "--out", str(tmp_path / "records"), str(script)],
+        check=False, capture_output=True, text=True, env=env,
+    )
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    path = json.loads(recorded.stdout)["records"][0]["path"]
+    record = replay.load(path)
+    assert record.failure["stage"] == "backend compile", "Inductor's errors come without BackendCompilerFailed"
+    assert record.manifest["program_state"]["patches"] == {
+        "torch._inductor.lowering.lowerings[aten.relu.default]": "broken_relu"
+    }
+    ran = subprocess.run([*command, "run", "--json", path], check=False, capture_output=True, text=True, env=env)
+    assert ran.returncode == 1 and json.loads(ran.stdout)["status"] == "reproduced", ran.stdout + ran.stderr[-3000:]
+    from replay.script import write_script
+
+    replay_script = write_script(path, tmp_path / "replay_frame.py")
+    failed = subprocess.run([sys.executable, "-P", str(replay_script)], check=False, capture_output=True, text=True, env=env)
+    assert failed.returncode != 0 and "planted lowering bug" in failed.stderr
