@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from .vocabulary import BY_NAME, DTYPES, FLOATS, OPS, Meta, apply
+from .vocabulary import BY_NAME, DTYPES, FLOATS, OPS, PICKS_AMONG_TIES, Meta, apply
 
 #: sizes of a dimension: empty and one, small odd ones, and around the CPU vector width
 SIZES = (0, 1, 2, 3, 5, 7, 8, 9, 16, 17, 33)
@@ -112,8 +112,8 @@ def programs(draw: st.DrawFn) -> Program:
         if len(steps) == wanted:
             break
         op = draw(st.sampled_from(OPS))
-        if op.inplace and backward:
-            continue  # a leaf that needs grad cannot be written in place
+        if backward and (op.inplace or op.name in PICKS_AMONG_TIES):
+            continue  # a leaf that needs grad cannot be written in place; a tie's gradient goes anywhere
         operands = tuple(draw(st.sampled_from(sorted(values))) for _ in range(op.arity))
         dim = draw(st.sampled_from((-1, 0, 1))) if op.takes_dim else -1
         meta = apply(op.name, tuple(values[o] for o in operands), dim)

@@ -14,7 +14,8 @@ docs/hunt.md):
 - random ops (``rand``, ``dropout``, ``multinomial``): nondeterministic by design;
 - ``empty`` and its kin: uninitialized memory;
 - ops that return indices of ties or NaNs (``argmax``, ``sort``, ``topk``, ``max(dim)``):
-  their choice among equals is unspecified, in eager too;
+  their choice among equals is unspecified, in eager too; and, in a program with a backward,
+  ops whose gradient makes that choice (:data:`PICKS_AMONG_TIES`: max pooling, ``median``);
 - a float converted to an integer dtype outside its range (``-inf.to(int8)``): undefined
   in C, so casts to integers saturate floats first (:data:`INTEGER_RANGES`).
 """
@@ -283,6 +284,13 @@ slice_add_ = {a}[..., :1].add_(3)
 copy_ = {a}.copy_({b})
 add_other_ = {a}.add_({b})
 """, inplace=True)
+
+#: Ops whose gradient goes to one element of a window's or a dimension's maximum (or median):
+#: which one, among tied elements (``0.0`` and ``-0.0``, small integers), is unspecified, in eager
+#: too. A program with a backward draws none of them; without one, their values are well defined.
+PICKS_AMONG_TIES = frozenset(
+    {"max_pool1d", "max_pool1d_padded", "adaptive_max_pool1d", "max_pool2d", "median", "cummax", "cummin"}
+)
 
 OPS: tuple[Op, ...] = tuple(UNARY + CASTS + VIEWS + REDUCTIONS + INDEXING + LAYERS + BINARY + INPLACE)
 BY_NAME = {op.name: op for op in OPS}

@@ -57,6 +57,16 @@ def test_a_cast_to_an_integer_never_converts_a_float_outside_its_range():
     assert torch.equal(compiled(special), namespace["f"](special)) and torch.equal(compiled(wide), wide.to(torch.int8))
 
 
+def test_a_program_with_a_backward_draws_no_op_whose_gradient_picks_among_ties():
+    # max pooling's gradient goes to one of a window's tied maxima (0.0 and -0.0): which one is unspecified
+    from minifier.hunt.vocabulary import PICKS_AMONG_TIES
+
+    drawn = generate(11, 300)
+    with_backward = [p for p in drawn if p.backward]
+    assert with_backward and not any(PICKS_AMONG_TIES & set(p.ops) for p in with_backward)
+    assert any(PICKS_AMONG_TIES & set(p.ops) for p in drawn if not p.backward)  # still drawn without one
+
+
 def test_drawn_programs_run_eagerly_and_import_torch_only(tmp_path):
     programs = generate(3, 40)
     ran = 0
