@@ -50,12 +50,15 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Judging:
-    """How a program is judged: the accuracy rule's tolerance, whether integer inputs are made small, and
-    ``patience``: the judge's time limit as a multiple of the hunt's (the child that judges is killed past it)."""
+    """How a program is judged: the accuracy rule's tolerance, whether integer inputs are made small,
+    ``patience``: the judge's time limit as a multiple of the hunt's (the child that judges is killed past it),
+    and whether Inductor keeps the low-precision roundings eager does."""
 
     tolerance: float = 1e-4
     small_ints: bool = False
     patience: float = 1.0
+    #: compile with ``emulate_precision_casts``: keep each fp16/bf16 rounding that Inductor elides by design
+    emulate_casts: bool = False
 
 
 def load(path: str) -> Any:
@@ -122,6 +125,8 @@ def judge(path: str, judging: Judging = Judging()) -> Verdict:
     except Exception:  # noqa: BLE001 - no reference: eager alone is the reference
         fp64 = None
     torch.compiler.reset()  # every program compiles from nothing
+    if judging.emulate_casts:
+        torch._inductor.config.emulate_precision_casts = True  # (this child judges one program, then exits)
     try:
         compiled = results(module, torch.compile(module.f, dynamic=module.DYNAMIC or None), judging)
     except Exception as e:  # noqa: BLE001 - a compiled run that raises is a finding

@@ -16,7 +16,11 @@ torch's bug, not the program's (:func:`why`).
   rule's tolerance widened tenfold;
 - **overflow eager shares**: a wrong integer answer that goes away when the integer
   inputs are made small (-2..2): it needs values that overflow, and eager's own
-  integer overflow is not a reference (wrapping is not promised in a fused kernel).
+  integer overflow is not a reference (wrapping is not promised in a fused kernel);
+- **rounding Inductor elides**: a wrong float answer that goes away with Inductor's
+  ``emulate_precision_casts``: eager rounds each fp16/bf16 intermediate, and Inductor,
+  by design, keeps a fused intermediate in fp32 (closer to the fp64 reference, but
+  ``inf + -inf`` in eager can be a finite sum compiled).
 
 Not rules, because the vocabulary leaves them out (:mod:`~minifier.hunt.vocabulary`):
 random ops, uninitialized memory, indices of ties and NaNs. A crash or a hang of the
@@ -42,6 +46,7 @@ class Rule(str, enum.Enum):
     FLAKY = "flaky"
     TOLERANCE = "tolerance noise"
     OVERFLOW = "overflow eager shares"
+    PRECISION_CASTS = "rounding Inductor elides"
 
 
 @dataclass(frozen=True)
@@ -89,4 +94,6 @@ def triage(first: Verdict, ask: Callable[[Judging], Verdict]) -> Suspect | Rule 
             return Rule.TOLERANCE
         if first.failure.message.endswith("(exact values)") and ask(Judging(small_ints=True)).outcome is Outcome.PASSED:
             return Rule.OVERFLOW
+        if not first.failure.message.endswith("(exact values)") and ask(Judging(emulate_casts=True)).outcome is Outcome.PASSED:
+            return Rule.PRECISION_CASTS
     return Suspect(first.failure, first.detail, why(first.failure))
