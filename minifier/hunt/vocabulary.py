@@ -17,7 +17,11 @@ docs/hunt.md):
   their choice among equals is unspecified, in eager too; and, in a program with a backward,
   ops whose gradient makes that choice (:data:`PICKS_AMONG_TIES`: max pooling, ``median``);
 - a float converted to an integer dtype outside its range (``-inf.to(int8)``): undefined
-  in C, so casts to integers saturate floats first (:data:`INTEGER_RANGES`).
+  in C, so casts to integers saturate floats first (:data:`INTEGER_RANGES`);
+- ``signbit`` and ``copysign``, which read only a value's sign: for a zero, ``max``,
+  ``min`` and ``clamp`` may give ``0.0`` or ``-0.0`` (IEEE leaves it open; a vector
+  ``max`` returns one operand, a scalar one the other), and the judge compares floats
+  with ``-0.0 == 0.0`` everywhere else.
 """
 
 from __future__ import annotations
@@ -120,7 +124,6 @@ mish = torch.nn.functional.mish({a})
 hardswish = torch.nn.functional.hardswish({a})
 leaky_relu = torch.nn.functional.leaky_relu({a}, 0.1)
 relu6 = torch.nn.functional.relu6({a})
-signbit = torch.signbit({a})
 isposinf = torch.isposinf({a})
 masked_fill = {a}.masked_fill({a} > 0, float("-inf"))
 tril = torch.tril({a})
@@ -249,7 +252,6 @@ maximum = torch.maximum({a}, {b})
 minimum = torch.minimum({a}, {b})
 pow = torch.pow({a}, {b})
 atan2 = torch.atan2({a}, {b})
-copysign = torch.copysign({a}, {b})
 where_positive = torch.where({a} > 0, {a}, {b})
 bitwise_and = {a} & {b}
 bitwise_xor = {a} ^ {b}
