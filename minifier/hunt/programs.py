@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from .vocabulary import BY_NAME, DTYPES, FLOATS, OPS, PICKS_AMONG_TIES, Meta, apply
+from .vocabulary import BY_NAME, DTYPES, FLOATS, OPS, OVERLAPPING_VIEWS, PICKS_AMONG_TIES, VIEW_NAMES, Meta, apply
 
 #: sizes of a dimension: empty and one, small odd ones, and around the CPU vector width
 SIZES = (0, 1, 2, 3, 5, 7, 8, 9, 16, 17, 33)
@@ -106,6 +106,7 @@ def programs(draw: st.DrawFn) -> Program:
         inputs.append(Input(f"x{k}", Meta(draw(st.sampled_from(shapes)), dtype), draw(st.sampled_from(_fills(dtype)))))
     backward = draw(st.booleans()) and any(i.meta.dtype in FLOATS for i in inputs)
     values = {i.name: i.meta for i in inputs}
+    overlapping: set[str] = set()  # values whose elements share memory (OVERLAPPING_VIEWS, and views of them)
     steps: list[Step] = []
     wanted = draw(st.integers(2, MAX_STEPS))
     for _ in range(4 * wanted):  # draws eager refuses are skipped, so a program still gets its steps
@@ -115,11 +116,15 @@ def programs(draw: st.DrawFn) -> Program:
         if backward and (op.inplace or op.name in PICKS_AMONG_TIES):
             continue  # a leaf that needs grad cannot be written in place; a tie's gradient goes anywhere
         operands = tuple(draw(st.sampled_from(sorted(values))) for _ in range(op.arity))
+        if op.inplace and operands[0] in overlapping:
+            continue  # a write into elements that share memory is not well defined
         dim = draw(st.sampled_from((-1, 0, 1))) if op.takes_dim else -1
         meta = apply(op.name, tuple(values[o] for o in operands), dim)
         if meta is not None:
             steps.append(Step(f"v{len(steps)}", op.name, operands, dim, meta))
             values[steps[-1].name] = meta
+            if op.name in OVERLAPPING_VIEWS or (op.name in VIEW_NAMES and operands[0] in overlapping):
+                overlapping.add(steps[-1].name)
     if not steps:
         steps.append(Step("v0", "add_one", (inputs[0].name,), -1, apply("add_one", (inputs[0].meta,)) or inputs[0].meta))
     others = [s.name for s in steps[:-1]]

@@ -294,6 +294,12 @@ PICKS_AMONG_TIES = frozenset(
     {"max_pool1d", "max_pool1d_padded", "adaptive_max_pool1d", "max_pool2d", "median", "cummax", "cummin"}
 )
 
+#: Views whose elements share memory (``expand``, ``unfold``), and every view of one: a write in
+#: place into such a view is not well defined (eager writes some elements twice; functionalization
+#: refuses it), so no in-place op is drawn onto one.
+OVERLAPPING_VIEWS = frozenset({"expand", "unfold"})
+VIEW_NAMES = frozenset(op.name for op in VIEWS)
+
 OPS: tuple[Op, ...] = tuple(UNARY + CASTS + VIEWS + REDUCTIONS + INDEXING + LAYERS + BINARY + INPLACE)
 BY_NAME = {op.name: op for op in OPS}
 

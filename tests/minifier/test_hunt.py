@@ -67,6 +67,23 @@ def test_a_program_with_a_backward_draws_no_op_whose_gradient_picks_among_ties()
     assert any(PICKS_AMONG_TIES & set(p.ops) for p in drawn if not p.backward)  # still drawn without one
 
 
+def test_no_program_writes_in_place_into_a_view_whose_elements_share_memory():
+    # v = x.unfold(-1, 2, 1); v.add_(v): eager writes some elements twice, functionalization refuses it
+    from minifier.hunt.vocabulary import BY_NAME, OVERLAPPING_VIEWS, VIEW_NAMES
+
+    drawn = generate(5, 600)
+    checked = 0
+    for program in drawn:
+        overlapping: set[str] = set()
+        for step in program.steps:
+            if BY_NAME[step.op].inplace:
+                assert step.operands[0] not in overlapping, program
+            if step.op in OVERLAPPING_VIEWS or (step.op in VIEW_NAMES and step.operands[0] in overlapping):
+                overlapping.add(step.name)
+                checked += 1
+    assert checked  # such views are still drawn, only not written into
+
+
 def test_drawn_programs_run_eagerly_and_import_torch_only(tmp_path):
     programs = generate(3, 40)
     ran = 0
