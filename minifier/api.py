@@ -110,25 +110,17 @@ def _compiled_inside(fn: Callable[..., Any]) -> Any:
     """
     import torch
 
-    from pt2kit.seams.backend_registry import compiled_backend
+    from pt2kit.seams.backend_registry import cell_contents, compiled_backend
 
     function = getattr(fn, "__func__", fn)
     code, names = getattr(function, "__code__", None), getattr(function, "__globals__", {})
     seen = [names[name] for name in (code.co_names if code is not None else ()) if name in names]
-    seen += [cell.cell_contents for cell in getattr(function, "__closure__", None) or () if _filled(cell)]
+    seen += [cell_contents(cell) for cell in getattr(function, "__closure__", None) or ()]
     owner = getattr(fn, "__self__", None)
     seen += list(vars(owner).values()) if hasattr(owner, "__dict__") else []
     seen += [child for o in seen if isinstance(o, torch.nn.Module) for child in o._modules.values()]
     backends = {id(b): b for b in (compiled_backend(o) for o in seen if o is not fn) if b is not None}
     return next(iter(backends.values())) if len(backends) == 1 else None
-
-
-def _filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:  # an empty cell
-        return False
-    return True
 
 
 def _saved_graphs(run_dir: Path) -> list[Path]:

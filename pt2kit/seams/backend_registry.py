@@ -94,12 +94,13 @@ def compiled_backend(fn: Any) -> Any:
     context = getattr(fn, "dynamo_ctx", None)
     if not isinstance(context, _TorchDynamoContext):
         cells = getattr(fn, "__closure__", None) or ()
-        context = next((c.cell_contents for c in cells if isinstance(_contents(c), _TorchDynamoContext)), None)
+        context = next((c.cell_contents for c in cells if isinstance(cell_contents(c), _TorchDynamoContext)), None)
     callback = getattr(context, "callback", None)
     return innermost_backend(callback) if callable(callback) else None
 
 
-def _contents(cell: Any) -> Any:
+def cell_contents(cell: Any) -> Any:
+    """What a closure cell holds (None for an empty cell)."""
     try:
         return cell.cell_contents
     except ValueError:  # an empty cell
