@@ -52,13 +52,15 @@ class Verdict:
 class Judging:
     """How a program is judged: the accuracy rule's tolerance, whether integer inputs are made small,
     ``patience``: the judge's time limit as a multiple of the hunt's (the child that judges is killed past it),
-    and whether Inductor keeps the low-precision roundings eager does."""
+    whether Inductor keeps the low-precision roundings eager does, and whether subnormal inputs are flushed."""
 
     tolerance: float = 1e-4
     small_ints: bool = False
     patience: float = 1.0
     #: compile with ``emulate_precision_casts``: keep each fp16/bf16 rounding that Inductor elides by design
     emulate_casts: bool = False
+    #: floating inputs' subnormal values made zeros of their sign (what a vector math library may read them as)
+    flush_subnormals: bool = False
 
 
 def load(path: str) -> Any:
@@ -78,6 +80,9 @@ def _inputs(module: Any, judging: Judging, float64: bool = False) -> list[Any]:
     for x in inputs:
         if judging.small_ints and not (x.is_floating_point() or x.dtype == torch.bool):
             x = x.clamp(-2, 2)
+        if judging.flush_subnormals and x.is_floating_point():
+            flushed = torch.where(x.detach().abs() < torch.finfo(x.dtype).tiny, x.detach() * 0, x.detach())
+            x = flushed.requires_grad_(x.requires_grad)
         if float64 and x.is_floating_point():
             x = x.detach().to(torch.float64).requires_grad_(x.requires_grad)
         out.append(x)

@@ -20,7 +20,12 @@ torch's bug, not the program's (:func:`why`).
 - **rounding Inductor elides**: a wrong float answer that goes away with Inductor's
   ``emulate_precision_casts``: eager rounds each fp16/bf16 intermediate, and Inductor,
   by design, keeps a fused intermediate in fp32 (closer to the fp64 reference, but
-  ``inf + -inf`` in eager can be a finite sum compiled).
+  ``inf + -inf`` in eager can be a finite sum compiled);
+- **subnormals vector math flushes**: a wrong float answer that goes away when the
+  inputs' subnormal values (``-1e-40``) are zeros of their sign: Inductor's vectorized
+  math (Sleef) may read a subnormal as zero, as ``-ffast-math`` code does, and no
+  promise covers them; a later op that turns on the sign (``sqrt``, ``log``) makes a
+  rounding of ``1e-40`` a NaN.
 
 Not rules, because the vocabulary leaves them out (:mod:`~minifier.hunt.vocabulary`):
 random ops, uninitialized memory, indices of ties and NaNs. A crash or a hang of the
@@ -47,6 +52,7 @@ class Rule(str, enum.Enum):
     TOLERANCE = "tolerance noise"
     OVERFLOW = "overflow eager shares"
     PRECISION_CASTS = "rounding Inductor elides"
+    SUBNORMALS = "subnormals vector math flushes"
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,9 @@ def triage(first: Verdict, ask: Callable[[Judging], Verdict]) -> Suspect | Rule 
             return Rule.TOLERANCE
         if first.failure.message.endswith("(exact values)") and ask(Judging(small_ints=True)).outcome is Outcome.PASSED:
             return Rule.OVERFLOW
-        if not first.failure.message.endswith("(exact values)") and ask(Judging(emulate_casts=True)).outcome is Outcome.PASSED:
-            return Rule.PRECISION_CASTS
+        if not first.failure.message.endswith("(exact values)"):
+            if ask(Judging(emulate_casts=True)).outcome is Outcome.PASSED:
+                return Rule.PRECISION_CASTS
+            if ask(Judging(flush_subnormals=True)).outcome is Outcome.PASSED:
+                return Rule.SUBNORMALS
     return Suspect(first.failure, first.detail, why(first.failure))

@@ -57,6 +57,43 @@ def test_a_cast_to_an_integer_never_converts_a_float_outside_its_range():
     assert torch.equal(compiled(special), namespace["f"](special)) and torch.equal(compiled(wide), wide.to(torch.int8))
 
 
+def test_a_reduction_to_an_integer_dtype_never_converts_a_float_outside_its_range():
+    # x.sum(dtype=torch.int8) converts each element first: inf or 3e38 there is the cast's undefined behaviour
+    import torch
+
+    from minifier.hunt.vocabulary import INTEGER_RANGES, OPS
+
+    special = torch.tensor([[float("inf"), float("-inf"), float("nan"), 3e38, -1e-40, 1.5, -130.0]])
+    for name, dtype in (("sum_int8", torch.int8), ("cumsum_int32", torch.int32)):
+        op = next(op for op in OPS if op.name == name)
+        namespace: dict = {"torch": torch}
+        exec(f"def f(a):\n    return {op.spell(('a',), -1)}\n", namespace)
+        low, high = INTEGER_RANGES[str(dtype).removeprefix("torch.")]
+        clamped = torch.tensor([[high, low, 0, high, 0, 1, max(low, -130)]], dtype=torch.float64)
+        reduce = torch.sum if name.startswith("sum") else torch.cumsum
+        assert torch.equal(namespace["f"](special), reduce(clamped.to(dtype), -1, dtype=dtype)), name
+        ints = torch.tensor([[3, -2]], dtype=torch.int32)  # an integer operand is reduced as it is
+        assert torch.equal(namespace["f"](ints), reduce(ints, -1, dtype=dtype)), name
+
+
+def test_judged_with_subnormals_flushed_the_inputs_subnormals_are_zeros_of_their_sign(tmp_path):
+    import torch
+
+    from minifier.hunt.judge import _inputs, load
+
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import torch\nDYNAMIC = False\nBACKWARD = True\n\n\ndef f(a, b):\n    return (a,)\n\n\n"
+        "def make_inputs():\n    a = torch.tensor([-1e-40, 1e-40, 1.0, -0.0]).requires_grad_()\n"
+        "    return [a, torch.tensor([3, -1])]\n"
+    )
+    module = load(str(program))
+    a, b = _inputs(module, Judging(flush_subnormals=True))
+    assert a.tolist() == [0.0, 0.0, 1.0, 0.0] and torch.signbit(a).tolist() == [True, False, False, True]
+    assert a.requires_grad and b.tolist() == [3, -1]
+    assert _inputs(module, Judging())[0][0].item() != 0.0  # (judged plainly, the subnormal stays)
+
+
 def test_a_program_with_a_backward_draws_no_op_whose_gradient_picks_among_ties():
     # max pooling's gradient goes to one of a window's tied maxima (0.0 and -0.0): which one is unspecified
     from minifier.hunt.vocabulary import PICKS_AMONG_TIES
@@ -148,7 +185,10 @@ def test_triage_drops_what_its_rules_name_and_keeps_the_rest():
     # eager's fp16 rounding of an intermediate, which Inductor elides by design (emulate_precision_casts)
     ask, asked = _asked(FAILED, FAILED, passed)
     assert triage(FAILED, ask) is Rule.PRECISION_CASTS and asked[2].emulate_casts and not asked[1].emulate_casts
-    kept = triage(FAILED, _asked(FAILED, FAILED, FAILED)[0])
+    # a subnormal input (-1e-40) that vectorized math reads as zero, its sign turned into a NaN by sqrt
+    ask, asked = _asked(FAILED, FAILED, FAILED, passed)
+    assert triage(FAILED, ask) is Rule.SUBNORMALS and asked[3].flush_subnormals and not asked[2].flush_subnormals
+    kept = triage(FAILED, _asked(FAILED, FAILED, FAILED, FAILED)[0])
     assert isinstance(kept, Suspect) and "float64 reference" in kept.why
     crash = Verdict(Outcome.FAILED, Signature("crash", "SIGSEGV", "process killed by SIGSEGV"))
     assert isinstance(triage(crash, _asked(crash)[0]), Suspect)
@@ -158,7 +198,7 @@ def test_triage_drops_what_its_rules_name_and_keeps_the_rest():
     assert triage(hang, ask) is Rule.SLOW and asked[0].patience == 4.0
     ask, asked = _asked(hang)
     assert isinstance(triage(hang, ask), Suspect) and asked[0].patience == 4.0
-    ask, asked = _asked(FAILED, FAILED, FAILED)
+    ask, asked = _asked(FAILED, FAILED, FAILED, FAILED)
     triage(FAILED, ask)
     assert asked[0].patience == 1.0  # (only a hang gets more time)
 
