@@ -316,11 +316,14 @@ class ReproOnFailure:
             except (AttributeError, TypeError):
                 pass
         failing = case if args is None else case.replace(inputs=_with_values(case.inputs, args))
-        path = safe(self.save, None, failing, f"failed in its {where} graph" if where else "failed")
+        path = safe(self.save, None, failing, f"failed in its {where} graph" if where else "failed", error)
         if path is not None and self.intent.level in (2, 4):
             safe(self.minify, None, path, False)
 
-    def save(self, case: Any, why: str) -> Path:
+    def save(self, case: Any, why: str, error: BaseException | None = None) -> Path:
+        """Save ``case`` under a new run directory; at levels 1 and 3 also as its ``repro.py``, headed by ``error``'s failure."""
+        from pt2kit.signature import signature_of_exception
+
         from .isolation.session import new_run_dir
         from .repro.files import write_repro
         from .unit.case import GraphId
@@ -332,6 +335,7 @@ class ReproOnFailure:
                 case,
                 run_dir,
                 stage=case.backend,
+                failure=None if error is None else signature_of_exception(error).signature,
                 note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook: graph {case.label()} {why}; not minified.",
             )
         say(f"graph {case.label()} {why}; repro in {run_dir}")
