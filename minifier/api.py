@@ -66,9 +66,7 @@ def save_repro(
         state = program_state()
         case = state.applied_to(make_case(gm, example_inputs, backend=info, index=len(saved)))
         missing.update(dict.fromkeys(state.missing))
-        note = "Saved by minifier.save_repro." + (
-            f" The program changed torch in ways no repro carries: {'; '.join(state.missing)}." if state.missing else ""
-        )
+        note = "Saved by minifier.save_repro." + (f" The {_carried_by_none(state.missing)}." if state.missing else "")
         saved.append(write_repro(case, run_dir / str(GraphId(case.index)), stage=info.name, note=note))
         return gm.forward
 
@@ -82,6 +80,11 @@ def save_repro(
 
 #: Beside ``graphs.json``: the program's changes to torch no repro carries (:func:`~minifier.capture.patches.state_missing`).
 STATE_MISSING = "state_missing.json"
+
+
+def _carried_by_none(missing: list[str]) -> str:
+    """The clause (after "the") that names the program's changes to torch no repro carries."""
+    return f"program changed torch in ways no repro carries: {'; '.join(missing)}"
 
 
 def _backend_info(fn: Callable[..., Any], backend: str | Callable[..., Any] | None) -> Any:
@@ -159,7 +162,7 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         message = report.get("message", "minify failed")
         lacking = saved[0].parent.parent / STATE_MISSING
         if lacking.exists():  # (the graphs may fail only with those changes)
-            message += f"; the program changed torch in ways no repro carries: {'; '.join(json.loads(lacking.read_text()))}"
+            message += f"; the {_carried_by_none(json.loads(lacking.read_text()))}"
         error = UserFacingError(message)
         error.exit_code = done.returncode
         error.status = report.get("status", "error")

@@ -105,10 +105,11 @@ def copy_modules(case: GraphCase, directory: Path) -> None:
         single, package = Path(root, f"{top}.py"), Path(root, top)
         if single.is_file():
             sources = [(single, directory / single.name)]
-        elif (package / "__init__.py").is_file() and not any(
-            f.suffix in (".so", ".pyd") for f in package.rglob("*")
-        ):
-            sources = [(f, directory / top / f.relative_to(package)) for f in sorted(package.rglob("*.py"))]
+        elif (package / "__init__.py").is_file():
+            files = sorted(package.rglob("*"))
+            if any(f.suffix in (".so", ".pyd") for f in files):
+                continue
+            sources = [(f, directory / top / f.relative_to(package)) for f in files if f.suffix == ".py" and f.is_file()]
         else:
             continue
         if sum(source.stat().st_size for source, _ in sources) > COPY_LIMIT:
