@@ -72,6 +72,16 @@ def safe(fn: Callable[..., Any], default: Any, *args: Any, **kwargs: Any) -> Any
         return default
 
 
+def _failure_of(error: BaseException, compiling: bool) -> Any:
+    """The signature of what the program raised; ``compiling``: raised by a compiler, so a compile error."""
+    from dataclasses import replace
+
+    from pt2kit.signature import Kind, signature_of_exception
+
+    signature = signature_of_exception(error).signature
+    return replace(signature, kind=Kind.COMPILE_ERROR) if compiling and signature.kind == Kind.RUNTIME_ERROR else signature
+
+
 def say(message: str) -> None:
     try:
         print(f"pt2kit: {message}", file=sys.stderr)
@@ -96,7 +106,7 @@ class ReproOnFailure:
                 compiled = backend(gm, example_inputs, **kwargs)
         except Exception as e:
             if case is not None:
-                self.handle(case, error=e)
+                self.handle(case, error=e, compiling=True)
             raise
         if case is None:
             return compiled
@@ -137,7 +147,7 @@ class ReproOnFailure:
             try:
                 compiled = compiler(gm, example_inputs)
             except Exception as e:
-                guard.handle(case, error=e, where=kind)
+                guard.handle(case, error=e, where=kind, compiling=True)
                 raise
             return guard.watch_aot(compiled, case, kind, judged)
 
@@ -298,7 +308,13 @@ class ReproOnFailure:
         return f"its backward: {problem}" if problem else None
 
     def handle(
-        self, case: Any, args: Sequence[Any] | None = None, *, error: BaseException | None = None, where: str = ""
+        self,
+        case: Any,
+        args: Sequence[Any] | None = None,
+        *,
+        error: BaseException | None = None,
+        where: str = "",
+        compiling: bool = False,
     ) -> None:
         """A graph failed to compile or run: save it (levels 1-4) and minify it (2 and 4).
 
@@ -316,14 +332,13 @@ class ReproOnFailure:
             except (AttributeError, TypeError):
                 pass
         failing = case if args is None else case.replace(inputs=_with_values(case.inputs, args))
-        path = safe(self.save, None, failing, f"failed in its {where} graph" if where else "failed", error)
+        failure = None if error is None else safe(_failure_of, None, error, compiling)
+        path = safe(self.save, None, failing, f"failed in its {where} graph" if where else "failed", failure)
         if path is not None and self.intent.level in (2, 4):
             safe(self.minify, None, path, False)
 
-    def save(self, case: Any, why: str, error: BaseException | None = None) -> Path:
-        """Save ``case`` under a new run directory; at levels 1 and 3 also as its ``repro.py``, headed by ``error``'s failure."""
-        from pt2kit.signature import signature_of_exception
-
+    def save(self, case: Any, why: str, failure: Any = None) -> Path:
+        """Save ``case`` under a new run directory; at levels 1 and 3 also as its ``repro.py``, headed by ``failure``."""
         from .isolation.session import new_run_dir
         from .repro.files import write_repro
         from .unit.case import GraphId
@@ -335,7 +350,7 @@ class ReproOnFailure:
                 case,
                 run_dir,
                 stage=case.backend,
-                failure=None if error is None else signature_of_exception(error).signature,
+                failure=failure,
                 note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook: graph {case.label()} {why}; not minified.",
             )
         say(f"graph {case.label()} {why}; repro in {run_dir}")
