@@ -8,15 +8,24 @@ again resumes the run: Ctrl-C here loses nothing of the reduction.
   graph, confirmed on the original, and a workaround (:mod:`minifier.bisect.subsystem`);
 - other torch releases (:func:`other_releases`, ``--torch-versions``): the repro under
   each, ``fixed_in`` / ``regressed_in``, and "upgrade torch" as a workaround where a
-  newer release passes (:mod:`minifier.releases`).
+  newer release passes (:mod:`minifier.releases`);
+- last, the program's run with the workaround, in a detached process unless ``--wait``
+  (:func:`start_program_check`, then ``python -m minifier.afterwards RUN_DIR``:
+  :func:`check_program`), which adds its answer to the report when it ends
+  (:mod:`minifier.bisect.program_check`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+import subprocess
+import sys
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import cast
 
+from .bisect import program_check
+from .bisect.program_check import CHECK_FILE, PENDING, SEEN, ProgramCheck
 from .bisect.subsystem import Below, Workaround, add_workaround_to_repro, go_below
 from .isolation.session import Session
 from .pages.minify_page import write_run_report
@@ -49,10 +58,15 @@ def finished(
         )
         result.pending = [*([BELOW] if subsystem else []), *([RELEASES] if releases is not None else [])]
         _rewrite_report(session, result)  # (the repro's report, saying what is still to come)
-        if subsystem:
-            below_the_stage(session, result, script, args)
+        later = below_the_stage(session, result, script, args) if subsystem else None
         if releases is not None:
             other_releases(session, result, releases)
+        if later is not None:  # (the last: from now on the detached process alone writes the report)
+            start_program_check(session.run_dir, later)
+            session.log(
+                f"{Path(later.script).name} now runs with the workaround in the background; report.json says how it "
+                "ran when it ends (logs/program-check.log)"
+            )
     elif releases is not None:
         releases.close()
     mark_checkpoint(session.run_dir, Status.DONE)
@@ -61,10 +75,17 @@ def finished(
     return result
 
 
-def below_the_stage(session: Session, result: MinifyResult, script: Path | None, args: list[str]) -> None:
-    """The subsystem that breaks the minimized graph, confirmed on the original, and a workaround (:mod:`minifier.bisect.subsystem`)."""
+def below_the_stage(
+    session: Session, result: MinifyResult, script: Path | None, args: list[str]
+) -> ProgramCheck | None:
+    """The subsystem that breaks the minimized graph, confirmed on the original, and a workaround (:mod:`minifier.bisect.subsystem`).
+
+    With ``session.program_later``, the program's run with the workaround is left to the
+    background: returned, and named in ``pending`` (:mod:`minifier.bisect.program_check`).
+    """
     if result.failure.failure is None:
-        return
+        return None
+    later: list[ProgramCheck] = []
 
     def interim(found: Below) -> None:  # (a workaround fixes the repro: said now, the program's run with it to come)
         assert found.workaround is not None
@@ -76,7 +97,7 @@ def below_the_stage(session: Session, result: MinifyResult, script: Path | None,
         below = go_below(
             session, result.failure.stage, result.failure.failure.signature, result.accuracy,
             original=result.before, minimized=result.after, report=result.bisect, script=script, args=args,
-            interim=interim,
+            interim=interim, later=later.append if session.program_later else None,
         )  # fmt: skip
     except Exception as e:  # noqa: BLE001 - the repro is written: a failure below the stage costs a note, never the run
         result.notes.append(
@@ -86,7 +107,10 @@ def below_the_stage(session: Session, result: MinifyResult, script: Path | None,
     result.below, result.notes = below, result.notes + below.notes
     if below.workaround is not None:
         add_workaround_to_repro(result.repro, below.workaround)
+    if later and below.workaround is not None:
+        result.pending.append(PENDING)
     _rewrite_report(session, result, done=BELOW)
+    return later[0] if later and below.workaround is not None else None
 
 
 def other_releases(session: Session, result: MinifyResult, releases: Preparing) -> None:
@@ -128,3 +152,66 @@ def _rewrite_report(session: Session, result: MinifyResult, done: str | None = N
     result.pending = [p for p in result.pending if p != done]
     result.queries, result.seconds, result.timeline = session.queries, session.seconds, session.full_timeline()
     write_run_report(cast(Path, result.run_dir), result.to_json())  # (a minification's result: the session's run_dir)
+
+
+def start_program_check(run_dir: Path, check: ProgramCheck) -> None:
+    """Start the detached process that runs ``check``, its output in ``logs/program-check.log``."""
+    from pt2kit.processes import pt2kit_env, python_command
+
+    (run_dir / CHECK_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (run_dir / CHECK_FILE).write_text(json.dumps(asdict(check)))
+    (run_dir / "logs").mkdir(exist_ok=True)
+    with open(run_dir / "logs" / "program-check.log", "ab") as log:
+        subprocess.Popen(
+            python_command("minifier.afterwards", str(run_dir)),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=pt2kit_env(),  # (the user's own: the program runs in it)
+            cwd=run_dir,
+            start_new_session=True,  # (a Ctrl-C at the user's terminal is the command's, not this run's)
+            close_fds=True,
+        )
+
+
+def add_program_check(run_dir: Path, ran: bool | None, seconds: float) -> None:
+    """Add the program's answer to ``report.json`` (and the page): verified on the program, or a note why not."""
+    data = json.loads((run_dir / "report.json").read_text())
+    workaround = data.get("workaround") or {}
+    script = Path(json.loads((run_dir / CHECK_FILE).read_text())["script"]).name
+    if ran:
+        workaround.update(verified_on="program", verified=True)
+    else:
+        data["notes"] = [
+            *data.get("notes", []),
+            f"{script} {'still fails' if ran is False else 'did not end in time'} with the workaround "
+            "(logs/program-check.log); only its failing graph and the repro were seen to run right with it",
+        ]
+    data["pending"] = [p for p in data.get("pending", []) if p != PENDING]
+    if not data["pending"]:  # (as report.json has it when nothing is pending)
+        del data["pending"]
+    data["timeline"] = [*data.get("timeline", []), {"step": f"running {script} with the workaround, in the background", "seconds": round(seconds, 2)}]
+    write_run_report(run_dir, data)
+    if ran:
+        repro = run_dir / "repro.py"
+        repro.write_text(repro.read_text().replace(f"({SEEN['graph']})", f"({SEEN['program']})", 1))
+
+
+def check_program(run_dir: Path) -> int:
+    """(The detached process) run the check written in ``run_dir`` and add its answer to the report."""
+    import time
+
+    try:
+        check = ProgramCheck(**json.loads((run_dir / CHECK_FILE).read_text()))
+        began = time.perf_counter()
+        ran = program_check.run(check)
+        add_program_check(run_dir, ran, time.perf_counter() - began)
+    except Exception as e:  # noqa: BLE001 - one line in the log: the run directory may be gone, or its report changed
+        print(f"pt2kit: the workaround's run of the program was not added to the report: {type(e).__name__}: {e}")
+        return 1
+    print(f"pt2kit: {Path(check.script).name} with the workaround: {'ran to the end' if ran else 'did not run to the end'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(check_program(Path(sys.argv[1])))

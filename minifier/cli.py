@@ -30,6 +30,7 @@ from .hunt.command import hunt_command  # noqa: E402
 from .releases.command import specs_or_exit, torch_versions_option, versions_command  # noqa: E402
 from .show import show_command  # noqa: E402
 from .isolation.jobs import jobs_option  # noqa: E402
+from .bisect.program_check import wait_option  # noqa: E402
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -209,6 +210,7 @@ def bisect(
 )
 @_saved_option
 @_subsystem_option
+@wait_option
 @torch_versions_option
 @_common_options
 @_script_arguments
@@ -218,6 +220,7 @@ def run(
     after: str,
     saved: bool,
     subsystem: bool,
+    wait: bool,
     torch_versions: tuple[str, ...],
     accuracy: bool,
     strict_accuracy: bool,
@@ -241,6 +244,7 @@ def run(
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         from .minification import minify_repro, minify_script
 
+        session.program_later = not wait
         if saved:
             return _minified(
                 minify_repro(

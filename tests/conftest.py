@@ -24,6 +24,9 @@ os.environ.setdefault("PT2KIT_VERIFY_ELSEWHERE", "0")
 # scenarios and the genuine bugs whose CASE names a subsystem turn it on; the rest stop
 # at the repro.
 os.environ.setdefault("PT2KIT_SUBSYSTEM", "0")
+# Where it goes below, the program's run with the workaround is waited for, so a test reads
+# the whole report when ``minify run`` exits; test_subsystem.py's background test unsets it.
+os.environ.setdefault("PT2KIT_WAIT", "1")
 # issue.md's environment block runs torch.utils.collect_env (pip, lscpu, gcc: 2 s of CPU per
 # command); tests/minifier/test_releases.py turns it back on where it checks the block.
 os.environ.setdefault("PT2KIT_COLLECT_ENV", "0")

@@ -6,5 +6,6 @@
 - ``plainly``: the program run plainly, when no graph shows its failure (dynamo alone, or no capture);
 - ``report``: a :class:`Row` per graph, and the :class:`BisectReport`;
 - ``choice``: which graph a run minifies, at the boundary ``--after`` asks for;
-- ``subsystem``: below the stage, the subsystem that breaks and a workaround.
+- ``subsystem``: below the stage, the subsystem that breaks and a workaround;
+- ``program_check``: the program's run with that workaround, in the background by default.
 """

@@ -36,6 +36,8 @@ from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import run_case
 from ..unit.check import Stage
+from .program_check import SEEN, ProgramCheck
+from . import program_check
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -323,15 +325,6 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> boo
         return run_case(case, option.stage, accuracy=accuracy).failure is None
 
 
-def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool | None:
-    """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, the
-    user's Inductor cache (:func:`~minifier.stages.elsewhere.plain_run`)? None: it did not end within ``timeout``."""
-    from ..stages.elsewhere import plain_run
-
-    returncode = plain_run(script, args, timeout, first=code, users_cache=True).returncode
-    return None if returncode is None else returncode == 0
-
-
 #: A program that ran longer than this (seconds) is not run again to check a workaround:
 #: the graph it failed in, passing with it, is the evidence then (``verified_on: graph``).
 PROGRAM_RERUN_LIMIT = 120.0
@@ -360,6 +353,7 @@ def find_workaround(
     args: list[str],
     minimized: GraphCase | None = None,
     interim: Callable[[Workaround], None] | None = None,
+    later: Callable[[ProgramCheck], None] | None = None,
 ) -> Workaround | None:
     """The first of :func:`workarounds` under which the repro, the program's failing ``graph`` and the program run right.
 
@@ -374,7 +368,10 @@ def find_workaround(
        ends in time with it leaves the graph's word (``verified_on: graph``).
 
     ``interim`` hears of an option that fixes the repro (``verified_on: repro``) before
-    the program runs with it: the slow part, which the user need not wait for.
+    the program runs with it: the slow part, which the user need not wait for. With
+    ``later``, the program does not run now: the first option that fixes ``graph`` too
+    is the answer (``verified_on: graph``), and ``later`` gets the program's run with it,
+    to go on in the background (:mod:`~minifier.bisect.program_check`).
     """
     options = workarounds(subsystem, stage, backend)
     if minimized is not None and options:
@@ -385,10 +382,14 @@ def find_workaround(
     for option in options:
         asked = functools.partial(passes_with_code, graph, option, accuracy)
         label = f"{graph.label()}: trying a workaround: {option.what}"
-        if script is None or session.program_seconds > PROGRAM_RERUN_LIMIT:
+        rerun = script is not None and session.program_seconds <= PROGRAM_RERUN_LIMIT
+        if not rerun or later is not None:
             if session.query(asked, label).value:
+                if rerun and later is not None:
+                    later(ProgramCheck(str(script), args, option.code, option.what, session.program_seconds))
                 return Workaround(option.code, option.what, "graph")
             continue
+        assert script is not None
         on_graph = session.start(asked, label)
         if interim is not None and minimized is not None:
             interim(Workaround(option.code, option.what, "repro"))
@@ -400,19 +401,9 @@ def find_workaround(
 
 
 def on_the_program(session: Session, script: Path, args: list[str], option: Option) -> bool | None:
-    """Does the unchanged program run to the end with ``option``'s code run first? None: it did not end in time.
-
-    A rerun that runs out of time is asked once more with twice the limit (an empty
-    Inductor cache on a loaded machine).
-    """
-    for timeout in (max(60.0, 4 * session.program_seconds), max(120.0, 8 * session.program_seconds)):
-        ran = session.timed(
-            f"running {script.name} with the workaround: {option.what}",
-            functools.partial(runs_to_the_end, script, args, option.code, timeout),
-        )
-        if ran is not None:
-            return ran
-    return None
+    """Does the unchanged program run to the end with ``option``'s code run first? None: it did not end in time."""
+    check = ProgramCheck(str(script), args, option.code, option.what, session.program_seconds)
+    return session.timed(f"running {script.name} with the workaround: {option.what}", functools.partial(program_check.run, check))
 
 
 @dataclass
@@ -443,13 +434,15 @@ def go_below(
     script: Path | None,
     args: list[str],
     interim: Callable[[Below], None] | None = None,
+    later: Callable[[ProgramCheck], None] | None = None,
 ) -> Below:
     """The subsystem of ``stage`` that breaks the graph, and a workaround for the program.
 
     Drilled on ``minimized`` (cheap) and confirmed on ``original``, or drilled on
     ``original`` alone (``minify bisect``, which minimizes nothing). A torch whose
     bisector this cannot drive costs a note, never the run. ``interim`` hears what is
-    found so far once a workaround fixes the repro, before the program runs with it.
+    found so far once a workaround fixes the repro, before the program runs with it;
+    ``later``, the program's run with it, when that is left to the background.
     """
     from pt2kit import seams
 
@@ -478,7 +471,7 @@ def go_below(
     try:
         below.workaround = find_workaround(
             session, below.subsystem, stage, failing_graph(report, original), backend, accuracy, script, args,
-            minimized, told,
+            minimized, told, later,
         )  # fmt: skip
     except BaseException:
         if confirming is not None:
@@ -515,11 +508,6 @@ def add_workaround_to_repro(path: Path, workaround: Workaround) -> None:
     """Say the workaround in the repro's header comment (the code the repro runs is unchanged)."""
     lines = path.read_text().splitlines(keepends=True)
     header = next(i for i, line in enumerate(lines) if not line.startswith("#"))
-    seen = (
-        "the program runs to the end with it"
-        if workaround.verified_on == "program"
-        else "the graph it failed in runs right with it"
-    )
-    said = [f"# Workaround ({seen}): {workaround.what}. Run before the program:\n"]
+    said = [f"# Workaround ({SEEN.get(workaround.verified_on, SEEN['graph'])}): {workaround.what}. Run before the program:\n"]
     said += [f"#     {line}\n" for line in workaround.code.splitlines()]
     path.write_text("".join(lines[:header] + said + lines[header:]))

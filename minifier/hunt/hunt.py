@@ -193,7 +193,7 @@ class Hunt:
     def minify(self, program: Path, suspect: Suspect, deadline: float) -> None:
         """``minify run`` on the program, as a user runs it; a new bug becomes a finding."""
         self.progress.update(f"minifying {program.name}: {suspect.failure}")
-        command = [sys.executable, "-m", "minifier", "run", str(program), "--json", "--out", str(self.out / "runs")]
+        command = [sys.executable, "-m", "minifier", "run", "--wait", str(program), "--json", "--out", str(self.out / "runs")]
         if suspect.failure.kind == Kind.ACCURACY:
             command.append("--accuracy")
         if self.backend:

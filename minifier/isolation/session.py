@@ -96,6 +96,9 @@ class Session:
         #: check and ``done()`` (its run ended): below the stage's first questions, asked
         #: ahead on a core the run leaves free (:class:`minifier.bisect.subsystem.AskAhead`).
         self.while_verifying: Callable[[Any, Any, Callable[[], bool]], None] | None = None
+        #: Below the stage leaves the program's run with the workaround to the background
+        #: (``minify run`` without ``--wait``: :mod:`minifier.bisect.program_check`).
+        self.program_later = False
 
     def warm_up(self, inductor: bool = True, preload: Sequence[str] = ()) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query.

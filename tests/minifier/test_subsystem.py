@@ -72,6 +72,57 @@ def test_a_backend_no_bisector_knows_gets_the_lighter_backend_the_program_runs_w
 
 
 @pytest.mark.e2e
+def test_minify_run_leaves_the_programs_run_with_the_workaround_to_the_background_and_it_adds_its_answer(model_script, tmp_path):
+    import os
+    import time
+
+    from minifier.bisect.program_check import PENDING
+
+    script = model_script("planted_compile_error")
+    env = {**os.environ, "PT2KIT_SUBSYSTEM": "1"}
+    env.pop("PT2KIT_WAIT")
+    command = [sys.executable, "-m", "minifier", "run", "--json", "--out", str(tmp_path / "runs"), str(script)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    # at exit: the workaround seen on the repro and on the graph the program failed in; the program's run to come
+    assert printed["workaround"]["verified_on"] == "graph" and printed["workaround"]["verified"] is False
+    assert printed["pending"] == [PENDING] and "runs with the workaround in the background" in done.stderr
+    run_dir = Path(printed["repro"]).parent
+    report = run_dir / "report.json"
+    deadline = time.monotonic() + 300
+    while PENDING in json.loads(report.read_text()).get("pending", []) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    data = json.loads(report.read_text())
+    assert "pending" not in data, (run_dir / "logs" / "program-check.log").read_text()
+    assert data["workaround"]["verified_on"] == "program" and data["workaround"]["verified"] is True
+    assert data["timeline"][-1]["step"].endswith("with the workaround, in the background")
+    assert "# Workaround (the program runs to the end with it): compile with aot_eager" in (run_dir / "repro.py").read_text()
+    assert "ran to the end" in (run_dir / "logs" / "program-check.log").read_text()
+
+
+def test_a_program_that_still_fails_with_the_workaround_leaves_it_seen_on_the_graph_with_a_note(tmp_path):
+    from minifier.afterwards import add_program_check as finish
+    from minifier.bisect.program_check import CHECK_FILE, PENDING, SEEN, ProgramCheck
+
+    (tmp_path / "work").mkdir()
+    check = ProgramCheck(str(tmp_path / "train.py"), [], "import torch\n", "a workaround", 3.0)
+    (tmp_path / CHECK_FILE).write_text(json.dumps(check.__dict__))
+    workaround = {"code": check.code, "what": check.what, "verified_on": "graph", "verified": False}
+    header = f"# Workaround ({SEEN['graph']}): a workaround. Run before the program:\n"
+    for ran, verified_on in ((False, "graph"), (None, "graph"), (True, "program")):
+        (tmp_path / "report.json").write_text(json.dumps({"status": "minified", "workaround": dict(workaround), "pending": [PENDING], "notes": []}))
+        (tmp_path / "repro.py").write_text(header + "import torch\n")
+        finish(tmp_path, ran, 2.5)
+        data = json.loads((tmp_path / "report.json").read_text())
+        assert data["workaround"]["verified_on"] == verified_on and data["workaround"]["verified"] is bool(ran)
+        assert "pending" not in data
+        said = {False: "train.py still fails with the workaround", None: "train.py did not end in time", True: None}[ran]
+        assert (said in " ".join(data["notes"])) if said else data["notes"] == []
+        assert (SEEN["program"] if ran else SEEN["graph"]) in (tmp_path / "repro.py").read_text()
+
+
+@pytest.mark.e2e
 def test_a_program_that_checks_none_of_its_answers_has_its_workaround_verified_on_the_graph_not_by_running_to_the_end(session, model_script, tmp_path):
     # its wrong answer is --accuracy's finding: it ran to the end before any workaround, so running to the end says nothing
     script = model_script("planted_accuracy")

@@ -1,0 +1,76 @@
+"""The workaround's run of the whole program, in the background: ``minify run`` does not wait for it.
+
+Below the stage verifies a workaround on the repro and on the graph the program failed
+in, each a query of seconds. Then the unchanged program runs with it, torch alone, to the
+end (:func:`~minifier.bisect.subsystem.runs_to_the_end`): a run as long as the program's
+own, and longer than the failing one, since with the workaround the program goes on past
+its failure. That run is the one part of ``minify run`` whose answer the user can read
+later, so by default it runs in a detached process once the command's last report is
+written (:func:`minifier.afterwards.start_program_check`: ``python -m minifier.afterwards
+RUN_DIR``). When it ends, it adds its answer to ``report.json`` and redraws the page:
+``workaround.verified_on`` becomes ``program`` and ``verified`` true, or a note says the
+program still fails with it. Meanwhile ``pending`` names it (:data:`PENDING`).
+``--wait`` (``PT2KIT_WAIT=1``) runs it in the foreground instead, as before.
+
+The detached process owns the run directory by then: ``minify run`` has written its
+last report and exited. Its output goes to ``logs/program-check.log``; it holds none of
+the command's pipes, so a caller reading ``minify run``'s output is not kept waiting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+#: ``report.json``'s ``pending`` while the program runs with the workaround.
+PENDING = "the workaround on the program"
+#: The check's arguments, in the run directory, for the detached process.
+CHECK_FILE = Path("work") / "program-check.json"
+
+wait_option = click.option(
+    "--wait/--no-wait",
+    default=False,
+    envvar="PT2KIT_WAIT",
+    show_default=True,
+    help="Run the program with the workaround before exiting; by default it runs in the background and adds its "
+    "answer to report.json when it ends.",
+)
+
+
+@dataclass(frozen=True)
+class ProgramCheck:
+    """The program's run with a workaround: the script, its arguments, the workaround, and the program's own seconds."""
+
+    script: str
+    args: list[str]
+    code: str
+    what: str
+    program_seconds: float
+
+
+#: What ``repro.py``'s header says was seen to run right with the workaround, by ``verified_on``.
+SEEN = {"program": "the program runs to the end with it", "graph": "the graph it failed in runs right with it"}
+
+
+def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool | None:
+    """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, the
+    user's Inductor cache (:func:`~minifier.stages.elsewhere.plain_run`)? None: it did not end within ``timeout``."""
+    from ..stages.elsewhere import plain_run
+
+    returncode = plain_run(script, args, timeout, first=code, users_cache=True).returncode
+    return None if returncode is None else returncode == 0
+
+
+def run(check: ProgramCheck) -> bool | None:
+    """Does the program run to the end with the workaround? None: it did not end in time.
+
+    A run that runs out of time is asked once more with twice the limit (an empty
+    Inductor cache on a loaded machine).
+    """
+    for timeout in (max(60.0, 4 * check.program_seconds), max(120.0, 8 * check.program_seconds)):
+        ran = runs_to_the_end(Path(check.script), check.args, check.code, timeout)
+        if ran is not None:
+            return ran
+    return None
