@@ -85,7 +85,7 @@ def pt2kit_page(work: Path) -> dict:
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(work / "cache-pt2kit")}
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "minifier", "run", "--json", "--out", "runs", "gpt2_train.py"],
+        [sys.executable, "-m", "minifier", "run", "--wait", "--json", "--out", "runs", "gpt2_train.py"],
         cwd=work,
         env=env,
         capture_output=True,

@@ -90,7 +90,7 @@ def run_pt2kit(name: str, case: dict, timeout: float) -> dict:
     start = time.perf_counter()
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "minifier", "run", "--json", *flags, "--out", "runs", f"{name}.py"],
+            [sys.executable, "-m", "minifier", "run", "--wait", "--json", *flags, "--out", "runs", f"{name}.py"],
             capture_output=True,
             text=True,
             cwd=where,

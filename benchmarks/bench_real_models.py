@@ -157,6 +157,7 @@ def run_pt2kit(case: str, args: list[str], flags: list[str], expected: str | Non
     repro = Path(report["repro"])
     return {
         "seconds": seconds,
+        "background_done": common.background_done(report, start),
         "repro_ready": common.repro_ready(report),
         "queries": report["queries"],
         "reduction_queries": report["reduction_queries"],
@@ -367,6 +368,8 @@ def main() -> None:
             if tool in row:
                 r = row[tool]
                 ready = f"repro ready at {r['repro_ready']:.1f} s, " if r.get("repro_ready") else ""
+                if r.get("background_done"):
+                    ready += f"its program check done at {r['background_done']:.1f} s, "
                 detail = (
                     r.get("error")
                     or f"{ready}{r.get('queries')} queries, {r.get('nodes')} op nodes left, reproduces: {r.get('reproduces')}"
