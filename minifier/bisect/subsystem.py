@@ -21,12 +21,14 @@ both (``subsystem``, ``workaround``), and the summary and the repro's header say
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..unit.case import Boundary, GraphCase
@@ -82,15 +84,23 @@ class Workaround:
 
 def passes_with_bisector(case: GraphCase, stage: str, target: Signature, accuracy: Accuracy, directory: str) -> bool:
     """(In a worker child) does ``case`` pass ``stage`` under the bisector's current state? (its config change applied)"""
-    change = compiler_bisector.config_change(stage)
-    with compiler_bisector.enabled(directory), _config_patch(stage, change):
+    with under_bisector(stage, directory):
         outcome = run_case(case, stage, accuracy=accuracy)
     return not (outcome.failure is not None and outcome.failure.signature == target)
 
 
-def _config_patch(stage: str, change: dict[str, Any]) -> Any:
-    import contextlib
+@contextlib.contextmanager
+def under_bisector(stage: str, directory: str) -> Iterator[None]:
+    """The bisector's state in ``directory`` on, and the config change it asks for applied.
 
+    The change is read inside: outside, torch's bisector reads its default directory. (Inductor's
+    own compile applies it too, but an aot graph's query calls Inductor's inner compile.)
+    """
+    with compiler_bisector.enabled(directory), _config_patch(stage, compiler_bisector.config_change(stage)):
+        yield
+
+
+def _config_patch(stage: str, change: dict[str, Any]) -> Any:
     if not change:
         return contextlib.nullcontext()
     if stage == Stage.INDUCTOR:

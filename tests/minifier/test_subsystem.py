@@ -53,6 +53,27 @@ def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
     assert workarounds(None, "eager", "eager") == []
 
 
+def test_a_config_change_the_bisector_asks_for_is_applied_to_the_query_even_without_inductors_own_compile(tmp_path):
+    # an aot graph's query calls Inductor's inner compile, which never reads the bisector's config change itself
+    import torch._inductor.config as inductor_config
+    import torch._functorch.config as functorch_config
+
+    from minifier.bisect.subsystem import under_bisector
+    from pt2kit.seams import compiler_bisector
+
+    for stage, name, config, key, value in (
+        ("inductor", "inductor_emulate_precision_casts", inductor_config, "emulate_precision_casts", True),
+        ("aot_eager_decomp_partition", "aot_eager_decomp_partition_cse", functorch_config, "cse", False),
+    ):
+        directory = str(tmp_path / name)
+        compiler_bisector.disable_whole(stage, name, directory)
+        before = getattr(config, key)
+        assert before != value
+        with under_bisector(stage, directory):
+            assert getattr(config, key) == value, name
+        assert getattr(config, key) == before
+
+
 @pytest.mark.e2e
 def test_a_backend_no_bisector_knows_gets_the_lighter_backend_the_program_runs_with(session, model_script, tmp_path, monkeypatch):
     from minifier import afterwards
