@@ -44,7 +44,7 @@ from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, plural
 from ..stages.flaky import failure_rate
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature
-from ..stages.run import Outcome, lower_case
+from ..stages.run import Outcome, lower_case, replay_breaks
 from ..isolation.worker import QueryError
 
 if TYPE_CHECKING:
@@ -367,6 +367,11 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         named["state_missing"] = captured.state_missing
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
+    elif broken := replayed_in_pieces(session, report):
+        hint = (
+            f"; dynamo breaks {broken[0]} when pt2kit compiles it again ({broken[1]}), where the program compiled it "
+            "whole: that part runs eagerly in every stage, so the failure cannot show in isolation"
+        )
     elif captured.state_missing:
         hint = "; " + STATE_MISSING_HINT + "; ".join(
             captured.state_missing
@@ -403,6 +408,13 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",
         **named,
     )
+
+
+def replayed_in_pieces(session: Session, report: BisectReport) -> tuple[str, str] | None:
+    """The first dynamo graph that dynamo breaks when its repro compiles it again, and why (:func:`replay_breaks`)."""
+    rows = [r for r in report.rows if r.case is not None and r.boundary == Boundary.DYNAMO]
+    results = session.query_all([(functools.partial(replay_breaks, cast(GraphCase, r.case)), f"{r.label}: compiled again whole?") for r in rows])
+    return next(((r.label, q.value[0]) for r, q in zip(rows, results) if q is not None and q.ok and q.value), None)
 
 
 def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool:

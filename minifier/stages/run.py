@@ -192,6 +192,32 @@ def run_case(
         return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
 
 
+def replay_breaks(case: GraphCase) -> list[str]:
+    """(In a worker child) where dynamo breaks a dynamo graph as its repro compiles it again; [] where it takes it whole.
+
+    A repro hands the program's graph to ``torch.compile``, and dynamo traces it again.
+    The graph was one piece in the program; a break now (a higher-order op dynamo made but
+    cannot trace, ``autograd_function_apply``) runs that part eagerly, so no stage compiles
+    it and a failure there never shows in isolation. (Its eager stage is where it runs.)
+    """
+    from pt2kit.seams import graph_break_log, graph_break_messages
+
+    breaks: list[str] = []
+
+    class Heard:
+        def graph_break(self, reason: str, exc: BaseException) -> None:
+            message = graph_break_messages.messages(exc)[0]
+            said = message.context or message.explanation
+            breaks.append(f"{message.gb_type or graph_break_messages.break_type(exc)}" + (f": {said}" if said else ""))
+
+    namespace = exec_repro(render(case, stage=Stage.EAGER), meta={"definitions": case.definitions})
+    namespace["apply_config"]()
+    data = data_of(case)
+    with graph_break_log.graph_breaks(Heard()):
+        seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
+    return list(dict.fromkeys(breaks))
+
+
 def wait_on_devices() -> None:
     """Wait for the kernels a query launched: a device error of theirs surfaces in this query, not at its exit."""
     if torch.cuda.is_initialized():

@@ -558,3 +558,15 @@ def test_make_gpu_check_passes_in_its_dry_run_on_the_cpu(tmp_path):
     assert set(steps) == {"doctor", "kernel_compile_error", "training_step_backward", "wrong_answer"}
     assert all(s["ok"] for s in steps.values()) and "repro fails alone" in steps["training_step_backward"]["detail"]
     assert "accuracy at inductor" in steps["wrong_answer"]["detail"]
+
+
+def test_an_assertion_a_compile_raised_is_torchs_invariant_not_a_wrong_answer():
+    from minifier.bisect.plainly import looks_like_wrong_answer
+    from pt2kit.signature import Failure, Signature
+
+    partitioner = Signature("compile_error", "AssertionError", "Node add was invalid, but is output")
+    assert not looks_like_wrong_answer(Failure(partitioner))
+    users = Signature("runtime_error", "AssertionError", "compiled dst differs from eager")
+    assert looks_like_wrong_answer(Failure(users))
+    assert looks_like_wrong_answer(Failure(Signature("runtime_error", "ValueError", "Tensor-likes are not close!")))
+    assert not looks_like_wrong_answer(Failure(Signature("crash", "SIGSEGV", "process killed by SIGSEGV")))
