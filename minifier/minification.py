@@ -33,7 +33,7 @@ import torch.fx as fx
 
 from .bisect.bisection import bisect_saved, bisect_script, flaky_or_not_alone
 from .bisect.report import BisectReport
-from .bisect.culprit import pin_down_again
+from .bisect.culprit import pin_down_again, replayed_in_pieces
 from .bisect.subsystem import AskAhead
 from .capture.program import ProgramRun
 from .bisect.choice import check_after, choose_graph, lowered_from
@@ -463,6 +463,13 @@ def minify_repro(
         report = bisect_saved(session, cases, name, accuracy=accuracy, aot_rows=after != "dynamo")
         row = choose_graph(report, after)
     except NoFailure as e:
+        if device is None and repros[0].failure is not None:  # (it failed where it was saved: the hook's graph)
+            broken = replayed_in_pieces(session, [(case.label(), case) for case, _ in cases])
+            said = "" if broken is None else (
+                f": dynamo breaks {broken[0]} when pt2kit compiles it again ({broken[1]}), where the program compiled "
+                "it whole, so that part runs eagerly in every stage"
+            )  # fmt: skip
+            raise NotReproducible(f"{path.name} failed where it was saved ({repros[0].failure}) but passes alone{said}") from None
         if device is None:
             raise
         where = ", ".join(sorted(devices_of(repros[0].case))) or "its device"

@@ -344,7 +344,7 @@ class ReproOnFailure:
         from .unit.case import GraphId
 
         run_dir = new_run_dir(self.intent.out, run_name())
-        path = write_repro(case, run_dir / "captured" / str(GraphId(case.index)), stage=case.backend)
+        path = write_repro(case, run_dir / "captured" / str(GraphId(case.index)), stage=case.backend, failure=failure)
         if self.intent.level in (1, 3):
             write_repro(
                 case,

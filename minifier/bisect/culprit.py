@@ -367,7 +367,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         named["state_missing"] = captured.state_missing
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
-    elif broken := replayed_in_pieces(session, report):
+    elif broken := replayed_in_pieces(session, [(r.label, r.case) for r in report.rows if r.case is not None]):
         hint = (
             f"; dynamo breaks {broken[0]} when pt2kit compiles it again ({broken[1]}), where the program compiled it "
             "whole: that part runs eagerly in every stage, so the failure cannot show in isolation"
@@ -410,11 +410,12 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     )
 
 
-def replayed_in_pieces(session: Session, report: BisectReport) -> tuple[str, str] | None:
-    """The first dynamo graph that dynamo breaks when its repro compiles it again, and why (:func:`replay_breaks`)."""
-    rows = [r for r in report.rows if r.case is not None and r.boundary == Boundary.DYNAMO]
-    results = session.query_all([(functools.partial(replay_breaks, cast(GraphCase, r.case)), f"{r.label}: compiled again whole?") for r in rows])
-    return next(((r.label, q.value[0]) for r, q in zip(rows, results) if q is not None and q.ok and q.value), None)
+def replayed_in_pieces(session: Session, graphs: list[tuple[str, GraphCase]]) -> tuple[str, str] | None:
+    """The first of the dynamo ``graphs`` (label, case) dynamo breaks when its repro compiles it again, and why
+    (:func:`~minifier.stages.run.replay_breaks`)."""
+    dynamo = [(label, case) for label, case in graphs if case.boundary == Boundary.DYNAMO]
+    results = session.query_all([(functools.partial(replay_breaks, c), f"{label}: compiled again whole?") for label, c in dynamo])
+    return next(((label, q.value[0]) for (label, _), q in zip(dynamo, results) if q is not None and q.ok and q.value), None)
 
 
 def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool:

@@ -570,3 +570,45 @@ def test_an_assertion_a_compile_raised_is_torchs_invariant_not_a_wrong_answer():
     assert looks_like_wrong_answer(Failure(users))
     assert looks_like_wrong_answer(Failure(Signature("runtime_error", "ValueError", "Tensor-likes are not close!")))
     assert not looks_like_wrong_answer(Failure(Signature("crash", "SIGSEGV", "process killed by SIGSEGV")))
+
+
+SAVED_OUTPUT_WRITTEN_BY_BACKWARD = '''import torch
+
+
+class Offsets(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, offsets):
+        ctx.save_for_backward(offsets)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (offsets,) = ctx.saved_tensors
+        offsets.add_(grad_out)
+        return grad_out.clone(), None
+
+
+def fn(x):
+    offsets = x.clone()
+    return Offsets.apply(x, offsets).clone(), offsets
+
+
+out, offsets = torch.compile(fn, backend="aot_eager", fullgraph=True)(torch.randn(8, requires_grad=True))
+out.sum().backward()
+'''
+
+
+@pytest.mark.e2e
+def test_the_hook_says_why_a_graph_that_failed_in_the_program_passes_alone(tmp_path):
+    # pytorch#172956: the partitioner asserts; the graph holds autograd_function_apply, which dynamo cannot trace again
+    script = tmp_path / "train.py"
+    script.write_text(SAVED_OUTPUT_WRITTEN_BY_BACKWARD)
+    repros = tmp_path / "repros"
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="2", TORCHDYNAMO_REPRO_DIR=str(repros))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 1 and "Node add was invalid, but is output" in done.stderr  # as without pt2kit
+    (run_dir,) = repros.glob("run-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] != "no-failure", report  # the program failed: not "nothing to minify"
+    assert "failed where it was saved (compile_error: AssertionError: Node add was invalid" in report["message"]
+    assert "dynamo breaks g0 when pt2kit compiles it again (unsupported HigherOrderOperator: autograd_function_apply)" in report["message"]
