@@ -3,7 +3,7 @@
 ``run`` is the one call that fails, written for the graph's boundary:
 
 - a **dynamo** graph goes through ``torch.compile(mod, backend=...)`` as the
-  program's did: the dims that were dynamic are marked with ``mark_dynamic`` (and
+  program's did: the dims that were dynamic are marked with ``maybe_mark_dynamic`` (and
   when an int no tensor's size gives was symbolic, ``dynamic=True`` with every
   other dim marked static); when the program ran backward, so does ``run``, from
   the sum of the outputs that require grad;
@@ -47,7 +47,9 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
     made = program_inputs(case)
     # an int no tensor's size gives: only dynamic=True makes it symbolic
     dynamic = any(i.symbolic_int for i in case.inputs)
-    marks = [f"    torch._dynamo.mark_dynamic(inputs[{k}], {d})\n" for k, i in enumerate(made) for d in i.symbolic_dims]
+    # (maybe_mark_dynamic: a dim the program compiled symbolic may be specialized again here, as dynamic=True
+    # lets it be; mark_dynamic would make that a ConstraintViolationError the program never raised)
+    marks = [f"    torch._dynamo.maybe_mark_dynamic(inputs[{k}], {d})\n" for k, i in enumerate(made) for d in i.symbolic_dims]
     if dynamic:  # ... and then every other dim must be pinned
         marks += [
             f"    torch._dynamo.mark_static(inputs[{k}], {d})\n"

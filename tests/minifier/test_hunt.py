@@ -182,6 +182,11 @@ def test_triage_drops_what_its_rules_name_and_keeps_the_rest():
     exact = Verdict(Outcome.FAILED, Signature("accuracy", "AccuracyError", "compiled output diverges from the fp64 reference (exact values)"), "")
     ask, asked = _asked(exact, passed)
     assert triage(exact, ask) is Rule.OVERFLOW and asked[1].small_ints
+    # an exact answer computed from floats: elu(-1e-40).any(), True eagerly, False where expm1 flushes the subnormal
+    ask, asked = _asked(exact, exact, passed)  # (bucketize of a bf16 value Inductor does not round first)
+    assert triage(exact, ask) is Rule.PRECISION_CASTS and asked[2].emulate_casts
+    ask, asked = _asked(exact, exact, exact, passed)
+    assert triage(exact, ask) is Rule.SUBNORMALS and asked[3].flush_subnormals
     # eager's fp16 rounding of an intermediate, which Inductor elides by design (emulate_precision_casts)
     ask, asked = _asked(FAILED, FAILED, passed)
     assert triage(FAILED, ask) is Rule.PRECISION_CASTS and asked[2].emulate_casts and not asked[1].emulate_casts
