@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..unit.case import Boundary, GraphCase
 from pt2kit.seams import compiler_bisector
 from ..isolation.executor import Handle
+from ..isolation.worker import yielding
 from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import run_case
@@ -117,7 +118,8 @@ class AskAhead:
 
     Verifying the repro is one process, on one core, for seconds (an interpreter, an
     Inductor compile); :func:`drill_down` asks its questions only after. Meanwhile the
-    other cores ask, in the bisector's order, what its search asks first: does the
+    other cores ask, at the lowest CPU priority (the run elsewhere is what the user waits
+    for: :func:`~minifier.isolation.worker.yielding`), in the bisector's order, what its search asks first: does the
     graph pass with each subsystem disabled whole (:func:`passes_disabled`)? Until one
     does, or the run ends. :func:`drill_down` then reads these answers instead of asking
     again, so its questions, its answers and what it finds are the same; only fewer of
@@ -168,7 +170,7 @@ class AskAhead:
                 if following is not None:
                     asked, directory = disabled_whole(session, case, stage, target, self.accuracy, following)
                     label = f"{case.label()}: which part of {stage} breaks it: without {following}"
-                    running.append((following, session.start(asked, label), directory))
+                    running.append((following, session.start(functools.partial(yielding, asked), label), directory))
                 elif not running:
                     return
                 else:

@@ -45,6 +45,14 @@ from .zygote import WorkerDied, ZygoteProcess
 T = TypeVar("T")
 
 
+def yielding(fn: Callable[[], T]) -> T:
+    """(In a query's child) ``fn()`` at the lowest CPU priority, its compiler's processes too: work done
+    beside a run the user waits for (a repro verified elsewhere) takes only the cycles that run leaves.
+    (A forked child's only: in the caller's own process it would lower the caller for good.)"""
+    os.nice(19)
+    return fn()
+
+
 @dataclass
 class QueryResult(Generic[T]):
     """What came back from one isolated query."""
