@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import cast
 
 from .bisect import program_check
-from .bisect.program_check import CHECK_FILE, PENDING, SEEN, ProgramCheck
+from .bisect.program_check import CHECK_FILE, PENDING, ProgramCheck
 from .bisect.subsystem import Below, Workaround, add_workaround_to_repro, go_below
 from .isolation.session import Session
 from .pages.minify_page import write_run_report
@@ -174,27 +174,26 @@ def start_program_check(run_dir: Path, check: ProgramCheck) -> None:
         )
 
 
-def add_program_check(run_dir: Path, ran: bool | None, seconds: float) -> None:
-    """Add the program's answer to ``report.json`` (and the page): verified on the program, or a note why not."""
+def add_program_check(run_dir: Path, ran: ProgramCheck | None, seconds: float, timed_out: bool = False) -> None:
+    """Add the program's answer to ``report.json`` (and the page, and the repro's header): the workaround it ran to
+    the end with (``ran``), verified on the program, or a note why none."""
     data = json.loads((run_dir / "report.json").read_text())
     workaround = data.get("workaround") or {}
     script = Path(json.loads((run_dir / CHECK_FILE).read_text())["script"]).name
-    if ran:
-        workaround.update(verified_on="program", verified=True)
+    if ran is not None:
+        workaround.update(code=ran.code, what=ran.what, verified_on="program", verified=True)
+        program_check.say_in_header(run_dir / "repro.py", ran.code, ran.what, "program")
     else:
         data["notes"] = [
             *data.get("notes", []),
-            f"{script} {'still fails' if ran is False else 'did not end in time'} with the workaround "
-            "(logs/program-check.log); only its failing graph and the repro were seen to run right with it",
+            f"{script} {'did not end in time' if timed_out else 'still fails'} with the workaround "
+            "(logs/program-check.log): only the repro was seen to run right with it",
         ]
     data["pending"] = [p for p in data.get("pending", []) if p != PENDING]
     if not data["pending"]:  # (as report.json has it when nothing is pending)
         del data["pending"]
     data["timeline"] = [*data.get("timeline", []), {"step": f"running {script} with the workaround, in the background", "seconds": round(seconds, 2)}]
     write_run_report(run_dir, data)
-    if ran:
-        repro = run_dir / "repro.py"
-        repro.write_text(repro.read_text().replace(f"({SEEN['graph']})", f"({SEEN['program']})", 1))
 
 
 def check_program(run_dir: Path) -> int:
@@ -204,12 +203,18 @@ def check_program(run_dir: Path) -> int:
     try:
         check = ProgramCheck(**json.loads((run_dir / CHECK_FILE).read_text()))
         began = time.perf_counter()
-        ran = program_check.run(check)
-        add_program_check(run_dir, ran, time.perf_counter() - began)
+        tried = [check, *(replace(check, code=code, what=what, others=[]) for code, what in check.others)]
+        answers = []
+        for option in tried:  # (in order, until the program runs to the end with one, or runs out of time)
+            answers.append(program_check.run(option))
+            if answers[-1] is not False:
+                break
+        ran = tried[len(answers) - 1] if answers[-1] else None
+        add_program_check(run_dir, ran, time.perf_counter() - began, timed_out=answers[-1] is None)
     except Exception as e:  # noqa: BLE001 - one line in the log: the run directory may be gone, or its report changed
         print(f"pt2kit: the workaround's run of the program was not added to the report: {type(e).__name__}: {e}")
         return 1
-    print(f"pt2kit: {Path(check.script).name} with the workaround: {'ran to the end' if ran else 'did not run to the end'}")
+    print(f"pt2kit: {Path(check.script).name} {f'ran to the end with: {ran.what}' if ran else 'did not run to the end'}")
     return 0
 
 

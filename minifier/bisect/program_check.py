@@ -19,7 +19,7 @@ the command's pipes, so a caller reading ``minify run``'s output is not kept wai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -48,10 +48,31 @@ class ProgramCheck:
     code: str
     what: str
     program_seconds: float
+    #: the other workarounds that fix the repro, ``[code, what]``, each tried in turn should the program still fail
+    others: list[list[str]] = field(default_factory=list)
 
 
 #: What ``repro.py``'s header says was seen to run right with the workaround, by ``verified_on``.
-SEEN = {"program": "the program runs to the end with it", "graph": "the graph it failed in runs right with it"}
+SEEN = {
+    "program": "the program runs to the end with it",
+    "graph": "the graph it failed in runs right with it",
+    "repro": "repro.py runs right with it; the program runs with it in the background",
+}
+
+
+def say_in_header(path: Path, code: str, what: str, verified_on: str) -> None:
+    """Say the workaround in the repro's header comment, in place of one said before (the code it runs is unchanged)."""
+    lines = path.read_text().splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.startswith("# Workaround (")), None)
+    if start is not None:
+        end = start + 1
+        while end < len(lines) and lines[end].startswith("#     "):
+            end += 1
+        del lines[start:end]
+    header = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+    said = [f"# Workaround ({SEEN.get(verified_on, SEEN['graph'])}): {what}. Run before the program:\n"]
+    said += [f"#     {line}\n" for line in code.splitlines()]
+    path.write_text("".join(lines[:header] + said + lines[header:]))
 
 
 def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool | None:

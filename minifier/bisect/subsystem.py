@@ -39,7 +39,7 @@ from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import run_case
 from ..unit.check import Stage
-from .program_check import SEEN, ProgramCheck
+from .program_check import ProgramCheck
 from . import program_check
 
 if TYPE_CHECKING:
@@ -381,9 +381,11 @@ def find_workaround(
 
     ``interim`` hears of an option that fixes the repro (``verified_on: repro``) before
     the program runs with it: the slow part, which the user need not wait for. With
-    ``later``, the program does not run now: the first option that fixes ``graph`` too
-    is the answer (``verified_on: graph``), and ``later`` gets the program's run with it,
-    to go on in the background (:mod:`~minifier.bisect.program_check`).
+    ``later``, neither ``graph`` nor the program is asked now: the first option that fixes
+    the repro is the answer (``verified_on: repro``), and ``later`` gets the program's runs
+    with it and, should the program still fail, with the others that fix the repro, in
+    order, to go on in the background (:mod:`~minifier.bisect.program_check`). (``graph``
+    is a compile of the program's whole failing graph: on a model, most of the program.)
     """
     options = workarounds(subsystem, stage, backend)
     if minimized is not None and options:
@@ -391,14 +393,16 @@ def find_workaround(
             [(functools.partial(passes_with_code, minimized, o, accuracy), f"repro.py with a workaround: {o.what}") for o in options]
         )
         options = [o for o, fixed in zip(options, fixes) if fixed is not None and fixed.value]
+    rerun = script is not None and session.program_seconds <= PROGRAM_RERUN_LIMIT
+    if later is not None and rerun and minimized is not None and options:
+        first, *others = options
+        later(ProgramCheck(str(script), args, first.code, first.what, session.program_seconds, [[o.code, o.what] for o in others]))
+        return Workaround(first.code, first.what, "repro")
     for option in options:
         asked = functools.partial(passes_with_code, graph, option, accuracy)
         label = f"{graph.label()}: trying a workaround: {option.what}"
-        rerun = script is not None and session.program_seconds <= PROGRAM_RERUN_LIMIT
-        if not rerun or later is not None:
+        if not rerun:
             if session.query(asked, label).value:
-                if rerun and later is not None:
-                    later(ProgramCheck(str(script), args, option.code, option.what, session.program_seconds))
                 return Workaround(option.code, option.what, "graph")
             continue
         assert script is not None
@@ -518,8 +522,4 @@ class Confirming:
 
 def add_workaround_to_repro(path: Path, workaround: Workaround) -> None:
     """Say the workaround in the repro's header comment (the code the repro runs is unchanged)."""
-    lines = path.read_text().splitlines(keepends=True)
-    header = next(i for i, line in enumerate(lines) if not line.startswith("#"))
-    said = [f"# Workaround ({SEEN.get(workaround.verified_on, SEEN['graph'])}): {workaround.what}. Run before the program:\n"]
-    said += [f"#     {line}\n" for line in workaround.code.splitlines()]
-    path.write_text("".join(lines[:header] + said + lines[header:]))
+    program_check.say_in_header(path, workaround.code, workaround.what, workaround.verified_on)

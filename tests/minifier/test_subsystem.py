@@ -106,8 +106,8 @@ def test_minify_run_leaves_the_programs_run_with_the_workaround_to_the_backgroun
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
-    # at exit: the workaround seen on the repro and on the graph the program failed in; the program's run to come
-    assert printed["workaround"]["verified_on"] == "graph" and printed["workaround"]["verified"] is False
+    # at exit: the workaround seen on the repro; the program's run with it to come
+    assert printed["workaround"]["verified_on"] == "repro" and printed["workaround"]["verified"] is False
     assert printed["pending"] == [PENDING] and "runs with the workaround in the background" in done.stderr
     run_dir = Path(printed["repro"]).parent
     report = run_dir / "report.json"
@@ -122,25 +122,34 @@ def test_minify_run_leaves_the_programs_run_with_the_workaround_to_the_backgroun
     assert "ran to the end" in (run_dir / "logs" / "program-check.log").read_text()
 
 
-def test_a_program_that_still_fails_with_the_workaround_leaves_it_seen_on_the_graph_with_a_note(tmp_path):
-    from minifier.afterwards import add_program_check as finish
-    from minifier.bisect.program_check import CHECK_FILE, PENDING, SEEN, ProgramCheck
+def test_the_background_check_keeps_the_workaround_the_program_ran_with_or_says_why_none(tmp_path):
+    from minifier.afterwards import add_program_check
+    from minifier.bisect.program_check import CHECK_FILE, PENDING, SEEN, ProgramCheck, say_in_header
 
     (tmp_path / "work").mkdir()
-    check = ProgramCheck(str(tmp_path / "train.py"), [], "import torch\n", "a workaround", 3.0)
-    (tmp_path / CHECK_FILE).write_text(json.dumps(check.__dict__))
-    workaround = {"code": check.code, "what": check.what, "verified_on": "graph", "verified": False}
-    header = f"# Workaround ({SEEN['graph']}): a workaround. Run before the program:\n"
-    for ran, verified_on in ((False, "graph"), (None, "graph"), (True, "program")):
-        (tmp_path / "report.json").write_text(json.dumps({"status": "minified", "workaround": dict(workaround), "pending": [PENDING], "notes": []}))
-        (tmp_path / "repro.py").write_text(header + "import torch\n")
-        finish(tmp_path, ran, 2.5)
+    first = ProgramCheck(str(tmp_path / "train.py"), [], "import torch\n", "the narrow one", 3.0, [["pass\n", "a lighter backend"]])
+    (tmp_path / CHECK_FILE).write_text(json.dumps(first.__dict__))
+    lighter = ProgramCheck(first.script, [], "pass\n", "a lighter backend", 3.0)
+    for ran, timed_out, said in (
+        (None, False, "train.py still fails with the workaround"),
+        (None, True, "train.py did not end in time"),
+        (first, False, None),
+        (lighter, False, None),  # (the program still failed with the first: the next that fixes the repro)
+    ):
+        workaround = {"code": first.code, "what": first.what, "verified_on": "repro", "verified": False}
+        (tmp_path / "report.json").write_text(json.dumps({"status": "minified", "workaround": workaround, "pending": [PENDING], "notes": []}))
+        (tmp_path / "repro.py").write_text("# pt2kit repro\nimport torch\n")
+        say_in_header(tmp_path / "repro.py", first.code, first.what, "repro")
+        add_program_check(tmp_path, ran, 2.5, timed_out=timed_out)
         data = json.loads((tmp_path / "report.json").read_text())
-        assert data["workaround"]["verified_on"] == verified_on and data["workaround"]["verified"] is bool(ran)
-        assert "pending" not in data
-        said = {False: "train.py still fails with the workaround", None: "train.py did not end in time", True: None}[ran]
-        assert (said in " ".join(data["notes"])) if said else data["notes"] == []
-        assert (SEEN["program"] if ran else SEEN["graph"]) in (tmp_path / "repro.py").read_text()
+        header = (tmp_path / "repro.py").read_text()
+        assert "pending" not in data and header.count("# Workaround (") == 1
+        if ran is None:
+            assert data["workaround"]["verified_on"] == "repro" and data["workaround"]["verified"] is False
+            assert said in " ".join(data["notes"]) and SEEN["repro"] in header
+        else:
+            assert data["workaround"] == {"code": ran.code, "what": ran.what, "verified_on": "program", "verified": True}
+            assert data["notes"] == [] and f"# Workaround ({SEEN['program']}): {ran.what}." in header
 
 
 @pytest.mark.e2e
