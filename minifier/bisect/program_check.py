@@ -1,16 +1,17 @@
 """The workaround's run of the whole program, in the background: ``minify run`` does not wait for it.
 
-Below the stage verifies a workaround on the repro and on the graph the program failed
-in, each a query of seconds. Then the unchanged program runs with it, torch alone, to the
-end (:func:`~minifier.bisect.subsystem.runs_to_the_end`): a run as long as the program's
-own, and longer than the failing one, since with the workaround the program goes on past
-its failure. That run is the one part of ``minify run`` whose answer the user can read
-later, so by default it runs in a detached process once the command's last report is
-written (:func:`minifier.afterwards.start_program_check`: ``python -m minifier.afterwards
-RUN_DIR``). When it ends, it adds its answer to ``report.json`` and redraws the page:
-``workaround.verified_on`` becomes ``program`` and ``verified`` true, or a note says the
-program still fails with it. Meanwhile ``pending`` names it (:data:`PENDING`).
-``--wait`` (``PT2KIT_WAIT=1``) runs it in the foreground instead, as before.
+Below the stage verifies workarounds on the repro, each a query of seconds. Then the
+unchanged program runs with one, torch alone, to the end (:func:`runs_to_the_end`): a run
+as long as the program's own, and longer than the failing one, since with the workaround
+the program goes on past its failure. That run is the one part of ``minify run`` whose
+answer the user can read later, so by default it runs in a detached process once the
+command's last report is written (:func:`minifier.afterwards.start_program_check`:
+``python -m minifier.afterwards RUN_DIR``), with the first workaround that fixes the
+repro, then the next should the program still fail. When it ends, it adds its answer to
+``report.json``, the page and the repro's header: ``workaround.verified_on`` becomes
+``program`` and ``verified`` true for the one the program ran to the end with, or a note
+says none did. Meanwhile ``pending`` names it (:data:`PENDING`). ``--wait``
+(``PT2KIT_WAIT=1``) runs it in the foreground instead, beside a query of the failing graph.
 
 The detached process owns the run directory by then: ``minify run`` has written its
 last report and exited. Its output goes to ``logs/program-check.log``; it holds none of
