@@ -465,10 +465,7 @@ def minify_repro(
     except NoFailure as e:
         if device is None and repros[0].failure is not None:  # (it failed where it was saved: the hook's graph)
             broken = replayed_in_pieces(session, [(case.label(), case) for case, _ in cases])
-            said = "" if broken is None else (
-                f": dynamo breaks {broken[0]} when pt2kit compiles it again ({broken[1]}), where the program compiled "
-                "it whole, so that part runs eagerly in every stage"
-            )  # fmt: skip
+            said = "" if broken is None else f": {broken}"
             raise NotReproducible(f"{path.name} failed where it was saved ({repros[0].failure}) but passes alone{said}") from None
         if device is None:
             raise

@@ -368,10 +368,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
     elif broken := replayed_in_pieces(session, [(r.label, r.case) for r in report.rows if r.case is not None]):
-        hint = (
-            f"; dynamo breaks {broken[0]} when pt2kit compiles it again ({broken[1]}), where the program compiled it "
-            "whole: that part runs eagerly in every stage, so the failure cannot show in isolation"
-        )
+        hint = f"; {broken}"
     elif captured.state_missing:
         hint = "; " + STATE_MISSING_HINT + "; ".join(
             captured.state_missing
@@ -410,12 +407,16 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     )
 
 
-def replayed_in_pieces(session: Session, graphs: list[tuple[str, GraphCase]]) -> tuple[str, str] | None:
-    """The first of the dynamo ``graphs`` (label, case) dynamo breaks when its repro compiles it again, and why
-    (:func:`~minifier.stages.run.replay_breaks`)."""
+def replayed_in_pieces(session: Session, graphs: list[tuple[str, GraphCase]]) -> str | None:
+    """Why the first of the dynamo ``graphs`` (label, case) that dynamo breaks when its repro compiles it again
+    cannot fail in isolation (:func:`~minifier.stages.run.replay_breaks`); None when dynamo takes each whole."""
     dynamo = [(label, case) for label, case in graphs if case.boundary == Boundary.DYNAMO]
     results = session.query_all([(functools.partial(replay_breaks, c), f"{label}: compiled again whole?") for label, c in dynamo])
-    return next(((label, q.value[0]) for (label, _), q in zip(dynamo, results) if q is not None and q.ok and q.value), None)
+    label, why = next(((label, q.value[0]) for (label, _), q in zip(dynamo, results) if q is not None and q.ok and q.value), (None, None))
+    return None if label is None else (
+        f"dynamo breaks {label} when pt2kit compiles it again ({why}), where the program compiled it whole: that part "
+        "runs eagerly in every stage, so the failure cannot show in isolation"
+    )  # fmt: skip
 
 
 def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool:
