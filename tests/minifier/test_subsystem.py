@@ -204,10 +204,11 @@ def test_the_bisectors_first_questions_are_asked_while_the_repro_runs_elsewhere(
 
     assert result.verified and result.below is not None and result.below.subsystem is not None
     assert (result.below.subsystem.name, result.below.subsystem.detail) == ("lowerings", "aten.relu.default")
-    steps = [(step.step, step.ended) for step in result.timeline if step.ended is not None]
-    elsewhere = next(ended for label, ended in steps if label.startswith("running repro.py elsewhere"))
-    disabled = [(label, ended) for label, ended in steps if ": without " in label]
-    # every subsystem disabled whole was asked once, and the first of them before the repro's run ended
+    steps = [(step.step, step.ended - step.seconds, step.ended) for step in result.timeline if step.ended is not None]
+    elsewhere = next(ended for label, _, ended in steps if label.startswith("running repro.py elsewhere"))
+    disabled = [(label, started) for label, started, _ in steps if ": without " in label]
+    # every subsystem disabled whole was asked once, and the first was asked while the repro still ran elsewhere
+    # (when it ends is the two cores' business, not the design's: a loaded machine may finish it later)
     assert len({label for label, _ in disabled}) == len(disabled) >= 2
     assert disabled[0][1] < elsewhere
 
