@@ -37,7 +37,7 @@ from .bisect.culprit import pin_down_again, replayed_in_pieces
 from .bisect.subsystem import AskAhead
 from .capture.program import ProgramRun
 from .bisect.choice import check_after, choose_graph, lowered_from
-from .result import MinifyResult
+from .result import BISECTED, Bisected, MinifyResult
 from .capture.blame import Blame
 from .unit.case import GraphCase
 from .unit.check import Check, Stage
@@ -121,6 +121,7 @@ class Provenance:
     bisect: BisectReport | None = None
     blame: Blame = Blame()
     failure_rate: float | None = None
+    bisected: Bisected | None = None  # a resumed run's: what the interrupted run saved of its bisection
 
 
 @dataclass
@@ -153,6 +154,9 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
     source = came.blame.graph_file
     prior = bisect.profiled.get(str(source)) if bisect is not None and source is not None and case is before else None
     reduction = start_reducer(session, case, check.asked(tries_for(failure_rate)), came, prior)
+    if bisect is not None:  # (a rerun resumes without bisecting again, and reports this)
+        saved = Bisected.of(bisect, before, came.failure.signature).to_json()
+        (session.run_dir / BISECTED).write_text(json.dumps(saved))
     with holding(session.run_dir):  # a second run of this command meanwhile starts afresh
         path, verified, notes = reduce_and_write(session, reduction, case)
     asked = reduction.query.check
@@ -180,6 +184,7 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
         accuracy=asked.accuracy,
         bisect=bisect,
         resumed_from=str(came.resume.parent) if came.resume is not None else None,
+        bisected=came.bisected,
         run_dir=session.run_dir,
         failure_rate=failure_rate,
     )
@@ -419,7 +424,16 @@ def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyR
         loaded = load_repro(Path(state.origin))
     except (OSError, KeyError, TypeError, ValueError) as e:  # (json.JSONDecodeError and a bad status are ValueErrors)
         raise CorruptRecord(f"cannot resume from {checkpoint}: {e}") from None
-    return minify_case(session, loaded.case, state.check, Provenance(Failure(state.check.failure), key, checkpoint))
+    came = Provenance(Failure(state.check.failure), key, checkpoint, bisected=saved_bisection(checkpoint.parent))
+    return minify_case(session, loaded.case, state.check, came)
+
+
+def saved_bisection(run_dir: Path) -> Bisected | None:
+    """What an interrupted run saved of its bisection (None when it had none, or from a version that saved none)."""
+    try:
+        return Bisected.from_json(json.loads((run_dir / BISECTED).read_text()))
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
 
 
 def minify_repro(

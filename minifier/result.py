@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pt2kit.errors import CorruptRecord
-from .bisect.report import REPORT_SCHEMA, BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, Row, plain_json
+from pt2kit.signature import Signature
+from .bisect.report import REPORT_SCHEMA, BelowRecord, BisectRecord, BisectReport, GraphRecord, GraphRef, plain_json
 from .isolation.timeline import TimelineStep
 from .unit.case import Boundary, GraphCase, GraphInput
 from .capture.context import missing_config
@@ -27,6 +28,61 @@ from .releases.checks import Releases
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
+
+
+@dataclass(frozen=True)
+class Bisected:
+    """What a minification's record takes from the bisection that chose its graph.
+
+    Saved beside the reducer's checkpoint (:data:`BISECTED`), so that a resumed run, which
+    does not bisect again, still reports the program's stage table. ``statuses``: the
+    dynamo row's stage outcomes, when that row fails the way the minified graph does (an
+    aot row ran only two stages, the dynamo row all four).
+    """
+
+    script: str | None
+    kernel: str | None
+    graphs: tuple[GraphRecord, ...]
+    statuses: dict[str, str] | None
+    distributed: dict[str, Any] | None
+    nproc: int = 1
+
+    @classmethod
+    def of(cls, bisect: BisectReport, before: GraphCase, signature: Signature | None) -> Bisected:
+        row = next(
+            (r for r in bisect.rows if r.boundary == Boundary.DYNAMO and r.case is not None and r.case.index == before.index),
+            None,
+        )
+        first = row.first_failure if row is not None else None
+        speaks = row is not None and first is not None and first.failure is not None and first.failure.signature == signature
+        return cls(
+            script=bisect.script,
+            kernel=bisect.kernel,
+            graphs=tuple(r.record(bisect.stages) for r in bisect.rows),
+            statuses={s: ("pass" if o.passed else "fail") for s, o in row.outcomes.items()} if speaks and row else None,
+            distributed=plain_json(bisect.distributed()),
+            nproc=bisect.nproc,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "script": self.script,
+            "kernel": self.kernel,
+            "graphs": [g.to_json() for g in self.graphs],
+            "statuses": self.statuses,
+            "distributed": self.distributed,
+            "nproc": self.nproc,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Bisected:
+        """What :meth:`to_json` wrote; KeyError or TypeError when it is malformed."""
+        graphs = tuple(GraphRecord.from_json(g) for g in data["graphs"])
+        return cls(data["script"], data["kernel"], graphs, data["statuses"], data["distributed"], int(data["nproc"]))
+
+
+#: Where a run keeps its :class:`Bisected`, beside the reducer's checkpoint.
+BISECTED = "bisected.json"
 
 
 @dataclass
@@ -44,6 +100,7 @@ class MinifyResult:
     accuracy: Accuracy
     bisect: BisectReport | None = None
     resumed_from: str | None = None
+    bisected: Bisected | None = None  # a resumed run's: the interrupted run's bisection, as it saved it
     run_dir: Path | None = None
     notes: list[str] = field(default_factory=list)
     failure_rate: float | None = None  # a flaky failure: how often it failed when measured (minifier.stages.flaky)
@@ -52,41 +109,23 @@ class MinifyResult:
     releases: Releases | None = None  # the repro under other torch releases (--torch-versions)
     pending: list[str] = field(default_factory=list)  # what is still being looked at, the repro written (afterwards)
 
-    def distributed(self) -> dict[str, Any]:
+    def distributed(self, bisected: Bisected | None) -> dict[str, Any]:
         """Where a distributed job's repro comes from, and what it runs its collectives on."""
         from .repro.writer import needs_process_group
 
         job = self.after.distributed or {}
-        out = dict(self.bisect.distributed() or {}) if self.bisect is not None else {}
+        out = dict(bisected.distributed or {}) if bisected is not None else {}
         out.update({k: v for k, v in job.items()})
         out["process_group"] = "fake" if needs_process_group(self.after) else None  # none left: the repro needs none
         return out
-
-    def _dynamo_row(self) -> Row | None:
-        if self.bisect is None:
-            return None
-        return next(
-            (
-                r
-                for r in self.bisect.rows
-                if r.boundary == Boundary.DYNAMO and r.case is not None and r.case.index == self.before.index
-            ),
-            None,
-        )
 
     def record(self) -> MinifyRecord:
         """What this minification produced, as data: report.json's (docs/minify.md)."""
         signature = self.failure.failure.signature if self.failure.failure else None
         stages = stage_names(self.before.backend)
-        statuses = {self.failure.stage: "fail"}
-        dynamo_row = self._dynamo_row()
-        first = dynamo_row.first_failure if dynamo_row is not None else None
-        # the dynamo row ran all four stages, an aot row only two; it speaks for the failure
-        # when it fails that way (rebuilt alone, it may fail another way at an earlier stage)
-        if dynamo_row is not None and first is not None and first.failure is not None and first.failure.signature == signature:
-            statuses = {s: ("pass" if o.passed else "fail") for s, o in dynamo_row.outcomes.items()}
-        bisect = self.bisect
-        from_a_job = self.after.distributed or (bisect is not None and bisect.nproc > 1)
+        bisected = Bisected.of(self.bisect, self.before, signature) if self.bisect is not None else self.bisected
+        statuses = (bisected.statuses if bisected is not None else None) or {self.failure.stage: "fail"}
+        from_a_job = self.after.distributed or (bisected is not None and bisected.nproc > 1)
         return MinifyRecord(
             failure=FailureSummary(
                 kind=signature.kind if signature else None,
@@ -109,15 +148,15 @@ class MinifyResult:
             below=BelowRecord.of(self.below or Below()),
             accuracy=self.accuracy,
             inputs="random" if all(i.is_random for i in self.after.inputs if i.is_tensor) else "real",
-            distributed=plain_json(self.distributed()) if from_a_job else None,
+            distributed=plain_json(self.distributed(bisected)) if from_a_job else None,
             config=plain_json(self.after.config),
             config_missing=tuple(missing_config(self.after.config)),
             run_dir=str(self.run_dir) if self.run_dir else None,
             resumed_from=self.resumed_from,
-            kernel=bisect.kernel if bisect is not None else None,
+            kernel=bisected.kernel if bisected is not None else None,
             notes=tuple(self.notes),
-            script=bisect.script if bisect is not None else None,
-            graphs=None if bisect is None else tuple(row.record(bisect.stages) for row in bisect.rows),
+            script=bisected.script if bisected is not None else None,
+            graphs=None if bisected is None else bisected.graphs,
             timeline=tuple(self.timeline),
             releases=self.releases,
             pending=tuple(self.pending),

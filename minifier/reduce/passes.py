@@ -367,6 +367,9 @@ def make_static(r: Reducer) -> None:
 #: enough for a repro: :func:`shrink_shapes` leaves their sizes alone.
 SMALL_INPUTS = 4096
 
+#: The queries after which :func:`shrink_shapes` starts no new group of same-sized dims.
+SHAPE_QUERIES = 6
+
 
 def shrink_shapes(r: Reducer) -> None:
     """Make each random input's sizes as small as the failure allows.
@@ -382,16 +385,23 @@ def shrink_shapes(r: Reducer) -> None:
     of a few thousand random numbers is small already, the sizes are the ones the bug
     was seen at, and a failure may need them about this large (an abort in a kernel
     big enough to run threaded).
+
+    The pass starts no new group once it has asked :data:`SHAPE_QUERIES`: its cost
+    follows the inputs' distinct sizes, not the graph's nodes, and the query bound
+    (``2·log2 n + c``) has room for a constant here, not for one search per size of a
+    large 3-d input. The largest sizes go first, so what is left is the smaller ones.
     """
     if _already_small(r, r.best):
         return
-    before = r.best.shapes
+    before, asked = r.best.shapes, r.queries
     everything = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n > 1]
     if not (everything and r.consider(_resized(r, everything, 1))):  # one query, for a bug that does not care about sizes
         for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
             members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
             if members:
                 _shrink_group(r, members, size)
+            if r.queries - asked >= SHAPE_QUERIES:
+                break
     if r.best.shapes != before:
         r.reprofiled()
 

@@ -137,3 +137,8 @@ def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(in_process, model_sc
     assert result.after.op_names() == ["aten.cos.default"]
     # the resumed run skips capture and bisection and reuses the cached answers
     assert result.queries < 20 and cached >= 3
+    # and its report still holds the program's stage table, as the interrupted run saved it
+    record = result.record()
+    assert record.script == str(script) and record.graphs, record
+    assert record.graphs[0].stages["planted_compile_error"] == "compile_error", record.graphs
+    assert record.stages == {"eager": "pass", "aot_eager": "pass", "aot_eager_decomp_partition": "pass", "planted_compile_error": "fail"}

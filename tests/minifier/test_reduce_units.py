@@ -316,6 +316,27 @@ def test_inputs_already_small_keep_their_sizes():
     assert large.queries > 1 and dict(large.best.shapes)["t_1"] != (2, 64, 64)
 
 
+def test_shrinking_shapes_stops_at_its_query_budget():
+    # An input of many distinct sizes, each of them needed (prime, so each size's search
+    # is its one "try 1"): the pass stops starting groups at SHAPE_QUERIES, whatever the
+    # number of dims; the largest sizes were asked, the smallest are left as they were.
+    from minifier.reduce.passes import SHAPE_QUERIES, shrink_shapes
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from pt2kit.signature import Failure, Signature
+    from minifier.stages.run import Outcome
+
+    shape = (2, 3, 5, 7, 11, 13, 17)
+    target = Signature("crash", "SIGABRT", "process killed by SIGABRT")
+    case = _chain([torch.ops.aten.relu.default], torch.randn(*shape))
+    query = lambda candidates: [Outcome("judge", Failure(target) if tuple(c.inputs[0].meta.shape) == shape else None, 0.0) for c, _, _ in candidates]
+    reducer = Reducer(case, profile_case(case), target, query)
+    reducer.best = replace(reducer.best, random=frozenset({"t_1"}))
+    shrink_shapes(reducer)
+    assert reducer.queries == SHAPE_QUERIES < 1 + len(shape)
+    assert dict(reducer.best.shapes).get("t_1", shape) == shape
+
+
 @pytest.mark.parametrize(("shape", "ends_at"), [((64, 128), (1, 1)), ((2, 16, 32), (2, 16, 32))])
 def test_the_finishing_tries_go_out_together_and_end_the_reduction_in_one_round(shape, ends_at):
     # A one-node graph whose failure needs the config but not the values or sizes: the
