@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from rich.console import Console
 
@@ -65,6 +65,10 @@ def new_run_dir(out: Path, name: str) -> Path:
     raise OutputNotWritable(out, "a thousand run directories of this second already exist")
 
 
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
 class Session:
     """One run: its directory, the executor its queries go through, its progress line, its timeline and the
     runs of the user's program (:class:`~minifier.isolation.programs.Programs`), with the query counter."""
@@ -99,6 +103,9 @@ class Session:
         #: Below the stage leaves the program's run with the workaround to the background
         #: (``minify run`` without ``--wait``: :mod:`minifier.bisect.program_check`).
         self.program_later = False
+        #: A fresh interpreter that imported torch already, waiting to run the written repro
+        #: elsewhere (:class:`minifier.stages.elsewhere.ReadyInterpreter`); closed with the session.
+        self.ready: Closable | None = None
 
     def warm_up(self, inductor: bool = True, preload: Sequence[str] = ()) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query.
@@ -224,6 +231,9 @@ class Session:
     def close(self) -> None:
         self.progress.clear()
         self.programs.kill_all()  # started, and then nobody waited (an error, a resumed run)
+        if self.ready is not None:
+            self.ready.close()
+            self.ready = None
         self.worker.close()
 
 

@@ -88,12 +88,92 @@ def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:
     return root
 
 
+#: A fresh interpreter's code that imports torch, then waits for one line on stdin (the
+#: repro's file name and the Inductor cache it runs on, as JSON) and runs that repro as
+#: :data:`RUN_WITH_TORCH_ALONE` would. ``import torch`` reads neither the cache nor the
+#: repro's directory: paid beforehand, it is the same run, about 2 s sooner.
+READY_RUNNER = (
+    "import json, os, runpy, sys\n"
+    f"for name in {PT2KIT_PACKAGES!r}:\n"
+    "    sys.modules[name] = None  # importing pt2kit from a repro fails\n"
+    "import torch  # (every repro's first import)\n"
+    "order = json.loads(sys.stdin.readline() or 'null')\n"
+    "if order is None:\n"
+    "    sys.exit(0)  # never asked\n"
+    "os.environ['TORCHINDUCTOR_CACHE_DIR'] = order['cache']\n"
+    "sys.argv = [order['name']]\n"
+    "sys.path.insert(0, os.getcwd())\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+def elsewhere_env() -> dict[str, str]:
+    """The environment of a run elsewhere, its Inductor cache aside: the user's, no repro hook, no PYTHONPATH, no pt2kit autoload."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR"))}
+    env["PT2KIT_AUTOLOAD"] = "0"
+    return env
+
+
+class ReadyInterpreter:
+    """A fresh ``python -P`` in an empty directory of its own that has imported torch and waits for a repro.
+
+    Started as the reduction starts (:meth:`start`), so that the written repro's run
+    elsewhere (:func:`run_elsewhere`) does not pay torch's import after the repro is
+    written. It runs one repro, once; :meth:`close` kills it and removes its directory,
+    used or not (the session closes an unused one).
+    """
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+        import tempfile
+
+        self._where = tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-")
+        self.where = Path(self._where.name)
+        self.err = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, "-P", "-c", READY_RUNNER],
+            cwd=self.where,
+            env=elsewhere_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=self.err,
+        )
+
+    def order(self, name: str, cache: str) -> bool:
+        """Run the repro ``name`` (copied into :attr:`where`) on ``cache``; False when the interpreter is gone."""
+        import json
+
+        if self.process.poll() is not None or self.process.stdin is None:
+            return False
+        try:
+            self.process.stdin.write((json.dumps({"name": name, "cache": cache}) + "\n").encode())
+            self.process.stdin.close()
+        except OSError:  # (it died between the poll and the write)
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.err.close()
+        self._where.cleanup()
+
+
+def get_ready(session: Session) -> None:
+    """Start the interpreter the written repro's run elsewhere will use (:class:`ReadyInterpreter`), unless one waits already."""
+    if session.ready is None and os.environ.get("PT2KIT_VERIFY_ELSEWHERE") != "0":
+        session.ready = ReadyInterpreter()
+
+
 def run_elsewhere(
     path: Path,
     timeout: float | None,
     *,
     python: Path | None = None,
     while_running: Callable[[Callable[[], bool]], None] | None = None,
+    ready: ReadyInterpreter | None = None,
 ) -> ElsewhereRun:
     """Run the repro at ``path`` as its reader will: a copy in a new directory, torch alone, no warm cache.
 
@@ -104,15 +184,19 @@ def run_elsewhere(
     interpreter of another environment (another torch release, any repro, pt2kit's or
     torch's own), which always gets an empty cache. ``while_running(done)``: work done
     meanwhile, which returns soon after ``done()`` says the run ended (its time is the
-    run's, within ``timeout``).
+    run's, within ``timeout``). ``ready``: an interpreter that imported torch already,
+    in a directory of its own, to run it in (used up; a fresh one when it is gone).
     """
+    import contextlib
     import shutil
     import subprocess
     import sys
     import tempfile
     import time
 
-    with tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-") as where, tempfile.TemporaryFile() as err:
+    ready = ready if python is None else None
+    with contextlib.ExitStack() as stack:
+        where = str(ready.where) if ready else stack.enter_context(tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-"))
         for sibling in path.parent.iterdir():
             if sibling.is_file() and sibling.suffix in (".py", ".pt"):
                 shutil.copy(sibling, Path(where) / sibling.name)
@@ -121,17 +205,19 @@ def run_elsewhere(
         loaded = load_repro(path) if python is None else None
         clean = clean_inductor_cache(loaded.case, loaded.stage) if loaded is not None else None
         cache = str(clean) if clean is not None else str(Path(where) / "inductor-cache")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PYTHONPATH"))}
-        env.update({"PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": cache})
         start = time.perf_counter()
-        child = subprocess.Popen(
-            # (-P, safe here, is not known to a Python older than 3.11 another environment may have)
-            ([sys.executable, "-P"] if python is None else [str(python)]) + ["-c", RUN_WITH_TORCH_ALONE, path.name],
-            cwd=where,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,  # (a file, not a pipe: nobody reads a pipe while the work meanwhile runs)
-        )
+        if ready is not None and ready.order(path.name, cache):
+            child, err = ready.process, ready.err
+        else:
+            err = stack.enter_context(tempfile.TemporaryFile())  # (a ready one gone: a fresh one in its directory)
+            child = subprocess.Popen(
+                # (-P, safe here, is not known to a Python older than 3.11 another environment may have)
+                ([sys.executable, "-P"] if python is None else [str(python)]) + ["-c", RUN_WITH_TORCH_ALONE, path.name],
+                cwd=where,
+                env={**elsewhere_env(), "TORCHINDUCTOR_CACHE_DIR": cache},
+                stdout=subprocess.DEVNULL,
+                stderr=err,  # (a file, not a pipe: nobody reads a pipe while the work meanwhile runs)
+            )
         try:
             if while_running is not None:
                 while_running(lambda: child.poll() is not None)
@@ -229,14 +315,20 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
     if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
         return True, "not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only"
     meanwhile = session.while_verifying
-    elsewhere = session.timed(
-        "running repro.py elsewhere: torch alone, another directory, no warm cache",
-        lambda: run_elsewhere(
-            path,
-            session.timeout,
-            while_running=None if meanwhile is None else functools.partial(meanwhile, loaded.case, written),
-        ),
-    )
+    ready, session.ready = session.ready, None
+    try:
+        elsewhere = session.timed(
+            "running repro.py elsewhere: torch alone, another directory, no warm cache",
+            lambda: run_elsewhere(
+                path,
+                session.timeout,
+                while_running=None if meanwhile is None else functools.partial(meanwhile, loaded.case, written),
+                ready=ready if isinstance(ready, ReadyInterpreter) else None,
+            ),
+        )
+    finally:
+        if ready is not None:
+            ready.close()
     if shows_failure(elsewhere.returncode, elsewhere.stderr, target):
         return True, None
     (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)

@@ -59,7 +59,8 @@ def test_repro_imports_only_torch_stdlib_and_user_modules(tmp_path):
     assert imported <= {"torch", "sys", "pathlib", "mylib"}
 
 
-def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_from_there(tmp_path):
+@pytest.mark.parametrize("ready", [False, True], ids=["fresh", "ready"])
+def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_from_there(tmp_path, ready):
     src = tmp_path / "src"
     (src / "mypkg" / "inner").mkdir(parents=True)
     (src / "mypkg" / "__init__.py").write_text("from .inner.ops import TWO\n")
@@ -80,12 +81,26 @@ def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_
     done = subprocess.run([sys.executable, "-c", probe], cwd=out, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "5", done.stderr
     # and the repro, run as its reader runs it (another directory, PYTHONPATH unset), imports them from its side
-    from minifier.stages.elsewhere import run_elsewhere
+    # (whether in a fresh interpreter or in one that imported torch beforehand, in a directory of its own)
+    from minifier.stages.elsewhere import ReadyInterpreter, run_elsewhere
 
     alone = tmp_path / "alone"
     path = write_repro(GraphCase(trace_module(Model()), inputs, modules=modules[:2]), alone, stage="eager")
-    ran = run_elsewhere(path, 120)
-    assert ran.returncode == 0 and "ModuleNotFoundError" not in ran.stderr, ran.stderr[-2000:]
+    # (the graph runs, then the file says what it saw: pt2kit unimportable, a cache of its own, no PYTHONPATH)
+    probe = (
+        "import os as _os, sys as _sys\n"
+        "try:\n    import minifier\nexcept ImportError:\n"
+        "    _sys.exit(40 + ('TORCHINDUCTOR_CACHE_DIR' in _os.environ) + 2 * ('PYTHONPATH' not in _os.environ))\n"
+        "_sys.exit(1)\n"
+    )
+    path.write_text(path.read_text().replace('    print(\'did not fail\')\n', probe.replace("\n", "\n    ").join(["    ", "\n"])))
+    interpreter = ReadyInterpreter() if ready else None
+    ran = run_elsewhere(path, 120, ready=interpreter)
+    assert ran.returncode == 43 and "ModuleNotFoundError" not in ran.stderr, (ran.returncode, ran.stderr[-2000:])
+    if interpreter is not None:
+        assert interpreter.process.returncode == 43  # it ran this repro, not a fresh interpreter
+        interpreter.close()
+        assert not interpreter.where.exists()
 
 
 def test_rand_tensor_keeps_layout_and_is_reproducible():
