@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, NoReturn
 
 from pathlib import Path
 
-from .report import BisectReport, signature_of
+from .report import BisectReport, Row, signature_of
 from .plainly import fails_only_plainly
-from .steps import capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
+from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
-from ..unit.case import GraphCase
-from .culprit import failed_owner, finish, matches, no_culprit, pin_down, seen_in_the_program
+from ..unit.case import Boundary, GraphCase
+from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
 from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
@@ -234,7 +234,36 @@ def bisect_saved(
         if first is not None:
             session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {signature_of(first)}")
             report.culprit = report.culprit or row
+    if report.culprit is None and accuracy and aot_rows:
+        report.culprit = judged_aot_graph(session, report, accuracy)
+        if report.culprit is not None:
+            report.note = "its dynamo graph is right by the fp64 rule; its aot graph, whose outputs include what it saves for the backward, is not"
+            return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=False)
     if report.culprit is None:
         what = name if len(cases) == 1 else f"each of the {len(cases)} graphs of {name}"
         raise NoFailure(f"{what} passes every stage" + (" (accuracy checked)" if accuracy else ""))
     return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)
+
+
+def judged_aot_graph(session: Session, report: BisectReport, accuracy: Accuracy) -> Row | None:
+    """The first aot graph that is wrong alone, of saved graphs that each pass whole (accuracy only).
+
+    An aot forward's outputs include what it saves for the backward (a mask, an
+    activation), judged like any output: exactly for bools and integers. A wrong one
+    may never reach the dynamo graph's outputs, or reach them only where the fp64 rule
+    lets them pass (a gradient made 0 where eager's rounding made it nonzero). The
+    ``TORCHDYNAMO_REPRO_AFTER`` hook at level 4 judges each aot graph's first run, and
+    ``minify run`` the aot graphs the program compiled, so a repro they saved for such a
+    failure is lowered again here and its aot graphs judged alone.
+    """
+    for row in list(report.rows):
+        if row.case is None or row.boundary != Boundary.DYNAMO or row.case.backend != report.backend:
+            continue
+        paths, _ = lower(session, row)
+        rows = aot_rows(session, paths, accuracy=accuracy, stop_at=None) if paths else []
+        wrong = next((r for r in rows if r.first_failure is not None), None)
+        if wrong is not None:
+            at = report.rows.index(row) + 1
+            report.rows[at:at] = rows
+            return wrong
+    return None

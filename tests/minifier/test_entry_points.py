@@ -282,6 +282,28 @@ def test_the_hook_at_level_4_minifies_a_wrong_gradient(model_script, tmp_path):
     assert "aten.tanh_backward.default" in report["ops_after"]
 
 
+@pytest.mark.e2e
+@pytest.mark.slow  # (real Inductor, cold kernels)
+def test_the_hook_at_level_4_minifies_a_wrong_mask_its_aot_forward_saves_for_the_backward(tmp_path):
+    """pytorch#185517, a genuine torch bug: the hook judges the aot forward, whose outputs include
+    the bool mask it saves, and sees it differ from eager. The dynamo graph it saves is right by
+    the fp64 rule (its gradient, made 0, is fp64's too), so ``minify repro`` judges that graph's
+    aot graphs alone as well, and minifies the one the hook saw wrong."""
+    name = "inductor_bf16_scalar_unrounded_flips_saved_mask.py"
+    script = tmp_path / name
+    script.write_text((Path(__file__).parent / "real_bugs" / name).read_text())
+    repros = tmp_path / "repros"
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="4", TORCHDYNAMO_REPRO_DIR=str(repros))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
+    assert done.returncode != 0 and "AccuracyError" in done.stderr and "its forward graph" in done.stderr
+    (run_dir,) = repros.glob("run-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "minified", report
+    assert report["graph"]["kind"] == "forward" and sorted(report["ops_after"]) == ["aten.add.Scalar", "aten.ge.Scalar"]
+    alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "AccuracyError" in alone.stderr, alone.stderr[-2000:]
+
+
 # --------------------------------------------------------------------------- #
 # minify run and bisect, with the failure in the backward
 # --------------------------------------------------------------------------- #
