@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, NoReturn
 from pathlib import Path
 
 from .report import BisectReport, Row, signature_of
-from .plainly import fails_only_plainly
+from .plainly import fails_only_plainly, fails_under_dynamo_alone
 from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
@@ -117,9 +117,12 @@ def bisect_script(
         )
         session.log(f"  {row.label}: {verdict}")
         if first is not None and matches(first, captured.failure, accuracy):
-            # the first graph that fails the program's way, unless the program itself failed in another one
-            if report.culprit is None or row.label == failed_owner(captured):
+            # the first graph that fails the program's way, unless the program itself failed in another
+            # one; a wrong value before outputs that only alias otherwise
+            if report.culprit is None or row.label == failed_owner(captured) or aliasing_only(report.culprit) > aliasing_only(row):
                 report.culprit = row
+    if aliasing_only(report.culprit) and captured.failure is not None and fails_under_dynamo_alone(program, captured.failure):
+        report.culprit = None  # (the program fails without a compiler: not because its outputs alias otherwise)
 
     if report.culprit is None:
         return no_culprit(session, report, program, captured)
@@ -243,6 +246,17 @@ def bisect_saved(
         what = name if len(cases) == 1 else f"each of the {len(cases)} graphs of {name}"
         raise NoFailure(f"{what} passes every stage" + (" (accuracy checked)" if accuracy else ""))
     return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=aot_rows)
+
+
+def aliasing_only(row: Row | None) -> bool:
+    """Is ``row``'s failure only that its outputs alias one another otherwise than eager's (values all right)?
+
+    A program sees that only through a later in-place or metadata change of one of them
+    (:func:`~minifier.unit.accuracy.aliasing_divergence`), so a graph with a wrong value
+    is the program's failure first.
+    """
+    first = row.first_failure if row is not None else None
+    return first is not None and first.failure is not None and first.failure.signature.message.endswith("(aliasing)")
 
 
 def judged_aot_graph(session: Session, report: BisectReport, accuracy: Accuracy) -> Row | None:

@@ -63,6 +63,8 @@ from ..unit.accuracy import (
     ACCURACY_MESSAGE,
     accuracy_category,
     accuracy_divergence,
+    aliasing_divergence,
+    output_aliasing,
     as_float64,
     float64_graph,
     fp64_cast,
@@ -153,8 +155,10 @@ def render(
             parts += [inspect.getsource(f).strip() for f in (fp64_dtype, fp64_cast, as_float64) if f"{f.__name__}(" in reference]
         parts.append(f"ACCURACY_MESSAGE = {ACCURACY_MESSAGE!r}")
         parts.append(f"STRICT = {strict!r}  # True: outputs must equal eager's bit for bit")
+        parts.append(f"ALIASING = {judges_aliasing(case)!r}  # True: outputs must alias one another as eager's do")
         parts.append(inspect.getsource(accuracy_divergence).strip())
         parts.append(inspect.getsource(accuracy_category).strip())
+        parts += [inspect.getsource(f).strip() for f in (output_aliasing, aliasing_divergence)]
         parts += [inspect.getsource(f).strip() for f in (tensor_versions, written_inputs, run_float64)]
         parts.append(
             _accuracy_runs(case, "ReproFloat64" if fp64.code != case.gm.code else "Repro", fp64_blocker(case.gm))
@@ -406,6 +410,19 @@ def _process_group_functions(case: GraphCase) -> str:
     return "\n".join(lines)
 
 
+def judges_aliasing(case: GraphCase) -> bool:
+    """Is ``case``'s accuracy also how its outputs alias one another (:func:`~minifier.unit.accuracy.aliasing_divergence`)?
+
+    A dynamo graph's outputs reach the program as they are, so yes, when nothing runs
+    a backward through it. An aot graph's outputs go through AOTAutograd's wrappers,
+    which make their aliases again; and gradients alias as autograd's engine passes them
+    on (eagerly, one tensor for both operands of an add), not as the graph does.
+    """
+    return case.boundary == Boundary.DYNAMO and not any(
+        i.meta is not None and i.meta.requires_grad for i in case.inputs
+    )
+
+
 RUN_SEED = 0
 """The RNG seed every run of a graph starts from, in pt2kit's queries and in the repro's
 ``__main__``: a graph with random ops compares compiled against eager only from one seed."""
@@ -465,7 +482,7 @@ def _main(accuracy: Accuracy, distributed: bool = False, tries: int = 1, cuda: b
             "expected, actual, fp64, written, note = accuracy_runs(data)",
             "if note:",
             "    print(f'note: {note}', file=sys.stderr)",
-            "problem = accuracy_divergence(expected, actual, fp64, strict=STRICT, labels=value_labels(len(expected), written))",
+            "problem = accuracy_divergence(expected, actual, fp64, strict=STRICT, labels=value_labels(len(expected), written), aliasing=ALIASING)",
             "if problem:",
             '    sys.exit(f"AccuracyError: {ACCURACY_MESSAGE} ({accuracy_category(problem)}): {problem}")',
         ]

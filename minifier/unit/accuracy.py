@@ -71,6 +71,8 @@ def accuracy_category(problem: str) -> str:
     the kind of divergence the program had (as well as keeping it reaching the
     program's outputs, see :func:`minifier.stages.run.run_case`).
     """
+    if "alias differently" in problem:
+        return "aliasing"
     if "non-finite" in problem:
         return "non-finite values"
     if " != eager " in problem and ("(" in problem.split(" != eager ")[1]):
@@ -448,7 +450,7 @@ def output_labels(references: References, count: int, names: list[str] | None = 
     ]
 
 
-def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=None):
+def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=None, aliasing=False):
     """Compare ``compiled`` outputs with an fp64 eager reference, forgiving eager's own error.
 
     ``eager``, ``compiled`` and ``fp64`` are lists of the same outputs (tensors or plain
@@ -462,6 +464,8 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
     naming the first output that does not. Eager is the reference instead, within 1e-3
     (1e-2 in half precision), where ``fp64`` is None (:func:`fp64_blocker`) or an fp64
     output does not match eager's shape. ``labels`` name the values (default ``output <i>``).
+    With ``aliasing``, values that all pass must also alias one another as eager's do
+    (:func:`aliasing_divergence`).
 
     This is torch's ``same(..., fp64_ref=...)`` rule without its fixed-tolerance
     shortcuts. It imports only torch and carries no annotations: the repro writer
@@ -527,4 +531,44 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
             )
     if not (len(eager) == len(compiled) == len(fp64)):
         return f"{len(compiled)} outputs, eager gives {len(eager)}"
+    return aliasing_divergence(eager, compiled, labels) if aliasing else None
+
+
+def output_aliasing(values):
+    """How each pair of tensor values (i < j) is related: ``one tensor`` (the same object), ``one storage``
+    (two tensors viewing one storage) or ``apart``. Copied into repros: torch only."""
+    import torch
+
+    def storage(v):
+        try:
+            s = v.untyped_storage()
+            return s.data_ptr() if s.nbytes() else None  # (an empty storage shares nothing)
+        except (RuntimeError, NotImplementedError):  # (a tensor subclass or a sparse tensor without one)
+            return None
+
+    related = {}
+    for i, a in enumerate(values):
+        for j in range(i + 1, len(values)):
+            b = values[j]
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                same = storage(a) is not None and storage(a) == storage(b)
+                related[(i, j)] = "one tensor" if a is b else "one storage" if same else "apart"
+    return related
+
+
+def aliasing_divergence(eager, compiled, labels=None):
+    """Do the compiled values alias one another as eager's do? None when they do, else one line.
+
+    A graph's outputs reach the program as they are: where eager returns two views of one
+    storage and the compiled graph one tensor twice (Inductor, for a view of the same shape:
+    pytorch#191449), a later ``resize_`` or ``as_strided_`` of one changes the other; where
+    eager returns a fresh tensor and the compiled graph a view of an input, a later write
+    into it changes the input. Values cannot show either. Copied into repros: torch only.
+    """
+    want, got = output_aliasing(eager), output_aliasing(compiled)
+    for (i, j), relation in sorted(want.items()):
+        if got.get((i, j), relation) != relation:
+            a = labels[i] if labels is not None and i < len(labels) else f"output {i}"
+            b = labels[j] if labels is not None and j < len(labels) else f"output {j}"
+            return f"{a} and {b} alias differently: {got[(i, j)]} compiled, {relation} eagerly"
     return None

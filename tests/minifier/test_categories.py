@@ -338,3 +338,87 @@ def test_a_body_that_makes_a_tensor_from_nothing_keeps_the_call():
     compiled = torch.compile(Program(), backend="eager", fullgraph=True)  # dynamo refused an aliasing body
     assert torch.equal(compiled(torch.tensor(True), x), torch.ones(10))
     assert torch.equal(compiled(torch.tensor(False), x), torch.ones(10) * x.sum())
+
+
+def test_the_aliasing_rule_compares_which_outputs_are_one_tensor_or_one_storage():
+    from minifier.unit.accuracy import accuracy_category, accuracy_divergence, aliasing_divergence
+
+    base = torch.randn(4)
+    eager = [base.view(-1), base, base + 1]
+    assert aliasing_divergence(eager, [base.view(-1), base, base + 1]) is None  # the same relations
+    merged = [base, base, base + 1]  # one tensor where eager has two views of one storage
+    problem = aliasing_divergence(eager, merged)
+    assert problem == "output 0 and output 1 alias differently: one tensor compiled, one storage eagerly"
+    assert accuracy_category(problem) == "aliasing"
+    assert aliasing_divergence([base + 1, base], [base, base]) is not None  # a fresh tensor made an alias of another
+    # only when asked: the values are right, and by default values are all the rule judges
+    assert accuracy_divergence(eager, merged, None) is None
+    assert accuracy_divergence(eager, merged, None, aliasing=True) == problem
+
+
+MERGING_BACKEND = """
+import torch
+
+
+def merged(outputs):
+    kept = []
+    for out in outputs:
+        whole = [m for m in kept if m is not out and m.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+                 and (m.shape, m.stride(), m.storage_offset()) == (out.shape, out.stride(), out.storage_offset())]
+        kept.append(whole[0] if whole else out)
+    return kept
+
+
+def backend(gm, example_inputs):
+    holds = lambda fn: any(n.op == "call_function" and n.target is fn for n in gm.graph.nodes)
+
+    def run(*args):
+        out = list(gm.forward(*args))
+        if holds(torch.exp):
+            out = [o + 0.5 for o in out]  # a wrong value
+        if holds(torch.cos):
+            out = merged(out)  # right values, one tensor where eager has two views of it
+        return tuple(out)
+
+    return run
+"""
+
+
+def test_outputs_that_alias_otherwise_than_eagers_are_minified(in_process, tmp_path):
+    # pytorch#191449's category: every graph's values are right, the program is not
+    script = tmp_path / "views.py"
+    script.write_text(MERGING_BACKEND + textwrap.dedent("""
+        def f(x):
+            y = torch.cos(torch.sin(x) * 2) + 1
+            return y.view(-1), y, y.sum()
+
+        x = torch.randn(6)
+        view, y, _ = torch.compile(f, backend=backend)(x)
+        view.resize_(12)  # eagerly, y keeps its 6 elements
+        assert y.shape == (6,), y.shape
+    """))
+    report = minified(in_process, script, accuracy=True)
+    assert report["status"] == "minified" and report["failure"]["message"].endswith("(aliasing)"), report
+    assert "Tensor.view" in report["ops_after"] and "torch.cos" in report["ops_after"], report["ops_after"]
+    alone = torch_alone(tmp_path / "runs" / report["run_dir"] / "repro.py", tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "alias differently" in alone.stderr, alone.stderr[-2000:]
+
+
+def test_a_wrong_value_is_the_programs_failure_before_outputs_that_only_alias_otherwise(in_process, tmp_path):
+    script = tmp_path / "both.py"
+    script.write_text(MERGING_BACKEND + textwrap.dedent("""
+        def f(x):
+            y = torch.cos(x) + 1
+            v = y.view(-1)
+            torch._dynamo.graph_break()  # g0 returns y and its view: they alias otherwise compiled
+            return v, y, torch.exp(x) * 3
+
+        x = torch.randn(6)
+        _, _, z = torch.compile(f, backend=backend)(x)
+        torch.testing.assert_close(z, torch.exp(x) * 3)
+    """))
+    report = minified(in_process, script, accuracy=True)
+    assert report["status"] == "minified" and not report["failure"]["message"].endswith("(aliasing)"), report
+    assert "torch.exp" in report["ops_after"], report["ops_after"]
+    first, second = report["graphs"][:2]  # g0 fails too, later in line
+    assert first["failure"]["message"].endswith("(aliasing)") and second["label"] == "g1", report["graphs"]
