@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .report import BisectReport, PinDownRetry, Row, signature_of
-from .plainly import DYNAMO_OUTSIDE_ITS_GRAPHS, fails_only_plainly, fails_under_dynamo_alone, looks_like_wrong_answer
+from .plainly import DYNAMO_OUTSIDE_ITS_GRAPHS, dynamo_config_set, fails_only_plainly, fails_under_dynamo_alone, looks_like_wrong_answer
 from .steps import aot_rows, read_capture_again, run_each, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
@@ -394,6 +394,9 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         )
     elif fails_under_dynamo_alone(program, captured.failure):
         hint = f"; {DYNAMO_OUTSIDE_ITS_GRAPHS}"
+        if config := dynamo_config_set([r.case.config for r in report.rows if r.case is not None]):
+            named["config"] = {"torch._dynamo.config": config}
+            hint += "; under the dynamo config it sets (first suspects): " + ", ".join(f"{k} = {v!r}" for k, v in sorted(config.items()))
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:

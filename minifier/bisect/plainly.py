@@ -14,6 +14,8 @@ Neither runs for a torchrun job, nor under ``--backend`` (plainly, another compi
 
 from __future__ import annotations
 
+from typing import Any
+
 from pt2kit.errors import NotReproducible
 from pt2kit.signature import Failure, Kind, shows_failure
 from ..capture.program import ProgramRun
@@ -51,6 +53,15 @@ DYNAMO_OUTSIDE_ITS_GRAPHS = (
     "the code or its closure changed), or a side effect is not replayed (a list append, an attribute "
     "written); compare the code of its compiled frames with the graphs under captured/ in the run directory"
 )
+
+
+def dynamo_config_set(configs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The dynamo config the program's graphs were captured under, away from torch's defaults (``enable_trace_load_build_class``).
+
+    Where the bug is dynamo's, dynamo's behaviour under that config is the first suspect
+    (pytorch#192872 shows only with such a flag), so a failure outside the graphs names it.
+    """
+    return {key: value for config in configs for key, value in config.get("torch._dynamo.config", {}).items()}
 
 
 def fails_under_dynamo_alone(program: ProgramRun, failure: Failure) -> bool:
