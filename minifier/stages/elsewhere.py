@@ -117,7 +117,7 @@ def elsewhere_env() -> dict[str, str]:
 class ReadyInterpreter:
     """A fresh ``python -P`` in an empty directory of its own that has imported torch and waits for a repro.
 
-    Started as the reduction starts (:meth:`start`), so that the written repro's run
+    Started as the reduction starts (:func:`get_ready`), so that the written repro's run
     elsewhere (:func:`run_elsewhere`) does not pay torch's import after the repro is
     written. It runs one repro, once; :meth:`close` kills it and removes its directory,
     used or not (the session closes an unused one).
