@@ -59,12 +59,11 @@ from .inputs import (
 from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
 from ..unit.runtime import call_hop, clone_input, copies, drop_unread_items, graph_module, non_leaf, rand_tensor
 from ..unit.devices import devices_of
+from ..unit.aliasing import aliasing_divergence, output_aliasing
 from ..unit.accuracy import (
     ACCURACY_MESSAGE,
     accuracy_category,
     accuracy_divergence,
-    aliasing_divergence,
-    output_aliasing,
     as_float64,
     float64_graph,
     fp64_cast,

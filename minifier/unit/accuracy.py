@@ -1,26 +1,21 @@
 """Wrong answers: a compiled run judged against eager and an fp64 eager reference.
 
-:func:`accuracy_divergence` is the rule. It compares compiled outputs with an fp64
-eager reference and forgives whatever error eager itself makes in the working
-precision (torch's ``same(..., fp64_ref=...)`` without its fixed tolerances). An
-accuracy failure's :class:`~pt2kit.signature.Signature` names the *kind* of
-divergence (:func:`accuracy_category`): a NaN bug is not a rounding bug.
+:func:`accuracy_divergence` is the rule: torch's ``same(..., fp64_ref=...)`` without its fixed
+tolerances, forgiving whatever error eager itself makes in the working precision. An accuracy
+failure's :class:`~pt2kit.signature.Signature` names the *kind* of divergence
+(:func:`accuracy_category`): a NaN bug is not a rounding bug, nor outputs that alias one another
+otherwise than eager's (:mod:`minifier.unit.aliasing`).
 
-What is compared:
+What is compared: every output, and every input the graph writes into, as it is after the run
+(:class:`References`: a graph whose only effect is ``x[idx] += 1`` is judged on ``x``), against eager
+in the working precision and in float64, float64 the default dtype (:func:`run_float64`) so that
+tensors the graph creates follow its promoted inputs. A float64 run that cannot run at all is the
+reference's limit, never the graph's failure: eager alone is then the reference, within a tolerance.
 
-- every output, and every input the graph writes into, as it is after the run
-  (:class:`References`; the eager run's version counters say which inputs it wrote):
-  a graph whose only effect is ``x[idx] += 1`` is judged on ``x``;
-- against eager in the working precision and eager in float64, with float64 as the
-  default dtype (:func:`run_float64`), so tensors the graph creates follow its
-  promoted inputs. A float64 run that cannot run at all is the reference's limit,
-  never the graph's failure: eager alone is then the reference, within a stated
-  tolerance.
-
-The functions a repro needs (the rule, the category, the version counters and
-:func:`run_float64`) use only ``torch`` and carry no annotations: the repro writer
-copies their source into every accuracy ``repro.py``, whose ``accuracy_runs`` is
-what pt2kit's own queries call (:func:`minifier.stages.run.run_case`).
+The functions a repro needs (the rule, the category, the version counters and :func:`run_float64`)
+use only ``torch`` and carry no annotations: the repro writer copies their source into every
+accuracy ``repro.py``, whose ``accuracy_runs`` is what pt2kit's own queries call
+(:func:`minifier.stages.run.run_case`).
 """
 
 from __future__ import annotations
@@ -30,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Union, cast
 
 from pt2kit.signature import Failure, Signature, normalize_message
+from .aliasing import aliasing_divergence
 
 #: How wrong answers are judged: ``False`` not at all (crashes only), ``True`` against eager
 #: and an fp64 reference within tolerance, ``"strict"`` bit for bit against eager.
@@ -464,8 +460,7 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
     naming the first output that does not. Eager is the reference instead, within 1e-3
     (1e-2 in half precision), where ``fp64`` is None (:func:`fp64_blocker`) or an fp64
     output does not match eager's shape. ``labels`` name the values (default ``output <i>``).
-    With ``aliasing``, values that all pass must also alias one another as eager's do
-    (:func:`aliasing_divergence`).
+    With ``aliasing``, values that all pass must also alias one another as eager's do.
 
     This is torch's ``same(..., fp64_ref=...)`` rule without its fixed-tolerance
     shortcuts. It imports only torch and carries no annotations: the repro writer
@@ -533,42 +528,3 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
         return f"{len(compiled)} outputs, eager gives {len(eager)}"
     return aliasing_divergence(eager, compiled, labels) if aliasing else None
 
-
-def output_aliasing(values):
-    """How each pair of tensor values (i < j) is related: ``one tensor`` (the same object), ``one storage``
-    (two tensors viewing one storage) or ``apart``. Copied into repros: torch only."""
-    import torch
-
-    def storage(v):
-        try:
-            s = v.untyped_storage()
-            return s.data_ptr() if s.nbytes() else None  # (an empty storage shares nothing)
-        except (RuntimeError, NotImplementedError):  # (a tensor subclass or a sparse tensor without one)
-            return None
-
-    related = {}
-    for i, a in enumerate(values):
-        for j in range(i + 1, len(values)):
-            b = values[j]
-            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-                same = storage(a) is not None and storage(a) == storage(b)
-                related[(i, j)] = "one tensor" if a is b else "one storage" if same else "apart"
-    return related
-
-
-def aliasing_divergence(eager, compiled, labels=None):
-    """Do the compiled values alias one another as eager's do? None when they do, else one line.
-
-    A graph's outputs reach the program as they are: where eager returns two views of one
-    storage and the compiled graph one tensor twice (Inductor, for a view of the same shape:
-    pytorch#191449), a later ``resize_`` or ``as_strided_`` of one changes the other; where
-    eager returns a fresh tensor and the compiled graph a view of an input, a later write
-    into it changes the input. Values cannot show either. Copied into repros: torch only.
-    """
-    want, got = output_aliasing(eager), output_aliasing(compiled)
-    for (i, j), relation in sorted(want.items()):
-        if got.get((i, j), relation) != relation:
-            a = labels[i] if labels is not None and i < len(labels) else f"output {i}"
-            b = labels[j] if labels is not None and j < len(labels) else f"output {j}"
-            return f"{a} and {b} alias differently: {got[(i, j)]} compiled, {relation} eagerly"
-    return None

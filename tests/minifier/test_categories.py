@@ -341,7 +341,8 @@ def test_a_body_that_makes_a_tensor_from_nothing_keeps_the_call():
 
 
 def test_the_aliasing_rule_compares_which_outputs_are_one_tensor_or_one_storage():
-    from minifier.unit.accuracy import accuracy_category, accuracy_divergence, aliasing_divergence
+    from minifier.unit.accuracy import accuracy_category, accuracy_divergence
+    from minifier.unit.aliasing import aliasing_divergence
 
     base = torch.randn(4)
     eager = [base.view(-1), base, base + 1]
