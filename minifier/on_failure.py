@@ -134,9 +134,14 @@ class ReproOnFailure:
         Below level 4, forward and inference compilers are left as they are: they compile
         and run inside the dynamo graph's compile and call, where :meth:`compile` and
         :meth:`watch` see their failures, and an untouched forward compiler keeps
-        AOTAutograd's cache in use.
+        AOTAutograd's cache in use. At level 4 too, a compiler AOTAutograd caches with
+        (Inductor's) is left as it is: a wrapper would turn the cache off, and a program
+        whose failure needs a cache hit would pass (pytorch#185382). Its graphs are then
+        judged whole, by the dynamo graph's first call and gradients.
         """
-        if kind != "backward" and self.intent.level != 4:
+        from pt2kit.seams.aot_autograd import keeps_a_cache
+
+        if kind != "backward" and (self.intent.level != 4 or keeps_a_cache(compiler)):
             return compiler
         guard = self
 
@@ -254,7 +259,10 @@ class ReproOnFailure:
 
     def diverged(self, case: Any, problem: str, inputs: list[Any]) -> None:
         """A wrong answer at level 4: save the graph on ``inputs``, minify it for accuracy, and stop the program."""
-        path = safe(self.save, None, case.replace(inputs=inputs), f"diverges from the fp64 reference ({problem})")
+        from .unit.accuracy import signature_of_accuracy
+
+        failure = safe(lambda: signature_of_accuracy(problem).signature, None)  # (recorded: alone, it may pass)
+        path = safe(self.save, None, case.replace(inputs=inputs), f"diverges from the fp64 reference ({problem})", failure)
         if path is not None:
             safe(self.minify, None, path, True)
         from pt2kit.seams.dynamo_exc import accuracy_error

@@ -361,13 +361,15 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         if failing
         else ""
     )
+    dynamo_alone = functools.cache(lambda: fails_under_dynamo_alone(program, cast(Failure, captured.failure)))
     hint, unsupported = "", sorted({u for r in report.rows if r.case is not None for u in r.case.unsupported})
     named: dict[str, Any] = {"inputs_unsupported": unsupported} if unsupported else {}
     if captured.state_missing:
         named["state_missing"] = captured.state_missing
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
-    elif broken := replayed_in_pieces(session, [(r.label, r.case) for r in report.rows if r.case is not None]):
+    # (a graph dynamo breaks on replay explains nothing when the program fails without a compiler anyway)
+    elif (broken := replayed_in_pieces(session, [(r.label, r.case) for r in report.rows if r.case is not None])) and not dynamo_alone():
         hint = f"; {broken}"
     elif captured.state_missing:
         hint = "; " + STATE_MISSING_HINT + "; ".join(
@@ -392,7 +394,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             + "; ".join(missing)
             + " (define it in an importable module)"
         )
-    elif fails_under_dynamo_alone(program, captured.failure):
+    elif dynamo_alone():
         hint = f"; {DYNAMO_OUTSIDE_ITS_GRAPHS}"
         if config := dynamo_config_set([r.case.config for r in report.rows if r.case is not None]):
             named["config"] = {"torch._dynamo.config": config}

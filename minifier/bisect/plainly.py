@@ -37,12 +37,23 @@ def fails_only_plainly(program: ProgramRun) -> None:
     script = program.script
     plain = plain_run(script, list(program.args), PROGRAM_RERUN_LIMIT)
     if plain.returncode not in (0, None):
+        said = f"{script.name} fails when run plainly ({last_words(plain.stderr) or f'exit {plain.returncode}'}), but not under pt2kit's capture"
+        uncached = plain_run(script, list(program.args), PROGRAM_RERUN_LIMIT, first=NO_COMPILE_CACHES)
+        if uncached.returncode == 0:  # (one more run, which settles it)
+            raise NotReproducible(
+                f"{said}, and it runs to the end with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1: the bug is in a compile "
+                "cache (Inductor's FX graph cache or AOTAutograd's), which a hit across its recompiles reaches; one "
+                "graph compiled once cannot show it. TORCHINDUCTOR_AUTOGRAD_CACHE=0 or TORCHINDUCTOR_FX_GRAPH_CACHE=0 "
+                "alone says which"
+            )
         raise NotReproducible(
-            f"{script.name} fails when run plainly ({last_words(plain.stderr) or f'exit {plain.returncode}'}), "
-            "but not under pt2kit's capture: its failure depends on state the capture changes "
-            "(Inductor's caches across recompiles, timing, the environment); "
-            "if it passes with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1, the bug is in a compile cache"
+            f"{said}: its failure depends on state the capture changes (Inductor's caches across recompiles, "
+            "timing, the environment); it fails with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 too, so not on a cache"
         )
+
+
+#: Code run before a program so that it compiles with no compile cache at all (read as torch imports).
+NO_COMPILE_CACHES = "import os\nos.environ['TORCHINDUCTOR_FORCE_DISABLE_CACHES'] = '1'\n"
 
 
 #: What exit 5 says of a program that fails under dynamo alone while each of its graphs is right alone.

@@ -43,6 +43,18 @@ def probe() -> None:
         raise AttributeError("aot_autograd backends no longer keep their compilers in .kwargs")
     if "_is_wrapped_bw_compiler" not in inspect.getsource(common.AotAutograd.__call__):
         raise AttributeError("AotAutograd no longer marks the backward compiler it wraps")
+    keeps_a_cache(backend)  # (imports the class AOTAutograd's cache asks for)
+
+
+def keeps_a_cache(compiler: Any) -> bool:
+    """Does AOTAutograd look its graphs up in its cache when compiling with ``compiler``?
+
+    It does only for a ``SerializableAOTDispatchCompiler`` (Inductor's): any wrapper put
+    in its place turns the cache off, and a program whose failure needs a cache hit passes.
+    """
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+
+    return isinstance(compiler, SerializableAOTDispatchCompiler)
 
 
 def user_compiler(compiler: Any) -> Any:

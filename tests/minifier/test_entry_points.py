@@ -284,24 +284,40 @@ def test_the_hook_at_level_4_minifies_a_wrong_gradient(model_script, tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.slow  # (real Inductor, cold kernels)
-def test_the_hook_at_level_4_minifies_a_wrong_mask_its_aot_forward_saves_for_the_backward(tmp_path):
-    """pytorch#185517, a genuine torch bug: the hook judges the aot forward, whose outputs include
-    the bool mask it saves, and sees it differ from eager. The dynamo graph it saves is right by
-    the fp64 rule (its gradient, made 0, is fp64's too), so ``minify repro`` judges that graph's
-    aot graphs alone as well, and minifies the one the hook saw wrong."""
+def test_minify_repro_of_a_saved_graph_finds_the_wrong_mask_its_aot_forward_saves_for_the_backward(tmp_path):
+    """pytorch#185517, a genuine torch bug: the aot forward's outputs include the bool mask it saves
+    for the backward, wrong under Inductor. The dynamo graph the hook saves (level 3: every graph)
+    is right by the fp64 rule (its gradient, made 0, is fp64's too), so ``minify repro --accuracy``
+    judges that graph's aot graphs alone as well, and minifies the forward."""
     name = "inductor_bf16_scalar_unrounded_flips_saved_mask.py"
     script = tmp_path / name
     script.write_text((Path(__file__).parent / "real_bugs" / name).read_text())
     repros = tmp_path / "repros"
-    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="4", TORCHDYNAMO_REPRO_DIR=str(repros))
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL="3", TORCHDYNAMO_REPRO_DIR=str(repros))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
-    assert done.returncode != 0 and "AccuracyError" in done.stderr and "its forward graph" in done.stderr
-    (run_dir,) = repros.glob("run-*")
-    report = json.loads((run_dir / "report.json").read_text())
-    assert report["status"] == "minified", report
+    assert done.returncode != 0 and "AssertionError: compiled gradient" in done.stderr  # the program's own
+    (saved,) = repros.glob("run-*/captured/g0/repro.py")
+    command = [sys.executable, "-m", "minifier", "repro", str(saved), "--accuracy", "--json", "--out", str(tmp_path / "runs")]
+    ran = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=user_env(), timeout=900)
+    report = json.loads(ran.stdout)
+    assert ran.returncode == 0 and report["status"] == "minified", (report, ran.stderr[-2000:])
     assert report["graph"]["kind"] == "forward" and sorted(report["ops_after"]) == ["aten.add.Scalar", "aten.ge.Scalar"]
-    alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")
+    alone = torch_alone(Path(report["repro"]), tmp_path / "elsewhere")
     assert alone.returncode != 0 and "AccuracyError" in alone.stderr, alone.stderr[-2000:]
+
+
+def test_the_hook_at_level_4_leaves_a_compiler_aotautograd_caches_with_as_it_is(tmp_path):
+    """A wrapper in place of Inductor's forward compiler turns AOTAutograd's cache off, and a program whose
+    failure needs a cache hit (pytorch#185382, an Adam step across recompiles) passed under the hook.
+    A user's plain compiler, which AOTAutograd never caches with, is still wrapped and its graphs judged."""
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+
+    guard = ReproOnFailure(Intent("aot", 4, tmp_path / "repros"))
+    cached = SerializableAOTDispatchCompiler(object, lambda gm, example_inputs: gm)
+    plain = lambda gm, example_inputs: gm  # noqa: E731
+    assert guard.watch_aot_compiler(None, "forward", cached) is cached
+    assert guard.watch_aot_compiler(None, "inference", cached) is cached
+    assert guard.watch_aot_compiler(None, "forward", plain) is not plain
 
 
 # --------------------------------------------------------------------------- #
@@ -327,18 +343,21 @@ def test_minify_run_pins_a_backward_that_fails_as_it_runs(backend, accuracy, kin
 
 
 @pytest.mark.e2e
-def test_a_program_that_fails_only_when_run_plainly_is_said_so_not_called_healthy(in_process, tmp_path):
-    """A failure that depends on state pt2kit's capture changes (a fresh genuine bug: an Inductor cache hit
-    across recompiles served a stale constant, and under capture the program passed) gets exit 5 naming it,
-    not "every graph passes". Planted here as a program that fails only when pt2kit is not loaded."""
+@pytest.mark.parametrize(("needs_caches", "verdict"), [(True, "the bug is in a compile cache"), (False, "so not on a cache")])
+def test_a_program_that_fails_only_when_run_plainly_is_said_so_not_called_healthy(needs_caches, verdict, in_process, tmp_path):
+    """A failure that depends on state pt2kit's capture changes (fresh genuine bugs: an Inductor cache hit
+    across recompiles served a stale constant, pytorch#185382's Adam step; under capture the program passed)
+    gets exit 5 naming it, not "every graph passes", and one more plain run without compile caches says
+    whether a cache is the matter. Planted here as a program that fails only when pt2kit is not loaded."""
     from pt2kit.errors import NotReproducible
     from minifier.minification import minify_script
 
     script = tmp_path / "only_plainly.py"
+    cached = " and os.environ.get('TORCHINDUCTOR_FORCE_DISABLE_CACHES') != '1'" if needs_caches else ""
     script.write_text(
-        "import sys\nimport torch\n"
+        "import os, sys\nimport torch\n"
         "out = torch.compile(lambda x: x + 1, backend='eager')(torch.ones(3))\n"
-        "if sys.modules.get('minifier') is None:  # (pt2kit's plain run blocks it; its capture has it loaded)\n"
+        f"if sys.modules.get('minifier') is None{cached}:  # (pt2kit's plain run blocks it; its capture has it loaded)\n"
         "    raise AssertionError('the third call saw a stale constant')\n"
     )
     session, _ = in_process
@@ -346,7 +365,7 @@ def test_a_program_that_fails_only_when_run_plainly_is_said_so_not_called_health
         with pytest.raises(NotReproducible) as raised:
             minify_script(session, script, [], out=tmp_path / "runs", accuracy=accuracy)
         assert "fails when run plainly (AssertionError: the third call saw a stale constant)" in str(raised.value)
-        assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1" in str(raised.value)
+        assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1" in str(raised.value) and verdict in str(raised.value)
 
 
 def test_the_api_keeps_the_backend_an_already_compiled_module_was_compiled_with(tmp_path):
