@@ -267,9 +267,10 @@ class ReproOnFailure:
             safe(self.minify, None, path, True)
         from pt2kit.seams.dynamo_exc import accuracy_error
 
+        run_dir = path.parent.parent.parent if path else None
+        where = "" if run_dir is None else f"; repro in {run_dir}" if (run_dir / "repro.py").exists() else f"; saved in {run_dir}"
         error = accuracy_error()(
-            f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}"
-            + (f"; repro in {path.parent.parent.parent}" if path else "")
+            f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}{where}"
         )
         setattr(error, _HANDLED, True)  # (saved already: the wrappers it leaves through let it pass)
         raise error
@@ -361,7 +362,7 @@ class ReproOnFailure:
                 failure=failure,
                 note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook: graph {case.label()} {why}; not minified.",
             )
-        say(f"graph {case.label()} {why}; repro in {run_dir}")
+        say(f"graph {case.label()} {why}; " + (f"repro in {run_dir}" if self.intent.level in (1, 3) else f"minifying it in {run_dir}"))
         return path
 
     def minify(self, path: Path, accuracy: Accuracy) -> int:
@@ -385,6 +386,8 @@ class ReproOnFailure:
         with minifying(run_dir), _sigterm_deferred():
             code = subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL).returncode
         wait_for_other_ranks(self.intent.out)
+        if code != 0 and not (run_dir / "repro.py").exists():  # (the line above said where a repro would be)
+            say(f"no minimal repro in {run_dir} (exit {code}; its report.json says why); the graph as saved: {path}")
         return code
 
 

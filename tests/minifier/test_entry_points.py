@@ -653,3 +653,5 @@ def test_the_hook_says_why_a_graph_that_failed_in_the_program_passes_alone(tmp_p
     assert report["status"] != "no-failure", report  # the program failed: not "nothing to minify"
     assert "failed where it was saved (compile_error: AssertionError: Node add was invalid" in report["message"]
     assert "dynamo breaks g0 when pt2kit compiles it again (unsupported HigherOrderOperator: autograd_function_apply)" in report["message"]
+    # and the program's stderr does not promise a repro where there is none
+    assert not (run_dir / "repro.py").exists() and f"no minimal repro in {run_dir}" in done.stderr, done.stderr[-2000:]
