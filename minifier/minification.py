@@ -154,7 +154,7 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
     source = came.blame.graph_file
     prior = bisect.profiled.get(str(source)) if bisect is not None and source is not None and case is before else None
     reduction = start_reducer(session, case, check.asked(tries_for(failure_rate)), came, prior)
-    get_ready(session)  # (torch's import, for the written repro's run elsewhere, paid while the reducer works)
+    get_ready(session, case, stage)  # (torch's imports, for the written repro's run elsewhere, paid while the reducer works)
     if bisect is not None:  # (a rerun resumes without bisecting again, and reports this)
         saved = Bisected.of(bisect, before, came.failure.signature).to_json()
         (session.run_dir / BISECTED).write_text(json.dumps(saved))

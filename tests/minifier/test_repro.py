@@ -82,7 +82,7 @@ def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_
     assert done.stdout.strip() == "5", done.stderr
     # and the repro, run as its reader runs it (another directory, PYTHONPATH unset), imports them from its side
     # (whether in a fresh interpreter or in one that imported torch beforehand, in a directory of its own)
-    from minifier.stages.elsewhere import ReadyInterpreter, run_elsewhere
+    from minifier.stages.elsewhere import INDUCTOR_MODULES, ReadyInterpreter, run_elsewhere
 
     alone = tmp_path / "alone"
     path = write_repro(GraphCase(trace_module(Model()), inputs, modules=modules[:2]), alone, stage="eager")
@@ -94,7 +94,7 @@ def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_
         "_sys.exit(1)\n"
     )
     path.write_text(path.read_text().replace('    print(\'did not fail\')\n', probe.replace("\n", "\n    ").join(["    ", "\n"])))
-    interpreter = ReadyInterpreter() if ready else None
+    interpreter = ReadyInterpreter(INDUCTOR_MODULES) if ready else None  # (Inductor imported before the cache is set)
     ran = run_elsewhere(path, 120, ready=interpreter)
     assert ran.returncode == 43 and "ModuleNotFoundError" not in ran.stderr, (ran.returncode, ran.stderr[-2000:])
     if interpreter is not None:
