@@ -269,9 +269,7 @@ class ReproOnFailure:
 
         run_dir = path.parent.parent.parent if path else None
         where = "" if run_dir is None else f"; repro in {run_dir}" if (run_dir / "repro.py").exists() else f"; saved in {run_dir}"
-        error = accuracy_error()(
-            f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}{where}"
-        )
+        error = accuracy_error()(f"pt2kit: compiled output diverges from the fp64 reference in graph {case.label()}: {problem}{where}")
         setattr(error, _HANDLED, True)  # (saved already: the wrappers it leaves through let it pass)
         raise error
 
