@@ -314,7 +314,7 @@ def test_the_hook_at_level_4_leaves_a_compiler_aotautograd_caches_with_as_it_is(
 
     guard = ReproOnFailure(Intent("aot", 4, tmp_path / "repros"))
     cached = SerializableAOTDispatchCompiler(object, lambda gm, example_inputs: gm)
-    plain = lambda gm, example_inputs: gm  # noqa: E731
+    plain = lambda gm, example_inputs: gm
     assert guard.watch_aot_compiler(None, "forward", cached) is cached
     assert guard.watch_aot_compiler(None, "inference", cached) is cached
     assert guard.watch_aot_compiler(None, "forward", plain) is not plain
