@@ -43,7 +43,7 @@ def probe() -> None:
         raise AttributeError("aot_autograd backends no longer keep their compilers in .kwargs")
     if "_is_wrapped_bw_compiler" not in inspect.getsource(common.AotAutograd.__call__):
         raise AttributeError("AotAutograd no longer marks the backward compiler it wraps")
-    keeps_a_cache(backend)  # (imports the class AOTAutograd's cache asks for)
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler  # noqa: F401 (keeps_a_cache's)
 
 
 def keeps_a_cache(compiler: Any) -> bool:
@@ -52,8 +52,10 @@ def keeps_a_cache(compiler: Any) -> bool:
     It does only for a ``SerializableAOTDispatchCompiler`` (Inductor's): any wrapper put
     in its place turns the cache off, and a program whose failure needs a cache hit passes.
     """
-    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
-
+    try:
+        from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+    except ImportError:  # (a torch without it caches with no compiler of its own: the probe says so)
+        return False
     return isinstance(compiler, SerializableAOTDispatchCompiler)
 
 
