@@ -45,6 +45,7 @@ from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capt
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
+from ..unit.accuracy import accuracy_category
 from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
 from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
@@ -252,11 +253,12 @@ def aliasing_only(row: Row | None) -> bool:
     """Is ``row``'s failure only that its outputs alias one another otherwise than eager's (values all right)?
 
     A program sees that only through a later in-place or metadata change of one of them
-    (:func:`~minifier.unit.accuracy.aliasing_divergence`), so a graph with a wrong value
+    (:func:`~minifier.unit.aliasing.aliasing_divergence`), so a graph with a wrong value
     is the program's failure first.
     """
     first = row.first_failure if row is not None else None
-    return first is not None and first.failure is not None and first.failure.signature.message.endswith("(aliasing)")
+    failure = first.failure if first is not None else None
+    return failure is not None and failure.signature.kind == Kind.ACCURACY and accuracy_category(failure.details) == "aliasing"
 
 
 def judged_aot_graph(session: Session, report: BisectReport, accuracy: Accuracy) -> Row | None:

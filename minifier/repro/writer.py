@@ -410,7 +410,7 @@ def _process_group_functions(case: GraphCase) -> str:
 
 
 def judges_aliasing(case: GraphCase) -> bool:
-    """Is ``case``'s accuracy also how its outputs alias one another (:func:`~minifier.unit.accuracy.aliasing_divergence`)?
+    """Is ``case``'s accuracy also how its outputs alias one another (:func:`~minifier.unit.aliasing.aliasing_divergence`)?
 
     A dynamo graph's outputs reach the program as they are, so yes, when nothing runs
     a backward through it. An aot graph's outputs go through AOTAutograd's wrappers,
