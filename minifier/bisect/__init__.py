@@ -3,6 +3,7 @@
 - ``bisection``: puts the steps together (``bisect_script``, ``bisect_case``);
 - ``steps``: the program once under capture, then its graphs through their stages;
 - ``culprit``: which failing graph is the program's failure, and pinning it down;
+- ``untraceable``: dynamo graphs dynamo cannot trace again, inlined or handed to the backend directly;
 - ``plainly``: the program run plainly, when no graph shows its failure (dynamo alone, or no capture);
 - ``report``: a :class:`Row` per graph, and the :class:`BisectReport`;
 - ``choice``: which graph a run minifies, at the boundary ``--after`` asks for;

@@ -47,6 +47,7 @@ from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
 from ..unit.accuracy import accuracy_category
 from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
+from .untraceable import handed_culprit, replay_breaks_of
 from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
@@ -243,6 +244,8 @@ def bisect_saved(
         if report.culprit is not None:
             report.note = "its dynamo graph is right by the fp64 rule; its aot graph, whose outputs include what it saves for the backward, is not"
             return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=False)
+    if report.culprit is None and (broken := replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None])):
+        report.culprit = handed_culprit(session, report, None, broken, accuracy=accuracy)
     if report.culprit is None:
         what = name if len(cases) == 1 else f"each of the {len(cases)} graphs of {name}"
         raise NoFailure(f"{what} passes every stage" + (" (accuracy checked)" if accuracy else ""))

@@ -16,8 +16,9 @@ is the culprit, unless the program itself failed in another one that does
   different answer is a :class:`~pt2kit.errors.FlakyFailure`.
 
 When no graph matches, :func:`no_culprit` tries in turn: a graph that fails the
-program's way once its higher-order ops are inlined (:func:`inlined_culprit`); the
-program's own failing aot graph, run alone (:func:`aot_culprit`); and otherwise a
+program's way once its higher-order ops are inlined; the program's own failing aot
+graph, run alone (:func:`aot_culprit`); a graph dynamo cannot trace again, handed to
+its backend without dynamo (both in :mod:`minifier.bisect.untraceable`); and otherwise a
 second run of the program, which tells a flaky failure from one that needs the
 whole program (:class:`~pt2kit.errors.NotReproducible`, with a hint at why: a
 backend that cannot be written into a repro, a patch of torch, config pt2kit could
@@ -33,9 +34,9 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .report import BisectReport, PinDownRetry, Row, signature_of
+from .report import BisectReport, PinDownRetry, Row, matches, signature_of
 from .plainly import DYNAMO_OUTSIDE_ITS_GRAPHS, dynamo_config_set, fails_only_plainly, fails_under_dynamo_alone, looks_like_wrong_answer
-from .steps import aot_rows, read_capture_again, run_each, run_stages_of
+from .steps import aot_rows, read_capture_again, run_each
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
@@ -44,7 +45,8 @@ from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, plural
 from ..stages.flaky import failure_rate
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature
-from ..stages.run import Outcome, lower_case, replay_breaks
+from ..stages.run import Outcome, lower_case
+from .untraceable import handed_culprit, inlined_culprit, replay_breaks_of, replayed_in_pieces
 from ..isolation.worker import QueryError
 
 if TYPE_CHECKING:
@@ -272,17 +274,6 @@ STATE_MISSING_HINT = "the program changed torch (its compiler tables, or functio
 REGISTER_HINT = "register it with torch._dynamo.register_backend in an importable module, or pass --backend"
 
 
-def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> Accuracy:
-    """Is a graph's failure the program's failure (or, with --accuracy, any failure)? (Read as a bool.)"""
-    if outcome.failure is None:
-        return False
-    if original is None:
-        return accuracy
-    return outcome.failure.signature == original.signature or (
-        accuracy and outcome.failure.signature.kind == Kind.ACCURACY
-    )
-
-
 def failed_owner(captured: CaptureResult) -> str | None:
     """The dynamo graph (``g3``) the program failed in, when the capture knows it."""
     return str(captured.failed_id.owner) if captured.failed_id else None
@@ -341,12 +332,14 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             f"every graph of {program.script.name} passes every stage"
             + (" (accuracy checked)" if report.accuracy else "")
         )
-    inlined = inlined_culprit(session, report, captured)
-    if inlined is not None:
+    if inlined_culprit(session, report, captured.failure) is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
     if aot_culprit(session, report, captured) is not None:
         report.note = "the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)"
         return finish(session, report)
+    broken = replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None])
+    if handed_culprit(session, report, captured.failure, broken, accuracy=report.accuracy) is not None:
+        return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
     again = read_capture_again(session, program)
     if timed_out_then_failed(captured, again):
         return bisect_as_failed_again(session, report, captured, again)
@@ -369,8 +362,8 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
     # (a graph dynamo breaks on replay explains nothing when the program fails without a compiler anyway)
-    elif (broken := replayed_in_pieces(session, [(r.label, r.case) for r in report.rows if r.case is not None])) and not dynamo_alone():
-        hint = f"; {broken}"
+    elif (pieces := replayed_in_pieces(session, [], broken)) and not dynamo_alone():
+        hint = f"; {pieces}"
     elif captured.state_missing:
         hint = "; " + STATE_MISSING_HINT + "; ".join(
             captured.state_missing
@@ -412,18 +405,6 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     )
 
 
-def replayed_in_pieces(session: Session, graphs: list[tuple[str, GraphCase]]) -> str | None:
-    """Why the first of the dynamo ``graphs`` (label, case) that dynamo breaks when its repro compiles it again
-    cannot fail in isolation (:func:`~minifier.stages.run.replay_breaks`); None when dynamo takes each whole."""
-    dynamo = [(label, case) for label, case in graphs if case.boundary == Boundary.DYNAMO]
-    results = session.query_all([(functools.partial(replay_breaks, c), f"{label}: compiled again whole?") for label, c in dynamo])
-    label, why = next(((label, q.value[0]) for (label, _), q in zip(dynamo, results) if q is not None and q.ok and q.value), (None, None))
-    return None if label is None else (
-        f"dynamo breaks {label} when pt2kit compiles it again ({why}), where the program compiled it whole: that part "
-        "runs eagerly in every stage, so the failure cannot show in isolation"
-    )  # fmt: skip
-
-
 def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool:
     """The program ran out of time once, then failed otherwise: the time limit met a loaded machine, not a hang.
 
@@ -461,31 +442,6 @@ def bisect_as_failed_again(
         )
     report.culprit = culprit
     return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True, captured=again)
-
-
-def inlined_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
-    """A graph that fails the program's way once its higher-order ops are inlined.
-
-    torch.compile cannot trace some higher-order ops when a repro calls them directly
-    (``autograd_function_apply``: it breaks the graph there), so such a graph can pass
-    in isolation. Inlined (see :mod:`minifier.stages.inline`), it runs its bodies' ops
-    itself; if it then fails the same way it becomes the culprit, with a note.
-    """
-    from ..stages.inline import variants
-
-    cases = [(row, flat) for row in report.rows if row.case is not None for flat in variants(row.case.gm)]
-    for row, flat in cases:
-        assert row.case is not None
-        candidate = row.case.replace(gm=flat)
-        (new,) = run_stages_of(session, [(candidate, None)], accuracy=report.accuracy)
-        first = new.first_failure
-        if first is not None and matches(first, captured.failure, report.accuracy):
-            new.label = f"{row.label} (inlined)"
-            report.rows.insert(report.rows.index(row) + 1, new)
-            report.culprit = new
-            report.note = f"{row.label} fails this way only with its higher-order ops inlined (torch.compile cannot trace them when called directly)"
-            return new
-    return None
 
 
 def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..unit.case import GraphCase
-from pt2kit.signature import Failure, Signature
+from pt2kit.signature import Failure, Kind, Signature
 from ..stages.run import Outcome, stage_names
 from .subsystem import Below
 
@@ -171,6 +171,17 @@ def _index(row: Row) -> int | None:
 def signature_of(outcome: Outcome) -> Signature | None:
     """The signature of an outcome's failure; None when it passed."""
     return outcome.failure.signature if outcome.failure else None
+
+
+def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> Accuracy:
+    """Is a graph's failure the program's failure (or, with --accuracy, any failure)? (Read as a bool.)"""
+    if outcome.failure is None:
+        return False
+    if original is None:
+        return accuracy
+    return outcome.failure.signature == original.signature or (
+        accuracy and outcome.failure.signature.kind == Kind.ACCURACY
+    )
 
 
 # --------------------------------------------------------------------------- #

@@ -365,6 +365,7 @@ def read_case(
         constants=constants,
         backward=meta["backward"],
         grad_enabled=meta.get("grad_enabled", True),
+        handed=bool(meta.get("handed")),
         dynamic=meta["dynamic"],
         index=meta["index"],
         parent=meta["parent"],

@@ -34,7 +34,10 @@ def module_class(case: GraphCase, gm: fx.GraphModule | None = None, name: str = 
             lines.append(f"        self.register_buffer({constant!r}, data[{('constant:' + constant)!r}])")
     for attr in bodies:
         lines.append(f"        self.{attr} = graph_module({_subgraph_class(name, attr)}(data))")
-    body = textwrap.indent(_reference_helpers(code.src).strip().rstrip(), "    ")
+    source = _reference_helpers(code.src)
+    if case.handed:  # FX traces it, as a body, before its backend gets it (see repro.run)
+        source = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", source)
+    body = textwrap.indent(source.strip().rstrip(), "    ")
     return "".join(_subgraph_classes(gm, name, "", list(case.constants))) + "\n".join(lines) + "\n\n" + body
 
 

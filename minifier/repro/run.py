@@ -7,6 +7,9 @@
   when an int no tensor's size gives was symbolic, ``dynamic=True`` with every
   other dim marked static); when the program ran backward, so does ``run``, from
   the sum of the outputs that require grad;
+  a graph dynamo cannot trace again (a higher-order op it made itself, such as
+  ``autograd_function_apply``) is *handed*: traced by FX and given to the backend
+  directly, as dynamo gave it;
 - an **aot** graph (forward, backward or inference, after AOTAutograd) goes
   straight to the compiler its backend handed it: Inductor's ``compile_fx_inner``,
   the user's compiler by import, or the one in the backend's ``kwargs``
@@ -73,11 +76,22 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
     for device, dtype in case.context.autocast:  # the program called the graph under these (the graph holds no cast)
         call += f"{pad_call}with torch.autocast({device!r}, dtype=torch.{dtype}):  # as the program called it\n"
         pad_call += "    "
+    compile_body = (
+        "".join(marks) + f"    return torch.compile({wrap}, backend={backend_expression(case, stage)}{options})\n"
+    )
+    doc = f"torch.compile with backend {stage!r}"
+    if case.handed:  # (static sizes only: see minifier.bisect.untraceable)
+        doc = f"backend {stage!r} gets the graph as dynamo handed it (dynamo cannot trace it again)"
+        compile_body, pad_compile = "    gm = graph_module(mod)\n", "    "
+        for device, dtype in case.context.autocast:  # dynamo compiles under the autocast the graph is called in
+            compile_body += f"{pad_compile}with torch.autocast({device!r}, dtype=torch.{dtype}):  # as the program called it\n"
+            pad_compile += "    "
+        compile_body += f"{pad_compile}return torch._dynamo.lookup_backend({backend_expression(case, stage)})(gm, list(inputs))\n"
     return (
         "def compile_graph(mod, inputs):\n"
-        f'    """The failing stage: torch.compile with backend {stage!r}."""\n'
-        + "".join(marks)
-        + f"    return torch.compile({wrap}, backend={backend_expression(case, stage)}{options})\n\n\n"
+        f'    """The failing stage: {doc}."""\n'
+        + compile_body
+        + "\n\n"
         "def forward_backward(fn, inputs):\n"
         '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
         + call

@@ -132,7 +132,7 @@ def render(
     ]
     if needs_process_group(case):
         parts.insert(parts.index(_config_function(case)) + 1, _process_group_functions(case))
-    if subgraphs(case.gm):
+    if subgraphs(case.gm) or case.handed:
         parts.append(inspect.getsource(graph_module).strip())
         parts.append(inspect.getsource(call_hop).strip())
         if case.boundary == Boundary.AOT and stage not in EAGER_STAGES:  # (see repro_run._run_aot)
@@ -296,6 +296,7 @@ def _metadata(
         "compiler": case.compiler,
         "backward": case.backward,
         **({"grad_enabled": False} if not case.grad_enabled else {}),
+        **({"handed": True} if case.handed else {}),
         **({"context": context} if (context := case.context.to_json()) else {}),
         "dynamic": case.dynamic,
         "distributed": case.distributed,

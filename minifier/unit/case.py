@@ -363,6 +363,7 @@ class GraphCase:
     backward: bool = True  # dynamo graphs: also run backward when an output needs grad
     grad_enabled: bool = True  # dynamo graphs: the grad mode the program compiled them under
     dynamic: bool = False  # dynamo graphs: compile with dynamic=True (symbolic sizes captured)
+    handed: bool = False  # dynamo graphs: handed to the backend as dynamo handed it (dynamo cannot trace it again)
     index: int = 0  # position among the program's captured graphs
     parent: int | None = None  # aot graphs: index of the dynamo graph they were lowered from
     frame: dict[str, Any] | None = None  # the user frame dynamo compiled: name, filename, lineno

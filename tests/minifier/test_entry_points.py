@@ -640,8 +640,9 @@ out.sum().backward()
 
 
 @pytest.mark.e2e
-def test_the_hook_says_why_a_graph_that_failed_in_the_program_passes_alone(tmp_path):
-    # pytorch#172956: the partitioner asserts; the graph holds autograd_function_apply, which dynamo cannot trace again
+def test_the_hook_hands_a_graph_dynamo_cannot_trace_again_to_the_backend(tmp_path):
+    # pytorch#172956: the partitioner asserts; the graph holds autograd_function_apply, which dynamo cannot trace again,
+    # so a repro that compiled it with torch.compile would run the Function eagerly and pass
     script = tmp_path / "train.py"
     script.write_text(SAVED_OUTPUT_WRITTEN_BY_BACKWARD)
     repros = tmp_path / "repros"
@@ -650,8 +651,24 @@ def test_the_hook_says_why_a_graph_that_failed_in_the_program_passes_alone(tmp_p
     assert done.returncode == 1 and "Node add was invalid, but is output" in done.stderr  # as without pt2kit
     (run_dir,) = repros.glob("run-*")
     report = json.loads((run_dir / "report.json").read_text())
-    assert report["status"] != "no-failure", report  # the program failed: not "nothing to minify"
-    assert "failed where it was saved (compile_error: AssertionError: Node add was invalid" in report["message"]
-    assert "dynamo breaks g0 when pt2kit compiles it again (unsupported HigherOrderOperator: autograd_function_apply)" in report["message"]
-    # and the program's stderr does not promise a repro where there is none
-    assert not (run_dir / "repro.py").exists() and f"no minimal repro in {run_dir}" in done.stderr, done.stderr[-2000:]
+    assert report["status"] == "minified" and report["failure"]["stage"] == "aot_eager", report
+    assert "torch.ops.higher_order.autograd_function_apply" in report["ops_after"] and report["nodes_after"] < report["nodes_before"]
+    repro = run_dir / "repro.py"
+    assert "torch._dynamo.lookup_backend('aot_eager')(gm, list(inputs))" in repro.read_text()  # no torch.compile: no dynamo
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "Node add was invalid, but is output" in alone.stderr, alone.stderr[-2000:]
+
+
+def test_a_graph_with_symbolic_sizes_is_not_handed_to_its_backend():
+    """A handed graph gets its inputs' static sizes: one dynamo compiled with symbolic sizes keeps torch.compile."""
+    import torch.fx as fx
+
+    from minifier.bisect.untraceable import handed
+    from minifier.unit.case import GraphCase, GraphInput, TensorMeta
+
+    gm = fx.symbolic_trace(lambda x: x.cos())
+    x = torch.randn(4)
+    static = GraphCase(gm, [GraphInput("x", x, TensorMeta.of(x), seed=0)])
+    assert handed(static) is not None and handed(static).handed and not static.handed
+    symbolic = GraphCase(gm, [GraphInput("x", x, TensorMeta.of(x), seed=0, symbolic_dims=(0,))])
+    assert handed(symbolic) is None and handed(static.replace(dynamic=True)) is None

@@ -4,9 +4,10 @@
 `offsets.add_(grad_out)`. Compiling (`fullgraph=True`, any backend with AOTAutograd's partitioner:
 aot_eager already) fails in the partitioner: `AssertionError: Node add was invalid, but is output`.
 Eager runs it. The dynamo graph holds `autograd_function_apply`, a higher-order op dynamo made but
-cannot trace again: compiled again from the graph, it breaks there and the Function runs eagerly,
-so no stage reaches the partitioner. pt2kit says so and exits 5, where it said "all stages pass"
-and took the compile's assertion for a wrong answer. Found by a fresh-bug hunt.
+cannot trace again: compiled again with torch.compile, it breaks there and the Function runs
+eagerly, so no stage reaches the partitioner. pt2kit hands that graph to each stage's backend as
+dynamo handed it (no dynamo in between), where the partitioner fails again; the repro does the
+same. Found by a fresh-bug hunt.
 
 Upstream: https://github.com/pytorch/pytorch/issues/172956
 """
@@ -19,8 +20,7 @@ CASE = {
     "ops": ["torch.ops.higher_order.autograd_function_apply"],
     "exception": "AssertionError",
     "fails_on_2_15": True,
-    "exit5": "dynamo breaks g0 when pt2kit compiles it again (unsupported HigherOrderOperator: autograd_function_apply)",
-    "notes": "the partitioner's invariant fails on a saved tensor written by the backward; its graph cannot be compiled again whole",
+    "notes": "the partitioner's invariant fails on a saved tensor written by the backward; dynamo cannot trace the graph again, so it is handed to the backend",
 }
 
 
