@@ -71,7 +71,10 @@ def save_repro(
         return gm.forward
 
     target = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None) or fn
-    torch.compile(target, backend=save_graph)(*args, **kwargs)
+    # what ``fn`` calls that was compiled on its own (a model whose forward breaks the graph, so dynamo runs
+    # it as it is) goes through save_graph too: nothing here compiles with the backend under suspicion
+    with torch.compiler.set_stance("default", force_backend=save_graph):
+        torch.compile(target, backend=save_graph)(*args, **kwargs)
     (run_dir / "graphs.json").write_text(json.dumps([str(p) for p in saved], indent=2))
     if missing:
         (run_dir / STATE_MISSING).write_text(json.dumps(list(missing), indent=2))

@@ -409,6 +409,27 @@ def test_the_api_takes_the_backend_a_plain_step_calls_its_compiled_model_with(tm
     assert load_repro(run_dir / "g0" / "repro.py").stage == "inductor"
 
 
+
+def test_the_api_never_compiles_with_the_backend_a_model_whose_forward_breaks_the_graph_was_compiled_with(tmp_path):
+    # dynamo cannot inline such a model into the step: it runs the model as it is, and its own torch.compile would
+    # compile it with the backend under suspicion, raising the program's failure out of save_repro
+    from minifier.api import save_repro
+
+    class Printing(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, t):
+            print("a graph break")
+            return self.linear(t).tanh()
+
+    compiled = torch.compile(Printing(), backend="planted_compile_error")
+    run_dir = save_repro(lambda t: compiled(t).sum(), torch.randn(2, 4), out=tmp_path / "saved")
+    stages = [load_repro(p).stage for p in sorted(run_dir.glob("g*/repro.py"))]
+    assert stages and set(stages) == {"planted_compile_error"}, stages
+    assert any("tanh" in p.read_text() for p in run_dir.glob("g*/repro.py"))  # the model's own graph is saved
+
 PATCHING_SCRIPT = """
 import torch
 import minifier
