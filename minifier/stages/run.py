@@ -44,7 +44,7 @@ from ..capture.context import importable_name
 from ..unit.case import Boundary, GraphCase, GraphId, INDUCTOR_INNER_COMPILE, clone_values
 from ..unit.accuracy import References, accuracy_category, accuracy_divergence, reference_outputs, signature_of_accuracy
 from pt2kit.signature import Failure, Kind, Signature, signature_of_exception, tagging_compile_errors
-from pt2kit.seams import backend_registry, compile_fx
+from pt2kit.seams import backend_registry, compile_fx, dispatch
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..repro.files import exec_repro, write_repro
 from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
@@ -309,6 +309,13 @@ class _Recorded:
     inputs: list[Any] | None = None
 
 
+def _copy_of(gm: fx.GraphModule) -> fx.GraphModule:
+    """A copy of a graph a compiler is handed, made outside the compile's fake mode (a higher-order op's body
+    holds real constants, which a tensor copy under that mode would try to make fake)."""
+    with dispatch.outside_modes():
+        return copy.deepcopy(gm)
+
+
 class _AotRecorder:
     """Stands in for the innermost compiler: keeps each graph and its first real inputs."""
 
@@ -335,7 +342,7 @@ class _AotRecorder:
             gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any
         ) -> Any:
             kind, flags = compile_fx.graph_kind(kwargs)
-            record = _Recorded(kind, copy.deepcopy(gm), flags, compiler)
+            record = _Recorded(kind, _copy_of(gm), flags, compiler)
             self.graphs.append(record)
             return self.eager_runner(record)
 
@@ -359,7 +366,7 @@ class _AotRecorder:
             return compiler
 
         def record_compile(gm: fx.GraphModule, example_inputs: Any) -> Any:
-            record = _Recorded(kind, copy.deepcopy(gm), {}, reference)
+            record = _Recorded(kind, _copy_of(gm), {}, reference)
             self.graphs.append(record)
             return self.eager_runner(record)
 

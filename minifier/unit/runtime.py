@@ -11,9 +11,11 @@ import torch
 def graph_module(module):
     """A higher-order op takes its body as a torch.fx.GraphModule: trace one from the body's code.
 
-    A call that makes a tensor from no tensor at all (``torch.ones(10)`` in a branch) stays
-    a call: traced as usual it would run once and become a constant of the body, which
-    the op then returns as an alias of its own state (and dynamo refuses a body that does).
+    A call that makes a tensor from no tensor at all (``torch.ones(10)``, ``torch.tensor([0, 2])``
+    in a branch) stays a call, as dynamo recorded it: traced as usual it would run once and
+    become a constant of the body, which the op then returns as an alias of its own state (and
+    dynamo refuses a body that does), and which a compiler lowers otherwise than the call. (An
+    aot graph's body holds its constants as attributes, registered from the repro's data.)
     """
 
     class BodyTracer(torch.fx.Tracer):
@@ -31,14 +33,11 @@ def graph_module(module):
             return any(reads_tensors(v) for v in value.values())
         return isinstance(value, (torch.fx.Proxy, torch.Tensor))
 
-    data_constructors = (torch.tensor, torch.as_tensor, torch.asarray)
-
     class Calls(torch.overrides.TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             result = func(*args, **kwargs)
-            # a tensor of a size made from nothing (not from data: torch.tensor([0, 2]) is a constant as it was)
-            if isinstance(result, torch.Tensor) and func not in data_constructors and not reads_tensors((args, kwargs)):
+            if isinstance(result, torch.Tensor) and not reads_tensors((args, kwargs)):  # made from no tensor
                 return tracer.create_proxy("call_function", func, args, kwargs)
             return result
 

@@ -78,6 +78,24 @@ def test_a_body_s_own_constant_is_written_with_it_and_read_back(tmp_path):
     assert outcome.failure is None
 
 
+
+def test_a_rebuilt_body_makes_its_tensors_from_data_as_dynamo_recorded_them():
+    # pytorch#185482: Inductor fails on the lowering of a branch's torch.tensor(data); a body that froze it
+    # into a constant of its own compiled otherwise, and the failure never showed alone
+    from minifier.unit.runtime import graph_module
+
+    class Branch(torch.nn.Module):
+        def forward(self, t):
+            index = torch.tensor([[0, 1], [1, 0]], dtype=torch.long)
+            return t.scatter_add(1, index, torch.ones(2, 2)) + t.sum()
+
+    body = graph_module(Branch())
+    calls = [n.target for n in body.graph.nodes if n.op == "call_function"]
+    assert torch.tensor in calls and torch.ones in calls, body.code
+    assert not body.graph.find_nodes(op="get_attr"), body.code  # no constant of the body's own
+    t = torch.randn(2, 2)
+    assert torch.equal(body(t), Branch()(t))
+
 @pytest.mark.e2e
 def test_a_failure_inside_a_cond_branch_keeps_the_cond(in_process, tmp_path):
     script = tmp_path / "cond_constant.py"

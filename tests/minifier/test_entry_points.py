@@ -680,6 +680,18 @@ def test_the_hook_hands_a_graph_dynamo_cannot_trace_again_to_the_backend(tmp_pat
     assert alone.returncode != 0 and "Node add was invalid, but is output" in alone.stderr, alone.stderr[-2000:]
 
 
+
+@pytest.mark.e2e
+@pytest.mark.slow  # (a minute of processes: make slow)
+def test_a_graph_dynamo_breaks_and_that_cannot_be_handed_over_gets_exit_5_naming_where(tmp_path):
+    # the same bug compiled with dynamic=True: its graph has symbolic sizes, which a handed graph would not keep
+    script = tmp_path / "train.py"
+    script.write_text(SAVED_OUTPUT_WRITTEN_BY_BACKWARD.replace("fullgraph=True)", "fullgraph=True, dynamic=True)"))
+    done = minify("run", "--json", "-j", "1", "--out", tmp_path / "runs", script, cwd=tmp_path)
+    report = json.loads(done.stdout)
+    assert done.returncode == 5 and report["status"] != "minified", report
+    assert "dynamo breaks g0 when pt2kit compiles it again (unsupported HigherOrderOperator: autograd_function_apply)" in report["message"]
+
 def test_a_graph_with_symbolic_sizes_is_not_handed_to_its_backend():
     """A handed graph gets its inputs' static sizes: one dynamo compiled with symbolic sizes keeps torch.compile."""
     import torch.fx as fx
