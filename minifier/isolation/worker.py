@@ -419,6 +419,8 @@ class Running(Generic[T]):
     def result(self) -> QueryResult[T]:
         result = self._result()
         result.ended = self.ended if self.done else None
+        if self.done:
+            _note_answer(self.log, result)
         return result
 
     def _result(self) -> QueryResult[T]:
@@ -449,6 +451,23 @@ def kill_program(process: Any) -> None:
     """Kill a program pt2kit started in a session of its own, with its process group, and reap it."""
     kill_group(process.pid)
     process.wait()
+
+
+def _note_answer(log: Path | None, result: QueryResult[Any]) -> None:
+    """End a query's log with its answer: what a reader of ``logs/`` looks for (the child may print nothing)."""
+    if log is None or not log.exists():
+        return
+    failure = result.failure if result.failure is not None else getattr(result.value, "failure", None)
+    answer = "no answer" if result.value is None and failure is None else "failed: " if failure is not None else "ran"
+    if failure is not None:
+        answer += str(getattr(failure, "signature", failure))
+    elif hasattr(result.value, "failure"):
+        answer = "passed"
+    try:
+        with open(log, "a") as handle:
+            handle.write(f"\n[pt2kit] {answer} ({result.seconds:.1f} s)\n")
+    except OSError:
+        pass  # (a log is for reading; never a reason to lose the answer)
 
 
 def _tail(log: Path | None, limit: int = 4000) -> str:
