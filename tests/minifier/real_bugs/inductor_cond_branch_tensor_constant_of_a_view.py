@@ -9,7 +9,7 @@ What made it hard to minify: the dynamo graph's branch makes the index with a ca
 (`torch.tensor(...)`), which pt2kit's rebuild of the body froze into a constant of the body, so the
 lowering that fails never ran; and the aot graph, traced again by `make_fx`, folds the
 `lift_fresh_copy` and fails another way. The branch now keeps the call, as dynamo recorded it, and
-the dynamo graph is the unit. Found by a fresh-bug hunt, not by the code.
+the dynamo graph is the unit. Fixed in 2.15. Found by a fresh-bug hunt, not by the code.
 
 Upstream: pytorch/pytorch#185482
 """
@@ -21,7 +21,7 @@ CASE = {
     "stage": "inductor",
     "ops": ["torch.ops.higher_order.cond", "torch.tensor", "Tensor.scatter_add"],
     "exception": "RuntimeError",
-    "fails_on_2_15": None,
+    "fails_on_2_15": False,
     "notes": "a cond branch's index tensor made from data; Inductor hands its subgraph a non-tensor",
 }
 
