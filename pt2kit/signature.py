@@ -95,6 +95,8 @@ class Failure:
 _NORMALIZERS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     # object addresses and ids
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    # the autograd node a tensor came out of (a rebuilt input is a clone where the program's was a view)
+    (re.compile(r",? which is output \d+ of [\w:<>]+,?"), ""),
     (re.compile(r"\b(id|pid|tid)[=: ]\s*\d+"), r"\1=?"),
     # absolute paths: generated sources, cache and temp directories
     (re.compile(r"(?<![\w.])/(?:[\w.\-]+/)+[\w.\-]*"), "<path>"),

@@ -179,6 +179,10 @@ def _defines_something(node: ast.stmt) -> bool:
     )
 
 
+def _assigns(node: ast.stmt) -> bool:
+    return isinstance(node, (ast.Assign, ast.AnnAssign))
+
+
 def _call_name(call: ast.Call) -> str:
     func = call.func
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -201,8 +205,9 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
         if mentions and _defines_something(s.node):
             kept.add(i)
     # Names that carry a namespace (``test_ns = "myns"``, then ``lib = Library(test_ns, ...)``):
-    # definitions that use them are the op's definitions too.
-    carriers = {name for i in kept for name in statements[i].binds}
+    # definitions that use them are the op's definitions too. An op's own function is no carrier:
+    # what calls it (``def f``, ``out = f(x)``) is the user's program, not the op's definition.
+    carriers = {name for i in kept if _assigns(statements[i].node) for name in statements[i].binds}
     changed = True
     while changed:
         changed = False
@@ -218,7 +223,7 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
                 or carries
             ):
                 kept.add(i)
-                carriers |= s.binds if carries else set()
+                carriers |= s.binds if carries and _assigns(s.node) else set()
                 changed = True
     future = [
         i for i, s in enumerate(statements) if isinstance(s.node, ast.ImportFrom) and s.node.module == "__future__"

@@ -34,6 +34,36 @@ def test_a_custom_op_whose_namespace_is_in_a_variable_is_carried_with_its_librar
     assert torch.equal(torch.ops._pt2kit_slice.foo(torch.ones(2)), torch.full((2,), 2.0))
 
 
+
+SCRIPT_WITH_A_CUSTOM_OP_AND_ITS_USE = '''
+import torch
+
+
+@torch.library.custom_op("_pt2kit_slice_use::reverse_into", mutates_args=("dst",))
+def reverse_into(src: torch.Tensor, dst: torch.Tensor) -> None:
+    dst.copy_(src.flip(0))
+
+
+def f(x):
+    reverse_into(x.clone(), x)
+    return x * 2.0
+
+
+x = torch.arange(8.0)
+eager = f(x.clone())
+compiled = torch.compile(f)(x.clone())
+'''
+
+
+def test_a_custom_op_is_carried_without_the_program_that_calls_it():
+    # pytorch#198031's program: what calls the op (its function, the eager run, the compile) is the user's
+    # program; carried, the repro compiled the whole program as it was imported
+    from minifier.capture.extract import slice_script
+
+    carried = slice_script(SCRIPT_WITH_A_CUSTOM_OP_AND_ITS_USE, (), ["_pt2kit_slice_use"])
+    assert "def reverse_into" in carried and "custom_op" in carried
+    assert "def f" not in carried and "torch.compile" not in carried and "eager =" not in carried, carried
+
 def test_carried_definitions_that_set_config_leave_the_reading_process_config_as_it_was():
     """A script's pass class is carried with the line that assigns it to Inductor's config; reading the repro (pt2kit's
     own process, a query's child, a test calling pt2kit in-process) binds the class but sets no config: the case's

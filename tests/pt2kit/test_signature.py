@@ -18,6 +18,12 @@ from pt2kit.signature import innermost_exception, normalize_message, signature_o
         ("bad pointer 0x7ffd3a2b in /tmp/torchinductor_root/xk/cxk2tiw6ldlulrtgaorpqlhfk.cpp:78", "bad pointer 0x? in <path>:78"),
         ("arg0_1 and add_3 into buf12 via tmp3 for s0", "arg_# and add_# into buf# via tmp# for s#"),
         ("expected float32 but got float64 for shape [4, 16]", "expected float32 but got float64 for shape [4, 16]"),
+        # the autograd node a saved tensor came out of is the input's history, not the bug (pytorch#185497)
+        (
+            "modified by an inplace operation: [torch.FloatTensor [3]], which is output 0 of AsStridedBackward0, is at version 1",
+            "modified by an inplace operation: [torch.FloatTensor [3]] is at version 1",
+        ),
+        ("modified by an inplace operation: [torch.FloatTensor [3]] is at version 1", "modified by an inplace operation: [torch.FloatTensor [3]] is at version 1"),
     ],
 )
 def test_messages_are_normalized_but_keep_what_distinguishes_bugs(message, normalized):
