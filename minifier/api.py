@@ -38,9 +38,11 @@ def save_repro(
     ``fn`` runs once, with its graphs executed eagerly (nothing is compiled by
     ``backend``, which is only written into the repros as the stage to run). Returns
     the new run directory; graph *N* is at ``<run dir>/g<N>/repro.py``. Already
-    compiled functions and modules (``torch.compile(model, backend=...)``) are
-    unwrapped, and their backend is the stage unless ``backend`` names another: a
-    registered name, ``module:function``, or the backend function itself.
+    compiled functions and modules (``torch.compile(model, backend=..., dynamic=True)``),
+    and plain steps that call them, run as they are, their graphs saved as the program
+    compiles them; their backend is the stage unless ``backend`` names another: a
+    registered name, ``module:function``, or the backend function itself. A plain
+    ``fn`` that calls nothing compiled is compiled whole.
     """
     import torch
 
@@ -51,6 +53,7 @@ def save_repro(
     from .isolation.session import default_out_dir, new_run_dir
     from .repro.files import write_repro
     from .unit.case import GraphId
+    from pt2kit.seams.backend_registry import compiled_backend
 
     info = _backend_info(fn, backend)  # an unknown name fails here
     learn_dynamo_own_patches()
@@ -70,11 +73,14 @@ def save_repro(
         saved.append(write_repro(case, run_dir / str(GraphId(case.index)), stage=info.name, note=note))
         return gm.forward
 
-    target = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None) or fn
-    # what ``fn`` calls that was compiled on its own (a model whose forward breaks the graph, so dynamo runs
-    # it as it is) goes through save_graph too: nothing here compiles with the backend under suspicion
+    # Every compile in the call goes to save_graph (nothing here compiles with the backend under suspicion).
+    # A compiled ``fn``, or one that calls what the program compiled, runs as it is: its graphs are the
+    # program's own, with their boundaries and options (``dynamic=True``); only a plain ``fn`` is compiled whole.
     with torch.compiler.set_stance("default", force_backend=save_graph):
-        torch.compile(target, backend=save_graph)(*args, **kwargs)
+        if compiled_backend(fn) is not None or _backends_inside(fn):
+            fn(*args, **kwargs)
+        else:
+            torch.compile(fn, backend=save_graph)(*args, **kwargs)
     (run_dir / "graphs.json").write_text(json.dumps([str(p) for p in saved], indent=2))
     if missing:
         (run_dir / STATE_MISSING).write_text(json.dumps(list(missing), indent=2))
@@ -106,13 +112,18 @@ def _backend_info(fn: Callable[..., Any], backend: str | Callable[..., Any] | No
 
 
 def _compiled_inside(fn: Callable[..., Any]) -> Any:
-    """The one backend that what ``fn`` calls was compiled with (None: none, or several).
+    """The one backend that what ``fn`` calls was compiled with (None: none, or several)."""
+    backends = _backends_inside(fn)
+    return next(iter(backends.values())) if len(backends) == 1 else None
+
+
+def _backends_inside(fn: Callable[..., Any]) -> dict[int, Any]:
+    """The backends of the compiled objects ``fn`` calls, by id (empty: it calls nothing compiled).
 
     A training step is often a plain function over a compiled model
     (``model = torch.compile(net, backend=...)``, a global or a closure of the step, or an
-    attribute of its ``self``). Compiled whole here, the model's own ``torch.compile`` is
-    traced through and its backend lost: it is the stage the user asked for, so the repros
-    name it.
+    attribute of its ``self``). Such a step runs as it is (:func:`save_repro`), and the
+    model's backend is the stage the user asked for, so the repros name it.
     """
     import torch
 
@@ -125,8 +136,7 @@ def _compiled_inside(fn: Callable[..., Any]) -> Any:
     owner = getattr(fn, "__self__", None)
     seen += list(vars(owner).values()) if hasattr(owner, "__dict__") else []
     seen += [child for o in seen if isinstance(o, torch.nn.Module) for child in o._modules.values()]
-    backends = {id(b): b for b in (compiled_backend(o) for o in seen if o is not fn) if b is not None}
-    return next(iter(backends.values())) if len(backends) == 1 else None
+    return {id(b): b for b in (compiled_backend(o) for o in seen if o is not fn) if b is not None}
 
 
 def _saved_graphs(run_dir: Path) -> list[Path]:
