@@ -430,6 +430,22 @@ def test_the_api_never_compiles_with_the_backend_a_model_whose_forward_breaks_th
     assert stages and set(stages) == {"planted_compile_error"}, stages
     assert any("tanh" in p.read_text() for p in run_dir.glob("g*/repro.py"))  # the model's own graph is saved
 
+
+def test_the_api_saves_a_steps_compiled_function_as_the_program_compiles_it(tmp_path):
+    # pytorch#185497's step: compiled whole, the step's graph took in its own code and lost dynamic=True
+    from minifier.api import save_repro
+
+    compiled = torch.compile(lambda t: t.sin() * 2, backend="aot_eager", dynamic=True)
+
+    def step(t):
+        return compiled(t + 1).sum()
+
+    run_dir = save_repro(step, torch.randn(4), out=tmp_path / "saved")
+    (repro,) = run_dir.glob("g*/repro.py")
+    case = load_repro(repro).case
+    assert [getattr(n.target, "__name__", n.target) for n in case.op_nodes] == ["sin", "mul"], case.gm.code  # its graph alone
+    assert any(i.symbolic_dims for i in case.inputs) or case.dynamic  # compiled with its own dynamic=True
+
 PATCHING_SCRIPT = """
 import torch
 import minifier
