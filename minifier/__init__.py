@@ -18,8 +18,8 @@ Follow one bug through the modules, in this order:
 7. :mod:`minifier.minification` ties it together and writes ``repro.py`` and ``report.json``.
 
 The command line is :mod:`minifier.cli` (``minify``); ``TORCHDYNAMO_REPRO_AFTER`` support
-is :mod:`minifier.autoload` (arming the hook) and :mod:`minifier.on_failure` (what it does at
-each compile). The Python API below is loaded on first use: this package
+is :mod:`minifier.autoload` (arming the hook), :mod:`minifier.on_failure` (what it does at
+each compile) and :mod:`minifier.backward_prologue` (a backward that fails before its graph runs). The Python API below is loaded on first use: this package
 is imported by the autoload hook at interpreter start-up and must stay cheap.
 :func:`read_report` (:mod:`minifier.result`) reads a run's ``report.json`` back as a typed record, and
 ``minify show`` (:mod:`minifier.show`) prints it again through the same views (:mod:`minifier.report`).

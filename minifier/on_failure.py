@@ -11,10 +11,10 @@ and follows torch's levels:
 - **4**: also check each compiled graph's first result, and its gradients, against an fp64 reference, and
   minify an accuracy failure.
 
-Every door of a graph is watched: its compile and its runs, and the aot graphs
-AOTAutograd compiles for it, whose backward compiles lazily at the program's first
-``loss.backward()`` and runs inside autograd, where nothing around the dynamo graph
-sees it (:meth:`ReproOnFailure.watching_aot_graphs`). What is saved is always the
+Every door of a graph is watched: its compile and its runs, the aot graphs AOTAutograd
+compiles for it, whose backward compiles lazily at the first ``loss.backward()`` and runs
+inside autograd (:meth:`ReproOnFailure.watching_aot_graphs`), and a backward that fails
+before its graph runs (:mod:`minifier.backward_prologue`). What is saved is always the
 dynamo graph, with the program's patches of torch (:mod:`minifier.capture.patches`):
 its repro runs the backward too, and ``minify repro --after aot`` finds the failing
 aot graph in it again.
@@ -39,6 +39,8 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from .backward_prologue import remembered
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -66,9 +68,7 @@ def safe(fn: Callable[..., Any], default: Any, *args: Any, **kwargs: Any) -> Any
         if isinstance(e, UserFacingError):  # the user's input (an unwritable TORCHDYNAMO_REPRO_DIR): its own line
             say(f"{e}; the program continues as without pt2kit")
         else:
-            say(
-                f"internal error in {getattr(fn, '__name__', 'a step')} ({type(e).__name__}: {e}); the program continues as without pt2kit"
-            )
+            say(f"internal error in {getattr(fn, '__name__', 'a step')} ({type(e).__name__}: {e}); the program continues as without pt2kit")
         return default
 
 
@@ -229,9 +229,9 @@ class ReproOnFailure:
         def pt2kit_watched(*args: Any) -> Any:
             if first[0]:
                 first[0] = False
-                return guard.check_accuracy(compiled, case, args)
+                return remembered(guard, case, guard.check_accuracy(compiled, case, args))
             try:
-                return compiled(*args)
+                return remembered(guard, case, compiled(*args))  # (its backward's own door: backward_prologue)
             except Exception as e:
                 guard.handle(case, args, error=e)
                 raise

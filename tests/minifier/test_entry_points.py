@@ -676,6 +676,48 @@ out.sum().backward()
 '''
 
 
+
+SAVED_INPUT_WRITTEN_BY_THE_COMPILED_FORWARD = """import torch
+from torch._dynamo.backends.common import aot_autograd
+
+aot_eager = aot_autograd(fw_compiler=lambda gm, example_inputs: gm)
+
+
+def writes_its_input(gm, example_inputs):
+    compiled = aot_eager(gm, example_inputs)
+
+    def run(*args):
+        outputs = compiled(*args)
+        args[0].add_(0)  # a write the graph never made, into an input its backward saved (pytorch#185497's kind)
+        return outputs
+
+    return run
+
+
+x, w = torch.randn(8, requires_grad=True), torch.randn(8, requires_grad=True)
+out = torch.compile(lambda t, v: ((t * v).sin() * 2).sum(), backend=writes_its_input)(x * 1.0, w)
+out.backward()
+"""
+
+
+@pytest.mark.e2e
+def test_the_hook_sees_a_backward_that_fails_before_its_graph_runs(tmp_path):
+    # autograd checks the saved tensors' versions as AOTAutograd's backward unpacks them: before the
+    # backward graph is compiled or run, where no wrapper of pt2kit's (or torch's) sees it
+    script = tmp_path / "train.py"
+    script.write_text(SAVED_INPUT_WRITTEN_BY_THE_COMPILED_FORWARD)
+    repros = tmp_path / "repros"
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="1", TORCHDYNAMO_REPRO_DIR=str(repros))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 1 and "modified by an inplace operation" in done.stderr  # the program's own error
+    assert done.stderr.rstrip().splitlines()[-1].startswith("RuntimeError: one of the variables needed"), done.stderr[-800:]
+    (run_dir,) = repros.glob("run-*")
+    assert "graph g0 failed in its backward graph; repro in" in done.stderr
+    alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")  # it carries the backend and runs the backward
+    assert alone.returncode != 0 and "modified by an inplace operation" in alone.stderr, alone.stderr[-2000:]
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=user_env(), timeout=600)
+    assert plain.stderr.splitlines()[-1] == done.stderr.rstrip().splitlines()[-1]  # the same error, hook or not
+
 @pytest.mark.e2e
 def test_the_hook_hands_a_graph_dynamo_cannot_trace_again_to_the_backend(tmp_path):
     # pytorch#172956: the partitioner asserts; the graph holds autograd_function_apply, which dynamo cannot trace again,

@@ -1,0 +1,103 @@
+"""The hook's last door: a backward that fails before any compiled graph of it runs.
+
+AOTAutograd's backward first unpacks the tensors its forward saved, and autograd checks
+their version counters there: a saved tensor the program (or the compiled forward) wrote
+into in place raises "modified by an inplace operation" before the backward graph is
+compiled or run (pytorch#185497). None of the compilers and compiled graphs the hook wraps
+sees it, and torch's own hook misses it too.
+
+So each call of a watched dynamo graph leaves the backward nodes of its outputs in a weak
+map to its graph (:func:`remembered`), and :func:`excepthook`, chained before the
+program's own at the first such call, looks for those nodes in the frames of the exception the program dies
+of. Found, that graph is handled as failing in its backward (saved and, at levels 2 and 4,
+minified), and the program's own hook then prints the exception as it would have.
+
+First, do no harm: nothing is kept alive (a node that dies leaves the map), a call's
+result is returned untouched, and an exception no remembered node raised passes on as it is.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from types import TracebackType
+from typing import Any
+
+_owners: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+_installed: list[Any] = []
+
+#: How far below an output's node the compiled backward may sit (a view's node over it).
+_DEPTH = 3
+
+
+def remembered(guard: Any, case: Any, result: Any) -> Any:
+    """``result`` as it is, after noting its outputs' backward nodes as ``case``'s (under ``guard``)."""
+    try:
+        import torch
+
+        if not torch.is_grad_enabled():
+            return result
+        outputs = result if isinstance(result, (list, tuple)) else [result]
+        nodes = [o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+        if nodes and not _installed:
+            install()
+        with _lock:
+            for node in _below(nodes):
+                _owners[node] = (guard, case)
+    except Exception:  # noqa: BLE001 - a note for later, never a reason to fail the call
+        pass
+    return result
+
+
+def _below(nodes: list[Any]) -> list[Any]:
+    """``nodes`` and the nodes under them, :data:`_DEPTH` deep: those a weak reference can hold."""
+    seen: list[Any] = []
+    level = nodes
+    for _ in range(_DEPTH):
+        following = []
+        for node in level:
+            try:
+                weakref.ref(node)
+            except TypeError:  # (a node of autograd's own C++ functions)
+                pass
+            else:
+                seen.append(node)
+            following += [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
+        level = following
+    return seen
+
+
+def owner_of(traceback: TracebackType | None) -> tuple[Any, Any] | None:
+    """The (guard, case) of a remembered backward node some frame of ``traceback`` was running."""
+    while traceback is not None:
+        for value in traceback.tb_frame.f_locals.values():
+            try:
+                found = _owners.get(value)
+            except TypeError:  # (an unhashable local)
+                continue
+            if found is not None:
+                return found
+        traceback = traceback.tb_next
+    return None
+
+
+def excepthook(kind: type[BaseException], error: BaseException, traceback: TracebackType | None) -> None:
+    """Handle a backward failure of a watched graph (see the module), then the program's own hook."""
+    try:
+        found = owner_of(traceback) if _owners else None
+        if found is not None:
+            guard, case = found
+            guard.handle(case, error=error, where="backward")
+    except Exception:  # noqa: BLE001 - pt2kit's own failure: the program's exception comes first
+        pass
+    (_installed[0] if _installed else sys.__excepthook__)(kind, error, traceback)
+
+
+def install() -> None:
+    """Chain :func:`excepthook` before the one the program has (once per process)."""
+    with _lock:
+        if not _installed:
+            _installed.append(sys.excepthook)
+            sys.excepthook = excepthook
