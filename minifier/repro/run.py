@@ -72,21 +72,17 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         if case.backward
         else ""
     )
-    call, pad_call = "", "    "
-    for device, dtype in case.context.autocast:  # the program called the graph under these (the graph holds no cast)
-        call += f"{pad_call}with torch.autocast({device!r}, dtype=torch.{dtype}):  # as the program called it\n"
-        pad_call += "    "
+    call, pad_call = _autocast_blocks(case)  # the program called the graph under these (the graph holds no cast)
     compile_body = (
         "".join(marks) + f"    return torch.compile({wrap}, backend={backend_expression(case, stage)}{options})\n"
     )
     doc = f"torch.compile with backend {stage!r}"
     if case.handed:  # (static sizes only: see minifier.bisect.untraceable)
         doc = f"backend {stage!r} gets the graph as dynamo handed it (dynamo cannot trace it again)"
-        compile_body, pad_compile = "    gm = graph_module(mod)\n", "    "
-        for device, dtype in case.context.autocast:  # dynamo compiles under the autocast the graph is called in
-            compile_body += f"{pad_compile}with torch.autocast({device!r}, dtype=torch.{dtype}):  # as the program called it\n"
-            pad_compile += "    "
-        compile_body += f"{pad_compile}return torch._dynamo.lookup_backend({backend_expression(case, stage)})(gm, list(inputs))\n"
+        compile_body = (  # under the autocast the graph is called in, where dynamo would compile it
+            f"    gm = graph_module(mod)\n{call}"
+            f"{pad_call}return torch._dynamo.lookup_backend({backend_expression(case, stage)})(gm, list(inputs))\n"
+        )
     return (
         "def compile_graph(mod, inputs):\n"
         f'    """The failing stage: {doc}."""\n'
@@ -104,6 +100,15 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
         "def run_eager(mod, inputs):\n" + no_grad.format(comment="") + f"{pad}return forward_backward({wrap}, inputs)"
     )
+
+
+def _autocast_blocks(case: GraphCase) -> tuple[str, str]:
+    """``with torch.autocast(...)`` lines for the program's autocast at the call, and the indent inside them."""
+    blocks, pad = "", "    "
+    for device, dtype in case.context.autocast:
+        blocks += f"{pad}with torch.autocast({device!r}, dtype=torch.{dtype}):  # as the program called it\n"
+        pad += "    "
+    return blocks, pad
 
 
 def backend_expression(case: GraphCase, stage: str) -> str:
