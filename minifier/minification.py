@@ -480,7 +480,7 @@ def minify_repro(
         row = choose_graph(report, after)
     except NoFailure as e:
         if device is None and repros[0].failure is not None:  # (it failed where it was saved: the hook's graph)
-            broken = replayed_in_pieces(session, [(case.label(), case) for case, _ in cases])
+            broken = replayed_in_pieces(session, [(case.label(), case) for case, _ in cases], getattr(e, "replay_breaks", None))
             said = "" if broken is None else f": {broken}"
             raise NotReproducible(f"{path.name} failed where it was saved ({repros[0].failure}) but passes alone{said}") from None
         if device is None:
