@@ -65,6 +65,7 @@ class Reducer:
     on_pass: Callable[[str, Reducer], None] = lambda name, reducer: None
     cache: dict[str, bool] = field(default_factory=dict)
     queries: int = 0  # answers the passes read (one asked ahead counts once read: see consider_all)
+    spent: dict[str, int] = field(default_factory=dict)  # the queries each pass has asked, over every round
     jobs: int = 1  # candidates a scan asks ahead, side by side (:mod:`~minifier.reduce.scans`)
     ahead: set[str] = field(default_factory=set)  # keys answered ahead and not read yet
     unconfirmed: set[str] = field(default_factory=set)  # cached answers only assumed (see assume)
@@ -298,7 +299,6 @@ class Reducer:
             else:
                 placeholder = graph.placeholder(name)
                 info = self.info[name]
-                # (no value needed)
                 made = name in c.random or (info.meta is not None and info.meta.special == "zerotensor")
                 inputs.append(
                     GraphInput(
@@ -480,14 +480,8 @@ class Reducer:
     def settled(self, *, loosened: bool = False) -> bool:
         """Were the best's nodes left 1-minimal already, under the same rules (:meth:`settle`)? (``loosened``: or on real inputs, now random.)"""
         c = self.normalize(self.best)
-        if (
-            loosened
-            and self.target.kind == Kind.ACCURACY
-            and c.random
-            and (c.kept, c.outputs, False) in self.settled_structures
-        ):
-            return True
-        return self._structure(c) in self.settled_structures
+        loosened = loosened and self.target.kind == Kind.ACCURACY and bool(c.random)
+        return self._structure(c) in self.settled_structures or (loosened and (c.kept, c.outputs, False) in self.settled_structures)
 
     def _structure(self, c: Candidate) -> tuple[Any, ...]:
         return (c.kept, c.outputs, bool(c.random) if self.target.kind == Kind.ACCURACY else None)
@@ -517,6 +511,7 @@ class Reducer:
                 self.on_pass(reduction.__name__, self)
                 start, asked = self.best, self.queries
                 reduction(self)
+                self.spent[reduction.__name__] = self.spent.get(reduction.__name__, 0) + self.queries - asked
                 if self.best == start and self.queries > asked:
                     self._confirm_best()  # a pass asked and nothing smaller failed: is the start real?
             if self.best == before:

@@ -386,22 +386,24 @@ def shrink_shapes(r: Reducer) -> None:
     was seen at, and a failure may need them about this large (an abort in a kernel
     big enough to run threaded).
 
-    The pass starts no new group once it has asked :data:`SHAPE_QUERIES`: its cost
-    follows the inputs' distinct sizes, not the graph's nodes, and the query bound
-    (``2·log2 n + c``) has room for a constant here, not for one search per size of a
-    large 3-d input. The largest sizes go first, so what is left is the smaller ones.
+    The pass starts no new group once it has asked :data:`SHAPE_QUERIES`, counted over
+    every round of the reduction (:attr:`Reducer.spent`): its cost follows the inputs'
+    distinct sizes, not the graph's nodes, and the query bound (``2·log2 n + c``) has
+    room for a constant here, not for one search per size of a large 3-d input, nor for
+    the same searches again in each round a smaller config or graph starts. The largest
+    sizes go first, so what is left is the smaller ones.
     """
     if _already_small(r, r.best):
         return
-    before, asked = r.best.shapes, r.queries
+    before, asked = r.best.shapes, r.queries - r.spent.get("shrink_shapes", 0)
     everything = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n > 1]
     if not (everything and r.consider(_resized(r, everything, 1))):  # one query, for a bug that does not care about sizes
         for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
+            if r.queries - asked >= SHAPE_QUERIES:
+                break
             members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
             if members:
                 _shrink_group(r, members, size)
-            if r.queries - asked >= SHAPE_QUERIES:
-                break
     if r.best.shapes != before:
         r.reprofiled()
 

@@ -332,9 +332,14 @@ def test_shrinking_shapes_stops_at_its_query_budget():
     query = lambda candidates: [Outcome("judge", Failure(target) if tuple(c.inputs[0].meta.shape) == shape else None, 0.0) for c, _, _ in candidates]
     reducer = Reducer(case, profile_case(case), target, query)
     reducer.best = replace(reducer.best, random=frozenset({"t_1"}))
-    shrink_shapes(reducer)
+    reducer.run([shrink_shapes])
     assert reducer.queries == SHAPE_QUERIES < 1 + len(shape)
     assert dict(reducer.best.shapes).get("t_1", shape) == shape
+    # A later round (a smaller graph or config: none of its candidates cached) asks only
+    # "every size 1" again: the budget is the reduction's, not each round's.
+    reducer.cache.clear()
+    reducer.run([shrink_shapes])
+    assert reducer.queries == SHAPE_QUERIES + 1 and reducer.spent["shrink_shapes"] == SHAPE_QUERIES + 1
 
 
 @pytest.mark.parametrize(("shape", "ends_at"), [((64, 128), (1, 1)), ((2, 16, 32), (2, 16, 32))])
