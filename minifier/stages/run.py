@@ -30,7 +30,7 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,7 +160,13 @@ def run_case(
         with hooks.aot_compilers(lambda kind, compiler: tagging_compile_errors(compiler)):
             if not accuracy:
                 data = data_of(case)
-                seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
+                try:
+                    seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
+                except Exception as e:
+                    if not _raises_in_eager(namespace, data):
+                        raise
+                    raised = signature_of_exception(e).signature
+                    return Outcome(stage, Failure(replace(raised, message=RAISES_IN_EAGER + raised.message)), time.perf_counter() - start)
                 wait_on_devices()
                 return Outcome(stage, None, time.perf_counter() - start)
             expected, actual, fp64, written, _ = namespace["accuracy_runs"](data_of(case))
@@ -197,6 +203,26 @@ def run_case(
         return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start, diverging=diverging)
     except Exception as e:  # noqa: BLE001 - classifying failures is the job
         return Outcome(stage, signature_of_exception(e), time.perf_counter() - start)
+
+
+#: How a candidate's failure begins when the graph raises in plain eager as well: not the compiler's failure.
+RAISES_IN_EAGER = "the graph raises in plain eager too: "
+
+
+def _raises_in_eager(namespace: dict[str, Any], data: Any) -> bool:
+    """Does a failing graph raise without any compiler too (its repro's ``run_eager``, on fresh inputs)?
+
+    The program's graph does not (it ran eagerly when profiled), but a smaller one can: an
+    in-place op it needed dropped (``x.set_(y)``, leaving ``x`` empty for ``x[0]``), a value
+    cut into an input recorded before a later in-place op changed it, a random stand-in.
+    Such a candidate shows no compiler bug, however alike its error, and must not become
+    the repro. (Asked only once the compiled run raised: a passing query costs nothing more.)
+    """
+    try:
+        seeded(namespace["run_eager"], namespace["Repro"](data), namespace["make_inputs"](data))
+    except Exception:  # noqa: BLE001 - any error at all: the graph's own, not a compiler's
+        return True
+    return False
 
 
 def replay_breaks(case: GraphCase) -> list[str]:
