@@ -396,7 +396,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:
         hint = (
-            "; every graph is within the fp64 rule's tolerance (a compiler more precise than eager passes it): "
+            "; every graph is within the fp64 rule's tolerance (rounding no worse than eager's own against fp64 passes): "
             "--strict-accuracy judges them bit for bit against eager"
         )
     raise NotReproducible(
