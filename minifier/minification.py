@@ -265,8 +265,9 @@ def original_profile(session: Session, case: GraphCase, values: Path, prior: Que
     )
     if isinstance(profiled.value, EagerRunRaised):  # its inputs came from a graph that computed them wrong
         raise NotReproducible(
-            f"{case.label} raises when run eagerly on the inputs the program gave it ({profiled.value.error}): a graph "
-            "compiled before it computed them wrong; with --accuracy each graph's outputs are judged"
+            f"{case.label()} raises when run eagerly on its inputs as rebuilt ({profiled.value.error}): a graph "
+            "compiled before it computed them wrong (with --accuracy each graph's outputs are judged), or an input "
+            "held what its copy does not (a view reaching beyond its own elements into its base's storage)"
         )
     if profiled.value is None:
         raise NotReproducible(

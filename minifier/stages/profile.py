@@ -82,8 +82,17 @@ class _Recording(fx.Interpreter):
         return result
 
 
-def _kept(t: torch.Tensor) -> torch.Tensor:
-    return t if special_tensors.unsupported(t) else clone_tensor(t.detach(), t.requires_grad)
+class Uncopied:
+    """A node's value that cannot be copied out of the run (one inside a ``torch.func`` transform): never cut into an input."""
+
+
+def _kept(t: torch.Tensor) -> torch.Tensor | Uncopied:
+    if special_tensors.unsupported(t):
+        return t
+    try:
+        return clone_tensor(t.detach(), t.requires_grad)
+    except RuntimeError:  # (requires_grad_ on a tensor inside a functorch transform level)
+        return Uncopied()
 
 
 def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, Any]:
