@@ -374,3 +374,85 @@ def test_torchs_repro_of_an_inference_graph_is_read_as_one(tmp_path):
         )
         case = load_repro(__import__("pathlib").Path(convert_torch_repro(path, tmp_path / f"out{bool(flag)}"))).case
         assert (case.kind, case.compile_kwargs.get("is_inference", False)) == (kind, kind == "inference")
+
+
+def _dynamo_case(fn, *args):
+    """``fn``'s one dynamo graph, as the case pt2kit captures (real dynamo, no backend run)."""
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+
+    grabbed = {}
+
+    def grab(gm, example_inputs):
+        grabbed.update(gm=gm, inputs=example_inputs)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=grab, fullgraph=True)(*args)
+    return make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("aot_eager", []), index=0)
+
+
+def _set_onto_a_view(base):
+    y = base[1:, 0]
+    x = torch.empty(0)
+    x.set_(y)
+    return x[0] * 2
+
+
+def test_a_smaller_graph_that_raises_in_plain_eager_too_is_not_the_failure():
+    # pytorch#197399: AOTAutograd's metadata pass keeps `x` at size 0 after `x.set_(y)`, so
+    # `x[0]` raises IndexError under aot_eager. Dropping the set_ raises the very same
+    # IndexError in plain eager: no compiler bug, and it must not become the repro.
+    from minifier.reduce.engine import Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case, realize
+    from minifier.stages.run import RAISES_IN_EAGER, run_case
+
+    origin = _dynamo_case(_set_onto_a_view, torch.tensor([[0.0, 1.0], [2.0, 3.0]]))
+    target = run_case(origin, "aot_eager").failure.signature
+    assert target.exception == "IndexError"
+    reducer = Reducer(origin, profile_case(origin), target, lambda cs: [run_case(realize(c, origin), "aot_eager") for c, _, _ in cs])
+    no_set = reducer.without([n.name for n in origin.op_nodes if n.target == "set_"])
+    outcome = run_case(realize(reducer.build(reducer.normalize(no_set)), origin), "aot_eager")
+    assert outcome.failure.signature.exception == "IndexError"
+    assert outcome.failure.signature.message.startswith(RAISES_IN_EAGER) and outcome.failure.signature != target
+    reducer.run(PASSES)
+    reduced = reducer.best_case()
+    assert "set_" in {str(n.target) for n in reduced.op_nodes}
+    namespace = exec_repro(render(reduced, stage="aot_eager"))
+    namespace["run_eager"](namespace["Repro"](data_of(reduced)), namespace["make_inputs"](data_of(reduced)))
+
+
+def test_values_inside_a_functorch_transform_are_profiled_as_values_no_input_can_take():
+    # pytorch#197086's graph: torch.func.jvp flattened by dynamo. Its dual tensors live at a
+    # transform level, where copying one out (requires_grad_) raises: profiling used to
+    # blame the graph ("raises when run eagerly"), exit 5 on a real crash.
+    from minifier.stages.profile import profile_case
+
+    e = torch.tensor([[1.0, -2.0], [0.0, 3.0]])
+
+    def g(x, t):
+        return torch.func.jvp(lambda a: torch.ldexp(a, e), (x,), (t,))
+
+    origin = _dynamo_case(g, torch.randn(2, 2), torch.randn(2, 2))
+    info = profile_case(origin)
+    dual = next(n.name for n in origin.op_nodes if "ldexp" in str(n.target))
+    assert info[dual].kind == "other" and set(info) == {n.name for n in origin.op_nodes}
+
+
+def test_an_output_far_below_the_tolerance_is_judged_at_its_own_scale():
+    # pytorch#197089: std of values near 1e-30 underflows to 0 in float32 under a
+    # decomposition; absolute tolerances (1e-4) passed it, a 100% error.
+    from minifier.unit.accuracy import accuracy_divergence
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 64) * 1e-30
+    eager, fp64 = torch.std(x, 1), torch.std(x.double(), 1)
+    assert "in units of the output's largest fp64 value" in accuracy_divergence([eager], [torch.zeros(4)], [fp64])
+    assert accuracy_divergence([eager], [eager * (1 + 1e-6)], [fp64]) is None
+    # small gradients computed alike pass; noise around a true zero keeps the absolute rule
+    g = torch.randn(100) * 1e-6
+    assert accuracy_divergence([g], [g + 1e-13 * torch.randn(100)], [g.double()]) is None
+    a = torch.randn(1000)
+    noise = (a - a.mean()).sum().reshape(1)
+    assert accuracy_divergence([noise], [noise * 3], [(a.double() - a.double().mean()).sum().reshape(1)]) is None
