@@ -32,20 +32,8 @@ from .aliasing import aliasing_divergence
 Accuracy = Union[bool, Literal["strict"]]
 
 #: Ops that draw random numbers (by name part): a float64 run of them draws other numbers.
-RANDOM_OPS = (
-    "rand",
-    "randn",
-    "randint",
-    "randperm",
-    "bernoulli",
-    "dropout",
-    "native_dropout",
-    "multinomial",
-    "normal",
-    "uniform",
-    "exponential",
-    "poisson",
-    "rrelu",
+RANDOM_OPS = tuple(
+    "rand randn randint randperm bernoulli dropout native_dropout multinomial normal uniform exponential poisson rrelu".split()
 )
 
 
