@@ -449,9 +449,9 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
     (1e-2 in half precision), where ``fp64`` is None (:func:`fp64_blocker`) or an fp64
     output does not match eager's shape. ``labels`` name the values (default ``output <i>``).
     An output whose fp64 values all lie below ``tol`` in magnitude, and which eager computes
-    within 1e-3 of the largest of them, is judged in units of that largest value: absolute
-    tolerances would pass anything at its scale (a std of values near 1e-30 that underflows
-    to 0 is a 100% error, not one of 1e-30). With ``aliasing``, values that all pass must also alias one another as eager's do.
+    within 1e-3 of the largest of them, is judged in units of that largest value (a std of
+    values near 1e-30 that underflows to 0 is a 100% error, not one of 1e-30). With
+    ``aliasing``, values that all pass must also alias one another as eager's do.
 
     This is torch's ``same(..., fp64_ref=...)`` rule without its fixed-tolerance
     shortcuts. It imports only torch and carries no annotations: the repro writer
