@@ -5,9 +5,14 @@ the bound as an `int` and the value as an `unsigned char` to the one-type templa
 `max_propagate_nan`, and g++ finds no match: a C++ compile error. Eager computes it. Found by
 `minify hunt` (seed 21), after an `abs`. Fixed in 2.15.
 
+The scalar C++ path has the bug; on an AVX2-only CPU Inductor vectorizes this kernel instead, and
+it compiles. The program sets `cpp.simdlen = 1` (scalar code) so that it fails on every CPU, and
+the repro carries that config.
+
 Upstream: none found (searched "relu6 uint8 C++ compile error max_propagate_nan").
 """
 import torch
+import torch._inductor.config
 
 CASE = {
     "upstream": None,
@@ -24,5 +29,6 @@ def f(x):
     return torch.nn.functional.relu6(torch.abs(x))
 
 
+torch._inductor.config.cpp.simdlen = 1
 x = torch.tensor([3, 200, 7], dtype=torch.uint8)
 torch.testing.assert_close(torch.compile(f)(x), f(x))
