@@ -21,7 +21,7 @@ from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta, alias
 from ..unit.graphio import subgraphs
 from .context import BackendInfo, class_reference, class_sources, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
-from pt2kit.seams import dtensor, special_tensors, symbolic_shapes
+from pt2kit.seams import dtensor, special_tensors, static_inputs, symbolic_shapes
 
 #: Plain values a repro writes as literals.
 LITERAL_INPUTS = (int, float, bool, str, type(None), torch.dtype, torch.device)
@@ -186,6 +186,9 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
     for cover, views in alias_groups(list(values)):  # inputs that are views of one tensor stay so
         for k, offset in views:
             inputs[k] = replace(inputs[k], view_of=(inputs[cover].name, offset))
+    for k, node in enumerate(placeholders):  # a module's buffers and parameters: see pt2kit.seams.static_inputs
+        if inputs[k].is_tensor and (marked := static_inputs.static_input_type(node)):
+            inputs[k] = replace(inputs[k], static=marked)
     return inputs
 
 

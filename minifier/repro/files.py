@@ -350,6 +350,7 @@ def read_case(
                 spec.get("dtensor"),
                 spec.get("opaque"),
                 tuple(spec["view_of"]) if spec.get("view_of") else None,
+                spec.get("static"),
             )
         )
     return GraphCase(

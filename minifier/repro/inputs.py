@@ -68,6 +68,8 @@ def inputs_function(case: GraphCase) -> str:
         )
         if i.meta and i.symbolic_dims:
             comment += f", dynamic dims {list(i.symbolic_dims)}"
+        if i.static:
+            comment += ", a static input (a module's buffer or parameter)"
         lines.append(f"        {_input_expression(i)},{comment}")
     lines.append("    ]")
     for k, i in views:  # the program passed views of one tensor: they share its memory again

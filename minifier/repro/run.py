@@ -6,7 +6,8 @@
   program's did: the dims that were dynamic are marked with ``maybe_mark_dynamic`` (and
   when an int no tensor's size gives was symbolic, ``dynamic=True`` with every
   other dim marked static); when the program ran backward, so does ``run``, from
-  the sum of the outputs that require grad;
+  the sum of the outputs that require grad; the inputs dynamo marked static (a
+  module's buffers and parameters) are marked again with ``mark_static_address``;
   a graph dynamo cannot trace again (a higher-order op it made itself, such as
   ``autograd_function_apply``) is *handed*: traced by FX and given to the backend
   directly, as dynamo gave it;
@@ -61,6 +62,12 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
             for d in range(len(i.meta.shape))
             if d not in i.symbolic_dims
         ]
+    # the program's buffers and parameters: AOTAutograd's partitioner treats them as live the whole step
+    marks += [
+        f"    torch._dynamo.mark_static_address(inputs[{k}], guard={i.static == 'guarded'})\n"
+        for k, i in enumerate(made)
+        if i.static
+    ]
     options = ", dynamic=True" if dynamic else ""
     wrap = "Program(mod)" if any(i.derived_from for i in case.inputs) else "mod"
     no_grad, pad = ("", "    ") if case.grad_enabled else ("    with torch.no_grad():{comment}\n", "        ")

@@ -286,6 +286,7 @@ def _metadata(
                 **({"dtensor": i.dtensor} if i.dtensor is not None else {}),
                 **({"opaque": i.opaque} if i.opaque else {}),
                 **({"view_of": list(i.view_of)} if i.view_of else {}),
+                **({"static": i.static} if i.static else {}),
             }
             for i in case.inputs
         ],

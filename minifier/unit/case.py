@@ -183,6 +183,7 @@ class GraphInput:
     view_of: tuple[str, int] | None = (
         None  # a view into another input's memory: (that input, storage offset from its own)
     )
+    static: str | None = None  # dynamo marked it a static address (a buffer, a parameter): "unguarded" or "guarded"
 
     @property
     def is_tensor(self) -> bool:

@@ -15,6 +15,8 @@ bug did, checked on real graphs and real backends without a worker process:
   search its nodes again.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.fx as fx
@@ -456,3 +458,31 @@ def test_an_output_far_below_the_tolerance_is_judged_at_its_own_scale():
     a = torch.randn(1000)
     noise = (a - a.mean()).sum().reshape(1)
     assert accuracy_divergence([noise], [noise * 3], [(a.double() - a.double().mean()).sum().reshape(1)]) is None
+
+
+class _CountingModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.full((), 5.0))
+        self.weight = torch.nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        self.count += 1
+        return (x @ self.weight) * self.count
+
+
+def test_a_modules_buffers_and_parameters_stay_static_inputs_in_the_repro():
+    # pytorch PR #197039: AOTAutograd's partitioner may read a static input (a buffer) again
+    # in the backward, after the forward updated it: the weight's gradient sees the count
+    # incremented twice. Over plain tensors the same graph is partitioned right.
+    from minifier.stages.run import run_case
+
+    origin = _dynamo_case(_CountingModule(), torch.randn(6, 4))
+    assert {i.name: i.static for i in origin.inputs} == {
+        "L_self_buffers_count_": "unguarded", "L_self_parameters_weight_": "unguarded", "L_x_": None
+    }  # fmt: skip
+    assert "torch._dynamo.mark_static_address(inputs[0], guard=False)" in render(origin, stage="aot_eager")
+    outcome = run_case(origin, "aot_eager", accuracy=True)
+    assert outcome.failure is not None and outcome.failure.signature.exception == "AccuracyError"
+    plain = origin.replace(inputs=[replace(i, static=None) for i in origin.inputs])
+    assert run_case(plain, "aot_eager", accuracy=True).failure is None
