@@ -490,7 +490,7 @@ def _needs_grad(result: Any) -> bool:
 
 
 def _clone_args(args: Sequence[Any]) -> list[Any]:
-    from .unit.case import clone_values
+    from .unit.copies import clone_values
 
     return clone_values(list(args))
 
@@ -522,7 +522,7 @@ def _with_values(inputs: list[Any], args: Sequence[Any]) -> list[Any]:
     if len(args) != len(inputs):
         return inputs
     return [
-        replace(i, value=a.detach().requires_grad_(a.requires_grad), meta=TensorMeta.of(a))
+        replace(i, value=a.detach().requires_grad_(a.requires_grad), meta=TensorMeta.of(a, window=True))
         if isinstance(a, torch.Tensor)
         else i
         for i, a in zip(inputs, args)

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta, alias_groups
+from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta
+from ..unit.copies import alias_groups
 from ..unit.graphio import subgraphs
 from .context import BackendInfo, class_reference, class_sources, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
@@ -185,7 +186,10 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
             )
     for cover, views in alias_groups(list(values)):  # inputs that are views of one tensor stay so
         for k, offset in views:
-            inputs[k] = replace(inputs[k], view_of=(inputs[cover].name, offset))
+            own = inputs[k].meta  # (its memory is its cover's: no storage window of its own)
+            inputs[k] = replace(
+                inputs[k], view_of=(inputs[cover].name, offset), meta=replace(own, storage=None) if own else None
+            )
     for k, node in enumerate(placeholders):  # a module's buffers and parameters: see pt2kit.seams.static_inputs
         if inputs[k].is_tensor and (marked := static_inputs.static_input_type(node)):
             inputs[k] = replace(inputs[k], static=marked)
@@ -201,7 +205,7 @@ def tensor_input(name: str, value: torch.Tensor, dims: tuple[int, ...]) -> Graph
     cls = special_tensors.plain_subclass(value)
     if cls is not None:
         value = value.as_subclass(torch.Tensor)
-    meta = TensorMeta.of(value)
+    meta = TensorMeta.of(value, window=True)
     if cls is not None:
         meta = replace(meta, subclass=class_reference(cls))
     if meta.special == "zerotensor":

@@ -42,7 +42,8 @@ import torch
 import torch.fx as fx
 
 from . import blame, hooks
-from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, clone_values, snapshot
+from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, snapshot
+from ..unit.copies import clone_values
 from .casemaker import aot_case, make_case
 from pt2kit.backends import resolve_backend
 

@@ -325,7 +325,12 @@ def read_case(
     for spec in meta["inputs"]:
         tensor_meta = (
             TensorMeta(
-                **{**spec["meta"], "shape": tuple(spec["meta"]["shape"]), "stride": tuple(spec["meta"]["stride"])}
+                **{
+                    **spec["meta"],
+                    "shape": tuple(spec["meta"]["shape"]),
+                    "stride": tuple(spec["meta"]["stride"]),
+                    "storage": tuple(spec["meta"]["storage"]) if spec["meta"].get("storage") else None,
+                }
             )
             if spec["meta"]
             else None

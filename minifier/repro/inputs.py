@@ -29,14 +29,15 @@ from typing import cast
 
 import torch
 
-from ..unit.case import Boundary, GraphCase, GraphInput, compact_tensor
+from ..unit.case import Boundary, GraphCase, GraphInput
+from ..unit.copies import compact_tensor
 from pt2kit.seams import special_tensors
 
 
 def data_of(case: GraphCase) -> dict[str, torch.Tensor]:
     """The tensors a case's repro reads from its data file: real inputs and constants."""
     data = {
-        f"input:{i.name}": compact_tensor(i.value)
+        f"input:{i.name}": compact_tensor(i.value, window=i.meta is not None and i.meta.storage is not None)
         for i in case.inputs
         if i.is_tensor and not i.is_random and i.value is not None
     }
@@ -118,6 +119,7 @@ def _tensor_expression(i: GraphInput) -> str:
         extra = "".join(f", {k}={v!r}" for k, v in (("low", m.low), ("high", m.high)) if v is not None) + (
             "" if m.device == "cpu" else f", device={m.device!r}"
         )
+        extra += f", storage={m.storage!r}" if m.storage else ""
         grad = ", requires_grad=True" if m.requires_grad and m.is_leaf else ""
         expr = f"rand_tensor({m.shape!r}, {m.stride!r}, torch.{m.dtype}{grad}, seed={i.seed}{extra})"
         return f"non_leaf({expr})" if m.requires_grad and not m.is_leaf else expr

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ..unit.case import Boundary, GraphCase, TensorMeta, clone_tensor
+from ..unit.case import Boundary, GraphCase, TensorMeta
+from ..unit.copies import clone_tensor
 from pt2kit.seams import pytree, special_tensors
 from ..unit.graphio import DYNAMIC_DIMS, SYMINT, node_meta
 

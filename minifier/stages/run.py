@@ -41,7 +41,8 @@ from ..capture import hooks
 from ..capture.casemaker import aot_case
 from .distributed import join_fake_group
 from ..capture.context import importable_name
-from ..unit.case import Boundary, GraphCase, GraphId, INDUCTOR_INNER_COMPILE, clone_values
+from ..unit.case import Boundary, GraphCase, GraphId, INDUCTOR_INNER_COMPILE
+from ..unit.copies import clone_values
 from ..unit.accuracy import References, accuracy_category, accuracy_divergence, reference_outputs, signature_of_accuracy
 from pt2kit.signature import Failure, Kind, Signature, signature_of_exception, tagging_compile_errors
 from pt2kit.seams import backend_registry, compile_fx, dispatch

@@ -3,6 +3,7 @@
 (What "the same failure" means is the floor's: :mod:`pt2kit.signature`.)
 
 - ``case``: :class:`GraphCase`, a graph with its inputs, context and stages;
+- ``copies``: inputs copied as the program had them (strides, shared memory, the storage around a slice);
 - ``graphio``: a graph as plain literals, read back exactly (no re-tracing);
 - ``check``: :class:`Check`, the question every query asks (stage, failure, accuracy, tries);
 - ``accuracy``: wrong answers, judged against eager and an fp64 eager reference;

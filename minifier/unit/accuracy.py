@@ -313,7 +313,7 @@ def reference_outputs(
     """
     import torch
 
-    from .case import clone_values
+    from .copies import clone_values
 
     def clones() -> list[Any]:
         return [v.detach() if isinstance(v, torch.Tensor) else v for v in clone_values(inputs)]
@@ -379,7 +379,7 @@ def gradient_divergence(gm: Any, inputs: list[Any], actual: list[Any], *, rng: A
     """
     import torch
 
-    from .case import clone_values
+    from .copies import clone_values
 
     def run(fn: Callable[..., Any], values: list[Any]) -> list[Any] | None:
         set_rng(rng)

@@ -28,15 +28,17 @@ import copy
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.fx as fx
 
+from .copies import clone_tensor, storage_window, view_into
 from .runtime import rand_tensor
 from pt2kit.names import op_name
 from pt2kit.seams import ops, special_tensors
 from pt2kit.words import Word
+
 
 class Boundary(Word):
     """Where a graph was taken: as dynamo hands it to the backend, or after AOTAutograd (a forward, backward
@@ -51,6 +53,7 @@ class Boundary(Word):
 CONFIG_IMPORT = "pt2kit:import"  # {"pt2kit:import": "module:qualname"}: imported by reference
 CONFIG_CARRIED = "pt2kit:carried"  # {"pt2kit:carried": name}: bound by the carried definitions
 CONFIG_MISSING = "pt2kit:missing"  # {"pt2kit:missing": why}: the user must supply it
+
 
 @dataclass(frozen=True)
 class CompileContext:
@@ -134,9 +137,17 @@ class TensorMeta:
     is_leaf: bool = True  # False: a non-leaf requiring grad (the output of a differentiable op)
     special: str | None = None  # a ZeroTensor, or a conjugate or negative view (pt2kit.seams.special_tensors)
     subclass: str | None = None  # a plain tensor subclass: how a repro names its class (``Tagged``, ``mylib.Tagged``)
+    # a window into a larger storage (a slice of a tensor the graph never saw): (storage offset, storage size)
+    storage: tuple[int, int] | None = None
 
     @classmethod
-    def of(cls, t: torch.Tensor) -> TensorMeta:
+    def of(cls, t: torch.Tensor, window: bool = False) -> TensorMeta:
+        """``t``'s metadata; with ``window``, also the storage around it when it is a view into more memory.
+
+        Only a graph's own inputs keep their window (:func:`storage_window`): a graph that reads
+        past a view's elements (``as_strided`` with an offset) needs the memory around it. A
+        value cut out of a graph is its own tensor.
+        """
         low = high = None
         special = special_tensors.kind_of(t)
         if not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool and t.numel() and special is None:
@@ -151,6 +162,7 @@ class TensorMeta:
             high=high,
             is_leaf=bool(t.is_leaf) or not t.requires_grad,
             special=special,
+            storage=storage_window(t) if window and special is None else None,
         )
 
     @property
@@ -163,6 +175,8 @@ class TensorMeta:
             self.special or "", ""
         )
         special += f", a {self.subclass}" if self.subclass else ""
+        if self.storage:
+            special += f", a view at offset {self.storage[0]} into a storage of {self.storage[1]}"
         return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}{special}"
 
 
@@ -213,9 +227,11 @@ class GraphInput:
         assert self.meta is not None
         m = self.meta
         if self.seed is not None:
-            value = rand_tensor(m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device)
-        else:
-            value = clone_tensor(self.value, m.requires_grad, device=m.device)  # placed here, in the child
+            value = rand_tensor(
+                m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device, m.storage
+            )
+        else:  # placed here, in the child
+            value = clone_tensor(self.value, m.requires_grad, device=m.device, window=m.storage is not None)
         value = special_tensors.rebuild(value, m.special)  # (``value`` is the plain tensor behind it)
         if m.requires_grad and not m.is_leaf:  # as the program passed it: the output of a differentiable op
             with torch.enable_grad():
@@ -231,86 +247,6 @@ def snapshot(gm: fx.GraphModule) -> fx.GraphModule:
     passes made of it.
     """
     return fx.GraphModule(gm, copy.deepcopy(gm.graph))
-
-
-def clone_tensor(
-    t: torch.Tensor, requires_grad: bool | None = None, device: str | torch.device | None = None
-) -> torch.Tensor:
-    """A leaf copy of ``t`` with the same shape and strides, owning only the memory they reach.
-
-    Copying the reachable memory rather than the elements keeps overlapping layouts
-    (``expand``'s zero strides) that a plain elementwise copy cannot write into. A
-    special tensor (a ZeroTensor, a conjugate view...) stays what it is.
-    """
-    requires_grad = t.requires_grad if requires_grad is None else requires_grad
-    special = special_tensors.kind_of(t)
-    if special is not None:
-        copied = clone_tensor(special_tensors.plain(t), False, device)
-        return special_tensors.rebuild(copied, special).requires_grad_(requires_grad)
-    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
-    with torch.no_grad():
-        memory = torch.empty(span, dtype=t.dtype, device=t.device if device is None else device)
-        if span:
-            memory.copy_(t.detach().as_strided((span,), (1,)))
-        copy = memory.as_strided(t.shape, t.stride())
-        if span == t.numel():  # dense: a tensor of its own, as the program's was, not a view
-            copy = copy.clone()
-    return copy.detach().requires_grad_(requires_grad)
-
-
-def view_into(base: torch.Tensor, meta: TensorMeta, offset: int) -> torch.Tensor:
-    """A view of ``base``'s memory with ``meta``'s layout, ``offset`` elements past ``base``'s own start."""
-    view = base.as_strided(meta.shape, meta.stride, base.storage_offset() + offset)
-    return view.requires_grad_() if meta.requires_grad and not view.requires_grad else view
-
-
-def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int]]]]:
-    """Tensors among ``values`` that share memory: (the one whose memory holds the others', [(another, its offset from it)]).
-
-    A graph's inputs can be views of one tensor (``f(buf, buf[1:])``), and a compiler's
-    bug can live in that aliasing. A group is kept only when one member's memory (the
-    elements its strides reach) holds every other member's; other overlaps stay apart.
-    """
-    groups: dict[tuple[str, int], list[int]] = {}
-    for k, v in enumerate(values):
-        if not isinstance(v, torch.Tensor) or v.layout != torch.strided or special_tensors.kind_of(v) or v.numel() == 0:
-            continue
-        try:
-            key = (str(v.device), v.untyped_storage().data_ptr())
-        except (RuntimeError, NotImplementedError):  # fake and meta tensors own no memory
-            continue
-        if key[1]:
-            groups.setdefault(key, []).append(k)
-
-    def span(t: torch.Tensor) -> tuple[int, int]:
-        start = cast(int, t.storage_offset())  # (a SymInt only for fake tensors, left out above)
-        return start, start + 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-
-    found = []
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        spans = {k: span(values[k]) for k in members}
-        cover = next(
-            (k for k in members if all(spans[k][0] <= a and b <= spans[k][1] for a, b in spans.values())), None
-        )
-        if cover is not None:
-            found.append((cover, [(k, spans[k][0] - spans[cover][0]) for k in members if k != cover]))
-    return found
-
-
-def clone_values(values: list[Any]) -> list[Any]:
-    """Copies of ``values`` (tensors cloned, the rest as they are) in which tensors that shared memory share it again."""
-    copies = [clone_tensor(v.detach(), v.requires_grad) if isinstance(v, torch.Tensor) else v for v in values]
-    for cover, views in alias_groups(values):
-        for k, offset in views:
-            copies[k] = view_into(copies[cover], TensorMeta.of(values[k]), offset)
-    return copies
-
-
-def compact_tensor(t: torch.Tensor) -> torch.Tensor:
-    """A detached copy of ``t`` holding only the memory its strides reach, for saving (a special tensor's plain one)."""
-    return clone_tensor(special_tensors.plain(t.detach()), requires_grad=False)
 
 
 @dataclass(frozen=True)
@@ -418,7 +354,9 @@ class GraphCase:
         names = [i.name for i in self.inputs]
         for k, i in enumerate(self.inputs):  # an input that shared another's memory shares it again
             if i.view_of and i.view_of[0] in names and i.meta is not None:
-                values[k] = view_into(values[names.index(i.view_of[0])], i.meta, i.view_of[1])
+                values[k] = view_into(
+                    values[names.index(i.view_of[0])], i.meta.shape, i.meta.stride, i.meta.requires_grad, i.view_of[1]
+                )
         for k, i in enumerate(self.inputs):  # a symbolic size is the size of its tensor, whatever that is now
             if i.derived_from and i.derived_from[0] in names:
                 values[k] = values[names.index(i.derived_from[0])].size(i.derived_from[1])

@@ -56,9 +56,16 @@ def clone_input(t):
 
     A dense input is a tensor of its own, as the program's was (AOTAutograd treats a
     view that a graph writes into differently); an overlapping one (``expand``) is a
-    view of the memory its strides reach.
+    view of the memory its strides reach; one saved with a larger storage around it
+    (the program passed a slice of a tensor the graph never saw) is a view at the same
+    offset into a copy of that storage.
     """
     span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) if t.numel() else 0
+    size = t.untyped_storage().nbytes() // t.element_size() if span else 0
+    if t.storage_offset() or size > span:
+        memory = torch.empty(size, dtype=t.dtype, device=t.device)
+        memory.copy_(t.detach().as_strided((size,), (1,), 0))
+        return memory.as_strided(t.shape, t.stride(), t.storage_offset())
     copy = t.as_strided((span,), (1,)).clone().as_strided(t.shape, t.stride())
     return copy.clone() if span == t.numel() else copy
 
@@ -90,14 +97,16 @@ def non_leaf(t):
         return t.requires_grad_().clone(memory_format=torch.preserve_format)
 
 
-def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu"):
+def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu", storage=None):
     """A seeded random tensor with exactly this shape, stride, dtype and requires_grad.
 
     Floats are standard normal; integers stay within the real data's [low, high]
-    (so index tensors stay valid); bools are fair coins. The result is a leaf.
+    (so index tensors stay valid); bools are fair coins. The result is a leaf. With
+    ``storage`` (offset, size), it is a view at that offset into a random storage of that size.
     """
     generator = torch.Generator().manual_seed(seed)
     numel = 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(n > 0 for n in shape) else 0
+    offset, numel = (0, numel) if storage is None else storage
     if dtype.is_floating_point or dtype.is_complex:
         base = torch.randn(numel, generator=generator, dtype=dtype)
     elif dtype == torch.bool:
@@ -106,6 +115,6 @@ def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, hig
         lo = 0 if low is None else int(low)
         hi = lo if high is None else int(high)
         base = torch.randint(lo, hi + 1, (numel,), generator=generator, dtype=dtype)
-    made = base.to(device).as_strided(shape, stride)
-    made = made.clone() if numel == made.numel() else made  # a dense one is a tensor of its own, not a view
+    made = base.to(device).as_strided(shape, stride, offset)
+    made = made.clone() if numel == made.numel() and storage is None else made  # a dense one is a tensor of its own, not a view
     return made.detach().requires_grad_(requires_grad)

@@ -22,7 +22,8 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from minifier.unit.case import GraphCase, GraphInput, TensorMeta, alias_groups, clone_values, has_effect
+from minifier.unit.case import GraphCase, GraphInput, TensorMeta, has_effect
+from minifier.unit.copies import alias_groups, clone_values
 from minifier.capture.casemaker import graph_inputs
 from minifier.repro.files import exec_repro
 from minifier.repro.writer import data_of, render
@@ -486,3 +487,33 @@ def test_a_modules_buffers_and_parameters_stay_static_inputs_in_the_repro():
     assert outcome.failure is not None and outcome.failure.signature.exception == "AccuracyError"
     plain = origin.replace(inputs=[replace(i, static=None) for i in origin.inputs])
     assert run_case(plain, "aot_eager", accuracy=True).failure is None
+
+
+def _write_past_the_view(x):
+    v = x.as_strided((10,), (1,), storage_offset=5)
+    v.add_(1)
+    return v * 2
+
+
+def test_an_input_that_is_a_slice_keeps_the_storage_around_it():
+    # pytorch#140171: the graph reads and writes past its input's elements, into the storage
+    # of the tensor the program sliced it from (which the graph never saw). A copy of the
+    # elements alone fails otherwise (setStorage out of bounds, even in eager).
+    from minifier.stages.run import run_case
+
+    base = torch.arange(30.0)
+    origin = _dynamo_case(_write_past_the_view, base[3:13])
+    (x,) = origin.inputs
+    assert x.meta.storage == (3, 30)
+    made = x.materialize()
+    assert made.storage_offset() == 3 and made.untyped_storage().nbytes() == 30 * 4
+    assert torch.equal(made.as_strided((30,), (1,), 0), base) and made.untyped_storage().data_ptr() != base.data_ptr()
+    saved = data_of(origin)["input:L_x_"]
+    assert torch.equal(exec_repro(render(origin, stage="eager"))["clone_input"](saved).as_strided((30,), (1,), 0), base)
+    target = run_case(origin, "aot_eager").failure.signature
+    assert target.exception == "RuntimeError" and "as_strided_scatter" in target.message
+    random = origin.replace(inputs=[replace(x, seed=7)])
+    assert "storage=(3, 30)" in render(random, stage="aot_eager")
+    assert run_case(random, "aot_eager").failure.signature == target
+    dense = _dynamo_case(_write_past_the_view, torch.arange(30.0)).inputs[0]  # its elements are its storage
+    assert dense.meta.storage is None

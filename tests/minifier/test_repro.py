@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import minifier
-from minifier.unit.case import GraphCase, GraphInput, TensorMeta, clone_tensor
+from minifier.unit.case import GraphCase, GraphInput, TensorMeta
+from minifier.unit.copies import clone_tensor
 from minifier.unit.runtime import rand_tensor
 from pt2kit.errors import CorruptRecord
 from minifier.repro.files import load_repro, trace_module, write_repro
