@@ -55,6 +55,9 @@ class Subsystem:
     application: int
     detail: str | None
     config: tuple[str, str, Any] | None = None  # a config-change subsystem: (owner, key, value)
+    #: the ops a lowering's ``detail`` (a node's name) may be: one, or several where a
+    #: higher-order op's body has a node of the same name (each gets its own workaround)
+    ops: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -214,7 +217,8 @@ def drill_down(
         shutil.rmtree(directory, ignore_errors=True)
     if found is None:
         return None
-    return Subsystem(found.backend, found.subsystem, found.application, _detail(found, case), found.config_change)
+    detail, ops = _detail(found, case)
+    return Subsystem(found.backend, found.subsystem, found.application, detail, found.config_change, ops)
 
 
 def passes_disabled(
@@ -253,23 +257,36 @@ def disabled_whole(
     return functools.partial(passes_with_bisector, case, stage, target, accuracy, directory), directory
 
 
-def _detail(found: compiler_bisector.Found, case: GraphCase) -> str | None:
-    """What the guilty application was, in a user's words: an op (``aten.relu.default``), a pass, a config key.
+def _detail(found: compiler_bisector.Found, case: GraphCase) -> tuple[str | None, tuple[str, ...]]:
+    """What the guilty application was, in a user's words (an op ``aten.relu.default``, a pass, a config key), and the ops it may be.
 
-    A lowering names the node it lowered (``relu``): its op is read off the graph.
+    A lowering names the node it lowered (``relu``): its op is read off the graph, or
+    off a higher-order op's body (a cond branch is lowered as a graph of its own, its
+    nodes named apart from the outer graph's). A name that several ops' nodes share
+    stays the name, with each op its lowering may be.
     """
     text = found.detail or ""
     op = re.search(r"target=torch\.ops\.([\w.]+)", text) or re.search(
         r"OpOverload\(op='([\w.]+)', overload='(\w+)'\)", text
     )
     if op:
-        return ".".join(op.groups())
-    node = next((n for n in case.op_nodes if n.name == text), None) if found.subsystem == "lowerings" else None
-    if node is not None:
-        from pt2kit.names import op_name
+        return ".".join(op.groups()), (".".join(op.groups()),)
+    if found.subsystem != "lowerings" or not text:
+        return text or None, ()
+    from torch import fx
 
-        return op_name(node, case.gm)
-    return text or None
+    from pt2kit.names import op_name
+
+    ops = sorted(
+        {
+            op_name(n, gm)
+            for gm in case.gm.modules()
+            if isinstance(gm, fx.GraphModule)
+            for n in gm.graph.nodes
+            if n.name == text and n.op == "call_function"
+        }
+    )
+    return (ops[0] if len(ops) == 1 else text), tuple(ops)
 
 
 @dataclass(frozen=True)
@@ -295,14 +312,16 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
             found.append(
                 Option(f"import {module}\n{module}.{key} = {value!r}\n", f"set {module}.{key} = {value!r}", stage)
             )
-        elif subsystem.name == "lowerings" and detail.startswith("aten."):
-            found.append(
-                Option(
-                    compiler_bisector.fallback_code(detail),
-                    f"let {detail} fall back to ATen instead of Inductor's lowering",
-                    stage,
-                )
-            )
+        elif subsystem.name == "lowerings":
+            for op in subsystem.ops or (detail,):
+                if op.startswith("aten."):
+                    found.append(
+                        Option(
+                            compiler_bisector.fallback_code(op),
+                            f"let {op} fall back to ATen instead of Inductor's lowering",
+                            stage,
+                        )
+                    )
         elif subsystem.name == "decomposition" and detail.startswith("aten."):
             found.append(
                 Option(

@@ -3,8 +3,8 @@
 :func:`accuracy_divergence` is the rule: torch's ``same(..., fp64_ref=...)`` without its fixed
 tolerances, forgiving whatever error eager itself makes in the working precision. An accuracy
 failure's :class:`~pt2kit.signature.Signature` names the *kind* of divergence
-(:func:`accuracy_category`): a NaN bug is not a rounding bug, nor outputs that alias one another
-otherwise than eager's (:mod:`minifier.unit.aliasing`).
+(:func:`accuracy_category`): a NaN bug is not a rounding bug, nor an output that lost eager's
+inference flag, nor outputs that alias one another otherwise (:mod:`minifier.unit.aliasing`).
 
 What is compared: every output, and every input the graph writes into, as it is after the run
 (:class:`References`: a graph whose only effect is ``x[idx] += 1`` is judged on ``x``), against eager
@@ -32,9 +32,7 @@ from .aliasing import aliasing_divergence
 Accuracy = Union[bool, Literal["strict"]]
 
 #: Ops that draw random numbers (by name part): a float64 run of them draws other numbers.
-RANDOM_OPS = tuple(
-    "rand randn randint randperm bernoulli dropout native_dropout multinomial normal uniform exponential poisson rrelu".split()
-)
+RANDOM_OPS = tuple("rand randn randint randperm bernoulli dropout native_dropout multinomial normal uniform exponential poisson rrelu".split())
 
 
 def draws_random(name: str) -> bool:
@@ -59,6 +57,8 @@ def accuracy_category(problem: str) -> str:
         return "aliasing"
     if "non-finite" in problem:
         return "non-finite values"
+    if "is_inference()" in problem:
+        return "tensor flags"
     if " != eager " in problem and ("(" in problem.split(" != eager ")[1]):
         return "shape or dtype"
     if "outputs, eager gives" in problem or "got " in problem:
@@ -239,11 +239,8 @@ def fp64_blocker(gm: Any) -> str | None:
 
 
 def tensor_versions(values):
-    """Each tensor's version counter: every in-place write bumps it, through any view of it.
-
-    (An inference tensor keeps no count: None, as for a value that is not a tensor.)
-    It imports only torch: the repro writer copies its source into accuracy repros.
-    """
+    """Each tensor's version counter, which every in-place write bumps through any view of it
+    (None for an inference tensor, which keeps none, and a non-tensor). Copied into repros: torch only."""
     import torch
 
     counts = []
@@ -444,7 +441,7 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
     code may round differently, but not worse than eager does. NaN or inf where eager and
     fp64 are finite always fails, and so does losing a NaN or inf they agree on. Integer
     and bool outputs must match exactly; with ``strict`` every output must equal eager's
-    bit for bit (``--strict-accuracy``). None when everything passes, else one line
+    bit for bit (``--strict-accuracy``), and be an inference tensor where eager's is. None when everything passes, else one line
     naming the first output that does not. Eager is the reference instead, within 1e-3
     (1e-2 in half precision), where ``fp64`` is None (:func:`fp64_blocker`) or an fp64
     output does not match eager's shape. ``labels`` name the values (default ``output <i>``).
@@ -471,6 +468,8 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
             return f"{name}: got {type(res).__name__}, eager gives a tensor"
         if res.shape != ref.shape or res.dtype != ref.dtype:
             return f"{name}: {res.dtype}{tuple(res.shape)} != eager {ref.dtype}{tuple(ref.shape)}"
+        if res.is_inference() != ref.is_inference():
+            return f"{name}: is_inference() is {res.is_inference()}, eager's {ref.is_inference()}"
         ref, res = ref.detach(), res.detach()
         if strict or not (ref.is_floating_point() or ref.is_complex()):
             same = torch.equal(ref, res) or (

@@ -53,6 +53,42 @@ def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
     assert workarounds(None, "eager", "eager") == []
 
 
+def test_a_lowering_inside_a_cond_branch_is_named_by_its_op_and_a_shared_name_offers_each_op():
+    # Inductor lowers a cond branch as a graph of its own and the bisector names the node it lowered:
+    # the branch's sum_1 is aten.sum.dim_IntList, the outer graph's sum_1 aten.sum.default
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+
+    from minifier.bisect.subsystem import _detail
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from pt2kit.seams.compiler_bisector import Found
+
+    grabbed = {}
+
+    def grab(gm, example_inputs):
+        grabbed.update(gm=gm, inputs=example_inputs)
+        return gm.forward
+
+    def f(x):
+        s = x.sum()
+        return torch.cond(s > 0, lambda x: x.cos().sum(0), lambda x: x.sin().prod(0), (x,)) + s
+
+    torch._dynamo.reset()
+    torch.compile(f, backend=aot_autograd(fw_compiler=grab), fullgraph=True)(torch.randn(3, 4))
+    case = make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("inductor", []), index=0)
+
+    def lowered(name):
+        return _detail(Found("inductor", "lowerings", 1, name, None), case)
+
+    assert lowered("prod") == ("aten.prod.dim_int", ("aten.prod.dim_int",))
+    detail, ops = lowered("sum_1")
+    assert (detail, ops) == ("sum_1", ("aten.sum.default", "aten.sum.dim_IntList"))
+    options = workarounds(Subsystem("inductor", "lowerings", 1, detail, None, ops), "inductor", "inductor")
+    assert [o.what.split()[1] for o in options[:2]] == list(ops) and options[-1].stage == "aot_eager_decomp_partition"
+    assert lowered("no_such_node") == ("no_such_node", ())
+
+
 def test_a_config_change_the_bisector_asks_for_is_applied_to_the_query_even_without_inductors_own_compile(tmp_path):
     # an aot graph's query calls Inductor's inner compile, which never reads the bisector's config change itself
     import torch._inductor.config as inductor_config

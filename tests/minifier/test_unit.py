@@ -39,6 +39,13 @@ def test_accuracy_catches_nan_shape_and_integer_mismatches():
     assert accuracy_category(swallowed) == "non-finite values"
     assert accuracy_divergence([nan_first], [nan_first.clone()], [nan_first.double()]) is None
     assert "non-finite" in accuracy_divergence([nan_first], [nan_first.nan_to_num(posinf=1.0)], [nan_first.double()])
+    # inference_mode inside a graph makes inference tensors that a program may not write or save for
+    # backward: a compiled graph whose outputs lose the flag is wrong with every value right
+    with torch.inference_mode():
+        made_in_inference = torch.ones(4)
+    lost_flag = accuracy_divergence([made_in_inference], [ones], [ones.double()])
+    assert lost_flag == "output 0: is_inference() is False, eager's True"
+    assert accuracy_category(lost_flag) == "tensor flags"
     overflowed = torch.tensor([float("inf"), 1.0])  # eager's fp16 overflow, say: fp64 is finite, a finite result is fine
     assert accuracy_divergence([overflowed], [torch.tensor([7e4, 1.0])], [torch.tensor([7e4, 1.0], dtype=torch.float64)]) is None
 
