@@ -105,8 +105,10 @@ def arm() -> None:
                 # here, when torch.compile resolves the backend: learning compiles a no-op
                 # on a thread, which would wait forever for dynamo's lock inside a compile
                 from .capture.context import learn_dynamo_own_patches
+                from .backward_prologue import install
 
                 safe(learn_dynamo_own_patches, None)
+                safe(install, None, read_intent)  # (the last door: a failure before any graph reaches this wrapper)
 
         def __call__(self, gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
             if is_internal(self._torchdynamo_orig_backend):  # pt2kit's own compile: no minifier at all

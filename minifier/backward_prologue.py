@@ -1,4 +1,4 @@
-"""The hook's last door: a backward that fails before any compiled graph of it runs.
+"""The hook's last door: failures no compiled graph sees, found in the exception the program dies of.
 
 AOTAutograd's backward first unpacks the tensors its forward saved, and autograd checks
 their version counters there: a saved tensor the program (or the compiled forward) wrote
@@ -12,21 +12,28 @@ program's own at the first such call, looks for those nodes in the frames of the
 of. Found, that graph is handled as failing in its backward (saved and, at levels 2 and 4,
 minified), and the program's own hook then prints the exception as it would have.
 
+The other failure no wrapper sees is dynamo's own tracing failing before a graph exists:
+there is nothing for the hook to save, and torch's hook is silent. :func:`excepthook`
+says so in one line, and names the command that minifies it from the frame instead.
+
 First, do no harm: nothing is kept alive (a node that dies leaves the map), a call's
 result is returned untouched, and an exception no remembered node raised passes on as it is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import weakref
 from types import TracebackType
+from collections.abc import Callable
 from typing import Any
 
 _owners: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 _installed: list[Any] = []
+_intent_reader: list[Callable[[], Any]] = []  # (the hook's: the user's repro settings now, or None)
 
 #: How far below an output's node the compiled backward may sit (a view's node over it).
 _DEPTH = 3
@@ -84,20 +91,49 @@ def owner_of(traceback: TracebackType | None) -> tuple[Any, Any] | None:
 
 
 def excepthook(kind: type[BaseException], error: BaseException, traceback: TracebackType | None) -> None:
-    """Handle a backward failure of a watched graph (see the module), then the program's own hook."""
+    """Handle a backward failure of a watched graph (see the module), then the program's own hook;
+    a tracing failure's note comes after the traceback, where the user reads last."""
+    note = None
     try:
         found = owner_of(traceback) if _owners else None
         if found is not None:
             guard, case = found
             guard.handle(case, error=error, where="backward")
+        else:
+            note = tracing_failure_note(error)
     except Exception:  # noqa: BLE001 - pt2kit's own failure: the program's exception comes first
         pass
     (_installed[0] if _installed else sys.__excepthook__)(kind, error, traceback)
+    if note is not None:
+        with contextlib.suppress(Exception):  # (a closed stderr is not the program's problem)
+            print(f"pt2kit: {note}", file=sys.stderr)
 
 
-def install() -> None:
-    """Chain :func:`excepthook` before the one the program has (once per process)."""
+def tracing_failure_note(error: BaseException) -> str | None:
+    """The line for a program that dies in dynamo's tracing while the user asked for a repro (else None)."""
+    intent = _intent_reader[0]() if _intent_reader else None
+    if intent is None:
+        return None
+    from .capture.frames import where_it_failed
+
+    if where_it_failed(error) != "tracing":
+        return None
+    script = " ".join(sys.argv) or "SCRIPT"
+    return (
+        f"dynamo failed while tracing, before any graph existed: TORCHDYNAMO_REPRO_AFTER={intent.after} has "
+        f"no graph to save; `minify run {script}` records the frame and minifies the op it fails on, where there is one"
+    )
+
+
+def install(read_intent: Callable[[], Any] | None = None) -> None:
+    """Chain :func:`excepthook` before the one the program has (once per process).
+
+    ``read_intent`` (the env-var hook's, :func:`minifier.autoload.read_intent`) turns on the
+    tracing failure's note.
+    """
     with _lock:
+        if read_intent is not None and not _intent_reader:
+            _intent_reader.append(read_intent)
         if not _installed:
             _installed.append(sys.excepthook)
             sys.excepthook = excepthook

@@ -719,6 +719,29 @@ def test_the_hook_sees_a_backward_that_fails_before_its_graph_runs(tmp_path):
     assert plain.stderr.splitlines()[-1] == done.stderr.rstrip().splitlines()[-1]  # the same error, hook or not
 
 @pytest.mark.e2e
+def test_the_hook_says_in_one_line_when_dynamo_fails_before_any_graph_exists(tmp_path):
+    # no compiler is ever called, so nothing of the hook's (or torch's) sees it: one line after the traceback
+    script = tmp_path / "tag.py"
+    script.write_text(
+        "import torch\n\n"
+        "@torch.compile(backend='eager', dynamic=True)\n"
+        "def f(x):\n"
+        "    return x * len(f'{x.shape[0]:04d}')\n\n"
+        "f(torch.randn(5))\n"
+    )
+    repros = tmp_path / "repros"
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL="2", TORCHDYNAMO_REPRO_DIR=str(repros))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    last = done.stderr.rstrip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith("pt2kit: dynamo failed while tracing, before any graph existed"), done.stderr[-800:]
+    assert f"`minify run {script}`" in last and not repros.exists()
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=user_env(), timeout=600)
+    assert plain.returncode == 1 and "pt2kit" not in plain.stderr  # no intent, no line
+    above = [line for line in done.stderr.splitlines()[:-1] if line.strip()]
+    assert plain.stderr.rstrip().splitlines()[-1] == above[-1]  # the same error, just above
+
+
+@pytest.mark.e2e
 def test_the_hook_hands_a_graph_dynamo_cannot_trace_again_to_the_backend(tmp_path):
     # pytorch#172956: the partitioner asserts; the graph holds autograd_function_apply, which dynamo cannot trace again,
     # so a repro that compiled it with torch.compile would run the Function eagerly and pass
