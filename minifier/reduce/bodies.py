@@ -44,17 +44,57 @@ def bodies(gm: fx.GraphModule, prefix: str = "") -> Iterator[tuple[str, fx.Graph
 def stand_in(node: fx.Node) -> fx.Node | None:
     """The operand an op's readers can read instead: its first tensor-valued operand (None: there is none).
 
-    An op whose value is a tuple (its readers are ``getitem``\\ s) has no single stand-in,
-    and neither has an op the body returns: the higher-order op checks what its body
-    returns (a ``while_loop`` predicate must be a bool, branches must agree, no output
-    may alias an input), and a stand-in there makes a program eager rejects too, which
-    an Inductor failure may still hide.
+    An op whose value is a tuple (its readers are ``getitem``\\ s) has no single stand-in.
+    An op the body returns takes one only where the higher-order op cannot tell: the
+    higher-order op checks what its body returns (a ``while_loop`` predicate must be a
+    bool, branches must agree, no output may alias an input or another output), and a
+    stand-in that breaks that makes a program eager rejects too, which an Inductor
+    failure may still hide. So a returned op's stand-in has its value's shape, strides
+    and dtype (as recorded on the nodes) and memory of its own (:func:`_returnable`).
     """
-    if node.op not in ("call_function", "call_method") or any(u.op == "output" for u in node.users):
+    if node.op not in ("call_function", "call_method"):
         return None
     if node.users and all(u.target is operator.getitem for u in node.users):
         return None
-    return next((a for a in node.all_input_nodes if a.op != "get_attr"), None)
+    operands = [a for a in node.all_input_nodes if a.op != "get_attr"]
+    if not any(u.op == "output" for u in node.users):
+        return next(iter(operands), None)
+    return next((a for a in operands if _returnable(a, node)), None)
+
+
+def _value(node: fx.Node) -> object:
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def _layout(t: object) -> tuple[str, ...]:
+    """Shape, strides and dtype as text: symbolic sizes compare as expressions, adding no guard."""
+    import torch
+
+    assert isinstance(t, torch.Tensor)
+    return (*map(str, t.shape), "/", *map(str, t.stride()), str(t.dtype))
+
+
+def _returnable(operand: fx.Node, returned: fx.Node) -> bool:
+    """Can the body return ``operand`` where it returned ``returned``, unseen by its higher-order op?"""
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    new, old = _value(operand), _value(returned)
+    if not (isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor)) or operand.op == "placeholder":
+        return False
+    if _layout(new) != _layout(old):
+        return False
+    outputs = [n for n in returned.graph.nodes if n.op == "output"]
+    others = [n for o in outputs for n in o.all_input_nodes if n is not returned]
+    inputs = [n for n in returned.graph.nodes if n.op == "placeholder"]
+    try:
+        storage = StorageWeakRef(new.untyped_storage())
+        return all(
+            not isinstance(v := _value(n), torch.Tensor) or StorageWeakRef(v.untyped_storage()) != storage
+            for n in inputs + others
+        )
+    except (RuntimeError, NotImplementedError):  # (a value without storage: a tensor subclass's)
+        return False
 
 
 def apply_body_edits(gm: fx.GraphModule, edits: frozenset[BodyEdit]) -> fx.GraphModule:
