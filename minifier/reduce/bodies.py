@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import copy
 import operator
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch.fx as fx
 
 from ..unit.graphio import subgraphs
 
 if TYPE_CHECKING:
+    from ..unit.case import TensorMeta
     from .engine import Reducer
 
 #: One body edit: the body's attribute path from the graph (``true_graph_0``, ``body_fn_0.cond_fn_0``),
@@ -39,6 +40,72 @@ def bodies(gm: fx.GraphModule, prefix: str = "") -> Iterator[tuple[str, fx.Graph
     for attr, sub in subgraphs(gm).items():
         yield f"{prefix}{attr}", sub
         yield from bodies(sub, f"{prefix}{attr}.")
+
+
+def returned_stand_ins(gm: fx.GraphModule, meta_of: Callable[[str], TensorMeta | None]) -> dict[tuple[str, str], str]:
+    """Stand-ins for the ops ``gm``'s bodies return, where the body's values are known: {(path, op): operand}.
+
+    A body traced from the repro's code holds no values on its nodes (dynamo's own bodies
+    do), so each body a ``cond``, ``while_loop`` or ``invoke_subgraph`` calls is run on
+    fake tensors laid out as its operands were (``meta_of`` a top-level node: the
+    profile's), on a copy: no fake value is left on the graph, which queries pickle.
+    A body that cannot run so (a nested higher-order op, an operand of unknown layout)
+    has no stand-in for the ops it returns.
+    """
+    from pt2kit.seams.fake_tensor import quiet, static_mode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    found: dict[tuple[str, str], str] = {}
+    for node, body_calls in ((n, _body_calls(n)) for n in gm.graph.nodes):
+        for attr, operands in body_calls:
+            try:
+                body = copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(attr)))
+                mode = static_mode()
+                fakes = [_fake(mode, a, meta_of) for a in operands]
+                with quiet():
+                    FakeTensorProp(body, mode).propagate_dont_convert_inputs(*fakes)
+            except Exception:  # noqa: BLE001 - an unknown layout, or a body fake tensors cannot run: no stand-ins
+                continue
+            for op in body.graph.nodes:
+                if (instead := stand_in(op)) is not None and any(u.op == "output" for u in op.users):
+                    found[(attr, op.name)] = instead.name
+    return found
+
+
+def _body_calls(node: fx.Node) -> list[tuple[str, list[object]]]:
+    """(body attribute, the operands it is called with) for each body the higher-order op ``node`` calls."""
+    if node.op != "call_function" or not all(isinstance(a, (fx.Node, tuple, list)) for a in node.args[:4]):
+        return []
+    from pt2kit.names import op_name
+
+    name, args = op_name(node), node.args
+
+    def attr(a: object) -> str | None:
+        return str(a.target) if isinstance(a, fx.Node) and a.op == "get_attr" else None
+
+    if name == "torch.ops.higher_order.cond" and len(args) >= 4:
+        calls = [(attr(args[1]), list(cast(tuple, args[3]))), (attr(args[2]), list(cast(tuple, args[3])))]
+    elif name == "torch.ops.higher_order.while_loop" and len(args) >= 4:
+        carried = [*cast(tuple, args[2]), *cast(tuple, args[3])]
+        calls = [(attr(args[0]), carried), (attr(args[1]), carried)]
+    elif name == "torch.ops.higher_order.invoke_subgraph" and args:
+        calls = [(attr(args[0]), list(args[2:]))]
+    else:
+        return []
+    return [(a, operands) for a, operands in calls if a is not None]
+
+
+def _fake(mode: object, value: object, meta_of: Callable[[str], TensorMeta | None]) -> object:
+    """A fake tensor laid out as the node ``value``'s tensor was, or a literal as it is."""
+    import torch
+
+    if not isinstance(value, fx.Node):
+        return value
+    meta = meta_of(value.name)
+    if meta is None or meta.special is not None:
+        raise LookupError(value.name)
+    with cast(Any, mode):
+        return torch.empty_strided(meta.shape, meta.stride, dtype=meta.torch_dtype, device=meta.device)
 
 
 def stand_in(node: fx.Node) -> fx.Node | None:
@@ -101,9 +168,12 @@ def apply_body_edits(gm: fx.GraphModule, edits: frozenset[BodyEdit]) -> fx.Graph
     """``gm`` with ``edits`` made in copies of its bodies; an edit whose nodes are gone is skipped."""
     for top in sorted({path.split(".")[0] for path, _, _ in edits}):
         setattr(gm, top, copy.deepcopy(getattr(gm, top)))
+    replaced: dict[tuple[str, str], str] = {(path, name): instead for path, name, instead in edits}
     for path, name, instead in sorted(edits):
         body = cast(fx.GraphModule, gm.get_submodule(path))  # (a path of :func:`bodies`)
         nodes = {n.name: n for n in body.graph.nodes}
+        while (path, instead) in replaced and instead not in nodes:  # (its own stand-in, edited away first)
+            instead = replaced[(path, instead)]
         if name not in nodes or instead not in nodes:
             continue
         nodes[name].replace_all_uses_with(nodes[instead])
@@ -113,21 +183,31 @@ def apply_body_edits(gm: fx.GraphModule, edits: frozenset[BodyEdit]) -> fx.Graph
 
 
 def reduce_bodies(r: Reducer) -> None:
-    """Each op of each body replaced by its operand, last op first: one query an op, once per settled graph."""
+    """Each op of each body replaced by its operand, last op first: one query an op, once per settled graph.
+
+    Each op's stand-in is chosen in the graph as it is when the op's turn comes: an op
+    whose readers were edited away may have become one its body returns.
+    """
     c = r.normalize(r.best)
     structure = ("bodies", *r._structure(c))
     if not r.settled() or structure in r.replaced_structures:
         return
-    asked = [
-        (path, node.name, instead.name)
-        for path, body in bodies(r.build(c).gm)
-        for node in reversed(list(body.graph.nodes))
-        if (instead := stand_in(node)) is not None
-    ]
-    for edit in asked:
-        path, name, _ = edit
-        current = cast(fx.GraphModule, r.build(r.normalize(r.best)).gm.get_submodule(path))
-        if any(n.name == name for n in current.graph.nodes):
-            r.consider(replace(r.best, body_edits=r.best.body_edits | {edit}))
+
+    def stand_ins(gm: fx.GraphModule) -> dict[tuple[str, str], str]:
+        returned = returned_stand_ins(gm, lambda name: r._meta(name) if name in r._nodes else None)
+        return {
+            (path, node.name): instead
+            for path, body in bodies(gm)
+            for node in body.graph.nodes
+            if (instead := returned.get((path, node.name)) or getattr(stand_in(node), "name", None)) is not None
+        }
+
+    gm = r.build(c).gm
+    first = stand_ins(gm)
+    order = [(path, node.name) for path, body in bodies(gm) for node in reversed(list(body.graph.nodes)) if (path, node.name) in first]
+    for path, name in order:
+        instead = stand_ins(r.build(r.normalize(r.best)).gm).get((path, name))
+        if instead is not None:
+            r.consider(replace(r.best, body_edits=r.best.body_edits | {(path, name, instead)}))
     r.replaced_structures.add(structure)
     r.replaced_structures.add(("bodies", *r._structure(r.normalize(r.best))))

@@ -12,9 +12,11 @@ bug did, checked on real graphs and real backends without a worker process:
 - the fp64 reference keeps a conversion of integer data to a low-precision float, in
   pt2kit's queries and in the repro's ``ReproFloat64``;
 - delta debugging that leaves a graph 1-minimal settles it, and a later round does not
-  search its nodes again.
+  search its nodes again;
+- a higher-order op's body is reduced too, the ops it returns included where its op cannot tell.
 """
 
+import copy
 from dataclasses import replace
 
 import pytest
@@ -296,6 +298,54 @@ def test_the_reducer_reduces_inside_the_branches_of_a_cond():
     ops = body_ops(reduced.gm)
     assert sorted(ops.values()) == [["cos"], ["exp"]], ops
     assert sum(len(o) for o in body_ops(origin.gm).values()) == 5  # (the origin's bodies are untouched)
+
+
+def test_a_body_traced_without_values_gets_stand_ins_for_what_it_returns_from_fake_values():
+    # a repro's bodies are traced from code, with no values on their nodes: the body is run on fake
+    # tensors laid out as the profile saw its operands; a returned op takes an operand of its layout
+    # with memory of its own, never a body input; and edits chained through a removed op still apply
+    from torch._higher_order_ops.while_loop import while_loop
+
+    from minifier.reduce.bodies import apply_body_edits, returned_stand_ins
+    from minifier.stages.profile import profile_case
+
+    def f(x):
+        return while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, (a.sin() * 2 + 1).cos()), (torch.zeros((), dtype=torch.int64), x))[1]
+
+    case = _aot_case(f, torch.randn(4))
+    for body in case.gm.modules():
+        if isinstance(body, torch.fx.GraphModule) and body is not case.gm:
+            for node in body.graph.nodes:
+                node.meta.clear()  # as the repro's traced bodies are
+    metas = {i.name: i.meta for i in case.inputs} | {k: v.meta for k, v in profile_case(case).items()}
+    found = returned_stand_ins(case.gm, metas.get)
+    (body,) = {path for path, _ in found}
+    # the cos returns the add_1's value in its place; the counter's add would return the loop's own input
+    assert found == {(body, "cos"): "add_1"}, found
+    once = apply_body_edits(copy.deepcopy(case.gm), frozenset({(body, "cos", "add_1")}))
+    assert returned_stand_ins(once, metas.get) == {(body, "add_1"): "mul"}  # now returned, it takes the mul
+    twice = apply_body_edits(copy.deepcopy(case.gm), frozenset({(body, "cos", "add_1"), (body, "add_1", "mul")}))
+    output = next(n for n in twice.get_submodule(body).graph.nodes if n.op == "output")
+    assert [a.name for a in output.args[0]] == ["add", "mul"]  # (add_1 edited first, by name: the cos reads the mul)
+
+
+def _aot_case(fn, *args):
+    """``fn``'s aot inference graph, as the case pt2kit captures (real AOTAutograd, no compile)."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+
+    grabbed = {}
+
+    def grab(gm, example_inputs):
+        grabbed.update(gm=gm, inputs=example_inputs)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=aot_autograd(fw_compiler=grab), fullgraph=True)(*args)
+    return make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("aot_eager", []), index=0)
 
 
 class Tagged(torch.Tensor):
