@@ -34,6 +34,9 @@ _owners: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictio
 _lock = threading.Lock()
 _installed: list[Any] = []
 _intent_reader: list[Callable[[], Any]] = []  # (the hook's: the user's repro settings now, or None)
+#: Set on an exception pt2kit has saved a repro for, so that the wrappers it passes through on its way out save it once.
+HANDLED = "_pt2kit_handled"
+_watched = [0]  # how many compiled graphs the hook has watched in this process (:func:`note_watched`)
 
 #: How far below an output's node the compiled backward may sit (a view's node over it).
 _DEPTH = 3
@@ -92,7 +95,7 @@ def owner_of(traceback: TracebackType | None) -> tuple[Any, Any] | None:
 
 def excepthook(kind: type[BaseException], error: BaseException, traceback: TracebackType | None) -> None:
     """Handle a backward failure of a watched graph (see the module), then the program's own hook;
-    a tracing failure's note comes after the traceback, where the user reads last."""
+    a note on a failure no graph saw (:func:`closing_note`) comes after the traceback, where the user reads last."""
     note = None
     try:
         found = owner_of(traceback) if _owners else None
@@ -100,7 +103,7 @@ def excepthook(kind: type[BaseException], error: BaseException, traceback: Trace
             guard, case = found
             guard.handle(case, error=error, where="backward")
         else:
-            note = tracing_failure_note(error)
+            note = closing_note(error)
     except Exception:  # noqa: BLE001 - pt2kit's own failure: the program's exception comes first
         pass
     (_installed[0] if _installed else sys.__excepthook__)(kind, error, traceback)
@@ -109,20 +112,53 @@ def excepthook(kind: type[BaseException], error: BaseException, traceback: Trace
             print(f"pt2kit: {note}", file=sys.stderr)
 
 
-def tracing_failure_note(error: BaseException) -> str | None:
-    """The line for a program that dies in dynamo's tracing while the user asked for a repro (else None)."""
+def note_watched() -> None:
+    """One more compiled graph is watched by the hook (its closing note counts them)."""
+    _watched[0] += 1
+
+
+def closing_note(error: BaseException) -> str | None:
+    """The line for a program that dies of what no watched graph raised, while the user asked for a repro.
+
+    Dynamo failing while it traced, before any graph existed; or an error of the
+    program's own after the hook watched its graphs, none failing (at level 4, none
+    diverging from eager): a wrong answer the hook's rule cannot see, or no compiler's.
+    None where the hook saved the failure, or was not asked.
+    """
     intent = _intent_reader[0]() if _intent_reader else None
-    if intent is None:
+    if intent is None or any(getattr(e, HANDLED, False) for e in _chain(error)):
         return None
     from .capture.frames import where_it_failed
 
-    if where_it_failed(error) != "tracing":
-        return None
     script = " ".join(sys.argv) or "SCRIPT"
+    where = where_it_failed(error)
+    if where == "tracing":
+        return (
+            f"dynamo failed while tracing, before any graph existed: TORCHDYNAMO_REPRO_AFTER={intent.after} has "
+            f"no graph to save; `minify run {script}` records the frame and minifies the op it fails on, where there is one"
+        )
+    graphs = _watched[0]
+    if where != "runtime" or not graphs:
+        return None
+    if intent.level == 4:
+        return (
+            f"none of the {graphs} compiled graph(s) failed, and their first results agree with eager within rounding "
+            f"(the fp64 rule); if the failure is a wrong answer that needs bit-for-bit equality (a rounding the program "
+            f"asks for), `minify run --strict-accuracy {script}` compares them exactly"
+        )
     return (
-        f"dynamo failed while tracing, before any graph existed: TORCHDYNAMO_REPRO_AFTER={intent.after} has "
-        f"no graph to save; `minify run {script}` records the frame and minifies the op it fails on, where there is one"
+        f"none of the {graphs} compiled graph(s) failed; if the failure is a wrong answer, "
+        f"TORCHDYNAMO_REPRO_LEVEL=4 or `minify run --accuracy {script}` compares them with eager"
     )
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    node: BaseException | None = error
+    while node is not None and node not in found:
+        found.append(node)
+        node = node.__cause__ or node.__context__
+    return found
 
 
 def install(read_intent: Callable[[], Any] | None = None) -> None:

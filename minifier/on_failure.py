@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .backward_prologue import remembered
+from .backward_prologue import HANDLED as _HANDLED, note_watched, remembered
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -225,6 +225,7 @@ class ReproOnFailure:
         """The compiled graph, with its failures (and, at level 4, its first result) looked at."""
         guard = self
         first = [self.intent.level == 4]
+        safe(note_watched, None)
 
         def pt2kit_watched(*args: Any) -> Any:
             if first[0]:
@@ -416,9 +417,6 @@ class _sigterm_deferred:
             if self.received:
                 signal.raise_signal(signal.SIGTERM)
 
-
-#: Set on an exception pt2kit has saved a repro for, so that the wrappers it passes through on its way out save it once.
-_HANDLED = "_pt2kit_handled"
 
 
 def _carry_call_attributes(compiled: Any, wrapper: Any) -> None:

@@ -742,6 +742,26 @@ def test_the_hook_says_in_one_line_when_dynamo_fails_before_any_graph_exists(tmp
 
 
 @pytest.mark.e2e
+def test_the_hook_says_in_one_line_when_the_program_fails_where_no_graph_did(tmp_path):
+    # a wrong answer the program checks itself: its compiled graphs ran and none failed, so nothing is saved
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import torch\n\n"
+        "f = torch.compile(lambda x: x.sin() + 1, backend='eager')\n"
+        "y = f(torch.randn(4))\n"
+        "assert y.sum() > 1e9, 'the answer is wrong'\n"
+    )
+    for level, hint in (("2", "TORCHDYNAMO_REPRO_LEVEL=4 or `minify run --accuracy"), ("4", "`minify run --strict-accuracy")):
+        repros = tmp_path / f"repros{level}"
+        env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL=level, TORCHDYNAMO_REPRO_DIR=str(repros))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+        *_, error, last = done.stderr.rstrip().splitlines()
+        assert done.returncode == 1 and error == "AssertionError: the answer is wrong", done.stderr[-800:]
+        assert last.startswith("pt2kit: none of the 1 compiled graph(s) failed") and hint in last, last
+        assert not repros.exists()
+
+
+@pytest.mark.e2e
 def test_the_hook_hands_a_graph_dynamo_cannot_trace_again_to_the_backend(tmp_path):
     # pytorch#172956: the partitioner asserts; the graph holds autograd_function_apply, which dynamo cannot trace again,
     # so a repro that compiled it with torch.compile would run the Function eagerly and pass
