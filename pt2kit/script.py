@@ -132,6 +132,15 @@ def stdout_to_stderr(enabled: bool) -> Iterator[None]:
 #: The names a user's script runs under: its ``__main__``, and multiprocessing's copy of it.
 MAIN_MODULES = ("__main__", "__mp_main__")
 
+#: What a repro's carried definitions (the script's code it needs) run as: a module per block of them
+#: (``pt2kit_definitions_<hash>``), in ``sys.modules`` since dynamo imports the module of a function it inlines.
+CARRIED_MODULE = "pt2kit_definitions"
+
+
+def is_carried_module(name: str) -> bool:
+    """Is ``name`` a module of carried definitions, the script's own code run again (never one to import)?"""
+    return name == CARRIED_MODULE or name.startswith(CARRIED_MODULE + "_")
+
 
 def module_import_spec(module_name: str) -> tuple[str, str] | None:
     """``(import name, sys.path root)`` for a user module, or None for torch/stdlib/site-packages.
@@ -139,7 +148,7 @@ def module_import_spec(module_name: str) -> tuple[str, str] | None:
     The user's script itself (``__main__``) is never a module to import: a repro that
     imported it would run the whole program again (see :mod:`minifier.capture.extract`).
     """
-    if module_name in MAIN_MODULES:
+    if module_name in MAIN_MODULES or is_carried_module(module_name):
         return None
     module = sys.modules.get(module_name)
     path = getattr(module, "__file__", None)

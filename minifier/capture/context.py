@@ -27,7 +27,7 @@ import torch.fx as fx
 
 from . import hooks
 from ..unit.case import CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING
-from pt2kit.script import MAIN_MODULES, main_module_file, module_import_spec
+from pt2kit.script import MAIN_MODULES, is_carried_module, main_module_file, module_import_spec
 from pt2kit.seams import aot_autograd, backend_registry, device_guard, ops
 from pt2kit.seams import config as config_seam
 
@@ -382,7 +382,7 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
 def class_reference(cls: type) -> str:
     """How a repro names a user's class: by its name when the script defines it (carried), else ``module.qualname``."""
     module = cls.__module__
-    return cls.__qualname__ if module in MAIN_MODULES else f"{module}.{cls.__qualname__}"
+    return cls.__qualname__ if module in MAIN_MODULES or is_carried_module(module) else f"{module}.{cls.__qualname__}"
 
 
 def class_sources(classes: list[type | None]) -> tuple[list[tuple[str, str]], str]:

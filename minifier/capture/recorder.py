@@ -56,7 +56,7 @@ from .events import (
 from pt2kit.errors import UnknownBackend
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, lift_frame_calls, where_it_failed
 from pt2kit.script import run_script
-from pt2kit.seams import backend_registry, compile_fx, convert_frame, hop_eager, symbolic_shapes
+from pt2kit.seams import backend_registry, compile_fx, convert_frame, dispatch, hop_eager, symbolic_shapes
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..unit.accuracy import judge_compiled_run
 from pt2kit.signature import (
@@ -344,7 +344,14 @@ class Recorder:
         if len(values) != len(graph.values) or size > self.input_limit:
             self.event(AotInputsNotSaved(str(graph.path) if graph.path else None, False, size))
             return False
-        graph.values = clone_values(values)  # (inputs that are views of one tensor stay so)
+        try:
+            # outside the modes torch runs a compiled graph under (AOTAutograd's subclass analysis
+            # refuses a detach of a tensor subclass): pt2kit's copy is never the program's failure
+            with dispatch.outside_modes():
+                graph.values = clone_values(values)  # (inputs that are views of one tensor stay so)
+        except Exception:  # noqa: BLE001 - a value pt2kit cannot copy: its repro keeps random ones
+            self.event(AotInputsNotSaved(str(graph.path) if graph.path else None, False, size))
+            return False
         self.save_aot(graph, real=True)
         return True
 
@@ -354,9 +361,10 @@ class Recorder:
         ``after``: the values it ran on, as the run left them (a graph may write into its inputs).
         """
         try:
-            failure = judge_compiled_run(
-                graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict", after=after
-            )
+            with dispatch.outside_modes():
+                failure = judge_compiled_run(
+                    graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict", after=after
+                )
         except Exception as e:  # noqa: BLE001 - no verdict: the bisection asks an isolated query instead
             self.event(Judged(label, error=f"{type(e).__name__}: {e}"))
             return

@@ -17,6 +17,8 @@ import copyreg
 import hashlib
 import io
 import os
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,7 @@ from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta
 from pt2kit.errors import CorruptRecord
 from ..unit.graphio import GraphFormatError, load_graph
 from pt2kit.seams import compiler_state, config, pytree
+from pt2kit.script import CARRIED_MODULE
 from pt2kit.signature import Signature
 from .writer import FORMAT_VERSION, data_of, render, split_future
 
@@ -169,8 +172,9 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
     Its carried definitions (a backend or op copied from the user's script) run once
     per process: they may register a backend name or a custom op, which cannot be
     registered twice. A second repro with the same definitions gets the names the
-    first run bound. They run as a module of their own, from a real file holding them
-    (:func:`_definitions_file`): user code reads its ``__file__`` (a custom pass's
+    first run bound. They run as a module of their own, in ``sys.modules`` (dynamo imports
+    the module of a function it inlines: a carried subclass's ``__torch_function__``), from a
+    real file holding them (:func:`_definitions_file`): user code reads its ``__file__`` (a custom pass's
     ``uuid()`` hashing its own source). ``meta``: its header, when the caller has read
     it already (parsing a large graph's text is most of the cost of reading it).
     """
@@ -180,7 +184,10 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
         if block not in _DEFINED:
             text = _preamble(source, block) + block
             path = _definitions_file(text)
-            definitions: dict[str, Any] = {"__name__": "pt2kit_definitions", "__file__": str(path)}
+            module = types.ModuleType(f"{CARRIED_MODULE}_{path.stem.rsplit('_', 1)[-1]}")
+            module.__file__ = str(path)
+            sys.modules[module.__name__] = module  # (dynamo imports the module of each function it inlines)
+            definitions: dict[str, Any] = module.__dict__
             # In a copy of this process's context: torch keeps each config value a program sets in a ContextVar, so a
             # config the definitions set (a pass the script assigns beside the class it defines) stays out of the
             # process that reads the repro (pt2kit's own, a query's child, a test's); a case's config is what its

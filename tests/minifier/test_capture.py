@@ -87,6 +87,33 @@ def test_carried_definitions_that_set_config_leave_the_reading_process_config_as
     assert inductor_config.post_grad_custom_post_pass is before
 
 
+def test_carried_definitions_are_a_module_dynamo_can_import_when_it_inlines_their_code():
+    # pytorch#176679's subclass: dynamo inlines its __torch_function__, and to read the function's globals it
+    # imports the module the function says it is from: the carried definitions' own
+    import sys
+
+    from minifier.capture.context import class_reference
+    from minifier.repro.files import exec_repro
+    from pt2kit.script import is_carried_module, module_import_spec
+
+    block = (
+        "class ScaledForTheModuleTest(torch.Tensor):\n"
+        "    @classmethod\n"
+        "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        raw = super().__torch_function__(func, types, args, kwargs or {})\n"
+        "        return raw * 2.0 if func is torch.add else raw"
+    )
+    namespace = exec_repro(f"import torch\n\n{block}\n", meta={"definitions": block})
+    cls = namespace["ScaledForTheModuleTest"]
+    assert is_carried_module(cls.__module__) and sys.modules[cls.__module__].ScaledForTheModuleTest is cls
+    a = torch.ones(2).as_subclass(cls)
+    torch._dynamo.reset()
+    out = torch.compile(lambda x, y: torch.add(x, y), backend="eager", fullgraph=True)(a, a)
+    assert torch.equal(out.as_subclass(torch.Tensor), torch.full((2,), 4.0))
+    # the script's own code, run again: never a module for a repro to import, and named as the script names it
+    assert module_import_spec(cls.__module__) is None and class_reference(cls) == "ScaledForTheModuleTest"
+
+
 def test_every_capture_event_reads_back_as_it_was_written_and_a_cut_line_is_skipped(tmp_path):
     from minifier.capture import events
     from minifier.capture.result import read_capture
