@@ -761,6 +761,40 @@ def test_the_hook_says_in_one_line_when_the_program_fails_where_no_graph_did(tmp
         assert not repros.exists()
 
 
+RANDOM_GRAPH_OF_ANOTHER_DTYPE = """
+import torch
+
+
+def widening(gm, example_inputs):  # pytorch#194547's kind: a random graph whose compiled output is another dtype
+    def run(*args):
+        return [o.double() if {bad} else o for o in gm(*args)]
+
+    return run
+
+
+x = torch.randn(8).half()
+y = torch.compile(lambda t: torch.rand_like(t) + t, backend=widening)(x)
+print("dtype", y.dtype)
+"""
+
+
+@pytest.mark.e2e
+def test_the_hook_at_level_4_judges_a_random_graph_by_what_its_outputs_are(tmp_path):
+    # compiled RNG draws other numbers than eager's, so values are not compared; a dtype, shape or flag still is
+    for bad, fails in (("True", True), ("False", False)):
+        script = tmp_path / f"noise_{bad}.py"
+        script.write_text(RANDOM_GRAPH_OF_ANOTHER_DTYPE.replace("{bad}", bad))
+        repros = tmp_path / f"repros_{bad}"
+        env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL="4", TORCHDYNAMO_REPRO_DIR=str(repros))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+        if fails:
+            assert done.returncode == 1 and "output 0: torch.float64(8,) != eager torch.float16(8,)" in done.stderr, done.stderr[-1500:]
+            report = json.loads(next(repros.glob("run-*/report.json")).read_text())
+            assert report["failure"]["message"].endswith("(shape or dtype)") and report["ops_after"] == ["torch.rand_like"], report
+        else:  # a healthy random graph: its own numbers, no verdict, nothing saved
+            assert done.returncode == 0 and "dtype torch.float16" in done.stdout and not repros.exists(), done.stderr[-1500:]
+
+
 @pytest.mark.e2e
 def test_the_hook_hands_a_graph_dynamo_cannot_trace_again_to_the_backend(tmp_path):
     # pytorch#172956: the partitioner asserts; the graph holds autograd_function_apply, which dynamo cannot trace again,
