@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from pathlib import Path
 
-from .report import BisectReport, Row, signature_of
+from .report import BisectReport, Row, program_failure, signature_of
 from .plainly import fails_only_plainly, fails_under_dynamo_alone
 from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
@@ -118,6 +118,10 @@ def bisect_script(
             "all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {signature_of(first)}"
         )
         session.log(f"  {row.label}: {verdict}")
+        if (otherwise := program_failure(row, captured.failure, accuracy)) is not None:
+            first = row.first_failure
+            report.note = f"{report.note}; {otherwise}" if report.note else otherwise
+            session.log(f"  {otherwise}")
         if first is not None and matches(first, captured.failure, accuracy):
             # the first graph that fails the program's way, unless the program itself failed in another
             # one; a wrong value before outputs that only alias otherwise

@@ -43,9 +43,14 @@ class Row:
     outcomes: dict[str, Outcome]
     case: GraphCase | None = None
     case_path: Path | None = None
+    #: the stage whose failure is the program's, where a lighter stage fails otherwise (:func:`program_failure`)
+    program_stage: str | None = None
 
     @property
     def first_failure(self) -> Outcome | None:
+        """The failure this graph is minified for: its first, or the program's where a lighter stage fails otherwise."""
+        if self.program_stage is not None:
+            return self.outcomes[self.program_stage]
         return next((o for o in self.outcomes.values() if not o.passed), None)
 
     def record(self, stages: list[str]) -> GraphRecord:
@@ -171,6 +176,27 @@ def _index(row: Row) -> int | None:
 def signature_of(outcome: Outcome) -> Signature | None:
     """The signature of an outcome's failure; None when it passed."""
     return outcome.failure.signature if outcome.failure else None
+
+
+def program_failure(row: Row, original: Failure | None, accuracy: Accuracy) -> str | None:
+    """Point ``row`` at its stage that fails the program's way, where a lighter stage fails otherwise; what to note.
+
+    A lighter stage can hold another bug than the program's (``aot_eager_decomp_partition``
+    dropping an effect token the program's Inductor never meets, pytorch#190908): its
+    failure is not the program's, and the graph is minified where it fails the
+    program's way. None where the first failure is the program's, or none is.
+    """
+    first = row.first_failure
+    if first is None or matches(first, original, accuracy):
+        return None
+    later = next((o for o in row.outcomes.values() if not o.passed and matches(o, original, accuracy)), None)
+    if later is None:
+        return None
+    row.program_stage = later.stage
+    return (
+        f"{row.label} fails otherwise at {first.stage} ({signature_of(first)}), a failure the program never "
+        f"met; it is minified at {later.stage}, where it fails the program's way"
+    )
 
 
 def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> Accuracy:

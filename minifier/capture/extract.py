@@ -68,6 +68,7 @@ class _Statement:
     binds: set[str]
     uses: set[str]
     strings: set[str]
+    ops: set[str]  # the custom ops it names as ``torch.ops.ns.op``, as ``ns::op``
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -138,8 +139,34 @@ def _statements(source: str) -> list[_Statement]:
         if not isinstance(node, ast.AugAssign):
             uses -= binds
         strings = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-        out.append(_Statement(node, text, binds, uses, strings))
+        out.append(_Statement(node, text, binds, uses, strings, _named_ops(node)))
     return out
+
+
+def _named_ops(node: ast.stmt) -> set[str]:
+    """``ns::op`` for each ``torch.ops.ns.op`` the statement names."""
+    found = set()
+    for n in ast.walk(node):
+        chain = _attribute_chain(n)
+        if len(chain) >= 4 and chain[:2] == ["torch", "ops"]:
+            found.add(f"{chain[2]}::{chain[3]}")
+    return found
+
+
+def _attribute_chain(node: ast.AST) -> list[str]:
+    """``["torch", "ops", "ns"]`` for ``torch.ops.ns``; empty for anything but names and attributes."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else []
+
+
+def _configures_torch(node: ast.stmt) -> bool:
+    """A call of torch's own, its result unused (``torch._higher_order_ops.effects._register_effectful_op(op, ...)``)."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return False
+    return _attribute_chain(node.value.func)[:1] == ["torch"]
 
 
 def _registers_on(statement: _Statement, defined: set[str]) -> bool:
@@ -193,7 +220,9 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
 
     Kept: statements binding a needed name, transitively what they use, registrations
     made on kept names, and statements that mention a custom-op namespace
-    (``"myns::op"``, ``Library("myns", ...)``). Dropped: everything else, including the
+    (``"myns::op"``, ``Library("myns", ...)``), calls of torch's own among them
+    (``torch._higher_order_ops.effects._register_effectful_op(torch.ops.myns.op.default, ...)``:
+    a table entry the op needs, pytorch#190908). Dropped: everything else, including the
     ``if __name__ == "__main__":`` block. The result is in the script's order.
     """
     statements = _statements(source)
@@ -202,7 +231,9 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
     kept: set[int] = set()
     for i, s in enumerate(statements):
         mentions = any(text == ns or text.startswith(f"{ns}::") for text in s.strings for ns in namespaces)
-        if mentions and _defines_something(s.node):
+        names_op = any(op.startswith(f"{ns}::") for op in s.ops for ns in namespaces)
+        # (a function that calls torch.ops.myns.op is the program using the op, not its definition)
+        if (mentions and _defines_something(s.node)) or ((mentions or names_op) and _configures_torch(s.node)):
             kept.add(i)
     # Names that carry a namespace (``test_ns = "myns"``, then ``lib = Library(test_ns, ...)``):
     # definitions that use them are the op's definitions too. An op's own function is no carrier:

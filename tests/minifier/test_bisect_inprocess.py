@@ -121,3 +121,28 @@ def test_each_query_in_process_starts_from_a_forked_childs_clean_slate(in_proces
     assert executor.start(leave_state_behind).result().value == (3,)
     assert executor.start(what_is_left).result().value == (static, True, torch.float32)
     assert symbolic == [False, False]
+
+
+def test_a_lighter_stage_failing_otherwise_leaves_the_graph_minified_where_it_fails_the_programs_way():
+    # pytorch#190908: aot_eager_decomp_partition drops an effect token (StopIteration) where the program's
+    # Inductor fails otherwise; the lighter stage's failure is another bug, which the program never met
+    from minifier.bisect.report import Row, program_failure
+    from minifier.stages.run import Outcome
+    from pt2kit.signature import Failure, Signature
+
+    programs = Failure(Signature("compile_error", "RuntimeError", "Expected positional argument for parameter arg_#"))
+    other = Failure(Signature("runtime_error", "StopIteration", "StopIteration"))
+    stages = {"eager": None, "aot_eager": None, "aot_eager_decomp_partition": other, "inductor": programs}
+
+    def row():
+        return Row("g0", "dynamo", "dynamo", 4, None, {s: Outcome(s, f, 0.1) for s, f in stages.items()})
+
+    lighter = row()
+    note = program_failure(lighter, programs, False)
+    assert lighter.first_failure.stage == "inductor" and lighter.first_failure.failure == programs
+    assert note.startswith("g0 fails otherwise at aot_eager_decomp_partition (runtime_error: StopIteration")
+    assert lighter.record(list(stages)).stages["aot_eager_decomp_partition"] == "runtime_error"  # (the table keeps it)
+    same = row()  # the first failure is the program's, or no stage fails its way: nothing changes
+    assert program_failure(same, other, False) is None and same.first_failure.stage == "aot_eager_decomp_partition"
+    unknown = Failure(Signature("runtime_error", "ValueError", "something else"))
+    assert program_failure(same, unknown, False) is None and same.first_failure.stage == "aot_eager_decomp_partition"

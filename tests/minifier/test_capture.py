@@ -64,6 +64,22 @@ def test_a_custom_op_is_carried_without_the_program_that_calls_it():
     assert "def reverse_into" in carried and "custom_op" in carried
     assert "def f" not in carried and "torch.compile" not in carried and "eager =" not in carried, carried
 
+
+def test_a_table_entry_torch_keeps_for_a_custom_op_is_carried_with_it():
+    # pytorch#190908: the op is effectful only once registered in torch's table, by a call of torch's own
+    # that names the op as torch.ops.ns.op; a function that calls it the same way is still the program
+    from minifier.capture.extract import slice_script
+
+    registration = (
+        "torch._higher_order_ops.effects._register_effectful_op(\n"
+        "    torch.ops._pt2kit_slice_use.reverse_into.default, torch._higher_order_ops.effects._EffectType.ORDERED)\n"
+    )
+    script = SCRIPT_WITH_A_CUSTOM_OP_AND_ITS_USE.replace("\n\ndef f(x):", f"\n\n{registration}\n\ndef f(x):")
+    script = script.replace("    reverse_into(x.clone(), x)", "    torch.ops._pt2kit_slice_use.reverse_into(x.clone(), x)")
+    carried = slice_script(script, (), ["_pt2kit_slice_use"])
+    assert registration in carried and "def reverse_into" in carried, carried
+    assert "def f" not in carried and "torch.compile" not in carried, carried
+
 def test_carried_definitions_that_set_config_leave_the_reading_process_config_as_it_was():
     """A script's pass class is carried with the line that assigns it to Inductor's config; reading the repro (pt2kit's
     own process, a query's child, a test calling pt2kit in-process) binds the class but sets no config: the case's
