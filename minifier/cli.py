@@ -295,6 +295,7 @@ def run(
 @click.option("--strict-accuracy", is_flag=True, help="Judge wrong answers bit for bit against eager.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Where run directories go.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option("--recorded-only", is_flag=True, hidden=True)  # (the hook's: only the failure the program had)
 @click.option("--timeout", type=TIMEOUT, default=300.0, show_default=True, help="Seconds per isolated query.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")
 @click.option("--device", default=None, help="Move the repro to this device first: does a GPU bug show on the CPU?")
@@ -303,6 +304,7 @@ def run(
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def repro(
     path: Path,
+    recorded_only: bool,
     device: str | None,
     torch_versions: tuple[str, ...],
     after: str,
@@ -327,7 +329,10 @@ def repro(
     def work(session: Any) -> tuple[dict[str, Any], Any]:
         accuracy_rule = _accuracy(accuracy, strict_accuracy)
         return _minified(
-            minify_repro(session, resolved, after=after, accuracy=accuracy_rule, out=out, releases=releases, device=device)
+            minify_repro(
+                session, resolved, after=after, accuracy=accuracy_rule, out=out, releases=releases, device=device,
+                recorded_only=recorded_only,
+            )
         )
 
     _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)

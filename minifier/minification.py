@@ -450,6 +450,7 @@ def minify_repro(
     subsystem: bool = False,
     releases: list[ReleaseSpec] | None = None,
     device: str | None = None,
+    recorded_only: bool = False,
 ) -> MinifyResult:
     """``minify repro``: shrink an existing repro (pt2kit's or torch's) further.
 
@@ -460,6 +461,8 @@ def minify_repro(
     below the stage, on the graphs alone (no program to run a workaround on);
     ``releases``: run the repro under those torch releases. ``device``: moved there first
     (:mod:`minifier.unit.devices`): a failure that passes there is its own device's.
+    ``recorded_only`` (the env-var hook's graphs, saved as the program failed): a graph that
+    now fails only otherwise is not the program's failure, and is not minified (exit 5).
     """
     check_after(after)
     preparing = Preparing(releases, session.run_dir / "logs") if releases else None
@@ -477,7 +480,8 @@ def minify_repro(
         (loaded.case if device is None else moved_to(loaded.case, device), p) for loaded, p in zip(repros, paths)
     ]
     try:
-        report = bisect_saved(session, cases, name, accuracy=accuracy, aot_rows=after != "dynamo")
+        was = [loaded.failure for loaded in repros] if device is None else None
+        report = bisect_saved(session, cases, name, accuracy=accuracy, aot_rows=after != "dynamo", recorded=was)
         row = choose_graph(report, after)
     except NoFailure as e:
         if device is None and repros[0].failure is not None:  # (it failed where it was saved: the hook's graph)
@@ -493,6 +497,11 @@ def minify_repro(
     outcome = row.first_failure
     assert outcome is not None and outcome.failure is not None and row.case is not None
     recorded = next((loaded.failure for loaded, (case, _) in zip(repros, cases) if case.index == row.case.index), None)
+    if recorded is not None and not outcome.failure.signature.same_kind(recorded) and recorded_only:
+        raise NotReproducible(
+            f"{path.name} failed where it was saved ({recorded}) but alone fails only otherwise "
+            f"({outcome.failure.signature}): the graph rebuilt alone is not what the program compiled"
+        )
     if recorded is not None and outcome.failure.signature != recorded:
         session.log(
             f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {recorded}; minifying what it does now"

@@ -374,7 +374,7 @@ class ReproOnFailure:
         # TORCHDYNAMO_REPRO_AFTER=aot asks for the aot graph, where there is one that fails alone; a
         # failure inside AOTAutograd itself (its partitioner) has none, and the dynamo graph is the repro
         after = "auto" if self.intent.after == "aot" else self.intent.after
-        command = python_command("minifier", "repro", str(path), "--after", after, "--run-dir", str(run_dir))
+        command = python_command("minifier", "repro", str(path), "--after", after, "--run-dir", str(run_dir), "--recorded-only")
         command.append("--accuracy" if accuracy else "--no-accuracy")
         from pathlib import Path
 

@@ -75,6 +75,11 @@ class Signature:
     def to_json(self) -> dict[str, str]:
         return asdict(self)
 
+    def same_kind(self, other: Signature) -> bool:
+        """The same kind of failure and exception, the message aside: a rebuilt graph's
+        node names (``add`` where the program's was ``add_1``) may differ from the program's."""
+        return (self.kind, self.exception) == (other.kind, other.exception)
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Signature:
         return cls(kind=data["kind"], exception=data["exception"], message=data["message"])

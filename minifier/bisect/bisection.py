@@ -51,7 +51,7 @@ from .untraceable import handed_culprit, replay_breaks_of
 from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
-from pt2kit.signature import Kind
+from pt2kit.signature import Failure, Kind, Signature
 from ..unit.check import Stage
 
 #: What dynamo raises when the program asked it to fail on a recompile (``error_on_recompile``,
@@ -229,16 +229,24 @@ def bisect_saved(
     *,
     accuracy: Accuracy = False,
     aot_rows: bool = True,
+    recorded: list[Signature | None] | None = None,
 ) -> BisectReport:
     """Stage bisection of saved graphs, in the order one program compiled them (``name``: what they come from).
 
     No program runs: each graph's stages are asked side by side, and the first graph
     that fails at all is the culprit, pinned down to its aot graph like a captured one.
+    ``recorded``: the failure each graph was saved with, where known: a graph is minified
+    at the stage that fails that way, where a lighter one fails otherwise.
     """
     session.warm_up(inductor=any(case.backend == Stage.INDUCTOR for case, _ in cases), preload=[__name__])
     report = BisectReport(name, cases[0][0].backend, accuracy, session.run_dir, None)
-    for row in run_stages_of(session, cases, accuracy=accuracy):
+    saved_as: dict[int, Failure] = {}
+    for i, row in enumerate(run_stages_of(session, cases, accuracy=accuracy)):
         report.rows.append(row)
+        if recorded and i < len(recorded) and (was := recorded[i]) is not None:
+            saved_as[id(row)] = Failure(was)
+            if (otherwise := program_failure(row, saved_as[id(row)], accuracy)) is not None:
+                report.note = f"{report.note}; {otherwise}" if report.note else otherwise
         first = row.first_failure
         if first is not None:
             session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {signature_of(first)}")
@@ -248,9 +256,15 @@ def bisect_saved(
         if report.culprit is not None:
             report.note = "its dynamo graph is right by the fp64 rule; its aot graph, whose outputs include what it saves for the backward, is not"
             return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=False)
-    broken = [] if report.culprit is not None else replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None])
+    # a culprit that fails only otherwise than it was saved may be one dynamo breaks when compiled again
+    target = saved_as.get(id(report.culprit)) if report.culprit is not None else None
+    first = report.culprit.first_failure if report.culprit is not None else None
+    if target is not None and first is not None and first.failure is not None and first.failure.signature.same_kind(target.signature):
+        target = None
+    wanted = report.culprit is None or target is not None
+    broken = replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None]) if wanted else []
     if broken:
-        report.culprit = handed_culprit(session, report, None, broken, accuracy=accuracy)
+        report.culprit = handed_culprit(session, report, target, broken, accuracy=accuracy) or (report.culprit if target else None)
     if report.culprit is None:
         what = name if len(cases) == 1 else f"each of the {len(cases)} graphs of {name}"
         error = NoFailure(f"{what} passes every stage" + (" (accuracy checked)" if accuracy else ""))

@@ -90,6 +90,16 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
             f"    gm = graph_module(mod)\n{call}"
             f"{pad_call}return torch._dynamo.lookup_backend({backend_expression(case, stage)})(gm, list(inputs))\n"
         )
+        if _needs_a_shape_env(case):
+            compile_body = (
+                f"    gm = graph_module(mod)\n"
+                "    # as dynamo compiles: in a tracing context whose fake mode keeps a ShapeEnv (a while_loop needs one)\n"
+                "    from torch._guards import TracingContext, tracing\n"
+                "    from torch._subclasses.fake_tensor import FakeTensorMode\n"
+                "    from torch.fx.experimental.symbolic_shapes import ShapeEnv\n\n"
+                f"    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):\n{_indented(call)}"
+                f"{pad_call}    return torch._dynamo.lookup_backend({backend_expression(case, stage)})(gm, list(inputs))\n"
+            )
     return (
         "def compile_graph(mod, inputs):\n"
         f'    """The failing stage: {doc}."""\n'
@@ -107,6 +117,21 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
         "def run_eager(mod, inputs):\n" + no_grad.format(comment="") + f"{pad}return forward_backward({wrap}, inputs)"
     )
+
+
+#: Control-flow higher-order ops whose fake run makes unbacked sizes: they need a fake mode with a ShapeEnv,
+#: which dynamo's tracing context has and AOTAutograd's own (for a graph handed to it) does not.
+UNBACKED_HOPS = ("while_loop", "scan", "map_impl", "cond", "invoke_subgraph")
+
+
+def _needs_a_shape_env(case: GraphCase) -> bool:
+    return any(
+        n.op == "call_function" and getattr(n.target, "__name__", None) in UNBACKED_HOPS for n in case.gm.graph.nodes
+    )
+
+
+def _indented(block: str) -> str:
+    return "".join(f"    {line}\n" for line in block.splitlines())
 
 
 def _autocast_blocks(case: GraphCase) -> tuple[str, str]:

@@ -45,7 +45,7 @@ from ..unit.case import Boundary, GraphCase, GraphId, INDUCTOR_INNER_COMPILE
 from ..unit.copies import clone_values
 from ..unit.accuracy import References, accuracy_category, accuracy_divergence, reference_outputs, signature_of_accuracy
 from pt2kit.signature import Failure, Kind, Signature, signature_of_exception, tagging_compile_errors
-from pt2kit.seams import backend_registry, compile_fx, dispatch
+from pt2kit.seams import backend_registry, compile_fx, dispatch, dynamo_exc
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..repro.files import exec_repro, write_repro
 from ..repro.writer import EAGER_STAGES, RUN_SEED, data_of, program_inputs, render
@@ -253,8 +253,10 @@ def replay_breaks(case: GraphCase) -> list[str]:
     with graph_break_log.graph_breaks(Heard()):
         try:
             seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
-        except Exception:  # noqa: BLE001 - a graph that fails as dynamo runs it: the breaks heard before it are the answer
-            pass
+        except Exception as e:  # noqa: BLE001 - a graph that fails as dynamo runs it: the breaks heard before it are the answer
+            if not breaks and any(dynamo_exc.is_graph_break_error(x) for x in dynamo_exc.chain(e)):
+                # a break dynamo refuses outright (fullgraph, or a higher-order op's own form it will not trace)
+                breaks.append(f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
     return list(dict.fromkeys(breaks))
 
 

@@ -761,6 +761,52 @@ def test_the_hook_says_in_one_line_when_the_program_fails_where_no_graph_did(tmp
         assert not repros.exists()
 
 
+WHILE_LOOP_OF_BUFFERS_ONLY = """
+import torch
+from torch._higher_order_ops.while_loop import while_loop
+
+
+class M(torch.nn.Module):  # pytorch#182036: a while_loop whose body returns nothing, its state in buffers
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("counter", torch.tensor(0))
+        self.register_buffer("buf", torch.ones(8))
+
+    def forward(self):
+        def cond_fn():
+            self.counter.add_(1)
+            return self.counter < 3
+
+        def body_fn():
+            self.buf.add_(-1)
+            return ()
+
+        return while_loop(cond_fn, body_fn, ())
+
+
+with torch.no_grad():
+    torch.compile(M(), backend="aot_eager", fullgraph=True)()
+"""
+
+
+@pytest.mark.e2e
+def test_the_hook_hands_a_while_loop_dynamo_will_not_trace_again_to_its_backend_in_dynamos_tracing_context(tmp_path):
+    # the dynamo graph's while_loop carries dynamo's own form (mutated_arg_indices), which dynamo refuses to trace
+    # again: handed to the backend it fails as the program did, once a fake mode with a ShapeEnv is ambient
+    script = tmp_path / "loop.py"
+    script.write_text(WHILE_LOOP_OF_BUFFERS_ONLY)
+    repros = tmp_path / "repros"
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="2", TORCHDYNAMO_REPRO_DIR=str(repros))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 1 and "hop is expected to return at least one output" in done.stderr, done.stderr[-1500:]
+    (run_dir,) = repros.glob("run-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "minified" and report["failure"]["stage"] == "aot_eager", report
+    assert report["ops_after"] == ["torch.ops.higher_order.while_loop"], report
+    alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "hop is expected to return at least one output" in alone.stderr, alone.stderr[-2000:]
+
+
 RANDOM_GRAPH_OF_ANOTHER_DTYPE = """
 import torch
 
