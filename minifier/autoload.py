@@ -119,6 +119,9 @@ def arm() -> None:
             intent = safe(read_intent, None)
             if intent is None:
                 return super().__call__(gm, example_inputs, **kwargs)
+            if safe(_torch_own_compile, False):  # (a higher-order op run eagerly: torch's graph, not the program's)
+                with quiet_torch_minifier():
+                    return super().__call__(gm, example_inputs, **kwargs)
             guard = ReproOnFailure(intent)
             with quiet_torch_minifier():
                 return guard.compile(self._torchdynamo_orig_backend, self._compiler_name, gm, example_inputs, **kwargs)
@@ -126,6 +129,13 @@ def arm() -> None:
     from pt2kit.seams.after_dynamo import replace_debug_wrapper_class
 
     replace_debug_wrapper_class(_OneMinifier)
+
+
+def _torch_own_compile() -> bool:
+    """Is dynamo compiling a wrapper torch compiles for itself (``torch.cond`` called eagerly)? Never the program's graph."""
+    from pt2kit.seams import convert_frame, hop_eager
+
+    return hop_eager.is_torch_own_compile(convert_frame.code_being_compiled())
 
 
 def quiet_torch_minifier() -> Any:

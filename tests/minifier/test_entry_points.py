@@ -761,6 +761,34 @@ def test_the_hook_says_in_one_line_when_the_program_fails_where_no_graph_did(tmp
         assert not repros.exists()
 
 
+EAGER_COND_THEN_A_FAILING_COMPILE = """
+import torch
+
+
+def no_sin(gm, example_inputs):
+    if any(n.target is torch.sin for n in gm.graph.nodes):
+        raise RuntimeError("no sin here")
+    return gm.forward
+
+
+torch.cond(torch.tensor(True), lambda x: x.cos(), lambda x: x.sin(), (torch.ones(2),))  # torch compiles this for itself
+torch.compile(lambda x: torch.sin(x) + 1, backend=no_sin)(torch.ones(2))
+"""
+
+
+@pytest.mark.e2e
+def test_the_hook_leaves_the_graphs_torch_compiles_for_itself_alone_and_numbers_the_programs_as_minify_run(tmp_path):
+    # torch.cond called eagerly runs by compiling a wrapper of torch's own: not the program's graph g0
+    script = tmp_path / "prog.py"
+    script.write_text(EAGER_COND_THEN_A_FAILING_COMPILE)
+    repros = tmp_path / "repros"
+    env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL="1", TORCHDYNAMO_REPRO_DIR=str(repros))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 1 and "no sin here" in done.stderr, done.stderr[-1500:]
+    assert "graph g0 failed" in done.stderr, done.stderr[-1500:]
+    assert [p.name for p in repros.glob("run-*/captured/*")] == ["g0"]
+
+
 WHILE_LOOP_OF_BUFFERS_ONLY = """
 import torch
 from torch._higher_order_ops.while_loop import while_loop
