@@ -126,8 +126,8 @@ def closing_note(error: BaseException) -> str | None:
     None where the hook saved the failure, or was not asked.
     """
     intent = _intent_reader[0]() if _intent_reader else None
-    if intent is None or any(getattr(e, HANDLED, False) for e in _chain(error)):
-        return None
+    if intent is None or not isinstance(error, Exception) or any(getattr(e, HANDLED, False) for e in _chain(error)):
+        return None  # (a Ctrl-C is the user's doing, not a failure)
     from .capture.frames import where_it_failed
 
     script = " ".join(sys.argv) or "SCRIPT"
