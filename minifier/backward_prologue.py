@@ -12,9 +12,11 @@ program's own at the first such call, looks for those nodes in the frames of the
 of. Found, that graph is handled as failing in its backward (saved and, at levels 2 and 4,
 minified), and the program's own hook then prints the exception as it would have.
 
-The other failure no wrapper sees is dynamo's own tracing failing before a graph exists:
-there is nothing for the hook to save, and torch's hook is silent. :func:`excepthook`
-says so in one line, and names the command that minifies it from the frame instead.
+Two more failures no wrapper sees, with nothing for the hook to save, where torch's hook
+is silent: dynamo's own tracing failing before a graph exists, and an error of the
+program's own after every graph the hook watched ran right (a wrong answer the program
+checks itself). :func:`excepthook` says so in one line after the traceback
+(:func:`closing_note`), naming the command that looks further.
 
 First, do no harm: nothing is kept alive (a node that dies leaves the map), a call's
 result is returned untouched, and an exception no remembered node raised passes on as it is.

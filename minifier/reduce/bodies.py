@@ -56,19 +56,18 @@ def returned_stand_ins(gm: fx.GraphModule, meta_of: Callable[[str], TensorMeta |
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     found: dict[tuple[str, str], str] = {}
-    for node, body_calls in ((n, _body_calls(n)) for n in gm.graph.nodes):
-        for attr, operands in body_calls:
-            try:
-                body = copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(attr)))
-                mode = static_mode()
-                fakes = [_fake(mode, a, meta_of) for a in operands]
-                with quiet():
-                    FakeTensorProp(body, mode).propagate_dont_convert_inputs(*fakes)
-            except Exception:  # noqa: BLE001 - an unknown layout, or a body fake tensors cannot run: no stand-ins
-                continue
-            for op in body.graph.nodes:
-                if (instead := stand_in(op)) is not None and any(u.op == "output" for u in op.users):
-                    found[(attr, op.name)] = instead.name
+    for attr, operands in (call for node in gm.graph.nodes for call in _body_calls(node)):
+        try:
+            body = copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(attr)))
+            mode = static_mode()
+            fakes = [_fake(mode, a, meta_of) for a in operands]
+            with quiet():
+                FakeTensorProp(body, mode).propagate_dont_convert_inputs(*fakes)
+        except Exception:  # noqa: BLE001 - an unknown layout, or a body fake tensors cannot run: no stand-ins
+            continue
+        for op in body.graph.nodes:
+            if (instead := stand_in(op)) is not None and any(u.op == "output" for u in op.users):
+                found[(attr, op.name)] = instead.name
     return found
 
 
