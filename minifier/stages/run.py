@@ -193,9 +193,11 @@ def run_case(
         if reach is not None and not strict and not aliasing and not any(i.is_random for i in case.inputs):
             plain = len(expected) - len(written)
             made = program_inputs(case)
-            # a wrong write into one of the program's own inputs is seen by the program as it is
+            # a wrong write into one of the program's own inputs is seen by the program as it is, and a wrong
+            # gradient (after the outputs: the backward's) flows back through the original into the program's
             into_program_input = any(i >= plain and made[written[i - plain]].source is None for i in diverging)
-            if not into_program_input and reaches_outputs(reach, actual, strict) is None:
+            gradient = any(len(reach.outputs) <= i < plain for i in diverging)
+            if not into_program_input and not gradient and reaches_outputs(reach, actual, strict) is None:
                 return Outcome(
                     stage,
                     Failure(Signature(Kind.ACCURACY, "AccuracyError", UNSEEN_MESSAGE), problem),

@@ -106,6 +106,18 @@ def test_backward_graph_is_minified_to_the_backward_op(in_process, tmp_path):
     assert result.after.op_names() == ["aten.tanh_backward.default"]
 
 
+def test_a_wrong_gradient_is_minified_on_the_dynamo_graph_too(in_process, tmp_path):
+    # a candidate's wrong gradient does not show in the original's forward outputs, yet it flows back into
+    # the program's gradients: it is the failure, not one "no output of the program can see" (pytorch#185509)
+    def f(x, w):  # (real inputs only: random stand-ins never pass 100, and the gradient is then 0 everywhere)
+        h = x @ w
+        return (torch.where(h > 100, torch.tanh(h / 1000), 0.0) * 2).sin() + x.cos().sum()
+
+    result = minified(in_process, tmp_path, "planted_backward_accuracy", fn=f, scale=200, train=True, after="dynamo", accuracy=True)
+    assert result.after.boundary == "dynamo" and result.failure.failure.signature.kind == "accuracy"
+    assert result.after.op_names() == ["torch.tanh"], result.after.op_names()  # (kept a sum the forward needed, before)
+
+
 def test_a_runtime_error_is_minified_as_one(in_process, tmp_path):
     result = minified(in_process, tmp_path, "planted_runtime_error")
     assert result.failure.failure.signature.kind == "runtime_error"
