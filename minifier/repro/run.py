@@ -91,13 +91,13 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
             f"{pad_call}return torch._dynamo.lookup_backend({backend_expression(case, stage)})(gm, list(inputs))\n"
         )
         if _needs_a_shape_env(case):
+            from pt2kit.seams.aot_autograd import TRACING_CONTEXT, TRACING_CONTEXT_IMPORTS
+
             compile_body = (
-                f"    gm = graph_module(mod)\n"
+                "    gm = graph_module(mod)\n"
                 "    # as dynamo compiles: in a tracing context whose fake mode keeps a ShapeEnv (a while_loop needs one)\n"
-                "    from torch._guards import TracingContext, tracing\n"
-                "    from torch._subclasses.fake_tensor import FakeTensorMode\n"
-                "    from torch.fx.experimental.symbolic_shapes import ShapeEnv\n\n"
-                f"    with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):\n{_indented(call)}"
+                f"{TRACING_CONTEXT_IMPORTS}\n"
+                f"    with {TRACING_CONTEXT}:\n{_indented(call)}"
                 f"{pad_call}    return torch._dynamo.lookup_backend({backend_expression(case, stage)})(gm, list(inputs))\n"
             )
     return (

@@ -19,9 +19,26 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._dynamo.backends.common.aot_module_simplified, AotAutograd.kwargs",
-    features=("aot graphs of any AOTAutograd backend", "compile errors of lazy backward compiles"),
+    wraps=(
+        "torch._dynamo.backends.common.aot_module_simplified, AotAutograd.kwargs; torch._guards.tracing and "
+        "TracingContext with a FakeTensorMode of a ShapeEnv (a handed graph's repro)"
+    ),
+    features=(
+        "aot graphs of any AOTAutograd backend",
+        "compile errors of lazy backward compiles",
+        "repros of graphs handed to their backend",
+    ),
 )
+
+#: Repro text: what a graph handed to its backend (no dynamo) compiles in, as dynamo's compile does: a tracing
+#: context whose fake mode keeps a ShapeEnv, which AOTAutograd's own fake mode for real inputs lacks and the
+#: fake run of a control-flow higher-order op needs (``while_loop`` makes unbacked sizes). Indented for a function.
+TRACING_CONTEXT_IMPORTS = (
+    "    from torch._guards import TracingContext, tracing\n"
+    "    from torch._subclasses.fake_tensor import FakeTensorMode\n"
+    "    from torch.fx.experimental.symbolic_shapes import ShapeEnv\n"
+)
+TRACING_CONTEXT = "tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv())))"
 
 CompilerWrapper = Callable[[str, Callable[..., Any]], Callable[..., Any]]
 
@@ -44,6 +61,11 @@ def probe() -> None:
     if "_is_wrapped_bw_compiler" not in inspect.getsource(common.AotAutograd.__call__):
         raise AttributeError("AotAutograd no longer marks the backward compiler it wraps")
     from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler  # noqa: F401 (keeps_a_cache's)
+    namespace: dict[str, Any] = {}
+    exec(TRACING_CONTEXT_IMPORTS.replace("    ", ""), namespace)  # noqa: S102 - the repro's own lines, checked
+    with eval(TRACING_CONTEXT, namespace):  # noqa: S307
+        if namespace["TracingContext"].try_get() is None:
+            raise AttributeError("torch._guards.tracing no longer makes its TracingContext the current one")
 
 
 def keeps_a_cache(compiler: Any) -> bool:
