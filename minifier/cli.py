@@ -327,13 +327,8 @@ def repro(
     releases = specs_or_exit(torch_versions, as_json)
 
     def work(session: Any) -> tuple[dict[str, Any], Any]:
-        accuracy_rule = _accuracy(accuracy, strict_accuracy)
-        return _minified(
-            minify_repro(
-                session, resolved, after=after, accuracy=accuracy_rule, out=out, releases=releases, device=device,
-                recorded_only=recorded_only,
-            )
-        )
+        options: dict[str, Any] = dict(after=after, out=out, releases=releases, device=device, recorded_only=recorded_only)
+        return _minified(minify_repro(session, resolved, accuracy=_accuracy(accuracy, strict_accuracy), **options))
 
     _session_command(path.stem, work, out=out, timeout=timeout, as_json=as_json, run_dir=run_dir)
 

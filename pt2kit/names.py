@@ -48,3 +48,22 @@ def op_name(node: fx.Node, gm: fx.GraphModule | None = None) -> str:
         if name.startswith(c_module):
             return public + name[len(c_module) :]
     return name
+
+
+def ops_of_nodes_named(gm: fx.GraphModule, name: str) -> tuple[str, ...]:
+    """The ops of the call nodes named ``name`` in ``gm`` and in its higher-order ops' bodies, each once, sorted.
+
+    (A body's nodes are named apart from the outer graph's: a cond branch and the graph around it
+    may each have a ``sum_1``.)
+    """
+    return tuple(
+        sorted(
+            {
+                op_name(n, sub)
+                for sub in gm.modules()
+                if isinstance(sub, fx.GraphModule)
+                for n in sub.graph.nodes
+                if n.name == name and n.op == "call_function"
+            }
+        )
+    )

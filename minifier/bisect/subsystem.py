@@ -55,9 +55,7 @@ class Subsystem:
     application: int
     detail: str | None
     config: tuple[str, str, Any] | None = None  # a config-change subsystem: (owner, key, value)
-    #: the ops a lowering's ``detail`` (a node's name) may be: one, or several where a
-    #: higher-order op's body has a node of the same name (each gets its own workaround)
-    ops: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()  # the ops a lowering's node name may be (a body's node can share it): a workaround each
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -260,10 +258,7 @@ def disabled_whole(
 def _detail(found: compiler_bisector.Found, case: GraphCase) -> tuple[str | None, tuple[str, ...]]:
     """What the guilty application was, in a user's words (an op ``aten.relu.default``, a pass, a config key), and the ops it may be.
 
-    A lowering names the node it lowered (``relu``): its op is read off the graph, or
-    off a higher-order op's body (a cond branch is lowered as a graph of its own, its
-    nodes named apart from the outer graph's). A name that several ops' nodes share
-    stays the name, with each op its lowering may be.
+    A lowering names the node it lowered (``relu``), in the graph or a body: its op, or the name where ops share it.
     """
     text = found.detail or ""
     op = re.search(r"target=torch\.ops\.([\w.]+)", text) or re.search(
@@ -273,20 +268,10 @@ def _detail(found: compiler_bisector.Found, case: GraphCase) -> tuple[str | None
         return ".".join(op.groups()), (".".join(op.groups()),)
     if found.subsystem != "lowerings" or not text:
         return text or None, ()
-    from torch import fx
+    from pt2kit.names import ops_of_nodes_named
 
-    from pt2kit.names import op_name
-
-    ops = sorted(
-        {
-            op_name(n, gm)
-            for gm in case.gm.modules()
-            if isinstance(gm, fx.GraphModule)
-            for n in gm.graph.nodes
-            if n.name == text and n.op == "call_function"
-        }
-    )
-    return (ops[0] if len(ops) == 1 else text), tuple(ops)
+    ops = ops_of_nodes_named(case.gm, text)
+    return (ops[0] if len(ops) == 1 else text), ops
 
 
 @dataclass(frozen=True)
