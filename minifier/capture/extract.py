@@ -68,7 +68,6 @@ class _Statement:
     binds: set[str]
     uses: set[str]
     strings: set[str]
-    ops: set[str]  # the custom ops it names as ``torch.ops.ns.op``, as ``ns::op``
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -139,18 +138,8 @@ def _statements(source: str) -> list[_Statement]:
         if not isinstance(node, ast.AugAssign):
             uses -= binds
         strings = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-        out.append(_Statement(node, text, binds, uses, strings, _named_ops(node)))
+        out.append(_Statement(node, text, binds, uses, strings))
     return out
-
-
-def _named_ops(node: ast.stmt) -> set[str]:
-    """``ns::op`` for each ``torch.ops.ns.op`` the statement names."""
-    found = set()
-    for n in ast.walk(node):
-        chain = _attribute_chain(n)
-        if len(chain) >= 4 and chain[:2] == ["torch", "ops"]:
-            found.add(f"{chain[2]}::{chain[3]}")
-    return found
 
 
 def _attribute_chain(node: ast.AST) -> list[str]:
@@ -162,11 +151,22 @@ def _attribute_chain(node: ast.AST) -> list[str]:
     return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else []
 
 
-def _configures_torch(node: ast.stmt) -> bool:
-    """A call of torch's own, its result unused (``torch._higher_order_ops.effects._register_effectful_op(op, ...)``)."""
-    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+def _configures_torch(statement: _Statement, namespaces: set[str]) -> bool:
+    """A call of torch's own on a custom op, its result unused, reading nothing but torch
+    (``torch._higher_order_ops.effects._register_effectful_op(torch.ops.ns.op.default, ...)``): a table entry.
+
+    The op is an argument, not called (``torch.testing.assert_close(torch.ops.ns.op(x), ref)`` is the
+    program checking its answer), and no value of the program is read.
+    """
+    node = statement.node
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)) or not statement.uses <= {"torch"}:
         return False
-    return _attribute_chain(node.value.func)[:1] == ["torch"]
+    call = node.value
+    named = [_attribute_chain(a) for a in [*call.args, *(k.value for k in call.keywords)]]
+    names_op = any(len(c) >= 4 and c[:2] == ["torch", "ops"] and c[2] in namespaces for c in named)
+    strings = {a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    mentions = any(text == ns or text.startswith(f"{ns}::") for text in strings for ns in namespaces)
+    return _attribute_chain(call.func)[:1] == ["torch"] and (names_op or mentions)
 
 
 def _registers_on(statement: _Statement, defined: set[str]) -> bool:
@@ -231,9 +231,8 @@ def slice_script(source: str, names: Iterable[str] = (), namespaces: Iterable[st
     kept: set[int] = set()
     for i, s in enumerate(statements):
         mentions = any(text == ns or text.startswith(f"{ns}::") for text in s.strings for ns in namespaces)
-        names_op = any(op.startswith(f"{ns}::") for op in s.ops for ns in namespaces)
         # (a function that calls torch.ops.myns.op is the program using the op, not its definition)
-        if (mentions and _defines_something(s.node)) or ((mentions or names_op) and _configures_torch(s.node)):
+        if (mentions and _defines_something(s.node)) or _configures_torch(s, namespaces):
             kept.add(i)
     # Names that carry a namespace (``test_ns = "myns"``, then ``lib = Library(test_ns, ...)``):
     # definitions that use them are the op's definitions too. An op's own function is no carrier:
