@@ -250,8 +250,7 @@ def test_the_hook_catches_a_backward_that_its_own_aot_autograd_backend_cannot_co
     script = tmp_path / "train.py"
     script.write_text(TRAINING_LOOP)
     repros = tmp_path / "repros"
-    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL=level, TORCHDYNAMO_REPRO_DIR=str(repros))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    done = under_the_hook(script, "aot", level, repros)
     assert done.returncode == 1 and "my bw compiler cannot lower tanh_backward" in done.stderr  # as without pt2kit
     assert "pt2kit: graph g0 failed in its backward graph" in done.stderr
     (run_dir,) = repros.glob("run-*")
@@ -273,8 +272,7 @@ def test_the_hook_catches_a_backward_that_its_own_aot_autograd_backend_cannot_co
 def test_the_hook_at_level_4_minifies_a_wrong_gradient(model_script, tmp_path):
     script = model_script("planted_backward_accuracy", train=True)
     repros = tmp_path / "repros"
-    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="4", TORCHDYNAMO_REPRO_DIR=str(repros))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    done = under_the_hook(script, "aot", "4", repros)
     assert done.returncode != 0 and "AccuracyError" in done.stderr and "its backward graph" in done.stderr
     (run_dir,) = repros.glob("run-*")
     report = json.loads((run_dir / "report.json").read_text())
@@ -526,6 +524,12 @@ def test_the_api_says_a_bad_timeout_in_its_own_words(tmp_path):
 MINIFY = [sys.executable, "-m", "minifier"]
 
 
+def under_the_hook(script: Path, after: str, level: str, repros: Path) -> subprocess.CompletedProcess[str]:
+    """``python script`` from its directory, as a user runs it with TORCHDYNAMO_REPRO_AFTER, _LEVEL and _DIR (``repros``) set."""
+    env = user_env(TORCHDYNAMO_REPRO_AFTER=after, TORCHDYNAMO_REPRO_LEVEL=level, TORCHDYNAMO_REPRO_DIR=str(repros))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=script.parent, env=env, timeout=600)
+
+
 def minify(*args, cwd=None, env=None, timeout=600):
     return subprocess.run([*MINIFY, *map(str, args)], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
 
@@ -707,8 +711,7 @@ def test_the_hook_sees_a_backward_that_fails_before_its_graph_runs(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SAVED_INPUT_WRITTEN_BY_THE_COMPILED_FORWARD)
     repros = tmp_path / "repros"
-    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="1", TORCHDYNAMO_REPRO_DIR=str(repros))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    done = under_the_hook(script, "aot", "1", repros)
     assert done.returncode == 1 and "modified by an inplace operation" in done.stderr  # the program's own error
     assert done.stderr.rstrip().splitlines()[-1].startswith("RuntimeError: one of the variables needed"), done.stderr[-800:]
     (run_dir,) = repros.glob("run-*")
@@ -730,8 +733,7 @@ def test_the_hook_says_in_one_line_when_dynamo_fails_before_any_graph_exists(tmp
         "f(torch.randn(5))\n"
     )
     repros = tmp_path / "repros"
-    env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL="2", TORCHDYNAMO_REPRO_DIR=str(repros))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    done = under_the_hook(script, "dynamo", "2", repros)
     last = done.stderr.rstrip().splitlines()[-1]
     assert done.returncode == 1 and last.startswith("pt2kit: dynamo failed while tracing, before any graph existed"), done.stderr[-800:]
     assert f"`minify run {script}`" in last and not repros.exists()
@@ -753,8 +755,7 @@ def test_the_hook_says_in_one_line_when_the_program_fails_where_no_graph_did(tmp
     )
     for level, hint in (("2", "TORCHDYNAMO_REPRO_LEVEL=4 or `minify run --accuracy"), ("4", "`minify run --strict-accuracy")):
         repros = tmp_path / f"repros{level}"
-        env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL=level, TORCHDYNAMO_REPRO_DIR=str(repros))
-        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+        done = under_the_hook(script, "dynamo", level, repros)
         *_, error, last = done.stderr.rstrip().splitlines()
         assert done.returncode == 1 and error == "AssertionError: the answer is wrong", done.stderr[-800:]
         assert last.startswith("pt2kit: none of the 1 compiled graph(s) failed") and hint in last, last
@@ -782,8 +783,7 @@ def test_the_hook_leaves_the_graphs_torch_compiles_for_itself_alone_and_numbers_
     script = tmp_path / "prog.py"
     script.write_text(EAGER_COND_THEN_A_FAILING_COMPILE)
     repros = tmp_path / "repros"
-    env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL="1", TORCHDYNAMO_REPRO_DIR=str(repros))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    done = under_the_hook(script, "dynamo", "1", repros)
     assert done.returncode == 1 and "no sin here" in done.stderr, done.stderr[-1500:]
     assert "graph g0 failed" in done.stderr, done.stderr[-1500:]
     assert [p.name for p in repros.glob("run-*/captured/*")] == ["g0"]
@@ -824,8 +824,7 @@ def test_the_hook_hands_a_while_loop_dynamo_will_not_trace_again_to_its_backend_
     script = tmp_path / "loop.py"
     script.write_text(WHILE_LOOP_OF_BUFFERS_ONLY)
     repros = tmp_path / "repros"
-    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="2", TORCHDYNAMO_REPRO_DIR=str(repros))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    done = under_the_hook(script, "aot", "2", repros)
     assert done.returncode == 1 and "hop is expected to return at least one output" in done.stderr, done.stderr[-1500:]
     (run_dir,) = repros.glob("run-*")
     report = json.loads((run_dir / "report.json").read_text())
@@ -859,8 +858,7 @@ def test_the_hook_at_level_4_judges_a_random_graph_by_what_its_outputs_are(tmp_p
         script = tmp_path / f"noise_{bad}.py"
         script.write_text(RANDOM_GRAPH_OF_ANOTHER_DTYPE.replace("{bad}", bad))
         repros = tmp_path / f"repros_{bad}"
-        env = user_env(TORCHDYNAMO_REPRO_AFTER="dynamo", TORCHDYNAMO_REPRO_LEVEL="4", TORCHDYNAMO_REPRO_DIR=str(repros))
-        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+        done = under_the_hook(script, "dynamo", "4", repros)
         if fails:
             assert done.returncode == 1 and "output 0: torch.float64(8,) != eager torch.float16(8,)" in done.stderr, done.stderr[-1500:]
             report = json.loads(next(repros.glob("run-*/report.json")).read_text())
@@ -876,8 +874,7 @@ def test_the_hook_hands_a_graph_dynamo_cannot_trace_again_to_the_backend(tmp_pat
     script = tmp_path / "train.py"
     script.write_text(SAVED_OUTPUT_WRITTEN_BY_BACKWARD)
     repros = tmp_path / "repros"
-    env = user_env(TORCHDYNAMO_REPRO_AFTER="aot", TORCHDYNAMO_REPRO_LEVEL="2", TORCHDYNAMO_REPRO_DIR=str(repros))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    done = under_the_hook(script, "aot", "2", repros)
     assert done.returncode == 1 and "Node add was invalid, but is output" in done.stderr  # as without pt2kit
     (run_dir,) = repros.glob("run-*")
     report = json.loads((run_dir / "report.json").read_text())

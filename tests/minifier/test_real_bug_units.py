@@ -333,19 +333,8 @@ def _aot_case(fn, *args):
     """``fn``'s aot inference graph, as the case pt2kit captures (real AOTAutograd, no compile)."""
     from torch._dynamo.backends.common import aot_autograd
 
-    from minifier.capture.casemaker import make_case
-    from minifier.capture.context import BackendInfo
-
-    grabbed = {}
-
-    def grab(gm, example_inputs):
-        grabbed.update(gm=gm, inputs=example_inputs)
-        return gm.forward
-
-    torch._dynamo.reset()
     with torch.no_grad():
-        torch.compile(fn, backend=aot_autograd(fw_compiler=grab), fullgraph=True)(*args)
-    return make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("aot_eager", []), index=0)
+        return _dynamo_case(fn, *args, through=aot_autograd)
 
 
 class Tagged(torch.Tensor):
@@ -430,8 +419,9 @@ def test_torchs_repro_of_an_inference_graph_is_read_as_one(tmp_path):
         assert (case.kind, case.compile_kwargs.get("is_inference", False)) == (kind, kind == "inference")
 
 
-def _dynamo_case(fn, *args):
-    """``fn``'s one dynamo graph, as the case pt2kit captures (real dynamo, no backend run)."""
+def _dynamo_case(fn, *args, through=None):
+    """``fn``'s one dynamo graph, as the case pt2kit captures (real dynamo, no backend run);
+    ``through=aot_autograd``: the graph its forward compiler gets instead."""
     from minifier.capture.casemaker import make_case
     from minifier.capture.context import BackendInfo
 
@@ -442,7 +432,7 @@ def _dynamo_case(fn, *args):
         return gm.forward
 
     torch._dynamo.reset()
-    torch.compile(fn, backend=grab, fullgraph=True)(*args)
+    torch.compile(fn, backend=grab if through is None else through(fw_compiler=grab), fullgraph=True)(*args)
     return make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("aot_eager", []), index=0)
 
 
