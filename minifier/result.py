@@ -59,7 +59,7 @@ class Bisected:
             script=bisect.script,
             kernel=bisect.kernel,
             graphs=tuple(r.record(bisect.stages) for r in bisect.rows),
-            statuses={s: ("pass" if o.passed else "fail") for s, o in row.outcomes.items()} if speaks and row else None,
+            statuses=row.table(list(row.outcomes)) if speaks and row else None,
             distributed=plain_json(bisect.distributed()),
             nproc=bisect.nproc,
         )

@@ -53,6 +53,18 @@ class Row:
             return self.outcomes[self.program_stage]
         return next((o for o in self.outcomes.values() if not o.passed), None)
 
+    def table(self, stages: list[str]) -> dict[str, str]:
+        """report.json's ``stages``: ``pass``, ``fail``, or ``other`` for a lighter stage failing otherwise.
+
+        A stage before :attr:`program_stage` holds another bug than the program's: read as
+        ``fail``, the table would name it as the stage that broke.
+        """
+        order = list(self.outcomes)
+        lighter = order.index(self.program_stage) if self.program_stage in self.outcomes else 0
+        return {
+            s: "pass" if self.outcomes[s].passed else ("other" if order.index(s) < lighter else "fail") for s in stages
+        }
+
     def record(self, stages: list[str]) -> GraphRecord:
         """This row as one entry of a report's ``graphs``; ``stages`` are the backend's, in order."""
         first = self.first_failure
@@ -141,7 +153,7 @@ class BisectReport:
             backend=self.backend,
             accuracy=self.accuracy,
             failure=None if failure is None else FailureRecord.of(failure.failure, failure.stage),
-            stages={} if culprit is None else {s: _stage_status(culprit, s) for s in stages_of(culprit, stages)},
+            stages={} if culprit is None else culprit.table(stages_of(culprit, stages)),
             graph=None if culprit is None else GraphRef(culprit.boundary, _index(culprit), culprit.kind, culprit.label),
             original_failure=None if self.original is None else self.original.signature,
             graphs=tuple(row.record(stages) for row in self.rows),
@@ -162,11 +174,6 @@ class BisectReport:
 
 def stages_of(row: Row, stages: list[str]) -> list[str]:
     return [s for s in stages if s in row.outcomes]
-
-
-def _stage_status(row: Row, stage: str) -> str:
-    outcome = row.outcomes[stage]
-    return "pass" if outcome.passed else "fail"
 
 
 def _index(row: Row) -> int | None:

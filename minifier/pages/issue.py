@@ -107,7 +107,8 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
         parts += ["", "| stage | " + " | ".join(stages) + " |", "|---" * (len(stages) + 1) + "|"]
         parts.append("| result | " + " | ".join(stages.values()) + " |")
         first = next((s for s, v in stages.items() if v == "fail"), None)
-        if first is not None and first not in _STAGES:
+        lighter = list(stages)[: list(stages).index(first)] if first is not None else []
+        if first is not None and first not in _STAGES and all(stages[s] == "pass" for s in lighter):
             parts.append(f"\nEvery stage before `{first}` passes: the bug is in `{first}` itself.")
     parts += _below(report) + _releases(report)
     versions = ["", "### Versions", "", "```", environment().rstrip(), "```", ""]

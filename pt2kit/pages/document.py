@@ -73,7 +73,7 @@ def status_cell(status: str | None, text: str | None = None) -> Markup:
         else "ok"
         if status in ("pass", "sound", "ok")
         else "warn"
-        if status == "incomplete"
+        if status in ("incomplete", "other")
         else "bad"
     )
     return tag("td", text if text is not None else (status or "-"), class_=f"status {kind}")

@@ -142,7 +142,11 @@ def test_a_lighter_stage_failing_otherwise_leaves_the_graph_minified_where_it_fa
     assert lighter.first_failure.stage == "inductor" and lighter.first_failure.failure == programs
     assert note.startswith("g0 fails otherwise at aot_eager_decomp_partition (runtime_error: StopIteration")
     assert lighter.record(list(stages)).stages["aot_eager_decomp_partition"] == "runtime_error"  # (the table keeps it)
+    # report.json's stage table names the stage that broke: the lighter one reads `other`, never `fail`
+    table = {"eager": "pass", "aot_eager": "pass", "aot_eager_decomp_partition": "other", "inductor": "fail"}
+    assert lighter.table(list(stages)) == table
     same = row()  # the first failure is the program's, or no stage fails its way: nothing changes
     assert program_failure(same, other, False) is None and same.first_failure.stage == "aot_eager_decomp_partition"
+    assert same.table(list(stages))["aot_eager_decomp_partition"] == "fail"
     unknown = Failure(Signature("runtime_error", "ValueError", "something else"))
     assert program_failure(same, unknown, False) is None and same.first_failure.stage == "aot_eager_decomp_partition"
