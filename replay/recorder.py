@@ -192,7 +192,8 @@ def describe(
         "global_state": snapshot.global_state,
         "rng": rng,
         "dynamic": {"automatic": snapshot.automatic_dynamic},
-        "program_state": state.program_changes(),  # (read at the failure: a scan of torch's modules)
+        # (read at the failure: a scan of torch's modules)
+        "program_state": state.program_changes(encoder.ops, [entry["text"] for entry in encoder.sources]),
         "imports": sorted([name, root] for name, root in encoder.imports.items()),
         "sources": encoder.sources,
         "namespaces": encoder.namespaces,

@@ -18,13 +18,16 @@ config values differ from their defaults (:mod:`pt2kit.seams.config`).
   in a table, a function of torch it replaced. The minifier's :func:`minifier.program_state`
   finds them: named functions of the script are carried as its sliced source, those of
   user modules as modules to import, and the rest (a lambda, a nested function) are
-  named as missing. :mod:`replay.program` puts them back at replay.
+  named as missing. The custom ops the frame names (as values, or in its code) ride the same way:
+  their definitions in the script carried, their user modules imported.
+  :mod:`replay.program` puts them back at replay.
 """
 
 from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,13 +122,14 @@ def non_default_config() -> dict[str, dict[str, Any]]:
     return changed
 
 
-def program_changes() -> dict[str, Any]:
+def program_changes(ops: Iterable[str] = (), sources: Iterable[str] = ()) -> dict[str, Any]:
     """The manifest's ``program_state``: ``patches`` (torch target -> the script's function), ``carried``
-    (the script's source that makes them), ``modules`` (``[name, root]`` to import), ``missing``."""
+    (the script's source that makes them, and defines the custom ops among ``ops`` or called in the
+    ``sources``' text), ``modules`` (``[name, root]`` to import), ``missing``."""
     from minifier import program_state
 
     try:
-        found = program_state()
+        found = program_state(ops, sources)
     except Exception as e:  # noqa: BLE001 - a record without them, saying so, beats no record
         return {"patches": {}, "carried": "", "modules": [], "missing": [f"(not read: {type(e).__name__}: {e})"]}
     return {

@@ -13,6 +13,9 @@ globals and writes down *what* each value is, never *how to run code that makes 
 - ``nn.Module`` objects, dataclasses and plain Python objects as their class and
   ``__dict__`` (rebuilt with ``cls.__new__``, ``__init__`` never runs), NamedTuples as
   class and fields;
+- operators by name (``aten.add.Tensor``), the function ``torch.library.custom_op`` returns
+  as the overload it calls (:attr:`Encoder.ops` names them: a custom op's definition rides
+  with the record, :func:`replay.state.program_changes`);
 - functions, classes and modules by reference (``module:qualname``, imported at replay)
   when an import gives back the very same object, and from *source* when they belong to
   the program itself (``__main__`` or the module of the frame): the source block is
@@ -87,6 +90,8 @@ class Encoder:
         self.imports: dict[str, str] = self.book.imports
         self.unrecordable: list[dict[str, str]] = []
         self.notes: list[str] = []
+        #: ``namespace::name`` of every operator described (a record of custom ops carries their definitions)
+        self.ops: set[str] = set()
         self._memo: dict[int, str] = {}
         self._ids = itertools.count(1)
         self._alive: list[Any] = []  # keeps ids unique while encoding
@@ -206,7 +211,10 @@ class Encoder:
             return self._define(value, self._bound_method, value, path)
         if isinstance(value, functools.partial) and kind is functools.partial:
             return self._define(value, self._partial, value, path)
+        if ops.is_custom_op_def(value):  # what @torch.library.custom_op returns: calling it calls its overload
+            value = ops.custom_op_def_overload(value)
         if ops.is_overload(value) or ops.is_packet(value):
+            self.ops.add(ops.schema_name(value))
             return _op(value)
         if kind is torch.Generator:
             return self._define(value, self._generator, value, path)

@@ -346,7 +346,31 @@ def custom_op_names(gm: fx.GraphModule) -> list[str]:
 
 
 def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
-    """Where the custom ops a graph calls are defined: user modules to import, and script source to carry.
+    """Where the custom ops a graph calls are defined (:func:`op_sources`)."""
+    return op_sources(custom_op_names(gm))
+
+
+def custom_ops_named_in(source: str) -> list[str]:
+    """The ``namespace::name`` of the custom ops that ``source`` calls as ``torch.ops.namespace.name``.
+
+    For code with no graph yet (a frame dynamo fails on): its calls of registered ops outside
+    torch's namespaces. A name no op answers to is left out.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and node.id == "torch" and len(chain) >= 3 and chain[-1] == "ops":
+            namespace, name = chain[-2], chain[-3]
+            if namespace not in TORCH_OP_NAMESPACES and hasattr(getattr(torch.ops, namespace), name):
+                found.append(f"{namespace}::{name}")
+    return list(dict.fromkeys(found))
+
+
+def op_sources(qualnames: list[str]) -> tuple[list[tuple[str, str]], str]:
+    """Where custom ops (``namespace::name``) are defined: user modules to import, and script source to carry.
 
     ``torch.library.custom_op`` remembers the function it decorated. For ops registered
     some other way (``Library.define``), the user modules whose source mentions the
@@ -358,7 +382,7 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
     unknown: set[str] = set()
     in_script: set[str] = set()
     modules: list[tuple[str, str]] = []
-    for qualname in custom_op_names(gm):
+    for qualname in qualnames:
         namespace = qualname.split("::")[0]
         fn = ops.custom_op_function(qualname)
         if fn is not None and fn.__module__ in MAIN_MODULES:

@@ -16,18 +16,23 @@ cannot reproduce on its own:
 - :func:`state_missing` names what no repro can carry (a lambda or a nested function,
   in a table or as an attribute; a function of a module no repro can import): exit 5
   and ``report.json``'s ``state_missing`` say it.
+
+:func:`program_state` also carries the custom ops that code with no graph yet names (a
+frame ``replay`` records): a graph's own are found by :mod:`minifier.capture.casemaker`.
 """
 
 from __future__ import annotations
 
 import sys
+import textwrap
 import types
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pt2kit.script import MAIN_MODULES, module_import_spec
 
-from .context import script_source
+from .context import TORCH_OP_NAMESPACES, custom_ops_named_in, op_sources, script_source
 from pt2kit.seams import compiler_state
 
 if TYPE_CHECKING:
@@ -168,8 +173,24 @@ class ProgramState:
 INDUCTOR_CONFIG = "torch._inductor.config"
 
 
-def program_state() -> ProgramState:
-    """The program's changes to torch right now (read at each compile: a script may patch torch between two)."""
+def program_state(ops: Iterable[str] = (), sources: Iterable[str] = ()) -> ProgramState:
+    """The program's changes to torch right now (read at each compile: a script may patch torch between two).
+
+    Code with no graph yet (a frame ``replay`` records) names the custom ops it needs as
+    ``ops`` (``namespace::name``, torch's own left out) or calls them as ``torch.ops.ns.op``
+    in ``sources``: their definitions join what is carried, their user modules what is imported.
+    """
+    from .extract import merge_definitions
+
     attributes = attribute_patches()  # (one scan of torch's modules, read by all three)
     patches, carried = patch_definitions(attributes)
-    return ProgramState(patches, carried, state_modules(attributes), state_missing(attributes))
+    named = {*ops}
+    for text in sources:
+        try:
+            named.update(custom_ops_named_in(textwrap.dedent(text)))
+        except SyntaxError:  # (a block that is no whole statement on its own: its ops go unnamed)
+            continue
+    custom = sorted(name for name in named if name.split("::")[0] not in TORCH_OP_NAMESPACES)
+    op_modules, op_definitions = op_sources(custom) if custom else ([], "")
+    modules = list(dict.fromkeys([*op_modules, *state_modules(attributes)]))
+    return ProgramState(patches, merge_definitions(op_definitions, carried), modules, state_missing(attributes))

@@ -1120,3 +1120,66 @@ def test_the_user_trials_planted_lowering_bug_reproduces_from_the_command_line_a
     replay_script = write_script(path, tmp_path / "replay_frame.py")
     failed = subprocess.run([sys.executable, "-P", str(replay_script)], check=False, capture_output=True, text=True, env=env)
     assert failed.returncode != 0 and "planted lowering bug" in failed.stderr
+
+
+CUSTOM_OPS_SCRIPT = """
+import torch
+
+lib = torch.library.Library("pt2kit_replay_ops", "DEF")
+lib.define("halve(Tensor x) -> Tensor")
+lib.impl("halve", lambda x: x / 2, "CompositeExplicitAutograd")
+
+
+@torch.library.custom_op("pt2kit_replay_ops::rowsum", mutates_args=())
+def rowsum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(dim=1)
+
+
+@rowsum.register_fake
+def _(x):
+    return x.new_empty(x.shape[0] + 1)  # one row too many: the failure
+
+
+def f(x):
+    return rowsum(torch.ops.pt2kit_replay_ops.halve(x)) + torch.ones(x.shape[0])
+
+
+torch.compile(f, backend="eager")(torch.randn(4, 8))
+"""
+
+
+def test_a_frame_calling_the_scripts_custom_ops_carries_their_definitions_into_the_replay_script(tmp_path):
+    """A record named the op and lost its definition (``'_OpNamespace' has no attribute``, pytorch#190908's
+    record), and a ``custom_op`` function as a global was unrecordable: the record was partial."""
+    from click.testing import CliRunner
+
+    from replay.cli import main
+    from replay.script import write_script
+
+    script = tmp_path / "custom_ops.py"
+    script.write_text(CUSTOM_OPS_SCRIPT)
+    torch._dynamo.reset()
+    result = CliRunner().invoke(main, ["record", "--json", "--out", str(tmp_path / "records"), str(script)])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["records"]
+    record = replay.load(entry["path"])
+    assert record.manifest["status"] == "complete", record.manifest["unrecordable"]
+    assert record.manifest["namespaces"]["__main__"]["globals"]["rowsum"] == {
+        "t": "op",
+        "name": "pt2kit_replay_ops.rowsum.default",
+    }
+    carried = record.manifest["program_state"]["carried"]
+    assert 'lib.define("halve' in carried and "def rowsum" in carried and "register_fake" in carried
+    assert "def f(" not in carried and "torch.compile(f" not in carried, "the program itself is not carried"
+    # a fresh process with torch alone, where neither op exists until the script defines it
+    replay_script = write_script(record.path, tmp_path / "elsewhere" / "replay_frame.py")
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    ran = subprocess.run(
+        [sys.executable, "-P", str(replay_script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path / "elsewhere",
+    )
+    assert ran.returncode != 0 and "Attempting to broadcast a dimension of length 4" in ran.stderr, ran.stderr[-2000:]
