@@ -117,7 +117,7 @@ def render(
     """
     strict = strict or accuracy == "strict"
     parts = [
-        _header(case, stage, failure, accuracy, note),
+        _header(case, stage, failure, "strict" if accuracy and strict else accuracy, note),
         _imports(case, stage, accuracy, data_file),
         _definitions(case),
         _config_function(case),
@@ -181,12 +181,17 @@ def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Ac
         f"# {what} fails under {stage}:",
         f"#   {failure}" if failure else "#   (failure not recorded)",
         f"# {plural(case.node_count, 'op node')}: {', '.join(sorted(set(case.op_names()))) or 'none'}",
-        "# Run `python repro.py`: it exits non-zero when the failure reproduces"
-        + (" (the compiled result diverges from an fp64 reference)." if accuracy else "."),
+        "# Run `python repro.py`: it exits non-zero when the failure reproduces" + _judged_by(accuracy),
     ]
     if note:
         lines += [f"# {line}" for line in note.splitlines()]
     return "\n".join(lines)
+
+
+def _judged_by(accuracy: Accuracy) -> str:
+    if accuracy == "strict":
+        return " (the compiled result differs from eager's, bit for bit)."
+    return " (the compiled result diverges from an fp64 reference)." if accuracy else "."
 
 
 def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | None) -> str:

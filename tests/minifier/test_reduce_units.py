@@ -31,6 +31,7 @@ def test_an_accuracy_repro_of_a_random_graph_runs_every_side_from_one_seed(tmp_p
     x = torch.randn(64, 64)
     case = GraphCase(trace_module(Dropout()), [GraphInput("x", x, TensorMeta.of(x))], backend="aot_eager")
     path = write_repro(case, tmp_path, stage="aot_eager", accuracy=True, strict=True)
+    assert "(the compiled result differs from eager's, bit for bit)" in path.read_text().split("import torch")[0]
     ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0 and "no divergence" in ran.stdout, ran.stderr[-2000:]
 
