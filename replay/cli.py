@@ -86,6 +86,7 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
                 pass
             except Exception as exc:  # noqa: BLE001 - the script's own failure: recorded if a frame failed
                 raised = exc
+                recorder.script_failed(exc)  # (a frame whose backward it broke in)
                 if not recorder.records:
                     traceback.print_exc(file=sys.stderr)
     except UserFacingError as error:  # a torch pt2kit does not support (seams.SeamBroken)

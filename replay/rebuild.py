@@ -641,7 +641,8 @@ def prepare_call(
     recorded config and global state, restore automatic-dynamic state (``static``: drop
     it and every ``mark_dynamic`` mark instead) and wrap the function with
     ``torch.compile(fn, backend=..., fullgraph=...)``. The returned call restores the RNGs
-    and calls it once; it returns the outputs, and whatever it raises propagates.
+    and calls it once (then, for a frame whose backward failed, runs a backward through its
+    outputs, each with a gradient of ones); it returns the outputs, and whatever it raises propagates.
     ``definitions``: see :func:`recorded_backend`.
     """
     torch.compiler.reset()
@@ -674,7 +675,11 @@ def prepare_call(
     def call() -> Any:
         restore_rng(manifest, frame.decoder)
         with contexts:
-            return compiled(*frame.args, **frame.kwargs)
+            outputs = compiled(*frame.args, **frame.kwargs)
+            if manifest.get("failure", {}).get("stage") == "backward":  # (replay.backward.BACKWARD)
+                needs = [t for t in flat_outputs(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
+                torch.autograd.backward(needs, [torch.ones_like(t) for t in needs])
+            return outputs
 
     return call
 

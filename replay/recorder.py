@@ -8,7 +8,7 @@ failure is known (RNG state, global state, config, automatic-dynamic state, the
 versions of the argument tensors). That costs microseconds on a cache miss and nothing on
 a cache hit, where dynamo never calls into Python.
 
-A frame fails at one of three levels, and each leaves one record (once per function and
+A frame fails at one of four levels, and each leaves one record (once per function and
 failure signature):
 
 - **tracing** and **backend compile**: the exception comes out of ``_compile``. A
@@ -18,7 +18,9 @@ failure signature):
 - **compiled run**: the recorder stands in for the backend and wraps the compiled
   function it returns. If the first call (the one that compiled it) raises, the entry
   snapshot is used; a later call that raises is snapshotted from its live frame at that
-  moment (``snapshot: at-failure``: RNG state is then as the failed call left it).
+  moment (``snapshot: at-failure``: RNG state is then as the failed call left it);
+- **backward**: a compiled graph's first call hooks its backward (:mod:`replay.backward`),
+  and the program's exception is recorded for the frame whose backward it broke off.
 
 Only then is the snapshot *described* (:mod:`replay.values`) and written
 (:mod:`replay.records`). Recording never changes what the program does: the original
@@ -47,7 +49,7 @@ import torch
 from pt2kit.seams import automatic_dynamic, convert_frame, resume_functions
 from pt2kit.signature import signature_of_exception
 
-from . import rebuild, records, state, values
+from . import backward, rebuild, records, state, values
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +172,7 @@ def describe(
     rng = snapshot.rng.describe(encoder)
     encoder.finish()
     notes.extend(_modified_argument_notes(snapshot))
-    backend = describe_compile_backend(snapshot.compiler_fn)
+    backend = state.describe_compile_backend(snapshot.compiler_fn)
     failure = signature_of_exception(exc)
     manifest: dict[str, Any] = {
         "format": records.FORMAT,
@@ -271,28 +273,6 @@ def _frame_entry(
     }
 
 
-def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:
-    """The manifest's ``compile.backend``: how a replay in another process gets the backend back.
-
-    The minifier's naming (:func:`minifier.describe_backend`): a registered name or
-    ``module:function`` (with the user modules to import), or, for a backend defined in the
-    script, a lambda, a partial or a closure, its source (``definitions``) which binds it to
-    ``binds`` or registers it by name. ``name`` is None when none of that works (``why``).
-    """
-    from minifier import BACKEND_NAME, describe_backend
-
-    backend_fn, backend_name = convert_frame.innermost_backend(compiler_fn)
-    info = describe_backend(backend_fn, backend_name)
-    return {
-        "name": None if info.unrecoverable else info.name,
-        "modules": [list(m) for m in info.modules],
-        "config": info.config,
-        "definitions": info.definitions,
-        "binds": BACKEND_NAME if f"{BACKEND_NAME} = " in info.definitions else None,
-        "why": info.unrecoverable,
-    }
-
-
 def frame_label(snapshot: Snapshot) -> str:
     """The function a person would name: ``f`` for f's resume functions, and for torch's
     own wrapper frames (``torch.compile(module)`` compiles one around ``forward``) the
@@ -340,6 +320,8 @@ class Recorder:
         self._seen: set[tuple[Any, ...]] = set()
         self._tls = threading.local()
         self._lock = threading.Lock()
+        #: the frames whose first backward is under way (:meth:`script_failed` records the one that fails)
+        self.backward = backward.BackwardWatch()
 
     @property
     def out(self) -> Path:
@@ -403,7 +385,10 @@ class Recorder:
 
         def pt2kit_replay_watch(*args: Any, **kwargs: Any) -> Any:
             try:
-                return inner(*args, **kwargs)
+                outputs = inner(*args, **kwargs)
+                if first[0] is not None and recorder.active:
+                    recorder.backward.watch(args, outputs, first[0])
+                return outputs
             except Exception as exc:
                 entry_snapshot, first[0] = first[0], None
                 if recorder.active:
@@ -419,6 +404,12 @@ class Recorder:
 
         functools.update_wrapper(pt2kit_replay_watch, compiled, updated=())
         return pt2kit_replay_watch
+
+    def script_failed(self, exc: BaseException) -> None:
+        """The program raised ``exc``: record the frame whose first backward it broke off, if one did."""
+        snapshot = self.backward.broken()
+        if snapshot is not None and self.active:
+            self.save(snapshot, exc, backward.BACKWARD)
 
     # -- writing -----------------------------------------------------------------
 
@@ -503,6 +494,9 @@ def recording(out: str | os.PathLike[str] | None = None, *, quiet: bool = False)
     recorder.start()
     try:
         yield recorder
+    except Exception as exc:
+        recorder.script_failed(exc)
+        raise
     finally:
         recorder.stop()
 

@@ -358,8 +358,8 @@ def no_record_message(summary: dict[str, Any]) -> str:
     if not error:
         return "no frame failed: nothing was recorded"
     return (
-        f"nothing was recorded: the script raised {error}, but not while a compiled frame was compiled or ran its"
-        " forward; replay records only those (a failure in loss.backward() is outside the frame)"
+        f"nothing was recorded: the script raised {error}, but not while a compiled frame was compiled, ran, or"
+        " ran its first backward; replay records only those"
     )
 
 

@@ -9,7 +9,7 @@ exits non-zero with the same error, and a passing call prints each output's dige
 That makes it a repro like ``repro.py``: ``replay minify`` hands it to ``minify run``.
 
 A backend the record carries as source (one defined in the user's script, a lambda, a
-partial, a closure: :func:`replay.recorder.describe_compile_backend`) is written as the
+partial, a closure: :func:`replay.state.describe_compile_backend`) is written as the
 script's own top-level code, as the user's program had it. The script is then to
 ``minify run`` what the user's program was: a program whose backend is defined in it,
 which ``minify`` carries into its repro by slicing the script. (Run in a namespace of

@@ -21,19 +21,20 @@ config values differ from their defaults (:mod:`pt2kit.seams.config`).
   named as missing. The custom ops the frame names (as values, or in its code) ride the same way:
   their definitions in the script carried, their user modules imported.
   :mod:`replay.program` puts them back at replay.
+- **The backend** (:func:`describe_compile_backend`): how a replay in another process gets it back.
 """
 
 from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from pt2kit.seams import config
+from pt2kit.seams import config, convert_frame
 
 #: Config that steers recording and debug tooling rather than what gets compiled.
 IGNORED_CONFIG = frozenset({"replay_record_enabled", "repro_after", "repro_level", "debug_dir_root", "compile_threads"})
@@ -137,6 +138,28 @@ def program_changes(ops: Iterable[str] = (), sources: Iterable[str] = ()) -> dic
         "carried": found.carried,
         "modules": [list(module) for module in found.modules],
         "missing": list(found.missing),
+    }
+
+
+def describe_compile_backend(compiler_fn: Callable[..., Any]) -> dict[str, Any]:
+    """The manifest's ``compile.backend``: how a replay in another process gets the backend back.
+
+    The minifier's naming (:func:`minifier.describe_backend`): a registered name or
+    ``module:function`` (with the user modules to import), or, for a backend defined in the
+    script, a lambda, a partial or a closure, its source (``definitions``) which binds it to
+    ``binds`` or registers it by name. ``name`` is None when none of that works (``why``).
+    """
+    from minifier import BACKEND_NAME, describe_backend
+
+    backend_fn, backend_name = convert_frame.innermost_backend(compiler_fn)
+    info = describe_backend(backend_fn, backend_name)
+    return {
+        "name": None if info.unrecoverable else info.name,
+        "modules": [list(m) for m in info.modules],
+        "config": info.config,
+        "definitions": info.definitions,
+        "binds": BACKEND_NAME if f"{BACKEND_NAME} = " in info.definitions else None,
+        "why": info.unrecoverable,
     }
 
 

@@ -21,12 +21,14 @@ from . import Seam
 SEAM = Seam(
     wraps=(
         "torch._dynamo.backends.common.aot_module_simplified, AotAutograd.kwargs; torch._guards.tracing and "
-        "TracingContext with a FakeTensorMode of a ShapeEnv (a handed graph's repro)"
+        "TracingContext with a FakeTensorMode of a ShapeEnv (a handed graph's repro); the autograd node of "
+        "AOTAutograd's CompiledFunction"
     ),
     features=(
         "aot graphs of any AOTAutograd backend",
         "compile errors of lazy backward compiles",
         "repros of graphs handed to their backend",
+        "replay records of a frame whose backward fails",
     ),
 )
 
@@ -46,6 +48,28 @@ CompilerWrapper = Callable[[str, Callable[..., Any]], Callable[..., Any]]
 AOT_COMPILER_KINDS = {"fw_compiler": "forward", "bw_compiler": "backward", "inference_compiler": "inference"}
 
 
+#: The autograd node of AOTAutograd's compiled function (``CompiledFunction``, an ``autograd.Function``,
+#: whose node takes its name): where a compiled graph's backward runs, compiled at its first call.
+COMPILED_BACKWARD = "CompiledFunctionBackward"
+
+
+def compiled_backward_nodes(outputs: list[Any], inputs: list[Any]) -> list[Any]:
+    """The autograd nodes of the AOTAutograd compiled function that made ``outputs`` of a call on ``inputs``.
+
+    A compiled output's ``grad_fn`` is one, or is the view AOTAutograd regenerated outside it
+    (one node further up). An output that aliases an input leads to that input's own node,
+    never counted: it belongs to whatever made the input.
+    """
+    theirs = {id(t.grad_fn) for t in inputs if t.grad_fn is not None}
+    level = [t.grad_fn for t in outputs if t.grad_fn is not None]
+    found: dict[int, Any] = {}
+    for _ in range(2):
+        level = [node for node in level if id(node) not in theirs]
+        found.update((id(node), node) for node in level if node.name() == COMPILED_BACKWARD)
+        level = [n for node in level if node.name() != COMPILED_BACKWARD for n, _ in node.next_functions if n is not None]
+    return list(found.values())
+
+
 def probe() -> None:
     import torch._dynamo.backends.common as common
 
@@ -61,6 +85,10 @@ def probe() -> None:
     if "_is_wrapped_bw_compiler" not in inspect.getsource(common.AotAutograd.__call__):
         raise AttributeError("AotAutograd no longer marks the backward compiler it wraps")
     from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler  # noqa: F401 (keeps_a_cache's)
+    from torch._functorch._aot_autograd import runtime_wrappers
+
+    if f"class {COMPILED_BACKWARD.removesuffix('Backward')}(torch.autograd.Function)" not in inspect.getsource(runtime_wrappers):
+        raise AttributeError(f"AOTAutograd's compiled function is no longer {COMPILED_BACKWARD.removesuffix('Backward')}")
     namespace: dict[str, Any] = {}
     exec(TRACING_CONTEXT_IMPORTS.replace("    ", ""), namespace)  # noqa: S102 - the repro's own lines, checked
     with eval(TRACING_CONTEXT, namespace):  # noqa: S307

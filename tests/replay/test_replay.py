@@ -966,8 +966,9 @@ def test_record_prints_every_record_path_whole_at_any_width():
     assert text.count("expected [s0, 4] got [/]") == 2 and "[bold]x" in text
 
 
-def test_record_says_a_failure_in_the_backward_left_no_record_and_why(tmp_path):
-    """AOTAutograd compiles the backward during loss.backward(), outside the frame: nothing to record, and the text says so."""
+def test_a_frame_whose_backward_fails_is_recorded_and_replays_through_a_backward(tmp_path):
+    """AOTAutograd compiles the backward during loss.backward(), outside the frame: the frame's first backward
+    is watched, the frame it broke in is recorded, and its replay runs a backward through its outputs."""
     from click.testing import CliRunner
 
     from replay.cli import main
@@ -976,14 +977,42 @@ def test_record_says_a_failure_in_the_backward_left_no_record_and_why(tmp_path):
     script.write_text(
         "import torch\nimport planted  # noqa: F401\n"
         "x = torch.randn(3, requires_grad=True)\n"
+        "torch.compile(lambda t: t.cos().sum(), backend='planted_backward_error')(x).backward()  # a healthy backward first\n"
         "torch.compile(lambda t: torch.tanh(t.sin()).sum(), backend='planted_backward_error')(x).backward()\n"
+    )
+    torch._dynamo.reset()
+    result = CliRunner().invoke(main, ["record", "--json", "--out", str(tmp_path / "records"), str(script)])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["records"]
+    record = replay.load(entry["path"])
+    assert record.failure["stage"] == "backward" and "planted: cannot compile aten.tanh_backward" in record.failure["message"]
+    assert "tanh" in record.manifest["sources"][0]["text"], "the frame whose backward broke, not the healthy one before it"
+    replayed = replay_forked(record.path)
+    assert replayed["status"] == "reproduced", replayed
+    passed = replay_forked(record.path, backend="aot_eager")
+    assert passed["status"] == "passed" and len(passed["outputs"]) == 1, passed
+
+
+def test_a_healthy_backward_is_unchanged_and_a_later_error_outside_any_frame_is_said_and_not_recorded(tmp_path):
+    """The hooks on a compiled first call's backward node change no gradient; an error after it ended is no frame's."""
+    from click.testing import CliRunner
+
+    from replay.cli import main
+
+    script = tmp_path / "healthy.py"
+    script.write_text(
+        "import torch\n"
+        "x = torch.randn(5, requires_grad=True)\n"
+        "expected = torch.autograd.grad(torch.tanh(x.sin()).sum() * 3, x)[0]\n"
+        "(torch.compile(lambda t: torch.tanh(t.sin()).sum(), backend='aot_eager')(x) * 3).backward()\n"
+        "assert torch.equal(x.grad, expected), 'the gradient changed'\n"
+        "raise ValueError('the program fails after its backward ended')\n"
     )
     torch._dynamo.reset()
     result = CliRunner().invoke(main, ["record", "--out", str(tmp_path / "records"), str(script)])
     assert result.exit_code == 1, result.output
-    assert "no frame failed" not in result.output
-    assert "the script raised RuntimeError: planted: cannot compile aten.tanh_backward" in result.output
-    assert "loss.backward() is outside the frame" in result.output
+    assert "the script raised ValueError: the program fails after its backward ended" in result.output
+    assert "ran its first backward" in result.output and "the gradient changed" not in result.output
     assert not (tmp_path / "records").exists() or not any((tmp_path / "records").iterdir())
 
 
