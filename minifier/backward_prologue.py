@@ -122,7 +122,7 @@ def note_watched() -> None:
 def closing_note(error: BaseException) -> str | None:
     """The line for a program that dies of what no watched graph raised, while the user asked for a repro.
 
-    Dynamo failing while it traced, before any graph existed; or an error of the
+    Dynamo failing on a recompile the program refuses; dynamo failing while it traced, before any graph existed; or an error of the
     program's own after the hook watched its graphs, none failing (at level 4, none
     diverging from eager): a wrong answer the hook's rule cannot see, or no compiler's.
     None where the hook saved the failure, or was not asked.
@@ -131,8 +131,16 @@ def closing_note(error: BaseException) -> str | None:
     if intent is None or not isinstance(error, Exception) or any(getattr(e, HANDLED, False) for e in _chain(error)):
         return None  # (a Ctrl-C is the user's doing, not a failure)
     from .capture.frames import where_it_failed
+    from pt2kit.seams import dynamo_exc
+    from pt2kit.signature import signature_of_exception
 
     script = " ".join(sys.argv) or "SCRIPT"
+    signature = signature_of_exception(error).signature
+    if dynamo_exc.refuses_a_recompile(signature.exception, signature.message):
+        return (
+            f"dynamo failed on a recompile, as the program asked it to: no graph fails, so "
+            f"TORCHDYNAMO_REPRO_AFTER={intent.after} has nothing to save; `python -m explain {script}` says why it recompiled"
+        )
     where = where_it_failed(error)
     if where == "tracing":
         return (

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
 import torch.fx as fx
 
 from .bisect.bisection import bisect_saved, bisect_script, flaky_or_not_alone
@@ -390,7 +391,7 @@ def minify_script(
             parent = lowered_from(report, row, after)
             if parent is None:
                 raise
-            session.log(f"{e}; minifying the dynamo graph {parent.label} it was lowered from instead")
+            session.log(f"{escape(str(e))}; minifying the dynamo graph {parent.label} it was lowered from instead")
             after = "dynamo"  # (choose_graph: the culprit's dynamo graph)
             continue
         except Unconfirmed:

@@ -64,8 +64,17 @@ class ReplayResult:
 
     @property
     def caveat(self) -> str | None:
-        """Why a replay that did not reproduce may not mean the failure is gone (None when nothing is missing)."""
-        if not self.state_missing or self.status == "reproduced":
+        """Why a replay that did not reproduce may not mean the failure is gone (None when nothing says so)."""
+        from pt2kit.seams import dynamo_exc
+
+        if self.status == "reproduced":
+            return None
+        if dynamo_exc.refuses_a_recompile(self.recorded.get("exception") or "", self.recorded.get("message") or ""):
+            return (
+                "the recorded failure is dynamo refusing a recompile, as the program asked: a replay compiles the "
+                "frame once and never recompiles; `python -m explain SCRIPT` says why the program recompiled"
+            )
+        if not self.state_missing:
             return None
         return (
             "the record lacks the program's changes to torch that no record can carry"

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from pathlib import Path
 
+from rich.markup import escape
 from .report import BisectReport, Row, program_failure, signature_of
 from .plainly import fails_only_plainly, fails_under_dynamo_alone
 from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
@@ -48,15 +49,12 @@ from ..unit.case import Boundary, GraphCase
 from ..unit.accuracy import accuracy_category
 from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
 from .untraceable import handed_culprit, replay_breaks_of
+from pt2kit.seams import dynamo_exc
 from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..repro.files import load_repro
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature
 from ..unit.check import Stage
-
-#: What dynamo raises when the program asked it to fail on a recompile (``error_on_recompile``,
-#: ``fail_on_recompile_limit_hit``): the frame compiled fine once; recompiling is the matter.
-RECOMPILE_REFUSALS = ("RecompileError", "FailOnRecompileLimitHit")
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -96,11 +94,12 @@ def bisect_script(
     report.kernel, report.failed_graph = captured.kernel, captured.failed_graph
     report.profiled = captured.early.profiled if captured.early is not None else {}
     if captured.failure is not None:
-        session.log(f"[bold]{script.name}[/] fails: {captured.failure.signature}")
+        session.log(f"[bold]{escape(script.name)}[/] fails: {escape(str(captured.failure.signature))}")
 
-    if captured.failure is not None and captured.failure.signature.exception in RECOMPILE_REFUSALS:
+    signature = captured.failure.signature if captured.failure is not None else None
+    if signature is not None and dynamo_exc.refuses_a_recompile(signature.exception, signature.message):
         raise NotReproducible(
-            f"{script.name} recompiles and asks dynamo to fail when it does ({captured.failure.signature}): that is "
+            f"{script.name} recompiles and asks dynamo to fail when it does ({signature}): that is "
             f"a recompilation to explain, not a graph to minify; `python -m explain {script.name}` says why"
         )
     if captured.failure is not None and failed_while_tracing(captured):
@@ -115,13 +114,13 @@ def bisect_script(
         report.rows.append(row)
         first = row.first_failure
         verdict = (
-            "all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {signature_of(first)}"
+            "all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {escape(str(signature_of(first)))}"
         )
         session.log(f"  {row.label}: {verdict}")
         if (otherwise := program_failure(row, captured.failure, accuracy)) is not None:
             first = row.first_failure
             report.note = f"{report.note}; {otherwise}" if report.note else otherwise
-            session.log(f"  {otherwise}")
+            session.log(f"  {escape(otherwise)}")
         if first is not None and matches(first, captured.failure, accuracy):
             # the first graph that fails the program's way, unless the program itself failed in another
             # one; a wrong value before outputs that only alias otherwise
@@ -249,7 +248,7 @@ def bisect_saved(
                 report.note = f"{report.note}; {otherwise}" if report.note else otherwise
         first = row.first_failure
         if first is not None:
-            session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {signature_of(first)}")
+            session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {escape(str(signature_of(first)))}")
             report.culprit = report.culprit or row
     if report.culprit is None and accuracy and aot_rows:
         report.culprit = judged_aot_graph(session, report, accuracy)

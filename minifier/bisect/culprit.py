@@ -34,6 +34,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from rich.markup import escape
 from .report import BisectReport, PinDownRetry, Row, matches, signature_of
 from .plainly import DYNAMO_OUTSIDE_ITS_GRAPHS, dynamo_config_set, fails_only_plainly, fails_under_dynamo_alone, looks_like_wrong_answer
 from .steps import aot_rows, read_capture_again, run_each
@@ -429,7 +430,7 @@ def bisect_as_failed_again(
         f"the program's first run ran out of time ({captured.failure.details or 'timeout'}); "
         f"its second run failed with {again.failure.signature}, the failure bisected"
     )
-    session.log(report.note)
+    session.log(escape(report.note))
     report.original = again.failure
     culprit = next(
         (r for r in report.rows if r.first_failure is not None and matches(r.first_failure, again.failure, report.accuracy)),

@@ -25,6 +25,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from .report import BisectReport, Row, matches, signature_of
 from .steps import run_stages_of
 from ..isolation.session import Session
@@ -104,7 +105,7 @@ def handed_culprit(
             f"dynamo breaks {item.label} when compiled again ({item.why}); "
             "handed to the backend as dynamo handed it, with no dynamo in between, it fails"
         )
-        session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {signature_of(first)}")
+        session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {escape(str(signature_of(first)))}")
         return row
     return None
 

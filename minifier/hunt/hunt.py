@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from pt2kit.signature import Kind, Signature
 from .judge import Judging, Outcome, Verdict, judge
 from .programs import Program, generate, render, shortened
@@ -224,7 +225,7 @@ class Hunt:
         kept.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(program, kept)
         self.summary.pt2kit_bugs.append({"program": str(kept), "what": what[:300]})
-        self.progress.log(f"pt2kit could not minify {program.name}: {what[:200]}")
+        self.progress.log(f"pt2kit could not minify {program.name}: {escape(what[:200])}")
 
     def _write(self, program: Path, suspect: Suspect, report: dict[str, Any], key: str) -> None:
         slug = re.sub(r"[^a-z0-9]+", "_", "-".join(sorted(set(report.get("ops_after") or ["none"]))).lower())[:60]

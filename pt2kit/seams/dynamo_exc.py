@@ -27,9 +27,16 @@ from . import Seam
 SEAM = Seam(
     wraps=(
         "torch._dynamo.exc (TorchDynamoException, BackendCompilerFailed, inner_exception, real_stack, Unsupported, UserError, "
-        "FailOnRecompileLimitHit), torch._dynamo.debug_utils.AccuracyError"
+        "FailOnRecompileLimitHit, RecompileError), torch._dynamo.debug_utils.AccuracyError, the fail_on_recompile "
+        "stance's error"
     ),
-    features=("failure signatures", "where a failure happened", "explain", "RecompileProfiler"),
+    features=(
+        "failure signatures",
+        "where a failure happened",
+        "explain",
+        "RecompileProfiler",
+        "a recompile the program refuses, told apart",
+    ),
 )
 
 
@@ -61,10 +68,16 @@ def probe() -> None:
         raise AttributeError("adding tensors of sizes 3 and 4 compiled")
     finally:
         torch.compiler.reset()
-    for name in ("Unsupported", "UserError", "FailOnRecompileLimitHit"):
+    for name in ("Unsupported", "UserError", "FailOnRecompileLimitHit", "RecompileError"):
         if not issubclass(getattr(exc, name), Exception):
             raise TypeError(f"torch._dynamo.exc.{name} is not an exception")
     accuracy_error()
+    import inspect
+
+    from torch._dynamo import eval_frame
+
+    if STANCE_RECOMPILE not in inspect.getsource(eval_frame):
+        raise AttributeError("the fail_on_recompile stance no longer words its error as pt2kit reads it")
 
 
 #: dynamo's bytecode interpreter: an error raised with it on the stack was raised while dynamo traced.
@@ -174,3 +187,17 @@ def is_recompile_limit_error(exc: BaseException) -> bool:
     from torch._dynamo.exc import FailOnRecompileLimitHit, Unsupported
 
     return isinstance(exc, Unsupported | FailOnRecompileLimitHit)
+
+
+#: What dynamo raises where the program asked it to fail on a recompile (``error_on_recompile``,
+#: ``fail_on_recompile_limit_hit``); the ``fail_on_recompile`` stance raises a ``RuntimeError`` worded so.
+RECOMPILE_REFUSALS = ("RecompileError", "FailOnRecompileLimitHit")
+STANCE_RECOMPILE = "Detected recompile when torch.compile stance is 'fail_on_recompile'"
+
+
+def refuses_a_recompile(exception: str, message: str) -> bool:
+    """Is a failure (its exception's name and message) dynamo failing on a recompile, as the program asked it to?
+
+    The frame compiled fine once: recompiling is the matter, no graph fails.
+    """
+    return exception in RECOMPILE_REFUSALS or message.startswith(STANCE_RECOMPILE)

@@ -272,21 +272,53 @@ def test_a_failure_while_dynamo_traces_becomes_the_one_call_it_fails_on(in_proce
     assert alone.returncode != 0 and "data is not allocated yet" in alone.stderr
 
 
+#: How a program asks dynamo to fail on a recompile: two configs, and a stance (which raises a RuntimeError).
+REFUSALS = [
+    "torch._dynamo.config.error_on_recompile = True",
+    "torch._dynamo.config.recompile_limit = 1; torch._dynamo.config.fail_on_recompile_limit_hit = True",
+    'torch.compiler.set_stance("fail_on_recompile")',
+]
+
+
+@pytest.mark.parametrize("refusal", REFUSALS)
+def test_the_hooks_closing_note_sends_a_refused_recompile_to_explain(refusal, monkeypatch):
+    from types import SimpleNamespace
+
+    from minifier import backward_prologue
+
+    compiled = torch.compile(lambda x, k: torch.sin(x) * k, backend="eager")
+    torch._dynamo.reset()
+    compiled(torch.randn(4), 1.5)
+    with pytest.raises(Exception) as raised, torch._dynamo.config.patch(recompile_limit=8):
+        try:
+            exec(refusal, {"torch": torch})  # the program's own line
+            compiled(torch.randn(4), 2.5)
+        finally:
+            torch.compiler.set_stance("default")
+            torch._dynamo.config.error_on_recompile = False
+            torch._dynamo.config.fail_on_recompile_limit_hit = False
+    monkeypatch.setattr(backward_prologue, "_intent_reader", [lambda: SimpleNamespace(after="aot", level=2)])
+    note = backward_prologue.closing_note(raised.value)
+    assert note.startswith("dynamo failed on a recompile, as the program asked it to") and "python -m explain" in note
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("refusal", ["error_on_recompile = True", "recompile_limit = 1; torch._dynamo.config.fail_on_recompile_limit_hit = True"])
+@pytest.mark.parametrize("refusal", REFUSALS)
 def test_a_program_that_asks_dynamo_to_fail_on_a_recompile_is_sent_to_explain(refusal, in_process, tmp_path):
     from pt2kit.errors import NotReproducible
 
     script = tmp_path / "recompiles.py"
     script.write_text(textwrap.dedent(f"""
         import torch
-        torch._dynamo.config.{refusal}
 
         def f(x, k):
             return torch.sin(x) * k
 
-        for k in (1.5, 2.5, 3.5):
-            print(torch.compile(f, backend="eager")(torch.randn(4), k))
+        compiled = torch.compile(f, backend="eager")
+        print(compiled(torch.randn(4), 1.5))
+        {refusal}
+        for k in (2.5, 3.5):
+            print(compiled(torch.randn(4), k))
     """))
     with pytest.raises(NotReproducible) as raised:
         minified(in_process, script)

@@ -1212,3 +1212,17 @@ def test_a_frame_calling_the_scripts_custom_ops_carries_their_definitions_into_t
         cwd=tmp_path / "elsewhere",
     )
     assert ran.returncode != 0 and "Attempting to broadcast a dimension of length 4" in ran.stderr, ran.stderr[-2000:]
+
+
+def test_a_replay_of_a_refused_recompile_that_passes_says_a_replay_never_recompiles():
+    """A frame recorded as dynamo refusing a recompile (error_on_recompile) compiles once when replayed: it passes."""
+    for exception, message in (
+        ("RecompileError", "Recompiling function f in x.py:3 triggered by the following guard failure(s)"),
+        ("RuntimeError", "Detected recompile when torch.compile stance is 'fail_on_recompile'. filename: 'x.py'"),
+    ):
+        recorded = {"kind": "compile_error", "exception": exception, "message": message}
+        passed = runner.ReplayResult("passed", None, recorded)
+        assert "never recompiles" in passed.caveat and "python -m explain" in passed.caveat
+        assert runner.ReplayResult("reproduced", recorded, recorded).caveat is None
+    other = {"kind": "compile_error", "exception": "RuntimeError", "message": "something else"}
+    assert runner.ReplayResult("passed", None, other).caveat is None
