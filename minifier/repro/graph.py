@@ -73,9 +73,9 @@ def _subgraph_classes(gm: fx.GraphModule, owner: str, path: str, constants: list
     return out
 
 
-#: A float64 reference's helpers (:func:`minifier.unit.accuracy.float64_graph`), which FX names by
+#: A float64 reference's helpers (:func:`minifier.unit.float64.float64_graph`), which FX names by
 #: their module: the repro defines them under their own names.
-REFERENCE_HELPER = re.compile(r"\bminifier_unit_accuracy_(\w+)\(")
+REFERENCE_HELPER = re.compile(r"\bminifier_unit_float64_(\w+)\(")
 
 
 def _reference_helpers(code: str) -> str:

@@ -60,19 +60,8 @@ from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functi
 from ..unit.runtime import call_hop, clone_input, copies, drop_unread_items, graph_module, non_leaf, rand_tensor
 from ..unit.devices import devices_of
 from ..unit.aliasing import aliasing_divergence, output_aliasing
-from ..unit.accuracy import (
-    ACCURACY_MESSAGE,
-    accuracy_category,
-    accuracy_divergence,
-    as_float64,
-    float64_graph,
-    fp64_cast,
-    fp64_dtype,
-    fp64_blocker,
-    run_float64,
-    tensor_versions,
-    written_inputs,
-)
+from ..unit.accuracy import ACCURACY_MESSAGE, accuracy_category, accuracy_divergence, run_float64, tensor_versions, written_inputs
+from ..unit.float64 import as_float64, float64_graph, fp64_blocker, fp64_cast, fp64_dtype
 from pt2kit.signature import Signature
 
 if TYPE_CHECKING:
@@ -437,7 +426,7 @@ RUN_SEED = 0
 def _accuracy_runs(case: GraphCase, fp64_class: str, blocker: str | None) -> str:
     """``accuracy_runs(data)``: the compiled run and its two references, as an accuracy repro and pt2kit's queries make them.
 
-    ``blocker``: why no float64 reference is made (:func:`~minifier.unit.accuracy.fp64_blocker`).
+    ``blocker``: why no float64 reference is made (:func:`~minifier.unit.float64.fp64_blocker`).
     """
     names = [i.name for i in program_inputs(case)]
     seed = f"    torch.manual_seed({RUN_SEED})\n"

@@ -7,6 +7,7 @@
 - ``graphio``: a graph as plain literals, read back exactly (no re-tracing);
 - ``check``: :class:`Check`, the question every query asks (stage, failure, accuracy, tries);
 - ``accuracy``: wrong answers, judged against eager and an fp64 eager reference;
+- ``float64``: that reference's graph, computing in float64, and where none can stand for the program;
 - ``aliasing``: outputs that alias one another otherwise than eager's (values all right);
 - ``devices``: a case moved to another device (does a GPU bug show on the CPU too?);
 - ``runtime``: the torch-only helpers every repro carries a copy of (the case

@@ -1,16 +1,15 @@
 """Wrong answers: a compiled run judged against eager and an fp64 eager reference.
 
-:func:`accuracy_divergence` is the rule: torch's ``same(..., fp64_ref=...)`` without its fixed
-tolerances, forgiving whatever error eager itself makes in the working precision. An accuracy
-failure's :class:`~pt2kit.signature.Signature` names the *kind* of divergence
-(:func:`accuracy_category`): a NaN bug is not a rounding bug, nor an output that lost eager's
-inference flag, nor outputs that alias one another otherwise (:mod:`minifier.unit.aliasing`).
+:func:`accuracy_divergence` is the rule: torch's ``same(..., fp64_ref=...)`` without its fixed tolerances,
+forgiving whatever error eager itself makes in the working precision. An accuracy failure's
+:class:`~pt2kit.signature.Signature` names the *kind* of divergence (:func:`accuracy_category`): a NaN bug
+is not a rounding bug, nor an output that lost eager's inference flag, nor outputs that alias one another
+otherwise (:mod:`minifier.unit.aliasing`).
 
-What is compared: every output, and every input the graph writes into, as it is after the run
-(:class:`References`: a graph whose only effect is ``x[idx] += 1`` is judged on ``x``), against eager
-in the working precision and in float64, float64 the default dtype (:func:`run_float64`) so that
-tensors the graph creates follow its promoted inputs. A float64 run that cannot run at all is the
-reference's limit, never the graph's failure: eager alone is then the reference, within a tolerance.
+Compared: every output, and every input the graph writes into, after the run (:class:`References`: a graph
+whose only effect is ``x[idx] += 1`` is judged on ``x``), against eager in the working precision and in float64,
+the default dtype then (:func:`run_float64`: tensors the graph creates follow its promoted inputs). A float64
+run that cannot run is the reference's limit, never the graph's failure: eager alone is then the reference.
 
 The functions a repro needs (the rule, the category, the version counters and :func:`run_float64`)
 use only ``torch`` and carry no annotations: the repro writer copies their source into every
@@ -26,20 +25,11 @@ from typing import Any, Literal, Union, cast
 
 from pt2kit.signature import Failure, Signature, normalize_message
 from .aliasing import aliasing_divergence
+from .float64 import float64_graph, fp64_blocker, to_float64
 
 #: How wrong answers are judged: ``False`` not at all (crashes only), ``True`` against eager
 #: and an fp64 reference within tolerance, ``"strict"`` bit for bit against eager.
 Accuracy = Union[bool, Literal["strict"]]
-
-#: Ops that draw random numbers (by name part): a float64 run of them draws other numbers.
-RANDOM_OPS = tuple("rand randn randint randperm bernoulli dropout native_dropout multinomial normal uniform exponential poisson rrelu".split())
-
-
-def draws_random(name: str) -> bool:
-    """Is ``name`` (``rand``, ``torch.randn_like``, ``aten.native_dropout.default``, ``Tensor.exponential_``) a random op?"""
-    parts = [p.strip("_").removesuffix("_like") for p in name.split(".")]
-    return any(p in RANDOM_OPS or p.startswith(("inductor_rand", "philox_rand")) for p in parts)
-
 
 #: The message of every accuracy signature; details (which output, how far) vary as
 #: the graph shrinks and live in :attr:`Failure.details`.
@@ -49,7 +39,8 @@ ACCURACY_MESSAGE = "compiled output diverges from the fp64 reference"
 def accuracy_category(problem: str) -> str:
     """What kind of wrong answer :func:`accuracy_divergence` found: part of an accuracy failure's identity.
 
-    A NaN bug is not a rounding bug, and a shape bug is neither; the minifier keeps
+    A NaN bug is not a rounding bug, and a shape bug is neither (a dtype bug keeps its pair
+    of dtypes: bfloat16 where eager gives float32 is not its converse); the minifier keeps
     the kind of divergence the program had (as well as keeping it reaching the
     program's outputs, see :func:`minifier.stages.run.run_case`).
     """
@@ -60,7 +51,8 @@ def accuracy_category(problem: str) -> str:
     if "is_inference()" in problem:
         return "tensor flags"
     if " != eager " in problem and ("(" in problem.split(" != eager ")[1]):
-        return "shape or dtype"
+        mine, eager = (side.rsplit("(", 1)[0].split()[-1] for side in problem.split(" != eager ", 1))
+        return "shape or dtype" if mine == eager else f"shape or dtype: {mine} where eager gives {eager}"
     if "outputs, eager gives" in problem or "got " in problem:
         return "output structure"
     if "values differ" in problem:
@@ -74,168 +66,6 @@ def signature_of_accuracy(problem: str) -> Failure:
     return Failure(
         Signature("accuracy", "AccuracyError", f"{ACCURACY_MESSAGE} ({accuracy_category(problem)})"), details=problem
     )
-
-
-#: Methods that cast to a low-precision float, and the dtype each casts to.
-_FLOAT_CASTS = {"half": "float16", "float": "float32", "bfloat16": "bfloat16"}
-
-
-def float64_graph(gm: Any) -> Any:
-    """A copy of ``gm`` computing in float64: parameters, buffers *and* the dtypes written in the graph.
-
-    torch's ``same(fp64_ref=...)`` rule needs a reference computed in real fp64; casting
-    only the inputs leaves ``torch.tensor(655, dtype=torch.half)`` or ``x.to(torch.half)``
-    in low precision, and the reference then disagrees with a compiler that keeps
-    more precision (pytorch's ``test_rmse_improves_over_atol``). Like torch's
-    ``cast_dtype_args_to_fp64``, every floating dtype argument becomes float64; unlike
-    it, positional dtypes and ``.half()``-style methods are promoted too.
-
-    One conversion keeps its dtype: integer or bool data made floating
-    (``mask.cumsum(1, dtype=torch.bfloat16)``, ``positions.half()``). Rounding exact data
-    is what the program asks for, not an error a compiler may improve on: a compiler
-    that drops the cast computes exact positions, and a reference promoted to float64
-    would side with it (pytorch#189518). Which data is integer is known only at run
-    time, so such a node asks :func:`fp64_dtype`, and its value continues in float64
-    (:func:`as_float64`): arithmetic after the conversion is still the compiler's to
-    round better.
-    """
-    import copy
-
-    import torch
-    import torch.fx as fx
-
-    gm = copy.deepcopy(gm).to(torch.float64)
-
-    def low(value: Any) -> bool:
-        return isinstance(value, torch.dtype) and value.is_floating_point and value != torch.float64
-
-    def promote(value: Any, dtype_for: Any) -> Any:
-        if low(value):
-            return dtype_for(value)
-        if isinstance(value, (list, tuple)):
-            return type(value)(promote(v, dtype_for) for v in value)
-        return value
-
-    def operands(node: fx.Node) -> list[fx.Node]:
-        seen: list[fx.Node] = []
-        fx.node.map_arg((node.args, node.kwargs), seen.append)  # (its copy of the arguments is not kept)
-        return seen
-
-    def visit(module: Any) -> None:
-        graph = module.graph
-        for node in list(graph.nodes):
-            if node.op not in ("call_function", "call_method"):
-                continue
-            if node.op == "call_method" and node.target in _FLOAT_CASTS and len(node.args) == 1 and not node.kwargs:
-                cast = getattr(torch, _FLOAT_CASTS[node.target])
-                node.op, node.target, node.args = "call_function", fp64_cast, (node.args[0], cast)
-                continue
-            data = operands(node)
-            if not data:  # a factory: nothing it converts, so its dtype is the working precision
-                node.args = promote(node.args, lambda _: torch.float64)
-                node.kwargs = {k: promote(v, lambda _: torch.float64) for k, v in node.kwargs.items()}
-                continue
-            asked: list[fx.Node] = []
-
-            def dtype_for(dtype: Any) -> Any:
-                with graph.inserting_before(node):
-                    asked.append(graph.create_node("call_function", fp64_dtype, (dtype, *data), name=f"{node.name}_dtype"))
-                return asked[-1]
-
-            node.args = promote(node.args, dtype_for)
-            node.kwargs = {k: promote(v, dtype_for) for k, v in node.kwargs.items()}
-            if asked:
-                with graph.inserting_after(node):
-                    value = graph.create_node("call_function", as_float64, (node,), name=f"{node.name}_fp64")
-                node.replace_all_uses_with(value, delete_user_cb=lambda user: user is not value)
-        module.recompile()
-        for child in module.children():
-            if isinstance(child, torch.fx.GraphModule):
-                visit(child)
-
-    visit(gm)
-    return gm
-
-
-def fp64_dtype(dtype, *operands):
-    """The dtype a float64 reference computes a conversion in: ``dtype`` for integer or bool data, else float64.
-
-    (See :func:`float64_graph`.) Copied into accuracy repros: torch only, no annotations.
-    """
-    import torch
-
-    tensors = [v for v in operands if isinstance(v, torch.Tensor)]
-    if tensors and not any(t.is_floating_point() or t.is_complex() for t in tensors):
-        return dtype
-    return torch.float64
-
-
-def fp64_cast(value, dtype):
-    """``value.half()`` (``dtype``) as a float64 reference makes it: rounded only if it is integer or bool data.
-
-    (See :func:`float64_graph`.) Copied into accuracy repros: torch only, no annotations.
-    """
-    import torch
-
-    if not (value.is_floating_point() or value.is_complex()):
-        value = value.to(dtype)
-    return value.to(torch.float64)
-
-
-def as_float64(value):
-    """A conversion's floating result as float64, so that what follows it computes in float64 (copied into repros)."""
-    import torch
-
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return value.to(torch.float64)
-    if isinstance(value, (list, tuple)):
-        return type(value)(as_float64(v) for v in value)
-    return value
-
-
-def to_float64(values: list[Any]) -> list[Any]:
-    """Floating tensors as float64 (``requires_grad`` kept); everything else as it is."""
-    import torch
-
-    return [
-        v.detach().to(torch.float64).requires_grad_(v.requires_grad)
-        if isinstance(v, torch.Tensor) and v.is_floating_point()
-        else v
-        for v in values
-    ]
-
-
-#: Ops that test values for inf or NaN: a graph that holds one decides on overflows
-#: of its working precision, which a float64 run does not have (an fp16 ``x * x`` that
-#: becomes inf, then ``where(isinf(e), 0, e)``).
-NONFINITE_TESTS = ("isinf", "isnan", "isfinite", "isposinf", "isneginf", "nan_to_num")
-
-
-def fp64_blocker(gm: Any) -> str | None:
-    """Why a float64 run of ``gm`` would not be a reference for what the program means (None: it is).
-
-    A graph that tests its values for inf or NaN (:data:`NONFINITE_TESTS`, or a
-    comparison with an infinite constant) means the overflows of its working precision:
-    promoted to float64, the overflow it guards against never happens, and the
-    reference would take the compiled code's side. A graph that draws random numbers
-    draws other ones in float64 (``rand`` fills a double from 53 random bits, a float
-    from 24), so its float64 run computes something else. Eager alone, from the same
-    seed, is the reference then.
-    """
-    import math
-
-    from pt2kit.names import op_name
-    from .graphio import all_call_nodes
-
-    for node in all_call_nodes(gm):
-        name = op_name(node, gm)
-        if draws_random(name):
-            return f"the graph draws random numbers ({name}), which float64 draws differently"
-        if any(part in NONFINITE_TESTS for part in name.split(".")):
-            return f"the graph tests its values for inf or NaN ({name}), which float64 does not overflow to"
-        if any(isinstance(a, float) and not math.isfinite(a) for a in node.args):
-            return f"the graph compares with an infinite constant ({name}), which float64 does not overflow to"
-    return None
 
 
 def tensor_versions(values):
@@ -443,7 +273,7 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
     and bool outputs must match exactly; with ``strict`` every output must equal eager's
     bit for bit (``--strict-accuracy``), and be an inference tensor where eager's is. None when everything passes, else one line
     naming the first output that does not. Eager is the reference instead, within 1e-3
-    (1e-2 in half precision), where ``fp64`` is None (:func:`fp64_blocker`) or an fp64
+    (1e-2 in half precision), where ``fp64`` is None (:func:`~minifier.unit.float64.fp64_blocker`) or an fp64
     output does not match eager's shape. ``labels`` name the values (default ``output <i>``).
     An output whose fp64 values all lie below ``tol`` in magnitude, and which eager computes
     within 1e-3 of the largest of them, is judged in units of that largest value (a std of

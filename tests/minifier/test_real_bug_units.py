@@ -105,7 +105,8 @@ def test_a_graph_that_tests_for_overflow_is_judged_against_eager_not_fp64():
     # overflows, and would take the side of a compiler that drops the fp16 rounding
     # (pytorch#183607). A graph with no such test keeps the fp64 rule (torch's
     # test_rmse_improves_over_atol: a compiler more precise than eager is right).
-    from minifier.unit.accuracy import fp64_blocker, reference_outputs
+    from minifier.unit.accuracy import reference_outputs
+    from minifier.unit.float64 import fp64_blocker
 
     def guarded(x):
         e = x * x
@@ -124,7 +125,8 @@ def test_the_fp64_reference_keeps_a_conversion_of_integer_data_and_promotes_the_
     # positions. Promoted to float64, the reference would compute exact positions too and
     # take the compiler's side; the rounding of exact data is what the program asked for.
     # Arithmetic on floats stays promoted: a compiler more precise than eager is right.
-    from minifier.unit.accuracy import accuracy_divergence, float64_graph, reference_outputs
+    from minifier.unit.accuracy import accuracy_divergence, reference_outputs
+    from minifier.unit.float64 import float64_graph
 
     def positions(x):
         mask = torch.ones(x.shape, dtype=torch.bool)
