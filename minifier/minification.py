@@ -56,7 +56,7 @@ from .reduce.engine import Reducer, Unconfirmed
 from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_repro
 from .isolation.session import Session
 from .isolation.worker import QueryResult
-from pt2kit.signature import Failure
+from pt2kit.signature import Failure, Kind, Signature
 from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
 from .stages.run import Outcome, ask
 from .capture.torch_repro import load_any_repro
@@ -219,7 +219,7 @@ def start_reducer(
     # an earlier origin's reference outputs; this one's are saved by its own queries
     OriginRef(origin_path).references.unlink(missing_ok=True)
     values = session.run_dir / "work" / "values.pt"
-    profiled = original_profile(session, case, values, prior)
+    profiled = original_profile(session, case, values, prior, partial=eager_refuses(check.failure))
     query = CandidateQuery(session, OriginRef(origin_path, values), check)
     checkpoint = session.run_dir / CHECKPOINT
     state = CheckpointState(came.key, str(origin_path), check)
@@ -256,13 +256,18 @@ def start_reducer(
     return Reduction(reducer, query, checkpoint, state)
 
 
-def original_profile(session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | None) -> Any:
+def original_profile(
+    session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | None, *, partial: bool = False
+) -> Any:
     """The original graph's profile (each node's value, saved to ``values``), from one eager run.
 
     ``prior``: the bisection's, when it profiled this very graph beside its last stages.
+    ``partial``: the failure is that eager raises, so the profile goes as far as eager does.
     """
+    if partial and prior is not None and isinstance(prior.value, EagerRunRaised):
+        prior = None  # (the bisection's ran eagerly in full)
     profiled = prior or session.query(
-        functools.partial(profile_or_why, case, values), "profiling the graph (one eager run)"
+        functools.partial(profile_or_why, case, values, partial=partial), "profiling the graph (one eager run)"
     )
     if isinstance(profiled.value, EagerRunRaised):  # its inputs came from a graph that computed them wrong
         raise NotReproducible(
@@ -513,3 +518,8 @@ def minify_repro(
     check = Check(outcome.stage, outcome.failure.signature, accuracy)
     result = minify_case(session, row.case, check, Provenance(outcome.failure, key, bisect=report))
     return finished(session, result, subsystem, None, [], preparing)
+
+
+def eager_refuses(failure: Signature | None) -> bool:
+    """Is ``failure`` a compiled run returning where eager raises (:func:`~minifier.unit.accuracy.accuracy_category`)?"""
+    return failure is not None and failure.kind == Kind.ACCURACY and "(eager raises " in failure.message

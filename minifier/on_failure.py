@@ -8,8 +8,7 @@ and follows torch's levels:
   repro`` process and write the minimal ``repro.py`` directly (no launcher step);
 - **3**: save every graph before it is compiled, so a segfault still leaves a repro
   (``minify repro`` on it minifies it);
-- **4**: also check each compiled graph's first result, and its gradients, against an fp64 reference, and
-  minify an accuracy failure.
+- **4**: also check each compiled graph's first result and gradients against an fp64 reference; minify a divergence.
 
 Every door of a graph is watched: its compile and its runs, the aot graphs AOTAutograd
 compiles for it, whose backward compiles lazily at the first ``loss.backward()`` and runs
@@ -19,8 +18,7 @@ dynamo graph, with the program's patches of torch (:mod:`minifier.capture.patche
 its repro runs the backward too, and ``minify repro --after aot`` finds the failing
 aot graph in it again.
 
-Each failure gets a new run directory under ``TORCHDYNAMO_REPRO_DIR`` (else
-``torch._dynamo.config.debug_dir_root``'s ``./torch_compile_debug``).
+Each failure gets a new run directory under ``TORCHDYNAMO_REPRO_DIR`` (else ``./torch_compile_debug``, torch's).
 
 **First, do no harm.** A debugging hook must never change what a healthy program
 does: the user's backend gets the very graph and inputs it would have; nothing of
@@ -281,6 +279,8 @@ class ReproOnFailure:
         after = _rng_state()
         try:
             eager = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state)
+        except Exception as e:  # noqa: BLE001 - eager refuses what the compiled run returned (pytorch#197095)
+            return accuracy_divergence(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}", [], None)
         finally:
             _set_rng_state(after)  # the program's random stream goes on as if nothing ran
         problem = accuracy_divergence(eager.expected, eager.outputs_of(result, args), eager.fp64)

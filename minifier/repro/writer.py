@@ -440,12 +440,16 @@ def _accuracy_runs(case: GraphCase, fp64_class: str, blocker: str | None) -> str
         '    """The compiled run, eager, and eager in float64 (the reference), each on fresh inputs.\n\n'
         "    Each gives its outputs, then the inputs eager writes into (``written``), as they are\n"
         "    after the run: a graph whose effect is a write into an input is judged on that input.\n"
+        "    Where eager raises, ``expected`` is its error, one line.\n"
         "    fp64 is None when there is no float64 reference (``note`` says why): eager is then\n"
         "    the reference.\n"
         '    """\n'
         "    compiled_inputs = make_inputs(data)\n" + seed + "    actual = run(Repro(data), compiled_inputs)\n"
         "    inputs = make_inputs(data)\n"
-        "    before = tensor_versions(inputs)\n" + seed + "    expected = run_eager(Repro(data), inputs)\n"
+        "    before = tensor_versions(inputs)\n" + seed + "    try:\n"
+        "        expected = run_eager(Repro(data), inputs)\n"
+        "    except Exception as e:  # eager refuses what the compiled run returned: judged as a wrong answer\n"
+        "        return f'{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else \"\"}', actual, None, [], None\n"
         "    written = written_inputs(before, tensor_versions(inputs))\n"
         "    expected = expected + [inputs[i] for i in written]\n"
         "    actual = actual + [compiled_inputs[i] for i in written]\n"

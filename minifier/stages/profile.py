@@ -96,8 +96,11 @@ def _kept(t: torch.Tensor) -> torch.Tensor | Uncopied:
         return Uncopied()
 
 
-def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, Any]:
-    """Values of ``case``'s op nodes in one eager run (all of them when ``names`` is None)."""
+def eager_values(case: GraphCase, names: set[str] | None = None, *, partial: bool = False) -> dict[str, Any]:
+    """Values of ``case``'s op nodes in one eager run (all of them when ``names`` is None).
+
+    ``partial``: where eager raises, the values of the nodes before the one that raised.
+    """
     from .distributed import join_fake_group
 
     join_fake_group(case)  # its collectives run on a fake process group
@@ -105,7 +108,11 @@ def eager_values(case: GraphCase, names: set[str] | None = None) -> dict[str, An
     recording = _Recording(case.gm, names)
     grad = torch.enable_grad() if case.boundary == Boundary.DYNAMO and case.grad_enabled else torch.no_grad()
     with grad:
-        recording.run(*case.materialize_inputs())
+        try:
+            recording.run(*case.materialize_inputs())
+        except Exception:
+            if not partial:
+                raise
     return recording.values
 
 
@@ -120,15 +127,23 @@ class EagerRunRaised:
     error: str
 
 
-def profile_or_why(case: GraphCase, values_path: Path | None = None) -> dict[str, NodeInfo] | EagerRunRaised:
-    """:func:`profile_case`, or why the graph's eager run raised (its inputs may be another graph's wrong outputs)."""
+def profile_or_why(
+    case: GraphCase, values_path: Path | None = None, *, partial: bool = False
+) -> dict[str, NodeInfo] | EagerRunRaised:
+    """:func:`profile_case`, or why the graph's eager run raised (its inputs may be another graph's wrong outputs).
+
+    ``partial``: a graph whose failure is that eager raises (and the compiled run returns) is
+    profiled up to the node that raises; the nodes from there on are never cut into inputs.
+    """
     try:
-        return profile_case(case, values_path)
+        return profile_case(case, values_path, partial=partial)
     except GraphRaised as e:
         return EagerRunRaised(str(e))
 
 
-def profile_case(case: GraphCase, values_path: Path | None = None, *, update: bool = False) -> dict[str, NodeInfo]:
+def profile_case(
+    case: GraphCase, values_path: Path | None = None, *, update: bool = False, partial: bool = False
+) -> dict[str, NodeInfo]:
     """Describe what each op node of ``case`` produces (one eager run).
 
     With ``values_path``, the tensor values are also saved there, once: every later
@@ -140,7 +155,7 @@ def profile_case(case: GraphCase, values_path: Path | None = None, *, update: bo
     info = {}
     nodes = {n.name: n for n in case.gm.graph.nodes}
     try:
-        values = eager_values(case)
+        values = eager_values(case, partial=partial)
     except Exception as e:  # the graph's own error, for profile_or_why to say
         raise GraphRaised(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}") from e
     if values_path is not None:
@@ -167,6 +182,9 @@ def profile_case(case: GraphCase, values_path: Path | None = None, *, update: bo
             info[name] = (
                 NodeInfo("literal", literal=literal, symint=bool(traced.get(SYMINT))) if ok else NodeInfo("other")
             )
+    for node in case.gm.graph.nodes:  # (partial: the nodes eager never reached)
+        if node.op in ("call_function", "call_method", "call_module") and node.name not in info:
+            info[node.name] = NodeInfo("other")
     return info
 
 

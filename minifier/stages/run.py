@@ -181,6 +181,8 @@ def run_case(
         )
         if not problem:
             return Outcome(stage, None, time.perf_counter() - start)
+        if isinstance(expected, str):  # eager refused what the compiled run returned: nothing to compare further
+            return Outcome(stage, signature_of_accuracy(problem), time.perf_counter() - start)
         references = fp64 if fp64 is not None else [None] * len(expected)
         diverging = tuple(
             i

@@ -46,6 +46,8 @@ def accuracy_category(problem: str) -> str:
     """
     if "alias differently" in problem:
         return "aliasing"
+    if "returns where eager raises " in problem:  # (it runs what eager refuses, and which refusal is part of it)
+        return "eager raises " + problem.split("returns where eager raises ", 1)[1]
     if "non-finite" in problem:
         return "non-finite values"
     if "is_inference()" in problem:
@@ -63,9 +65,9 @@ def accuracy_category(problem: str) -> str:
 
 
 def signature_of_accuracy(problem: str) -> Failure:
-    return Failure(
-        Signature("accuracy", "AccuracyError", f"{ACCURACY_MESSAGE} ({accuracy_category(problem)})"), details=problem
-    )
+    category = accuracy_category(problem)
+    category = normalize_message(category) if category.startswith("eager raises") else category
+    return Failure(Signature("accuracy", "AccuracyError", f"{ACCURACY_MESSAGE} ({category})"), details=problem)
 
 
 def tensor_versions(values):
@@ -278,7 +280,8 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
     An output whose fp64 values all lie below ``tol`` in magnitude, and which eager computes
     within 1e-3 of the largest of them, is judged in units of that largest value (a std of
     values near 1e-30 that underflows to 0 is a 100% error, not one of 1e-30). With
-    ``aliasing``, values that all pass must also alias one another as eager's do.
+    ``aliasing``, values that all pass must also alias one another as eager's do. ``eager`` is the
+    error eager raised (one line) where it refused what the compiled run returned: that fails too.
 
     This is torch's ``same(..., fp64_ref=...)`` rule without its fixed-tolerance
     shortcuts. It imports only torch and carries no annotations: the repro writer
@@ -286,6 +289,8 @@ def accuracy_divergence(eager, compiled, fp64, tol=1e-4, strict=False, labels=No
     """
     import torch
 
+    if isinstance(eager, str):  # (what eager raised: accuracy_runs)
+        return f"the compiled run returns where eager raises {eager}"
     if fp64 is None:
         fp64 = [None] * len(eager)
     for i, (ref, res, hi) in enumerate(zip(eager, compiled, fp64)):

@@ -567,3 +567,30 @@ def test_a_symbolic_size_whose_tensor_was_cut_away_is_an_int_of_its_own():
     source = symbolic_inputs_function(SimpleNamespace(inputs=[size, kept]))
     assert "SIZES_OF = {}" in source
     assert derive_sizes([size, kept])[0].derived_from is None and derive_sizes([size, kept])[0].symbolic_int
+
+
+class _Interpolate(torch.nn.Module):
+    def forward(self, x):
+        return (torch.nn.functional.interpolate(x, size=(4, 4), mode="bilinear") * 2,)
+
+
+def test_a_compiled_run_that_returns_where_eager_raises_is_a_wrong_answer_named_by_eagers_error():
+    # pytorch#197095: an empty height, which eager's interpolate refuses and Inductor's runs (NaNs)
+    from torch._dynamo import register_backend
+
+    from minifier.stages.profile import EagerRunRaised, profile_or_why
+    from minifier.stages.run import run_case
+    from minifier.unit.accuracy import ACCURACY_MESSAGE
+
+    register_backend(lambda gm, example_inputs: lambda *args: (torch.zeros(1, 2, 4, 4),), name="pt2kit_test_lenient")
+    x = torch.randn(1, 2, 0, 3)
+    case = GraphCase(trace_module(_Interpolate()), [GraphInput("x", x, TensorMeta.of(x))], backend="pt2kit_test_lenient")
+    outcome = run_case(case, "pt2kit_test_lenient", accuracy=True)
+    refused = "RuntimeError: Input and output sizes should be greater than 0, but got input (H: 0, W: 3) output (H: 4, W: 4)"
+    assert outcome.failure.signature.message == f"{ACCURACY_MESSAGE} (eager raises {refused})"
+    assert outcome.failure.details == f"the compiled run returns where eager raises {refused}"
+    # its repro says the same alone, and the minifier profiles the graph as far as eager goes
+    assert "except Exception as e:  # eager refuses what the compiled run returned" in render(case, stage="eager", accuracy=True)
+    assert isinstance(profile_or_why(case), EagerRunRaised)
+    profile = profile_or_why(case, partial=True)
+    assert {name: info.kind for name, info in profile.items()} == {"interpolate": "other", "mul": "other"}

@@ -29,6 +29,12 @@ def test_accuracy_catches_nan_shape_and_integer_mismatches():
     ones = torch.ones(4)
     assert "non-finite" in accuracy_divergence([ones], [torch.tensor([1.0, float("nan"), 1.0, 1.0])], [ones.double()])
     assert "float32(2,)" in accuracy_divergence([ones], [torch.ones(2)], [ones.double()])
+    assert accuracy_category(accuracy_divergence([ones], [torch.ones(2)], [ones.double()])) == "shape or dtype"
+    # a dtype bug keeps its pair: bfloat16 where eager gives float32 is not its converse (a nested_compile_region
+    # reused outside autocast; the rebuilt graph, traced again, failed the other way round)
+    lowered = accuracy_category(accuracy_divergence([ones], [ones.bfloat16()], [ones.double()]))
+    assert lowered == "shape or dtype: torch.bfloat16 where eager gives torch.float32"
+    assert lowered != accuracy_category(accuracy_divergence([ones.bfloat16()], [ones], [ones.double()]))
     ints = torch.arange(4)
     assert accuracy_divergence([ints], [ints + torch.tensor([0, 0, 1, 0])], [ints]) == "output 0: 1 of 4 values differ from eager"
     # a NaN or an inf that eager and fp64 agree on is the answer: a compiler that swallows it is wrong
