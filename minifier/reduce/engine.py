@@ -31,7 +31,7 @@ from typing import Any
 import torch.fx as fx
 
 from pt2kit.errors import plural
-from ..unit.case import Boundary, GraphCase, GraphInput, TensorMeta, has_effect
+from ..unit.case import Boundary, GraphCase, GraphInput, TensorMeta, has_effect, leaves_a_mode_on
 from .bodies import apply_body_edits
 from .candidate import Candidate, derive_sizes, reshaped
 from pt2kit.signature import Kind, Signature
@@ -365,10 +365,10 @@ class Reducer:
         for c in normalized:
             key = c.key()
             if key not in self.cache and key not in todo:
-                if c.kept:
+                if c.kept and not leaves_a_mode_on(self._nodes, c.kept):
                     todo[key] = c
                 else:
-                    self.cache[key] = False  # an empty graph fails nowhere worth reporting
+                    self.cache[key] = False  # an empty graph, or one left in autocast, fails nowhere worth reporting
         if todo:
             outcomes = self.query([(self.build(c), f"{plural(len(c.kept), 'node')}", c.outputs) for c in todo.values()])
             for (key, c), outcome in zip(todo.items(), outcomes):

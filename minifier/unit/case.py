@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -421,4 +422,18 @@ def has_effect(node: fx.Node) -> bool:
         node.op == "call_function"
         and getattr(node.target, "__module__", None) in ("_operator", "operator")
         and name in _IN_PLACE_OPERATORS
+    )
+
+
+def leaves_a_mode_on(nodes: dict[str, fx.Node], kept: Iterable[str]) -> bool:
+    """Would the graph of only the ``kept`` nodes enter a mode and never leave it (``_exit_autocast`` dropped)?
+
+    The mode would then stay on for whatever runs after the graph, its eager reference too:
+    what such a graph shows is its own doing, never the program's failure.
+    """
+    kept = set(kept)
+    return any(
+        nodes[name].op == "call_function"
+        and any(user.name not in kept and ops.leaves_mode(nodes[name].target, user.target) for user in nodes[name].users)
+        for name in kept
     )

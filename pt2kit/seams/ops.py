@@ -65,6 +65,10 @@ def probe() -> None:
 
     if not (switches_mode(grad_mode._enter_inference_mode) and switches_mode(grad_mode._exit_inference_mode)):
         raise AttributeError("torch.autograd.grad_mode's inference-mode switches moved")
+    from torch.amp import autocast_mode
+
+    if not leaves_mode(autocast_mode._enter_autocast, autocast_mode._exit_autocast):
+        raise AttributeError("torch.amp.autocast_mode's switches moved")
 
 
 def is_overload(target: Any) -> bool:
@@ -192,6 +196,22 @@ def has_fake_kernel(op: Any) -> bool:
 #: (``with torch.inference_mode():`` becomes ``_enter_inference_mode`` ... ``_exit_inference_mode``).
 #: FX does not count the inference-mode pair as side effects, so its dead-code rules drop them.
 MODE_SWITCHES = ("torch.autograd.grad_mode._enter_inference_mode", "torch.autograd.grad_mode._exit_inference_mode")
+
+
+#: The switches dynamo records around a ``with`` block, each entering one and the one leaving it (which
+#: takes the entering one's value): ``with torch.autocast(...)`` and ``with torch.inference_mode()``.
+MODE_PAIRS = {
+    "torch.amp.autocast_mode._enter_autocast": "torch.amp.autocast_mode._exit_autocast",
+    MODE_SWITCHES[0]: MODE_SWITCHES[1],
+}
+
+
+def leaves_mode(enter: Any, exit: Any) -> bool:
+    """Is ``exit`` the switch that leaves the mode ``enter`` enters (both call targets)?"""
+    try:
+        return MODE_PAIRS.get(qualified_name(enter)) == qualified_name(exit)
+    except Exception:  # noqa: BLE001 - a callable torch cannot name is not one of torch's switches
+        return False
 
 
 def switches_mode(target: Any) -> bool:

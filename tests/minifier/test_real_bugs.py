@@ -181,7 +181,7 @@ def test_repro_fails_alone_on_an_empty_cache(name, bugs_base):
 
 @pytest.mark.parametrize("name", BUGS)
 def test_repro_is_one_minimal(name, bugs_base):
-    from minifier.unit.case import GraphCase
+    from minifier.unit.case import GraphCase, leaves_a_mode_on
     from minifier.stages.profile import profile_case, realize
     from minifier.reduce.engine import Reducer
     from minifier.repro.files import load_repro
@@ -191,6 +191,7 @@ def test_repro_is_one_minimal(name, bugs_base):
     run = minified(name, bugs_base)
     loaded = load_repro(Path(run.report["repro"]))
     case: GraphCase = loaded.case
+    nodes = {node.name: node for node in case.gm.graph.nodes}
     session = Session("one-minimal", out=bugs_base / name / "one-minimal", timeout=600, quiet=True)
     try:
         profiled = session.query(functools.partial(profile_case, case), "profiling the repro's graph")
@@ -207,8 +208,8 @@ def test_repro_is_one_minimal(name, bugs_base):
         ]
         for label, candidate in smaller:
             candidate = reducer.normalize(candidate)
-            if not candidate.kept:
-                continue  # nothing left: an empty graph fails nowhere
+            if not candidate.kept or leaves_a_mode_on(nodes, candidate.kept):
+                continue  # nothing left (an empty graph fails nowhere), or a mode entered and never left
             built = realize(reducer.build(candidate), case)
             asked = session.query(functools.partial(run_case, built, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), label)
             outcome = asked.value if asked.value is not None else Outcome(loaded.stage, asked.failure, asked.seconds)

@@ -124,3 +124,21 @@ def test_a_case_moved_to_another_device_holds_nothing_of_its_own_and_runs_there(
     assert case.gm.scale.device.type == "cpu" and "meta" not in case.gm.code  # (the original is left as it was)
     out = moved.gm(torch.randn(2, 4, device="meta"), torch.randn(4, 3, device="meta"))
     assert out.device.type == "meta" and out.shape == (2, 3)
+
+
+def test_a_candidate_never_enters_a_mode_it_does_not_leave():
+    # a nested_compile_region under autocast was minified to an _enter_autocast with its _exit_autocast
+    # dropped: autocast then stayed on for the eager reference, and the repro showed that, not the bug
+    import torch.fx as fx
+
+    from minifier.unit.case import leaves_a_mode_on
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    enter = graph.call_function(torch.amp.autocast_mode._enter_autocast, ("cpu", torch.bfloat16, True, None))
+    mm = graph.call_function(torch.matmul, (x, x))
+    leave = graph.call_function(torch.amp.autocast_mode._exit_autocast, (enter,))
+    graph.output((mm,))
+    nodes = {n.name: n for n in graph.nodes}
+    assert leaves_a_mode_on(nodes, [enter.name, mm.name])
+    assert not leaves_a_mode_on(nodes, [enter.name, mm.name, leave.name]) and not leaves_a_mode_on(nodes, [mm.name])
