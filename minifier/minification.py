@@ -42,6 +42,7 @@ from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import BISECTED, Bisected, MinifyResult
 from .capture.blame import Blame
 from .unit.case import GraphCase
+from .unit.accuracy import refused_by_eager
 from .unit.check import Check, Stage
 from .unit.devices import devices_of, moved_to
 from .stages.inline import variants
@@ -56,7 +57,7 @@ from .reduce.engine import Reducer, Unconfirmed
 from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_repro
 from .isolation.session import Session
 from .isolation.worker import QueryResult
-from pt2kit.signature import Failure, Kind, Signature
+from pt2kit.signature import Failure
 from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
 from .stages.run import Outcome, ask
 from .capture.torch_repro import load_any_repro
@@ -219,7 +220,7 @@ def start_reducer(
     # an earlier origin's reference outputs; this one's are saved by its own queries
     OriginRef(origin_path).references.unlink(missing_ok=True)
     values = session.run_dir / "work" / "values.pt"
-    profiled = original_profile(session, case, values, prior, partial=eager_refuses(check.failure))
+    profiled = original_profile(session, case, values, prior, partial=refused_by_eager(check.failure))
     query = CandidateQuery(session, OriginRef(origin_path, values), check)
     checkpoint = session.run_dir / CHECKPOINT
     state = CheckpointState(came.key, str(origin_path), check)
@@ -518,8 +519,3 @@ def minify_repro(
     check = Check(outcome.stage, outcome.failure.signature, accuracy)
     result = minify_case(session, row.case, check, Provenance(outcome.failure, key, bisect=report))
     return finished(session, result, subsystem, None, [], preparing)
-
-
-def eager_refuses(failure: Signature | None) -> bool:
-    """Is ``failure`` a compiled run returning where eager raises (:func:`~minifier.unit.accuracy.accuracy_category`)?"""
-    return failure is not None and failure.kind == Kind.ACCURACY and "(eager raises " in failure.message

@@ -274,13 +274,13 @@ class ReproOnFailure:
 
     def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
         """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
+        from pt2kit.signature import said
         from .unit.accuracy import accuracy_category, accuracy_divergence, reference_outputs
-
         after = _rng_state()
         try:
             eager = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state)
         except Exception as e:  # noqa: BLE001 - eager refuses what the compiled run returned (pytorch#197095)
-            return accuracy_divergence(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}", [], None)
+            return accuracy_divergence(said(e), [], None)
         finally:
             _set_rng_state(after)  # the program's random stream goes on as if nothing ran
         problem = accuracy_divergence(eager.expected, eager.outputs_of(result, args), eager.fp64)

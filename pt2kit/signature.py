@@ -194,6 +194,11 @@ def sticky_device_error(text: str) -> str | None:
     return found.group(0) if found else None
 
 
+def said(exc: BaseException) -> str:
+    """``Type: first line`` of what ``exc`` says (200 characters at most), as pt2kit quotes an error in one line."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+
+
 def signature_of_exception(exc: BaseException) -> Failure:
     """The failure an exception represents: a compile error if it came out of a compile step.
 

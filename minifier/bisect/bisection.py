@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, NoReturn
 from pathlib import Path
 
 from rich.markup import escape
-from .report import BisectReport, Row, program_failure, signature_of
+from .report import BisectReport, Row, first_fails, program_failure
 from .plainly import fails_only_plainly, fails_under_dynamo_alone
 from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
 from ..capture.result import CaptureResult
@@ -114,7 +114,7 @@ def bisect_script(
         report.rows.append(row)
         first = row.first_failure
         verdict = (
-            "all stages pass" if first is None else f"first fails at [bold]{first.stage}[/]: {escape(str(signature_of(first)))}"
+            "all stages pass" if first is None else first_fails(first)
         )
         session.log(f"  {row.label}: {verdict}")
         if (otherwise := program_failure(row, captured.failure, accuracy)) is not None:
@@ -248,7 +248,7 @@ def bisect_saved(
                 report.note = f"{report.note}; {otherwise}" if report.note else otherwise
         first = row.first_failure
         if first is not None:
-            session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {escape(str(signature_of(first)))}")
+            session.log(f"  {row.label}: {first_fails(first)}")
             report.culprit = report.culprit or row
     if report.culprit is None and accuracy and aot_rows:
         report.culprit = judged_aot_graph(session, report, accuracy)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
 from ..unit.case import GraphCase
 from pt2kit.signature import Failure, Kind, Signature
 from ..stages.run import Outcome, stage_names
@@ -183,6 +184,11 @@ def _index(row: Row) -> int | None:
 def signature_of(outcome: Outcome) -> Signature | None:
     """The signature of an outcome's failure; None when it passed."""
     return outcome.failure.signature if outcome.failure else None
+
+
+def first_fails(outcome: Outcome) -> str:
+    """The console's line for where a graph first fails (escaped: torch's messages hold brackets, ``[s0, 4]``)."""
+    return f"first fails at [bold]{outcome.stage}[/]: {escape(str(signature_of(outcome)))}"
 
 
 def program_failure(row: Row, original: Failure | None, accuracy: Accuracy) -> str | None:

@@ -25,8 +25,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-from .report import BisectReport, Row, matches, signature_of
+from .report import BisectReport, Row, first_fails, matches
 from .steps import run_stages_of
 from ..isolation.session import Session
 from pt2kit.signature import Failure
@@ -105,7 +104,7 @@ def handed_culprit(
             f"dynamo breaks {item.label} when compiled again ({item.why}); "
             "handed to the backend as dynamo handed it, with no dynamo in between, it fails"
         )
-        session.log(f"  {row.label}: first fails at [bold]{first.stage}[/]: {escape(str(signature_of(first)))}")
+        session.log(f"  {row.label}: {first_fails(first)}")
         return row
     return None
 

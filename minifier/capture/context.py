@@ -350,25 +350,6 @@ def custom_op_sources(gm: fx.GraphModule) -> tuple[list[tuple[str, str]], str]:
     return op_sources(custom_op_names(gm))
 
 
-def custom_ops_named_in(source: str) -> list[str]:
-    """The ``namespace::name`` of the custom ops that ``source`` calls as ``torch.ops.namespace.name``.
-
-    For code with no graph yet (a frame dynamo fails on): its calls of registered ops outside
-    torch's namespaces. A name no op answers to is left out.
-    """
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        chain = []
-        while isinstance(node, ast.Attribute):
-            chain.append(node.attr)
-            node = node.value
-        if isinstance(node, ast.Name) and node.id == "torch" and len(chain) >= 3 and chain[-1] == "ops":
-            namespace, name = chain[-2], chain[-3]
-            if namespace not in TORCH_OP_NAMESPACES and hasattr(getattr(torch.ops, namespace), name):
-                found.append(f"{namespace}::{name}")
-    return list(dict.fromkeys(found))
-
-
 def op_sources(qualnames: list[str]) -> tuple[list[tuple[str, str]], str]:
     """Where custom ops (``namespace::name``) are defined: user modules to import, and script source to carry.
 

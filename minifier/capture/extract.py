@@ -151,6 +151,19 @@ def _attribute_chain(node: ast.AST) -> list[str]:
     return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else []
 
 
+def ops_named_in(source: str) -> list[str]:
+    """``ns::op`` for each ``torch.ops.ns.op`` that ``source`` (a block of code, indented or not) names, in order.
+
+    Code with no graph yet (a frame dynamo fails on) needs them defined; none where it is no whole statement.
+    """
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return []
+    chains = (_attribute_chain(node) for node in ast.walk(tree))
+    return list(dict.fromkeys(f"{c[2]}::{c[3]}" for c in chains if len(c) >= 4 and c[:2] == ["torch", "ops"]))
+
+
 def _configures_torch(statement: _Statement, namespaces: set[str]) -> bool:
     """A call of torch's own on a custom op, its result unused, reading nothing but torch
     (``torch._higher_order_ops.effects._register_effectful_op(torch.ops.ns.op.default, ...)``): a table entry.

@@ -24,7 +24,6 @@ frame ``replay`` records): a graph's own are found by :mod:`minifier.capture.cas
 from __future__ import annotations
 
 import sys
-import textwrap
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pt2kit.script import MAIN_MODULES, module_import_spec
 
-from .context import TORCH_OP_NAMESPACES, custom_ops_named_in, op_sources, script_source
+from .context import TORCH_OP_NAMESPACES, op_sources, script_source
 from pt2kit.seams import compiler_state
 
 if TYPE_CHECKING:
@@ -180,17 +179,19 @@ def program_state(ops: Iterable[str] = (), sources: Iterable[str] = ()) -> Progr
     ``ops`` (``namespace::name``, torch's own left out) or calls them as ``torch.ops.ns.op``
     in ``sources``: their definitions join what is carried, their user modules what is imported.
     """
-    from .extract import merge_definitions
+    import torch
+
+    from .extract import merge_definitions, ops_named_in
 
     attributes = attribute_patches()  # (one scan of torch's modules, read by all three)
     patches, carried = patch_definitions(attributes)
-    named = {*ops}
-    for text in sources:
-        try:
-            named.update(custom_ops_named_in(textwrap.dedent(text)))
-        except SyntaxError:  # (a block that is no whole statement on its own: its ops go unnamed)
-            continue
-    custom = sorted(name for name in named if name.split("::")[0] not in TORCH_OP_NAMESPACES)
+
+    def registered(name: str) -> bool:  # (a name no op answers to is left out)
+        namespace, op = name.split("::")
+        return hasattr(getattr(torch.ops, namespace), op)
+
+    called = {name for text in sources for name in ops_named_in(text) if registered(name)}
+    custom = sorted(name for name in {*ops, *called} if name.split("::")[0] not in TORCH_OP_NAMESPACES)
     op_modules, op_definitions = op_sources(custom) if custom else ([], "")
     modules = list(dict.fromkeys([*op_modules, *state_modules(attributes)]))
     return ProgramState(patches, merge_definitions(op_definitions, carried), modules, state_missing(attributes))

@@ -21,6 +21,7 @@ import torch.fx as fx
 from ..unit.case import Boundary, GraphCase, TensorMeta
 from ..unit.copies import clone_tensor
 from pt2kit.seams import pytree, special_tensors
+from pt2kit.signature import said
 from ..unit.graphio import DYNAMIC_DIMS, SYMINT, node_meta
 
 #: Values an FX graph can take as a literal argument when the node producing them is cut.
@@ -157,7 +158,7 @@ def profile_case(
     try:
         values = eager_values(case, partial=partial)
     except Exception as e:  # the graph's own error, for profile_or_why to say
-        raise GraphRaised(f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}") from e
+        raise GraphRaised(said(e)) from e
     if values_path is not None:
         saved = torch.load(values_path, weights_only=True) if update and values_path.exists() else {}
         # (a special tensor's plain one: a ZeroTensor cannot be saved, and a cut input of one needs no value)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Union, cast
 
-from pt2kit.signature import Failure, Signature, normalize_message
+from pt2kit.signature import Failure, Kind, Signature, normalize_message
 from .aliasing import aliasing_divergence
 from .float64 import float64_graph, fp64_blocker, to_float64
 
@@ -62,6 +62,11 @@ def accuracy_category(problem: str) -> str:
     if "RMSE" in problem or "off eager beyond" in problem:  # (the second: no fp64 reference could run)
         return "values"
     return "non-tensor values"
+
+
+def refused_by_eager(failure: Signature | None) -> bool:
+    """Is ``failure`` a compiled run that returns where eager raises (:func:`accuracy_category`'s ``eager raises``)?"""
+    return failure is not None and failure.kind == Kind.ACCURACY and f"{ACCURACY_MESSAGE} (eager raises " in failure.message
 
 
 def signature_of_accuracy(problem: str) -> Failure:
