@@ -14,6 +14,7 @@
 - :mod:`pt2kit.import_hooks`: running code when torch imports a module, without importing it first;
 - :mod:`pt2kit.pages`: the page kit every tool's ``report.html`` is built from;
 - :mod:`pt2kit.startup`: the one start-up hook, which arms the tools that sit in a torch seat.
+- :mod:`pt2kit.opaque`: pt2kit's code run inside the user's program, never traced by dynamo.
 
 The floor imports no tool (:mod:`pt2kit.startup`, the start-up hook, names the tools it arms as
 strings), and a tool imports another only through its package's ``__init__``: the import-linter

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pt2kit.opaque import opaque
 from pt2kit.seams import aot_autograd
 
 if TYPE_CHECKING:
@@ -52,10 +53,12 @@ class BackwardWatch:
         inputs = [t for t in _leaves(inputs) if isinstance(t, torch.Tensor)]
         key = id(snapshot)
 
+        @opaque
         def began(grad_outputs: Any) -> None:
             with self._lock:
                 self._under_way[key] = snapshot
 
+        @opaque
         def ended(grad_inputs: Any, grad_outputs: Any) -> None:
             with self._lock:
                 self._under_way.pop(key, None)

@@ -54,6 +54,7 @@ from .events import (
     Running, StateMissing, UnknownBackendNamed, Unrecoverable, to_line,
 )  # fmt: skip
 from pt2kit.errors import UnknownBackend
+from pt2kit.opaque import opaque
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, lift_frame_calls, where_it_failed
 from pt2kit.script import run_script
 from pt2kit.seams import backend_registry, compile_fx, convert_frame, dispatch, hop_eager, symbolic_shapes
@@ -193,7 +194,7 @@ class Recorder:
             label = graph.directory.name if graph.directory is not None else f"{graph.owner.label()}.{graph.kind}"
             return recorder.watch(compiled, label, first_call=graph)
 
-        return pt2kit_aot_compiler
+        return opaque(pt2kit_aot_compiler)
 
     def wrap_inner_compile(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         """Inductor's inner compile: the aot graph exactly as Inductor compiles it, with its flags."""
@@ -215,7 +216,7 @@ class Recorder:
                 kwargs["compile_region_name"] = compile_region_name
             return inner(gm, example_inputs, **kwargs)
 
-        return pt2kit_inner_compile
+        return opaque(pt2kit_inner_compile)
 
     def compiling(self) -> AotGraph | None:
         """The aot graph this thread is compiling now, if any."""
@@ -332,10 +333,11 @@ class Recorder:
                         pass
                 raise
 
+        watched = opaque(pt2kit_watched)  # (a backward torch.autograd.grad runs inside a compiled frame)
         for attr in ("_boxed_call", "zero_grad"):
             if hasattr(compiled, attr):
-                setattr(pt2kit_watched, attr, getattr(compiled, attr))
-        return pt2kit_watched
+                setattr(watched, attr, getattr(compiled, attr))
+        return watched
 
     def save_real_inputs(self, graph: AotGraph, values: list[Any]) -> bool:
         """At an aot graph's first run: its repro gets the values it really runs on (False: too large to keep)."""

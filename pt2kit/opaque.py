@@ -1,0 +1,25 @@
+"""pt2kit's code that runs inside the user's program is opaque to dynamo.
+
+A tool's wrapper of a compiled graph, its aot compiler and its autograd hooks run
+wherever torch calls them, and torch calls some of them from under dynamo's frame
+callback: a compiled backward run by ``torch.autograd.grad`` in the resumed part of a
+compiled frame (pytorch#183603's double backward), or compiled lazily there. Dynamo
+then traced pt2kit's own helpers (a tensor copy) into graphs of the user's frame,
+and a run minified them. :func:`opaque` is ``torch.compiler.disable``: what it wraps,
+and everything it calls, runs as plain Python, as torch's own files do (dynamo
+skips those by file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def opaque(fn: F) -> F:
+    """``fn``, never traced by dynamo, nor is anything it calls (attributes set on it later stay on the result)."""
+    import torch
+
+    return torch.compiler.disable(fn)
