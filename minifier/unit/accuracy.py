@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Union, cast
 
+from pt2kit.seams import module_hooks
 from pt2kit.signature import Failure, Kind, Signature, normalize_message
 from .aliasing import aliasing_divergence
 from .float64 import float64_graph, fp64_blocker, to_float64
@@ -152,7 +153,8 @@ def reference_outputs(
     def clones() -> list[Any]:
         return [v.detach() if isinstance(v, torch.Tensor) else v for v in clone_values(inputs)]
 
-    with torch.no_grad():
+    # (in the user's process, the program's global module hooks must not fire on pt2kit's GraphModule)
+    with torch.no_grad(), module_hooks.suspended():
         if set_rng is not None:
             set_rng(rng)
         values = clones()
@@ -185,7 +187,8 @@ def gradients(fn: Callable[..., Any], inputs: list[Any]) -> list[Any] | None:
 
     import torch
 
-    outputs = _as_list(fn(*inputs))
+    with module_hooks.suspended():  # (as in reference_outputs)
+        outputs = _as_list(fn(*inputs))
     loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
     leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]
     if not loss or not leaves:

@@ -21,6 +21,32 @@ def draws_random(name: str) -> bool:
     return any(p in RANDOM_OPS or p.startswith(("inductor_rand", "philox_rand")) for p in parts)
 
 
+def draws_otherwise_than_eager(gm: Any, backend: str) -> bool:
+    """Does ``gm``, or a body of its higher-order ops (a checkpointed dropout), draw random numbers that
+    ``backend`` draws otherwise than eager?
+
+    Inductor's RNG differs from eager's by design: such a graph's values cannot be compared.
+    aot_eager runs eager's own kernels, and draws eager's numbers from eager's stream, so its
+    can (pytorch#143431: aot_eager dropping an unused draw); aot_eager_decomp_partition does
+    not (its decompositions draw otherwise: dropout's ``bernoulli`` becomes ``rand_like < p``).
+    """
+    from .check import Stage
+
+    return backend not in (Stage.EAGER, Stage.AOT_EAGER) and has_random_ops(gm)
+
+
+def has_random_ops(gm: Any) -> bool:
+    """Does ``gm``, or a body of its higher-order ops (a checkpointed dropout), draw random numbers?
+
+    Gradients of such a graph differ from eager's under every compiling backend: a checkpoint's
+    recompute draws again, where eager's puts the RNG state back first.
+    """
+    from pt2kit.names import op_name
+    from .graphio import all_call_nodes
+
+    return any(draws_random(op_name(node, gm)) for node in all_call_nodes(gm))
+
+
 #: Methods that cast to a low-precision float, and the dtype each casts to.
 _FLOAT_CASTS = {"half": "float16", "float": "float32", "bfloat16": "bfloat16"}
 
