@@ -135,11 +135,17 @@ def closing_note(error: BaseException) -> str | None:
     from pt2kit.signature import signature_of_exception
 
     script = " ".join(sys.argv) or "SCRIPT"
-    signature = signature_of_exception(error).signature
+    failure = signature_of_exception(error)
+    signature = failure.signature
     if dynamo_exc.refuses_a_recompile(signature.exception, signature.message):
         return (
             f"dynamo failed on a recompile, as the program asked it to: no graph fails, so "
             f"TORCHDYNAMO_REPRO_AFTER={intent.after} has nothing to save; `python -m explain {script}` says why it recompiled"
+        )
+    if dynamo_exc.refuses_a_shape_mark(signature.exception):
+        return (
+            "dynamo refused a size the program marked dynamic and its own code makes static (mark_dynamic asks it to "
+            f"raise): no graph fails, so TORCHDYNAMO_REPRO_AFTER={intent.after} has nothing to save"
         )
     where = where_it_failed(error)
     if where == "tracing":
@@ -150,6 +156,19 @@ def closing_note(error: BaseException) -> str | None:
     graphs = _watched[0]
     if where != "runtime" or not graphs:
         return None
+    if dynamo_exc.raised_compiling_a_frame(error):  # (its guards, after the graph was made: no graph fails)
+        return (
+            f"dynamo raised it while compiling a frame, outside any graph (building its guards or its own "
+            f"bookkeeping): no graph fails; `minify run {script}` bisects the program and says where"
+        )
+    from .bisect.plainly import looks_like_wrong_answer
+
+    if not looks_like_wrong_answer(failure):  # (a crash no watched graph raised)
+        return (
+            f"none of the {graphs} compiled graph(s) failed where the hook watches them (their compiles, their runs, "
+            f"their first backward): the program's {signature.exception} arises around them (a second backward, autograd "
+            f"between graphs, or the program's own code); `minify run {script}` bisects the whole program"
+        )
     if intent.level == 4:
         return (
             f"none of the {graphs} compiled graph(s) failed, and their first results agree with eager within rounding "

@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .backward_prologue import HANDLED as _HANDLED, note_watched, remembered
+from .unit.float64 import draws_otherwise_than_eager, has_random_ops
+from pt2kit.opaque import opaque
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -154,12 +156,12 @@ class ReproOnFailure:
                 raise
             return guard.watch_aot(compiled, case, kind, judged)
 
-        return pt2kit_aot_compiler
+        return opaque(pt2kit_aot_compiler)
 
     def watch_aot(self, compiled: Callable[..., Any], case: Any, kind: str, judged: Any) -> Callable[..., Any]:
         """A compiled aot graph whose run-time failures (and, at level 4, first result) are looked at."""
         guard = self
-        first = [judged is not None and not _has_random_ops(judged)]
+        first = [judged is not None and not has_random_ops(judged)]
 
         def pt2kit_watched_aot(*args: Any) -> Any:
             if first[0]:
@@ -171,8 +173,9 @@ class ReproOnFailure:
                 guard.failed_running(case, kind, e)
                 raise
 
-        _carry_call_attributes(compiled, pt2kit_watched_aot)
-        return pt2kit_watched_aot
+        watched = opaque(pt2kit_watched_aot)
+        _carry_call_attributes(compiled, watched)
+        return watched
 
     def failed_running(self, case: Any, kind: str, error: BaseException) -> None:
         """An aot graph raised as it ran. A forward's failure reaches the dynamo graph's call,
@@ -235,8 +238,9 @@ class ReproOnFailure:
                 guard.handle(case, args, error=e)
                 raise
 
-        _carry_call_attributes(compiled, pt2kit_watched)
-        return pt2kit_watched
+        watched = opaque(pt2kit_watched)
+        _carry_call_attributes(compiled, watched)
+        return watched
 
     def check_accuracy(self, compiled: Callable[..., Any], case: Any, args: Sequence[Any]) -> Any:
         """Level 4: a graph's first call is compared with eager, in fp32 and fp64, on clones of its inputs."""
@@ -250,7 +254,7 @@ class ReproOnFailure:
         if references is None or rng is None:
             return result
         problem = safe(self._divergence, None, case, references, result, rng, list(args))
-        if not problem and _needs_grad(result) and not _has_random_ops(case.gm):
+        if not problem and _needs_grad(result) and not has_random_ops(case.gm):
             problem = self.check_gradients(compiled, case, references, rng)
         if problem:
             self.diverged(case, problem, _with_values(case.inputs, references))
@@ -284,7 +288,7 @@ class ReproOnFailure:
         finally:
             _set_rng_state(after)  # the program's random stream goes on as if nothing ran
         problem = accuracy_divergence(eager.expected, eager.outputs_of(result, args), eager.fp64)
-        random = problem and _has_random_ops(case.gm)  # (compiled RNG draws other numbers: their kind still compares)
+        random = problem and draws_otherwise_than_eager(case.gm, case.backend)  # (their kind still compares)
         return None if random and not accuracy_category(problem).startswith(_RANDOM_ALIKE) else problem
 
     def check_gradients(self, compiled: Callable[..., Any], case: Any, references: list[Any], rng: Any) -> str | None:
@@ -376,8 +380,6 @@ class ReproOnFailure:
         after = "auto" if self.intent.after == "aot" else self.intent.after
         command = python_command("minifier", "repro", str(path), "--after", after, "--run-dir", str(run_dir), "--recorded-only")
         command.append("--accuracy" if accuracy else "--no-accuracy")
-        from pathlib import Path
-
         from .stages.distributed import minifying, wait_for_other_ranks
 
         roots = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
@@ -386,7 +388,8 @@ class ReproOnFailure:
             code = subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL).returncode
         wait_for_other_ranks(self.intent.out)
         if code != 0 and not (run_dir / "repro.py").exists():  # (the line above said where a repro would be)
-            say(f"no minimal repro in {run_dir} (exit {code}; its report.json says why); the graph as saved: {path}")
+            alone = " (alone it does not fail the program's way)" if code == 5 else ""  # (NotReproducible's exit)
+            say(f"no minimal repro in {run_dir} (exit {code}; its report.json says why); the graph as saved{alone}: {path}")
         return code
 
 
@@ -469,18 +472,6 @@ def run_name() -> str:
 
 
 _RANDOM_ALIKE = ("shape or dtype", "output structure", "tensor flags")  # what a random graph gives as eager does
-
-
-def _has_random_ops(gm: Any) -> bool:
-    """Does ``gm``, or a body of its higher-order ops (a checkpointed dropout), draw random numbers?
-
-    Compiled RNG differs from eager's by design: such a graph's results are not compared.
-    """
-    from .unit.float64 import draws_random
-    from pt2kit.names import op_name
-    from .unit.graphio import all_call_nodes
-
-    return any(draws_random(op_name(node, gm)) for node in all_call_nodes(gm))
 
 
 def _needs_grad(result: Any) -> bool:

@@ -28,7 +28,7 @@ SEAM = Seam(
     wraps=(
         "torch._dynamo.exc (TorchDynamoException, BackendCompilerFailed, inner_exception, real_stack, Unsupported, UserError, "
         "FailOnRecompileLimitHit, RecompileError), torch._dynamo.debug_utils.AccuracyError, the fail_on_recompile "
-        "stance's error"
+        "stance's error, torch.fx.experimental.symbolic_shapes.ConstraintViolationError"
     ),
     features=(
         "failure signatures",
@@ -36,6 +36,7 @@ SEAM = Seam(
         "explain",
         "RecompileProfiler",
         "a recompile the program refuses, told apart",
+        "a dynamic size the program's code makes static, told apart",
     ),
 )
 
@@ -72,6 +73,14 @@ def probe() -> None:
         if not issubclass(getattr(exc, name), Exception):
             raise TypeError(f"torch._dynamo.exc.{name} is not an exception")
     accuracy_error()
+    from torch._dynamo import convert_frame
+
+    if not convert_frame.__file__.replace("\\", "/").endswith(FRAME_COMPILE_FILE):
+        raise AttributeError(f"dynamo no longer compiles frames in {FRAME_COMPILE_FILE}")
+    from torch.fx.experimental import symbolic_shapes
+
+    if symbolic_shapes.ConstraintViolationError.__name__ != SHAPE_MARK_REFUSED:
+        raise AttributeError(f"a violated mark_dynamic no longer raises {SHAPE_MARK_REFUSED}")
     import inspect
 
     from torch._dynamo import eval_frame
@@ -84,6 +93,29 @@ def probe() -> None:
 TRACER_FILE = "torch/_dynamo/symbolic_convert.py"
 
 
+#: Where dynamo compiles a frame: its tracing, then its guards and bookkeeping, all before the frame's graph first runs.
+FRAME_COMPILE_FILE = "torch/_dynamo/convert_frame.py"
+
+
+def _traceback_runs_through(exc: BaseException, file: str) -> bool:
+    """Does ``exc``'s traceback pass through a frame of ``file`` (a path under site-packages, ``/``-separated)?"""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith(file):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def raised_compiling_a_frame(exc: BaseException) -> bool:
+    """Was ``exc`` raised while dynamo compiled a frame (its traceback runs through :data:`FRAME_COMPILE_FILE`)?
+
+    Tracing, building the frame's guards (a shape guard it cannot write), and the rest of
+    dynamo's work on a frame: never a compiled graph's run.
+    """
+    return _traceback_runs_through(exc, FRAME_COMPILE_FILE)
+
+
 def raised_while_tracing(exc: BaseException) -> bool:
     """Was ``exc`` raised inside dynamo's tracing, whatever its type?
 
@@ -93,12 +125,7 @@ def raised_while_tracing(exc: BaseException) -> bool:
     bytecode interpreter (:data:`TRACER_FILE`), which a compiled graph's run never does.
     (A backend's failure does too: callers ask :func:`is_backend_failure` first.)
     """
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith(TRACER_FILE):
-            return True
-        tb = tb.tb_next
-    return False
+    return _traceback_runs_through(exc, TRACER_FILE)
 
 
 def dynamo_exception_type() -> type[BaseException]:
@@ -201,3 +228,16 @@ def refuses_a_recompile(exception: str, message: str) -> bool:
     The frame compiled fine once: recompiling is the matter, no graph fails.
     """
     return exception in RECOMPILE_REFUSALS or message.startswith(STANCE_RECOMPILE)
+
+
+#: What dynamo raises where a size the program marked dynamic (``mark_dynamic``) is one its code makes static.
+SHAPE_MARK_REFUSED = "ConstraintViolationError"
+
+
+def refuses_a_shape_mark(exception: str) -> bool:
+    """Is a failure (its exception's name) dynamo refusing a ``mark_dynamic`` the program's own code contradicts?
+
+    Dynamo raises it while it builds the frame's guards, as ``mark_dynamic`` asks it to: no graph
+    fails, and the program's marks, not a compiler, are what to change.
+    """
+    return exception == SHAPE_MARK_REFUSED
