@@ -76,16 +76,28 @@ def save_repro(
     # Every compile in the call goes to save_graph (nothing here compiles with the backend under suspicion).
     # A compiled ``fn``, or one that calls what the program compiled, runs as it is: its graphs are the
     # program's own, with their boundaries and options (``dynamic=True``); only a plain ``fn`` is compiled whole.
-    with torch.compiler.set_stance("default", force_backend=save_graph):
-        if compiled_backend(fn) is not None or _backends_inside(fn):
-            fn(*args, **kwargs)
-        else:
-            torch.compile(fn, backend=save_graph)(*args, **kwargs)
+    try:
+        with torch.compiler.set_stance("default", force_backend=save_graph):
+            if compiled_backend(fn) is not None or _backends_inside(fn):
+                fn(*args, **kwargs)
+            else:
+                torch.compile(fn, backend=save_graph)(*args, **kwargs)
+    except Exception as e:
+        # Eager refusing what the compiled program returns is itself the bug (minify with accuracy);
+        # the graphs saved so far are kept. Before any graph, the error is the function's own.
+        if not saved:
+            raise
+        from pt2kit.signature import said
+
+        (run_dir / EAGER_RAISED).write_text(said(e))
     (run_dir / "graphs.json").write_text(json.dumps([str(p) for p in saved], indent=2))
     if missing:
         (run_dir / STATE_MISSING).write_text(json.dumps(list(missing), indent=2))
     return run_dir
 
+
+#: Beside ``graphs.json``: the error ``fn`` raised with its graphs run eagerly, one line, where a graph was saved before it.
+EAGER_RAISED = "eager_raised.txt"
 
 #: Beside ``graphs.json``: the program's changes to torch no repro carries (:func:`~minifier.capture.patches.state_missing`).
 STATE_MISSING = "state_missing.json"
@@ -176,6 +188,9 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         lacking = saved[0].parent.parent / STATE_MISSING
         if lacking.exists():  # (the graphs may fail only with those changes)
             message += f"; the {_carried_by_none(json.loads(lacking.read_text()))}"
+        raised = saved[0].parent.parent / EAGER_RAISED
+        if raised.exists() and not options.get("accuracy"):  # (the compiled program may return where eager raises)
+            message += f"; run eagerly, the function raised {raised.read_text()} (accuracy=True judges a compiled run that returns instead)"
         error = UserFacingError(message)
         error.exit_code = done.returncode
         error.status = report.get("status", "error")

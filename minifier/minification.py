@@ -193,7 +193,7 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
         failure_rate=failure_rate,
     )
     result.timeline = session.full_timeline()
-    result.notes.extend(session.notes + notes)
+    result.notes.extend(([bisect.note] if bisect is not None and bisect.note else []) + session.notes + notes)
     write_run_report(session.run_dir, result.to_json())
     return result
 

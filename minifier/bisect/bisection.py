@@ -42,7 +42,7 @@ from pathlib import Path
 from rich.markup import escape
 from .report import BisectReport, Row, first_fails, program_failure
 from .plainly import fails_only_plainly, fails_under_dynamo_alone
-from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, run_stages, run_stages_of
+from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, readable_cases, run_stages, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
@@ -50,8 +50,7 @@ from ..unit.accuracy import accuracy_category
 from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
 from .untraceable import handed_culprit, replay_breaks_of
 from pt2kit.seams import dynamo_exc
-from pt2kit.errors import CorruptRecord, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
-from ..repro.files import load_repro
+from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature
 from ..unit.check import Stage
@@ -102,10 +101,15 @@ def bisect_script(
             f"{script.name} recompiles and asks dynamo to fail when it does ({signature}): that is "
             f"a recompilation to explain, not a graph to minify; `python -m explain {script.name}` says why"
         )
+    if signature is not None and dynamo_exc.refuses_a_shape_mark(signature.exception):
+        raise NotReproducible(
+            f"{script.name} marks a size dynamic that its own code makes static ({signature}): dynamo refuses the "
+            "mark, as mark_dynamic asks it to, and no graph fails; torch._dynamo.maybe_mark_dynamic lets it specialize"
+        )
     if captured.failure is not None and failed_while_tracing(captured):
         return bisect_failed_frame(session, report, captured, cases, program)
     if unreadable:
-        report.note = "some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable)
+        report.add_note("some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable))
     something_failed(captured, program, accuracy)
 
     known = seen_in_the_program(captured, cases, final, accuracy)
@@ -119,7 +123,7 @@ def bisect_script(
         session.log(f"  {row.label}: {verdict}")
         if (otherwise := program_failure(row, captured.failure, accuracy)) is not None:
             first = row.first_failure
-            report.note = f"{report.note}; {otherwise}" if report.note else otherwise
+            report.add_note(otherwise)
             session.log(f"  {escape(otherwise)}")
         if first is not None and matches(first, captured.failure, accuracy):
             # the first graph that fails the program's way, unless the program itself failed in another
@@ -172,7 +176,7 @@ def bisect_failed_frame(
     report.culprit = row
     if row.case is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=False)
-    report.note = "the failing frame could not be lifted to a graph that fails the same way"
+    report.add_note("the failing frame could not be lifted to a graph that fails the same way")
     again = read_capture_again(session, program)
     if again.failure is None or again.failure.signature != captured.failure.signature:
         then = again.failure.signature if again.failure else "passed"
@@ -199,19 +203,6 @@ def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Acc
             f"{script.name} ran to the end without failing ({plural(len(captured.graph_paths), 'graph')} compiled); "
             "pass --accuracy to check the compiled results against eager"
         )
-
-
-def readable_cases(
-    paths: list[Path], read: dict[str, GraphCase] | None = None
-) -> tuple[list[tuple[GraphCase, Path]], list[str]]:
-    """The captured graphs pt2kit can read back (``read``: those read already, by file); the others, named."""
-    cases, unreadable = [], []
-    for path in paths:
-        try:
-            cases.append(((read or {}).get(str(path)) or load_repro(path).case, path))
-        except CorruptRecord as e:
-            unreadable.append(f"{path.parent.name}: {e}")
-    return cases, unreadable
 
 
 def bisect_case(
@@ -244,8 +235,9 @@ def bisect_saved(
         report.rows.append(row)
         if recorded and i < len(recorded) and (was := recorded[i]) is not None:
             saved_as[id(row)] = Failure(was)
-            if (otherwise := program_failure(row, saved_as[id(row)], accuracy)) is not None:
-                report.note = f"{report.note}; {otherwise}" if report.note else otherwise
+        # (with no recorded failure, a stage that raises as plain eager does is not the failure either)
+        if (otherwise := program_failure(row, saved_as.get(id(row)), accuracy)) is not None:
+            report.add_note(otherwise)
         first = row.first_failure
         if first is not None:
             session.log(f"  {row.label}: {first_fails(first)}")
@@ -253,7 +245,7 @@ def bisect_saved(
     if report.culprit is None and accuracy and aot_rows:
         report.culprit = judged_aot_graph(session, report, accuracy)
         if report.culprit is not None:
-            report.note = "its dynamo graph is right by the fp64 rule; its aot graph, whose outputs include what it saves for the backward, is not"
+            report.add_note("its dynamo graph is right by the fp64 rule; its aot graph, whose outputs include what it saves for the backward, is not")
             return pin_down(session, report, accuracy=accuracy, aot_rows_wanted=False)
     # a culprit that fails only otherwise than it was saved may be one dynamo breaks when compiled again
     target = saved_as.get(id(report.culprit)) if report.culprit is not None else None

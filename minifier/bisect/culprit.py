@@ -110,13 +110,13 @@ def pin_down(
             report.culprit = aot_culprit
             return finish(session, report)
         if internal and aot_culprit is not None:  # (only a row has internal ops)
-            report.note = f"{aot_culprit.label} holds Inductor's own random ops ({', '.join(internal)}), whose eager kernels draw other numbers than Inductor's; the dynamo graph is the unit to minify"
+            report.add_note(f"{aot_culprit.label} holds Inductor's own random ops ({', '.join(internal)}), whose eager kernels draw other numbers than Inductor's; the dynamo graph is the unit to minify")
         elif rows:
-            report.note = (
+            report.add_note(
                 "the aot graphs do not fail the same way in isolation; the dynamo graph is the smallest unit that does"
             )
         elif lowering_note:
-            report.note = lowering_note
+            report.add_note(lowering_note)
         report.failure_rate = second_look(session, [culprit, *rows], accuracy=accuracy, captured=captured)
     else:
         report.failure_rate = second_look(session, [culprit], accuracy=accuracy, captured=captured)
@@ -336,7 +336,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     if inlined_culprit(session, report, captured.failure) is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
     if aot_culprit(session, report, captured) is not None:
-        report.note = "the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)"
+        report.add_note("the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)")
         return finish(session, report)
     broken = replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None])
     if handed_culprit(session, report, captured.failure, broken, accuracy=report.accuracy) is not None:
@@ -426,11 +426,12 @@ def bisect_as_failed_again(
 ) -> BisectReport:
     """The bisection with the program's second failure as its target (:func:`timed_out_then_failed`)."""
     assert captured.failure is not None and again.failure is not None
-    report.note = (
+    said = (
         f"the program's first run ran out of time ({captured.failure.details or 'timeout'}); "
         f"its second run failed with {again.failure.signature}, the failure bisected"
     )
-    session.log(escape(report.note))
+    report.add_note(said)
+    session.log(escape(said))
     report.original = again.failure
     culprit = next(
         (r for r in report.rows if r.first_failure is not None and matches(r.first_failure, again.failure, report.accuracy)),

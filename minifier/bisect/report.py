@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from ..unit.case import GraphCase
 from pt2kit.signature import Failure, Kind, Signature
-from ..stages.run import Outcome, stage_names
+from ..stages.run import RAISES_IN_EAGER, Outcome, stage_names
 from .subsystem import Below
 
 if TYPE_CHECKING:
@@ -126,6 +126,10 @@ class BisectReport:
     # does not fail alone (minifier.bisect.culprit.pin_down_again). Not part of the JSON.
     retry: PinDownRetry | None = field(default=None, repr=False, compare=False)
 
+    def add_note(self, note: str) -> None:
+        """Say ``note`` after what the bisection noted already (each step that finds something says it; none unsays another's)."""
+        self.note = f"{self.note}; {note}" if self.note else note
+
     def distributed(self) -> dict[str, Any] | None:
         """The ``distributed`` entry of a report (docs/distributed.md)."""
         if self.nproc <= 1:
@@ -206,6 +210,8 @@ def program_failure(row: Row, original: Failure | None, accuracy: Accuracy) -> s
     if later is None:
         return None
     row.program_stage = later.stage
+    if original is None:
+        return f"{row.label} raises at {first.stage} as plain eager does; it is minified at {later.stage}, where the compiler fails"
     return (
         f"{row.label} fails otherwise at {first.stage} ({signature_of(first)}), a failure the program never "
         f"met; it is minified at {later.stage}, where it fails the program's way"
@@ -213,11 +219,11 @@ def program_failure(row: Row, original: Failure | None, accuracy: Accuracy) -> s
 
 
 def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> Accuracy:
-    """Is a graph's failure the program's failure (or, with --accuracy, any failure)? (Read as a bool.)"""
+    """Is a graph's failure the program's failure (or, with no program's failure known, any failure eager does not share)? (Read as a bool.)"""
     if outcome.failure is None:
         return False
-    if original is None:
-        return accuracy
+    if original is None:  # (a graph that raises in plain eager too shows no compiler's failure, however it is judged)
+        return not outcome.failure.signature.message.startswith(RAISES_IN_EAGER)
     return outcome.failure.signature == original.signature or (
         accuracy and outcome.failure.signature.kind == Kind.ACCURACY
     )

@@ -33,11 +33,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
+
 from .report import Row, signature_of
 from ..capture.events import AotGraphSaved, Event, Failed, GraphSaved, Ran, parse_events
 from ..capture.result import CaptureResult, read_capture
 from ..unit.case import Boundary, GraphCase
-from pt2kit.errors import UnknownBackend, plural
+from pt2kit.errors import CorruptRecord, UnknownBackend, plural
 from ..repro.files import load_repro
 from ..capture.program import ProgramRun
 from ..isolation.session import Session
@@ -459,9 +461,9 @@ def aot_rows(
     not asked again either (the outcome says it was only seen in the program).
     ``early``: the queries asked while the program ran.
     """
-    cases = [
-        (early.cases[p] if early is not None and p in early.cases else load_repro(Path(p)).case, Path(p)) for p in paths
-    ]
+    cases, unreadable = readable_cases([Path(p) for p in paths], early.cases if early is not None else None)
+    for why in unreadable:  # (a constant or argument its repro cannot hold: the graph is not asked about)
+        session.log(f"note: an aot graph pt2kit cannot read back is left out: {escape(why)}")
     failed = failed or {}
     known = {(id(case), case.backend): Outcome(case.backend, None, 0.0) for case, path in cases if str(path) in passed}
     known |= {
@@ -470,6 +472,19 @@ def aot_rows(
         if str(path) in failed
     }
     return run_stages_of(session, cases, accuracy=accuracy, stop_at=stop_at, known=known, early=early)
+
+
+def readable_cases(
+    paths: list[Path], read: dict[str, GraphCase] | None = None
+) -> tuple[list[tuple[GraphCase, Path]], list[str]]:
+    """The captured graphs pt2kit can read back (``read``: those read already, by file); the others, named."""
+    cases, unreadable = [], []
+    for path in paths:
+        try:
+            cases.append(((read or {}).get(str(path)) or load_repro(path).case, path))
+        except CorruptRecord as e:
+            unreadable.append(f"{path.parent.name}: {e}")
+    return cases, unreadable
 
 
 def frame_row(session: Session, captured: CaptureResult, *, accuracy: Accuracy) -> Row:

@@ -100,7 +100,7 @@ def handed_culprit(
         at = next((k + 1 for k, r in enumerate(report.rows) if r.case is item.case), len(report.rows))
         report.rows.insert(at, row)
         report.culprit = row
-        report.note = (
+        report.add_note(
             f"dynamo breaks {item.label} when compiled again ({item.why}); "
             "handed to the backend as dynamo handed it, with no dynamo in between, it fails"
         )
@@ -128,6 +128,6 @@ def inlined_culprit(session: Session, report: BisectReport, captured_failure: Fa
             new.label = f"{row.label} (inlined)"
             report.rows.insert(report.rows.index(row) + 1, new)
             report.culprit = new
-            report.note = f"{row.label} fails this way only with its higher-order ops inlined (torch.compile cannot trace them when called directly)"
+            report.add_note(f"{row.label} fails this way only with its higher-order ops inlined (torch.compile cannot trace them when called directly)")
             return new
     return None

@@ -327,7 +327,10 @@ def read_case(
         except GraphFormatError as e:
             raise CorruptRecord(f"{path}: {e}") from None
     else:  # a repro whose graph only its code can say (written from torch's, or by an older pt2kit)
-        gm = trace_module(namespace["Repro"](data))
+        try:
+            gm = trace_module(namespace["Repro"](data))
+        except Exception as e:  # noqa: BLE001 - code that will not run or trace: the record cannot be read
+            raise CorruptRecord(f"{path}: its graph's code cannot be rebuilt ({type(e).__name__}: {e})") from None
     inputs = []
     for spec in meta["inputs"]:
         tensor_meta = (

@@ -74,7 +74,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
     backward = (
         "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
         "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
-        "    if loss and leaves:\n"
+        "    if backward and loss and leaves:\n"
         "        outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)\n"
         if case.backward
         else ""
@@ -105,7 +105,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         f'    """The failing stage: {doc}."""\n'
         + compile_body
         + "\n\n"
-        "def forward_backward(fn, inputs):\n"
+        "def forward_backward(fn, inputs, backward=True):\n"
         '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
         + call
         + f"{pad_call}outputs = fn(*inputs)\n"
@@ -115,7 +115,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         "def run(mod, inputs):\n"
         + no_grad.format(comment="  # as the program compiled it: AOTAutograd makes an inference graph")
         + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
-        "def run_eager(mod, inputs):\n" + no_grad.format(comment="") + f"{pad}return forward_backward({wrap}, inputs)"
+        "def run_eager(mod, inputs, backward=True):\n" + no_grad.format(comment="") + f"{pad}return forward_backward({wrap}, inputs, backward)"
     )
 
 

@@ -33,8 +33,9 @@ class NodeInfo:
     """What an op node of the original graph produces, as the minifier needs to know it.
 
     ``kind`` is ``tensor`` (a cut here becomes a new graph input of ``meta``),
-    ``literal`` (a cut inlines ``literal``) or ``other`` (tuples of tensors and the
-    like: a cut must happen at their ``getitem`` users instead).
+    ``literal`` (a cut inlines ``literal``), ``other`` (tuples of tensors and the
+    like: a cut must happen at their ``getitem`` users instead) or ``unreached`` (a
+    partial profile's node after the one eager raises at: never cut, but an output).
     """
 
     kind: str
@@ -185,7 +186,7 @@ def profile_case(
             )
     for node in case.gm.graph.nodes:  # (partial: the nodes eager never reached)
         if node.op in ("call_function", "call_method", "call_module") and node.name not in info:
-            info[node.name] = NodeInfo("other")
+            info[node.name] = NodeInfo("unreached")
     return info
 
 

@@ -159,18 +159,18 @@ def run_case(
     namespace["compile_graph"] = tagging_compile_errors(namespace["compile_graph"])
     try:
         with hooks.aot_compilers(lambda kind, compiler: tagging_compile_errors(compiler)):
-            if not accuracy:
-                data = data_of(case)
-                try:
+            data = data_of(case)
+            try:
+                if not accuracy:
                     seeded(namespace["run"], namespace["Repro"](data), namespace["make_inputs"](data))
-                except Exception as e:
-                    if case.boundary != Boundary.DYNAMO or not _raises_in_eager(namespace, data):
-                        raise
-                    raised = signature_of_exception(e).signature
-                    return Outcome(stage, Failure(replace(raised, message=RAISES_IN_EAGER + raised.message)), time.perf_counter() - start)
-                wait_on_devices()
-                return Outcome(stage, None, time.perf_counter() - start)
-            expected, actual, fp64, written, _ = namespace["accuracy_runs"](data_of(case))
+                    wait_on_devices()
+                    return Outcome(stage, None, time.perf_counter() - start)
+                expected, actual, fp64, written, _ = namespace["accuracy_runs"](data)
+            except Exception as e:
+                raised = signature_of_exception(e).signature
+                if case.boundary != Boundary.DYNAMO or not _raises_in_eager(namespace, data, raised.kind == Kind.COMPILE_ERROR):
+                    raise
+                return Outcome(stage, Failure(replace(raised, message=RAISES_IN_EAGER + raised.message)), time.perf_counter() - start)
         problem = accuracy_divergence(
             expected,
             actual,
@@ -214,8 +214,13 @@ def run_case(
 RAISES_IN_EAGER = "the graph raises in plain eager too: "
 
 
-def _raises_in_eager(namespace: dict[str, Any], data: Any) -> bool:
+def _raises_in_eager(namespace: dict[str, Any], data: Any, compiling: bool = False) -> bool:
     """Does a failing graph raise without any compiler too (its repro's ``run_eager``, on fresh inputs)?
+
+    As far as the compiled run got: where it failed ``compiling`` (in its forward call,
+    before any backward ran), eager's forward alone is asked. AOTAutograd traces the
+    backward as it compiles, so it raises at once what eager raises only in a backward
+    the program may never run (``z = relu(y); z.copy_(y)``, pytorch#158561).
 
     Asked of dynamo graphs only: an aot graph's inputs may come from a compiled graph before
     it (a backward reads what Inductor's forward saved, wrong indices included), so it may
@@ -227,7 +232,7 @@ def _raises_in_eager(namespace: dict[str, Any], data: Any) -> bool:
     the repro. (Asked only once the compiled run raised: a passing query costs nothing more.)
     """
     try:
-        seeded(namespace["run_eager"], namespace["Repro"](data), namespace["make_inputs"](data))
+        seeded(functools.partial(namespace["run_eager"], backward=not compiling), namespace["Repro"](data), namespace["make_inputs"](data))
     except Exception:  # noqa: BLE001 - any error at all: the graph's own, not a compiler's
         return True
     return False
@@ -396,12 +401,14 @@ class _AotRecorder:
             backend = backend_registry.lookup(backend)
         self.by_kwargs = compiler_kwargs(backend) is not None
         self.unnamed = False  # a compiler no repro can name was seen (and its graphs not kept)
+        self.torch_own = False  # torch's own aot compilers were seen (aot_eager's: named by no repro, graphs not kept)
 
     def aot_compiler(self, kind: str, compiler: Callable[..., Any]) -> Callable[..., Any]:
         reference = None if self.by_kwargs else importable_name(compiler)
         if reference is None and not self.by_kwargs:
             # Inductor's own compilers: its inner compile records the graph (see lower_case)
             self.unnamed = self.unnamed or not is_torch_own(compiler)
+            self.torch_own = self.torch_own or is_torch_own(compiler)
             return compiler
 
         def record_compile(gm: fx.GraphModule, example_inputs: Any) -> Any:
@@ -449,7 +456,7 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
             namespace["run"](namespace["Repro"](data), namespace["make_inputs"](data))
     except Exception as e:  # noqa: BLE001 - a backend that fails outside AOTAutograd: no aot graphs to show
         if not recorder.graphs:
-            note = f"{case.backend} failed before AOTAutograd produced a graph ({type(e).__name__}); the dynamo graph is the unit to minify"
+            note = f"{case.backend} failed before its compiler was handed an aot graph pt2kit keeps ({type(e).__name__}: in AOTAutograd, or in passes of the backend's on the whole graph, as Inductor's joint-graph passes); the dynamo graph is the unit to minify"
     paths = []
     counts: dict[str, int] = {}
     for record in recorder.graphs:
@@ -462,6 +469,8 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
         )
     if not paths and note is None and recorder.unnamed:
         note = f"{case.backend} calls AOTAutograd with compilers a repro cannot name (not importable, not the backend's .kwargs); the dynamo graph is the unit to minify"
+    elif not paths and note is None and recorder.torch_own and case.backend != Stage.INDUCTOR:
+        note = f"{case.backend} compiles through AOTAutograd with torch's own compilers, whose aot graphs pt2kit does not keep (it names Inductor's alone); the dynamo graph is the unit to minify"
     elif not paths and note is None and case.backend != Stage.INDUCTOR:
         note = f"{case.backend} does not compile through AOTAutograd; the dynamo graph is the unit to minify"
     return paths, note

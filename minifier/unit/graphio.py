@@ -274,8 +274,11 @@ def load_graph(data: dict[str, Any], constants: dict[str, torch.Tensor] | None =
             nodes[name] = node
     except (KeyError, ValueError, TypeError, AttributeError) as e:
         raise GraphFormatError(f"the written graph cannot be rebuilt: {type(e).__name__}: {e}") from None
-    graph.lint()
-    return fx.GraphModule(root, graph)
+    try:
+        graph.lint()
+        return fx.GraphModule(root, graph)
+    except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as e:  # (a get_attr of what no repro holds)
+        raise GraphFormatError(f"the written graph cannot be rebuilt: {type(e).__name__}: {e}") from None
 
 
 def _set_attr(root: torch.nn.Module, path: str, value: torch.nn.Module) -> None:
