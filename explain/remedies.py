@@ -64,6 +64,12 @@ def suggest_remedies(
                 f"Global `{name}` changed ({seen}); dynamo bakes globals into the graph as constants. Pass it to the "
                 f"function as an argument (a tensor if it changes often)."
             )
+        elif "." in name and _config_has("allow_unspec_int_on_nn_module"):  # an attribute: maybe a module's
+            remedies.append(
+                f"`{name}` is a Python number that changes between calls ({seen}); dynamo specializes on its value. "
+                f"An int attribute of an `nn.Module` stays static even with `dynamic=True` (pytorch#128319): set "
+                f"`torch._dynamo.config.allow_unspec_int_on_nn_module = True`, or keep it in a tensor."
+            )
         else:
             remedies.append(
                 f"`{name}` is a Python scalar that changes between calls ({seen}); dynamo specializes on its value. "
@@ -94,6 +100,13 @@ def suggest_remedies(
             f"Fix the changing inputs above, or raise the limit: `torch._dynamo.config.{limit_type} = N`{per_compile}."
         )
     return remedies
+
+
+def _config_has(option: str) -> bool:
+    """Does this torch's dynamo config have ``option``?"""
+    from pt2kit.seams import config
+
+    return hasattr(config.module("torch._dynamo.config"), option)
 
 
 def _compile_takes(option: str) -> bool:

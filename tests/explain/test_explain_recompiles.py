@@ -61,6 +61,36 @@ def test_a_changing_python_int_is_named_with_both_values_and_a_remedy():
     assert any("torch.tensor(n)" in remedy for remedy in function.remedies)
 
 
+class _Counting(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.counter = 0
+
+    def forward(self, x):
+        self.counter += 1
+        return x + 1
+
+
+def test_an_int_attribute_of_a_module_is_remedied_by_the_config_that_unspecializes_it():
+    # pytorch#128319: an nn.Module's int attribute recompiles on every call; dynamic=True (the remedy said)
+    # keeps it static, allow_unspec_int_on_nn_module does not
+    compiled = torch.compile(_Counting(), backend="eager")
+    with RecompileProfiler() as prof:
+        for _ in range(3):
+            compiled(torch.randn(2))
+    function = prof.for_function(_Counting.forward)
+    failure = function.records[1].failures[0]
+    assert failure.name == "self.counter" and failure.kind == "value", failure
+    remedy = only([r for r in function.remedies if "self.counter" in r])
+    assert "allow_unspec_int_on_nn_module = True" in remedy and "dynamic=True` so" not in remedy
+    torch._dynamo.reset()
+    compiled = torch.compile(_Counting(), backend="eager")
+    with torch._dynamo.config.patch(allow_unspec_int_on_nn_module=True), RecompileProfiler() as fixed:
+        for _ in range(4):
+            compiled(torch.randn(2))
+    assert len(fixed.for_function(_Counting.forward).records) <= 2  # the remedy works
+
+
 def forward_pass(x):
     return torch.relu(x @ x.T)
 
