@@ -150,3 +150,49 @@ def test_a_lighter_stage_failing_otherwise_leaves_the_graph_minified_where_it_fa
     assert same.table(list(stages))["aot_eager_decomp_partition"] == "fail"
     unknown = Failure(Signature("runtime_error", "ValueError", "something else"))
     assert program_failure(same, unknown, False) is None and same.first_failure.stage == "aot_eager_decomp_partition"
+
+
+def test_a_function_that_eager_refuses_is_saved_and_minified_to_the_op_eager_refuses(in_process, tmp_path):
+    # pytorch#197095 through the API: interpolate of an empty height, which eager refuses and a compiled
+    # run returns; save_repro keeps the graph it saved, and with accuracy eager's own error is no target
+    from torch._dynamo import register_backend
+
+    from minifier.api import EAGER_RAISED
+    from minifier.minification import minify_repro
+
+    # (a name of its own: test_reduce_units.py registers "pt2kit_test_lenient", perhaps in this worker)
+    register_backend(lambda gm, example_inputs: lambda *args: (torch.zeros(1, 2, 4, 4),), name="pt2kit_test_lenient_api")
+
+    def step(x):
+        return torch.nn.functional.interpolate(x * 2, size=(4, 4), mode="bilinear") + 1
+
+    run_dir = save_repro(step, torch.randn(1, 2, 0, 3), backend="pt2kit_test_lenient_api", out=tmp_path / "saved")
+    assert (run_dir / EAGER_RAISED).read_text().startswith("RuntimeError: Input and output sizes should be greater")
+    session, _ = in_process
+    result = minify_repro(session, run_dir / "g0" / "repro.py", accuracy=True, out=tmp_path / "out")
+    assert result.failure.stage == "pt2kit_test_lenient_api" and "(eager raises RuntimeError: " in str(result.failure.failure)
+    assert result.bisect.rows[0].table(list(result.bisect.rows[0].outcomes))["eager"] == "other"
+    assert result.after.op_names() == ["torch.nn.functional.interpolate"] and result.verified
+
+
+def test_a_saved_graph_whose_eager_backward_raises_is_minified_where_the_compiler_fails(in_process, tmp_path):
+    # pytorch#158561 through the API, no accuracy: AOTAutograd raises at compile time what eager raises
+    # only in the backward; with no recorded failure the target was the first failing stage, eager's
+    # "raises in plain eager too", so the repro failed without a compiler
+    from minifier.minification import minify_repro
+    from minifier.stages.run import RAISES_IN_EAGER
+
+    def step(y):
+        z = torch.relu(y)
+        z.copy_(y)
+        return z
+
+    run_dir = save_repro(step, torch.randn(3, 2, requires_grad=True), backend="aot_eager", out=tmp_path / "saved")
+    session, _ = in_process
+    result = minify_repro(session, run_dir / "g0" / "repro.py", out=tmp_path / "out")
+    row = result.bisect.rows[0]
+    assert row.outcomes["eager"].failure.signature.message.startswith(RAISES_IN_EAGER)
+    assert result.failure.stage == "aot_eager" and row.table(list(row.outcomes))["eager"] == "other"
+    assert "modified by an inplace operation" in str(result.failure.failure) and result.verified
+    assert "relu" in " ".join(result.after.op_names())
+    assert any(n.startswith("g0 raises at eager as plain eager does; it is minified at aot_eager") for n in result.notes), (result.notes, result.bisect.note)

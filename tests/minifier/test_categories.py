@@ -325,6 +325,66 @@ def test_a_program_that_asks_dynamo_to_fail_on_a_recompile_is_sent_to_explain(re
     assert "recompiles and asks dynamo to fail" in str(raised.value) and "python -m explain recompiles.py" in str(raised.value)
 
 
+def test_the_hooks_closing_note_on_an_error_dynamo_raises_building_guards_is_not_a_wrong_answers(monkeypatch):
+    # pytorch#183369: a jagged nested tensor's layer_norm; dynamo raises IndexError writing a shape guard,
+    # after the graph was made: the note said "if the failure is a wrong answer, ... --accuracy"
+    from types import SimpleNamespace
+
+    from minifier import backward_prologue
+
+    def fn(v, o):
+        nt = torch.nested.nested_tensor_from_jagged(v, o)
+        return torch.nn.functional.layer_norm(nt, [12]).values().sum()
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(fn, backend="eager")(torch.randn(20, 12, requires_grad=True), torch.tensor([0, 6, 11, 14, 20]))
+    except (IndexError, torch._dynamo.exc.InternalTorchDynamoError) as e:  # (2.13 raises the IndexError; 2.11 wraps it)
+        raised = e
+    else:
+        pytest.skip(f"torch {torch.__version__} writes that guard (pytorch#183369 is a 2.13 bug)")
+    assert "IndexError" in f"{type(raised).__name__}: {raised}"
+    monkeypatch.setattr(backward_prologue, "_intent_reader", [lambda: SimpleNamespace(after="aot", level=2)])
+    monkeypatch.setattr(backward_prologue, "_watched", [1])
+    note = backward_prologue.closing_note(raised)
+    assert "minify run" in note and "wrong answer" not in note
+    if isinstance(raised, IndexError):  # (a dynamo exception reads as a failure while tracing, which it also names)
+        assert note.startswith("dynamo raised it while compiling a frame, outside any graph")
+
+
+#: pytorch#145587: a size marked dynamic that the code makes static (``a.shape[0] * a * b`` with ``b`` static).
+SHAPE_MARK_REFUSED = """
+import torch
+
+def fn(a, b):
+    return a.shape[0] * a * b
+
+a = torch.randn(4, 3)
+torch._dynamo.mark_dynamic(a, 0, min=2, max=10)
+print(torch.compile(fn, backend="eager")(a, torch.randn(4, 3)))
+"""
+
+
+@pytest.mark.e2e
+def test_a_dynamic_mark_the_programs_own_code_contradicts_is_no_graph_to_minify(in_process, tmp_path, monkeypatch):
+    # both doors: minify run, and the hook's closing note (not "if the failure is a wrong answer")
+    from types import SimpleNamespace
+
+    from minifier import backward_prologue
+    from pt2kit.errors import NotReproducible
+
+    script = tmp_path / "marked.py"
+    script.write_text(SHAPE_MARK_REFUSED)
+    with pytest.raises(NotReproducible) as raised:
+        minified(in_process, script)
+    assert "marks a size dynamic that its own code makes static (runtime_error: ConstraintViolationError" in str(raised.value)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as error:
+        exec(SHAPE_MARK_REFUSED, {"__name__": "marked"})
+    monkeypatch.setattr(backward_prologue, "_intent_reader", [lambda: SimpleNamespace(after="aot", level=2)])
+    assert backward_prologue.closing_note(error.value).startswith("dynamo refused a size the program marked dynamic")
+
+
 @pytest.mark.e2e
 def test_a_graph_torch_compiles_for_itself_is_no_graph_of_the_program(in_process, tmp_path):
     # torch.cond run eagerly compiles a wrapper of torch's own (fullgraph, backend "eager"),
@@ -473,3 +533,67 @@ def test_a_wrong_value_is_the_programs_failure_before_outputs_that_only_alias_ot
     assert "torch.exp" in report["ops_after"], report["ops_after"]
     first, second = report["graphs"][:2]  # g0 fails too, later in line
     assert first["failure"]["message"].endswith("(aliasing)") and second["label"] == "g1", report["graphs"]
+
+
+def test_pt2kit_code_torch_calls_inside_a_compiled_frame_is_never_traced_by_dynamo():
+    # pytorch#183603: torch.autograd.grad in a compiled frame runs its backward under dynamo's callback, and
+    # dynamo traced the capture's tensor copy, called from that backward, into 14 graphs of the user's frame
+    from torch._dynamo.testing import CompileCounter
+
+    from pt2kit.opaque import opaque
+
+    def copy(grad):
+        return grad.clone().detach() * 1
+
+    def frames_compiled(hook):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        x = torch.tensor([0.5, 1.5], requires_grad=True)
+        x.register_hook(hook)  # (called from the backward, as pt2kit's wrappers of compiled graphs are)
+
+        def f(x):
+            return torch.autograd.grad((x**4).sum(), x, create_graph=True)[0]
+
+        torch.compile(f, backend=counter)(x)
+        return counter.frame_count
+
+    assert frames_compiled(copy) == 2  # the category: a plain function torch calls there is traced
+    assert frames_compiled(opaque(copy)) == 1
+
+
+def test_the_hooks_closing_note_on_a_crash_no_watched_graph_raised_is_no_wrong_answer(monkeypatch):
+    # pytorch#183603: a second backward through a compiled function raises at run time, outside every graph
+    # the hook watches; at level 4 the note sent the user to --strict-accuracy for a RuntimeError
+    from types import SimpleNamespace
+
+    from minifier import backward_prologue
+
+    def f(x):
+        return torch.autograd.grad((x**4).sum(), x, create_graph=True)[0]
+
+    torch._dynamo.reset()
+    x = torch.tensor([0.5, 1.5], requires_grad=True)
+    with pytest.raises(RuntimeError, match="double backward") as raised:
+        torch.autograd.grad(torch.compile(f, backend="aot_eager")(x).sum(), x)
+    monkeypatch.setattr(backward_prologue, "_watched", [1])
+    for level in (2, 4):
+        monkeypatch.setattr(backward_prologue, "_intent_reader", [lambda level=level: SimpleNamespace(after="aot", level=level)])
+        note = backward_prologue.closing_note(raised.value)
+        assert note.startswith("none of the 1 compiled graph(s) failed where the hook watches them"), note
+        assert "RuntimeError arises around them" in note and "accuracy" not in note and "minify run" in note
+
+
+def test_random_draws_are_compared_where_the_backend_draws_as_eager_does():
+    # pytorch#143431: aot_eager dropped an unused torch.rand and shifted the program's random stream; the hook
+    # at level 4 forgave every graph that draws random numbers and said the results agree with eager
+    from minifier.repro.files import trace_module
+    from minifier.unit.float64 import draws_otherwise_than_eager
+
+    class Draws(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.rand(x.shape)
+
+    gm = trace_module(Draws())
+    assert all(draws_otherwise_than_eager(gm, s) for s in ("inductor", "my_backend", "aot_eager_decomp_partition"))
+    assert not any(draws_otherwise_than_eager(gm, s) for s in ("eager", "aot_eager"))
+    assert not draws_otherwise_than_eager(trace_module(torch.nn.ReLU()), "inductor")

@@ -15,8 +15,11 @@ answer) on a copy of the program, run once per session. Then:
   are the program's, and the reduction's queries stay within ``2·log2(n)·k + c`` for a
   graph of ``n`` nodes reduced to ``k`` (one binary search per op the bug needs);
 - ``test_repro_fails_alone_on_an_empty_cache``: ``repro.py``, copied alone into another
-  directory, run with pt2kit unimportable and a fresh ``TORCHINDUCTOR_CACHE_DIR``, fails
-  with the report's signature (a warm cache once made a repro "fail" nowhere else);
+  directory, run with pt2kit unimportable and a ``TORCHINDUCTOR_CACHE_DIR`` no minify run
+  wrote to, fails with the report's signature (a warm cache once made a repro "fail" nowhere
+  else). That cache is the worker's, shared by these repro runs alone: it holds other bugs'
+  kernels, never this one's, and a cold start's one-time compiles (the CPU's ISA probe, the
+  C++ prelude: 12 of a fresh cache's 22 s, measured) are paid once per worker, not per bug;
 - ``test_repro_is_one_minimal``: dropping any one op of the repro (its value becomes an
   input, fed with what the graph computed there), or replacing it by a same-shaped
   operand or input that its readers read instead, makes the failure go away;
@@ -102,6 +105,12 @@ def bugs_base() -> Any:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def repros_cache(bugs_base: Path) -> Path:
+    """The Inductor cache of the repros' runs: no minify run writes to it (see the module)."""
+    return Path(tempfile.mkdtemp(prefix="repros-inductor-cache-", dir=bugs_base))
+
+
 def run_of(name: str, base: Path) -> Run:
     """``minify run --json`` on a copy of the bug program (once per session)."""
     if name in _RUNS:
@@ -159,7 +168,7 @@ def test_verdict_is_the_programs(name, bugs_base):
 
 
 @pytest.mark.parametrize("name", BUGS)
-def test_repro_fails_alone_on_an_empty_cache(name, bugs_base):
+def test_repro_fails_alone_on_an_empty_cache(name, bugs_base, repros_cache):
     run = minified(name, bugs_base)
     repro = Path(run.report["repro"])
     elsewhere = Path(tempfile.mkdtemp(prefix="pt2kit-real-bug-repro-"))
@@ -167,7 +176,7 @@ def test_repro_fails_alone_on_an_empty_cache(name, bugs_base):
         for sibling in repro.parent.iterdir():  # repro.py and its data file, nothing of the run
             if sibling.is_file() and (sibling.name == "repro.py" or sibling.name.startswith("inputs-")):
                 shutil.copy(sibling, elsewhere)
-        env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": str(elsewhere / "inductor-cache")}
+        env = {**os.environ, "PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": str(repros_cache)}
         done = subprocess.run([sys.executable, "-c", RUN_REPRO, str(elsewhere / "repro.py")], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=900)
     finally:
         shutil.rmtree(elsewhere, ignore_errors=True)

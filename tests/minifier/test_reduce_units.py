@@ -593,4 +593,68 @@ def test_a_compiled_run_that_returns_where_eager_raises_is_a_wrong_answer_named_
     assert "except Exception as e:  # eager refuses what the compiled run returned" in render(case, stage="eager", accuracy=True)
     assert isinstance(profile_or_why(case), EagerRunRaised)
     profile = profile_or_why(case, partial=True)
-    assert {name: info.kind for name, info in profile.items()} == {"interpolate": "other", "mul": "other"}
+    assert {name: info.kind for name, info in profile.items()} == {"interpolate": "unreached", "mul": "unreached"}
+
+
+class _CopyIntoRelu(torch.nn.Module):
+    def forward(self, y):
+        z = torch.relu(y)
+        z.copy_(y)
+        return (z,)
+
+
+def test_a_compile_that_raises_what_only_eagers_backward_raises_is_the_compilers_failure():
+    # pytorch#158561: AOTAutograd traces the backward as it compiles, so it raises at once what eager
+    # raises only in a backward the program never ran; at eager, whose run here includes that backward,
+    # the failure is the graph's own
+    from minifier.stages.run import RAISES_IN_EAGER, run_case
+
+    y = torch.randn(3, 2, requires_grad=True)
+    case = GraphCase(trace_module(_CopyIntoRelu()), [GraphInput("y", y, TensorMeta.of(y))], backend="aot_eager")
+    assert case.backward
+    compiled = run_case(case, "aot_eager").failure.signature
+    assert compiled.kind == "compile_error" and "modified by an inplace operation" in compiled.message
+    assert not compiled.message.startswith(RAISES_IN_EAGER)
+    assert run_case(case, "eager").failure.signature.message.startswith(RAISES_IN_EAGER)
+
+
+def test_the_programs_global_module_hooks_do_not_fire_on_the_graph_pt2kit_judges():
+    # pytorch#149502: a global forward pre-hook that rewrites its arguments fired on the dynamo graph the
+    # hook judges at level 4 (a GraphModule is a module too): the eager reference raised TypeError, and a
+    # healthy run was called a wrong answer in place of the program's own error
+    from minifier.unit.accuracy import judge_compiled_run
+
+    gm = trace_module(_CopyIntoRelu())
+    y = torch.randn(3, 2)
+    fired = []
+
+    def rewrite(module, args):
+        fired.append(type(module).__name__)
+        return (args[0] + 1.0,)
+
+    handle = torch.nn.modules.module.register_module_forward_pre_hook(rewrite)
+    try:
+        right = [torch.relu(y).copy_(y)]
+        assert judge_compiled_run(gm, [y], right, rng=torch.random.get_rng_state()) is None and fired == []
+        torch.nn.Identity()(y)
+        assert fired == ["Identity"]  # the program's hook is back
+    finally:
+        handle.remove()
+
+
+def test_lowering_says_why_no_aot_graph_was_kept_as_it_is(tmp_path):
+    # pytorch#143431 under aot_eager: the note said "aot_eager does not compile through AOTAutograd"; it does,
+    # with torch's own compilers, whose graphs pt2kit does not keep. A plain (gm, example_inputs) backend does not.
+    from torch._dynamo import register_backend
+
+    from minifier.stages.run import lower_case
+
+    register_backend(lambda gm, example_inputs: gm.forward, name="pt2kit_test_plain_lowered")
+    y = torch.randn(3, 2)
+    for backend, said in (
+        ("aot_eager", "aot_eager compiles through AOTAutograd with torch's own compilers"),
+        ("pt2kit_test_plain_lowered", "pt2kit_test_plain_lowered does not compile through AOTAutograd"),
+    ):
+        case = GraphCase(trace_module(_CopyIntoRelu()), [GraphInput("y", y, TensorMeta.of(y))], backend=backend)
+        paths, note = lower_case(case, tmp_path / backend)
+        assert paths == [] and note is not None and note.startswith(said), note

@@ -227,3 +227,25 @@ def test_a_graph_that_reads_a_bodys_constant_inlined_is_read_back_with_it_under_
     constants = {"true_graph_0._tensor_constant0": torch.tensor([2, 0])}
     gm = load_graph(dump_graph(fx.GraphModule(root, g)), constants)
     assert torch.equal(gm(torch.tensor([5.0, 6.0, 7.0]))[0], torch.tensor([7.0, 5.0]))
+
+
+def _reads_a_spec(x, spec):
+    return x + len(spec.children_specs)
+
+
+def test_a_graph_that_reads_a_constant_no_repro_holds_is_a_corrupt_record(tmp_path):
+    # pytorch#195327's aot graph: auto_functionalized_v2 of a while_loop reads a pytree TreeSpec
+    # (its op schema) with get_attr; pt2kit writes tensors only, so reading the repro back must
+    # say so (the bisection then leaves that graph out), never fail inside pt2kit
+    import torch.utils._pytree as pytree
+
+    root = torch.nn.Module()
+    root._tree_spec_constant0 = pytree.tree_flatten((1, 2))[1]
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    out = graph.call_function(_reads_a_spec, (x, graph.get_attr("_tree_spec_constant0")))
+    graph.output((out,))
+    t = torch.randn(3)
+    path = write_repro(GraphCase(torch.fx.GraphModule(root, graph), [GraphInput("x", t, TensorMeta.of(t))]), tmp_path, stage="eager")
+    with pytest.raises(CorruptRecord, match="cannot be rebuilt.*_tree_spec_constant0"):
+        load_repro(path)
