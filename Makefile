@@ -77,6 +77,11 @@ scenarios: setup
 # is lifted for these installs only, and pip's cache is reused.
 MATRIX_TORCH ?= 2.11.0 2.12.0 2.14.1 2.15.0
 MATRIX_VENVS := $(foreach v,$(MATRIX_TORCH),.venv-$(basename $(v)))
+# The releases whose tests run (doctor probes every seam on all of them). CI's time (90 minutes
+# in all) goes to the releases pt2kit is developed for, 2.13 to 2.15: 2.11 and 2.12 (each seam's
+# older way, docs/seams.md) are probed by doctor there, and
+# make matrix MATRIX_TESTED="2.11.0 2.12.0 2.14.1 2.15.0" tests each.
+MATRIX_TESTED ?= 2.14.1 2.15.0
 .venv-%/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv .venv-$*
 	PIP_CONFIG_FILE=/dev/null .venv-$*/bin/pip install --quiet torch==$(filter $*.%,$(MATRIX_TORCH))
@@ -94,7 +99,9 @@ matrix: matrix-setup
 	@for venv in $(MATRIX_VENVS); do \
 		echo "== $$venv: `$$venv/bin/python -c 'import torch; print(torch.__version__)'`"; \
 		$$venv/bin/minify doctor --json | $$venv/bin/python -c "$$DOCTOR_VERDICT" || exit 1; \
-		$$venv/bin/python -m pytest -q -p no:cacheprovider $(XDIST) -m 'matrix and not slow' || exit 1; \
+		case " $(foreach v,$(MATRIX_TESTED),.venv-$(basename $(v))) " in *" $$venv "*) \
+			$$venv/bin/python -m pytest -q -p no:cacheprovider $(XDIST) -m 'matrix and not slow' || exit 1;; \
+		*) echo "(doctor only: MATRIX_TESTED)";; esac; \
 	done
 
 # pt2kit's packages laid out by ruff at 120 columns (pyproject.toml's [tool.ruff]).
