@@ -11,6 +11,7 @@ into one result.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,11 @@ from .events import (
 )  # fmt: skip
 from ..unit.case import GraphId
 from pt2kit.signature import Failure, Kind, Signature
+
+
+#: Compiles of one frame that make a program one that keeps recompiling: a first compile, then
+#: one with the sizes that changed dynamic (automatic dynamic), then one more.
+RECOMPILING = 3
 
 
 @dataclass
@@ -49,6 +55,23 @@ class CaptureResult:
     kernel: str | None = None  # the Inductor kernel the program failed in, when it says (minifier.capture.blame)
     # --accuracy: aot graph ("g0.forward") -> its first run's verdict
     judged: dict[str, Failure | None] = field(default_factory=dict)
+
+    def most_compiled_frame(self) -> tuple[str, int] | None:
+        """The user frame the program compiled most often, as ``"name (file:line)"`` and its count.
+
+        Each compile of one frame saves a graph under that frame (a graph break's resume is a
+        frame of its own): a frame compiled :data:`RECOMPILING` times or more is a program that
+        keeps recompiling, whatever else it does. ``None`` below that.
+        """
+        counts = Counter(
+            f"{frame.get('name')} ({Path(str(frame.get('filename'))).name}:{frame.get('lineno')})"
+            for e in self.events
+            if isinstance(e, GraphSaved) and (frame := e.frame)
+        )
+        if not counts:
+            return None
+        where, count = counts.most_common(1)[0]
+        return (where, count) if count >= RECOMPILING else None
 
     @property
     def failed_id(self) -> GraphId | None:
