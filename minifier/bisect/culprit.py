@@ -36,7 +36,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from rich.markup import escape
 from .report import BisectReport, PinDownRetry, Row, matches, signature_of
-from .plainly import DYNAMO_OUTSIDE_ITS_GRAPHS, dynamo_config_set, fails_only_plainly, fails_under_dynamo_alone, looks_like_wrong_answer
+from .plainly import (
+    DYNAMO_OUTSIDE_ITS_GRAPHS, dynamo_config_set, fails_only_plainly, fails_under_dynamo_alone, first_stage_the_program_fails,
+    looks_like_wrong_answer, outside_its_graphs_at,
+)  # fmt: skip
 from .steps import aot_rows, read_capture_again, run_each
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
@@ -395,6 +398,9 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             hint += "; under the dynamo config it sets (first suspects): " + ", ".join(f"{k} = {v!r}" for k, v in sorted(config.items()))
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
+    elif (stage := first_stage_the_program_fails(program, captured.failure)) is not None:
+        hint = f"; {outside_its_graphs_at(stage)}"
+        named["program_fails_at"] = stage
     elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:
         hint = (
             "; every graph is within the fp64 rule's tolerance (rounding no worse than eager's own against fp64 passes): "

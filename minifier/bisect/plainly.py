@@ -8,8 +8,11 @@ seconds), asked only on the way to a verdict that would otherwise send the user 
 - :func:`fails_under_dynamo_alone`: no graph fails alone; does the program fail with
   every ``torch.compile`` on ``backend="eager"``? Then the bug is dynamo's, outside its
   graphs.
+- :func:`first_stage_the_program_fails`: the same question down the stages, one plain run
+  each: the stage bisection of the whole program, for a failure no graph shows alone
+  (AOTAutograd's compiled function meeting the program's own autograd).
 
-Neither runs for a torchrun job, nor under ``--backend`` (plainly, another compiler would run).
+None runs for a torchrun job, nor under ``--backend`` (plainly, another compiler would run).
 """
 
 from __future__ import annotations
@@ -82,6 +85,11 @@ def fails_under_dynamo_alone(program: ProgramRun, failure: Failure) -> bool:
     failure must show itself (:func:`~pt2kit.signature.shows_failure`). Where each graph
     is right alone, what is left is dynamo's: its tracing, its guards, its side effects.
     """
+    return fails_on(program, failure, "eager")
+
+
+def fails_on(program: ProgramRun, failure: Failure, stage: str) -> bool:
+    """Does the program still fail ``failure``'s way with every ``torch.compile`` on ``backend=stage``?"""
     from pt2kit.seams.compiler_bisector import lighter_backend_code
     from ..stages.elsewhere import plain_run
     from .subsystem import PROGRAM_RERUN_LIMIT
@@ -89,11 +97,46 @@ def fails_under_dynamo_alone(program: ProgramRun, failure: Failure) -> bool:
     if program.nproc != 1 or program.backend is not None:
         return False  # (plainly, a torchrun job's ranks or another backend would run)
     if failure.signature.kind == Kind.TIMEOUT:
-        return False  # (a hang under dynamo alone would cost the whole limit again, and say little)
-    run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=lighter_backend_code("eager"))
+        return False  # (a hang on a lighter stage would cost the whole limit again, and say little)
+    run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=lighter_backend_code(stage))
     if looks_like_wrong_answer(failure):
         return run.returncode not in (0, None)
     return shows_failure(run.returncode, run.stderr, failure.signature)
+
+
+#: The stages after dynamo alone that a whole program is run on, lightest first (Inductor is the program's own run).
+AOT_STAGES = ("aot_eager", "aot_eager_decomp_partition")
+
+
+def first_stage_the_program_fails(program: ProgramRun, failure: Failure) -> str | None:
+    """The lightest AOTAutograd stage at which the whole program fails ``failure``'s way, where dynamo alone does not.
+
+    Asked where each graph passes every stage alone and the program, with every
+    ``torch.compile`` on ``backend="eager"``, runs to the end: the failure needs the
+    program around the graphs, and this says which compiler layer it needs. None: it
+    needs the program's own backend (or the question cannot be asked: a torchrun job,
+    ``--backend``, a timeout).
+    """
+    return next((stage for stage in AOT_STAGES if fails_on(program, failure, stage)), None)
+
+
+def outside_its_graphs_at(stage: str) -> str:
+    """The verdict on a program that first fails at ``stage`` (an AOTAutograd stage) while each graph passes alone."""
+    before = "eager" if stage == AOT_STAGES[0] else AOT_STAGES[0]
+    where = (
+        "AOTAutograd's, where its compiled functions meet the program's own autograd: each compiled graph is "
+        "one autograd node, so the program may differentiate one of its outputs with respect to another, "
+        "differentiate its backward again (create_graph=True), or hook or retain the gradient of a tensor "
+        "inside it"
+        if stage == AOT_STAGES[0]
+        else "in the decompositions or the min-cut partitioner (what aot_eager_decomp_partition adds to aot_eager), "
+        "shown only by the program around the graphs"
+    )
+    return (
+        f"it fails the same way with every torch.compile on backend={stage!r} and not on "
+        f"backend={before!r}, while each of its graphs passes every stage alone: the bug is {where}; "
+        "the repro is the program itself on that backend"
+    )
 
 
 def looks_like_wrong_answer(failure: Failure) -> bool:
