@@ -170,10 +170,12 @@ def closing_note(error: BaseException) -> str | None:
             f"between graphs, or the program's own code); `minify run {script}` bisects the whole program"
         )
     if intent.level == 4:
+        # (what the hook cannot see: dynamo's guards and side effects, later calls, autograd around the graphs)
         return (
             f"none of the {graphs} compiled graph(s) failed, and their first results agree with eager within rounding "
-            f"(the fp64 rule); if the failure is a wrong answer that needs bit-for-bit equality (a rounding the program "
-            f"asks for), `minify run --strict-accuracy {script}` compares them exactly"
+            f"(the fp64 rule): the wrong answer arises outside what the hook watches; `minify run --accuracy {script}` "
+            f"bisects the whole program (dynamo alone first); if it needs bit-for-bit equality (a rounding the program "
+            f"asks for), `--strict-accuracy` compares exactly"
         )
     return (
         f"none of the {graphs} compiled graph(s) failed; if the failure is a wrong answer, "

@@ -385,7 +385,8 @@ class ReproOnFailure:
         roots = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
         env = pt2kit_env({"PYTHONPATH": os.pathsep.join(roots)})
         with minifying(run_dir), _sigterm_deferred():
-            code = subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL).returncode
+            # (its table goes to the program's stderr: the program's stdout stays its own, a pipe it may be read from)
+            code = subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL, stdout=2).returncode
         wait_for_other_ranks(self.intent.out)
         if code != 0 and not (run_dir / "repro.py").exists():  # (the line above said where a repro would be)
             alone = " (alone it does not fail the program's way)" if code == 5 else ""  # (NotReproducible's exit)
