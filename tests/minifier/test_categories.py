@@ -386,6 +386,64 @@ def test_a_dynamic_mark_the_programs_own_code_contradicts_is_no_graph_to_minify(
 
 
 @pytest.mark.e2e
+def test_a_program_that_keeps_recompiling_is_sent_to_explain(in_process, tmp_path):
+    # pytorch#128319: an nn.Module's int attribute changes every call; dynamo recompiles up to its
+    # limit, runs the rest eagerly, and nothing fails. "pass --accuracy" alone sent the user away.
+    from pt2kit.errors import NoFailure
+
+    script = tmp_path / "stepping.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        torch._dynamo.config.recompile_limit = 3
+
+        class Stepping(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.step = 0
+
+            def forward(self, x):
+                self.step += 1
+                return x * self.step
+
+        f = torch.compile(Stepping(), backend="eager")
+        for _ in range(5):
+            f(torch.ones(2))
+    """))
+    with pytest.raises(NoFailure) as raised:
+        minified(in_process, script)
+    assert "forward (stepping.py:10) was compiled 3 times: `python -m explain stepping.py`" in str(raised.value)
+    from minifier.capture.events import GraphSaved
+    from minifier.capture.result import CaptureResult
+
+    frame = {"name": "forward", "filename": str(script), "lineno": 10}
+    twice = [GraphSaved(index=i, path=f"g{i}", frame=frame) for i in range(2)]  # (static, then automatic dynamic)
+    assert CaptureResult([], None, events=twice).most_compiled_frame() is None
+
+
+@pytest.mark.e2e
+def test_a_failure_in_the_autograd_around_a_compiled_graph_is_given_its_stage(in_process, tmp_path):
+    # pytorch#183603 and #132929: a double backward, or a gradient between two outputs of one compiled
+    # function, fails only where AOTAutograd makes the graph one autograd node. Each graph passes every
+    # stage alone; the whole program, bisected by stage, fails first at aot_eager.
+    from pt2kit.errors import NotReproducible
+
+    script = tmp_path / "twice.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+
+        f = torch.compile(lambda x: x.sin().sum(), backend="aot_eager")
+        x = torch.randn(3, requires_grad=True)
+        (g,) = torch.autograd.grad(f(x), x, create_graph=True)
+        g.sum().backward()
+    """))
+    with pytest.raises(NotReproducible) as raised:
+        minified(in_process, script)
+    said = str(raised.value)
+    assert "fails the same way with every torch.compile on backend='aot_eager' and not on backend='eager'" in said
+    assert raised.value.report["program_fails_at"] == "aot_eager"
+
+
+@pytest.mark.e2e
 def test_a_graph_torch_compiles_for_itself_is_no_graph_of_the_program(in_process, tmp_path):
     # torch.cond run eagerly compiles a wrapper of torch's own (fullgraph, backend "eager"),
     # through every backend hook: it is not among the program's graphs. The user's backend,
