@@ -165,10 +165,11 @@ def render(
 
 def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Accuracy, note: str) -> str:
     what = f"the {case.kind} graph (after aot)" if case.boundary == Boundary.AOT else "the dynamo graph"
+    # (a graph saved as the program ran, before any verdict, is not said to fail)
+    said = [f"# {what} fails under {stage}:", f"#   {failure}"] if failure else [f"# {what} as captured, for {stage} (not known to fail)"]
     lines = [
         f"# pt2kit repro, torch {torch.__version__}",
-        f"# {what} fails under {stage}:",
-        f"#   {failure}" if failure else "#   (failure not recorded)",
+        *said,
         f"# {plural(case.node_count, 'op node')}: {', '.join(sorted(set(case.op_names()))) or 'none'}",
         "# Run `python repro.py`: it exits non-zero when the failure reproduces" + _judged_by(accuracy),
     ]

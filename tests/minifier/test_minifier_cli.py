@@ -229,7 +229,7 @@ def test_repro_level_1_dumps_without_minifying(model_script, tmp_path):
     (run_dir,) = (tmp_path / "repros").glob("run-*")
     source = (run_dir / "repro.py").read_text()
     assert "not minified" in source and "torch.ops.aten" not in source  # the whole dynamo graph
-    assert "(failure not recorded)" not in source  # the header names what failed
+    assert "not known to fail" not in source  # the header names what failed
     assert re.search(r"^#   compile_error: \w+", source, re.MULTILINE), source[:600]
     assert not (run_dir / "report.json").exists()
 

@@ -39,6 +39,8 @@ def test_repro_round_trip_keeps_graph_inputs_and_config(tmp_path):
         backend="aot_eager",
     )
     path = write_repro(case, tmp_path, stage="aot_eager")
+    # saved before any verdict: the header does not say it fails
+    assert "# the dynamo graph as captured, for aot_eager (not known to fail)\n" in path.read_text()
     loaded = load_repro(path)
     assert loaded.case.gm.code == case.gm.code  # the full() call was not folded into a constant
     assert loaded.case.op_names() == ["aten.full.default", "operator.matmul", "torch.relu", "operator.mul", "operator.add"]
