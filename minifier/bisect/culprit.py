@@ -398,7 +398,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             hint += "; under the dynamo config it sets (first suspects): " + ", ".join(f"{k} = {v!r}" for k, v in sorted(config.items()))
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
-    elif (stage := first_stage_the_program_fails(program, captured.failure)) is not None:
+    elif (stage := program_stage(session, program, captured.failure)) is not None:
         hint = f"; {outside_its_graphs_at(stage)}"
         named["program_fails_at"] = stage
     elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:
@@ -410,6 +410,12 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",
         **named,
     )
+
+
+def program_stage(session: Session, program: ProgramRun, failure: Failure) -> str | None:
+    """:func:`~minifier.bisect.plainly.first_stage_the_program_fails`, said on the console first (a run of the program each)."""
+    session.log(f"  each graph passes alone: {program.script.name} itself, stage by stage")
+    return first_stage_the_program_fails(program, failure)
 
 
 def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool:
