@@ -199,16 +199,9 @@ def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Acc
         raise NoFailure(f"{script.name} ran to the end without compiling anything")
     if captured.failure is None and not accuracy:
         fails_only_plainly(program)
-        recompiled = captured.most_compiled_frame()
         raise NoFailure(
-            f"{script.name} ran to the end without failing ({plural(len(captured.graph_paths), 'graph')} compiled); "
-            + (
-                f"{recompiled[0]} was compiled {recompiled[1]} times: `python -m explain {script.name}` says why it "
-                "recompiles; "
-                if recompiled is not None
-                else ""
-            )
-            + "pass --accuracy to check the compiled results against eager"
+            f"{script.name} ran to the end without failing ({plural(len(captured.graph_paths), 'graph')} compiled)"
+            f"{captured.recompiling_hint(script.name)}; pass --accuracy to check the compiled results against eager"
         )
 
 

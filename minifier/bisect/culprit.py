@@ -335,6 +335,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         raise NoFailure(
             f"every graph of {program.script.name} passes every stage"
             + (" (accuracy checked)" if report.accuracy else "")
+            + captured.recompiling_hint(program.script.name)
         )
     if inlined_culprit(session, report, captured.failure) is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)

@@ -73,6 +73,13 @@ class CaptureResult:
         where, count = counts.most_common(1)[0]
         return (where, count) if count >= RECOMPILING else None
 
+    def recompiling_hint(self, script: str) -> str:
+        """What a verdict of "nothing fails" adds for a program that keeps recompiling (:meth:`most_compiled_frame`), or ""."""
+        recompiled = self.most_compiled_frame()
+        if recompiled is None:
+            return ""
+        return f"; {recompiled[0]} was compiled {recompiled[1]} times: `python -m explain {script}` says why it recompiles"
+
     @property
     def failed_id(self) -> GraphId | None:
         """The graph the program failed in, when the capture knows it and it is one pt2kit saved

@@ -418,6 +418,7 @@ def test_a_program_that_keeps_recompiling_is_sent_to_explain(in_process, tmp_pat
     frame = {"name": "forward", "filename": str(script), "lineno": 10}
     twice = [GraphSaved(index=i, path=f"g{i}", frame=frame) for i in range(2)]  # (static, then automatic dynamic)
     assert CaptureResult([], None, events=twice).most_compiled_frame() is None
+    assert CaptureResult([], None, events=twice).recompiling_hint("stepping.py") == ""  # (nor with --accuracy)
 
 
 @pytest.mark.e2e
