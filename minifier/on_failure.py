@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .backward_prologue import HANDLED as _HANDLED, note_watched, remembered
 from .unit.float64 import draws_otherwise_than_eager, has_random_ops
-from pt2kit.opaque import opaque
+from pt2kit.opaque import opaque, opaque_wrapper
 
 if TYPE_CHECKING:
     from .unit.accuracy import Accuracy
@@ -173,9 +173,7 @@ class ReproOnFailure:
                 guard.failed_running(case, kind, e)
                 raise
 
-        watched = opaque(pt2kit_watched_aot)
-        _carry_call_attributes(compiled, watched)
-        return watched
+        return opaque_wrapper(pt2kit_watched_aot, compiled)
 
     def failed_running(self, case: Any, kind: str, error: BaseException) -> None:
         """An aot graph raised as it ran. A forward's failure reaches the dynamo graph's call,
@@ -238,9 +236,7 @@ class ReproOnFailure:
                 guard.handle(case, args, error=e)
                 raise
 
-        watched = opaque(pt2kit_watched)
-        _carry_call_attributes(compiled, watched)
-        return watched
+        return opaque_wrapper(pt2kit_watched, compiled)
 
     def check_accuracy(self, compiled: Callable[..., Any], case: Any, args: Sequence[Any]) -> Any:
         """Level 4: a graph's first call is compared with eager, in fp32 and fp64, on clones of its inputs."""
@@ -421,16 +417,6 @@ class _sigterm_deferred:
             if self.received:
                 signal.raise_signal(signal.SIGTERM)
 
-
-
-def _carry_call_attributes(compiled: Any, wrapper: Any) -> None:
-    """What AOTAutograd and dynamo read off a compiled callable, on pt2kit's wrapper of it."""
-    for attr in ("_boxed_call", "zero_grad", "_torchdynamo_orig_backend"):
-        if hasattr(compiled, attr):
-            try:
-                setattr(wrapper, attr, getattr(compiled, attr))
-            except AttributeError:
-                pass
 
 
 class _entered:

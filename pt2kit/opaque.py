@@ -23,3 +23,19 @@ def opaque(fn: F) -> F:
     import torch
 
     return torch.compiler.disable(fn)
+
+
+#: What AOTAutograd and dynamo read off a compiled callable (boxed calling, ``zero_grad``, the backend behind it).
+CALL_ATTRIBUTES = ("_boxed_call", "zero_grad", "_torchdynamo_orig_backend")
+
+
+def opaque_wrapper(wrapper: F, compiled: Any) -> F:
+    """pt2kit's ``wrapper`` of ``compiled``, :func:`opaque`, with what torch reads off ``compiled`` carried onto it."""
+    wrapped = opaque(wrapper)
+    for attr in CALL_ATTRIBUTES:
+        if hasattr(compiled, attr):
+            try:
+                setattr(wrapped, attr, getattr(compiled, attr))
+            except AttributeError:
+                pass
+    return wrapped

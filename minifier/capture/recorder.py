@@ -54,7 +54,7 @@ from .events import (
     Running, StateMissing, UnknownBackendNamed, Unrecoverable, to_line,
 )  # fmt: skip
 from pt2kit.errors import UnknownBackend
-from pt2kit.opaque import opaque
+from pt2kit.opaque import opaque, opaque_wrapper
 from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, lift_frame_calls, where_it_failed
 from pt2kit.script import run_script
 from pt2kit.seams import backend_registry, compile_fx, convert_frame, dispatch, hop_eager, symbolic_shapes
@@ -333,11 +333,7 @@ class Recorder:
                         pass
                 raise
 
-        watched = opaque(pt2kit_watched)  # (a backward torch.autograd.grad runs inside a compiled frame)
-        for attr in ("_boxed_call", "zero_grad"):
-            if hasattr(compiled, attr):
-                setattr(watched, attr, getattr(compiled, attr))
-        return watched
+        return opaque_wrapper(pt2kit_watched, compiled)  # (a backward torch.autograd.grad runs inside a compiled frame)
 
     def save_real_inputs(self, graph: AotGraph, values: list[Any]) -> bool:
         """At an aot graph's first run: its repro gets the values it really runs on (False: too large to keep)."""
