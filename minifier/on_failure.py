@@ -275,7 +275,7 @@ class ReproOnFailure:
     def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
         """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
         from pt2kit.signature import said
-        from .unit.accuracy import accuracy_category, accuracy_divergence, reference_outputs
+        from .unit.accuracy import accuracy_category, accuracy_divergence, output_labels, reference_outputs
         after = _rng_state()
         try:
             eager = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state)
@@ -283,7 +283,9 @@ class ReproOnFailure:
             return accuracy_divergence(said(e), [], None)
         finally:
             _set_rng_state(after)  # the program's random stream goes on as if nothing ran
-        problem = accuracy_divergence(eager.expected, eager.outputs_of(result, args), eager.fp64)
+        actual = eager.outputs_of(result, args)
+        names = [i.name for i in case.inputs]  # (the graph's placeholders, as the repro names them)
+        problem = accuracy_divergence(eager.expected, actual, eager.fp64, labels=output_labels(eager, len(actual), names))
         random = problem and draws_otherwise_than_eager(case.gm, case.backend)  # (their kind still compares)
         return None if random and not accuracy_category(problem).startswith(_RANDOM_ALIKE) else problem
 

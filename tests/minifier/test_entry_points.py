@@ -210,6 +210,24 @@ def test_the_hook_at_level_4_sees_a_wrong_gradient_that_its_aot_graph_agrees_wit
     assert load_repro(saved).case.context.autocast  # the outer autocast rides with the graph
 
 
+def test_the_hook_at_level_4_names_the_input_a_graph_writes_wrong(tmp_path):
+    """pytorch#198102, a genuine torch bug: ``add_`` through a gapped ``unfold`` view of the input is
+    lost under aot_eager. Here the dynamo graph returns nothing, so the wrong value is the input it
+    writes into, named as the CLI and the repro name it."""
+    torch._dynamo.reset()
+
+    def fn(x):
+        v = x.unfold(1, 1, 5)
+        v.add_(v)
+
+    guard = Recorded(Intent("dynamo", 4, tmp_path / "repros"))
+    compiled = torch.compile(fn, backend=lambda gm, ex: guard.compile(registered("aot_eager"), "aot_eager", gm, ex))
+    with pytest.raises(Exception) as raised:
+        compiled(torch.arange(1, 25).reshape(4, 6))
+    assert type(raised.value).__name__ == "AccuracyError", raised.value
+    assert "input l_x_ (written in place): 16 of 24 values differ" in str(raised.value).lower(), raised.value
+
+
 # --------------------------------------------------------------------------- #
 # The hook, end to end, as a user runs it
 # --------------------------------------------------------------------------- #
