@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from .unit.case import Boundary
-from pt2kit.signature import Kind
+from pt2kit.signature import Kind, shown
 
 if TYPE_CHECKING:
     from .bisect.report import BelowRecord, BisectRecord, GraphRecord
@@ -146,7 +146,7 @@ def print_minify(record: MinifyRecord, console: Console) -> None:
     table.add_column("", style="bold")
     table.add_column("")
     failure = record.failure
-    table.add_row("failure", f"{failure.kind} at {failure.stage}: {failure.exception}: {failure.message}")
+    table.add_row("failure", f"{failure.kind} at {failure.stage}: {failure.exception}: {shown(failure.message)}")
     graph = record.graph
     kind = "dynamo graph" if graph.boundary == Boundary.DYNAMO else f"{graph.kind} graph (after aot)"
     table.add_row("graph", f"{kind} #{graph.index}")

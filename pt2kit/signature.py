@@ -70,7 +70,7 @@ class Signature:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.kind}: {self.exception}: {self.message}"
+        return f"{self.kind}: {self.exception}: {shown(self.message)}"
 
     def to_json(self) -> dict[str, str]:
         return asdict(self)
@@ -137,13 +137,27 @@ def compiler_diagnostic(text: str) -> str | None:
     return _GENERATED_IN_IDENTIFIER.sub(r"\1#", normalize_message(line))
 
 
+#: How much of a message's first line is its identity (longer ones are cut there).
+MESSAGE_LIMIT = 300
+
+
 def normalize_message(message: str) -> str:
-    """First line of ``message``, with addresses, ids, temp paths and generated numbering masked."""
+    """First line of ``message``, with addresses, ids, temp paths and generated numbering masked, cut at :data:`MESSAGE_LIMIT`."""
     lines = [line.strip() for line in str(message).strip().splitlines() if line.strip()]
     first = lines[0] if lines else ""
     for pattern, replacement in _NORMALIZERS:
         first = pattern.sub(replacement, first)
-    return first[:300]
+    return first[:MESSAGE_LIMIT]
+
+
+def shown(message: str | None) -> str:
+    """A normalized message as a person reads it: one cut at :data:`MESSAGE_LIMIT` ends in "…".
+
+    (Only where it is shown: the signature, ``report.json`` and the comparisons keep the
+    cut message as it is. One of exactly that length reads as cut too.)
+    """
+    message = message or ""
+    return f"{message}…" if len(message) >= MESSAGE_LIMIT else message
 
 
 # --------------------------------------------------------------------------- #

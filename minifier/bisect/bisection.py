@@ -52,7 +52,7 @@ from .untraceable import handed_culprit, replay_breaks_of
 from pt2kit.seams import dynamo_exc
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..isolation.session import Session
-from pt2kit.signature import Failure, Kind, Signature
+from pt2kit.signature import Failure, Kind, Signature, shown
 from ..unit.check import Stage
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Acc
         if captured.failure is not None:
             signature = captured.failure.signature
             raise ScriptFailedBeforeCompile(
-                f"{script.name} raised before torch.compile compiled anything: {signature.exception}: {signature.message}"
+                f"{script.name} raised before torch.compile compiled anything: {signature.exception}: {shown(signature.message)}"
             )
         fails_only_plainly(program)
         raise NoFailure(f"{script.name} ran to the end without compiling anything")

@@ -18,7 +18,7 @@ import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from pt2kit.signature import Kind
+from pt2kit.signature import Kind, shown
 
 ISSUE_MD = "issue.md"
 _ABSOLUTE = re.compile(r"(?<![\w)\]}.:/])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")  # (not a URL's path)
@@ -79,7 +79,7 @@ def title(report: dict[str, Any]) -> str:
     stage = failure.get("stage") or "torch.compile"
     subsystem = {"inductor": "inductor", "aot_eager": "aot", "aot_eager_decomp_partition": "decomp", "eager": "dynamo"}
     ops = report.get("ops_after") or []
-    what = f"{failure.get('exception')}: {failure.get('message')}"
+    what = f"{failure.get('exception')}: {shown(failure.get('message'))}"
     where = f" in {', '.join(ops[:3])}" if ops and len(ops) <= 3 else ""
     return f"[{subsystem.get(stage, stage)}] {failure.get('kind')}{where}: {what}"[:140].rstrip()
 
@@ -90,7 +90,7 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
     parts = [f"# {title(report)}", "", "### 🐛 Describe the bug", ""]
     parts.append(
         f"`torch.compile` fails at the **{failure.get('stage')}** stage with {_KIND_WORDS.get(failure.get('kind'), failure.get('kind'))}: "
-        f"`{failure.get('exception')}: {failure.get('message')}`."
+        f"`{failure.get('exception')}: {shown(failure.get('message'))}`."
     )
     if report.get("nodes_before"):
         parts.append(

@@ -29,6 +29,7 @@ from typing import Any
 
 from pt2kit.pages.charts import Bar, timeline_chart
 from .issue import write_issue
+from pt2kit.signature import shown
 from pt2kit.pages.document import (
     Markup,
     Section,
@@ -122,7 +123,7 @@ def _summary(report: dict[str, Any]) -> Markup:
             [
                 f"{failure.get('kind') or 'failure'} at ",
                 tag("b", failure.get("stage") or "?"),
-                f": {failure.get('exception') or ''}: {failure.get('message') or ''}",
+                f": {failure.get('exception') or ''}: {shown(failure.get('message'))}",
             ]
         )
     graph = report.get("graph") or {}

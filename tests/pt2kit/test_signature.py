@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from pt2kit.signature import innermost_exception, normalize_message, signature_of_exception
+from pt2kit.signature import MESSAGE_LIMIT, Kind, Signature, innermost_exception, normalize_message, shows_failure, signature_of_exception
 
 
 # --------------------------------------------------------------------------- #
@@ -105,3 +105,15 @@ def test_an_error_of_tritons_compiler_is_a_compile_error_also_at_a_kernels_first
 def test_plain_exception_is_a_runtime_error():
     signature = signature_of_exception(IndexError("index 7 is out of bounds")).signature
     assert (signature.kind, signature.exception) == ("runtime_error", "IndexError")
+
+
+def test_a_message_cut_at_its_limit_shows_it_is_cut_and_compares_as_it_is():
+    # pytorch#165409's functionalization error runs past the limit: "...removing the mutation from your model."
+    long = "functionalization encountered a tensor being mutated that has internal overlap. " * 5
+    message = normalize_message(long)
+    assert len(message) == MESSAGE_LIMIT and not message.endswith("…")  # the identity, as report.json keeps it
+    signature = Signature(Kind.RUNTIME_ERROR, "RuntimeError", message)
+    assert str(signature).endswith(message + "…")
+    assert shows_failure(1, f"RuntimeError: {long}", signature)
+    short = Signature(Kind.RUNTIME_ERROR, "RuntimeError", normalize_message("boom"))
+    assert str(short) == "runtime_error: RuntimeError: boom"
