@@ -83,10 +83,14 @@ def save_repro(
             else:
                 torch.compile(fn, backend=save_graph)(*args, **kwargs)
     except Exception as e:
-        # Eager refusing what the compiled program returns is itself the bug (minify with accuracy);
-        # the graphs saved so far are kept. Before any graph, the error is the function's own.
-        if not saved:
+        from .capture.frames import where_it_failed
+
+        if where_it_failed(e) == "tracing":  # dynamo failed on a frame: the frame, lifted, is the graph
+            saved += _lifted_frame(e, run_dir, len(saved))
+        if not saved:  # (before any graph, and in no frame dynamo traced, the error is the function's own)
             raise
+        # Eager refusing what the compiled program returns is itself the bug (minify with accuracy);
+        # the graphs saved so far are kept.
         from pt2kit.signature import said
 
         (run_dir / EAGER_RAISED).write_text(said(e))
@@ -94,6 +98,30 @@ def save_repro(
     if missing:
         (run_dir / STATE_MISSING).write_text(json.dumps(list(missing), indent=2))
     return run_dir
+
+
+def _lifted_frame(exc: BaseException, run_dir: Path, index: int) -> list[Path]:
+    """The frame dynamo failed to trace, lifted to graphs at stage ``eager`` as ``minify run``'s capture lifts it.
+
+    Its torch calls as dynamo sees them, then the aten ops ``make_fx`` traces
+    (:mod:`minifier.capture.frames`); each that can be lifted is a repro of its own.
+    """
+    from .capture.frames import failing_frame, frame_of_exception, lift_frame, lift_frame_calls
+    from .repro.files import write_repro
+    from .unit.case import GraphId
+
+    failing = failing_frame(exc)
+    if failing is None:
+        return []
+    frame, saved = frame_of_exception(exc), list[Path]()
+    for lift, how in ((lift_frame_calls, "its torch calls"), (lift_frame, "make_fx")):
+        try:
+            case = lift(failing, frame).replace(index=index + len(saved))
+            note = f"Frame {failing.code.co_name}, recorded as {how} by minifier.save_repro; dynamo failed on it."
+            saved.append(write_repro(case, run_dir / str(GraphId(case.index)), stage="eager", note=note))
+        except Exception:  # noqa: BLE001 - lifting is best effort; the function's own error stands without it
+            continue
+    return saved
 
 
 #: Beside ``graphs.json``: the error ``fn`` raised with its graphs run eagerly, one line, where a graph was saved before it.
@@ -158,7 +186,7 @@ def _saved_graphs(run_dir: Path) -> list[Path]:
 
 def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[str, Any]:
     """``minify <command> --saved`` on the saved graphs, in a fresh process; its JSON report."""
-    from pt2kit.errors import NoFailure, UsageError
+    from pt2kit.errors import NoFailure, UsageError, plural
 
     if not (isinstance(options.get("timeout"), (int, float)) and options["timeout"] > 0):
         raise UsageError(f"timeout must be a positive number of seconds, not {options.get('timeout')!r}")
@@ -166,12 +194,7 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         raise NoFailure("nothing was compiled: the function ran without torch.compile producing a graph")
     from pt2kit.processes import pt2kit_env, python_command
 
-    argv = python_command("minifier", command, "--json", "--saved")
-    for name, value in options.items():
-        if value is True:
-            argv.append(f"--{name}")
-        elif value not in (None, False):
-            argv += [f"--{name}", str(value)]
+    argv = python_command("minifier", command, "--json", "--saved", *_flags(options))
     done = subprocess.run(
         [*argv, *map(str, saved)], capture_output=True, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL
     )
@@ -185,6 +208,8 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         ) from None
     if done.returncode != 0:
         message = report.get("message", "minify failed")
+        if report.get("status") == NoFailure.status:  # (its message names pt2kit's own files of the graphs)
+            message = f"{plural(len(saved), 'graph')} of the function {'passes' if len(saved) == 1 else 'pass'} every stage" + _judged(options.get("accuracy"))
         lacking = saved[0].parent.parent / STATE_MISSING
         if lacking.exists():  # (the graphs may fail only with those changes)
             message += f"; the {_carried_by_none(json.loads(lacking.read_text()))}"
@@ -196,6 +221,28 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         error.status = report.get("status", "error")
         raise error
     return report
+
+
+def _flags(options: dict[str, Any]) -> list[str]:
+    """The command line's options for the API's keywords: ``accuracy="strict"`` is ``--strict-accuracy``."""
+    flags: list[str] = []
+    for name, value in options.items():
+        if name == "accuracy" and value == "strict":
+            flags.append("--strict-accuracy")
+        elif value is True:
+            flags.append(f"--{name}")
+        elif value not in (None, False):
+            flags += [f"--{name}", str(value)]
+    return flags
+
+
+def _judged(accuracy: Any) -> str:
+    """How graphs that pass every stage were judged, and what would judge them more closely."""
+    if accuracy == "strict":
+        return ", their results equal to eager's bit for bit"
+    if accuracy:
+        return ", their results within the fp64 rule's tolerance of eager's; accuracy='strict' judges them bit for bit"
+    return "; accuracy=True compares their results with eager's"
 
 
 def bisect(

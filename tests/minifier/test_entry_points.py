@@ -528,6 +528,32 @@ def test_minify_on_a_module_compiled_with_a_backend_of_the_script(tmp_path):
     assert alone.returncode != 0 and "my_backend: no relu" in alone.stderr
 
 
+def test_the_api_saves_a_frame_dynamo_fails_to_trace_as_its_graph(tmp_path):
+    """pytorch#191137, a genuine torch bug: ``_weight_norm_interface`` with a 1-D ``g`` broadcasts it
+    wrongly while dynamo traces, before any graph exists. The API lifts the frame as ``minify run`` does."""
+    from minifier.api import save_repro
+
+    def fn(v, g):
+        return torch.ops.aten._weight_norm_interface(v, g, 0)[0] * 2
+
+    torch._dynamo.reset()
+    run_dir = save_repro(torch.compile(fn), torch.randn(16, 8, 3, 3), torch.ones(16), out=tmp_path)
+    (first, *_) = [Path(p) for p in json.loads((run_dir / "graphs.json").read_text())]
+    case = load_repro(first).case
+    assert "aten._weight_norm_interface" in case.op_names() or "torch.ops.aten._weight_norm_interface" in case.op_names(), case.op_names()
+    torch._dynamo.reset()
+    outcome = run_case(case, "eager")
+    assert outcome.failure is not None and "Attempting to broadcast a dimension of length 16" in outcome.failure.signature.message
+
+
+def test_the_api_asks_for_strict_accuracy_by_its_own_flag():
+    from minifier.api import _flags, _judged
+
+    assert _flags({"accuracy": "strict", "after": "auto", "out": None}) == ["--strict-accuracy", "--after", "auto"]
+    assert _flags({"accuracy": True, "timeout": 30}) == ["--accuracy", "--timeout", "30"]
+    assert "accuracy='strict'" in _judged(True) and "accuracy=True" in _judged(False) and "bit for bit" in _judged("strict")
+
+
 def test_the_api_says_a_bad_timeout_in_its_own_words(tmp_path):
     import minifier
     from pt2kit.errors import UsageError
