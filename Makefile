@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 # One Inductor cache for the whole run, shared by every test and worker process.
 export TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/.cache/inductor
 
-.PHONY: setup models demo lint test test-fast slow scenarios matrix matrix-setup fuzz hunt bench browser screenshots format clean gpu-check
+.PHONY: setup models demo lint test test-fast slow scenarios matrix matrix-setup fuzz hunt bench browser screenshots format clean gpu-check gpu-check-dry
 
 setup: $(VENV)/.installed
 
@@ -64,7 +64,7 @@ lint: setup
 # The slow group: real Inductor and real models, PyTorch's own minifier scenarios ported
 # to CPU and the genuine torch bugs of tests/minifier/real_bugs. CI runs it after make test.
 slow: models
-	$(PY) -m pytest -q -n $(SLOW_JOBS) --dist loadscope --no-loadscope-reorder -m slow
+	$(PY) -m pytest -q -n $(SLOW_JOBS) --dist loadscope --no-loadscope-reorder -m 'slow and not gpu_check'
 
 # Only PyTorch's scenarios and the genuine bugs (a part of make slow).
 scenarios: setup
@@ -156,3 +156,8 @@ clean:
 GPU_CHECK ?=
 gpu-check:
 	$(PYTHON) tests/gpu_check.py $(GPU_CHECK)
+
+# The same script's dry run on the CPU, checked by its test: run it before a GPU machine's
+# (scarce) minutes are spent on it. make slow leaves it out: its tests cover each step.
+gpu-check-dry: models
+	$(PY) -m pytest -q -p no:cacheprovider -m gpu_check tests/minifier/test_entry_points.py

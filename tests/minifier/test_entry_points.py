@@ -672,7 +672,8 @@ def test_a_program_that_times_out_once_then_fails_is_not_flaky(model_script, tmp
 
 
 @pytest.mark.e2e
-@pytest.mark.slow  # (two minutes of minify runs: make slow)
+@pytest.mark.slow
+@pytest.mark.gpu_check  # (two minutes of minify runs: make gpu-check-dry, before a GPU machine's run; not make slow)
 def test_make_gpu_check_passes_in_its_dry_run_on_the_cpu(tmp_path):
     """make gpu-check's script, as a GPU machine runs it, on the CPU: every step ok, each repro failing alone."""
     record = tmp_path / "gpu-check.json"
