@@ -345,21 +345,23 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     broken = replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None])
     if handed_culprit(session, report, captured.failure, broken, accuracy=report.accuracy) is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
-    again = read_capture_again(session, program)
-    if timed_out_then_failed(captured, again):
-        return bisect_as_failed_again(session, report, captured, again)
-    if again.failure is None or again.failure.signature != captured.failure.signature:
-        raise FlakyFailure(
-            f"flaky: {program.script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run"
-        )
-    # does any graph fail now?
-    report.failure_rate = second_look(session, report.rows, accuracy=report.accuracy, captured=captured)
+    dynamo_alone = functools.cache(lambda: fails_under_dynamo_alone(program, cast(Failure, captured.failure)))
+    # A program that fails again with no compiler at all is neither flaky nor a graph's: no second capture, no second look.
+    if not dynamo_alone():
+        again = read_capture_again(session, program)
+        if timed_out_then_failed(captured, again):
+            return bisect_as_failed_again(session, report, captured, again)
+        if again.failure is None or again.failure.signature != captured.failure.signature:
+            raise FlakyFailure(
+                f"flaky: {program.script.name} failed with {captured.failure.signature}, then {again.failure.signature if again.failure else 'passed'} on a second run"
+            )
+        # does any graph fail now?
+        report.failure_rate = second_look(session, report.rows, accuracy=report.accuracy, captured=captured)
     detail = (
         f"; graphs fail differently: {', '.join(f'{r.label}: {r.first_failure.failure.signature}' for r in failing)}"  # type: ignore[union-attr]
         if failing
         else ""
     )
-    dynamo_alone = functools.cache(lambda: fails_under_dynamo_alone(program, cast(Failure, captured.failure)))
     hint, unsupported = "", sorted({u for r in report.rows if r.case is not None for u in r.case.unsupported})
     named: dict[str, Any] = {"inputs_unsupported": unsupported} if unsupported else {}
     if captured.state_missing:
