@@ -156,8 +156,8 @@ def shown(message: str | None) -> str:
     (Only where it is shown: the signature, ``report.json`` and the comparisons keep the
     cut message as it is. One of exactly that length reads as cut too.)
     """
-    message = message or ""
-    return f"{message}…" if len(message) >= MESSAGE_LIMIT else message
+    head, separator, diagnostic = (message or "").partition(DIAGNOSTIC_SEPARATOR)  # (the diagnostic is not part of the cut)
+    return f"{head}…{separator}{diagnostic}" if len(head) >= MESSAGE_LIMIT else f"{head}{separator}{diagnostic}"
 
 
 # --------------------------------------------------------------------------- #

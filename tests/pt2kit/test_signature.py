@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from pt2kit.signature import MESSAGE_LIMIT, Kind, Signature, innermost_exception, normalize_message, shows_failure, signature_of_exception
+from pt2kit.signature import MESSAGE_LIMIT, Kind, Signature, innermost_exception, normalize_message, shown, shows_failure, signature_of_exception
 
 
 # --------------------------------------------------------------------------- #
@@ -117,3 +117,7 @@ def test_a_message_cut_at_its_limit_shows_it_is_cut_and_compares_as_it_is():
     assert shows_failure(1, f"RuntimeError: {long}", signature)
     short = Signature(Kind.RUNTIME_ERROR, "RuntimeError", normalize_message("boom"))
     assert str(short) == "runtime_error: RuntimeError: boom"
+    diagnostic = " | error: 'x' was not declared" + " in this scope" * 25
+    diagnosed = Signature(Kind.COMPILE_ERROR, "CppCompileError", "C++ compile error" + diagnostic)
+    assert len(diagnosed.message) > MESSAGE_LIMIT and str(diagnosed).endswith("C++ compile error" + diagnostic)  # not cut
+    assert shown(message + " | error: 'x' was not declared") == message + "… | error: 'x' was not declared"
