@@ -101,12 +101,9 @@ def save_repro(
 
 
 def _lifted_frame(exc: BaseException, run_dir: Path, index: int) -> list[Path]:
-    """The frame dynamo failed to trace, lifted to graphs at stage ``eager`` as ``minify run``'s capture lifts it.
-
-    Its torch calls as dynamo sees them, then the aten ops ``make_fx`` traces
-    (:mod:`minifier.capture.frames`); each that can be lifted is a repro of its own.
-    """
-    from .capture.frames import failing_frame, frame_of_exception, lift_frame, lift_frame_calls
+    """The frame dynamo failed to trace, lifted to graphs at stage ``eager`` as ``minify run``'s capture lifts it
+    (:func:`~minifier.capture.frames.liftings`)."""
+    from .capture.frames import failing_frame, frame_of_exception, liftings
     from .repro.files import write_repro
     from .unit.case import GraphId
 
@@ -114,7 +111,7 @@ def _lifted_frame(exc: BaseException, run_dir: Path, index: int) -> list[Path]:
     if failing is None:
         return []
     frame, saved = frame_of_exception(exc), list[Path]()
-    for lift, how in ((lift_frame_calls, "its torch calls"), (lift_frame, "make_fx")):
+    for _, how, lift in liftings():
         try:
             case = lift(failing, frame).replace(index=index + len(saved))
             note = f"Frame {failing.code.co_name}, recorded as {how} by minifier.save_repro; dynamo failed on it."

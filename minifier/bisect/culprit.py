@@ -345,9 +345,9 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     broken = replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None])
     if handed_culprit(session, report, captured.failure, broken, accuracy=report.accuracy) is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
-    dynamo_alone = functools.cache(lambda: fails_under_dynamo_alone(program, cast(Failure, captured.failure)))
+    dynamo_alone = fails_under_dynamo_alone(program, captured.failure)
     # A program that fails again with no compiler at all is neither flaky nor a graph's: no second capture, no second look.
-    if not dynamo_alone():
+    if not dynamo_alone:
         again = read_capture_again(session, program)
         if timed_out_then_failed(captured, again):
             return bisect_as_failed_again(session, report, captured, again)
@@ -369,7 +369,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     if unsupported:
         hint = "; its graphs take inputs pt2kit cannot rebuild yet: " + "; ".join(unsupported)
     # (a graph dynamo breaks on replay explains nothing when the program fails without a compiler anyway)
-    elif (pieces := replayed_in_pieces(session, [], broken)) and not dynamo_alone():
+    elif (pieces := replayed_in_pieces(session, [], broken)) and not dynamo_alone:
         hint = f"; {pieces}"
     elif captured.state_missing:
         hint = "; " + STATE_MISSING_HINT + "; ".join(
@@ -394,7 +394,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             + "; ".join(missing)
             + " (define it in an importable module)"
         )
-    elif dynamo_alone():
+    elif dynamo_alone:
         hint = f"; {DYNAMO_OUTSIDE_ITS_GRAPHS}"
         if config := dynamo_config_set([r.case.config for r in report.rows if r.case is not None]):
             named["config"] = {"torch._dynamo.config": config}

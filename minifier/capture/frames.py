@@ -18,6 +18,7 @@ import re
 import traceback
 import types
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import operator
@@ -136,6 +137,15 @@ def lift_frame(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase
 
 
 # --------------------------------------------------------------------------- #
+
+
+def liftings() -> tuple[tuple[str, str, Callable[[FailingFrame, dict[str, Any] | None], GraphCase]], ...]:
+    """The ways a frame dynamo failed on is lifted to a graph, in the order they are tried: (name, how, lift).
+
+    Its torch calls as dynamo sees them, then the aten ops ``make_fx`` traces; each that
+    can be lifted is a repro of its own (``minify run``'s capture and ``minifier.save_repro``).
+    """
+    return (("frame", "its torch calls", lift_frame_calls), ("frame-aten", "make_fx", lift_frame))
 
 
 def where_it_failed(exc: BaseException) -> str:

@@ -55,7 +55,7 @@ from .events import (
 )  # fmt: skip
 from pt2kit.errors import UnknownBackend
 from pt2kit.opaque import opaque, opaque_wrapper
-from .frames import current_frame, failing_frame, frame_of_exception, lift_frame, lift_frame_calls, where_it_failed
+from .frames import current_frame, failing_frame, frame_of_exception, liftings, where_it_failed
 from pt2kit.script import run_script
 from pt2kit.seams import backend_registry, compile_fx, convert_frame, dispatch, hop_eager, symbolic_shapes
 from pt2kit.seams.aot_autograd import compiler_kwargs
@@ -278,7 +278,7 @@ class Recorder:
         failing = failing_frame(exc)
         if failing is None:
             return
-        for lift, where, how in ((lift_frame_calls, "frame", "its torch calls"), (lift_frame, "frame-aten", "make_fx")):
+        for where, how, lift in liftings():
             try:
                 case = lift(failing, frame)
                 path = write_repro(
