@@ -3,6 +3,7 @@
 - ``candidate``: the canonical form of a reduced graph (:class:`Candidate`);
 - ``engine``: builds a candidate's graph, and the one cached ``consider()``;
 - ``passes``: short functions that propose smaller candidates to it;
+- ``divergence``: a wrong answer seen in only some outputs, narrowed to what those need;
 - ``scans``: delta debugging's scans over chunks, their next questions asked ahead (``--jobs``);
 - ``bodies``: the pass and the edits that reduce higher-order ops' bodies;
 - ``queries``: how a candidate is asked: an isolated query through the failing stage;

@@ -23,6 +23,7 @@ run in order until none makes progress (:meth:`Reducer.run`).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -50,7 +51,9 @@ class Unconfirmed(Exception):
 
 #: Runs built cases (side by side, each in an isolated worker) and classifies each; each
 #: comes with a label and the original graph's nodes that are its outputs.
-Query = Callable[[list[tuple[GraphCase, str, tuple[str, ...]]]], list[Outcome]]
+#: One that takes ``until`` (a predicate on outcomes) may stop the batch at the first outcome, in
+#: order, that satisfies it: the rest come back None.
+Query = Callable[..., list[Outcome | None]] | Callable[..., list[Outcome]]
 
 
 @dataclass
@@ -90,6 +93,7 @@ class Reducer:
         self._nodes = {n.name: n for n in nodes}
         self._order = {n.name: i for i, n in enumerate(nodes)}
         self.best = self.initial()
+        self._stops = "until" in inspect.signature(self.query).parameters  # (see consider_all's ``first``)
 
     # -- the canonical form -------------------------------------------------- #
 
@@ -355,12 +359,19 @@ class Reducer:
         """Does ``c`` fail with the target signature? Cached; updates ``best`` on success."""
         return self.consider_all([c])[0]
 
-    def consider_all(self, candidates: list[Candidate], *, ahead: bool = False) -> list[bool]:
+    def consider_all(self, candidates: list[Candidate], *, ahead: bool = False, first: bool = False) -> list[bool]:
         """:meth:`consider` for independent candidates; the uncached ones run side by side.
 
         ``ahead``: asked before a pass reads them (a scan's next ones, :mod:`~minifier.reduce.scans`): cached,
-        the best left alone, so the passes end the same for any ``jobs``; counted in :attr:`queries` once read."""
+        the best left alone, so the passes end the same for any ``jobs``; counted in :attr:`queries` once read.
+
+        ``first``: the pass wants the first candidate that fails, in order, and no other. Once it
+        is known, the queries still running are stopped (a query that takes ``until``), and what
+        comes after it is neither cached nor read (False here), even when it finished first: the
+        pass ends as it would asking one at a time, and a slow compile of a half that passes is
+        not waited for once the half before it failed."""
         normalized = [self.normalize(c) for c in candidates]
+        normalized = self._through_first_failing(normalized) if first else normalized
         todo: dict[str, Candidate] = {}
         for c in normalized:
             key = c.key()
@@ -370,22 +381,36 @@ class Reducer:
                 else:
                     self.cache[key] = False  # an empty graph, or one left in autocast, fails nowhere worth reporting
         if todo:
-            outcomes = self.query([(self.build(c), f"{plural(len(c.kept), 'node')}", c.outputs) for c in todo.values()])
-            for (key, c), outcome in zip(todo.items(), outcomes):
-                interesting = outcome.failure is not None and outcome.failure.signature == self.target
-                self.cache[key] = interesting
+            batch = [(self.build(c), f"{plural(len(c.kept), 'node')}", c.outputs) for c in todo.values()]
+            outcomes = self.query(batch, until=self._fails) if first and self._stops else self.query(batch)
+            found = False
+            for (key, c), outcome in zip(list(todo.items()), outcomes):
+                if outcome is None or found:
+                    del todo[key]  # stopped, or after the first that fails: not asked (see ``first``)
+                    continue
+                self.cache[key] = interesting = self._fails(outcome)
+                found = first and interesting
                 if interesting and outcome.diverging:
                     self.diverging[key] = tuple(c.outputs[i] for i in outcome.diverging if i < len(c.outputs))
+            normalized = self._through_first_failing(normalized) if first else normalized
+        unread = [False] * (len(candidates) - len(normalized))
         if ahead:
             self.ahead.update(todo)
-            return [self.cache[c.key()] for c in normalized]
+            return [self.cache[c.key()] for c in normalized] + unread
         self.queries += len(todo) + len(self.ahead & {c.key() for c in normalized})
         self.ahead -= {c.key() for c in normalized}
         for c in normalized:  # the smallest that fails (an answer asked now, cached, or assumed) is the best
             if self.cache[c.key()] and self.size(c) < self.size(self.best):
                 self.best = c
                 self.on_improve(self)
-        return [self.cache[c.key()] for c in normalized]
+        return [self.cache[c.key()] for c in normalized] + unread
+
+    def _fails(self, outcome: Outcome) -> bool:
+        return outcome.failure is not None and outcome.failure.signature == self.target
+
+    def _through_first_failing(self, candidates: list[Candidate]) -> list[Candidate]:
+        """``candidates`` up to the first known to fail (all of them, when none is)."""
+        return candidates[: next((i + 1 for i, c in enumerate(candidates) if self.cache.get(c.key())), None)]
 
     def assume(self, c: Candidate, interesting: bool, *, confirmed: bool = True) -> None:
         """Record an answer known without a query (the bisection already asked it).
@@ -439,35 +464,6 @@ class Reducer:
         )
         outputs = tuple(o for o in base.outputs if o not in drop)
         return replace(base, kept=kept, outputs=outputs + tuple(o for o in orphans if o not in outputs))
-
-    def narrowed(self, c: Candidate) -> Candidate | None:
-        """``c`` cut down to what its diverging outputs need, when its query saw a wrong answer in only some of them.
-
-        An accuracy query judges each output on its own too (:attr:`~minifier.stages.run.Outcome.diverging`).
-        Outputs computed right (and the nodes only they need) are not the bug, nor is one
-        that reads another diverging one. What is left is the first wrong values and what
-        they read (not random ops kept for the numbers later ones draw). None: no query
-        said, or every output diverged first-hand.
-        """
-        c = self.normalize(c)
-        names = set(self.diverging.get(c.key(), ()))
-        kept = set(c.kept)
-        first = tuple(o for o in c.outputs if o in names and not (self._upstream(o, kept) & names))
-        if not first or set(first) >= set(c.outputs):
-            return None
-        cone = set(first).union(*(self._upstream(o, kept) for o in first))
-        return self.normalize(replace(c, kept=tuple(n for n in c.kept if n in cone), outputs=first))
-
-    def _upstream(self, name: str, kept: set[str]) -> set[str]:
-        """The kept nodes ``name`` reads, directly or through other kept nodes."""
-        seen: set[str] = set()
-        todo = [a.name for a in self._nodes[name].all_input_nodes]
-        while todo:
-            a = todo.pop()
-            if a in kept and a not in seen:
-                seen.add(a)
-                todo.extend(b.name for b in self._nodes[a].all_input_nodes)
-        return seen
 
     def settle(self) -> None:
         """The best's nodes are 1-minimal (delta debugging dropped none of them alone): the node searches are done with them.

@@ -17,7 +17,7 @@ They run in this order:
 - :func:`sample_op_kinds`: on a large graph, one node per kind of op, asked as two
   halves side by side, the failing half halved again: about 2·log2(kinds) small
   compiles, and the searches below start from a few nodes, not hundreds;
-- :func:`follow_divergence`: a wrong answer seen in only some outputs (each judged on
+- :func:`~minifier.reduce.divergence.follow_divergence`: a wrong answer seen in only some outputs (each judged on
   its own): one query on what those outputs need (after a sample, the culprit itself);
 - :func:`truncate_suffix`: binary search for the shortest prefix that still fails
   (an intermediate node becomes the output);
@@ -52,6 +52,7 @@ from dataclasses import replace
 from typing import Any
 
 from .bodies import reduce_bodies
+from .divergence import follow_divergence, narrow_to_divergence
 from .engine import Candidate, Reducer
 from .scans import ask_ahead, ddmin
 from pt2kit.seams.config import NEVER_DROPPED
@@ -142,7 +143,7 @@ def _keep_failing_half(r: Reducer, base: Candidate | None = None) -> bool:
     current = r.normalize(base or r.best)
     shrunk = False
     while len(current.kept) > 1:
-        if _narrow_to_divergence(r, current):
+        if narrow_to_divergence(r, current):
             # A wrong answer in only some outputs: a sample's nodes stand alone, so those
             # outputs are the culprits: one query settles it.
             shrunk, current = True, r.best
@@ -151,9 +152,9 @@ def _keep_failing_half(r: Reducer, base: Candidate | None = None) -> bool:
         half = _split_point(r, kept, len(kept) // 2)
         if half == len(kept):
             break  # no split keeps every multi-output node with its parts
-        if not any(r.consider_all([r.without(kept[half:], current), r.without(kept[:half], current)])):
+        if not any(r.consider_all([r.without(kept[half:], current), r.without(kept[:half], current)], first=True)):
             break
-        shrunk, current = True, r.best  # the failing half (the smaller, when both fail)
+        shrunk, current = True, r.best  # the first half that fails, in order
     return shrunk
 
 
@@ -172,19 +173,6 @@ def _split_point(r: Reducer, kept: tuple[str, ...], at: int) -> int:
 
     nearest_first = sorted(range(1, len(kept)), key=lambda s: (abs(s - at), -s))
     return next((s for s in nearest_first if keeps_parts_together(s)), len(kept))
-
-
-def follow_divergence(r: Reducer) -> None:
-    """Keep only what the best's diverging outputs need (see :meth:`~minifier.reduce.engine.Reducer.narrowed`): one query."""
-    if r.settled():
-        return
-    _narrow_to_divergence(r, r.best)
-
-
-def _narrow_to_divergence(r: Reducer, current: Candidate) -> bool:
-    """Ask about ``current`` narrowed to its diverging outputs, if its query saw some outputs right; True if that fails."""
-    narrowed = r.narrowed(current)
-    return narrowed is not None and r.consider(narrowed)
 
 
 def truncate_suffix(r: Reducer) -> None:
@@ -458,7 +446,7 @@ def _first_failing(r: Reducer, sizes: list[int], make: Callable[[int], Candidate
     """
     for i in range(0, len(sizes), 2):
         pair = sizes[i : i + 2]
-        for n, fails in zip(pair, r.consider_all([make(n) for n in pair])):
+        for n, fails in zip(pair, r.consider_all([make(n) for n in pair], first=True)):
             if fails:
                 return n
     return None
@@ -468,7 +456,7 @@ def _narrow(r: Reducer, lo: int, hi: int, make: Callable[[int], Candidate]) -> N
     """Search down from ``hi`` (fails) to just above ``lo`` (does not), two probes a round (a ternary search)."""
     while hi - lo > 1:
         probes = sorted({lo + (hi - lo) * k // 3 for k in (1, 2)} - {lo})
-        failing = [n for n, fails in zip(probes, r.consider_all([make(n) for n in probes])) if fails]
+        failing = [n for n, fails in zip(probes, r.consider_all([make(n) for n in probes], first=True)) if fails]
         if failing:
             lo, hi = max([lo, *(n for n in probes if n < failing[0])]), failing[0]
         else:

@@ -11,9 +11,10 @@ the best candidate as the run's ``repro.py``, its cut inputs filled with their v
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from pt2kit.errors import NotReproducible, plural
 from ..isolation.session import Session
@@ -43,7 +44,11 @@ class CandidateQuery:
         self.reducer: Reducer | None = None  # set once the reducer exists: progress labels read it
         self.current_pass = "starting"
 
-    def __call__(self, candidates: list[tuple[GraphCase, str, tuple[str, ...]]]) -> list[Outcome]:
+    def __call__(
+        self, candidates: list[tuple[GraphCase, str, tuple[str, ...]]], until: Callable[[Outcome], bool] | None = None
+    ) -> list[Outcome | None]:
+        """Each candidate's outcome, in order. ``until``: the batch ends at the first outcome, in
+        order, that satisfies it; the queries still running then are stopped and come back None."""
         check = self.check
         asked = [
             (
@@ -55,14 +60,31 @@ class CandidateQuery:
             for candidate, label, outputs in candidates
         ]
         if check.tries > 1:
-            return [repeated(self.session, fn, label, check) for fn, label in asked]
-        # (no result is None: only an ``enough`` leaves queries unfinished)
-        return [Outcome.of_query(check.stage, cast("QueryResult[Any]", r)) for r in self.session.query_all(asked)]
+            outcomes: list[Outcome | None] = []
+            for fn, label in asked:
+                outcomes.append(outcome := repeated(self.session, fn, label, check))
+                if until is not None and until(outcome):
+                    break
+            return outcomes + [None] * (len(asked) - len(outcomes))
+        enough = None if until is None else functools.partial(_decided, check.stage, until)
+        return [
+            None if r is None else Outcome.of_query(check.stage, r) for r in self.session.query_all(asked, enough=enough)
+        ]
 
     def progress(self) -> str:
         if self.reducer is None:
             return self.current_pass
         return f"{self.current_pass} · {plural(len(self.reducer.best.kept), 'node')} left · {self.reducer.queries} queries"
+
+
+def _decided(stage: str, until: Callable[[Outcome], bool], results: list[QueryResult[Any] | None]) -> bool:
+    """Has the batch's first outcome, in order, that satisfies ``until`` come in, every one before it too?"""
+    for result in results:
+        if result is None:
+            return False
+        if until(Outcome.of_query(stage, result)):
+            return True
+    return False
 
 
 def run_candidate(

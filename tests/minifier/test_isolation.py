@@ -127,6 +127,27 @@ def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
         session.close()
 
 
+@pytest.mark.e2e  # pt2kit's worker processes
+def test_a_batch_that_has_its_answer_stops_the_queries_still_running(tmp_path):
+    # The reducer's "first half that fails" (CandidateQuery's ``until``) rests on this: once
+    # ``enough`` says yes, a query still running is killed, not waited for, and its result is None.
+    import time
+
+    from minifier.isolation.session import Session
+
+    session = Session("enough", out=tmp_path / "runs", timeout=120, quiet=True)
+    session.worker.slots = 2
+    try:
+        results = session.query_all(
+            [(functools.partial(time.sleep, 0.1), "quick"), (functools.partial(time.sleep, 90), "slow")],
+            enough=lambda rs: rs[0] is not None,
+        )
+        assert results[0] is not None and results[1] is None
+        assert "slow" not in {step.step for step in session.timeline.steps}  # (never answered)
+    finally:
+        session.close()
+
+
 @pytest.mark.parametrize(
     ("program", "backend", "warms_inductor"),
     [

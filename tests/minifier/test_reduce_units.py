@@ -118,6 +118,7 @@ def test_an_accuracy_query_says_which_outputs_are_wrong_and_the_reducer_keeps_th
     # random numbers later ops would draw) is read by nothing kept.
     import planted  # noqa: F401  registers planted_wrong_cos
     from minifier.stages.profile import profile_case
+    from minifier.reduce.divergence import narrowed
     from minifier.reduce.engine import Reducer
     from minifier.stages.run import run_case
 
@@ -134,12 +135,12 @@ def test_an_accuracy_query_says_which_outputs_are_wrong_and_the_reducer_keeps_th
     assert outcome.diverging == (0, 1)
 
     reducer = Reducer(case, profile_case(case), outcome.failure.signature, _in_process_query(case))
-    assert "rand" in reducer.best.kept and reducer.narrowed(reducer.best) is None  # (not asked yet)
+    assert "rand" in reducer.best.kept and narrowed(reducer, reducer.best) is None  # (not asked yet)
     assert reducer.consider(reducer.best)
-    narrowed = reducer.narrowed(reducer.best)
-    assert narrowed is not None and (narrowed.kept, narrowed.outputs) == (("cos",), ("cos",))
-    assert reducer.consider(narrowed) and reducer.best == narrowed
-    assert reducer.narrowed(narrowed) is None  # every output of it diverges first-hand
+    cos = narrowed(reducer, reducer.best)
+    assert cos is not None and (cos.kept, cos.outputs) == (("cos",), ("cos",))
+    assert reducer.consider(cos) and reducer.best == cos
+    assert narrowed(reducer, cos) is None  # every output of it diverges first-hand
 
 
 def test_a_sample_half_with_a_wrong_answer_is_narrowed_in_one_query_not_halved():
@@ -216,7 +217,7 @@ def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
 
     _keep_failing_half(reducer)
     assert [n.split("_")[0] for n in reducer.best.kept] == ["relu"]
-    assert reducer.queries == 2  # one round: both halves side by side
+    assert reducer.queries == 1  # the first half fails: the second is neither waited for nor read
 
     pool = reducer_for(pool_only)
     assert _split_point(pool, pool.best.kept, 1) == len(pool.best.kept) == 3

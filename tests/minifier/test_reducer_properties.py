@@ -112,6 +112,51 @@ def test_asking_ahead_side_by_side_ends_with_the_same_repro_and_the_same_count_o
     assert sum(batches) >= many.queries
 
 
+def stopping(culprits: set[str], seed: int):
+    """A judge that takes ``until``, as the isolated queries do: its answers end in an order
+    drawn from ``seed`` (children finish when they finish), and the batch stops once the
+    first answer in order that satisfies ``until`` is in, with every one before it."""
+    import random
+
+    order = random.Random(seed)
+
+    def query(candidates, until=None):
+        answers = needing(culprits)(candidates)
+        if until is None:
+            return answers
+        ended: list[Outcome | None] = [None] * len(answers)
+
+        def decided() -> bool:
+            for answer in ended:
+                if answer is None:
+                    return False
+                if until(answer):
+                    return True
+            return False
+
+        for i in order.sample(range(len(answers)), len(answers)):
+            ended[i] = answers[i]
+            if decided():
+                break
+        return ended
+
+    return query
+
+
+@SETTINGS
+@given(program=programs(), jobs=st.integers(2, 5), seed=st.integers(0, 2**16), data=st.data())
+def test_a_pass_wanting_the_first_candidate_that_fails_ends_the_same_whichever_query_ends_first(program, jobs, seed, data):
+    # The blamed kernel's nodes are halved while the first half that fails does (follow_blame):
+    # a half that ends sooner must not change which half is kept.
+    ops, culprits = program
+    case = chain(ops, torch.randn(3, 4))
+    one = Reducer(case, profile_case(case), TARGET, needing(culprits))
+    many = Reducer(case, profile_case(case), TARGET, stopping(culprits, seed), jobs=jobs)
+    one.blamed = many.blamed = tuple(n for n in one.best.kept if data.draw(st.booleans(), label=f"blamed {n}"))
+    assert many.run(PASSES) == one.run(PASSES)
+    assert many.queries == one.queries
+
+
 def test_a_scan_asks_its_next_chunks_side_by_side():
     sin, exp, cos, tanh, neg = aten.sin.default, aten.exp.default, aten.cos.default, aten.tanh.default, aten.neg.default
     case = chain([sin, exp, cos, sin, tanh, aten.abs.default, cos, neg, sin], torch.randn(3, 4))
