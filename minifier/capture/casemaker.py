@@ -205,7 +205,11 @@ def tensor_input(name: str, value: torch.Tensor, dims: tuple[int, ...]) -> Graph
     cls = special_tensors.plain_subclass(value)
     if cls is not None:
         value = value.as_subclass(torch.Tensor)
-    meta = TensorMeta.of(value, window=True)
+    meta = replace(
+        TensorMeta.of(value, window=True),
+        view=special_tensors.view_kind(value),
+        view_function=special_tensors.custom_function_name(value),
+    )
     if cls is not None:
         meta = replace(meta, subclass=class_reference(cls))
     if meta.special == "zerotensor":

@@ -102,6 +102,9 @@ def _input_expression(i: GraphInput) -> str:
         placements = ", ".join(i.dtensor["placements"])
         local = _tensor_expression(i)
         return f"DTensor.from_local({local}, make_mesh({tuple(i.dtensor['mesh_shape'])!r}), [{placements}], run_check=False)"
+    if i.meta.view is not None:  # (made from the tensor it views, as the program made it)
+        named = f", {i.meta.view_function!r}" if i.meta.view_function else ""
+        return f"guarded_view({_tensor_expression(i)}, {i.meta.view!r}{named})"
     return _tensor_expression(i)
 
 

@@ -57,7 +57,7 @@ from .inputs import (
     symbolic_inputs_function,
 )
 from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
-from ..unit.runtime import call_hop, clone_input, copies, drop_unread_items, graph_module, non_leaf, rand_tensor
+from ..unit.runtime import call_hop, clone_input, copies, drop_unread_items, graph_module, guarded_view, non_leaf, rand_tensor
 from ..unit.devices import devices_of
 from ..unit.aliasing import aliasing_divergence, output_aliasing
 from ..unit.accuracy import ACCURACY_MESSAGE, accuracy_category, accuracy_divergence, run_float64, tensor_versions, written_inputs
@@ -135,6 +135,8 @@ def render(
         parts.append(inspect.getsource(copies).strip())
     if any(i.meta is not None and i.meta.requires_grad and not i.meta.is_leaf for i in case.inputs):
         parts.append(inspect.getsource(non_leaf).strip())
+    if any(i.meta is not None and i.meta.view for i in case.inputs):
+        parts.append(inspect.getsource(guarded_view).strip())
     if accuracy:
         fp64 = float64_graph(case.gm)
         if fp64.code != case.gm.code:  # dtypes written in the graph: the reference promotes them too

@@ -35,7 +35,7 @@ import torch
 import torch.fx as fx
 
 from .copies import clone_tensor, storage_window, view_into
-from .runtime import rand_tensor
+from .runtime import guarded_view, rand_tensor
 from pt2kit.names import op_name
 from pt2kit.seams import ops, special_tensors
 from pt2kit.words import Word
@@ -140,6 +140,8 @@ class TensorMeta:
     subclass: str | None = None  # a plain tensor subclass: how a repro names its class (``Tagged``, ``mylib.Tagged``)
     # a window into a larger storage (a slice of a tensor the graph never saw): (storage offset, storage size)
     storage: tuple[int, int] | None = None
+    view: str | None = None  # a view autograd guards, by how it was made (pt2kit.seams.special_tensors.VIEW_KINDS)
+    view_function: str | None = None  # a custom_function view: the Function's name (autograd's errors say it)
 
     @classmethod
     def of(cls, t: torch.Tensor, window: bool = False) -> TensorMeta:
@@ -178,6 +180,7 @@ class TensorMeta:
         special += f", a {self.subclass}" if self.subclass else ""
         if self.storage:
             special += f", a view at offset {self.storage[0]} into a storage of {self.storage[1]}"
+        special += f", {GUARDED_VIEWS[self.view]}" if self.view else ""
         return f"{self.dtype}{list(self.shape)} stride={list(self.stride)}{grad}{special}"
 
 
@@ -237,7 +240,15 @@ class GraphInput:
         if m.requires_grad and not m.is_leaf:  # as the program passed it: the output of a differentiable op
             with torch.enable_grad():
                 value = value.clone(memory_format=torch.preserve_format)
-        return value
+        return guarded_view(value, m.view, m.view_function or "ReturnedAsIs") if m.view else value
+
+
+#: How a repro's comment names each view autograd guards (:attr:`TensorMeta.view`).
+GUARDED_VIEWS = {
+    "custom_function": "a view returned as-is by a custom autograd.Function",
+    "no_grad": "a view made under no_grad",
+    "multi_output": "a view, one of several outputs of one op",
+}
 
 
 def snapshot(gm: fx.GraphModule) -> fx.GraphModule:

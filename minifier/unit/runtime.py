@@ -97,6 +97,23 @@ def non_leaf(t):
         return t.requires_grad_().clone(memory_format=torch.preserve_format)
 
 
+def guarded_view(t, how, function="ReturnedAsIs"):
+    """``t`` as the view the program passed, one autograd guards against in-place writes: returned
+    as-is by a custom ``autograd.Function`` named ``function`` (``"custom_function"``), made under
+    ``no_grad`` (``"no_grad"``), or one of several outputs of one op (``"multi_output"``)."""
+    if how == "custom_function":
+        returned_as_is = type(
+            function,
+            (torch.autograd.Function,),
+            {"forward": staticmethod(lambda ctx, x: x), "backward": staticmethod(lambda ctx, grad: grad)},
+        )
+        return returned_as_is.apply(t)
+    if how == "no_grad":
+        with torch.no_grad():
+            return t.view_as(t)
+    return t.unsqueeze(0).unbind(0)[0]
+
+
 def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu", storage=None):
     """A seeded random tensor with exactly this shape, stride, dtype and requires_grad.
 

@@ -15,6 +15,14 @@ memory, what is saved and cloned) plus its :data:`KINDS` name, in
 :attr:`minifier.unit.case.TensorMeta.special`; :func:`rebuild` puts the mark back, in pt2kit's
 queries and, as :func:`expression`, in the repro. A ZeroTensor needs no data at all.
 
+A **view autograd guards** is more than its values too: an input returned as-is by a custom
+``autograd.Function``, a view made under ``no_grad``, or one of several outputs of one op
+(``unbind``). Autograd refuses an in-place write to such a view, and AOTAutograd's replay of
+an input's mutation has hit that guard where eager did not (pytorch#194534). A copy is an
+ordinary tensor, so the guard is gone: :func:`view_kind` names it (:data:`VIEW_KINDS`, in
+:attr:`minifier.unit.case.TensorMeta.view`), and :func:`minifier.unit.runtime.guarded_view`
+makes such a view again, in pt2kit's queries and in the repro.
+
 A tensor **subclass** that only overrides ``__torch_function__`` (a tag a library puts on
 its tensors, ``x.as_subclass(Tagged)``) holds an ordinary tensor's data:
 :func:`plain_subclass` finds it, and a repro rebuilds it with ``.as_subclass(cls)``, the
@@ -33,12 +41,19 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._is_zerotensor, torch._efficientzerotensor, torch._neg_view, Tensor.is_neg, Tensor.is_conj",
-    features=("repros of special graph inputs (ZeroTensor, conjugate and negative views)",),
+    wraps="torch._is_zerotensor, torch._efficientzerotensor, torch._neg_view, Tensor.is_neg, Tensor.is_conj, "
+    "torch._C._autograd._get_creation_meta, Tensor._is_view",
+    features=(
+        "repros of special graph inputs (ZeroTensor, conjugate and negative views)",
+        "repros of views autograd guards (returned as-is by a custom Function, made under no_grad, one of several outputs)",
+    ),
 )
 
 #: The marks pt2kit carries: a ZeroTensor, the conjugate bit, the negative bit.
 KINDS = ("zerotensor", "conj", "neg")
+
+#: The views autograd guards against in-place writes, by how they were made (torch's ``CreationMeta``).
+VIEW_KINDS = {"IN_CUSTOM_FUNCTION": "custom_function", "NO_GRAD_MODE": "no_grad", "MULTI_OUTPUT_NODE": "multi_output"}
 
 
 def probe() -> None:
@@ -53,6 +68,12 @@ def probe() -> None:
     conjugate = torch.ones(2, dtype=torch.complex64).conj()
     if not conjugate.is_conj() or conjugate.conj().is_conj():
         raise AttributeError("Tensor.conj no longer toggles the conjugate bit")
+    x = torch.ones(2, requires_grad=True) * 1
+    with torch.no_grad():
+        made = {"no_grad": x.view_as(x)}
+    made["multi_output"] = x.unsqueeze(0).unbind(0)[0]
+    if {kind: view_kind(v) for kind, v in made.items()} != {k: k for k in made} or view_kind(x) is not None:
+        raise AttributeError("torch._C._autograd._get_creation_meta no longer tells a view autograd guards apart")
 
 
 def kind_of(t: Any) -> str | None:
@@ -68,6 +89,21 @@ def kind_of(t: Any) -> str | None:
     if t.is_neg():
         return "neg"
     return None
+
+
+def view_kind(t: Any) -> str | None:
+    """Which of :data:`VIEW_KINDS` ``t`` is (None: not a view autograd guards, or not a tensor)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor) or not t.requires_grad or not t._is_view():
+        return None
+    return VIEW_KINDS.get(torch._C._autograd._get_creation_meta(t).name)
+
+
+def custom_function_name(t: Any) -> str | None:
+    """The name of the custom ``autograd.Function`` a ``custom_function`` view came out of (its errors name it)."""
+    name = type(getattr(t, "grad_fn", None)).__name__
+    return name.removesuffix("Backward") if view_kind(t) == "custom_function" and name.endswith("Backward") else None
 
 
 def plain_subclass(t: Any) -> type | None:

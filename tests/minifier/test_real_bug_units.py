@@ -85,6 +85,44 @@ def test_special_inputs_are_made_again_not_copied_flat(special):
             assert tensor.is_conj() and torch.equal(tensor.resolve_conj(), value.resolve_conj())
 
 
+@pytest.mark.parametrize("kind", ["custom_function", "no_grad", "multi_output"])
+def test_a_view_autograd_guards_is_made_again_as_that_view(kind):
+    # pytorch#194534: an input an autograd.Function returned as-is, written through .detach():
+    # AOTAutograd's replay of the write hits autograd's guard on such views ("Output 0 of
+    # Ident is a view and is being modified inplace"), and a plain copy of it has no guard.
+    from minifier.capture.casemaker import tensor_input
+    from pt2kit.seams.special_tensors import view_kind
+
+    class Ident(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    base = torch.randn(2, 3, requires_grad=True) * 1
+    if kind == "custom_function":
+        value = Ident.apply(base)
+    elif kind == "no_grad":
+        with torch.no_grad():
+            value = base[:, :]
+    else:
+        value = base.unbind(0)[1]
+    graph_input = tensor_input("x", value, ())
+    assert graph_input.meta.view == kind and view_kind(base) is None
+    case = GraphCase(fx.symbolic_trace(lambda x: (x.detach().mul_(2),)), [graph_input])
+    (made,) = case.materialize_inputs()
+    (written,) = exec_repro(render(case, stage="eager"))["make_inputs"](data_of(case))
+    for tensor in (made, written):
+        assert view_kind(tensor) == kind and torch.equal(tensor.detach(), value.detach())
+        assert (tensor.shape, tensor.stride(), tensor.is_leaf) == (value.shape, value.stride(), value.is_leaf)
+    if kind == "custom_function":  # the guard, with the Function's own name in its message
+        with pytest.raises(RuntimeError, match="Output 0 of Ident is a view"):
+            written.mul_(2)
+
+
 def test_writes_into_inputs_and_inference_mode_switches_are_effects_not_dead_code():
     def program(x, y):
         x.mul_(y)
