@@ -173,9 +173,11 @@ def closing_note(error: BaseException) -> str | None:
         # (what the hook cannot see: dynamo's guards and side effects, later calls, autograd around the graphs)
         return (
             f"none of the {graphs} compiled graph(s) failed, and their first results agree with eager within rounding "
-            f"(the fp64 rule): the wrong answer arises outside what the hook watches; `minify run --accuracy {script}` "
-            f"bisects the whole program (dynamo alone first); if it needs bit-for-bit equality (a rounding the program "
-            f"asks for), `--strict-accuracy` compares exactly"
+            f"(the fp64 rule), their aliasing not judged: either a graph rounds otherwise than eager and the program's "
+            f"check allows no rounding (`minify run --strict-accuracy {script}` compares each graph with eager bit for bit), "
+            f"or the wrong answer arises outside what the hook watches (dynamo's guards and side effects, later calls, "
+            f"autograd around the graphs, outputs that alias): `minify run --accuracy {script}` bisects the whole program "
+            f"(dynamo alone first)"
         )
     return (
         f"none of the {graphs} compiled graph(s) failed; if the failure is a wrong answer, "

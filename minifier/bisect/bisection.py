@@ -47,7 +47,7 @@ from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
 from ..unit.accuracy import accuracy_category
-from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
+from .culprit import around_its_graphs, failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
 from .untraceable import handed_culprit, replay_breaks_of
 from pt2kit.seams import dynamo_exc
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
@@ -150,9 +150,15 @@ def flaky_or_not_alone(session: Session, program: ProgramRun, report: BisectRepo
     target = report.original.signature if report.original is not None else None
     again = read_capture_again(session, program)
     if target is not None and again.failure is not None and again.failure.signature == target:
+        # (the one failure the flaky verdict counts is the program's own: the graph alone never failed)
+        around = around_its_graphs(session, program, again.failure, report.backend)
+        said = f"{program.script.name} fails the same way on every run ({target}), but its graph, rebuilt alone, never does"
+        if around is None:
+            raise NotReproducible(f"{said}: the graph pt2kit rebuilds alone is not the one the program compiled") from None
         raise NotReproducible(
-            f"{program.script.name} failed the same way again when run again ({target}), but its graph alone does "
-            f"not ({flaky}): the graph pt2kit rebuilds alone is not the one the program compiled"
+            f"{said}: {around[0]} (or the graph rebuilt alone lacks something the program gave it: an input made "
+            "otherwise, state the program set)",
+            program_fails_at=around[1],
         ) from None
     raise flaky
 

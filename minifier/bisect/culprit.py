@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.markup import escape
 from .report import BisectReport, PinDownRetry, Row, matches, signature_of
 from .plainly import (
-    DYNAMO_OUTSIDE_ITS_GRAPHS, dynamo_config_set, fails_only_plainly, fails_under_dynamo_alone, first_stage_the_program_fails,
-    looks_like_wrong_answer, outside_its_graphs_at,
+    AOT_STAGES, DYNAMO_OUTSIDE_ITS_GRAPHS, askable, dynamo_config_set, fails_only_plainly, fails_under_dynamo_alone,
+    first_stage_the_program_fails, looks_like_wrong_answer, only_on_its_own_backend, outside_its_graphs_at,
 )  # fmt: skip
 from .steps import aot_rows, read_capture_again, run_each
 from ..capture.result import CaptureResult
@@ -401,9 +401,10 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             hint += "; under the dynamo config it sets (first suspects): " + ", ".join(f"{k} = {v!r}" for k, v in sorted(config.items()))
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
-    elif (stage := program_stage(session, program, captured.failure)) is not None:
-        hint = f"; {outside_its_graphs_at(stage)}"
-        named["program_fails_at"] = stage
+    elif (around := around_its_graphs(session, program, captured.failure, report.backend)) is not None:
+        hint, named["program_fails_at"] = f"; {around[0]}", around[1]
+        if around[1] == report.backend and looks_like_wrong_answer(captured.failure) and report.accuracy is True:
+            hint += f"; if {report.backend}'s rounding is what the program's check sees, --strict-accuracy judges each graph bit for bit against eager"
     elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:
         hint = (
             "; every graph is within the fp64 rule's tolerance (rounding no worse than eager's own against fp64 passes): "
@@ -413,6 +414,20 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",
         **named,
     )
+
+
+def around_its_graphs(session: Session, program: ProgramRun, failure: Failure, backend: str) -> tuple[str, str] | None:
+    """Where a failure no graph shows alone needs the program around its graphs: (the verdict, the stage).
+
+    The whole program is run on each AOTAutograd stage (:func:`program_stage`); failing on
+    none of them, it needs its own backend, when that is heavier. None: not asked (a torchrun
+    job, ``--backend``, a hang), or the program's backend is one of those stages already.
+    """
+    if (stage := program_stage(session, program, failure)) is not None:
+        return outside_its_graphs_at(stage), stage
+    if askable(program, failure) and backend not in (*AOT_STAGES, "eager"):
+        return only_on_its_own_backend(backend), backend
+    return None
 
 
 def program_stage(session: Session, program: ProgramRun, failure: Failure) -> str | None:

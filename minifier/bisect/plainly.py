@@ -88,16 +88,23 @@ def fails_under_dynamo_alone(program: ProgramRun, failure: Failure) -> bool:
     return fails_on(program, failure, "eager")
 
 
+def askable(program: ProgramRun, failure: Failure) -> bool:
+    """Can the whole program be run on a lighter backend to ask about ``failure``?
+
+    Not a torchrun job's ranks, nor under ``--backend`` (plainly, another compiler would
+    run), nor a hang (one on a lighter stage would cost the whole limit again, and say little).
+    """
+    return program.nproc == 1 and program.backend is None and failure.signature.kind != Kind.TIMEOUT
+
+
 def fails_on(program: ProgramRun, failure: Failure, stage: str) -> bool:
     """Does the program still fail ``failure``'s way with every ``torch.compile`` on ``backend=stage``?"""
     from pt2kit.seams.compiler_bisector import lighter_backend_code
     from ..stages.elsewhere import plain_run
     from .subsystem import PROGRAM_RERUN_LIMIT
 
-    if program.nproc != 1 or program.backend is not None:
-        return False  # (plainly, a torchrun job's ranks or another backend would run)
-    if failure.signature.kind == Kind.TIMEOUT:
-        return False  # (a hang on a lighter stage would cost the whole limit again, and say little)
+    if not askable(program, failure):
+        return False
     run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=lighter_backend_code(stage))
     if looks_like_wrong_answer(failure):
         return run.returncode not in (0, None)
@@ -124,10 +131,10 @@ def outside_its_graphs_at(stage: str) -> str:
     """The verdict on a program that first fails at ``stage`` (an AOTAutograd stage) while each graph passes alone."""
     before = "eager" if stage == AOT_STAGES[0] else AOT_STAGES[0]
     where = (
-        "AOTAutograd's, where its compiled functions meet the program's own autograd: each compiled graph is "
-        "one autograd node, so the program may differentiate one of its outputs with respect to another, "
-        "differentiate its backward again (create_graph=True), or hook or retain the gradient of a tensor "
-        "inside it"
+        "AOTAutograd's, where its compiled functions meet the program around them: their runtime wrappers "
+        "(inputs that alias one another, or are written in place, from one call to the next) or the program's "
+        "own autograd (each compiled graph is one autograd node: a gradient of one of its outputs with respect "
+        "to another, a double backward with create_graph=True, a hook or retained gradient inside it)"
         if stage == AOT_STAGES[0]
         else "in the decompositions or the min-cut partitioner (what aot_eager_decomp_partition adds to aot_eager), "
         "shown only by the program around the graphs"
@@ -136,6 +143,17 @@ def outside_its_graphs_at(stage: str) -> str:
         f"it fails the same way with every torch.compile on backend={stage!r} and not on "
         f"backend={before!r}, while each of its graphs passes every stage alone: the bug is {where}; "
         "the repro is the program itself on that backend"
+    )
+
+
+def only_on_its_own_backend(backend: str) -> str:
+    """The verdict on a program that fails on its own ``backend`` alone, no lighter stage, while each graph passes alone."""
+    return (
+        f"it fails the same way only on its own backend, {backend!r}, not with every torch.compile on "
+        f"backend={AOT_STAGES[0]!r} or {AOT_STAGES[-1]!r}, while each of its graphs passes every stage "
+        f"alone: the bug is {backend}'s where its compiled graphs meet the program around them (what they save "
+        "for the backward, an input written in place between the forward and the backward and autograd's check "
+        "of it, state across calls); the repro is the program itself on that backend"
     )
 
 

@@ -219,7 +219,9 @@ def test_a_failure_the_program_shows_on_every_run_and_its_graph_never_alone_is_n
             print(torch.compile(lambda x: torch.cos(x).exp(), backend=picky)(torch.randn(4)))
     """))
     error = refused(in_process, script, NotReproducible)
-    assert error.exit_code == 5 and "failed the same way again when run again" in str(error), str(error)
+    said = str(error)
+    assert error.exit_code == 5 and "fails the same way on every run" in said and "never does" in said, said
+    assert "state the program set" in said and "flaky" not in said, said
 
 
 @pytest.mark.e2e

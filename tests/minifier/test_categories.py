@@ -445,6 +445,33 @@ def test_a_failure_in_the_autograd_around_a_compiled_graph_is_given_its_stage(in
 
 
 @pytest.mark.e2e
+def test_a_failure_only_the_programs_own_backend_shows_around_its_graphs_is_given_that_backend(in_process, tmp_path):
+    # pytorch#197887: Inductor loses autograd's check of an input written in place between the
+    # forward and the backward. Each graph passes every stage alone, and the whole program fails
+    # on no lighter backend: exit 5 names the program's own backend, not a flag that cannot help.
+    from pt2kit.errors import NotReproducible
+
+    from support.paths import USER_MODULES
+
+    script = tmp_path / "twice.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n" + textwrap.dedent("""
+        import torch
+        import planted  # noqa: F401
+
+        f = torch.compile(lambda x: x.cos() + 1, backend="planted_second_run")
+        x = torch.randn(3)
+        f(x)
+        f(x)
+    """))
+    with pytest.raises(NotReproducible) as raised:
+        minified(in_process, script)
+    said = str(raised.value)
+    assert "fails the same way only on its own backend, 'planted_second_run'" in said, said
+    assert raised.value.report["program_fails_at"] == "planted_second_run"
+    assert "--strict-accuracy" not in said and "flaky" not in said  # (the one failure counted was the program's)
+
+
+@pytest.mark.e2e
 def test_a_graph_torch_compiles_for_itself_is_no_graph_of_the_program(in_process, tmp_path):
     # torch.cond run eagerly compiles a wrapper of torch's own (fullgraph, backend "eager"),
     # through every backend hook: it is not among the program's graphs. The user's backend,

@@ -799,7 +799,7 @@ def test_the_hook_says_in_one_line_when_the_program_fails_where_no_graph_did(tmp
         "y = f(torch.randn(4))\n"
         "assert y.sum() > 1e9, 'the answer is wrong'\n"
     )
-    for level, hint in (("2", "TORCHDYNAMO_REPRO_LEVEL=4 or `minify run --accuracy"), ("4", "outside what the hook watches; `minify run --accuracy")):
+    for level, hint in (("2", "TORCHDYNAMO_REPRO_LEVEL=4 or `minify run --accuracy"), ("4", "outside what the hook watches (dynamo's guards")):
         repros = tmp_path / f"repros{level}"
         done = under_the_hook(script, "dynamo", level, repros)
         *_, error, last = done.stderr.rstrip().splitlines()

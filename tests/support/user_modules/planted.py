@@ -55,6 +55,9 @@ What real bugs do, and the backends above never did:
 - ``planted_device_error``: a CUDA kernel's illegal memory access, which surfaces at the next
   call that waits on the device: in the compile on a graph of 4 ops or more (autotuning ran the
   kernel), at run time (an ``AcceleratorError``) on a smaller one.
+- ``planted_second_run``: the compiled forward of a graph with cos raises when it runs a
+  second time: each graph passes alone (one run), the program calling it twice fails, on
+  this backend only.
 - ``planted_slow_first``: the first compile of cos (a counter file decides) outlasts a short
   ``--timeout``, as on a loaded machine, then raises; every later compile raises at once.
 
@@ -177,6 +180,21 @@ def _raise_in_context(gm, inputs):
         raise RuntimeError("planted: cos needs the tracing context")
 
 
+def _second_run_fails(gm, example_inputs):
+    runs, hit = [], _has(gm, aten.cos.default)  # (per compiled graph: a fresh count for each compile)
+
+    def compiled(args):
+        values = list(args)
+        args.clear()
+        runs.append(1)
+        if hit and len(runs) > 1:
+            raise RuntimeError("planted: the compiled cos ran twice")
+        return gm.forward(*values)
+
+    compiled._boxed_call = True
+    return compiled
+
+
 def _register(name, fw=None, bw=None, inference=None):
     nop = _compiler()
     extra = {"inference_compiler": inference} if inference else {}
@@ -196,6 +214,7 @@ _register("planted_value", fw=_compiler(on_run=_values_above_100))
 _register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))
 _register("planted_in_context", fw=_compiler(on_compile=_raise_in_context))
 _register("planted_inference_error", inference=_compiler(on_compile=_raise_compile))
+_register("planted_second_run", fw=_second_run_fails)
 
 
 def _all_nodes(gm):
