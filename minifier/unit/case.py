@@ -240,7 +240,7 @@ class GraphInput:
         if m.requires_grad and not m.is_leaf:  # as the program passed it: the output of a differentiable op
             with torch.enable_grad():
                 value = value.clone(memory_format=torch.preserve_format)
-        return guarded_view(value, m.view, m.view_function or "ReturnedAsIs") if m.view else value
+        return guarded_view(value, m.view, m.view_function) if m.view else value
 
 
 #: How a repro's comment names each view autograd guards (:attr:`TensorMeta.view`).

@@ -97,13 +97,13 @@ def non_leaf(t):
         return t.requires_grad_().clone(memory_format=torch.preserve_format)
 
 
-def guarded_view(t, how, function="ReturnedAsIs"):
+def guarded_view(t, how, function=None):
     """``t`` as the view the program passed, one autograd guards against in-place writes: returned
     as-is by a custom ``autograd.Function`` named ``function`` (``"custom_function"``), made under
     ``no_grad`` (``"no_grad"``), or one of several outputs of one op (``"multi_output"``)."""
     if how == "custom_function":
         returned_as_is = type(
-            function,
+            function or "ReturnedAsIs",
             (torch.autograd.Function,),
             {"forward": staticmethod(lambda ctx, x: x), "backward": staticmethod(lambda ctx, grad: grad)},
         )
