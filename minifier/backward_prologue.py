@@ -39,6 +39,7 @@ _intent_reader: list[Callable[[], Any]] = []  # (the hook's: the user's repro se
 #: Set on an exception pt2kit has saved a repro for, so that the wrappers it passes through on its way out save it once.
 HANDLED = "_pt2kit_handled"
 _watched = [0]  # how many compiled graphs the hook has watched in this process (:func:`note_watched`)
+_rounded: list[str] = []  # level 4: each first result within rounding of eager's but not equal to it (:func:`note_rounding`)
 
 #: How far below an output's node the compiled backward may sit (a view's node over it).
 _DEPTH = 3
@@ -119,6 +120,14 @@ def note_watched() -> None:
     _watched[0] += 1
 
 
+def note_rounding(graph: str, difference: str | None) -> None:
+    """Level 4: ``graph``'s first result (or gradients) passed the fp64 rule; ``difference``: how it
+    still differs from eager's bit for bit (None: it does not). The closing note tells the two readings apart."""
+    if difference:
+        with _lock:
+            _rounded.append(f"{graph}: {difference}")
+
+
 def closing_note(error: BaseException) -> str | None:
     """The line for a program that dies of what no watched graph raised, while the user asked for a repro.
 
@@ -171,13 +180,21 @@ def closing_note(error: BaseException) -> str | None:
         )
     if intent.level == 4:
         # (what the hook cannot see: dynamo's guards and side effects, later calls, autograd around the graphs)
-        return (
-            f"none of the {graphs} compiled graph(s) failed, and their first results agree with eager within rounding "
-            f"(the fp64 rule), their aliasing not judged: either a graph rounds otherwise than eager and the program's "
-            f"check allows no rounding (`minify run --strict-accuracy {script}` compares each graph with eager bit for bit), "
-            f"or the wrong answer arises outside what the hook watches (dynamo's guards and side effects, later calls, "
+        outside = (
+            f"the wrong answer arises outside what the hook watches (dynamo's guards and side effects, later calls, "
             f"autograd around the graphs, outputs that alias): `minify run --accuracy {script}` bisects the whole program "
             f"(dynamo alone first)"
+        )
+        if not _rounded:
+            return (
+                f"none of the {graphs} compiled graph(s) failed, and every first result the hook compared equals eager's "
+                f"bit for bit, their aliasing not judged: {outside}"
+            )
+        return (
+            f"none of the {graphs} compiled graph(s) failed, and their first results agree with eager within rounding "
+            f"(the fp64 rule), their aliasing not judged; but {len(_rounded)} differ from eager's in the last bits "
+            f"({_rounded[0]}): if the program's check allows no rounding, that is its wrong answer "
+            f"(`minify run --strict-accuracy {script}` compares each graph with eager bit for bit); else {outside}"
         )
     return (
         f"none of the {graphs} compiled graph(s) failed; if the failure is a wrong answer, "

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .backward_prologue import HANDLED as _HANDLED, note_watched, remembered
+from .backward_prologue import HANDLED as _HANDLED, note_rounding, note_watched, remembered
 from .unit.float64 import draws_otherwise_than_eager, has_random_ops
 from pt2kit.opaque import opaque, opaque_wrapper
 
@@ -285,8 +285,12 @@ class ReproOnFailure:
             _set_rng_state(after)  # the program's random stream goes on as if nothing ran
         actual = eager.outputs_of(result, args)
         names = [i.name for i in case.inputs]  # (the graph's placeholders, as the repro names them)
-        problem = accuracy_divergence(eager.expected, actual, eager.fp64, labels=output_labels(eager, len(actual), names))
-        random = problem and draws_otherwise_than_eager(case.gm, case.backend)  # (their kind still compares)
+        labels = output_labels(eager, len(actual), names)
+        problem = accuracy_divergence(eager.expected, actual, eager.fp64, labels=labels)
+        draws = draws_otherwise_than_eager(case.gm, case.backend)
+        random = problem and draws  # (their kind still compares)
+        if not problem and not draws:
+            note_rounding(case.label(), accuracy_divergence(eager.expected, actual, eager.fp64, labels=labels, strict=True))
         return None if random and not accuracy_category(problem).startswith(_RANDOM_ALIKE) else problem
 
     def check_gradients(self, compiled: Callable[..., Any], case: Any, references: list[Any], rng: Any) -> str | None:
@@ -298,7 +302,7 @@ class ReproOnFailure:
         back. What the compiled backward raises is the program's failure, met early;
         the watchers of its aot graphs have saved it, and it goes on to the program.
         """
-        from .unit.accuracy import gradient_divergence, gradients
+        from .unit.accuracy import accuracy_divergence, gradient_references, gradients
 
         clones = safe(_clone_args, None, references)
         if clones is None:
@@ -312,9 +316,15 @@ class ReproOnFailure:
         if actual is None:
             return None
         try:
-            problem = safe(gradient_divergence, None, case.gm, references, actual, rng=rng, set_rng=_set_rng_state)
+            expected = safe(gradient_references, None, case.gm, references, rng=rng, set_rng=_set_rng_state)
         finally:
             _set_rng_state(after)
+        if expected is None:
+            return None
+        eager, fp64, labels = expected
+        problem = safe(accuracy_divergence, None, eager, actual, fp64, labels=labels)
+        if not problem:
+            note_rounding(case.label(), safe(accuracy_divergence, None, eager, actual, fp64, labels=labels, strict=True))
         return f"its backward: {problem}" if problem else None
 
     def handle(

@@ -204,15 +204,17 @@ def gradients(fn: Callable[..., Any], inputs: list[Any]) -> list[Any] | None:
     return [g.detach() if g is not None else None for g in grads]
 
 
-def gradient_divergence(gm: Any, inputs: list[Any], actual: list[Any], *, rng: Any, set_rng: Callable[[Any], None]) -> str | None:
-    """Are a compiled graph's gradients (``actual``, :func:`gradients` of it on clones of ``inputs``) right?
+def gradient_references(
+    gm: Any, inputs: list[Any], *, rng: Any, set_rng: Callable[[Any], None]
+) -> tuple[list[Any], list[Any] | None, list[str]] | None:
+    """What a compiled graph's gradients (:func:`gradients` of it on clones of ``inputs``) are judged against.
 
-    The accuracy rule of :func:`accuracy_divergence`, against eager's and float64's
-    gradients of ``gm``, each on fresh clones of ``inputs`` from the random state
-    ``rng``. A wrong gradient never reaches the forward's outputs: an aot graph traced
-    under the wrong context (an autocast region its backward ignores, pytorch#179804)
-    is only seen here, since that aot graph run eagerly agrees with itself. None:
-    right, or nothing to compare.
+    Eager's and float64's gradients of ``gm``, each on fresh clones of ``inputs`` from
+    the random state ``rng``, and their labels, for :func:`accuracy_divergence`; None:
+    ``gm`` has no gradients to compare. A wrong gradient never reaches the forward's
+    outputs: an aot graph traced under the wrong context (an autocast region its
+    backward ignores, pytorch#179804) is only seen here, since that aot graph run
+    eagerly agrees with itself.
     """
     import torch
 
@@ -232,7 +234,7 @@ def gradient_divergence(gm: Any, inputs: list[Any], actual: list[Any], *, rng: A
         except Exception:  # noqa: BLE001 - the reference's own limit: eager alone is the reference
             fp64 = None
     leaves = [k for k, v in enumerate(inputs) if isinstance(v, torch.Tensor) and v.requires_grad]
-    return accuracy_divergence(expected, actual, fp64, labels=[f"gradient of input {k}" for k in leaves])
+    return expected, fp64, [f"gradient of input {k}" for k in leaves]
 
 
 def judge_compiled_run(

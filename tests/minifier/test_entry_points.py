@@ -799,13 +799,41 @@ def test_the_hook_says_in_one_line_when_the_program_fails_where_no_graph_did(tmp
         "y = f(torch.randn(4))\n"
         "assert y.sum() > 1e9, 'the answer is wrong'\n"
     )
-    for level, hint in (("2", "TORCHDYNAMO_REPRO_LEVEL=4 or `minify run --accuracy"), ("4", "outside what the hook watches (dynamo's guards")):
+    for level, hint in (("2", "TORCHDYNAMO_REPRO_LEVEL=4 or `minify run --accuracy"), ("4", "equals eager's bit for bit, their aliasing not judged: the wrong answer arises outside what the hook watches")):
         repros = tmp_path / f"repros{level}"
         done = under_the_hook(script, "dynamo", level, repros)
         *_, error, last = done.stderr.rstrip().splitlines()
         assert done.returncode == 1 and error == "AssertionError: the answer is wrong", done.stderr[-800:]
         assert last.startswith("pt2kit: none of the 1 compiled graph(s) failed") and hint in last, last
         assert not repros.exists()
+
+
+ROUNDS_OTHERWISE = """
+import torch
+
+
+def rounding(gm, example_inputs):
+    # within any tolerance of eager, never equal to it: a compiler that rounds otherwise
+    return lambda *args: [o + o.abs() * 1e-6 + 1e-7 for o in gm(*args)]
+
+
+f = torch.compile(lambda x: x.sin() + 1, backend=rounding)
+x = torch.randn(4)
+assert torch.equal(f(x), x.sin() + 1), 'not bit for bit'
+"""
+
+
+@pytest.mark.e2e
+def test_the_hooks_level_4_note_says_which_graph_rounds_otherwise_than_eager(tmp_path):
+    # the program allows no rounding; the hook's rule does: its note names the graph whose last bits differ
+    script = tmp_path / "bits.py"
+    script.write_text(ROUNDS_OTHERWISE)
+    done = under_the_hook(script, "dynamo", "4", tmp_path / "repros")
+    *_, error, last = done.stderr.rstrip().splitlines()
+    assert done.returncode == 1 and error == "AssertionError: not bit for bit", done.stderr[-800:]
+    assert last.startswith("pt2kit: none of the 1 compiled graph(s) failed"), last
+    assert "1 differ from eager's in the last bits (g0: " in last and f"`minify run --strict-accuracy {script}`" in last, last
+    assert "equals eager's bit for bit" not in last
 
 
 EAGER_COND_THEN_A_FAILING_COMPILE = """
