@@ -280,6 +280,10 @@ def plain_run(
     return ElsewhereRun(returncode, stderr, time.perf_counter() - start, "user's" if users_cache else "fresh")
 
 
+#: How a run elsewhere ends when something outside it kills it (SIGTERM, SIGKILL): asked once more.
+KILLED = (-15, -9)
+
+
 def last_words(stderr: str) -> str:
     """A failed run's last exception line (``AssertionError: ...``), else its last line, at most 200 characters."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
@@ -337,6 +341,12 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
     finally:
         if ready is not None:
             ready.close()
+    if not shows_failure(elsewhere.returncode, elsewhere.stderr, target) and elsewhere.returncode in KILLED:
+        # killed from outside (a cleanup's signal, the OOM killer): not the repro's answer; one more run says it
+        elsewhere = session.timed(
+            "running repro.py elsewhere again: the first run was killed from outside",
+            lambda: run_elsewhere(path, session.timeout),
+        )
     if shows_failure(elsewhere.returncode, elsewhere.stderr, target):
         return True, None
     (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)

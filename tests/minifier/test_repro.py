@@ -3,6 +3,7 @@
 import ast
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -104,6 +105,36 @@ def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_
         assert interpreter.process.returncode == 43  # it ran this repro, not a fresh interpreter
         interpreter.close()
         assert not interpreter.where.exists()
+
+
+def test_a_run_elsewhere_killed_from_outside_is_asked_again_not_blamed_on_the_repro(session, tmp_path, monkeypatch):
+    # a cleanup's SIGTERM (or the OOM killer) ends the run elsewhere: that is not what the repro does
+    from minifier.stages.elsewhere import ReadyInterpreter, verify
+    from minifier.stages.run import ask
+    from minifier.unit.check import Check
+
+    monkeypatch.delenv("PT2KIT_VERIFY_ELSEWHERE", raising=False)  # (the suite's default skips the run elsewhere)
+    x = torch.randn(4, 4)
+    relu_bug = {"torch._inductor.config": {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}}
+    gm = trace_module(type("Relu", (torch.nn.Module,), {"forward": lambda self, x: (torch.relu(x),)})())
+    path = write_repro(GraphCase(gm, [GraphInput("x", x, TensorMeta.of(x))], config=relu_bug), tmp_path, stage="inductor")
+    case = load_repro(path).case
+    failure = ask(session, case, Check("inductor", None), "the failure").failure  # type: ignore[arg-type]
+    assert failure is not None and failure.signature.exception == "CppCompileError", failure
+    killed = []
+
+    def kill_it(case, check, done):
+        killed.append(interpreter.process.pid)
+        interpreter.process.terminate()
+        while not done():
+            time.sleep(0.05)
+
+    interpreter = session.ready = ReadyInterpreter()
+    session.while_verifying = kill_it
+    verified, why = verify(session, path, Check("inductor", failure.signature), case)
+    assert killed and interpreter.process.returncode == -15
+    assert verified and why is None, why
+    assert any(step.step.startswith("running repro.py elsewhere again") for step in session.timeline.steps)
 
 
 def test_rand_tensor_keeps_layout_and_is_reproducible():
