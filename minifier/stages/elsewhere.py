@@ -23,10 +23,11 @@ from ..unit.case import GraphCase
 from ..unit.check import Check, Stage
 from ..repro.files import load_repro
 from ..isolation.session import Session
+from ..isolation.executor import Handle
 from pt2kit.signature import shows_failure
 from pt2kit.script import PT2KIT_PACKAGES
 
-from .run import ask
+from .run import Outcome, ask, run_case
 from ..repro.writer import render
 
 
@@ -291,6 +292,10 @@ def last_words(stderr: str) -> str:
     return ((raised or lines or [""])[-1])[:200]
 
 
+#: The label of the written repro's run here, in a query.
+HERE = "checking the written repro fails the same way"
+
+
 def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tuple[bool, str | None]:
     """Does the written repro fail as ``check`` asks on another machine? (verified, why not)
 
@@ -298,7 +303,8 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
     of the reducer's last failing query (``asked``). Then as its reader will run it
     (docs/repro-format.md): a copy in another directory, torch
     alone, and no warm Inductor cache (:func:`~minifier.repro.files.run_elsewhere`). Both
-    must fail, and they run one right after the other: of two runs in a row of a failure
+    must fail; with more than one job they run side by side, the run here still right
+    after the reducer's last query in the worker: of two runs in a row of a failure
     that shows every other run (state the program's compiles share), one passes, so such
     a failure is caught on every run of pt2kit whichever path the reduction took, then
     measured (:mod:`minifier.stages.flaky`). ``check.tries``: a known flaky failure gets that
@@ -314,16 +320,21 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
     elsewhere_too = os.environ.get("PT2KIT_VERIFY_ELSEWHERE") != "0"
     # the file's own question: its stage and accuracy mode, as it wrote them
     written = Check(loaded.stage, target, "strict" if loaded.strict else loaded.accuracy)
-    for _ in range(tries if elsewhere_too or not same else 0):
-        if ask(session, loaded.case, written, "checking the written repro fails the same way").fails(written):
-            break
+    not_here = (
+        "the written repro.py failed once, then passed when run again: the failure does not show in every run"
+        if same
+        else "the written repro.py did not reproduce the failure when read back; the graph in work/origin does"
+    )
+    here: Handle | None = None
+    if elsewhere_too and tries == 1 and session.jobs > 1:  # (both at once: the one here follows the reducer's all the same)
+        here = session.start(functools.partial(run_case, loaded.case, written.stage, accuracy=written.accuracy), HERE)
     else:
-        if elsewhere_too or not same:
-            return False, (
-                "the written repro.py failed once, then passed when run again: the failure does not show in every run"
-                if same
-                else "the written repro.py did not reproduce the failure when read back; the graph in work/origin does"
-            )
+        for _ in range(tries if elsewhere_too or not same else 0):
+            if ask(session, loaded.case, written, HERE).fails(written):
+                break
+        else:
+            if elsewhere_too or not same:
+                return False, not_here
     if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
         return True, "not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only"
     meanwhile = session.while_verifying
@@ -341,6 +352,8 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
     finally:
         if ready is not None:
             ready.close()
+    if here is not None and not Outcome.of_query(written.stage, session.wait(here)).fails(written):
+        return False, not_here
     if not shows_failure(elsewhere.returncode, elsewhere.stderr, target) and elsewhere.returncode in KILLED:
         # killed from outside (a cleanup's signal, the OOM killer): not the repro's answer; one more run says it
         elsewhere = session.timed(

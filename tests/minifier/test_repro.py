@@ -114,6 +114,7 @@ def test_a_run_elsewhere_killed_from_outside_is_asked_again_not_blamed_on_the_re
     from minifier.unit.check import Check
 
     monkeypatch.delenv("PT2KIT_VERIFY_ELSEWHERE", raising=False)  # (the suite's default skips the run elsewhere)
+    session.worker.slots = 2
     x = torch.randn(4, 4)
     relu_bug = {"torch._inductor.config": {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}}
     gm = trace_module(type("Relu", (torch.nn.Module,), {"forward": lambda self, x: (torch.relu(x),)})())
@@ -134,7 +135,11 @@ def test_a_run_elsewhere_killed_from_outside_is_asked_again_not_blamed_on_the_re
     verified, why = verify(session, path, Check("inductor", failure.signature), case)
     assert killed and interpreter.process.returncode == -15
     assert verified and why is None, why
-    assert any(step.step.startswith("running repro.py elsewhere again") for step in session.timeline.steps)
+    steps = {step.step: step for step in session.timeline.steps}
+    assert "running repro.py elsewhere again: the first run was killed from outside" in steps
+    # with two jobs, the run here went side by side with the first run elsewhere
+    here, elsewhere = steps["checking the written repro fails the same way"], steps[next(s for s in steps if s.startswith("running repro.py elsewhere:"))]
+    assert session.jobs == 2 and here.ended > elsewhere.ended - elsewhere.seconds  # (one after the other: it ends before)
 
 
 def test_rand_tensor_keeps_layout_and_is_reproducible():
