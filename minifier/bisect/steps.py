@@ -121,6 +121,7 @@ class EarlyStages:
         self._final: list[tuple[str, GraphCase, str]] = []
         self._dynamo: dict[str, tuple[str, GraphCase]] = {}  # label (g0) -> its file and case
         self._running: list[tuple[str, str, Any]] = []  # (graph file, stage, handle)
+        self._asked: dict[int, GraphCase] = {}  # id(handle) -> the version of its graph it asked about
         self.outcomes: dict[str, dict[str, Outcome]] = {}
         self.cases: dict[str, GraphCase] = {}  # graph file -> the case read from it (the bisection reads no file twice)
         self.profiled: dict[str, QueryResult[Any]] = {}  # graph file -> its profile, asked in :meth:`finish`
@@ -137,7 +138,9 @@ class EarlyStages:
             (self._cheap if early else self._final).remove(entry)
             label = f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}, while the program runs"
             query = functools.partial(run_case, case, stage, accuracy=self.accuracy)
-            self._running.append((path, stage, self.session.start(query, label)))
+            handle = self.session.start(query, label)
+            self._running.append((path, stage, handle))
+            self._asked[id(handle)] = case
 
     def finish(self, captured: CaptureResult, *, profile: bool = False) -> None:
         """The program ended: the eager stages still queued that the bisection needs, in one batch now
@@ -211,6 +214,8 @@ class EarlyStages:
         for entry in [e for e in self._running if e[2].done]:
             self._running.remove(entry)
             path, stage, handle = entry
+            if self._asked.pop(id(handle), None) is not self.cases.get(path):
+                continue  # (about a version of the graph saved again since: asked again)
             try:
                 result = handle.result()
             except Exception:  # noqa: BLE001 - left to the bisection's batch, which reports it
@@ -241,6 +246,10 @@ class EarlyStages:
         if not final_version or not isinstance(event, (GraphSaved, AotGraphSaved)) or not event.path:
             return
         path = event.path
+        if path in self.cases:  # saved again, on a later call's inputs: what the old version answered no longer holds
+            self.outcomes.pop(path, None)
+            self._cheap = [e for e in self._cheap if e[0] != path]
+            self._final = [e for e in self._final if e[0] != path]
         roots = event.roots if isinstance(event, GraphSaved) else []
         sys.path.extend(root for root in [*self.roots, *roots] if root not in sys.path)
         try:

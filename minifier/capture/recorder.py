@@ -44,6 +44,7 @@ import torch.fx as fx
 from . import blame, hooks
 from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, snapshot
 from ..unit.copies import clone_values
+from .calls import LaterCalls, later_calls
 from .casemaker import aot_case, make_case
 from pt2kit.backends import resolve_backend
 
@@ -133,7 +134,7 @@ class Recorder:
             recorder._local.compilers_by_kwargs = compiler_kwargs(backend_registry.unwrap(backend_fn)) is not None
             with recorder.owning(case), recorder.busy(f"compiling {case.label()}"):
                 compiled = tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs)
-            return recorder.watch(compiled, case.label())
+            return recorder.watch(compiled, case.label(), later=later_calls(recorder, case))
 
         pt2kit_capture.__name__ = getattr(fn, "__name__", "pt2kit_capture")
         return pt2kit_capture
@@ -192,7 +193,7 @@ class Recorder:
                 return recorder.watch(compiled, f"a {kind} graph")
             recorder.save_aot(graph)
             label = graph.directory.name if graph.directory is not None else f"{graph.owner.label()}.{graph.kind}"
-            return recorder.watch(compiled, label, first_call=graph)
+            return recorder.watch(compiled, label, first_call=graph, later=later_calls(recorder, graph.owner, graph))
 
         return opaque(pt2kit_aot_compiler)
 
@@ -263,11 +264,19 @@ class Recorder:
             self._missing = state.missing
             self.event(StateMissing(state.missing))
         self.cases.append(case)
-        path = write_repro(case, self.out_dir / str(GraphId(index)), stage=case.backend)
-        self.event(
-            GraphSaved(index, str(path), case.frame, case.node_count, case.backend, [root for _, root in case.modules])
-        )
+        self.save(case)
         return case
+
+    def save(self, case: GraphCase) -> None:
+        """Write a dynamo graph's repro (again, on a later call's inputs) and log it."""
+        path = write_repro(case, self.out_dir / str(GraphId(case.index)), stage=case.backend)
+        self.event(
+            GraphSaved(case.index, str(path), case.frame, case.node_count, case.backend, [root for _, root in case.modules])
+        )
+
+    def aot_graphs_of(self, index: int) -> bool:
+        """Has dynamo graph ``index`` aot graphs of its own, saved and watched?"""
+        return any(owner == index for owner, _ in self._aot_counts)
 
     def record_failing_frame(self, exc: BaseException, frame: dict[str, Any] | None) -> None:
         """Dynamo failed while tracing a frame: save the frame, lifted to graphs, where it can be.
@@ -294,11 +303,14 @@ class Recorder:
 
     # hang detection ----------------------------------------------------------
 
-    def watch(self, compiled: Callable[..., Any], label: str, first_call: AotGraph | None = None) -> Callable[..., Any]:
+    def watch(
+        self, compiled: Callable[..., Any], label: str, first_call: AotGraph | None = None, later: LaterCalls | None = None
+    ) -> Callable[..., Any]:
         """Wrap a compiled callable: the watchdog sees time spent in it, and a failure in it names it.
 
         With ``first_call``, the aot graph's real inputs are saved at its first run, before
-        the call (it may crash, or write into its inputs).
+        the call (it may crash, or write into its inputs). ``later``: a dynamic graph's
+        calls on sizes its first did not have, kept when they fail (:mod:`minifier.capture.calls`).
         """
         recorder = self
         pending: list[Any] = [first_call, True]  # the aot graph (or None), and whether the next call is the first
@@ -310,6 +322,8 @@ class Recorder:
                 if first:  # (a crash in the first run leaves "running" without "ran": that graph crashed)
                     pending[:] = [None, False]
                     values = call_values(args)  # (now: a boxed call empties its list)
+                    if later is not None:
+                        later.first(values)
                     judged = graph is not None and recorder.save_real_inputs(graph, values) and recorder.accuracy
                     rng = torch.random.get_rng_state() if judged else None
                     recorder.event(Running(label))
@@ -320,10 +334,14 @@ class Recorder:
                         finally:
                             unfollow()
                     recorder.event(Ran(label))
-                    if judged and graph is not None:  # (judged: a graph's first run, judged)
-                        recorder.judge(graph, label, out, rng, values)
+                    if judged and graph is not None and recorder.judge(graph, label, out, rng, values) and later:
+                        later.kept = True  # (its first run was wrong: that is the failure to keep)
                     return out
+                values = call_values(args) if later is not None else []
+                copies = later.copies(values) if later is not None else None
                 with recorder.busy(f"running {label}"):
+                    if later is not None and copies is not None:
+                        return later.call(compiled, args, kwargs, values, copies)
                     return compiled(*args, **kwargs)
             except BaseException as e:
                 if not getattr(e, "_pt2kit_graph", None):
@@ -353,20 +371,24 @@ class Recorder:
         self.save_aot(graph, real=True)
         return True
 
-    def judge(self, graph: AotGraph, label: str, outputs: Any, rng: Any, after: list[Any]) -> None:
+    def judge(self, graph: AotGraph, label: str, outputs: Any, rng: Any, after: list[Any]) -> bool:
         """``--accuracy``: the program's own compiled run of an aot graph, judged as an isolated query would judge it.
 
-        ``after``: the values it ran on, as the run left them (a graph may write into its inputs).
+        ``after``: the values it ran on, as the run left them (a graph may write into its
+        inputs). True: it was wrong.
         """
         try:
-            with dispatch.outside_modes():
-                failure = judge_compiled_run(
-                    graph.gm, graph.values, outputs, rng=rng, strict=self.accuracy == "strict", after=after
-                )
+            failure = self.judged(graph.gm, graph.values, outputs, rng, after)
         except Exception as e:  # noqa: BLE001 - no verdict: the bisection asks an isolated query instead
             self.event(Judged(label, error=f"{type(e).__name__}: {e}"))
-            return
+            return False
         self.event(Judged(label, failure.signature if failure else None, failure.details if failure else ""))
+        return failure is not None
+
+    def judged(self, gm: fx.GraphModule, values: list[Any], outputs: Any, rng: Any, after: list[Any]) -> Any:
+        """The wrong answer of one compiled run of ``gm`` on ``values`` (:func:`judge_compiled_run`), or None."""
+        with dispatch.outside_modes():
+            return judge_compiled_run(gm, values, outputs, rng=rng, strict=self.accuracy == "strict", after=after)
 
     def busy(self, what: str) -> _Busy:
         return _Busy(self, what)

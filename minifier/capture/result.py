@@ -65,8 +65,8 @@ class CaptureResult:
         """
         counts = Counter(
             f"{frame.get('name')} ({Path(str(frame.get('filename'))).name}:{frame.get('lineno')})"
-            for e in self.events
-            if isinstance(e, GraphSaved) and (frame := e.frame)
+            for e in {e.path: e for e in self.events if isinstance(e, GraphSaved)}.values()  # (each graph once)
+            if (frame := e.frame)
         )
         if not counts:
             return None
@@ -94,7 +94,7 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
     """Assemble a :class:`CaptureResult` from a capture run's event log."""
     log = out_dir / "events.jsonl"
     events = parse_events(log.read_text().splitlines()) if log.exists() else []
-    saved = [e for e in events if isinstance(e, GraphSaved)]
+    saved = list({e.path: e for e in events if isinstance(e, GraphSaved)}.values())  # (a graph saved again: one)
     paths = [Path(e.path) for e in saved]
     roots = list(dict.fromkeys(root for e in saved for root in e.roots))
     result = CaptureResult(graph_paths=paths, failure=None, events=events, graphs_at_failure=len(paths), roots=roots)

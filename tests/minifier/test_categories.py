@@ -4,7 +4,8 @@
   and a failure that needs the branch;
 - a script whose carried definitions start with ``from __future__ import annotations``;
 - the context around the compiled call (an outer ``torch.autocast``, the default dtype, matmul precision);
-- a failure inside dynamo's own tracing, recorded as the torch calls dynamo saw.
+- a failure inside dynamo's own tracing, recorded as the torch calls dynamo saw;
+- a dynamic graph right on its first call's sizes and wrong on a later call's (the last, smaller batch).
 
 The programs run under capture in their own process, as ``minify run`` runs them; the queries are asked in
 this test's process; each repro then runs with torch alone, in another directory, on an empty Inductor cache.
@@ -13,13 +14,14 @@ this test's process; each repro then runs with torch alone, in another directory
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from support.programs import minified
-from support.running import torch_alone
+from support.running import run_repro_without_pt2kit, torch_alone
 
 pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matrix runs them on every supported release
 
@@ -683,3 +685,33 @@ def test_random_draws_are_compared_where_the_backend_draws_as_eager_does():
     assert all(draws_otherwise_than_eager(gm, s) for s in ("inductor", "my_backend", "aot_eager_decomp_partition"))
     assert not any(draws_otherwise_than_eager(gm, s) for s in ("eager", "aot_eager"))
     assert not draws_otherwise_than_eager(trace_module(torch.nn.ReLU()), "inductor")
+
+
+LATER_SIZES = """
+import sys
+sys.path.insert(0, {modules!r})
+import torch
+import planted  # noqa: F401
+
+f = torch.compile(lambda x: x.cos() + 1, backend={backend!r}, dynamic=True)
+for rows in (4, 6, 4, 5, 7):  # the same graph, every size; wrong from 5 rows on
+    x = torch.randn(rows, 3)
+    torch.testing.assert_close(f(x), x.cos() + 1)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("backend", ["planted_odd_rows", "planted_odd_rows_accuracy"])
+def test_a_dynamic_graph_that_fails_on_a_later_calls_sizes_is_minified_on_them(in_process, tmp_path, backend):
+    # its saved inputs were its first call's (4 rows), on which it passes: the call that failed is kept
+    from support.paths import USER_MODULES
+
+    script = tmp_path / "batches.py"
+    script.write_text(LATER_SIZES.format(modules=str(USER_MODULES), backend=backend))
+    report = minified(in_process, script, accuracy=backend.endswith("accuracy"))
+    assert report["failure"]["stage"] == backend and report["graph"]["kind"] == "inference", report["notes"]
+    assert report["ops_after"] == ["aten.cos.default"] and report["verified"], report
+    ran = run_repro_without_pt2kit(Path(report["repro"]))  # (planted: a user module of the tests' own)
+    assert ran.returncode != 0
+    shown = "odd number of rows" if backend == "planted_odd_rows" else "AccuracyError"
+    assert shown in ran.stderr, ran.stderr[-1500:]

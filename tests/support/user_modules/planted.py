@@ -58,6 +58,9 @@ What real bugs do, and the backends above never did:
 - ``planted_second_run``: the compiled forward of a graph with cos raises when it runs a
   second time: each graph passes alone (one run), the program calling it twice fails, on
   this backend only.
+- ``planted_odd_rows`` / ``planted_odd_rows_accuracy``: the compiled forward of a graph with cos
+  raises, or adds a half to its outputs, when its first tensor has an odd number of rows (a
+  dynamic graph: right on its first call's sizes, wrong on a later call's).
 - ``planted_slow_first``: the first compile of cos (a counter file decides) outlasts a short
   ``--timeout``, as on a loaded machine, then raises; every later compile raises at once.
 
@@ -155,6 +158,21 @@ def _values_above_100(run, values):
     return run(*values)
 
 
+def _odd_rows(values):
+    first = next((v for v in values if isinstance(v, torch.Tensor) and v.dim()), None)
+    return first is not None and first.shape[0] % 2 == 1
+
+
+def _odd_rows_raise(run, values):
+    if _odd_rows(values):
+        raise RuntimeError("planted: the cos kernel fails on an odd number of rows")
+    return run(*values)
+
+
+def _odd_rows_off(run, values):
+    return _off_by_half(run, values) if _odd_rows(values) else run(*values)
+
+
 def _raise_backward(gm, inputs):
     raise RuntimeError("planted: cannot compile aten.tanh_backward")
 
@@ -215,6 +233,8 @@ _register("planted_flaky", fw=_compiler(on_compile=_flaky_compile))
 _register("planted_in_context", fw=_compiler(on_compile=_raise_in_context))
 _register("planted_inference_error", inference=_compiler(on_compile=_raise_compile))
 _register("planted_second_run", fw=_second_run_fails)
+_register("planted_odd_rows", fw=_compiler(on_run=_odd_rows_raise))
+_register("planted_odd_rows_accuracy", fw=_compiler(on_run=_odd_rows_off))
 
 
 def _all_nodes(gm):
