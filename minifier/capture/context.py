@@ -118,7 +118,7 @@ def _learn() -> None:
     _DYNAMO_OWN_PATCHES.clear()
     for name, values in (seen[0] if seen else {}).items():
         # A default torch read from the environment shows in every thread; dynamo did not patch it.
-        environment = config_seam.ENVIRONMENT_DEFAULTS.get(name, ())
+        environment = {*config_seam.ENVIRONMENT_DEFAULTS.get(name, ()), *config_seam.from_environment(name)}
         _DYNAMO_OWN_PATCHES[name] = {k: v for k, v in values.items() if k not in environment}
     _LEARNED.set()
 

@@ -112,8 +112,16 @@ READY_RUNNER = (
 
 
 def elsewhere_env() -> dict[str, str]:
-    """The environment of a run elsewhere, its Inductor cache aside: the user's, no repro hook, no PYTHONPATH, no pt2kit autoload."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDYNAMO_REPRO", "PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR"))}
+    """The environment of a run elsewhere, its Inductor cache aside: the user's, no repro hook, no PYTHONPATH, no pt2kit
+    autoload, and none of the variables torch's compile-relevant config is read from (the repro carries those keys)."""
+    from pt2kit.seams.config import environment_variables
+
+    carried = environment_variables()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TORCHDYNAMO_REPRO", "PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR")) and k not in carried
+    }
     env["PT2KIT_AUTOLOAD"] = "0"
     return env
 

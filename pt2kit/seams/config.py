@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
+import re
 from typing import Any
 
 from . import Seam
@@ -81,6 +83,8 @@ def probe() -> None:
             if env_key not in module._config or env_key in module._compile_ignored_keys:
                 raise AttributeError(f"{name}.{env_key} is no longer a compile-relevant config key")
     repro_settings()
+    if env_keys("torch._inductor.config").get("freezing") != ("TORCHINDUCTOR_FREEZING",):
+        raise AttributeError("torch._inductor.config.freezing is no longer read from TORCHINDUCTOR_FREEZING in its source")
     if not writes_stay_in_their_context():  # (torch 2.11: run_isolated puts the values back itself)
         for name in REPLAY_MODULES:
             for method in ("get_config_copy", "load_config"):
@@ -137,10 +141,72 @@ def changed_values(name: str) -> dict[str, Any]:
     # torch's config.patch() leaves a key "overridden" with its old value when it
     # exits; a value equal to the default is no change.
     changed = {k: v for k, v in values.items() if v != config._config[k].default}
+    # a value torch read from the environment at import (TORCHINDUCTOR_FREEZING=1) is its
+    # "default", which torch's own repros drop: the engineer runs the repro without that variable
+    for key in from_environment(name):
+        changed.setdefault(key, getattr(config, key))
     for key in ENVIRONMENT_DEFAULTS.get(name, ()):
         if key in config._config:
             changed[key] = getattr(config, key)
     return changed
+
+
+#: What an environment variable torch's config reads is called.
+_ENV_NAME = re.compile(r"(PYTORCH|TORCH)[A-Z0-9_]*_[A-Z0-9_]+")
+
+
+@functools.cache
+def env_keys(name: str) -> dict[str, tuple[str, ...]]:
+    """Keys of config module ``name`` whose value torch computes from environment variables, with those variables.
+
+    Read off the module's source: most keys are plain assignments such as
+    ``freezing: bool = os.environ.get("TORCHINDUCTOR_FREEZING", "0") == "1"``, whose
+    result torch then calls the key's default (``_config[key].default``), and a few
+    name theirs to ``Config(env_name_default=...)``. Keys in a class body
+    (``class cpp:``) are dotted, as torch names them (``cpp.threads``).
+    """
+    import ast
+    import inspect
+
+    found: dict[str, tuple[str, ...]] = {}
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                variables = tuple(
+                    c.value
+                    for c in ast.walk(node.value)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and _ENV_NAME.fullmatch(c.value)
+                )
+                for target in targets:
+                    if variables and isinstance(target, ast.Name):
+                        found[prefix + target.id] = variables
+
+    visit(ast.parse(inspect.getsource(importlib.import_module(name))).body, "")
+    return found
+
+
+def from_environment(name: str) -> set[str]:
+    """Compile-relevant keys of config module ``name`` read from an environment variable set now (:func:`env_keys`)."""
+    config = module(name)
+    ignored = set(config._compile_ignored_keys)
+    return {
+        key
+        for key, variables in env_keys(name).items()
+        if key in config._config and key not in ignored and any(v in os.environ for v in variables)
+    }
+
+
+def environment_variables() -> set[str]:
+    """The environment variables compile-relevant keys of :data:`MODULES` are read from (a repro carries those keys instead)."""
+    found = set()
+    for name in MODULES:
+        ignored = set(module(name)._compile_ignored_keys)
+        found |= {v for key, variables in env_keys(name).items() if key not in ignored for v in variables}
+    return found
 
 
 def when_set(module_name: str, key: str, callback: Any) -> None:

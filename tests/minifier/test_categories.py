@@ -5,7 +5,8 @@
 - a script whose carried definitions start with ``from __future__ import annotations``;
 - the context around the compiled call (an outer ``torch.autocast``, the default dtype, matmul precision);
 - a failure inside dynamo's own tracing, recorded as the torch calls dynamo saw;
-- a dynamic graph right on its first call's sizes and wrong on a later call's (the last, smaller batch).
+- a dynamic graph right on its first call's sizes and wrong on a later call's (the last, smaller batch);
+- config the program's environment set (``TORCHINDUCTOR_FREEZING=1``), which torch calls its default.
 
 The programs run under capture in their own process, as ``minify run`` runs them; the queries are asked in
 this test's process; each repro then runs with torch alone, in another directory, on an empty Inductor cache.
@@ -715,3 +716,39 @@ def test_a_dynamic_graph_that_fails_on_a_later_calls_sizes_is_minified_on_them(i
     assert ran.returncode != 0
     shown = "odd number of rows" if backend == "planted_odd_rows" else "AccuracyError"
     assert shown in ran.stderr, ran.stderr[-1500:]
+
+
+FROZEN_ONLY = """
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from functorch.compile import make_boxed_func
+
+
+def fw(gm, example_inputs):
+    # a compiler whose frozen path mishandles cos: what config says, as the program's environment set it
+    if torch._inductor.config.freezing and any(n.target == torch.ops.aten.cos.default for n in gm.graph.nodes):
+        raise RuntimeError("frozen cos")
+    return make_boxed_func(gm.forward)
+
+
+with torch.no_grad():
+    torch.compile(lambda x: x.cos().relu() + 1, backend=aot_autograd(fw_compiler=fw))(torch.randn(4))
+"""
+
+
+@pytest.mark.e2e
+def test_config_the_programs_environment_set_is_carried_and_the_repro_fails_without_it(in_process, tmp_path, monkeypatch):
+    # torch reads TORCHINDUCTOR_FREEZING when it is imported and calls the result its default:
+    # torch's own repros drop it, and the engineer, whose shell does not set it, sees no failure
+    script = tmp_path / "frozen.py"
+    script.write_text(FROZEN_ONLY)
+    import torch._inductor.config
+
+    assert not torch._inductor.config.freezing  # (this process, where the queries run, imported Inductor without it)
+    monkeypatch.setenv("TORCHINDUCTOR_FREEZING", "1")  # (the program's environment)
+    report = minified(in_process, script)
+    monkeypatch.delenv("TORCHINDUCTOR_FREEZING")
+    assert report["config"] == {"torch._inductor.config": {"freezing": True}}, report["config"]
+    assert report["ops_after"] == ["aten.cos.default"]
+    ran = torch_alone(Path(report["repro"]), tmp_path / "elsewhere")
+    assert ran.returncode != 0 and "RuntimeError: frozen cos" in ran.stderr, ran.stderr[-1500:]
