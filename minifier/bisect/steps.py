@@ -97,7 +97,8 @@ class EarlyStages:
     The program runs on one core; once pt2kit's worker is warm, the other core is
     idle until the program ends. Every query the bisection asks anyway and that does
     not wait on the program's own verdict can run there, one at a time, in this
-    order: each dynamo graph's eager stages as soon as it is saved; each aot graph's
+    order: each dynamo graph's eager stages as soon as it is saved (the costliest,
+    ``aot_eager_decomp_partition``, first); each aot graph's
     eager stage once its file holds its real inputs (or its compile failed); then
     the final stage of a dynamo graph whose first run returned. The final stage of
     the graph a program crashes in is left alone: the program is about to answer it
@@ -257,7 +258,8 @@ class EarlyStages:
         except Exception:  # noqa: BLE001 - the bisection reads every graph again and says what is wrong
             return
         stages = stages_for(case)
-        self._cheap.extend((path, case, stage) for stage in stages[:-1])
+        # the costliest first: started early, it ends soonest; the cheap ones fill the cores once the program ends
+        self._cheap.extend((path, case, stage) for stage in reversed(stages[:-1]))
         if isinstance(event, GraphSaved):
             self._dynamo[case.label()] = (path, case)
 
