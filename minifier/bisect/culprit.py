@@ -44,6 +44,7 @@ from .steps import aot_rows, read_capture_again, run_each
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
+from ..unit.check import Stage
 from ..capture.context import missing_config
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, plural
 from ..stages.flaky import failure_rate
@@ -395,7 +396,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             + " (define it in an importable module)"
         )
     elif dynamo_alone:
-        hint = f"; {DYNAMO_OUTSIDE_ITS_GRAPHS}"
+        hint, named["program_fails_at"] = f"; {DYNAMO_OUTSIDE_ITS_GRAPHS}", Stage.EAGER
         if config := dynamo_config_set([r.case.config for r in report.rows if r.case is not None]):
             named["config"] = {"torch._dynamo.config": config}
             hint += "; under the dynamo config it sets (first suspects): " + ", ".join(f"{k} = {v!r}" for k, v in sorted(config.items()))

@@ -19,7 +19,7 @@ import torch.fx as fx
 
 from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta
 from ..unit.copies import alias_groups
-from ..unit.graphio import subgraphs
+from ..unit.graphio import exact_constants, subgraphs
 from .context import BackendInfo, class_reference, class_sources, custom_op_names, custom_op_sources, non_default_config
 from .extract import merge_definitions
 from pt2kit.seams import dtensor, special_tensors, static_inputs, symbolic_shapes
@@ -105,6 +105,7 @@ def make_case(
 ) -> GraphCase:
     """A :class:`GraphCase` of a dynamo graph and the real values dynamo passed with it."""
     gm = fx.GraphModule(gm, copy.deepcopy(gm.graph))  # the backend still gets the original
+    exact_constants(gm)  # (the values the program ran, not what FX's code says: pytorch#197586)
     constants = _flat_constants(gm)
     placeholders = gm.graph.find_nodes(op="placeholder")
     inputs = graph_inputs(placeholders, example_inputs)

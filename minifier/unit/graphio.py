@@ -25,6 +25,7 @@ resolves once the user module or carried definitions that register it have run.
 from __future__ import annotations
 
 import builtins
+import copy
 import importlib
 import math
 from typing import Any
@@ -156,7 +157,7 @@ def decode(value: Any, nodes: dict[str, fx.Node]) -> Any:
     if tag == "float":
         return float(rest[0])
     if tag == "complex":
-        return complex(*(decode(v, nodes) for v in rest[0]))
+        return ExactComplex(*(decode(v, nodes) for v in rest[0]))
     if tag == "ellipsis":
         return Ellipsis
     if tag == "placement":
@@ -164,6 +165,55 @@ def decode(value: Any, nodes: dict[str, fx.Node]) -> Any:
 
         return placement(rest[0])
     raise GraphFormatError(f"unknown tag {tag!r} in a written graph")
+
+
+class ExactComplex(complex):
+    """A complex constant that FX writes into a graph's code as it is.
+
+    FX's code generation writes a constant's ``repr``: ``complex(-0.0, 0.0)`` becomes
+    ``(-0+0j)``, which Python reads as ``0j`` (the sign of a zero part is lost,
+    pytorch#197586), and ``complex(inf, nan)`` becomes ``(inf+nanj)``, which does not
+    run. A graph pt2kit rebuilds or writes must run the values the program ran, or
+    its eager reference goes wrong with the compiled code: this repr is
+    ``complex(-0.0, 0.0)``, and ``inf`` and ``nan`` are names FX's code defines.
+    """
+
+    def __repr__(self) -> str:
+        return f"complex({self.real!r}, {self.imag!r})"
+
+
+def exact_constants(gm: fx.GraphModule) -> None:
+    """Make every complex constant in ``gm`` and its subgraphs an :class:`ExactComplex`, and its code with them.
+
+    ``gm`` itself is changed (a copy of the program's graph); a subgraph that needs a
+    change is copied first, since ``gm`` shares it with the program's own graph.
+    """
+    for name, child in list(gm.named_children()):
+        if isinstance(child, fx.GraphModule) and _has_plain_complex(child):
+            child = fx.GraphModule(child, copy.deepcopy(child.graph))
+            exact_constants(child)
+            setattr(gm, name, child)
+    nodes = [n for n in gm.graph.nodes if _plain_complex_in((n.args, n.kwargs))]
+    for node in nodes:
+        node.args, node.kwargs = fx.node.map_aggregate((node.args, node.kwargs), _exact)
+    if nodes:
+        gm.recompile()
+
+
+def _has_plain_complex(gm: fx.GraphModule) -> bool:
+    return any(_plain_complex_in((n.args, n.kwargs)) for m in gm.modules() if isinstance(m, fx.GraphModule) for n in m.graph.nodes)
+
+
+def _exact(value: Any) -> Any:
+    return ExactComplex(value) if isinstance(value, complex) and not isinstance(value, ExactComplex) else value
+
+
+def _plain_complex_in(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return any(_plain_complex_in(v) for v in value)
+    if isinstance(value, dict):
+        return any(_plain_complex_in(v) for v in value.values())
+    return isinstance(value, complex) and not isinstance(value, ExactComplex)
 
 
 # --------------------------------------------------------------------------- #

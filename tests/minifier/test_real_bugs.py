@@ -156,6 +156,8 @@ def test_verdict_is_the_programs(name, bugs_base):
     if "exit5" in case:
         assert run.returncode == 5, run.context()
         assert case["exit5"] in (run.report or {}).get("message", ""), run.context()
+        if "the bug is dynamo's, outside its graphs" in case["exit5"]:
+            assert run.report["program_fails_at"] == "eager", run.context()  # (dynamo alone: backend="eager")
         return
     assert run.returncode == 0 and run.report, run.context()
     report = run.report

@@ -142,3 +142,32 @@ def test_a_candidate_never_enters_a_mode_it_does_not_leave():
     nodes = {n.name: n for n in graph.nodes}
     assert leaves_a_mode_on(nodes, [enter.name, mm.name])
     assert not leaves_a_mode_on(nodes, [enter.name, mm.name, leave.name]) and not leaves_a_mode_on(nodes, [mm.name])
+
+
+def test_complex_constants_are_written_as_the_program_ran_them_and_its_own_subgraph_is_left_alone():
+    # pytorch#197586: FX writes complex(-0.0, 0.0) as (-0+0j), which reads back as 0j; and inf or nan parts do not run
+    import math
+    import operator
+
+    import torch.fx as fx
+
+    from minifier.unit.graphio import ExactComplex, exact_constants
+
+    def graph_of(constant, body=False):
+        g = fx.Graph()
+        x = g.placeholder("x")
+        g.call_function(operator.setitem, (x, 0, constant))
+        angle = g.call_function(torch.angle, (x,))
+        g.output((angle, g.get_attr("body")) if body else angle)  # (a subgraph, as a higher-order op's body)
+        return g
+
+    inner = fx.GraphModule({}, graph_of(complex(-0.0, 0.0)))
+    outer = fx.GraphModule({"body": inner}, graph_of(complex(-0.0, math.inf), body=True))
+    assert "(-0+0j)" in inner.code  # FX's own code
+    exact_constants(outer)
+    assert "complex(-0.0, 0.0)" in outer.body.code and "complex(-0.0, inf)" in outer.code
+    assert outer.body is not inner and "(-0+0j)" in inner.code  # (the program's own subgraph is untouched)
+    x = torch.tensor([1 + 1j], dtype=torch.complex64)
+    assert float(outer.body(x.clone())[0]) == pytest.approx(math.pi) and float(inner(x.clone())[0]) == 0.0
+    assert isinstance(next(a for a in outer.graph.nodes if a.target is operator.setitem).args[2], ExactComplex)
+    assert repr(ExactComplex(math.nan, -0.0)) == "complex(nan, -0.0)"
