@@ -48,7 +48,7 @@ from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
 from ..unit.accuracy import accuracy_category
 from .culprit import around_its_graphs, failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
-from .untraceable import handed_culprit, replay_breaks_of
+from .untraceable import handed_culprit, handed_if_refused, replay_breaks_of
 from pt2kit.seams import dynamo_exc
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
 from ..isolation.session import Session
@@ -115,6 +115,7 @@ def bisect_script(
     known = seen_in_the_program(captured, cases, final, accuracy)
     hung = captured.failure is not None and captured.failure.signature.kind == Kind.TIMEOUT
     for row in run_stages_of(session, cases, accuracy=accuracy, known=known, early=captured.early, hung=hung):
+        row = handed_if_refused(session, report, row, captured.failure, accuracy=accuracy)
         report.rows.append(row)
         first = row.first_failure
         verdict = (
@@ -238,8 +239,10 @@ def bisect_saved(
     report = BisectReport(name, cases[0][0].backend, accuracy, session.run_dir, None)
     saved_as: dict[int, Failure] = {}
     for i, row in enumerate(run_stages_of(session, cases, accuracy=accuracy)):
+        was = recorded[i] if recorded and i < len(recorded) else None
+        row = handed_if_refused(session, report, row, Failure(was) if was is not None else None, accuracy=accuracy)
         report.rows.append(row)
-        if recorded and i < len(recorded) and (was := recorded[i]) is not None:
+        if was is not None:
             saved_as[id(row)] = Failure(was)
         # (with no recorded failure, a stage that raises as plain eager does is not the failure either)
         if (otherwise := program_failure(row, saved_as.get(id(row)), accuracy)) is not None:

@@ -216,6 +216,16 @@ def is_recompile_limit_error(exc: BaseException) -> bool:
     return isinstance(exc, Unsupported | FailOnRecompileLimitHit)
 
 
+#: What dynamo raises when it will not trace a graph of its own making again: a higher-order op in the
+#: form it wrote it (``while_loop(..., mutated_arg_indices=...)``, ``flex_attention`` with its buffers).
+RETRACE_REFUSALS = ("Unsupported", "UncapturedHigherOrderOpError", "InternalTorchDynamoError")
+
+
+def refuses_to_retrace(exception: str) -> bool:
+    """Is a failure (its exception's name) dynamo refusing, or failing, to trace a graph it made itself?"""
+    return exception in RETRACE_REFUSALS
+
+
 #: What dynamo raises where the program asked it to fail on a recompile (``error_on_recompile``,
 #: ``fail_on_recompile_limit_hit``); the ``fail_on_recompile`` stance raises a ``RuntimeError`` worded so.
 RECOMPILE_REFUSALS = ("RecompileError", "FailOnRecompileLimitHit")

@@ -6,7 +6,8 @@
 - the context around the compiled call (an outer ``torch.autocast``, the default dtype, matmul precision);
 - a failure inside dynamo's own tracing, recorded as the torch calls dynamo saw;
 - a dynamic graph right on its first call's sizes and wrong on a later call's (the last, smaller batch);
-- config the program's environment set (``TORCHINDUCTOR_FREEZING=1``), which torch calls its default.
+- config the program's environment set (``TORCHINDUCTOR_FREEZING=1``), which torch calls its default;
+- a dynamo graph dynamo will not trace again (a ``while_loop`` in the form dynamo wrote it).
 
 The programs run under capture in their own process, as ``minify run`` runs them; the queries are asked in
 this test's process; each repro then runs with torch alone, in another directory, on an empty Inductor cache.
@@ -752,3 +753,48 @@ def test_config_the_programs_environment_set_is_carried_and_the_repro_fails_with
     assert report["ops_after"] == ["aten.cos.default"]
     ran = torch_alone(Path(report["repro"]), tmp_path / "elsewhere")
     assert ran.returncode != 0 and "RuntimeError: frozen cos" in ran.stderr, ran.stderr[-1500:]
+
+
+LOOP_OVER_A_CAPTURED_TENSOR = """
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from functorch.compile import make_boxed_func
+
+
+def fw(gm, example_inputs):
+    # a compiler that mishandles a loop which writes into a tensor it closes over
+    if any(torch.ops.higher_order.while_loop in (n.target, *n.args[:1]) for n in gm.graph.nodes):  # (functionalized)
+        raise RuntimeError("cannot lower a while_loop that writes a captured tensor")
+    return make_boxed_func(gm.forward)
+
+
+def step(state, x):
+    state.mul_(0.5)
+
+    def cond_fn(i, acc):
+        return i < 3
+
+    def body_fn(i, acc):
+        state.add_(1.0)
+        return i + 1, acc + state
+
+    return torch.while_loop(cond_fn, body_fn, (torch.zeros((), dtype=torch.int64), x))
+
+
+with torch.no_grad():
+    torch.compile(step, backend=aot_autograd(fw_compiler=fw))(torch.ones(4), torch.zeros(4))
+"""
+
+
+@pytest.mark.e2e
+def test_a_graph_dynamo_will_not_trace_again_is_handed_to_its_backend(in_process, tmp_path):
+    # the graph calls while_loop(..., mutated_arg_indices=...), which dynamo refuses when a repro compiles
+    # it again: every stage failed that way, a failure the program never had (exit 5 before)
+    script = tmp_path / "loop.py"
+    script.write_text(LOOP_OVER_A_CAPTURED_TENSOR)
+    report = minified(in_process, script)
+    assert report["failure"]["message"] == "cannot lower a while_loop that writes a captured tensor", report
+    assert any(note.startswith("dynamo will not trace g0 again") for note in report["notes"]), report["notes"]
+    assert "torch.ops.higher_order.while_loop" in report["ops_after"]
+    ran = torch_alone(Path(report["repro"]), tmp_path / "elsewhere")
+    assert ran.returncode != 0 and "cannot lower a while_loop" in ran.stderr, ran.stderr[-1500:]
