@@ -87,6 +87,7 @@ class FailingFrame:
     globals: dict[str, Any]
     locals: dict[str, Any]
     closure: tuple[Any, ...] | None
+    fullgraph: bool = False  # compiled with fullgraph=True: a break was an error (its lifted graph's repro compiles so too)
 
     def function(self) -> types.FunctionType:
         return types.FunctionType(self.code, self.globals, self.code.co_name, None, self.closure)
@@ -111,7 +112,7 @@ def failing_frame(exc: BaseException) -> FailingFrame | None:
     local = convert_frame.failing_compile_locals(exc)
     if local is None:
         return None
-    return FailingFrame(local["code"], local["globals"], dict(local["locals"]), local["closure"])
+    return FailingFrame(local["code"], local["globals"], dict(local["locals"]), local["closure"], local["one_graph"])
 
 
 def lift_frame(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase:
@@ -133,7 +134,7 @@ def lift_frame(failing: FailingFrame, frame: dict[str, Any] | None) -> GraphCase
 
     gm = make_fx(flat_call, tracing_mode="real")(*flat)
     case = make_case(gm, flat, backend=BackendInfo("eager", []), index=0, frame=frame, in_backend=False)
-    return case.replace(backward=False)
+    return case.replace(backward=False, fullgraph=failing.fullgraph)
 
 
 # --------------------------------------------------------------------------- #
@@ -181,7 +182,7 @@ def lift_frame_calls(failing: FailingFrame, frame: dict[str, Any] | None) -> Gra
     graph.output(pytree.tree_map(recorder.node_of, out))
     gm = fx.GraphModule(root, graph)
     case = make_case(gm, flat, backend=BackendInfo("eager", []), index=0, frame=frame, in_backend=False)
-    return case.replace(backward=False)
+    return case.replace(backward=False, fullgraph=failing.fullgraph)
 
 
 class _CallRecorder(TorchFunctionMode):
@@ -211,7 +212,8 @@ class _CallRecorder(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
-        node_args, node_kwargs = pytree.tree_map(self.node_of, (tuple(args), dict(kwargs)))
+        # (FX's own walk: it looks inside slices too, x[:, h0:h1] with tensor bounds)
+        node_args, node_kwargs = fx.node.map_aggregate((tuple(args), dict(kwargs)), self.node_of)
         method = getattr(func, "__name__", "")
         if func is torch.Tensor.__getitem__:
             node = self.graph.call_function(operator.getitem, node_args, node_kwargs)

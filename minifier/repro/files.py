@@ -382,6 +382,7 @@ def read_case(
         backward=meta["backward"],
         grad_enabled=meta.get("grad_enabled", True),
         handed=bool(meta.get("handed")),
+        fullgraph=bool(meta.get("fullgraph")),
         dynamic=meta["dynamic"],
         index=meta["index"],
         parent=meta["parent"],

@@ -71,6 +71,8 @@ def inputs_function(case: GraphCase) -> str:
             comment += f", dynamic dims {list(i.symbolic_dims)}"
         if i.static:
             comment += ", a static input (a module's buffer or parameter)"
+        if i.opaque:
+            comment += f", not supported yet: {i.opaque}"
         lines.append(f"        {_input_expression(i)},{comment}")
     lines.append("    ]")
     for k, i in views:  # the program passed views of one tensor: they share its memory again
@@ -93,7 +95,7 @@ def inputs_function(case: GraphCase) -> str:
 
 def _input_expression(i: GraphInput) -> str:
     if i.opaque:
-        return "None  # not supported yet: " + i.opaque
+        return "None"  # (what it is: in the line's comment)
     if i.dtensor is not None and i.meta is None:  # a DeviceMesh
         return f"make_mesh({tuple(i.dtensor['mesh_shape'])!r})"
     if i.meta is None:

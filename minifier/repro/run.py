@@ -68,7 +68,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         for k, i in enumerate(made)
         if i.static
     ]
-    options = ", dynamic=True" if dynamic else ""
+    options = (", dynamic=True" if dynamic else "") + (", fullgraph=True" if case.fullgraph else "")
     wrap = "Program(mod)" if any(i.derived_from for i in case.inputs) else "mod"
     no_grad, pad = ("", "    ") if case.grad_enabled else ("    with torch.no_grad():{comment}\n", "        ")
     backward = (

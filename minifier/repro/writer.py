@@ -295,6 +295,7 @@ def _metadata(
         "backward": case.backward,
         **({"grad_enabled": False} if not case.grad_enabled else {}),
         **({"handed": True} if case.handed else {}),
+        **({"fullgraph": True} if case.fullgraph else {}),
         **({"context": context} if (context := case.context.to_json()) else {}),
         "dynamic": case.dynamic,
         "distributed": case.distributed,

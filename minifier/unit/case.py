@@ -313,6 +313,7 @@ class GraphCase:
     grad_enabled: bool = True  # dynamo graphs: the grad mode the program compiled them under
     dynamic: bool = False  # dynamo graphs: compile with dynamic=True (symbolic sizes captured)
     handed: bool = False  # dynamo graphs: handed to the backend as dynamo handed it (dynamo cannot trace it again)
+    fullgraph: bool = False  # a frame dynamo failed on: compiled with fullgraph=True, as the program compiled it
     index: int = 0  # position among the program's captured graphs
     parent: int | None = None  # aot graphs: index of the dynamo graph they were lowered from
     frame: dict[str, Any] | None = None  # the user frame dynamo compiled: name, filename, lineno

@@ -418,8 +418,9 @@ def wrap_backend(compiler_fn: Callable[..., Any], wrapper: Callable[..., Any]) -
 def failing_compile_locals(exc: BaseException) -> dict[str, Any] | None:
     """``_compile``'s arguments for the frame whose tracing raised ``exc`` (from its traceback).
 
-    ``code``, ``globals``, ``locals`` (the frame's arguments) and ``closure``: what the
-    minifier needs to trace a frame dynamo could not (``minifier.capture.frames.lift_frame``).
+    ``code``, ``globals``, ``locals`` (the frame's arguments), ``closure`` and ``one_graph``
+    (``fullgraph=True``): what the minifier needs to trace a frame dynamo could not
+    (``minifier.capture.frames.lift_frame``).
     """
     import traceback
 
@@ -429,7 +430,8 @@ def failing_compile_locals(exc: BaseException) -> dict[str, Any] | None:
     compile_code = inspect.unwrap(convert_frame._compile).__code__
     for frame, _ in traceback.walk_tb(exc.__traceback__):
         if frame.f_code is compile_code:
-            return {name: frame.f_locals[name] for name in ("code", "globals", "locals", "closure")}
+            local = {name: frame.f_locals[name] for name in ("code", "globals", "locals", "closure")}
+            return {**local, "one_graph": bool(frame.f_locals.get("one_graph"))}
     return None
 
 

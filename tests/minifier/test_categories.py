@@ -15,6 +15,7 @@ this test's process; each repro then runs with torch alone, in another directory
 
 from __future__ import annotations
 
+import operator
 import textwrap
 from pathlib import Path
 
@@ -253,6 +254,25 @@ def test_a_recorded_frame_writes_operators_as_python_can_read_them():
     assert {"__lshift__", "__or__", "__setitem__"} <= methods
     compile(render(case, stage="eager"), "repro.py", "exec")  # raises SyntaxError on an unimportable target
     assert torch.equal(case.gm(x.clone()), frame(x.clone()))
+
+
+def test_a_recorded_frame_keeps_tensors_inside_slices_and_the_programs_fullgraph():
+    """pytorch#185185: ``x[:, h0:h1]`` with tensor bounds, under ``fullgraph=True`` (a break there is the failure)."""
+    from minifier.capture.frames import FailingFrame, lift_frame_calls
+    from minifier.repro.writer import render
+
+    def frame(x, n):
+        h0 = (n - 2).long()
+        return x[:, h0 : h0 + 2] * 2
+
+    x, n = torch.randn(3, 8), torch.tensor(5.0)
+    case = lift_frame_calls(FailingFrame(frame.__code__, frame.__globals__, {"x": x, "n": n}, None, fullgraph=True), None)
+    (getitem,) = [node for node in case.gm.graph.nodes if node.target is operator.getitem]
+    bounds = getitem.args[1][1]
+    assert isinstance(bounds.start, torch.fx.Node) and isinstance(bounds.stop, torch.fx.Node)  # the calls, not values
+    code = render(case, stage="eager")
+    compile(code, "repro.py", "exec")  # (a tensor's repr in a slice was not Python)
+    assert "fullgraph=True" in code and torch.equal(case.gm(x, n), frame(x, n))
 
 
 @pytest.mark.e2e
