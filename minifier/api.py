@@ -53,7 +53,7 @@ def save_repro(
     from .isolation.session import default_out_dir, new_run_dir
     from .repro.files import write_repro
     from .unit.case import GraphId
-    from pt2kit.seams.backend_registry import compiled_backend
+    from pt2kit.seams.backend_registry import compiled_backend, with_fullgraph
 
     info = _backend_info(fn, backend)  # an unknown name fails here
     learn_dynamo_own_patches()
@@ -77,11 +77,14 @@ def save_repro(
     # A compiled ``fn``, or one that calls what the program compiled, runs as it is: its graphs are the
     # program's own, with their boundaries and options (``dynamic=True``); only a plain ``fn`` is compiled whole.
     try:
-        with torch.compiler.set_stance("default", force_backend=save_graph):
-            if compiled_backend(fn) is not None or _backends_inside(fn):
-                fn(*args, **kwargs)
-            else:
-                torch.compile(fn, backend=save_graph)(*args, **kwargs)
+        if (whole := with_fullgraph(fn, save_graph)) is not None:  # (a stance would drop its fullgraph)
+            whole(*args, **kwargs)
+        else:
+            with torch.compiler.set_stance("default", force_backend=save_graph):
+                if compiled_backend(fn) is not None or _backends_inside(fn):
+                    fn(*args, **kwargs)
+                else:
+                    torch.compile(fn, backend=save_graph)(*args, **kwargs)
     except Exception as e:
         from .capture.frames import where_it_failed
 

@@ -89,14 +89,38 @@ def compiled_backend(fn: Any) -> Any:
     Inductor comes back as its ``_TorchCompileInductorWrapper`` (:func:`inductor_wrapper`),
     any other backend as its ``_TorchCompileWrapper`` (:func:`unwrap`) or as registered.
     """
-    from torch._dynamo.eval_frame import _TorchDynamoContext, innermost_backend
+    from torch._dynamo.eval_frame import innermost_backend
+
+    callback = getattr(_context_of(fn), "callback", None)
+    return innermost_backend(callback) if callable(callback) else None
+
+
+def with_fullgraph(fn: Any, backend: Any) -> Any:
+    """``fn``, compiled with ``fullgraph=True``, compiled again on ``backend`` with its options; None for any other ``fn``.
+
+    ``torch.compiler.set_stance(force_backend=...)`` compiles such a function without
+    its ``fullgraph``, so a frame would break where the program's compile failed.
+    """
+    import torch
+
+    context = _context_of(fn)
+    if not getattr(context, "fullgraph", False):
+        return None
+    original = getattr(fn, "_torchdynamo_orig_callable", None)
+    if original is None:
+        return None
+    return torch.compile(original, backend=backend, fullgraph=True, dynamic=getattr(context, "_dynamic", None))
+
+
+def _context_of(fn: Any) -> Any:
+    """The dynamo context ``torch.compile`` made for ``fn`` (a compiled module's, or a compiled function's closure's)."""
+    from torch._dynamo.eval_frame import _TorchDynamoContext
 
     context = getattr(fn, "dynamo_ctx", None)
     if not isinstance(context, _TorchDynamoContext):
         cells = getattr(fn, "__closure__", None) or ()
         context = next((c.cell_contents for c in cells if isinstance(cell_contents(c), _TorchDynamoContext)), None)
-    callback = getattr(context, "callback", None)
-    return innermost_backend(callback) if callable(callback) else None
+    return context
 
 
 def cell_contents(cell: Any) -> Any:

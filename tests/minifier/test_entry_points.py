@@ -405,6 +405,24 @@ def test_the_api_keeps_the_backend_an_already_compiled_module_was_compiled_with(
     assert load_repro(run_dir / "g0" / "repro.py").stage == "planted_runtime_error"
 
 
+def test_the_api_keeps_the_fullgraph_a_module_was_compiled_with(tmp_path):
+    # torch.compiler.set_stance(force_backend=...) compiles without it: the frame would break and run,
+    # where the program's compile fails (pytorch#185185, whose lifted frame then compiles with it too)
+    from minifier.api import save_repro
+
+    class Branching(torch.nn.Module):
+        def forward(self, t):
+            return t.cos() if t.sum() > 0 else t.sin()  # data-dependent: a break, an error under fullgraph
+
+    compiled = torch.compile(Branching(), backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match="Data-dependent branching") as program:
+        compiled(torch.ones(3))
+    # the program's own error (a break where it asked for none), as the program raised it: no graph is saved
+    with pytest.raises(type(program.value), match="Data-dependent branching"):
+        save_repro(compiled, torch.ones(3), out=tmp_path / "saved")
+    assert not list((tmp_path / "saved").glob("*/g*/repro.py"))
+
+
 def test_the_api_takes_the_backend_a_plain_step_calls_its_compiled_model_with(tmp_path):
     # a training step is a plain function over a compiled model: compiled whole, the model's backend would be lost
     from minifier.api import save_repro
