@@ -9,9 +9,9 @@ ways in, in turn:
 
 - :func:`inlined_culprit`: the graph with its higher-order ops inlined, which
   dynamo traces whole (right when the failure is in the ops, not in the op itself);
-- :func:`handed_if_refused`: before any culprit is chosen, a graph whose every
-  stage fails at once because dynamo will not trace it again (a failure the program
-  never met) is handed to its backend instead, so its stages say something of it;
+- :func:`handed_if_refused`: before any culprit is chosen, a graph whose first failing
+  stage fails because dynamo will not trace it again (a failure the program never
+  met) is handed to its backend instead, so its stages say something of it;
 - :func:`handed_culprit`: the graph *handed* to each stage's backend as dynamo
   handed it, with no dynamo in between (:attr:`~minifier.unit.case.GraphCase.handed`,
   written by :mod:`minifier.repro.run`). A failure in how AOTAutograd or Inductor
@@ -34,7 +34,6 @@ from ..isolation.session import Session
 from pt2kit.signature import Failure
 from ..stages.run import replay_breaks
 from ..unit.case import Boundary, GraphCase
-from ..unit.check import Stage
 from pt2kit.seams import dynamo_exc
 
 if TYPE_CHECKING:
@@ -89,27 +88,27 @@ def handed_if_refused(session: Session, report: BisectReport, row: Row, failure:
     """``row``, or, where dynamo refuses to trace its graph again, the graph handed to its backend instead.
 
     Dynamo traced the program's code into the graph; tracing the graph's own code again
-    can fail at once (``Unsupported: torch.while_loop: improper args/kwargs``: the loop
-    in the form dynamo wrote it), and then every stage fails that way, a failure of
+    can fail (``Unsupported: torch.while_loop: improper args/kwargs``: the loop in the
+    form dynamo wrote it), and then its first failing stage fails that way, a failure of
     pt2kit's rebuild that the program never met (``failure``; None: a saved graph's,
     whose program is not known). Handed to the backend as dynamo handed it
     (:func:`handed`), its stages run, with a note; a graph that cannot be handed stays as it was.
     """
-    eager = row.outcomes.get(Stage.EAGER)
+    first = next((o for o in row.outcomes.values() if o.failure is not None), None)  # (in stage order)
     if (
         row.boundary != Boundary.DYNAMO
         or row.case is None
-        or eager is None
-        or eager.failure is None
-        or not dynamo_exc.refuses_to_retrace(eager.failure.signature.exception)
-        or (failure is not None and eager.failure.signature == failure.signature)
+        or first is None
+        or first.failure is None
+        or not dynamo_exc.refuses_to_retrace(first.failure.signature.exception)
+        or (failure is not None and first.failure.signature == failure.signature)
         or (case := handed(row.case)) is None
     ):
         return row
     (new,) = run_stages_of(session, [(case, None)], accuracy=accuracy)
     new.label = f"{row.label} (handed to the backend)"
     report.add_note(
-        f"dynamo will not trace {row.label} again ({eager.failure.signature}); handed to the backend as dynamo handed it, "
+        f"dynamo will not trace {row.label} again ({first.failure.signature}); handed to the backend as dynamo handed it, "
         "with no dynamo in between"
     )
     return new
