@@ -121,8 +121,7 @@ class EarlyStages:
         self._cheap: list[tuple[str, GraphCase, str]] = []  # (graph file, case, stage), in the order saved
         self._final: list[tuple[str, GraphCase, str]] = []
         self._dynamo: dict[str, tuple[str, GraphCase]] = {}  # label (g0) -> its file and case
-        self._running: list[tuple[str, str, Any]] = []  # (graph file, stage, handle)
-        self._asked: dict[int, GraphCase] = {}  # id(handle) -> the version of its graph it asked about
+        self._running: list[tuple[str, str, Any, GraphCase]] = []  # (graph file, stage, handle, the version asked about)
         self.outcomes: dict[str, dict[str, Outcome]] = {}
         self.cases: dict[str, GraphCase] = {}  # graph file -> the case read from it (the bisection reads no file twice)
         self.profiled: dict[str, QueryResult[Any]] = {}  # graph file -> its profile, asked in :meth:`finish`
@@ -140,8 +139,7 @@ class EarlyStages:
             label = f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}, while the program runs"
             query = functools.partial(run_case, case, stage, accuracy=self.accuracy)
             handle = self.session.start(query, label)
-            self._running.append((path, stage, handle))
-            self._asked[id(handle)] = case
+            self._running.append((path, stage, handle, case))
 
     def finish(self, captured: CaptureResult, *, profile: bool = False) -> None:
         """The program ended: the eager stages still queued that the bisection needs, in one batch now
@@ -192,7 +190,7 @@ class EarlyStages:
                 (functools.partial(profile_or_why, self.cases[failing], values), "profiling the graph (one eager run)")
             )
         results = (
-            self.session.query_all(queries, alongside=[handle for _, _, handle in self._running]) if queries else []
+            self.session.query_all(queries, alongside=[handle for _, _, handle, _ in self._running]) if queries else []
         )
         for (path, _, stage), result in zip(wanted, results):
             if result is not None:
@@ -202,20 +200,20 @@ class EarlyStages:
 
     def running(self) -> dict[tuple[str, str], Any]:
         """The queries still running, by (graph file, stage)."""
-        return {(path, stage): handle for path, stage, handle in self._running}
+        return {(path, stage): handle for path, stage, handle, _ in self._running}
 
     def settle(self) -> dict[str, dict[str, Outcome]]:
         """Wait for the queries still running; every outcome, by graph file and stage."""
         if self._running:
-            self.session.worker.wait([handle for _, _, handle in self._running], on_wait=self.session.progress.tick)
+            self.session.worker.wait([handle for _, _, handle, _ in self._running], on_wait=self.session.progress.tick)
         self._collect()
         return self.outcomes
 
     def _collect(self) -> None:
         for entry in [e for e in self._running if e[2].done]:
             self._running.remove(entry)
-            path, stage, handle = entry
-            if self._asked.pop(id(handle), None) is not self.cases.get(path):
+            path, stage, handle, asked = entry
+            if asked is not self.cases.get(path):
                 continue  # (about a version of the graph saved again since: asked again)
             try:
                 result = handle.result()
