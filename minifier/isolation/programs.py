@@ -75,10 +75,13 @@ class Programs:
             while process.poll() is None:
                 try:
                     process.wait(timeout=0.25 if while_running is None else 0.05)
+                    continue
                 except subprocess.TimeoutExpired:
-                    if while_running is not None:
-                        while_running()
-                    self.progress.tick()
+                    pass
+                # (outside the handler: what an in-process query raises must not carry the timeout as its context)
+                if while_running is not None:
+                    while_running()
+                self.progress.tick()
         except BaseException:
             kill_program(process)
             raise
