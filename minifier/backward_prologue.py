@@ -203,11 +203,13 @@ def closing_note(error: BaseException) -> str | None:
 
 
 def _chain(error: BaseException) -> list[BaseException]:
+    from pt2kit.seams import dynamo_exc
+
     found: list[BaseException] = []
     node: BaseException | None = error
     while node is not None and node not in found:
         found.append(node)
-        node = node.__cause__ or node.__context__
+        node = dynamo_exc.underneath(node)
     return found
 
 

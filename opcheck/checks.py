@@ -47,7 +47,7 @@ import torch
 from pt2kit.seams import pytree
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from pt2kit.seams import dynamo_utils, fake_tensor, ops, optests
+from pt2kit.seams import dynamo_exc, dynamo_utils, fake_tensor, ops, optests
 from opcheck.recording import Op, snapshot_tensor
 
 Status = Literal["pass", "fail", "n/a"]
@@ -388,7 +388,7 @@ def _first_line(error: BaseException) -> str:
 def _describe_exception(error: BaseException) -> str:
     """The root cause of an exception chain, its first line, and the user code that raised it."""
     chain = [error]
-    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
+    while (nxt := dynamo_exc.underneath(chain[-1])) is not None and nxt not in chain:
         chain.append(nxt)
     root = chain[-1]
     # An AssertionError is a check's own verdict ("Outputs ... are different"): no type prefix.

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pt2kit.seams import dynamo_exc
 from pt2kit.seams.kernel_origins import kernel_namespace, ops_in_kernel_name, original_aten_names, report_kernels
 
 #: A kernel name on a line of an Inductor-generated module (its definition or its call).
@@ -65,7 +66,7 @@ def kernel_in_traceback(error: BaseException | None) -> str | None:
         for filename, lineno in reversed(frames):
             if kernel := kernel_on_line(filename, lineno):
                 return kernel
-        error = error.__cause__ or error.__context__
+        error = dynamo_exc.underneath(error)
     return None
 
 

@@ -19,6 +19,7 @@ recompile limit ends in ``Unsupported`` or, under ``fail_on_recompile_limit_hit`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -145,10 +146,45 @@ def inner_exception(exc: BaseException) -> BaseException | None:
     inner = getattr(exc, "inner_exception", None)
     if isinstance(inner, BaseException):
         return inner
-    underneath = exc.__cause__ or exc.__context__
-    if type(exc) is RuntimeError and str(exc).startswith(FAKE_RUN_WRAPPER) and underneath is not None:
-        return underneath
+    below = underneath(exc)
+    if type(exc) is RuntimeError and str(exc).startswith(FAKE_RUN_WRAPPER) and below is not None:
+        return below
     return None
+
+
+def underneath(exc: BaseException) -> BaseException | None:
+    """The error ``exc`` was raised from (``__cause__``), or while handling inside torch's call (``__context__``).
+
+    Python sets ``__context__`` to whatever was being handled when ``exc`` was raised,
+    however far up: a program that compiles inside ``except KeyError:`` hands its
+    dynamo error that ``KeyError``, which has nothing to do with the failure. A context
+    counts when torch handled it: in torch's own code, or in code torch called (a
+    custom op's kernel), below the frame ``exc`` was caught in. (torch re-raises some
+    errors with their traceback cut, so the frames in between are read from the
+    handler's callers, not from ``exc``'s traceback.) A context with no traceback is
+    taken as it is.
+    """
+    if exc.__cause__ is not None:
+        return exc.__cause__
+    context = exc.__context__
+    if context is None or context.__traceback__ is None:
+        return context
+    handler = context.__traceback__.tb_frame
+    if _in_torch(handler):
+        return context
+    caught = exc.__traceback__.tb_frame if exc.__traceback__ is not None else None
+    called_by_torch = False
+    frame = handler.f_back
+    while frame is not None and frame is not caught:
+        called_by_torch = called_by_torch or _in_torch(frame)
+        frame = frame.f_back
+    return context if frame is caught and called_by_torch else None
+
+
+def _in_torch(frame: Any) -> bool:
+    import torch
+
+    return frame.f_code.co_filename.startswith(os.path.dirname(torch.__file__) + os.sep)
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -169,9 +205,9 @@ def innermost(exc: BaseException) -> BaseException:
         if inner is not None:
             exc = inner
             continue
-        underneath = exc.__cause__ or exc.__context__
-        if isinstance(exc, dynamo_exception) and underneath is not None:
-            exc = underneath
+        below = underneath(exc)
+        if isinstance(exc, dynamo_exception) and below is not None:
+            exc = below
             continue
         break
     return exc
@@ -193,7 +229,7 @@ def chain(exc: BaseException) -> Iterator[BaseException]:
     while node is not None and id(node) not in seen:
         seen.add(id(node))
         yield node
-        node = inner_exception(node) or node.__cause__ or node.__context__
+        node = inner_exception(node) or underneath(node)
 
 
 def accuracy_error() -> type[Exception]:

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from . import Seam
+from .dynamo_exc import underneath
 
 SEAM = Seam(
     wraps=(
@@ -180,7 +181,7 @@ def classify(exc: BaseException) -> str:
             return "data-dependent"
         if isinstance(current, UnsupportedOperatorException | UnsupportedFakeTensorException | MetadataMismatchError):
             return "unsupported"
-        current = current.__cause__ or current.__context__
+        current = underneath(current)
     return "program"
 
 

@@ -42,6 +42,51 @@ def test_wrapped_backend_errors_keep_their_own_signature():
     assert (signature.kind, signature.exception, signature.message) == ("compile_error", "ValueError", "cannot lower aten.sin at 0x?")
 
 
+def _compiled_inside_a_handler(fn, where: str) -> BaseException:
+    """What ``torch.compile(fn, fullgraph=True)`` raises when called inside ``except KeyError:`` (``where``: in this
+    frame, the frame that catches it, or in a function below)."""
+
+    def compile_it():
+        torch.compile(fn, backend="eager", fullgraph=True)(torch.zeros(()))
+
+    def in_a_function():
+        try:
+            raise KeyError("the program's own, long handled")
+        except KeyError:
+            compile_it()
+
+    torch._dynamo.reset()
+    try:
+        if where == "below":
+            in_a_function()
+        else:
+            try:
+                raise KeyError("the program's own, long handled")
+            except KeyError:
+                compile_it()
+    except Exception as e:  # noqa: BLE001 - the error to read
+        return e
+    raise AssertionError("it compiled")
+
+
+@pytest.mark.parametrize("where", ["here", "below"])
+def test_an_error_the_program_was_handling_around_the_compile_is_not_the_failure(where):
+    # Python hands dynamo's error the KeyError as its __context__; it was the failure's signature
+    # (`minify run` said "compile_error: KeyError" for a graph break under fullgraph=True)
+    def breaks(x):
+        print("a side effect")
+        return x + 1
+
+    def loops(x):  # dynamo raises while handling the body's own TypeError: that one is the failure
+        return torch.while_loop(lambda i: i < 3, lambda i: (i + 1,), (x, 5))
+
+    raised = _compiled_inside_a_handler(breaks, where)
+    assert type(innermost_exception(raised)).__name__ == "Unsupported"
+    assert signature_of_exception(raised).signature.exception == "Unsupported"
+    inner = innermost_exception(_compiled_inside_a_handler(loops, where))
+    assert isinstance(inner, TypeError) and "positional" in str(inner)
+
+
 def test_a_cpp_compile_error_is_known_by_the_compilers_first_diagnostic():
     from torch._inductor.exc import CppCompileError
 
