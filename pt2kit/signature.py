@@ -37,7 +37,7 @@ import functools
 import re
 import signal
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .seams import dynamo_exc
@@ -91,6 +91,9 @@ class Failure:
 
     signature: Signature
     details: str = ""
+    #: The error torch raised around the signature's own (``InternalTorchDynamoError`` around a
+    #: ``ValueError``), when it wrapped one: who failed, where the signature says what failed.
+    wrapped_in: str = field(default="", compare=False)
 
 
 # --------------------------------------------------------------------------- #
@@ -227,7 +230,8 @@ def signature_of_exception(exc: BaseException) -> Failure:
     message = normalize_message(text)
     if (diagnostic := compiler_diagnostic(text)) is not None:
         message = f"{message}{DIAGNOSTIC_SEPARATOR}{diagnostic}"
-    return Failure(Signature(kind, type(inner).__name__, message), details=text[:4000])
+    wrapped_in = type(exc).__name__ if inner is not exc else ""
+    return Failure(Signature(kind, type(inner).__name__, message), details=text[:4000], wrapped_in=wrapped_in)
 
 
 def mark_compile_phase(exc: BaseException) -> None:

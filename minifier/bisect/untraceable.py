@@ -89,9 +89,10 @@ def handed_if_refused(session: Session, report: BisectReport, row: Row, failure:
 
     Dynamo traced the program's code into the graph; tracing the graph's own code again
     can fail (``Unsupported: torch.while_loop: improper args/kwargs``: the loop in the
-    form dynamo wrote it), and then its first failing stage fails that way, a failure of
-    pt2kit's rebuild that the program never met (``failure``; None: a saved graph's,
-    whose program is not known). Handed to the backend as dynamo handed it
+    form dynamo wrote it; or an ``InternalTorchDynamoError`` around a ``ValueError``, a
+    ``flex_attention`` call's arguments as dynamo wrote them), and then its first failing
+    stage fails that way, a failure of pt2kit's rebuild that the program never met
+    (``failure``; None: a saved graph's, whose program is not known). Handed to the backend as dynamo handed it
     (:func:`handed`), its stages run, with a note; a graph that cannot be handed stays as it was.
     """
     first = next((o for o in row.outcomes.values() if o.failure is not None), None)  # (in stage order)
@@ -100,7 +101,7 @@ def handed_if_refused(session: Session, report: BisectReport, row: Row, failure:
         or row.case is None
         or first is None
         or first.failure is None
-        or not dynamo_exc.refuses_to_retrace(first.failure.signature.exception)
+        or not any(dynamo_exc.refuses_to_retrace(e) for e in (first.failure.signature.exception, first.failure.wrapped_in))
         or (failure is not None and first.failure.signature == failure.signature)
         or (case := handed(row.case)) is None
     ):
