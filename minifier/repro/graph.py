@@ -13,11 +13,15 @@ same graph with the dtypes written in it promoted, for the fp64 reference.
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
 import textwrap
 
 import torch
 import torch.fx as fx
+
+from pt2kit.seams import ops
 
 from ..unit.case import GraphCase
 from ..unit.graphio import subgraphs
@@ -36,7 +40,7 @@ def module_class(case: GraphCase, gm: fx.GraphModule | None = None, name: str = 
         lines.append(f"        self.{attr} = graph_module({_subgraph_class(name, attr)}(data))")
     source = _reference_helpers(code.src)
     if case.handed:  # FX traces it, as a body, before its backend gets it (see repro.run)
-        source = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", source)
+        source = opaque_calls(HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", source), gm.graph)
     body = textwrap.indent(source.strip().rstrip(), "    ")
     return "".join(_subgraph_classes(gm, name, "", list(case.constants))) + "\n".join(lines) + "\n\n" + body
 
@@ -58,6 +62,7 @@ def _subgraph_classes(gm: fx.GraphModule, owner: str, path: str, constants: list
         out += _subgraph_classes(sub, name, where, constants)
         code = _sizes_as_lists(sub.graph).python_code(root_module="self").src.strip("\n")
         code = HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", _reference_helpers(code))  # a body's own higher-order ops
+        code = opaque_calls(code, sub.graph)
         own = [
             c
             for c in constants
@@ -84,6 +89,61 @@ def _reference_helpers(code: str) -> str:
 
 #: A higher-order op called in a body's code: routed through ``call_hop`` so that FX can trace the body.
 HOP_CALL = re.compile(r"torch\.ops\.higher_order\.(\w+)\(")
+
+
+def opaque_calls(code: str, graph: fx.Graph) -> str:
+    """``code`` with each call FX's tracing would run rather than record written through ``call_opaque``.
+
+    FX traces a body by running its code on proxies; a function of torch's outside
+    ``__torch_function__`` (vmap's ``_add_batch_dim`` and its levels, grad mode,
+    ``torch._check``) would run there, on proxies or once for good, and drop out of
+    the body. ``call_opaque(fn, ...)`` is recorded as the call to ``fn`` that dynamo
+    recorded (:func:`minifier.unit.runtime.graph_module`).
+    """
+    for target in {n.target for n in graph.nodes if n.op == "call_function" and _opaque_to_fx(n.target)}:
+        name = ops.qualified_name(target)
+        code = re.sub(rf"(?<![\w.]){re.escape(name)}\(", f"call_opaque({name}, ", code)
+    lines = code.split("\n")
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in IN_PLACE_BUILTINS:
+            lines = [_opaque_in_place(line, node.name, node.target.__name__) for line in lines]
+    return "\n".join(lines)
+
+
+#: The in-place builtins dynamo records (``x[i] = v``, ``x += y``), which FX writes as statements
+#: (``x[i] = v;  setitem = x``) and a proxy cannot take: written through ``call_opaque`` too.
+IN_PLACE_BUILTINS = (operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv)
+
+
+def _opaque_in_place(line: str, name: str, builtin: str) -> str:
+    """``line``, where it is FX's statement for in-place node ``name``, as a ``call_opaque`` of ``builtin``."""
+    head, sep, tail = line.partition(f";  {name} = ")
+    if not sep:
+        return line
+    target, semicolon, freed = tail.partition(";")  # (what FX frees after the node: ``;  x = y = None``)
+    indent = head[: len(head) - len(head.lstrip())]
+    statement = head.strip()
+    if builtin == "setitem":
+        value = statement.rsplit(" = ", 1)[1]
+        index = statement[len(target) + 1 : -len(f"] = {value}")]
+        args = f"{target}, {index}, {value}"
+    else:
+        args = f"{target}, {statement.split(' ', 2)[2]}"  # (``x += y``)
+    return f"{indent}{name} = call_opaque(operator.{builtin}, {args}){semicolon}{freed}"
+
+
+def _opaque_to_fx(target: object) -> bool:
+    module = getattr(target, "__module__", None) or ""
+    if not callable(target) or not module.startswith("torch") or module.startswith(("torch._ops", "torch.ops")):
+        return False  # (an operator or a builtin FX records itself; an op's overload or packet)
+    return target not in _traced_by_fx()
+
+
+@functools.cache
+def _traced_by_fx() -> frozenset[object]:
+    """torch's functions FX's proxies take part in (``__torch_function__``), and those its body tracer keeps as calls."""
+    overridable = [f for fs in torch.overrides.get_overridable_functions().values() for f in fs]
+    return frozenset([*overridable, *torch.overrides.get_ignored_functions()])
 
 
 #: Factories that take a size as varargs (``torch.ones(n, m)``): FX cannot trace such a call

@@ -45,7 +45,7 @@ from pt2kit.errors import plural
 from ..unit.case import Boundary, CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, CompileContext, GraphCase, TensorMeta
 from ..unit.graphio import GraphFormatError, dump_graph, subgraphs
 from ..unit.graphio import all_call_nodes
-from .graph import HOP_CALL, module_class
+from .graph import HOP_CALL, IN_PLACE_BUILTINS, module_class
 from .inputs import (
     data_function,
     data_of,
@@ -57,7 +57,7 @@ from .inputs import (
     symbolic_inputs_function,
 )
 from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
-from ..unit.runtime import call_hop, clone_input, copies, drop_unread_items, graph_module, guarded_view, non_leaf, rand_tensor
+from ..unit.runtime import call_hop, call_opaque, clone_input, copies, drop_unread_items, graph_module, guarded_view, non_leaf, rand_tensor
 from ..unit.devices import devices_of
 from ..unit.aliasing import aliasing_divergence, output_aliasing
 from ..unit.accuracy import ACCURACY_MESSAGE, accuracy_category, accuracy_divergence, run_float64, tensor_versions, written_inputs
@@ -124,6 +124,7 @@ def render(
     if subgraphs(case.gm) or case.handed:
         parts.append(inspect.getsource(graph_module).strip())
         parts.append(inspect.getsource(call_hop).strip())
+        parts.append(inspect.getsource(call_opaque).strip())
         if case.boundary == Boundary.AOT and stage not in EAGER_STAGES:  # (see repro_run._run_aot)
             parts.append(inspect.getsource(drop_unread_items).strip())
     if any(i.is_random for i in case.inputs):
@@ -200,6 +201,10 @@ def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | N
     # FX lists every name its codegen might need; keep the ones the graph uses.
     used = {word for code in codes for word in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code.src)}
     lines += [line for line in block.splitlines() if line and line != "import torch" and _bound_name(line) in used]
+    if "operator" not in used and (case.handed or subgraphs(case.gm)) and any(
+        n.target in IN_PLACE_BUILTINS for n in all_call_nodes(case.gm)
+    ):  # (written through call_opaque: see repro.graph.opaque_calls)
+        lines.append("import operator")
     from pt2kit.seams.ops import INDUCTOR_PRIMS, needs_inductor_prims
 
     if any(needs_inductor_prims(n.target) for n in all_call_nodes(case.gm)):

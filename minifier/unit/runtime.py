@@ -15,7 +15,8 @@ def graph_module(module):
     in a branch) stays a call, as dynamo recorded it: traced as usual it would run once and
     become a constant of the body, which the op then returns as an alias of its own state (and
     dynamo refuses a body that does), and which a compiler lowers otherwise than the call. (An
-    aot graph's body holds its constants as attributes, registered from the repro's data.)
+    aot graph's body holds its constants as attributes, registered from the repro's data.) A call
+    written ``call_opaque(fn, ...)`` is recorded as a call to ``fn``, not run: FX would run it.
     """
 
     class BodyTracer(torch.fx.Tracer):
@@ -41,9 +42,23 @@ def graph_module(module):
                 return tracer.create_proxy("call_function", func, args, kwargs)
             return result
 
-    with Calls():
-        graph = tracer.trace(module)
+    def record(fn, *args, **kwargs):  # call_opaque while tracing: the call as dynamo recorded it, never run
+        return tracer.create_proxy("call_function", fn, args, kwargs)
+
+    names = type(module).forward.__globals__
+    opaque = names.get("call_opaque")
+    names["call_opaque"] = record
+    try:
+        with Calls():
+            graph = tracer.trace(module)
+    finally:
+        names["call_opaque"] = opaque
     return torch.fx.GraphModule(module, graph)
+
+
+def call_opaque(fn, *args, **kwargs):
+    """Call ``fn``, which FX's tracing would run rather than record (:func:`graph_module` records it)."""
+    return fn(*args, **kwargs)
 
 
 def call_hop(name, *args, **kwargs):

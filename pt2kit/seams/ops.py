@@ -195,7 +195,17 @@ def has_fake_kernel(op: Any) -> bool:
 #: Functions dynamo records that switch a global mode on or off for the ops between them
 #: (``with torch.inference_mode():`` becomes ``_enter_inference_mode`` ... ``_exit_inference_mode``).
 #: FX does not count the inference-mode pair as side effects, so its dead-code rules drop them.
-MODE_SWITCHES = ("torch.autograd.grad_mode._enter_inference_mode", "torch.autograd.grad_mode._exit_inference_mode")
+MODE_SWITCHES = (
+    "torch.autograd.grad_mode._enter_inference_mode",
+    "torch.autograd.grad_mode._exit_inference_mode",
+    # a vmap level traced into the graph (``create_block_mask``'s): the batched ops between them need it,
+    # and the decompositions torch loads for them first
+    "torch._functorch.predispatch._vmap_increment_nesting",
+    "torch._functorch.predispatch._vmap_decrement_nesting",
+    "torch._functorch.predispatch.lazy_load_decompositions",
+    "torch._C._functorch._vmap_increment_nesting",
+    "torch._C._functorch._vmap_decrement_nesting",
+)
 
 
 #: The switches dynamo records around a ``with`` block, each entering one and the one leaving it (which

@@ -1004,3 +1004,92 @@ def test_a_graph_with_symbolic_sizes_is_not_handed_to_its_backend():
     assert handed(static) is not None and handed(static).handed and not static.handed
     symbolic = GraphCase(gm, [GraphInput("x", x, TensorMeta.of(x), seed=0, symbolic_dims=(0,))])
     assert handed(symbolic) is None and handed(static.replace(dynamic=True)) is None
+
+
+def test_a_handed_graph_keeps_the_calls_fx_would_run_rather_than_record():
+    """FX traces a handed graph again for its backend; vmap's levels (dynamo records them for ``torch.vmap`` and
+    ``create_block_mask``) and an in-place write (``y[0] = 1.0``) are calls it would run on proxies, or once for good."""
+    import operator
+
+    from torch._functorch import predispatch
+
+    from minifier.repro.files import exec_repro
+    from minifier.repro.writer import data_of, render
+    from minifier.stages.run import run_case
+    from minifier.unit.case import GraphCase, GraphInput, TensorMeta
+
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def f(x):
+        y = torch.vmap(lambda row: row * 2)(x)
+        y[0] = 1.0
+        return y
+
+    x = torch.randn(3, 4)
+    torch._dynamo.reset()
+    torch.compile(f, backend=keep)(x)
+    (gm,) = graphs
+    (name,) = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    case = GraphCase(gm, [GraphInput(name, x, TensorMeta.of(x), seed=0)]).replace(handed=True)
+    assert run_case(case, "eager").failure is None
+    namespace = exec_repro(render(case, stage="eager"), meta={"definitions": case.definitions})
+    rebuilt = namespace["graph_module"](namespace["Repro"](data_of(case)))
+    calls = [n.target for n in rebuilt.graph.nodes if n.op == "call_function"]
+    assert calls == [n.target for n in gm.graph.nodes if n.op == "call_function"], calls
+    assert predispatch._vmap_increment_nesting in calls and operator.setitem in calls
+    assert torch.equal(rebuilt(x)[0], f(x))
+
+
+SOFT_CAPPED_FLEX_ATTENTION = """
+import torch
+from functorch.compile import make_boxed_func
+from torch._dynamo.backends.common import aot_autograd
+from torch.nn.attention.flex_attention import flex_attention
+
+
+def fw(gm, example_inputs):  # a compiler that mishandles a tanh inside a score_mod
+    bodies = [n.target for m in gm.modules() if m is not gm for n in m.graph.nodes]
+    if torch.ops.aten.tanh.default in bodies:
+        raise RuntimeError("cannot lower tanh in a score_mod")
+    return make_boxed_func(gm.forward)
+
+
+def soft_cap(score, b, h, q_idx, kv_idx):
+    return 30.0 * torch.tanh(score / 30.0)
+
+
+class Attn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.proj(x).view(2, 8, 3, 1, 16).permute(2, 0, 3, 1, 4)
+        return flex_attention(q, k, v, score_mod=soft_cap).relu().sum()
+
+
+with torch.no_grad():
+    print(torch.compile(Attn(), backend=aot_autograd(fw_compiler=fw))(torch.randn(2, 8, 16)))
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.slow  # (a minute of processes: make slow)
+def test_the_hook_after_dynamo_hands_a_flex_attention_graph_dynamo_fails_to_trace_again(tmp_path):
+    # dynamo's graph calls flex_attention with its block mask as dynamo wrote it, which dynamo fails on when a repro
+    # compiles it (InternalTorchDynamoError around a ValueError); handed to the backend, it is FX that traces it again,
+    # through the vmap levels and the in-place write create_block_mask left in it
+    script = tmp_path / "attn.py"
+    script.write_text(SOFT_CAPPED_FLEX_ATTENTION)
+    repros = tmp_path / "repros"
+    done = under_the_hook(script, "dynamo", "2", repros)
+    assert done.returncode == 1 and "cannot lower tanh in a score_mod" in done.stderr, done.stderr[-1500:]
+    report = json.loads(next(repros.glob("run-*/report.json")).read_text())
+    assert report["status"] == "minified" and "torch.ops.higher_order.flex_attention" in report["ops_after"], report
+    assert report["nodes_after"] < report["nodes_before"], report
+    alone = torch_alone(Path(report["repro"]), tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "cannot lower tanh in a score_mod" in alone.stderr, alone.stderr[-2000:]
