@@ -78,6 +78,7 @@ class InProcessExecutor:
         grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
         # (a repro's apply_config() sets the program's context: CompileContext)
         precision, deterministic = torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled()
+        threads = torch.get_num_threads()
         try:
             value = config.run_isolated(fn)
         except Exception:  # noqa: BLE001 - a child reports the same as QueryError
@@ -87,6 +88,7 @@ class InProcessExecutor:
             torch.set_default_dtype(dtype)
             torch.set_float32_matmul_precision(precision)
             torch.use_deterministic_algorithms(deterministic)
+            torch.set_num_threads(threads)
         return Answered(label, QueryResult(value, None, time.perf_counter() - started))
 
     def wait(self, queries: Sequence[Any], on_wait: Callable[[], None] | None = None, *, any_: bool = False) -> None:

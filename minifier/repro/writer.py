@@ -350,6 +350,8 @@ def _context_lines(context: CompileContext) -> list[str]:
         lines.append(f"    torch.set_float32_matmul_precision({context.matmul_precision!r})  # as the program set it")
     if context.deterministic != default.deterministic:
         lines.append(f"    torch.use_deterministic_algorithms({context.deterministic!r})  # as the program set it")
+    if context.threads:
+        lines.append(f"    torch.set_num_threads({context.threads})  # as the program set it")
     return lines
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -64,8 +65,9 @@ class CompileContext:
     AOTAutograd applies autocast while it traces, from the state at the call, and so
     does eager. A repro that calls the graph outside it compiles another program, and a
     wrong bf16 gradient passes every replay. The default dtype (tensors the graph
-    creates), float32 matmul precision (TF32) and deterministic algorithms (Inductor's
-    fallbacks) change what compiles and what runs the same way. Read at the compile,
+    creates), float32 matmul precision (TF32), deterministic algorithms (Inductor's
+    fallbacks) and the thread count (Inductor's C++ kernels are written for it) change
+    what compiles and what runs the same way. Read at the compile,
     inside the program's call (:meth:`current`); each field is at torch's default
     unless the program changed it.
     """
@@ -74,6 +76,7 @@ class CompileContext:
     default_dtype: str = "float32"
     matmul_precision: str = "highest"  # torch.get_float32_matmul_precision()
     deterministic: bool = False  # torch.are_deterministic_algorithms_enabled()
+    threads: int = 0  # torch.get_num_threads() where the program set its own (0: its environment's)
 
     #: The devices whose autocast state is read.
     AUTOCAST_DEVICES = ("cpu", "cuda")
@@ -91,6 +94,7 @@ class CompileContext:
             _dtype_name(torch.get_default_dtype()),
             torch.get_float32_matmul_precision(),
             torch.are_deterministic_algorithms_enabled(),
+            threads if (threads := torch.get_num_threads()) != environment_threads() else 0,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -107,6 +111,14 @@ class CompileContext:
         if "autocast" in data:
             data["autocast"] = tuple((str(device), str(dtype)) for device, dtype in data["autocast"])
         return cls(**data)
+
+
+def environment_threads() -> int:
+    """The thread count a process gets from its environment: ``OMP_NUM_THREADS``, else the cores it may run on."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -818,3 +818,37 @@ def test_a_graph_dynamo_will_not_trace_again_is_handed_to_its_backend(in_process
     assert "torch.ops.higher_order.while_loop" in report["ops_after"]
     ran = torch_alone(Path(report["repro"]), tmp_path / "elsewhere")
     assert ran.returncode != 0 and "cannot lower a while_loop" in ran.stderr, ran.stderr[-1500:]
+
+
+ONE_THREAD_ONLY = """
+import torch
+
+
+def one_thread_only(gm, example_inputs):  # a compiler whose kernels are wrong on the program's thread count
+    if torch.get_num_threads() == {threads} and any(n.target == "cos" for n in gm.graph.nodes):
+        raise RuntimeError("cannot vectorize cos on {threads} threads")
+    return gm.forward
+
+
+torch.set_num_threads({threads})
+print(torch.compile(lambda x: (x.sin() + 1).cos() * 2, backend=one_thread_only)(torch.randn(8)))
+"""
+
+
+@pytest.mark.e2e
+def test_the_thread_count_a_program_set_is_part_of_its_compile_context(in_process, tmp_path):
+    # Inductor writes its C++ kernels for the thread count at the compile; pt2kit's queries ran with the
+    # machine's, so a failure on the program's one thread passed alone everywhere (exit 5 before)
+    from minifier.unit.case import environment_threads
+
+    program = 1 if environment_threads() > 1 else 2  # (a count its environment does not give it)
+    script = tmp_path / "threads.py"
+    script.write_text(ONE_THREAD_ONLY.replace("{threads}", str(program)))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and report["ops_after"] == ["Tensor.cos"], report
+    repro = Path(report["repro"])
+    assert f"torch.set_num_threads({program})  # as the program set it" in repro.read_text()
+    threads = torch.get_num_threads()
+    ran = torch_alone(repro, tmp_path / "elsewhere")
+    assert ran.returncode != 0 and f"cannot vectorize cos on {program} threads" in ran.stderr, ran.stderr[-1500:]
+    assert torch.get_num_threads() == threads  # (the in-process queries gave this process its own back)
