@@ -42,7 +42,7 @@ import torch
 import torch.fx as fx
 
 from . import blame, hooks
-from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, snapshot
+from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, note_threads_at_start, snapshot
 from ..unit.copies import clone_values
 from .calls import LaterCalls, later_calls
 from .casemaker import aot_case, make_case
@@ -490,6 +490,7 @@ def capture_script(
     try:
         wrap_inner_compile_debug(recorder.wrap_inner_compile)  # (this process only captures: for good)
         with hooks.dynamo_backends(recorder.wrap_backend), hooks.aot_compilers(recorder.wrap_aot_compiler):
+            note_threads_at_start()
             run_script(script, args)
     except SystemExit as e:
         if e.code not in (None, 0):

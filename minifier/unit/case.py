@@ -94,7 +94,7 @@ class CompileContext:
             _dtype_name(torch.get_default_dtype()),
             torch.get_float32_matmul_precision(),
             torch.are_deterministic_algorithms_enabled(),
-            threads if (threads := torch.get_num_threads()) != environment_threads() else 0,
+            threads if (threads := torch.get_num_threads()) != (_threads_at_start or [environment_threads()])[0] else 0,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -111,6 +111,17 @@ class CompileContext:
         if "autocast" in data:
             data["autocast"] = tuple((str(device), str(dtype)) for device, dtype in data["autocast"])
         return cls(**data)
+
+
+#: The thread count the program started with, where pt2kit knows it: the capture notes it
+#: before the program runs (:func:`note_threads_at_start`). Elsewhere (the hook, the API), its
+#: environment's stands for it.
+_threads_at_start: list[int] = []
+
+
+def note_threads_at_start() -> None:
+    """The program is about to start: what it runs with now is not its own setting."""
+    _threads_at_start[:] = [torch.get_num_threads()]
 
 
 def environment_threads() -> int:
