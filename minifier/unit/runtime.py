@@ -46,13 +46,17 @@ def graph_module(module):
         return tracer.create_proxy("call_function", fn, args, kwargs)
 
     names = type(module).forward.__globals__
-    opaque = names.get("call_opaque")
+    missing = object()
+    opaque = names.get("call_opaque", missing)
     names["call_opaque"] = record
     try:
         with Calls():
             graph = tracer.trace(module)
     finally:
-        names["call_opaque"] = opaque
+        if opaque is missing:
+            del names["call_opaque"]
+        else:
+            names["call_opaque"] = opaque
     return torch.fx.GraphModule(module, graph)
 
 
