@@ -252,8 +252,10 @@ class ReproOnFailure:
         problem = safe(self._divergence, None, case, references, result, rng, list(args))
         if not problem and _needs_grad(result) and not has_random_ops(case.gm):
             problem = self.check_gradients(compiled, case, references, rng)
-        if problem:
-            self.diverged(case, problem, _with_values(case.inputs, references))
+        if problem:  # (safe: pt2kit's step must never raise in the program; diverged raises the verdict itself)
+            inputs = safe(_with_values, None, case.inputs, references)
+            if inputs is not None:
+                self.diverged(case, problem, inputs)
         return result
 
     def diverged(self, case: Any, problem: str, inputs: list[Any]) -> None:
@@ -276,9 +278,12 @@ class ReproOnFailure:
         """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
         from pt2kit.signature import said
         from .unit.accuracy import accuracy_category, accuracy_divergence, output_labels, reference_outputs
+        from .unit.case import Boundary
+
         after = _rng_state()
         try:
-            eager = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state)
+            grad = case.boundary == Boundary.DYNAMO and case.grad_enabled  # (an aot graph runs without autograd)
+            eager = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state, grad_enabled=grad)
         except Exception as e:  # noqa: BLE001 - eager refuses what the compiled run returned (pytorch#197095)
             return accuracy_divergence(said(e), [], None)
         finally:

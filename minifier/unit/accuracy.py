@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Union, cast
 
-from pt2kit.seams import module_hooks
+from pt2kit.seams import dispatch, module_hooks
 from pt2kit.signature import Failure, Kind, Signature, normalize_message
 from .aliasing import aliasing_divergence
 from .float64 import float64_graph, fp64_blocker, to_float64
@@ -116,6 +116,12 @@ class References:
         return _as_list(outputs) + [inputs[i] for i in self.written]
 
 
+def _detached(values: list[Any]) -> list[Any]:
+    import torch
+
+    return [v.detach() if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def _as_list(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
@@ -138,13 +144,21 @@ def run_float64(fn, *args):
 
 
 def reference_outputs(
-    gm: Any, inputs: list[Any], *, rng: Any = None, set_rng: Callable[[Any], object] | None = None
+    gm: Any,
+    inputs: list[Any],
+    *,
+    rng: Any = None,
+    set_rng: Callable[[Any], object] | None = None,
+    grad_enabled: bool = False,
 ) -> References:
     """The eager outputs of ``gm`` on ``inputs`` in working precision and in float64: the one fp64 driver.
 
-    Runs on clones (graphs mutate inputs in place), without autograd. With ``rng`` and
-    ``set_rng``, both runs start from that random state. A float64 run that raises
-    leaves ``fp64`` None (see :class:`References`).
+    Runs on clones (graphs mutate inputs in place), detached, without autograd unless
+    ``grad_enabled``: a dynamo graph the program called with grad on (a ``torch.func``
+    transform's graph takes its gradients itself, and under ``no_grad`` gets None). With
+    ``rng`` and ``set_rng``, both runs start from that random state. A float64 run that
+    raises leaves ``fp64`` None (see :class:`References`). A run that raises midway
+    leaves no functorch level entered.
     """
     import torch
 
@@ -154,7 +168,7 @@ def reference_outputs(
         return [v.detach() if isinstance(v, torch.Tensor) else v for v in clone_values(inputs)]
 
     # (in the user's process, the program's global module hooks must not fire on pt2kit's GraphModule)
-    with torch.no_grad(), module_hooks.suspended():
+    with torch.set_grad_enabled(grad_enabled), module_hooks.suspended(), dispatch.functorch_levels_kept():
         if set_rng is not None:
             set_rng(rng)
         values = clones()
@@ -162,14 +176,14 @@ def reference_outputs(
         outputs = gm(*values)
         written = written_inputs(before, tensor_versions(values))
         references = References([], None, written)
-        references.expected = references.outputs_of(outputs, values)
+        references.expected = _detached(references.outputs_of(outputs, values))
         if set_rng is not None:
             set_rng(rng)
         references.fp64_error = fp64_blocker(gm)
         try:
             if references.fp64_error is None:
                 values = to_float64(clones())
-                references.fp64 = references.outputs_of(run_float64(float64_graph(gm), *values), values)
+                references.fp64 = _detached(references.outputs_of(run_float64(float64_graph(gm), *values), values))
         except Exception as e:  # noqa: BLE001 - a reference that cannot run is ours to own, not the graph's
             references.fp64_error = f"{type(e).__name__}: {normalize_message(str(e))}"
     return references

@@ -10,7 +10,11 @@ must neither disturb them nor be fooled by them:
   wrapper (``torch._C._functorch.is_functorch_wrapped_tensor``, ``torch._is_functional_tensor``);
 - copying arguments outside every active dispatch mode and torch-function override
   (``torch.utils._python_dispatch._disable_current_modes``, ``torch._C.DisableTorchFunction``),
-  so a tracer or a user's mode never sees the copy.
+  so a tracer or a user's mode never sees the copy;
+- functorch's layer stack (``torch._C._functorch.get_dynamic_layer_stack_depth``,
+  ``pop_dynamic_layer_stack_and_undo_to_depth``): a dynamo graph of a ``torch.func``
+  transform enters its levels itself, and one that raises midway leaves them entered,
+  for every later op of the program to run under (dynamo undoes them the same way).
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ SEAM = Seam(
     wraps=(
         "torch._C._dispatch_tls_is_dispatch_key_excluded / DispatchKey.AutogradFunctionality, torch._C.DisableTorchFunction, "
         "torch.utils._python_dispatch._disable_current_modes, torch._C._functorch.is_functorch_wrapped_tensor, "
-        "torch._is_functional_tensor"
+        "torch._is_functional_tensor, torch._C._functorch.get_dynamic_layer_stack_depth / "
+        "pop_dynamic_layer_stack_and_undo_to_depth"
     ),
-    features=("opcheck",),
+    features=("opcheck", "minify (level-4 hook)"),
 )
 
 
@@ -41,6 +46,10 @@ def probe() -> None:
         raise AttributeError("a plain tensor reads as functorch- or functional-wrapped")
     with outside_modes():
         tensor.clone()
+    with functorch_levels_kept():
+        torch._C._functorch._grad_increment_nesting()  # (left entered: the block must undo it)
+    if torch._C._functorch.get_dynamic_layer_stack_depth() != 0:
+        raise AttributeError("functorch's layer stack was not undone to its depth")
 
 
 def grad_active() -> bool:
@@ -67,3 +76,16 @@ def outside_modes() -> Iterator[None]:
 
     with _disable_current_modes(), torch._C.DisableTorchFunction():
         yield
+
+
+@contextlib.contextmanager
+def functorch_levels_kept() -> Iterator[None]:
+    """After the block, functorch's layer stack is as deep as before it, whatever the block left entered."""
+    import torch
+
+    depth = torch._C._functorch.get_dynamic_layer_stack_depth()
+    try:
+        yield
+    finally:
+        if torch._C._functorch.get_dynamic_layer_stack_depth() != depth:
+            torch._C._functorch.pop_dynamic_layer_stack_and_undo_to_depth(depth)

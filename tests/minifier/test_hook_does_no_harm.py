@@ -3,7 +3,8 @@
 One program exercises what a debugging hook is most likely to disturb: backends that
 are a lambda and a ``functools.partial``, BatchNorm in training (buffers mutated in
 place), an in-place update of an input, dropout (the RNG stream), a graph break, an
-automatic-dynamic recompile, and activation checkpointing. It prints a digest of
+automatic-dynamic recompile, activation checkpointing, and a ``torch.func`` transform
+compiled whole (its graph enters functorch's levels). It prints a digest of
 every output, gradient, buffer and input, and of the RNG state at the end. The digest
 must be the same with the hook armed at every level as without it, with nothing
 from pt2kit on stderr.
@@ -80,6 +81,14 @@ x = torch.randn(4, 8, requires_grad=True)
 total = torch.compile(block, backend="aot_eager")(x)
 total.backward()
 lines.append(("checkpoint", digest(total, x.grad, layer[0].weight.grad)))
+
+# a torch.func transform compiled whole: its graph enters functorch's levels and takes gradients itself
+from torch.func import hessian
+
+def energy(t):
+    return (t.sin() * t).sum()
+
+lines.append(("hessian", digest(torch.compile(hessian(energy), backend="aot_eager")(torch.randn(3, 3)))))
 
 lines.append(("rng", digest(torch.get_rng_state())))
 print()
