@@ -369,13 +369,17 @@ class ReproOnFailure:
         from .unit.case import GraphId
 
         run_dir = new_run_dir(self.intent.out, run_name())
-        path = write_repro(case, run_dir / "captured" / str(GraphId(case.index)), stage=case.backend, failure=failure)
+        accuracy = failure is not None and failure.kind == "accuracy"  # (its repro judges the outputs, or says it passes)
+        path = write_repro(
+            case, run_dir / "captured" / str(GraphId(case.index)), stage=case.backend, failure=failure, accuracy=accuracy
+        )
         if self.intent.level in (1, 3):
             write_repro(
                 case,
                 run_dir,
                 stage=case.backend,
                 failure=failure,
+                accuracy=accuracy,
                 note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook: graph {case.label()} {why}; not minified.",
             )
         say(f"graph {case.label()} {why}; " + (f"repro in {run_dir}" if self.intent.level in (1, 3) else f"minifying it in {run_dir}"))

@@ -226,6 +226,12 @@ def test_the_hook_at_level_4_names_the_input_a_graph_writes_wrong(tmp_path):
         compiled(torch.arange(1, 25).reshape(4, 6))
     assert type(raised.value).__name__ == "AccuracyError", raised.value
     assert "input l_x_ (written in place): 16 of 24 values differ" in str(raised.value).lower(), raised.value
+    # the graph as saved says it fails, and judges its outputs as its header says (it said "did not fail" before)
+    (saved,) = (tmp_path / "repros").glob("run-*/captured/g*/repro.py")
+    loaded = load_repro(saved)
+    assert loaded.failure is not None and loaded.failure.kind == "accuracy" and loaded.accuracy, loaded
+    alone = torch_alone(saved, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "16 of 24 values differ" in alone.stdout + alone.stderr, alone.stdout[-1500:]
 
 
 # --------------------------------------------------------------------------- #
