@@ -41,7 +41,7 @@ from pathlib import Path
 
 from rich.markup import escape
 from .report import BisectReport, Row, first_fails, program_failure
-from .plainly import fails_only_plainly, fails_under_dynamo_alone
+from .plainly import compiles_its_failure_into_no_graph, fails_only_plainly, fails_under_dynamo_alone
 from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, readable_cases, run_stages, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
@@ -199,6 +199,14 @@ def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Acc
     if not captured.graph_paths:
         if captured.failure is not None:
             signature = captured.failure.signature
+            if compiles_its_failure_into_no_graph(program, captured.failure):
+                raise NotReproducible(
+                    f"{script.name} fails ({signature}) and torch.compile handed its backend no graph; it fails the same "
+                    "way with every torch.compile on backend='eager' (dynamo alone) and passes with torch.compile turned "
+                    "off (torch.compiler.set_stance('force_eager')): the bug is dynamo's, which ran or folded the failing "
+                    "frame itself (a graph of no ops reaches no backend); TORCH_LOGS=graph_code shows what it traced",
+                    program_fails_at=Stage.EAGER,
+                )
             raise ScriptFailedBeforeCompile(
                 f"{script.name} raised before torch.compile compiled anything: {signature.exception}: {shown(signature.message)}"
             )

@@ -8,6 +8,9 @@ seconds), asked only on the way to a verdict that would otherwise send the user 
 - :func:`fails_under_dynamo_alone`: no graph fails alone; does the program fail with
   every ``torch.compile`` on ``backend="eager"``? Then the bug is dynamo's, outside its
   graphs.
+- :func:`compiles_its_failure_into_no_graph`: no graph was compiled at all; does the program
+  fail under dynamo alone and pass with every compile turned off? Then dynamo ran or
+  folded the failing frame itself (a graph of no ops reaches no backend).
 - :func:`first_stage_the_program_fails`: the same question down the stages, one plain run
   each: the stage bisection of the whole program, for a failure no graph shows alone
   (AOTAutograd's compiled function meeting the program's own autograd).
@@ -86,6 +89,27 @@ def fails_under_dynamo_alone(program: ProgramRun, failure: Failure) -> bool:
     is right alone, what is left is dynamo's: its tracing, its guards, its side effects.
     """
     return fails_on(program, failure, "eager")
+
+
+def compiles_its_failure_into_no_graph(program: ProgramRun, failure: Failure) -> bool:
+    """Does the program, which compiled no graph, fail under dynamo alone and pass with ``torch.compile`` turned off?
+
+    Dynamo hands its backend no graph for a frame whose ops it ran or folded itself
+    (pytorch#196012: a ``while_loop_stack_output`` whose condition is a constant, a graph
+    of no ops): the program then fails "before compiling anything" only as far as any
+    backend can tell.
+    """
+    if not fails_on(program, failure, "eager"):
+        return False
+    from ..stages.elsewhere import plain_run
+    from .subsystem import PROGRAM_RERUN_LIMIT
+
+    run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=COMPILE_TURNED_OFF)
+    return run.returncode == 0
+
+
+#: Code run before a program so that every ``torch.compile`` of it runs eagerly, dynamo and all left out.
+COMPILE_TURNED_OFF = "import torch\ntorch.compiler.set_stance('force_eager')\n"
 
 
 def askable(program: ProgramRun, failure: Failure) -> bool:

@@ -852,3 +852,33 @@ def test_the_thread_count_a_program_set_is_part_of_its_compile_context(in_proces
     ran = torch_alone(repro, tmp_path / "elsewhere")
     assert ran.returncode != 0 and f"cannot vectorize cos on {program} threads" in ran.stderr, ran.stderr[-1500:]
     assert torch.get_num_threads() == threads  # (the in-process queries gave this process its own back)
+
+
+NO_GRAPH_FOR_ITS_BACKEND = """
+import torch
+
+
+def f(x):  # pytorch#196012: a constant-False condition; dynamo folds the loop into a graph of no ops
+    return torch.ops.higher_order.while_loop_stack_output(lambda y: False, lambda y: (y + 1,), (x,), ())
+
+
+x = torch.ones(4)
+expected, compiled = f(x), torch.compile(f, fullgraph=True, backend="eager")(x)
+assert expected[0].shape == compiled[0].shape, (expected[0].shape, compiled[0].shape)
+"""
+
+
+@pytest.mark.e2e
+def test_a_failure_dynamo_compiles_into_no_graph_is_dynamos_not_the_scripts(in_process, tmp_path):
+    # no backend ever saw a graph, so "raised before torch.compile compiled anything" (exit 3) said the script's
+    # own code failed; it passes with torch.compile turned off
+    script = tmp_path / "folded.py"
+    script.write_text(NO_GRAPH_FOR_ITS_BACKEND)
+    if run_repro_without_pt2kit(script).returncode == 0:
+        pytest.skip(f"pytorch#196012 is fixed in torch {torch.__version__}")
+    from pt2kit.errors import NotReproducible
+
+    with pytest.raises(NotReproducible) as raised:
+        minified(in_process, script)
+    assert "torch.compile handed its backend no graph" in str(raised.value) and "the bug is dynamo's" in str(raised.value)
+    assert raised.value.report.get("program_fails_at") == "eager", raised.value.report
