@@ -88,15 +88,16 @@ def save_repro(
     except Exception as e:
         from .capture.frames import where_it_failed
 
-        if where_it_failed(e) == "tracing":  # dynamo failed on a frame: the frame, lifted, is the graph
+        tracing = where_it_failed(e) == "tracing"
+        if tracing:  # dynamo failed on a frame: the frame, lifted, is the graph
             saved += _lifted_frame(e, run_dir, len(saved))
         if not saved:  # (before any graph, and in no frame dynamo traced, the error is the function's own)
             raise
         # Eager refusing what the compiled program returns is itself the bug (minify with accuracy);
-        # the graphs saved so far are kept.
+        # the graphs saved so far are kept. Dynamo failing to trace is its own (no eager run raised).
         from pt2kit.signature import said
 
-        (run_dir / EAGER_RAISED).write_text(said(e))
+        (run_dir / (TRACING_FAILED if tracing else EAGER_RAISED)).write_text(said(e))
     (run_dir / "graphs.json").write_text(json.dumps([str(p) for p in saved], indent=2))
     if missing:
         (run_dir / STATE_MISSING).write_text(json.dumps(list(missing), indent=2))
@@ -126,6 +127,9 @@ def _lifted_frame(exc: BaseException, run_dir: Path, index: int) -> list[Path]:
 
 #: Beside ``graphs.json``: the error ``fn`` raised with its graphs run eagerly, one line, where a graph was saved before it.
 EAGER_RAISED = "eager_raised.txt"
+
+#: Beside ``graphs.json``: the error dynamo raised tracing a frame of ``fn``, one line (the frame, lifted, is saved).
+TRACING_FAILED = "tracing_failed.txt"
 
 #: Beside ``graphs.json``: the program's changes to torch no repro carries (:func:`~minifier.capture.patches.state_missing`).
 STATE_MISSING = "state_missing.json"
@@ -216,6 +220,12 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         raised = saved[0].parent.parent / EAGER_RAISED
         if raised.exists() and not options.get("accuracy"):  # (the compiled program may return where eager raises)
             message += f"; run eagerly, the function raised {raised.read_text()} (accuracy=True judges a compiled run that returns instead)"
+        tracing = saved[0].parent.parent / TRACING_FAILED
+        if tracing.exists() and report.get("status") == NoFailure.status:  # (as minify run says of it: no graph to blame)
+            message = (
+                f"dynamo failed tracing the function ({tracing.read_text()}), and the frame it failed on, lifted to a "
+                "graph, passes every stage alone: the failure is in dynamo's own tracing, not in a graph"
+            )
         error = UserFacingError(message)
         error.exit_code = done.returncode
         error.status = report.get("status", "error")

@@ -570,6 +570,31 @@ def test_the_api_saves_a_frame_dynamo_fails_to_trace_as_its_graph(tmp_path):
     assert outcome.failure is not None and "Attempting to broadcast a dimension of length 16" in outcome.failure.signature.message
 
 
+def test_the_api_says_a_failure_of_dynamos_tracing_is_dynamos_not_eagers(tmp_path):
+    """pytorch#183015, a genuine torch bug: ``vmap(hessian(f))`` compiled whole; dynamo's fake run of it
+    raises while tracing. The lifted frame passes alone, and the API said the function "raised run eagerly"
+    and suggested accuracy=True."""
+    from minifier.api import minify
+
+    from pt2kit.errors import UserFacingError
+
+    def f(x):
+        return (x.sin() * x).sum()
+
+    torch._dynamo.reset()
+    x = torch.randn(4, 3)
+    try:
+        torch.compile(torch.vmap(torch.func.hessian(f)), backend="eager")(x)
+        pytest.skip(f"pytorch#183015 is fixed in torch {torch.__version__}")
+    except Exception:  # noqa: BLE001 - the bug
+        pass
+    torch._dynamo.reset()
+    with pytest.raises(UserFacingError) as raised:
+        minify(torch.compile(torch.vmap(torch.func.hessian(f))), x, out=tmp_path)
+    message = str(raised.value)
+    assert message.startswith("dynamo failed tracing the function (TorchRuntimeError") and "run eagerly" not in message, message
+
+
 def test_the_api_asks_for_strict_accuracy_by_its_own_flag():
     from minifier.api import _flags, _judged
 
