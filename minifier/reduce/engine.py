@@ -146,7 +146,7 @@ class Reducer:
         outputs = tuple(
             o
             for o in dict.fromkeys(self.resolve(o, subs) for o in c.outputs)
-            if o in kept and self.info.get(o, NodeInfo("other")).kind in ("tensor", "unreached")
+            if o in kept and self.info.get(o, NodeInfo("other")).kind in ("tensor", "special", "unreached")
         )
         # Dead code: keep what the outputs need, and side effects.
         live: set[str] = set()

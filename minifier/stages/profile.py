@@ -34,8 +34,10 @@ class NodeInfo:
 
     ``kind`` is ``tensor`` (a cut here becomes a new graph input of ``meta``),
     ``literal`` (a cut inlines ``literal``), ``other`` (tuples of tensors and the
-    like: a cut must happen at their ``getitem`` users instead) or ``unreached`` (a
-    partial profile's node after the one eager raises at: never cut, but an output).
+    like: a cut must happen at their ``getitem`` users instead), ``special`` (a
+    quantized or sparse tensor pt2kit cannot rebuild as an input: never cut, but an
+    output) or ``unreached`` (a partial profile's node after the one eager raises at:
+    never cut, but an output).
     """
 
     kind: str
@@ -174,7 +176,7 @@ def profile_case(
     for name, value in values.items():
         traced = node_meta(nodes[name])
         if isinstance(value, torch.Tensor) and special_tensors.unsupported(value):
-            info[name] = NodeInfo("other")  # (a quantized or sparse value: cut at its users instead)
+            info[name] = NodeInfo("special")  # (a quantized or sparse value: cut at its users instead)
         elif isinstance(value, torch.Tensor):
             info[name] = NodeInfo(
                 "tensor", TensorMeta.of(value), digest=_digest(value), dynamic_dims=tuple(traced.get(DYNAMIC_DIMS, ()))

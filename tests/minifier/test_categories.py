@@ -882,3 +882,32 @@ def test_a_failure_dynamo_compiles_into_no_graph_is_dynamos_not_the_scripts(in_p
         minified(in_process, script)
     assert "torch.compile handed its backend no graph" in str(raised.value) and "the bug is dynamo's" in str(raised.value)
     assert raised.value.report.get("program_fails_at") == "eager", raised.value.report
+
+
+QUANTIZED_OUTPUT = """
+import torch
+
+
+def no_quantize(gm, example_inputs):  # a compiler that cannot lower a quantize (pytorch#198307's kind)
+    if any(n.target is torch.quantize_per_tensor for n in gm.graph.nodes):
+        raise RuntimeError("cannot lower quantize_per_tensor")
+    return gm.forward
+
+
+def f(x):
+    return torch.quantize_per_tensor((x * 2).t(), 0.1, 0, torch.quint8)
+
+
+print(torch.compile(f, backend=no_quantize)(torch.randn(4, 3)))
+"""
+
+
+@pytest.mark.e2e
+def test_a_graph_whose_output_is_a_quantized_tensor_is_reduced(in_process, tmp_path):
+    # a quantized value cannot be rebuilt as an input, and the reducer dropped it as an output too: every
+    # candidate was an empty graph, and the repro was the graph as captured, "not reduced"
+    script = tmp_path / "quantize.py"
+    script.write_text(QUANTIZED_OUTPUT)
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and report["ops_after"] == ["torch.quantize_per_tensor"], report
+    assert not any("not reduced" in note for note in report["notes"]), report["notes"]
