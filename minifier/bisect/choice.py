@@ -26,9 +26,10 @@ def choose_graph(report: BisectReport, after: str) -> Row:
     if culprit is None or culprit.first_failure is None:
         raise NoFailure("no graph fails")
     if culprit.case is None:
+        why = str((culprit.frame or {}).get("lift_error") or "").split(". ")[0][:300]  # (its first sentence)
         raise NotReproducible(
             f"the failure is in dynamo's own tracing of {culprit.label} ({signature_of(culprit.first_failure)}); "
-            "there is no graph to minify"
+            "there is no graph to minify" + (f" (pt2kit could not lift the frame to one: {why})" if why else "")
         )
     if after == "aot" and culprit.boundary != Boundary.AOT:
         raise UsageError("--after aot: no aot graph fails the same way in isolation; try --after dynamo")

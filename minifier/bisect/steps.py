@@ -513,6 +513,8 @@ def frame_row(session: Session, captured: CaptureResult, *, accuracy: Accuracy) 
         if first is not None and first.failure is not None and first.failure.signature == captured.failure.signature:
             row.label, row.frame = label, frame
             return row
+    if frame and captured.lift_errors and not captured.frame_paths:  # (said with the verdict: why no graph stands for it)
+        frame = {**frame, "lift_error": captured.lift_errors[0]}
     return Row(label, "dynamo", "dynamo", None, frame, {"eager": Outcome("eager", captured.failure, 0.0)})
 
 

@@ -50,6 +50,7 @@ class CaptureResult:
     rank: int | None = None  # a distributed job: the rank this is
     ranks: dict[int, str] = field(default_factory=dict)  # a distributed job: how each rank ended
     frame_paths: list[Path] = field(default_factory=list)  # a frame dynamo failed to trace, lifted to graphs
+    lift_errors: list[str] = field(default_factory=list)  # why each way of lifting it failed
     events: list[Event] = field(default_factory=list)
     early: Any = None  # the queries asked while the program ran (minifier.bisect.steps.EarlyStages)
     kernel: str | None = None  # the Inductor kernel the program failed in, when it says (minifier.capture.blame)
@@ -134,6 +135,8 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.judged[e.graph] = Failure(e.failure, e.details) if e.failure else None
         elif isinstance(e, FrameLifted) and e.path:
             result.frame_paths.append(Path(e.path))
+        elif isinstance(e, FrameLifted) and e.error:
+            result.lift_errors.append(e.error)
     if crash is not None and result.failure is None:
         result.failure, result.kernel = crash, blame.kernel_in_trail(out_dir / blame.TRAIL)
     if result.failure is not None and result.failed_graph is None and running:

@@ -911,3 +911,36 @@ def test_a_graph_whose_output_is_a_quantized_tensor_is_reduced(in_process, tmp_p
     report = minified(in_process, script)
     assert report["status"] == "minified" and report["ops_after"] == ["torch.quantize_per_tensor"], report
     assert not any("not reduced" in note for note in report["notes"]), report["notes"]
+
+
+LAZY_MODULE_DYNAMIC = """
+import torch
+
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.LazyBatchNorm2d()
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+torch.compile(M(), dynamic=True, backend="eager")(torch.randn(1, 3, 16, 16))
+"""
+
+
+@pytest.mark.e2e
+def test_a_frame_that_cannot_be_lifted_says_why(in_process, tmp_path):
+    # pytorch#185488: a lazy module's first call under dynamic=True; dynamo fails tracing it, and pt2kit's lifting of
+    # the frame fails on the uninitialized parameter: exit 5 said "no graph to minify" and not why
+    from pt2kit.errors import NotReproducible
+
+    script = tmp_path / "lazy.py"
+    script.write_text(LAZY_MODULE_DYNAMIC)
+    if run_repro_without_pt2kit(script).returncode == 0:
+        pytest.skip(f"pytorch#185488 is fixed in torch {torch.__version__}")
+    with pytest.raises(NotReproducible) as raised:
+        minified(in_process, script)
+    assert "there is no graph to minify (pt2kit could not lift the frame to one: " in str(raised.value), raised.value
+    assert "uninitialized parameter" in str(raised.value), raised.value
