@@ -185,7 +185,19 @@ def traces_on_fakes(case: GraphCase) -> bool:
 
     When sizes are symbolic, and when an op makes a size out of the data (:func:`reads_data`).
     """
-    return is_symbolic(case) or reads_data(case)
+    return is_symbolic(case) or reads_data(case) or makes_zero_tensors(case)
+
+
+def makes_zero_tensors(case: GraphCase) -> bool:
+    """Does the graph make ZeroTensors (``aten._efficientzerotensor``, forward-mode AD's zero tangents)?
+
+    ``make_fx`` on real tensors turns what is computed from one into a constant of the
+    traced graph (``_tensor_constant0``), whose data Inductor then reads and cannot: the
+    aot graph is traced on fake ones, as AOTAutograd did.
+    """
+    from ..unit.graphio import all_call_nodes
+
+    return any(getattr(n.target, "__name__", "").startswith("_efficientzerotensor") for n in all_call_nodes(case.gm))
 
 
 def symbolic_inputs_function(case: GraphCase) -> str:
