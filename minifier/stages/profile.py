@@ -176,7 +176,7 @@ def profile_case(
     for name, value in values.items():
         traced = node_meta(nodes[name])
         if isinstance(value, torch.Tensor) and special_tensors.unsupported(value):
-            info[name] = NodeInfo("special")  # (a quantized or sparse value: cut at its users instead)
+            info[name] = NodeInfo("special")  # (a quantized or sparse value: never an input, but an output)
         elif isinstance(value, torch.Tensor):
             info[name] = NodeInfo(
                 "tensor", TensorMeta.of(value), digest=_digest(value), dynamic_dims=tuple(traced.get(DYNAMIC_DIMS, ()))

@@ -165,7 +165,7 @@ def reference_outputs(
     from .copies import clone_values
 
     def clones() -> list[Any]:
-        return [v.detach() if isinstance(v, torch.Tensor) else v for v in clone_values(inputs)]
+        return _detached(clone_values(inputs))
 
     # (in the user's process, the program's global module hooks must not fire on pt2kit's GraphModule)
     with torch.set_grad_enabled(grad_enabled), module_hooks.suspended(), dispatch.functorch_levels_kept():
@@ -272,7 +272,7 @@ def judge_compiled_run(
         if after is None:
             return None  # the graph writes into its inputs, and how the compiled run left them is not known
         actual = references.outputs_of(outputs, after)
-    actual = [o.detach() if isinstance(o, torch.Tensor) else o for o in actual]
+    actual = _detached(actual)
     problem = accuracy_divergence(
         references.expected, actual, references.fp64, strict=strict, labels=output_labels(references, len(actual))
     )
