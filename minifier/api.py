@@ -212,7 +212,13 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         ) from None
     if done.returncode != 0:
         message = report.get("message", "minify failed")
-        if report.get("status") == NoFailure.status:  # (its message names pt2kit's own files of the graphs)
+        tracing = saved[0].parent.parent / TRACING_FAILED
+        if report.get("status") == NoFailure.status and tracing.exists():  # (as minify run says of it: no graph to blame)
+            message = (
+                f"dynamo failed tracing the function ({tracing.read_text()}), and the frame it failed on, lifted to a "
+                "graph, passes every stage alone: the failure is in dynamo's own tracing, not in a graph"
+            )
+        elif report.get("status") == NoFailure.status:  # (its message names pt2kit's own files of the graphs)
             message = f"{plural(len(saved), 'graph')} of the function {'passes' if len(saved) == 1 else 'pass'} every stage" + _judged(options.get("accuracy"))
         lacking = saved[0].parent.parent / STATE_MISSING
         if lacking.exists():  # (the graphs may fail only with those changes)
@@ -220,12 +226,6 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         raised = saved[0].parent.parent / EAGER_RAISED
         if raised.exists() and not options.get("accuracy"):  # (the compiled program may return where eager raises)
             message += f"; run eagerly, the function raised {raised.read_text()} (accuracy=True judges a compiled run that returns instead)"
-        tracing = saved[0].parent.parent / TRACING_FAILED
-        if tracing.exists() and report.get("status") == NoFailure.status:  # (as minify run says of it: no graph to blame)
-            message = (
-                f"dynamo failed tracing the function ({tracing.read_text()}), and the frame it failed on, lifted to a "
-                "graph, passes every stage alone: the failure is in dynamo's own tracing, not in a graph"
-            )
         error = UserFacingError(message)
         error.exit_code = done.returncode
         error.status = report.get("status", "error")
