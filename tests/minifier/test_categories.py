@@ -872,16 +872,21 @@ assert expected[0].shape == compiled[0].shape, (expected[0].shape, compiled[0].s
 def test_a_failure_dynamo_compiles_into_no_graph_is_dynamos_not_the_scripts(in_process, tmp_path):
     # no backend ever saw a graph, so "raised before torch.compile compiled anything" (exit 3) said the script's
     # own code failed; it passes with torch.compile turned off
-    script = tmp_path / "folded.py"
-    script.write_text(NO_GRAPH_FOR_ITS_BACKEND)
-    if run_repro_without_pt2kit(script).returncode == 0:
-        pytest.skip(f"pytorch#196012 is fixed in torch {torch.__version__}")
+    raised = exit_5_of(in_process, tmp_path / "folded.py", NO_GRAPH_FOR_ITS_BACKEND, "pytorch#196012")
+    assert "torch.compile handed its backend no graph" in str(raised) and "the bug is dynamo's" in str(raised)
+    assert raised.report.get("program_fails_at") == "eager", raised.report
+
+
+def exit_5_of(in_process, script: Path, program: str, bug: str):
+    """The NotReproducible ``minify run`` raises on ``program`` (a genuine ``bug``: skipped where this torch fixed it)."""
     from pt2kit.errors import NotReproducible
 
+    script.write_text(program)
+    if run_repro_without_pt2kit(script).returncode == 0:
+        pytest.skip(f"{bug} is fixed in torch {torch.__version__}")
     with pytest.raises(NotReproducible) as raised:
         minified(in_process, script)
-    assert "torch.compile handed its backend no graph" in str(raised.value) and "the bug is dynamo's" in str(raised.value)
-    assert raised.value.report.get("program_fails_at") == "eager", raised.value.report
+    return raised.value
 
 
 QUANTIZED_OUTPUT = """
@@ -934,13 +939,6 @@ torch.compile(M(), dynamic=True, backend="eager")(torch.randn(1, 3, 16, 16))
 def test_a_frame_that_cannot_be_lifted_says_why(in_process, tmp_path):
     # pytorch#185488: a lazy module's first call under dynamic=True; dynamo fails tracing it, and pt2kit's lifting of
     # the frame fails on the uninitialized parameter: exit 5 said "no graph to minify" and not why
-    from pt2kit.errors import NotReproducible
-
-    script = tmp_path / "lazy.py"
-    script.write_text(LAZY_MODULE_DYNAMIC)
-    if run_repro_without_pt2kit(script).returncode == 0:
-        pytest.skip(f"pytorch#185488 is fixed in torch {torch.__version__}")
-    with pytest.raises(NotReproducible) as raised:
-        minified(in_process, script)
-    assert "there is no graph to minify (pt2kit could not lift the frame to one: " in str(raised.value), raised.value
-    assert "uninitialized parameter" in str(raised.value), raised.value
+    raised = exit_5_of(in_process, tmp_path / "lazy.py", LAZY_MODULE_DYNAMIC, "pytorch#185488")
+    assert "there is no graph to minify (pt2kit could not lift the frame to one: " in str(raised), raised
+    assert "uninitialized parameter" in str(raised), raised
