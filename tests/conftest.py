@@ -36,6 +36,27 @@ pytest_plugins = ["pytester"]
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _torch_process_state_restored():
+    """Every test starts from the process's own torch state, whatever the test before it set.
+
+    A test in a pytest-xdist worker runs after others in the same process; one that sets the
+    thread count (or the default dtype, matmul precision, ...) and a later one that reads the
+    program's context (CompileContext) would otherwise pass alone and fail in CI.
+    """
+    import torch
+
+    saved = (
+        torch.get_num_threads(), torch.get_default_dtype(), torch.is_grad_enabled(),
+        torch.get_float32_matmul_precision(), torch.are_deterministic_algorithms_enabled(),
+    )
+    yield
+    threads, dtype, grad, precision, deterministic = saved
+    torch.set_num_threads(threads)
+    torch.set_default_dtype(dtype)
+    torch.set_grad_enabled(grad)
+    torch.set_float32_matmul_precision(precision)
+    torch.use_deterministic_algorithms(deterministic)
 
 
 def pytest_runtest_setup(item):

@@ -186,6 +186,7 @@ def _child_threads() -> tuple[int, int, str | None]:
 def test_worker_works_from_a_process_running_threads_openmp_and_numpy(tmp_path):
     """A training job calls pt2kit: OpenMP pool live, a data-loader thread, numpy loaded."""
     numpy = pytest.importorskip("numpy")
+    previous = torch.get_num_threads()
     torch.set_num_threads(2)
     torch.randn(256, 256) @ torch.randn(256, 256)  # starts the OpenMP pool
     numpy.ones((128, 128)) @ numpy.ones((128, 128))  # and OpenBLAS's
@@ -201,7 +202,7 @@ def test_worker_works_from_a_process_running_threads_openmp_and_numpy(tmp_path):
         release.set()
         loader.join()
         worker.close()
-        torch.set_num_threads(1)
+        torch.set_num_threads(previous)
 
 
 class _CountingWorker(Worker):
