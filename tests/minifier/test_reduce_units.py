@@ -659,3 +659,34 @@ def test_lowering_says_why_no_aot_graph_was_kept_as_it_is(tmp_path):
         case = GraphCase(trace_module(_CopyIntoRelu()), [GraphInput("y", y, TensorMeta.of(y))], backend=backend)
         paths, note = lower_case(case, tmp_path / backend)
         assert paths == [] and note is not None and note.startswith(said), note
+
+
+def test_an_aot_graph_that_makes_zero_tensors_is_traced_on_fakes_in_its_repro():
+    # Forward-mode AD's zero tangents are ZeroTensors (aten._efficientzerotensor). make_fx on
+    # real tensors turns what is computed from one into constants and zeros that Inductor
+    # cannot compile ("both a fallback and a decomp for aten.zeros"), where the program's
+    # graph compiled: the repro's compiler gets fake inputs, as AOTAutograd handed them
+    # (pytorch#190856's graph, jacfwd(jacfwd(f)), captured as Inductor gets it).
+    import copy
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._inductor.decomposition import select_decomp_table
+    from minifier.repro.inputs import makes_zero_tensors
+
+    graphs = []
+
+    def backend(gm, examples):
+        def keep(g, _):
+            graphs.append(copy.deepcopy(g))
+            return g
+
+        return aot_module_simplified(gm, examples, fw_compiler=keep, decompositions=select_decomp_table())
+
+    def f(t):
+        return torch.mean(1.0 / (t + torch.trace(t) * torch.eye(3, dtype=t.dtype)))
+
+    x = torch.randn(3, 3, dtype=torch.float64)
+    torch._dynamo.reset()
+    torch.compile(torch.func.jacfwd(torch.func.jacfwd(f)), backend=backend)(x)
+    case = GraphCase(graphs[0], [GraphInput("arg0_1", x, TensorMeta.of(x))], boundary="aot", kind="inference", backend="inductor")
+    assert makes_zero_tensors(case) and not makes_zero_tensors(_chain([torch.ops.aten.cos.default], x))
+    assert "symbolic_inputs(inputs)" in render(case, stage="inductor")
