@@ -39,14 +39,14 @@ def narrowed(r: Reducer, c: Candidate) -> Candidate | None:
     names = set(r.diverging.get(c.key(), ()))
     kept = set(c.kept)
     nodes = {n.name: n for n in r.origin.gm.graph.nodes}
-    first = tuple(o for o in c.outputs if o in names and not (_upstream(nodes, o, kept) & names))
+    first = tuple(o for o in c.outputs if o in names and not (upstream(nodes, o, kept) & names))
     if not first or set(first) >= set(c.outputs):
         return None
-    cone = set(first).union(*(_upstream(nodes, o, kept) for o in first))
+    cone = set(first).union(*(upstream(nodes, o, kept) for o in first))
     return r.normalize(replace(c, kept=tuple(n for n in c.kept if n in cone), outputs=first))
 
 
-def _upstream(nodes: dict[str, fx.Node], name: str, kept: set[str]) -> set[str]:
+def upstream(nodes: dict[str, fx.Node], name: str, kept: set[str]) -> set[str]:
     """The kept nodes ``name`` reads, directly or through other kept nodes."""
     seen: set[str] = set()
     todo = [a.name for a in nodes[name].all_input_nodes]

@@ -33,6 +33,8 @@ They run in this order:
   about 2·log2(L) a run of L that can go); a graph it leaves 1-minimal is settled:
   later rounds skip it when only its inputs or config change (random inputs that
   loosen the accuracy rule: its single drops are asked again);
+- :func:`remove_mode_brackets`: on a 1-minimal graph, each mode's entering and leaving
+  switch cut together (a cut of one alone fails otherwise);
 - :func:`replace_by_operands`: on a 1-minimal graph, each node replaced by a
   same-shaped operand (or input), one query a node (what a cut cannot reach);
 - :func:`~minifier.reduce.bodies.reduce_bodies`: the same in higher-order ops' bodies;
@@ -52,9 +54,10 @@ from dataclasses import replace
 from typing import Any
 
 from .bodies import reduce_bodies
-from .divergence import follow_divergence, narrow_to_divergence
+from .divergence import upstream, follow_divergence, narrow_to_divergence
 from .engine import Candidate, Reducer
 from .scans import ask_ahead, ddmin
+from pt2kit.seams import ops
 from pt2kit.seams.config import NEVER_DROPPED
 
 
@@ -236,6 +239,24 @@ def delta_debugging(r: Reducer) -> None:
         return
     if ddmin(r, lambda c: c.kept, r.without):
         r.settle()
+
+
+def remove_mode_brackets(r: Reducer) -> None:
+    """Each mode the best enters, cut with the switch that leaves it and what reads its value: one query a pair.
+
+    A mode's switches are effects, kept by dead-code removal, and a cut of one alone leaves
+    a mode on or leaves one never entered, which fails otherwise: delta debugging keeps both
+    (the vmap levels ``create_block_mask`` traces, ``with torch.autocast``). Asked on a graph
+    delta debugging left 1-minimal, innermost pair first.
+    """
+    if not r.settled():
+        return
+    nodes = {n.name: n for n in r.origin.gm.graph.nodes}
+    for enter, leave in ops.mode_brackets([nodes[name] for name in r.best.kept]):
+        kept = set(r.best.kept)
+        if enter.name in kept and leave.name in kept:
+            readers = {n for n in kept if enter.name in upstream(nodes, n, kept | {enter.name})}
+            r.consider(r.without({enter.name, leave.name} | readers))
 
 
 def replace_by_operands(r: Reducer) -> None:
@@ -482,6 +503,7 @@ PASSES: list[Callable[[Reducer], None]] = [
     remove_prefix,
     cut_between,
     delta_debugging,
+    remove_mode_brackets,
     replace_by_operands,
     reduce_bodies,
     remove_outputs,

@@ -15,6 +15,7 @@ its name in ``_qualname``) -- and reads its schema: which arguments it declares 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from . import Seam
@@ -214,6 +215,43 @@ MODE_PAIRS = {
     "torch.amp.autocast_mode._enter_autocast": "torch.amp.autocast_mode._exit_autocast",
     MODE_SWITCHES[0]: MODE_SWITCHES[1],
 }
+
+
+#: Switches that open a nesting level, and the one that closes the innermost level open (no value
+#: links the two: ``_vmap_decrement_nesting()`` takes no argument).
+NESTING = {
+    MODE_SWITCHES[2]: MODE_SWITCHES[3],
+    MODE_SWITCHES[5]: MODE_SWITCHES[6],
+}
+
+
+def mode_brackets(nodes: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """Each fx node in ``nodes`` (in graph order) that enters a mode, with the one among them that leaves it.
+
+    A pair by value for a ``with`` block (:data:`MODE_PAIRS`: the leaving switch reads the
+    entering one's value), by nesting for a vmap level (:data:`NESTING`: the innermost open
+    level closes). A switch whose partner is not among ``nodes`` is in no pair.
+    """
+    names = {id(n): _name_or_none(n.target) for n in nodes if n.op == "call_function"}
+    pairs: list[tuple[Any, Any]] = []
+    open_levels: dict[str, list[Any]] = {}
+    members = {id(n) for n in nodes}
+    for node in nodes:
+        name = names.get(id(node))
+        if name in MODE_PAIRS:
+            pairs += [(node, u) for u in node.users if id(u) in members and names.get(id(u)) == MODE_PAIRS[name]][:1]
+        elif name in NESTING:
+            open_levels.setdefault(NESTING[name], []).append(node)
+        elif name in open_levels and open_levels[name]:
+            pairs.append((open_levels[name].pop(), node))
+    return pairs
+
+
+def _name_or_none(target: Any) -> str | None:
+    try:
+        return qualified_name(target)
+    except Exception:  # noqa: BLE001 - a callable torch cannot name is not one of torch's switches
+        return None
 
 
 def leaves_mode(enter: Any, exit: Any) -> bool:

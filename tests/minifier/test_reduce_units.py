@@ -690,3 +690,56 @@ def test_an_aot_graph_that_makes_zero_tensors_is_traced_on_fakes_in_its_repro():
     case = GraphCase(graphs[0], [GraphInput("arg0_1", x, TensorMeta.of(x))], boundary="aot", kind="inference", backend="inductor")
     assert makes_zero_tensors(case) and not makes_zero_tensors(_chain([torch.ops.aten.cos.default], x))
     assert "symbolic_inputs(inputs)" in render(case, stage="inductor")
+
+
+def test_a_vmap_level_the_failure_does_not_need_is_cut_with_both_its_switches():
+    # create_block_mask's vmap leaves `_vmap_increment_nesting ... _vmap_decrement_nesting` in
+    # a dynamo graph, linked by no value. Each switch is an effect, and a cut of one alone
+    # fails otherwise (a level never closed, or one closed that was never opened): delta
+    # debugging keeps both, the pair goes in one cut.
+    import operator
+    from torch import fx
+    from torch._C import _functorch
+    from minifier.reduce.engine import Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case
+    from minifier.stages.run import Outcome
+    from pt2kit.seams.ops import mode_brackets
+    from pt2kit.signature import Failure, Signature
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    level = graph.call_function(_functorch._vmap_increment_nesting, (4, "error"))
+    sin = graph.call_function(torch.sin, (x,))
+    graph.call_function(_functorch._vmap_decrement_nesting, ())
+    inner = graph.call_function(_functorch._vmap_increment_nesting, (2, "error"))
+    graph.call_function(_functorch._vmap_decrement_nesting, ())
+    cos = graph.call_function(torch.cos, (sin,))
+    graph.output((graph.call_function(operator.add, (cos, level)), inner))
+    gm = fx.GraphModule(torch.nn.Module(), graph)
+    names = [n.name for n in gm.graph.nodes]
+    assert [(a.name, b.name) for a, b in mode_brackets(list(gm.graph.nodes))] == [(names[1], names[3]), (names[4], names[5])]
+
+    target = Signature("compile_error", "RuntimeError", "cos")
+
+    def query(candidates):
+        outcomes = []
+        for case, _, _ in candidates:
+            try:
+                case.gm(*[torch.randn(i.meta.shape) for i in case.inputs])
+                left_open = _functorch.maybe_current_level() is not None
+                while _functorch.maybe_current_level() is not None:
+                    _functorch._vmap_decrement_nesting()
+                other = Signature("runtime_error", "RuntimeError", "a vmap level left open") if left_open else None
+            except RuntimeError as e:
+                other = Signature("runtime_error", "RuntimeError", str(e)[:40])
+            has_cos = any(n.target is torch.cos for n in case.gm.graph.nodes)
+            outcomes.append(Outcome("judge", Failure(other or target) if other or has_cos else None, 0.0))
+        return outcomes
+
+    x0 = torch.randn(3)
+    case = GraphCase(gm, [GraphInput("x", x0, TensorMeta.of(x0))], backend="inductor")
+    best = Reducer(case, profile_case(case), target, query).run(PASSES)
+    assert "cos" in best.kept and not any("vmap" in n for n in best.kept), best
+    without_the_pass = Reducer(case, profile_case(case), target, query).run([p for p in PASSES if p.__name__ != "remove_mode_brackets"])
+    assert sum("vmap" in n for n in without_the_pass.kept) == 4, without_the_pass  # (both pairs kept: what the pass is for)
