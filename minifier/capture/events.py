@@ -38,6 +38,15 @@ class GraphSaved:
 
 
 @dataclass(frozen=True)
+class GraphNotSaved:
+    """A dynamo graph pt2kit could not write as a repro (its own limit: the program runs on as without pt2kit)."""
+
+    NAME: ClassVar[str] = "graph_not_saved"
+    index: int
+    error: str
+
+
+@dataclass(frozen=True)
 class AotGraphSaved:
     """An aot graph was compiled (``path``), saved again with its real inputs (``real``), or failed to compile."""
 
@@ -164,7 +173,7 @@ class UnknownBackendNamed:
 
 
 Event = (
-    GraphSaved | AotGraphSaved | AotInputsNotSaved | Running | Ran | Judged | Patches | StateMissing
+    GraphSaved | GraphNotSaved | AotGraphSaved | AotInputsNotSaved | Running | Ran | Judged | Patches | StateMissing
     | Unrecoverable | FrameLifted | Failed | Exited | Finished | UnknownBackendNamed
 )  # fmt: skip
 KINDS: dict[str, type[Any]] = {kind.NAME: kind for kind in Event.__args__}

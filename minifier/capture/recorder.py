@@ -52,7 +52,7 @@ from .context import BackendInfo, describe_backend, importable_name, learn_dynam
 from .patches import program_state
 from .events import (
     AotGraphSaved, AotInputsNotSaved, Event, Exited, Failed, Finished, FrameLifted, GraphSaved, Judged, Patches, Ran,
-    Running, StateMissing, UnknownBackendNamed, Unrecoverable, to_line,
+    GraphNotSaved, Running, StateMissing, UnknownBackendNamed, Unrecoverable, to_line,
 )  # fmt: skip
 from pt2kit.errors import UnknownBackend
 from pt2kit.opaque import opaque, opaque_wrapper
@@ -264,15 +264,16 @@ class Recorder:
             self._missing = state.missing
             self.event(StateMissing(state.missing))
         self.cases.append(case)
-        self.save(case)
+        try:
+            self.save(case)
+        except Exception as e:  # noqa: BLE001 - pt2kit's own limit never becomes the program's error
+            self.event(GraphNotSaved(case.index, f"{type(e).__name__}: {e}"))
         return case
 
     def save(self, case: GraphCase) -> None:
         """Write a dynamo graph's repro (again, on a later call's inputs) and log it."""
         path = write_repro(case, self.out_dir / str(GraphId(case.index)), stage=case.backend)
-        self.event(
-            GraphSaved(case.index, str(path), case.frame, case.node_count, case.backend, [root for _, root in case.modules])
-        )
+        self.event(GraphSaved(case.index, str(path), case.frame, case.node_count, case.backend, [r for _, r in case.modules]))
 
     def aot_graphs_of(self, index: int) -> bool:
         """Has dynamo graph ``index`` aot graphs of its own, saved and watched?"""

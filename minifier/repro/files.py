@@ -16,6 +16,7 @@ import ast
 import copyreg
 import hashlib
 import io
+import inspect
 import os
 import sys
 import types
@@ -198,6 +199,10 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
         namespace.update(_DEFINED[block])
         source = source.replace(block, "# (the carried definitions above ran once in this process)", 1)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - running the repro is the point
+    lines = source.splitlines(True)
+    for value in list(namespace.values()):  # (a function the repro defines, called by its graph, is written again from this)
+        if inspect.isfunction(value) and value.__code__.co_filename == filename:
+            value.__pt2kit_source__ = "".join(inspect.getblock(lines[value.__code__.co_firstlineno - 1 :]))
     return namespace
 
 
@@ -323,7 +328,7 @@ def read_case(
     constants = {name: data[f"constant:{name}"] for name in meta["constants"]}
     if meta.get("graph"):
         try:
-            gm = load_graph(meta["graph"], constants)
+            gm = load_graph(meta["graph"], constants, namespace)
         except GraphFormatError as e:
             raise CorruptRecord(f"{path}: {e}") from None
     else:  # a repro whose graph only its code can say (written from torch's, or by an older pt2kit)

@@ -188,7 +188,7 @@ def _judged_by(accuracy: Accuracy) -> str:
 
 
 def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | None) -> str:
-    from pt2kit.seams.ops import import_block
+    from pt2kit.seams.ops import imports_and_definitions
 
     lines = ["import torch"]
     if case.boundary == Boundary.AOT and stage not in EAGER_STAGES:
@@ -197,7 +197,7 @@ def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | N
         lines.insert(0, "import sys" if not data_file else "import pathlib\nimport sys")
     # the graph's code and its bodies' (a cond branch's ``device(type='cpu')`` needs its import too)
     codes = [gm.graph.python_code(root_module="self") for gm in _with_bodies(case.gm)]
-    block = import_block({name: value for code in codes for name, value in code.globals.items()})
+    block, defined = imports_and_definitions({name: value for code in codes for name, value in code.globals.items()})
     # FX lists every name its codegen might need; keep the ones the graph uses.
     used = {word for code in codes for word in re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code.src)}
     lines += [line for line in block.splitlines() if line and line != "import torch" and _bound_name(line) in used]
@@ -211,6 +211,11 @@ def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | N
         lines.append(f"import {INDUCTOR_PRIMS}  # noqa: F401  registers Inductor's own prims, which this graph calls")
     for name, _ in case.modules:
         lines.append(f"import {name}  # noqa: F401  defines a custom backend or op this graph needs{MODULE_COMMENT}")
+    lines += [
+        f"\n\n# a function the graph calls that no import reaches, from its source\n{source}"
+        for name, source in defined.items()
+        if name in used
+    ]
     return "\n".join(lines)
 
 

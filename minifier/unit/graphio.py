@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import copy
 import importlib
+import inspect
 import math
 from typing import Any
 
@@ -57,9 +58,25 @@ def target_name(target: Any) -> str:
         name = ops.qualified_name(target)
     except Exception as e:  # noqa: BLE001 - torch raises for callables it did not create
         raise GraphFormatError(f"cannot name the function {target!r}: {e}") from None
-    if name.startswith(("__main__.", "__mp_main__.")) or "<locals>" in name or "<lambda>" in name:
+    if name.startswith(("__main__.", "__mp_main__.")) or "<locals>" in name or "<lambda>" in name or not _reaches(name, target):
+        if ops.standalone_source(target) is not None:  # (the repro defines it from its source: writer._imports)
+            return DEFINED + target.__name__
         raise GraphFormatError(f"the function {name} has no importable name")
     return name
+
+
+#: A target the repro defines itself, from the function's source: ``defined:<its name>``.
+DEFINED = "defined:"
+
+
+def _reaches(name: str, target: Any) -> bool:
+    """Does the qualified name of a Python function lead back to it? (A function defined inside another does not.)"""
+    if not inspect.isfunction(target):
+        return True
+    try:
+        return resolve(name) is target
+    except Exception:  # noqa: BLE001 - any failure to follow the name: it does not lead there
+        return False
 
 
 def resolve(name: str) -> Any:
@@ -302,13 +319,18 @@ def _within(constants: dict[str, torch.Tensor], path: str) -> dict[str, torch.Te
     return {k[len(path) + 1 :]: v for k, v in constants.items() if k.startswith(f"{path}.")}
 
 
-def load_graph(data: dict[str, Any], constants: dict[str, torch.Tensor] | None = None) -> fx.GraphModule:
-    """The graph module :func:`dump_graph` wrote, with ``constants`` as its tensor attributes (its bodies' under their paths)."""
-    constants = constants or {}
+def load_graph(
+    data: dict[str, Any], constants: dict[str, torch.Tensor] | None = None, defined: dict[str, Any] | None = None
+) -> fx.GraphModule:
+    """The graph module :func:`dump_graph` wrote, with ``constants`` as its tensor attributes (its bodies' under their paths).
+
+    ``defined``: the repro's own namespace, where a ``defined:`` target (:data:`DEFINED`) is found.
+    """
+    constants, defined = constants or {}, defined or {}
     root = torch.nn.Module()
     bodies = data.get("subgraphs", {})
     for name, sub in bodies.items():
-        _set_attr(root, name, load_graph(sub, _within(constants, name)))
+        _set_attr(root, name, load_graph(sub, _within(constants, name), defined))
     for name, tensor in constants.items():
         if not any(name.startswith(f"{body}.") for body in bodies):
             _set_buffer(root, name, tensor)  # (a dotted one: a body's constant that the graph reads inlined)
@@ -316,7 +338,7 @@ def load_graph(data: dict[str, Any], constants: dict[str, torch.Tensor] | None =
     nodes: dict[str, fx.Node] = {}
     try:
         for name, op, target, args, kwargs, *meta in data["nodes"]:
-            fn = resolve(target) if op == "call_function" else target
+            fn = (defined[target.removeprefix(DEFINED)] if target.startswith(DEFINED) else resolve(target)) if op == "call_function" else target
             node = graph.create_node(op, fn, decode(args, nodes), decode(kwargs, nodes), name=name)
             node.meta.update(meta[0] if meta else {})
             if node.name != name:

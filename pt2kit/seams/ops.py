@@ -128,6 +128,56 @@ def import_block(globals_: dict[str, Any]) -> str:
     return _format_import_block(globals_, sys_importer)
 
 
+def imports_and_definitions(globals_: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """:func:`import_block`, and the source of each function in ``globals_`` that no import reaches, by name.
+
+    A graph may call a function defined inside another one (dynamo's
+    ``_lower_version_count_by_1`` for ``x.data = y``, a local function the program allowed
+    in the graph): one that reads no variable of the function around it and no global
+    but ``torch`` is defined in the repro from its own source. Anything else that cannot
+    be imported raises, as FX's import block does.
+    """
+    from torch.fx.graph_module import _format_import_block
+    from torch.package import sys_importer
+
+    lines: set[str] = set()
+    definitions: dict[str, str] = {}
+    for name, value in globals_.items():
+        try:
+            line = _format_import_block({name: value}, sys_importer)
+            module, dot, attribute = line.removeprefix("from ").partition(" import ")
+            if dot and "." in attribute.split(" as ")[0]:  # (a method: ``from torch._C import TensorBase.set_``)
+                path, _, bound = attribute.partition(" as ")
+                head, _, rest = path.partition(".")
+                line = f"{bound or path} = __import__({module!r}, fromlist=[{head!r}]).{head}.{rest}"
+            lines.add(line)
+        except Exception:
+            source = standalone_source(value)
+            if source is None:
+                raise
+            definitions[name] = source if value.__name__ == name else f"{source}\n{name} = {value.__name__}"
+    return "\n".join(sorted(lines)), definitions
+
+
+def standalone_source(fn: Any) -> str | None:
+    """The source of a plain function that needs nothing but ``torch`` and builtins to run, else None."""
+    import builtins
+    import dis
+    import inspect
+    import textwrap
+
+    if not inspect.isfunction(fn) or fn.__code__.co_freevars or fn.__name__ == "<lambda>":
+        return None
+    loaded = {i.argval for i in dis.get_instructions(fn) if i.opname == "LOAD_GLOBAL"}
+    if any(name != "torch" and not hasattr(builtins, name) for name in loaded):
+        return None
+    try:  # (a function a repro defined: its text as the repro wrote it, minifier.repro.files.exec_repro)
+        source = textwrap.dedent(getattr(fn, "__pt2kit_source__", None) or inspect.getsource(fn))
+    except (OSError, TypeError):
+        return None
+    return source.rstrip() if source.startswith("def ") else None
+
+
 #: The module that registers Inductor's own prims (``prims._low_memory_max_pool_with_offsets``...):
 #: a graph that holds one needs it imported, torch alone does not import it.
 INDUCTOR_PRIMS = "torch._inductor.inductor_prims"

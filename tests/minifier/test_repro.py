@@ -54,6 +54,31 @@ def test_repro_round_trip_keeps_graph_inputs_and_config(tmp_path):
     assert set(torch.load(data_file, weights_only=True)) == {"input:x"}
 
 
+def test_a_function_no_import_reaches_is_defined_from_its_source_and_read_back(tmp_path):
+    # dynamo writes ``x.data = y`` as a call of a function it defines inside another
+    # (``_lower_version_count_by_1``, pytorch#94773), and a method as ``TensorBase.set_``:
+    # FX's import block raised for both, and the capture's error became the program's.
+    from torch import fx
+
+    def _halved(t: torch.Tensor) -> torch.Tensor:
+        return t * 0.5
+
+    graph = fx.Graph()
+    x, y = graph.placeholder("x"), graph.placeholder("y")
+    set_ = graph.call_function(torch.Tensor.set_, (x, y))
+    graph.output((graph.call_function(_halved, (set_,)),))
+    a, b = torch.randn(2), torch.randn(3)
+    case = GraphCase(fx.GraphModule(torch.nn.Module(), graph), [GraphInput("x", a, TensorMeta.of(a)), GraphInput("y", b, TensorMeta.of(b))])
+    text = write_repro(case, tmp_path, stage="eager").read_text()
+    assert "def _halved(t: torch.Tensor)" in text and "TensorBase.set_ as" not in text
+    loaded = load_repro(tmp_path / "repro.py")
+    y = torch.randn(3)
+    assert torch.equal(loaded.case.gm(torch.randn(2), y)[0], y * 0.5)
+    again = write_repro(loaded.case, tmp_path / "again", stage="eager")  # (written again from the repro's own function)
+    assert "def _halved(t: torch.Tensor)" in again.read_text()
+    assert torch.equal(load_repro(again).case.gm(torch.randn(2), y)[0], y * 0.5)
+
+
 def test_repro_imports_only_torch_stdlib_and_user_modules(tmp_path):
     x = torch.randn(4, 5)
     case = GraphCase(trace_module(Model()), [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", x.t(), TensorMeta.of(x.t())), GraphInput("n", 2, None)], modules=[("mylib", "/src")])
