@@ -91,7 +91,7 @@ def save_repro(
         tracing = where_it_failed(e) == "tracing"
         if tracing:  # dynamo failed on a frame: the frame, lifted, is the graph
             saved += _lifted_frame(e, run_dir, len(saved))
-        if not saved:  # (before any graph, and in no frame dynamo traced, the error is the function's own)
+        if not saved:  # (before any graph, and in no frame dynamo lifted, the error is the function's own)
             raise
         # Eager refusing what the compiled program returns is itself the bug (minify with accuracy);
         # the graphs saved so far are kept. Dynamo failing to trace is its own (no eager run raised).
@@ -102,6 +102,23 @@ def save_repro(
     if missing:
         (run_dir / STATE_MISSING).write_text(json.dumps(list(missing), indent=2))
     return run_dir
+
+
+def _graphs_to_judge(fn: Callable[..., Any], args: tuple[Any, ...], backend: Any, out: Any, kwargs: dict[str, Any]) -> Path:
+    """:func:`save_repro`, for an API that gives a verdict: dynamo failing to trace before any graph is exit 5's."""
+    try:
+        return save_repro(fn, *args, backend=backend, out=out, **kwargs)
+    except Exception as e:
+        from .capture.frames import where_it_failed
+        from pt2kit.errors import NotReproducible
+        from pt2kit.signature import said
+
+        if where_it_failed(e) != "tracing":
+            raise
+        raise NotReproducible(  # (as minify run says: no graph to blame)
+            f"dynamo failed tracing the function ({said(e)}) before any graph existed, and the frame it "
+            "failed on could not be lifted to a graph: the failure is in dynamo's own tracing, not in a graph"
+        ) from e
 
 
 def _lifted_frame(exc: BaseException, run_dir: Path, index: int) -> list[Path]:
@@ -265,7 +282,7 @@ def bisect(
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Which graph of ``fn(*args)`` fails, and at which stage: ``minify bisect``'s JSON report."""
-    run_dir = save_repro(fn, *args, backend=backend, out=out, **kwargs)
+    run_dir = _graphs_to_judge(fn, args, backend, out, kwargs)
     return _command("bisect", _saved_graphs(run_dir), {"accuracy": accuracy, "out": run_dir, "timeout": timeout})
 
 
@@ -284,7 +301,7 @@ def minify(
 
     ``torch_versions``: also run the repro under these torch releases (``--torch-versions``'s SPECs).
     """
-    run_dir = save_repro(fn, *args, backend=backend, out=out, **kwargs)
+    run_dir = _graphs_to_judge(fn, args, backend, out, kwargs)
     releases = ",".join([torch_versions] if isinstance(torch_versions, str) else torch_versions or []) or None
     options = {"accuracy": accuracy, "after": after, "out": run_dir, "timeout": timeout, "torch-versions": releases}
     return _command("run", _saved_graphs(run_dir), options)

@@ -202,7 +202,7 @@ def exec_repro(source: str, filename: str = "<pt2kit repro>", *, meta: dict[str,
     lines = source.splitlines(True)
     for value in list(namespace.values()):  # (a function the repro defines, called by its graph, is written again from this)
         if inspect.isfunction(value) and value.__code__.co_filename == filename:
-            value.__pt2kit_source__ = "".join(inspect.getblock(lines[value.__code__.co_firstlineno - 1 :]))
+            setattr(value, "__pt2kit_source__", "".join(inspect.getblock(lines[value.__code__.co_firstlineno - 1 :])))
     return namespace
 
 

@@ -570,28 +570,44 @@ def test_the_api_saves_a_frame_dynamo_fails_to_trace_as_its_graph(tmp_path):
     assert outcome.failure is not None and "Attempting to broadcast a dimension of length 16" in outcome.failure.signature.message
 
 
+VMAP_OF_HESSIAN = """
+import json
+import torch
+from minifier.api import minify
+from pt2kit.errors import UserFacingError
+
+
+def f(x):
+    return (x.sin() * x).sum()
+
+
+x = torch.randn(4, 3)
+try:
+    torch.compile(torch.vmap(torch.func.hessian(f)), backend="eager")(x)
+    print(json.dumps({"fixed": torch.__version__}))
+    raise SystemExit(0)
+except Exception:  # the bug
+    pass
+torch._dynamo.reset()
+try:
+    minify(torch.compile(torch.vmap(torch.func.hessian(f))), x, out="runs")
+except UserFacingError as e:
+    print(json.dumps({"message": str(e)}))
+"""
+
+
+@pytest.mark.e2e  # (torch's failure leaves its dispatch state unbalanced in the process: never in pytest's own)
 def test_the_api_says_a_failure_of_dynamos_tracing_is_dynamos_not_eagers(tmp_path):
     """pytorch#183015, a genuine torch bug: ``vmap(hessian(f))`` compiled whole; dynamo's fake run of it
     raises while tracing. The lifted frame passes alone, and the API said the function "raised run eagerly"
     and suggested accuracy=True."""
-    from minifier.api import minify
-
-    from pt2kit.errors import UserFacingError
-
-    def f(x):
-        return (x.sin() * x).sum()
-
-    torch._dynamo.reset()
-    x = torch.randn(4, 3)
-    try:
-        torch.compile(torch.vmap(torch.func.hessian(f)), backend="eager")(x)
-        pytest.skip(f"pytorch#183015 is fixed in torch {torch.__version__}")
-    except Exception:  # noqa: BLE001 - the bug
-        pass
-    torch._dynamo.reset()
-    with pytest.raises(UserFacingError) as raised:
-        minify(torch.compile(torch.vmap(torch.func.hessian(f))), x, out=tmp_path)
-    message = str(raised.value)
+    script = tmp_path / "vmap_hessian.py"
+    script.write_text(VMAP_OF_HESSIAN)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=user_env(), timeout=600)
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    if "fixed" in said:
+        pytest.skip(f"pytorch#183015 is fixed in torch {said['fixed']}")
+    message = said["message"]  # (whether or not the frame, in the user's __main__, can be lifted)
     assert message.startswith("dynamo failed tracing the function (TorchRuntimeError") and "run eagerly" not in message, message
 
 
