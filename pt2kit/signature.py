@@ -110,6 +110,10 @@ _NORMALIZERS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]]
     (re.compile(r"(?<![\w.])/(?:[\w.\-]+/)+[\w.\-]*"), "<path>"),
     # long hashes (cache keys, kernel names like cxk2tiw6ldlulrtg...)
     (re.compile(r"\b[a-z0-9]{20,}\b"), "<hash>"),
+    # a graph input by dynamo's name for its source (L_y_, G_w_) or the program's (y, ___stack0): AOTAutograd's
+    # errors name inputs by whichever the graph it compiles holds
+    (re.compile(r"\b[LG]_(\w+?)_\b"), r"\1"),
+    (re.compile(r"\b___(?=\w)"), ""),
     # generated names with numeric suffixes: arg0_1, add_3, primals_12, getitem_5
     (re.compile(r"\b([A-Za-z][A-Za-z_]*?)\d*((?:_\d+)+)\b"), lambda m: m.group(1) + re.sub(r"\d+", "#", m.group(2))),
     # generated names with bare numeric suffixes: buf12, tmp3, kernel7, s0, u1 (sympy)

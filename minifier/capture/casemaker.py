@@ -186,10 +186,13 @@ def graph_inputs(placeholders: list[fx.Node], values: Sequence[Any]) -> list[Gra
                 )
             )
     for cover, views in alias_groups(list(values)):  # inputs that are views of one tensor stay so
-        for k, offset in views:
+        for k, offset, as_view in views:
             own = inputs[k].meta  # (its memory is its cover's: no storage window of its own)
             inputs[k] = replace(
-                inputs[k], view_of=(inputs[cover].name, offset), meta=replace(own, storage=None) if own else None
+                inputs[k],
+                view_of=(inputs[cover].name, offset),
+                shares_only=not as_view,
+                meta=replace(own, storage=None) if own else None,
             )
     for k, node in enumerate(placeholders):  # a module's buffers and parameters: see pt2kit.seams.static_inputs
         if inputs[k].is_tensor and (marked := static_inputs.static_input_type(node)):

@@ -334,7 +334,7 @@ class Reducer:
         # a view into another input's memory stays one only while that input is there, at its size
         whole = {i.name for i, node in zip(inputs, input_nodes) if node not in shapes}
         inputs = [
-            replace(i, view_of=None) if i.view_of and not (i.view_of[0] in whole and i.name in whole) else i
+            replace(i, view_of=None, shares_only=False) if i.view_of and not (i.view_of[0] in whole and i.name in whole) else i
             for i in inputs
         ]
         inputs = derive_sizes(inputs)  # (a size read from an input that was cut away is an int of its own)

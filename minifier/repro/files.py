@@ -371,6 +371,7 @@ def read_case(
                 spec.get("opaque"),
                 tuple(spec["view_of"]) if spec.get("view_of") else None,
                 spec.get("static"),
+                bool(spec.get("shares_only")),
             )
         )
     return GraphCase(

@@ -80,6 +80,13 @@ def inputs_function(case: GraphCase) -> str:
         m = i.meta
         assert m is not None
         j = names.index(base)
+        if i.shares_only:  # (a tensor of its own on that memory, as nn.Parameter(y) is: no view of it)
+            lines += [
+                f"    inputs[{k}] = torch.empty(0, dtype=inputs[{j}].dtype, device=inputs[{j}].device)  # {i.name}: on {base}'s memory",
+                "    with torch.no_grad():",
+                f"        inputs[{k}].set_(inputs[{j}].untyped_storage(), inputs[{j}].storage_offset() + {offset}, {m.shape!r}, {m.stride!r})",
+            ] + ([f"    inputs[{k}].requires_grad_()"] if m.requires_grad else [])
+            continue
         lines.append(
             f"    inputs[{k}] = inputs[{j}].as_strided({m.shape!r}, {m.stride!r}, inputs[{j}].storage_offset() + {offset})  # {i.name}: a view of {base}"
         )

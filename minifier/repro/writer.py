@@ -293,6 +293,7 @@ def _metadata(
                 **({"dtensor": i.dtensor} if i.dtensor is not None else {}),
                 **({"opaque": i.opaque} if i.opaque else {}),
                 **({"view_of": list(i.view_of)} if i.view_of else {}),
+                **({"shares_only": True} if i.shares_only else {}),
                 **({"static": i.static} if i.static else {}),
             }
             for i in case.inputs

@@ -225,6 +225,7 @@ class GraphInput:
         None  # a view into another input's memory: (that input, storage offset from its own)
     )
     static: str | None = None  # dynamo marked it a static address (a buffer, a parameter): "unguarded" or "guarded"
+    shares_only: bool = False  # with view_of: that memory, as a tensor of its own (``nn.Parameter(y)``), no view
 
     @property
     def is_tensor(self) -> bool:
@@ -390,9 +391,8 @@ class GraphCase:
         names = [i.name for i in self.inputs]
         for k, i in enumerate(self.inputs):  # an input that shared another's memory shares it again
             if i.view_of and i.view_of[0] in names and i.meta is not None:
-                values[k] = view_into(
-                    values[names.index(i.view_of[0])], i.meta.shape, i.meta.stride, i.meta.requires_grad, i.view_of[1]
-                )
+                base = values[names.index(i.view_of[0])]
+                values[k] = view_into(base, i.meta.shape, i.meta.stride, i.meta.requires_grad, i.view_of[1], not i.shares_only)
         for k, i in enumerate(self.inputs):  # a symbolic size is the size of its tensor, whatever that is now
             if i.derived_from and i.derived_from[0] in names:
                 values[k] = values[names.index(i.derived_from[0])].size(i.derived_from[1])

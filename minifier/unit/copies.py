@@ -61,19 +61,37 @@ def clone_tensor(
 
 
 def view_into(
-    base: torch.Tensor, shape: Sequence[int], stride: Sequence[int], requires_grad: bool, offset: int
+    base: torch.Tensor,
+    shape: Sequence[int],
+    stride: Sequence[int],
+    requires_grad: bool,
+    offset: int,
+    as_view: bool = True,
 ) -> torch.Tensor:
-    """A view of ``base``'s memory with this layout, ``offset`` elements past ``base``'s own start."""
+    """A view of ``base``'s memory with this layout, ``offset`` elements past ``base``'s own start.
+
+    ``as_view=False``: a tensor of its own on that memory, no view of ``base`` (a leaf, as
+    ``nn.Parameter(y)`` or ``y.detach()`` is): autograd and AOTAutograd treat views otherwise.
+    """
+    if not as_view:
+        alias = torch.empty((0,), dtype=base.dtype, device=base.device)
+        with torch.no_grad():
+            alias.set_(base.untyped_storage(), base.storage_offset() + offset, tuple(shape), tuple(stride))
+        return alias.requires_grad_(requires_grad)
     view = base.as_strided(shape, stride, base.storage_offset() + offset)
     return view.requires_grad_() if requires_grad and not view.requires_grad else view
 
 
-def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int]]]]:
-    """Tensors among ``values`` that share memory: (the one whose memory holds the others', [(another, its offset from it)]).
+def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int, bool]]]]:
+    """Tensors among ``values`` that share memory: (the one whose memory holds the others',
+    [(another, its offset from it, whether it is a view)]).
 
     A graph's inputs can be views of one tensor (``f(buf, buf[1:])``), and a compiler's
     bug can live in that aliasing. A group is kept only when one member's memory (the
     elements its strides reach) holds every other member's; other overlaps stay apart.
+    A member that is no view shares the memory as a tensor of its own (``nn.Parameter(y)``,
+    ``y.detach()``); where several hold it all, the one made by an op (a view, a non-leaf)
+    holds it, so the others can be made as leaves on its memory again.
     """
     groups: dict[tuple[str, int], list[int]] = {}
     for k, v in enumerate(values):
@@ -95,11 +113,12 @@ def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int]]]]:
         if len(members) < 2:
             continue
         spans = {k: span(values[k]) for k in members}
-        cover = next(
-            (k for k in members if all(spans[k][0] <= a and b <= spans[k][1] for a, b in spans.values())), None
-        )
-        if cover is not None:
-            found.append((cover, [(k, spans[k][0] - spans[cover][0]) for k in members if k != cover]))
+        covering = [k for k in members if all(spans[k][0] <= a and b <= spans[k][1] for a, b in spans.values())]
+        if covering:
+            cover = next((k for k in covering if values[k]._is_view() or not values[k].is_leaf), covering[0])
+            found.append(
+                (cover, [(k, spans[k][0] - spans[cover][0], values[k]._is_view()) for k in members if k != cover])
+            )
     return found
 
 
@@ -107,8 +126,9 @@ def clone_values(values: list[Any]) -> list[Any]:
     """Copies of ``values`` (tensors cloned, the rest as they are) in which tensors that shared memory share it again."""
     copies = [clone_tensor(v.detach(), v.requires_grad) if isinstance(v, torch.Tensor) else v for v in values]
     for cover, views in alias_groups(values):
-        for k, offset in views:
-            copies[k] = view_into(copies[cover], values[k].shape, values[k].stride(), values[k].requires_grad, offset)
+        for k, offset, as_view in views:
+            v = values[k]
+            copies[k] = view_into(copies[cover], v.shape, v.stride(), v.requires_grad, offset, as_view)
     return copies
 
 

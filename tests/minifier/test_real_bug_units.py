@@ -37,7 +37,7 @@ pytestmark = pytest.mark.matrix  # in-process decisions on real torch: make matr
 def test_inputs_that_are_views_of_one_tensor_stay_so_when_copied():
     buf = torch.randn(4, 6)
     values = [buf, torch.ones(3), buf[1:], buf[:, 2:].t()]
-    assert alias_groups(values) == [(0, [(2, 6), (3, 2)])]
+    assert alias_groups(values) == [(0, [(2, 6, True), (3, 2, True)])]
     copies = clone_values(values)
     copies[0].add_(1)  # a write into the copy of buf shows through the copies of its views
     assert torch.equal(copies[2], values[2] + 1) and torch.equal(copies[3], values[3] + 1)
@@ -65,6 +65,32 @@ def test_a_repro_makes_aliased_inputs_views_of_one_tensor_again():
     buf_again, tail_again = namespace["make_inputs"](data_of(case))
     assert tail_again.untyped_storage().data_ptr() == buf_again.untyped_storage().data_ptr()
     assert tail_again.storage_offset() - buf_again.storage_offset() == 6 and not buf_again._is_view()
+
+
+def _scales_its_parameter(z, y):
+    with torch.no_grad():
+        z.mul_(2)
+    return (y + z,)
+
+
+def test_an_input_that_shares_memory_without_being_a_view_is_made_so_again():
+    # pytorch#125284: ``z = nn.Parameter(y)`` is a leaf on y's memory, no view of it. Made a view
+    # of z, y was a view AOTAutograd refuses otherwise ("any_leaf"): the graph failed alone
+    # another way than in the program, which was blamed whole (exit 5).
+    y = torch.randn(2, requires_grad=True) * 1
+    z = torch.nn.Parameter(y)
+    gm = fx.symbolic_trace(_scales_its_parameter)
+    for node, value in zip(gm.graph.find_nodes(op="placeholder"), (z, y)):
+        node.meta["example_value"] = value
+    inputs = graph_inputs(gm.graph.find_nodes(op="placeholder"), [z, y])
+    assert inputs[0].view_of == ("y", 0) and inputs[0].shares_only and inputs[1].view_of is None  # (the op's result holds it)
+    copies = clone_values([z, y])
+    made = GraphCase(gm, inputs).materialize_inputs()
+    written = exec_repro(render(GraphCase(gm, inputs), stage="eager"))["make_inputs"](data_of(GraphCase(gm, inputs)))
+    for z_again, y_again in (copies, made, written):
+        assert z_again.untyped_storage().data_ptr() == y_again.untyped_storage().data_ptr()
+        assert z_again.is_leaf and z_again.requires_grad and not z_again._is_view() and not y_again._is_view()
+    assert not made[1].is_leaf and not written[1].is_leaf  # (a capture's copy is a leaf: its meta says non-leaf)
 
 
 @pytest.mark.parametrize("special", ["zerotensor", "conj"])

@@ -24,6 +24,9 @@ from pt2kit.signature import MESSAGE_LIMIT, Kind, Signature, innermost_exception
             "modified by an inplace operation: [torch.FloatTensor [3]] is at version 1",
         ),
         ("modified by an inplace operation: [torch.FloatTensor [3]] is at version 1", "modified by an inplace operation: [torch.FloatTensor [3]] is at version 1"),
+        # a graph input, by dynamo's name for its source in a repro, by the program's in the program (pytorch#125284)
+        ("input 0 (L_stack0_) and input 1 (L_y_) share storage", "input 0 (stack0) and input 1 (y) share storage"),
+        ("input 0 (___stack0) and input 1 (y) share storage", "input 0 (stack0) and input 1 (y) share storage"),
     ],
 )
 def test_messages_are_normalized_but_keep_what_distinguishes_bugs(message, normalized):
