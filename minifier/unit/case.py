@@ -452,11 +452,14 @@ def has_effect(node: fx.Node) -> bool:
     )
     if not isinstance(name, str):
         return False
-    in_place_method = name.endswith("_") and not name.startswith("_")
+    # x.mul_(y); x[0] = y (``Tensor.__setitem__``); x += y (``Tensor.__iadd__``)
+    in_place_method = (name.endswith("_") and not name.startswith("_")) or name in ("__setitem__", "__delitem__") or (
+        name.startswith("__") and name.endswith("__") and name[2:-2] in _IN_PLACE_OPERATORS
+    )
     return in_place_method or (
         node.op == "call_function"
         and getattr(node.target, "__module__", None) in ("_operator", "operator")
-        and name in _IN_PLACE_OPERATORS
+        and (name in _IN_PLACE_OPERATORS or name in ("setitem", "delitem"))
     )
 
 

@@ -164,6 +164,22 @@ def test_writes_into_inputs_and_inference_mode_switches_are_effects_not_dead_cod
     assert not has_effect(next(n for n in gm.graph.nodes if n.target == "transpose"))
 
 
+def test_a_write_through_an_index_is_an_effect_not_dead_code():
+    # pytorch#164875's graph: ``flat[:20] = True`` (``operator.setitem``, ``Tensor.__setitem__``) writes the
+    # mask nonzero reads through a view; dropped as dead code, every candidate raised in
+    # plain eager and the repro stayed the whole graph, "not reduced"
+    def program(mask, x):
+        flat = mask.reshape(-1)
+        flat[:2] = True
+        return x + mask.float()
+
+    graphs = []
+    torch.compile(program, backend=lambda gm, example_inputs: graphs.append(gm) or gm)(torch.zeros(4, dtype=torch.bool), torch.randn(4))
+    (gm,) = graphs
+    effects = [getattr(n.target, "__name__", n.target) for n in gm.graph.nodes if n.op in ("call_function", "call_method") and has_effect(n)]
+    assert effects == ["setitem"], gm.code  # (operator.setitem here; Tensor.__setitem__ in a rebuilt graph)
+
+
 def test_a_graph_that_tests_for_overflow_is_judged_against_eager_not_fp64():
     # An fp16 x*x that overflows to inf, then zeroed by a guard: a float64 run never
     # overflows, and would take the side of a compiler that drops the fp16 rounding
