@@ -273,6 +273,20 @@ def signature_of_crash(signum: int, stderr_tail: str = "") -> Failure:
     return Failure(Signature(Kind.CRASH, name, f"process killed by {name}"), details=stderr_tail[-4000:])
 
 
+#: What glibc prints as it aborts on a heap it finds corrupted (``corrupted size vs. prev_size``,
+#: ``double free or corruption``, ``free(): invalid pointer``, ``malloc(): corrupted top size``).
+_HEAP_CHECK = re.compile(r"corrupted size|double free|corruption \(|\b(?:malloc|free|realloc|munmap_chunk|malloc_consolidate)\(\): ")
+
+
+def memory_corrupted(failure: Failure | None) -> bool:
+    """Did a process die of memory a kernel wrote past its buffer (glibc's heap check aborted it)?
+
+    Where such a crash shows depends on the allocator's state, not on the code alone: two runs
+    that both crash say little about the next (pytorch#196681 crashed in 1 run of 3 alone).
+    """
+    return failure is not None and failure.signature.kind == Kind.CRASH and bool(_HEAP_CHECK.search(failure.details or ""))
+
+
 def signature_of_exit(code: int, stderr_tail: str = "") -> Failure:
     """A process that called ``exit()``/``os._exit()`` from native or user code mid-query."""
     return Failure(Signature(Kind.CRASH, "SystemExit", f"process exited with status {code}"), details=stderr_tail[-4000:])

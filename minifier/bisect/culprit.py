@@ -49,7 +49,7 @@ from ..capture.context import missing_config
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, plural
 from ..stages.flaky import failure_rate
 from ..isolation.session import Session
-from pt2kit.signature import Failure, Kind, Signature
+from pt2kit.signature import Failure, Kind, Signature, memory_corrupted
 from ..stages.run import Outcome, lower_case
 from .untraceable import handed_culprit, inlined_culprit, replay_breaks_of, replayed_in_pieces
 from ..isolation.worker import QueryError
@@ -112,6 +112,8 @@ def pin_down(
         internal = inductor_internal_ops(aot_culprit) if target.kind == Kind.ACCURACY else []
         if aot_culprit is not None and not internal:
             report.culprit = aot_culprit
+            if memory_corrupted(aot_culprit.first_failure.failure if aot_culprit.first_failure else None):
+                report.failure_rate = second_look(session, [aot_culprit], accuracy=accuracy, captured=captured)
             return finish(session, report)
         if internal and aot_culprit is not None:  # (only a row has internal ops)
             report.add_note(f"{aot_culprit.label} holds Inductor's own random ops ({', '.join(internal)}), whose eager kernels draw other numbers than Inductor's; the dynamo graph is the unit to minify")
@@ -248,28 +250,30 @@ def second_look(
         first, second = row.outcomes[stage], again[(id(case), stage)]
         if first.failure is None and second.failure is not None:
             first, second = second, first  # (the failure seen is the one measured, never a pass)
-        if signature_of(second) != signature_of(first):
-            if case.unsupported:  # not flaky: what made it fail in the program is not in the graph's repro
-                raise NotReproducible(
-                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and it takes inputs pt2kit cannot rebuild yet: "
-                    + "; ".join(case.unsupported),
-                    inputs_unsupported=case.unsupported,
-                )
-            if captured is not None and captured.state_missing:
-                raise NotReproducible(
-                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and " + STATE_MISSING_HINT + "; ".join(captured.state_missing),
-                    state_missing=captured.state_missing,
-                )
-            if captured is not None and captured.unrecoverable:  # what runs alone is not the program's backend
-                raise NotReproducible(
-                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and "
-                    + "; ".join(captured.unrecoverable)
-                    + f" ({REGISTER_HINT})"
-                )
-            measured = failure_rate(session, case, stage, first, second, accuracy=accuracy, label=row.label)
-            rate = measured if rate is None else min(rate, measured)
-            continue  # (the row keeps its failing outcome)
-        row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
+        same = signature_of(second) == signature_of(first)
+        if same and not memory_corrupted(first.failure):
+            row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
+            continue
+        # it failed in one look of two, or wrote memory past a buffer (whether that crashes hangs on the allocator)
+        if not same and case.unsupported:  # not flaky: what made it fail in the program is not in the graph's repro
+            raise NotReproducible(
+                f"{row.label} failed in the program ({_describe(first)}) but not alone, and it takes inputs pt2kit cannot rebuild yet: "
+                + "; ".join(case.unsupported),
+                inputs_unsupported=case.unsupported,
+            )
+        if not same and captured is not None and captured.state_missing:
+            raise NotReproducible(
+                f"{row.label} failed in the program ({_describe(first)}) but not alone, and " + STATE_MISSING_HINT + "; ".join(captured.state_missing),
+                state_missing=captured.state_missing,
+            )
+        if not same and captured is not None and captured.unrecoverable:  # what runs alone is not the program's backend
+            raise NotReproducible(
+                f"{row.label} failed in the program ({_describe(first)}) but not alone, and "
+                + "; ".join(captured.unrecoverable)
+                + f" ({REGISTER_HINT})"
+            )
+        measured = failure_rate(session, case, stage, first, second, accuracy=accuracy, label=row.label)
+        rate = measured if rate is None else min(rate, measured)  # (the row keeps its failing outcome)
     return rate
 
 
@@ -405,7 +409,10 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
     elif (around := around_its_graphs(session, program, captured.failure, report.backend)) is not None:
         hint, named["program_fails_at"] = f"; {around[0]}", around[1]
         if around[1] == report.backend and looks_like_wrong_answer(captured.failure) and report.accuracy is True:
-            hint += f"; if {report.backend}'s rounding is what the program's check sees, --strict-accuracy judges each graph bit for bit against eager"
+            hint = (  # (the likelier reading first: a single-call graph is judged whole by the fp64 rule)
+                f"; every graph is within the fp64 rule's tolerance: if {report.backend}'s rounding is what the program's "
+                f"check sees, --strict-accuracy judges each graph bit for bit against eager; otherwise, {around[0]}"
+            )
     elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:
         hint = (
             "; every graph is within the fp64 rule's tolerance (rounding no worse than eager's own against fp64 passes): "

@@ -169,3 +169,17 @@ def test_a_message_cut_at_its_limit_shows_it_is_cut_and_compares_as_it_is():
     diagnosed = Signature(Kind.COMPILE_ERROR, "CppCompileError", "C++ compile error" + diagnostic)
     assert len(diagnosed.message) > MESSAGE_LIMIT and str(diagnosed).endswith("C++ compile error" + diagnostic)  # not cut
     assert shown(message + " | error: 'x' was not declared") == message + "… | error: 'x' was not declared"
+
+
+def test_a_crash_glibc_reports_as_heap_corruption_is_told_from_other_crashes():
+    # pytorch#196681: a kernel writes past its buffer; whether the process then aborts hangs on the
+    # allocator, so two crashing looks are no evidence the next one crashes (it is measured instead)
+    import signal
+
+    from pt2kit.signature import memory_corrupted, signature_of_crash
+
+    assert memory_corrupted(signature_of_crash(signal.SIGABRT, "max abs diff: 3.0\ncorrupted size vs. prev_size\n"))
+    assert memory_corrupted(signature_of_crash(signal.SIGABRT, "free(): invalid pointer"))
+    assert memory_corrupted(signature_of_crash(signal.SIGABRT, "double free or corruption (out)"))
+    assert not memory_corrupted(signature_of_crash(signal.SIGABRT, "terminate called after throwing an instance of 'c10::Error'"))
+    assert not memory_corrupted(signature_of_crash(signal.SIGSEGV, "Fatal Python error: Segmentation fault"))
