@@ -90,8 +90,8 @@ def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int, bool
     bug can live in that aliasing. A group is kept only when one member's memory (the
     elements its strides reach) holds every other member's; other overlaps stay apart.
     A member that is no view shares the memory as a tensor of its own (``nn.Parameter(y)``,
-    ``y.detach()``); where several hold it all, the one made by an op (a view, a non-leaf)
-    holds it, so the others can be made as leaves on its memory again.
+    ``y.detach()``); where several hold it all, a base holds it (one no view, made by an op
+    where one was), so views stay views of it and the others are leaves on its memory again.
     """
     groups: dict[tuple[str, int], list[int]] = {}
     for k, v in enumerate(values):
@@ -115,7 +115,7 @@ def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int, bool
         spans = {k: span(values[k]) for k in members}
         covering = [k for k in members if all(spans[k][0] <= a and b <= spans[k][1] for a, b in spans.values())]
         if covering:
-            cover = next((k for k in covering if values[k]._is_view() or not values[k].is_leaf), covering[0])
+            cover = min(covering, key=lambda k: (values[k]._is_view(), values[k].is_leaf))  # (stable: the first of equals)
             found.append(
                 (cover, [(k, spans[k][0] - spans[cover][0], values[k]._is_view()) for k in members if k != cover])
             )

@@ -643,3 +643,11 @@ def test_an_input_that_is_a_slice_keeps_the_storage_around_it():
         return
     assert failure.signature.exception == "RuntimeError" and "as_strided_scatter" in failure.signature.message
     assert run_case(random, "aot_eager").failure.signature == failure.signature
+
+
+def test_a_view_spanning_all_of_its_base_stays_the_view_when_copied():
+    # both hold all the memory: the base stays the base, the view a view of it
+    x = torch.randn(2, 3)
+    assert alias_groups([x.view(-1), x]) == [(1, [(0, 0, True)])]
+    flat, base = clone_values([x.view(-1), x])
+    assert flat._is_view() and not base._is_view() and flat.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
