@@ -57,7 +57,7 @@ from .reduce.engine import Reducer, Unconfirmed
 from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_repro
 from .isolation.session import Session
 from .isolation.worker import QueryResult
-from pt2kit.signature import Failure
+from pt2kit.signature import Failure, memory_corrupted
 from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
 from .stages.run import Outcome, ask
 from .capture.torch_repro import load_any_repro
@@ -504,14 +504,17 @@ def minify_repro(
     outcome = row.first_failure
     assert outcome is not None and outcome.failure is not None and row.case is not None
     recorded = next((loaded.failure for loaded, (case, _) in zip(repros, cases) if case.index == row.case.index), None)
-    if recorded is not None and not outcome.failure.signature.same_kind(recorded) and recorded_only:
+    corrupted = memory_corrupted(outcome.failure)  # (a kernel writing past its buffer: a wrong answer, or a crash)
+    if recorded is not None and not outcome.failure.signature.same_kind(recorded) and recorded_only and not corrupted:
         raise NotReproducible(
             f"{path.name} failed where it was saved ({recorded}) but alone fails only otherwise "
             f"({outcome.failure.signature}): the graph rebuilt alone is not what the program compiled"
         )
     if recorded is not None and outcome.failure.signature != recorded:
         session.log(
-            f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {recorded}; minifying what it does now"
+            f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {recorded}"
+            + ("; glibc found the heap corrupted (a kernel writing past its buffer)" if corrupted else "")
+            + "; minifying what it does now"
         )
     session.log(
         f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}"
