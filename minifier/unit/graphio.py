@@ -58,7 +58,9 @@ def target_name(target: Any) -> str:
         name = ops.qualified_name(target)
     except Exception as e:  # noqa: BLE001 - torch raises for callables it did not create
         raise GraphFormatError(f"cannot name the function {target!r}: {e}") from None
-    if name.startswith(("__main__.", "__mp_main__.")) or "<locals>" in name or "<lambda>" in name or not _reaches(name, target):
+    if name.startswith(("__main__.", "__mp_main__.")) or "<locals>" in name or "<lambda>" in name:
+        raise GraphFormatError(f"the function {name} has no importable name")  # (the program's own: carried otherwise)
+    if not _reaches(name, target):  # defined inside another function (dynamo's own, for ``x.data = y``)
         if ops.standalone_source(target) is not None:  # (the repro defines it from its source: writer._imports)
             return DEFINED + target.__name__
         raise GraphFormatError(f"the function {name} has no importable name")
