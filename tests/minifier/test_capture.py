@@ -140,6 +140,7 @@ def test_every_capture_event_reads_back_as_it_was_written_and_a_cut_line_is_skip
     boom = Signature("compile_error", "RuntimeError", "planted: boom")
     written = [
         events.GraphSaved(0, str(tmp_path / "g0" / "repro.py"), {"name": "f"}, 3, "eager", ["/src"]),
+        events.GraphNotSaved(1, "ObjNotFoundError: not found as torch._dynamo.variables.builtin._f"),
         events.AotGraphSaved(0, "forward", str(tmp_path / "g0.forward" / "repro.py")),
         events.Running("g0.forward"),
         events.Ran("g0.forward"),
