@@ -116,9 +116,13 @@ def _graphs_to_judge(fn: Callable[..., Any], args: tuple[Any, ...], backend: Any
         if where_it_failed(e) != "tracing":
             raise
         raise NotReproducible(  # (as minify run says: no graph to blame)
-            f"dynamo failed tracing the function ({said(e)}) before any graph existed, and the frame it "
-            "failed on could not be lifted to a graph: the failure is in dynamo's own tracing, not in a graph"
+            _tracing_failed(said(e), " before any graph existed, and the frame it failed on could not be lifted to a graph")
         ) from e
+
+
+def _tracing_failed(error: str, why: str) -> str:
+    """The API's verdict on a failure in dynamo's own tracing: ``error`` (one line), then ``why`` no graph shows it (a clause)."""
+    return f"dynamo failed tracing the function ({error}){why}: the failure is in dynamo's own tracing, not in a graph"
 
 
 def _lifted_frame(exc: BaseException, run_dir: Path, index: int) -> list[Path]:
@@ -231,10 +235,7 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         message = report.get("message", "minify failed")
         tracing = saved[0].parent.parent / TRACING_FAILED
         if report.get("status") == NoFailure.status and tracing.exists():  # (as minify run says of it: no graph to blame)
-            message = (
-                f"dynamo failed tracing the function ({tracing.read_text()}), and the frame it failed on, lifted to a "
-                "graph, passes every stage alone: the failure is in dynamo's own tracing, not in a graph"
-            )
+            message = _tracing_failed(tracing.read_text(), ", and the frame it failed on, lifted to a graph, passes every stage alone")
         elif report.get("status") == NoFailure.status:  # (its message names pt2kit's own files of the graphs)
             message = f"{plural(len(saved), 'graph')} of the function {'passes' if len(saved) == 1 else 'pass'} every stage" + _judged(options.get("accuracy"))
         lacking = saved[0].parent.parent / STATE_MISSING

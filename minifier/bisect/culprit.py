@@ -255,23 +255,24 @@ def second_look(
             row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
             continue
         # it failed in one look of two, or wrote memory past a buffer (whether that crashes hangs on the allocator)
-        if not same and case.unsupported:  # not flaky: what made it fail in the program is not in the graph's repro
-            raise NotReproducible(
-                f"{row.label} failed in the program ({_describe(first)}) but not alone, and it takes inputs pt2kit cannot rebuild yet: "
-                + "; ".join(case.unsupported),
-                inputs_unsupported=case.unsupported,
-            )
-        if not same and captured is not None and captured.state_missing:
-            raise NotReproducible(
-                f"{row.label} failed in the program ({_describe(first)}) but not alone, and " + STATE_MISSING_HINT + "; ".join(captured.state_missing),
-                state_missing=captured.state_missing,
-            )
-        if not same and captured is not None and captured.unrecoverable:  # what runs alone is not the program's backend
-            raise NotReproducible(
-                f"{row.label} failed in the program ({_describe(first)}) but not alone, and "
-                + "; ".join(captured.unrecoverable)
-                + f" ({REGISTER_HINT})"
-            )
+        if not same:
+            if case.unsupported:  # not flaky: what made it fail in the program is not in the graph's repro
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and it takes inputs pt2kit cannot rebuild yet: "
+                    + "; ".join(case.unsupported),
+                    inputs_unsupported=case.unsupported,
+                )
+            if captured is not None and captured.state_missing:
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and " + STATE_MISSING_HINT + "; ".join(captured.state_missing),
+                    state_missing=captured.state_missing,
+                )
+            if captured is not None and captured.unrecoverable:  # what runs alone is not the program's backend
+                raise NotReproducible(
+                    f"{row.label} failed in the program ({_describe(first)}) but not alone, and "
+                    + "; ".join(captured.unrecoverable)
+                    + f" ({REGISTER_HINT})"
+                )
         measured = failure_rate(session, case, stage, first, second, accuracy=accuracy, label=row.label)
         rate = measured if rate is None else min(rate, measured)  # (the row keeps its failing outcome)
     return rate

@@ -433,6 +433,10 @@ _IN_PLACE_OPERATORS = frozenset(
 )
 
 
+#: The operators (and Tensor dunders) that write into their first operand: ``x += y``, ``x[0] = y``, ``del x[0]``.
+_WRITES = _IN_PLACE_OPERATORS | {"setitem", "delitem"}
+
+
 def has_effect(node: fx.Node) -> bool:
     """Does running ``node`` matter even when nothing reads its value?
 
@@ -453,13 +457,11 @@ def has_effect(node: fx.Node) -> bool:
     if not isinstance(name, str):
         return False
     # x.mul_(y); x[0] = y (``Tensor.__setitem__``); x += y (``Tensor.__iadd__``)
-    in_place_method = (name.endswith("_") and not name.startswith("_")) or name in ("__setitem__", "__delitem__") or (
-        name.startswith("__") and name.endswith("__") and name[2:-2] in _IN_PLACE_OPERATORS
+    in_place_method = (name.endswith("_") and not name.startswith("_")) or (
+        name.startswith("__") and name.endswith("__") and name[2:-2] in _WRITES
     )
     return in_place_method or (
-        node.op == "call_function"
-        and getattr(node.target, "__module__", None) in ("_operator", "operator")
-        and (name in _IN_PLACE_OPERATORS or name in ("setitem", "delitem"))
+        node.op == "call_function" and getattr(node.target, "__module__", None) in ("_operator", "operator") and name in _WRITES
     )
 
 
