@@ -8,7 +8,8 @@ and follows torch's levels:
   repro`` process and write the minimal ``repro.py`` directly (no launcher step);
 - **3**: save every graph before it is compiled, so a segfault still leaves a repro
   (``minify repro`` on it minifies it);
-- **4**: also check each compiled graph's first result and gradients against an fp64 reference; minify a divergence.
+- **4**: also check each compiled graph's first result and gradients against an fp64 reference; minify a divergence
+  (that first run follows a silent save, removed after it, so a crash in it leaves its ``repro.py`` too).
 
 Every door of a graph is watched: its compile and its runs, the aot graphs AOTAutograd
 compiles for it, whose backward compiles lazily at the first ``loss.backward()`` and runs
@@ -32,6 +33,7 @@ random stream is the one it would have had.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -242,11 +244,15 @@ class ReproOnFailure:
         """Level 4: a graph's first call is compared with eager, in fp32 and fp64, on clones of its inputs."""
         references = safe(_clone_args, None, args)  # before the call: it may mutate its inputs
         rng = safe(_rng_state, None)
+        pending = safe(self.save_before_run, None, case, references) if references is not None else None  # (a crash leaves it)
         try:
             result = compiled(*args)
         except Exception as e:
             self.handle(case, references if references is not None else args, error=e)
             raise
+        finally:
+            if pending is not None:
+                safe(_remove, None, *pending)
         if references is None or rng is None:
             return result
         problem = safe(self._divergence, None, case, references, result, rng, list(args))
@@ -385,6 +391,24 @@ class ReproOnFailure:
         say(f"graph {case.label()} {why}; " + (f"repro in {run_dir}" if self.intent.level in (1, 3) else f"minifying it in {run_dir}"))
         return path
 
+    def save_before_run(self, case: Any, references: Sequence[Any]) -> tuple[Path, bool]:
+        """Level 4: the graph on (clones of) the inputs of its first call, saved as ``repro.py`` in a run directory
+        of its own, silently: the call removes it when it returns or raises, a crash in it leaves it.
+        (The directory, and whether its parent was made for it.)"""
+        from .isolation.session import new_run_dir
+        from .repro.files import write_repro
+
+        made = not self.intent.out.exists()
+        run_dir = new_run_dir(self.intent.out, run_name())
+        write_repro(
+            case.replace(inputs=_with_values(case.inputs, references)),
+            run_dir,
+            stage=case.backend,
+            note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_LEVEL=4 hook before graph {case.label()}'s first run, which "
+            "the process did not survive (a crash); not minified: `minify repro` on this file minifies it.",
+        )
+        return run_dir, made
+
     def minify(self, path: Path, accuracy: Accuracy) -> int:
         """Minify a saved graph in a fresh process (this one runs the user's threads)."""
         import subprocess
@@ -397,11 +421,11 @@ class ReproOnFailure:
         after = "auto" if self.intent.after == "aot" else self.intent.after
         command = python_command("minifier", "repro", str(path), "--after", after, "--run-dir", str(run_dir), "--recorded-only")
         command.append("--accuracy" if accuracy else "--no-accuracy")
-        from .stages.distributed import minifying, wait_for_other_ranks
+        from .stages.distributed import minifying, sigterm_deferred, wait_for_other_ranks
 
         roots = [str(Path(p).resolve()) for p in sys.path if p and Path(p).is_dir()]
         env = pt2kit_env({"PYTHONPATH": os.pathsep.join(roots)})
-        with minifying(run_dir), _sigterm_deferred():
+        with minifying(run_dir), sigterm_deferred():
             # (its table goes to the program's stderr: the program's stdout stays its own, a pipe it may be read from)
             code = subprocess.run(command, env=env, check=False, stdin=subprocess.DEVNULL, stdout=2).returncode
         wait_for_other_ranks(self.intent.out)
@@ -409,35 +433,6 @@ class ReproOnFailure:
             alone = " (alone it does not fail the program's way)" if code == 5 else ""  # (NotReproducible's exit)
             say(f"no minimal repro in {run_dir} (exit {code}; its report.json says why); the graph as saved{alone}: {path}")
         return code
-
-
-class _sigterm_deferred:
-    """SIGTERM waits until the block ends, then takes effect as it would have.
-
-    Under torchrun, the first rank to exit with an error makes the launcher send SIGTERM
-    to every other rank's process group. A rank still minifying would die at once,
-    while its ``python -m minifier repro`` child (which gets the same signal) is writing
-    its best repro so far. Deferred, the rank waits for that child, then ends as
-    SIGTERM ends it. Only the main thread can set a handler; elsewhere nothing changes.
-    """
-
-    def __enter__(self) -> None:
-        import signal
-        import threading
-
-        self.received: list[int] = []
-        self.armed = threading.current_thread() is threading.main_thread()
-        if self.armed:
-            self.previous = signal.signal(signal.SIGTERM, lambda signum, frame: self.received.append(signum))
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        if self.armed:
-            signal.signal(signal.SIGTERM, self.previous if self.previous is not None else signal.SIG_DFL)
-            if self.received:
-                signal.raise_signal(signal.SIGTERM)
-
 
 
 class _entered:
@@ -509,6 +504,12 @@ def _set_rng_state(state: tuple[Any, Any]) -> None:
     torch.set_rng_state(cpu)
     if cuda is not None:
         torch.cuda.set_rng_state_all(cuda)
+
+
+def _remove(run_dir: Path, parent_too: bool) -> None:
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if parent_too and not any(run_dir.parent.iterdir()):
+        run_dir.parent.rmdir()
 
 
 def _with_values(inputs: list[Any], args: Sequence[Any]) -> list[Any]:

@@ -190,3 +190,31 @@ def _kill(process: subprocess.Popen[Any]) -> None:
 
     if process.poll() is None:
         kill_program(process)
+
+
+class sigterm_deferred:
+    """SIGTERM waits until the block ends, then takes effect as it would have.
+
+    Under torchrun, the first rank to exit with an error makes the launcher send SIGTERM
+    to every other rank's process group. A rank still minifying would die at once,
+    while its ``python -m minifier repro`` child (which gets the same signal) is writing
+    its best repro so far. Deferred, the rank waits for that child, then ends as
+    SIGTERM ends it. Only the main thread can set a handler; elsewhere nothing changes.
+    """
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.received: list[int] = []
+        self.armed = threading.current_thread() is threading.main_thread()
+        if self.armed:
+            self.previous = signal.signal(signal.SIGTERM, lambda signum, frame: self.received.append(signum))
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.armed:
+            signal.signal(signal.SIGTERM, self.previous if self.previous is not None else signal.SIG_DFL)
+            if self.received:
+                signal.raise_signal(signal.SIGTERM)

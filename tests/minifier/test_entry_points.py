@@ -833,6 +833,32 @@ def test_the_hook_sees_a_backward_that_fails_before_its_graph_runs(tmp_path):
     assert plain.stderr.splitlines()[-1] == done.stderr.rstrip().splitlines()[-1]  # the same error, hook or not
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("after", ["dynamo", "aot"])
+def test_the_hook_at_level_4_leaves_the_graph_whose_first_run_kills_the_process(after, tmp_path):
+    # level 4 runs each compiled graph's first call in the program's process to judge it: a kernel that
+    # segfaults (or aborts on a heap it corrupted) ends the process before anything could be saved after it
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(USER_MODULES)!r})\n"
+        "import torch\n"
+        "import planted  # noqa: F401\n"
+        "healthy = torch.compile(lambda x: torch.sin(x) * 2, backend='planted_segfault')\n"
+        "print(healthy(torch.randn(8)).shape)  # (no cos: its kernel runs)\n"
+        "crashing = torch.compile(lambda x: torch.cos(x) + 1, backend='planted_segfault')\n"
+        "crashing(torch.randn(8))\n"
+    )
+    repros = tmp_path / "repros"
+    done = under_the_hook(script, after, "4", repros)
+    assert done.returncode == -signal.SIGSEGV and "torch.Size([8])" in done.stdout, done.stderr[-2000:]
+    (run_dir,) = repros.glob("run-*")  # the healthy graph's save went when its first call returned
+    text = (run_dir / "repro.py").read_text()
+    assert "before graph g1's first run" in text and "torch.cos" in text and "torch.sin" not in text
+    alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")
+    assert alone.returncode == -signal.SIGSEGV, alone.stderr[-2000:]
+
+
+@pytest.mark.e2e
 def test_the_hook_says_in_one_line_when_dynamo_fails_before_any_graph_exists(tmp_path):
     # no compiler is ever called, so nothing of the hook's (or torch's) sees it: one line after the traceback
     script = tmp_path / "tag.py"

@@ -45,6 +45,7 @@ def torch_alone(repro: Path, where: Path) -> subprocess.CompletedProcess[str]:
         "import runpy, sys\n"
         f"for name in {PT2KIT_PACKAGES!r}:\n"
         "    sys.modules[name] = None\n"
+        "sys.path.insert(0, '.')  # (as `python repro.py` puts its own directory first)\n"
         "runpy.run_path('repro.py', run_name='__main__')\n"
     )
     env = {**user_env(), "PT2KIT_AUTOLOAD": "0", "TORCHINDUCTOR_CACHE_DIR": str(where / "inductor-cache")}
