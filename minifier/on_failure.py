@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .backward_prologue import HANDLED as _HANDLED, note_rounding, note_watched, remembered
-from .unit.float64 import draws_otherwise_than_eager, has_random_ops
+from .unit.float64 import draws_otherwise_than_eager, has_random_ops, rng_state, set_rng_state
 from pt2kit.opaque import opaque, opaque_wrapper
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class ReproOnFailure:
 
         live = call_values(args)  # (before the call: a boxed call empties its list)
         references = safe(_clone_args, None, live)
-        rng = safe(_rng_state, None)
+        rng = safe(rng_state, None)
         try:
             result = compiled(*args)
         except Exception as e:
@@ -243,16 +243,20 @@ class ReproOnFailure:
     def check_accuracy(self, compiled: Callable[..., Any], case: Any, args: Sequence[Any]) -> Any:
         """Level 4: a graph's first call is compared with eager, in fp32 and fp64, on clones of its inputs."""
         references = safe(_clone_args, None, args)  # before the call: it may mutate its inputs
-        rng = safe(_rng_state, None)
-        pending = safe(self.save_before_run, None, case, references) if references is not None else None  # (a crash leaves it)
+        rng = safe(rng_state, None)
+        pending = safe(self.save_before_run, None, case, references) if references is not None else None
+        try:  # (the backward's first run, on clones, is judged within: a crash in either leaves the save)
+            return self._judged(compiled, case, args, references, rng)
+        finally:
+            if pending is not None:
+                safe(_remove, None, *pending)
+
+    def _judged(self, compiled: Callable[..., Any], case: Any, args: Sequence[Any], references: Any, rng: Any) -> Any:
         try:
             result = compiled(*args)
         except Exception as e:
             self.handle(case, references if references is not None else args, error=e)
             raise
-        finally:
-            if pending is not None:
-                safe(_remove, None, *pending)
         if references is None or rng is None:
             return result
         problem = safe(self._divergence, None, case, references, result, rng, list(args))
@@ -286,14 +290,14 @@ class ReproOnFailure:
         from .unit.accuracy import accuracy_category, accuracy_divergence, output_labels, reference_outputs
         from .unit.case import Boundary
 
-        after = _rng_state()
+        after = rng_state()
         try:
             grad = case.boundary == Boundary.DYNAMO and case.grad_enabled  # (an aot graph runs without autograd)
-            eager = reference_outputs(case.gm, references, rng=rng, set_rng=_set_rng_state, grad_enabled=grad)
+            eager = reference_outputs(case.gm, references, rng=rng, set_rng=set_rng_state, grad_enabled=grad)
         except Exception as e:  # noqa: BLE001 - eager refuses what the compiled run returned (pytorch#197095)
             return accuracy_divergence(said(e), [], None)
         finally:
-            _set_rng_state(after)  # the program's random stream goes on as if nothing ran
+            set_rng_state(after)  # the program's random stream goes on as if nothing ran
         actual = eager.outputs_of(result, args)
         names = [i.name for i in case.inputs]  # (the graph's placeholders, as the repro names them)
         labels = output_labels(eager, len(actual), names)
@@ -318,18 +322,18 @@ class ReproOnFailure:
         clones = safe(_clone_args, None, references)
         if clones is None:
             return None
-        after = _rng_state()
+        after = rng_state()
         try:
-            _set_rng_state(rng)
+            set_rng_state(rng)
             actual = gradients(compiled, clones)
         finally:
-            _set_rng_state(after)
+            set_rng_state(after)
         if actual is None:
             return None
         try:
-            expected = safe(gradient_references, None, case.gm, references, rng=rng, set_rng=_set_rng_state)
+            expected = safe(gradient_references, None, case.gm, references, rng=rng, set_rng=set_rng_state)
         finally:
-            _set_rng_state(after)
+            set_rng_state(after)
         if expected is None:
             return None
         eager, fp64, labels = expected
@@ -488,22 +492,6 @@ def _clone_args(args: Sequence[Any]) -> list[Any]:
     from .unit.copies import clone_values
 
     return clone_values(list(args))
-
-
-def _rng_state() -> tuple[Any, Any]:
-    import torch
-
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    return torch.get_rng_state(), cuda
-
-
-def _set_rng_state(state: tuple[Any, Any]) -> None:
-    import torch
-
-    cpu, cuda = state
-    torch.set_rng_state(cpu)
-    if cuda is not None:
-        torch.cuda.set_rng_state_all(cuda)
 
 
 def _remove(run_dir: Path, parent_too: bool) -> None:

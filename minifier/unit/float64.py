@@ -4,7 +4,8 @@
 (:func:`fp64_dtype`, :func:`fp64_cast` and :func:`as_float64` are what it calls, and every
 accuracy ``repro.py`` carries their source: torch only, no annotations). :func:`fp64_blocker`
 says why a graph's float64 run would not mean what the program means (it tests for
-overflows, or draws random numbers): eager alone is the reference then.
+overflows, or draws random numbers): eager alone is the reference then. :func:`rng_state`
+and :func:`set_rng_state` let a reference draw what the program drew, then put its stream back.
 """
 
 from __future__ import annotations
@@ -207,3 +208,20 @@ def fp64_blocker(gm: Any) -> str | None:
         if any(isinstance(a, float) and not math.isfinite(a) for a in node.args):
             return f"the graph compares with an infinite constant ({name}), which float64 does not overflow to"
     return None
+
+
+def rng_state() -> tuple[Any, Any]:
+    """The process's random state (CPU, and CUDA's where it is in use): what a reference run draws from, then puts back."""
+    import torch
+
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def set_rng_state(state: tuple[Any, Any]) -> None:
+    import torch
+
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)

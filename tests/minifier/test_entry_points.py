@@ -832,28 +832,36 @@ def test_the_hook_sees_a_backward_that_fails_before_its_graph_runs(tmp_path):
     plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=user_env(), timeout=600)
     assert plain.stderr.splitlines()[-1] == done.stderr.rstrip().splitlines()[-1]  # the same error, hook or not
 
+#: Where the kernel that kills the process is -> (its planted backend, the op it is in, the program's training step).
+CRASHING = {
+    "forward": ("planted_segfault", "cos", "crashing(torch.randn(8))"),
+    "backward": ("planted_backward_segfault", "tanh", "crashing(torch.randn(8, requires_grad=True)).sum().backward()"),
+}
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("after", ["dynamo", "aot"])
-def test_the_hook_at_level_4_leaves_the_graph_whose_first_run_kills_the_process(after, tmp_path):
-    # level 4 runs each compiled graph's first call in the program's process to judge it: a kernel that
-    # segfaults (or aborts on a heap it corrupted) ends the process before anything could be saved after it
+@pytest.mark.parametrize(("after", "where"), [("dynamo", "forward"), ("aot", "forward"), ("aot", "backward")])
+def test_the_hook_at_level_4_leaves_the_graph_whose_first_run_kills_the_process(after, where, tmp_path):
+    # level 4 runs each compiled graph's first call (and its backward's) in the program's process to judge it: a
+    # kernel that segfaults (or aborts on a heap it corrupted) ends the process before anything is saved after it
+    backend, op, step = CRASHING[where]
     script = tmp_path / "crash.py"
     script.write_text(
         "import sys\n"
         f"sys.path.insert(0, {str(USER_MODULES)!r})\n"
         "import torch\n"
         "import planted  # noqa: F401\n"
-        "healthy = torch.compile(lambda x: torch.sin(x) * 2, backend='planted_segfault')\n"
-        "print(healthy(torch.randn(8)).shape)  # (no cos: its kernel runs)\n"
-        "crashing = torch.compile(lambda x: torch.cos(x) + 1, backend='planted_segfault')\n"
-        "crashing(torch.randn(8))\n"
+        f"healthy = torch.compile(lambda x: torch.sin(x) * 2, backend={backend!r})\n"
+        "print(healthy(torch.randn(8, requires_grad=True)).shape)  # (its kernels run)\n"
+        f"crashing = torch.compile(lambda x: torch.{op}(x) + 1, backend={backend!r})\n"
+        f"{step}\n"
     )
     repros = tmp_path / "repros"
     done = under_the_hook(script, after, "4", repros)
     assert done.returncode == -signal.SIGSEGV and "torch.Size([8])" in done.stdout, done.stderr[-2000:]
     (run_dir,) = repros.glob("run-*")  # the healthy graph's save went when its first call returned
     text = (run_dir / "repro.py").read_text()
-    assert "before graph g1's first run" in text and "torch.cos" in text and "torch.sin" not in text
+    assert "before graph g1's first run" in text and f"torch.{op}" in text and "torch.sin" not in text
     alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")
     assert alone.returncode == -signal.SIGSEGV, alone.stderr[-2000:]
 

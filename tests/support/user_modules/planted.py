@@ -9,6 +9,7 @@ holds a *trigger* op, so the minifier has one culprit to find among many healthy
 - ``planted_runtime_error``: the compiled forward raises when it runs a graph with cos.
 - ``planted_crash``: the compiled forward calls ``abort()`` (graphs with cos).
 - ``planted_segfault``: the compiled forward dereferences NULL (graphs with cos).
+- ``planted_backward_segfault``: the compiled backward dereferences NULL (graphs with tanh_backward).
 - ``planted_hang``: the compiled forward never returns (graphs with cos).
 - ``planted_accuracy``: the compiled forward adds 0.5 to its outputs (graphs with cos).
 - ``planted_wrong_cos``: the compiled cos is off by a half and every other op is right,
@@ -358,6 +359,7 @@ def _raise_run_backward(run, values):
 # The backward's own doors: its compiled code raises as it runs, or computes a wrong gradient.
 _register("planted_backward_runtime_error", bw=_compiler(on_run=_raise_run_backward, trigger=(aten.tanh_backward.default,)))
 _register("planted_backward_accuracy", bw=_compiler(on_run=_off_by_half, trigger=(aten.tanh_backward.default,)))
+_register("planted_backward_segfault", bw=_compiler(on_run=_segfault, trigger=(aten.tanh_backward.default,)))
 
 
 def _slow_first_compile(gm, inputs):
