@@ -77,6 +77,11 @@ def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:
     """
     if uses_inductor(case, stage) and (case.definitions.strip() or case.modules):
         return None
+    return clean_cache_root()
+
+
+def clean_cache_root() -> Path | None:
+    """pt2kit's clean Inductor cache (made if need be), or None where it cannot be made."""
     root = (
         Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         / "pt2kit"
@@ -93,7 +98,8 @@ def clean_inductor_cache(case: GraphCase, stage: str) -> Path | None:
 #: waits for one line on stdin (the repro's file name and the Inductor cache it runs on, as
 #: JSON) and runs that repro as :data:`RUN_WITH_TORCH_ALONE` would. Neither import reads
 #: the cache or the repro's directory (Inductor asks for its cache directory when it
-#: compiles): paid beforehand, it is the same run, 2 to 4 s sooner.
+#: compiles), nor do Inductor's CPU probes (``{prepay}``: :func:`prepaid_probes`, built in
+#: pt2kit's clean cache): paid beforehand, it is the same run, 3 to 5 s sooner.
 READY_RUNNER = (
     "import importlib, json, os, runpy, sys\n"
     f"for name in {PT2KIT_PACKAGES!r}:\n"
@@ -101,6 +107,7 @@ READY_RUNNER = (
     "import torch  # (every repro's first import)\n"
     "for name in {preload!r}:  # (what the repro's compile imports)\n"
     "    importlib.import_module(name)\n"
+    "{prepay}"
     "order = json.loads(sys.stdin.readline() or 'null')\n"
     "if order is None:\n"
     "    sys.exit(0)  # never asked\n"
@@ -135,7 +142,7 @@ class ReadyInterpreter:
     used or not (the session closes an unused one).
     """
 
-    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+    def __init__(self, preload: tuple[str, ...] = (), *, probes: Path | None = None) -> None:
         import subprocess
         import sys
         import tempfile
@@ -143,8 +150,9 @@ class ReadyInterpreter:
         self._where = tempfile.TemporaryDirectory(prefix="pt2kit-elsewhere-")
         self.where = Path(self._where.name)
         self.err = tempfile.TemporaryFile()
+        runner = READY_RUNNER.replace("{preload!r}", repr(preload)).replace("{prepay}", prepaid_probes(probes))
         self.process = subprocess.Popen(
-            [sys.executable, "-P", "-c", READY_RUNNER.replace("{preload!r}", repr(preload))],
+            [sys.executable, "-P", "-c", runner],
             cwd=self.where,
             env=elsewhere_env(),
             stdin=subprocess.PIPE,
@@ -177,11 +185,27 @@ class ReadyInterpreter:
 INDUCTOR_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
 
 
+def prepaid_probes(cache: Path | None) -> str:
+    """Source that asks Inductor's CPU probes ahead (:data:`pt2kit.seams.vec_isa.PREPAY`, about 1.5 s), their
+    programs built in ``cache`` (pt2kit's clean one: built once per machine), then leaves the cache unset again
+    for the repro; nothing for no ``cache``."""
+    if cache is None:
+        return ""
+    from pt2kit.seams.vec_isa import PREPAY
+
+    return (
+        f"os.environ['TORCHINDUCTOR_CACHE_DIR'] = {str(cache)!r}\n"
+        f"exec(compile({PREPAY!r}, '<inductor cpu probes>', 'exec'), {{}})\n"
+        "os.environ.pop('TORCHINDUCTOR_CACHE_DIR', None)\n"
+    )
+
+
 def get_ready(session: Session, case: GraphCase, stage: str) -> None:
     """Start the interpreter the written repro of ``case`` at ``stage`` will run elsewhere in
     (:class:`ReadyInterpreter`), unless one waits already; Inductor imported too when the repro compiles with it."""
     if session.ready is None and os.environ.get("PT2KIT_VERIFY_ELSEWHERE") != "0":
-        session.ready = ReadyInterpreter(INDUCTOR_MODULES if uses_inductor(case, stage) else ())
+        inductor = uses_inductor(case, stage)
+        session.ready = ReadyInterpreter(INDUCTOR_MODULES if inductor else (), probes=clean_cache_root() if inductor else None)
 
 
 def run_elsewhere(

@@ -132,6 +132,30 @@ def test_small_user_modules_and_packages_are_copied_beside_the_repro_and_import_
         assert not interpreter.where.exists()
 
 
+def test_the_ready_interpreter_asks_inductors_cpu_probes_ahead_and_a_repros_own_config_still_decides(tmp_path):
+    # the probes are the machine's (about 1.5 s of child processes): asked ahead in pt2kit's cache, they leave
+    # the repro its own cache and its own cpp.vec_isa_ok
+    from minifier.stages.elsewhere import INDUCTOR_MODULES, ReadyInterpreter
+
+    probes, cache = tmp_path / "probes", tmp_path / "cache"
+    probes.mkdir()
+    interpreter = ReadyInterpreter(INDUCTOR_MODULES, probes=probes)
+    (interpreter.where / "repro.py").write_text(
+        "import os, sys\n"
+        "import torch._inductor.config as config\n"
+        "from torch._inductor import cpu_vec_isa\n"
+        "config.cpp.vec_isa_ok = False  # (as a repro that needs the scalar path carries)\n"
+        "vectorized = bool(cpu_vec_isa.pick_vec_isa())\n"
+        f"own_cache = os.environ.get('TORCHINDUCTOR_CACHE_DIR') == {str(cache)!r}\n"
+        f"sys.exit(40 + own_cache + 2 * (not vectorized) + 4 * any(os.scandir({str(probes)!r})))\n"
+    )
+    try:
+        assert interpreter.order("repro.py", str(cache))
+        assert interpreter.process.wait(timeout=120) == 47, interpreter.err.seek(0) or interpreter.err.read()[-2000:]
+    finally:
+        interpreter.close()
+
+
 def test_a_run_elsewhere_killed_from_outside_is_asked_again_not_blamed_on_the_repro(session, tmp_path, monkeypatch):
     # a cleanup's SIGTERM (or the OOM killer) ends the run elsewhere: that is not what the repro does
     from minifier.stages.elsewhere import ReadyInterpreter, verify
