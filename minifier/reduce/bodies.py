@@ -12,14 +12,22 @@ instead, and the op is then dead code: the same substitution
 A :class:`~minifier.reduce.candidate.Candidate` names such edits as ``(body path, op
 node, stand-in node)``; :func:`apply_body_edits` makes them on a copy of the body when
 the reducer builds the graph (the original's bodies are never touched).
+
+An output of a ``scan`` (one of its per-step ``ys``), a ``map`` or a ``cond`` that
+nothing at the top level reads is computed all the same, and keeps its body's ops
+alive. :func:`drop_unused_outputs` asks without it: the Candidate's ``dropped_outputs``
+``(higher-order op node, output index)``, made by :func:`apply_output_drops` (the
+body, or both branches, return one value fewer; the top level's ``getitem`` nodes of
+later outputs are renumbered). A ``scan``'s carries and a ``while_loop``'s are its
+next step's inputs, and stay.
 """
 
 from __future__ import annotations
 
 import copy
 import operator
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import torch.fx as fx
@@ -46,7 +54,7 @@ def returned_stand_ins(gm: fx.GraphModule, meta_of: Callable[[str], TensorMeta |
     """Stand-ins for the ops ``gm``'s bodies return, where the body's values are known: {(path, op): operand}.
 
     A body traced from the repro's code holds no values on its nodes (dynamo's own bodies
-    do), so each body a ``cond``, ``while_loop`` or ``invoke_subgraph`` calls is run on
+    do), so each body a ``cond``, ``while_loop``, ``invoke_subgraph``, ``scan`` or ``map`` calls is run on
     fake tensors laid out as its operands were (``meta_of`` a top-level node: the
     profile's), on a copy: no fake value is left on the graph, which queries pickle.
     A body that cannot run so (a nested higher-order op, an operand of unknown layout)
@@ -89,22 +97,38 @@ def _body_calls(node: fx.Node) -> list[tuple[str, list[object]]]:
         calls = [(attr(args[0]), carried), (attr(args[1]), carried)]
     elif name == "torch.ops.higher_order.invoke_subgraph" and args:
         calls = [(attr(args[0]), list(args[2:]))]
+    elif name == "torch.ops.higher_order.scan" and len(args) >= 4:  # (each step sees one row of each xs)
+        init, xs, extra = (list(cast(Sequence[object], a)) for a in args[1:4])
+        calls = [(attr(args[0]), [*init, *(Row(x) for x in xs), *extra])]
+    elif name == "torch.ops.higher_order.map_impl" and len(args) >= 3:
+        xs, extra = (list(cast(Sequence[object], a)) for a in args[1:3])
+        calls = [(attr(args[0]), [*(Row(x) for x in xs), *extra])]
     else:
         return []
     return [(a, operands) for a, operands in calls if a is not None]
 
 
+@dataclass(frozen=True)
+class Row:
+    """One row (along dim 0) of the node's tensor: what a ``scan`` or ``map`` body sees of an ``xs`` each step."""
+
+    node: object
+
+
 def _fake(mode: object, value: object, meta_of: Callable[[str], TensorMeta | None]) -> object:
-    """A fake tensor laid out as the node ``value``'s tensor was, or a literal as it is."""
+    """A fake tensor laid out as the node ``value``'s tensor was (or one :class:`Row` of it), or a literal as it is."""
     import torch
 
-    if not isinstance(value, fx.Node):
-        return value
-    meta = meta_of(value.name)
-    if meta is None or meta.special is not None:
-        raise LookupError(value.name)
+    row = isinstance(value, Row)
+    node = value.node if isinstance(value, Row) else value
+    if not isinstance(node, fx.Node):
+        return node
+    meta = meta_of(node.name)
+    if meta is None or meta.special is not None or (row and not meta.shape):
+        raise LookupError(node.name)
+    shape, stride = (meta.shape[1:], meta.stride[1:]) if row else (meta.shape, meta.stride)
     with cast(Any, mode):
-        return torch.empty_strided(meta.shape, meta.stride, dtype=meta.torch_dtype, device=meta.device)
+        return torch.empty_strided(shape, stride, dtype=meta.torch_dtype, device=meta.device)
 
 
 def stand_in(node: fx.Node) -> fx.Node | None:
@@ -210,3 +234,77 @@ def reduce_bodies(r: Reducer) -> None:
             r.consider(replace(r.best, body_edits=r.best.body_edits | {(path, name, instead)}))
     r.replaced_structures.add(structure)
     r.replaced_structures.add(("bodies", *r._structure(r.normalize(r.best))))
+
+
+def _droppable_from(node: fx.Node) -> tuple[list[str], int] | None:
+    """(The bodies whose outputs are ``node``'s, the first output index that may go) for a scan, map or cond."""
+    from pt2kit.names import op_name
+
+    name, args = op_name(node), node.args
+
+    def attr(a: object) -> str | None:
+        return str(a.target) if isinstance(a, fx.Node) and a.op == "get_attr" else None
+
+    if name == "torch.ops.higher_order.scan" and len(args) >= 2 and isinstance(args[1], (list, tuple)):
+        found, first = [attr(args[0])], len(args[1])  # (its carries come first)
+    elif name == "torch.ops.higher_order.map_impl" and args:
+        found, first = [attr(args[0])], 0
+    elif name == "torch.ops.higher_order.cond" and len(args) >= 3:
+        found, first = [attr(args[1]), attr(args[2])], 0
+    else:
+        return None
+    return ([a for a in found if a is not None], first) if all(found) else None
+
+
+def unused_outputs(gm: fx.GraphModule) -> list[tuple[str, int]]:
+    """``(op node, output index)`` of each scan, map or cond output no top-level node reads."""
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or (droppable := _droppable_from(node)) is None:
+            continue
+        if not node.users or not all(u.target is operator.getitem and isinstance(u.args[1], int) for u in node.users):
+            continue
+        body = cast(fx.GraphModule, gm.get_submodule(droppable[0][0]))
+        returned = next(n for n in body.graph.nodes if n.op == "output").args[0]
+        read = {u.args[1] for u in node.users}
+        found += [(node.name, i) for i in range(droppable[1], len(returned)) if i not in read]
+    return found
+
+
+def apply_output_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int]]) -> fx.GraphModule:
+    """``gm`` with each dropped output gone from copies of its bodies, later ``getitem`` nodes renumbered."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    for name, index in sorted(drops, key=lambda d: -d[1]):  # (the last first: earlier indices stay put)
+        node = nodes.get(name)
+        droppable = _droppable_from(node) if node is not None else None
+        if node is None or droppable is None or index < droppable[1]:
+            continue
+        if any(u.target is not operator.getitem or u.args[1] == index for u in node.users):
+            continue
+        for path in droppable[0]:
+            body = copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(path)))
+            output = next(n for n in body.graph.nodes if n.op == "output")
+            returned = list(output.args[0])
+            if index >= len(returned):
+                break
+            del returned[index]
+            output.args = (type(output.args[0])(returned),)
+            body.graph.eliminate_dead_code()
+            body.recompile()
+            setattr(gm, path, body)
+        else:
+            for user in node.users:
+                if user.args[1] > index:
+                    user.args = (node, user.args[1] - 1)
+    gm.recompile()
+    return gm
+
+
+def drop_unused_outputs(r: Reducer) -> None:
+    """The outputs of higher-order ops nothing reads, dropped from their bodies: all at once, else one by one."""
+    unused = [d for d in unused_outputs(r.build(r.best).gm) if d not in r.best.dropped_outputs]
+    if not unused or r.consider(replace(r.best, dropped_outputs=r.best.dropped_outputs | set(unused))):
+        return
+    for drop in unused if len(unused) > 1 else ():
+        r.consider(replace(r.best, dropped_outputs=r.best.dropped_outputs | {drop}))
+

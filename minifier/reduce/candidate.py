@@ -33,6 +33,8 @@ class Candidate:
     substituted: frozenset[tuple[str, str]] = frozenset()
     # (body path, op node, stand-in) in the bodies of higher-order ops: see minifier.reduce.bodies
     body_edits: frozenset[tuple[str, str, str]] = frozenset()
+    # (higher-order op node, output index) no top-level node reads, gone from its bodies: minifier.reduce.bodies
+    dropped_outputs: frozenset[tuple[str, int]] = frozenset()
 
     def key(self) -> str:
         return json.dumps(
@@ -46,7 +48,8 @@ class Candidate:
                 self.static,
                 sorted(self.shapes),
                 sorted(self.substituted),
-                *([sorted(self.body_edits)] if self.body_edits else []),
+                *([sorted(self.body_edits)] if self.body_edits or self.dropped_outputs else []),
+                *([sorted(self.dropped_outputs)] if self.dropped_outputs else []),
             ]
         )
 
@@ -62,6 +65,7 @@ class Candidate:
             "shapes": [[name, list(shape)] for name, shape in self.shapes],
             "substituted": sorted(list(s) for s in self.substituted),
             "body_edits": sorted(list(e) for e in self.body_edits),
+            "dropped_outputs": sorted(list(d) for d in self.dropped_outputs),
         }
 
     @classmethod
@@ -77,6 +81,7 @@ class Candidate:
             shapes=tuple((name, tuple(shape)) for name, shape in data.get("shapes", ())),
             substituted=frozenset(tuple(s) for s in data.get("substituted", ())),
             body_edits=frozenset(tuple(e) for e in data.get("body_edits", ())),
+            dropped_outputs=frozenset((name, int(i)) for name, i in data.get("dropped_outputs", ())),
         )
 
 

@@ -33,7 +33,7 @@ import torch.fx as fx
 
 from pt2kit.errors import plural
 from ..unit.case import Boundary, GraphCase, GraphInput, TensorMeta, has_effect, leaves_a_mode_on
-from .bodies import apply_body_edits
+from .bodies import apply_body_edits, apply_output_drops
 from .candidate import Candidate, derive_sizes, reshaped
 from pt2kit.signature import Kind, Signature
 from ..capture.casemaker import random_seed
@@ -229,7 +229,7 @@ class Reducer:
         numel = sum(math.prod(shape) for _, shape in c.shapes) - sum(math.prod(self._shape(n)) for n, _ in c.shapes)
         return (
             len(c.kept),
-            -len(c.body_edits),  # (each edit makes a body's op dead code)
+            -len(c.body_edits) - len(c.dropped_outputs),  # (each edit makes a body's op dead code)
             len(c.outputs),
             len(inputs) - len(c.merged),
             len(real),
@@ -340,7 +340,7 @@ class Reducer:
         inputs = derive_sizes(inputs)  # (a size read from an input that was cut away is an int of its own)
         if c.static:
             inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
-        gm = apply_body_edits(fx.GraphModule(self.origin.gm, graph), c.body_edits)
+        gm = apply_output_drops(apply_body_edits(fx.GraphModule(self.origin.gm, graph), c.body_edits), c.dropped_outputs)
         constants = constants_of(gm, self.origin.constants)
         config = {
             m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()

@@ -37,6 +37,8 @@ They run in this order:
   switch cut together (a cut of one alone fails otherwise);
 - :func:`replace_by_operands`: on a 1-minimal graph, each node replaced by a
   same-shaped operand (or input), one query a node (what a cut cannot reach);
+- :func:`~minifier.reduce.bodies.drop_unused_outputs`: the outputs of higher-order ops nothing reads,
+  dropped from their bodies;
 - :func:`~minifier.reduce.bodies.reduce_bodies`: the same in higher-order ops' bodies;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
 - :func:`drop_backward`, :func:`make_static` (every symbolic size made concrete);
@@ -53,7 +55,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from .bodies import reduce_bodies
+from .bodies import drop_unused_outputs, reduce_bodies
 from .divergence import upstream, follow_divergence, narrow_to_divergence
 from .engine import Candidate, Reducer
 from .scans import ask_ahead, ddmin
@@ -505,6 +507,7 @@ PASSES: list[Callable[[Reducer], None]] = [
     delta_debugging,
     remove_mode_brackets,
     replace_by_operands,
+    drop_unused_outputs,
     reduce_bodies,
     remove_outputs,
     consolidate_inputs,

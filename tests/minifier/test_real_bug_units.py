@@ -382,6 +382,56 @@ def test_the_reducer_reduces_inside_the_branches_of_a_cond():
     assert sum(len(o) for o in body_ops(origin.gm).values()) == 5  # (the origin's bodies are untouched)
 
 
+def test_the_reducer_drops_a_scan_output_nothing_reads_and_edits_what_its_body_returns():
+    # a scan's per-step ys that nothing at the top level reads kept its body's ops alive; dropped, they go. The
+    # sin the body returns as its carry takes the cos's value in its place, found by running the body on fake
+    # tensors (one row of each xs per step)
+    import planted  # noqa: F401  registers planted_dynamo_error (it rejects torch.cos, in bodies too)
+    from torch._higher_order_ops.scan import scan
+
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.reduce.bodies import bodies
+    from minifier.reduce.engine import Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case, realize
+    from minifier.stages.run import run_case
+
+    def f(init, xs):
+        def step(h, x):
+            new = torch.sin(torch.cos(h + x))
+            return new, torch.exp(new * 2)
+
+        return scan(step, init, xs)[0]
+
+    grabbed = {}
+
+    def grab(gm, example_inputs):
+        grabbed.update(gm=gm, inputs=example_inputs)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(f, backend=grab, fullgraph=True)(torch.randn(4), torch.randn(3, 4))
+    origin = make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("planted_dynamo_error", []), index=0)
+    target = run_case(origin, "planted_dynamo_error").failure.signature
+    assert "torch.cos is not supported" in str(target)
+
+    def body_ops(gm):
+        return sorted(n.target.__name__ for _, body in bodies(gm) for n in body.graph.nodes if n.op == "call_function")
+
+    def returned(gm):
+        (body,) = [b for _, b in bodies(gm)]
+        return next(n for n in body.graph.nodes if n.op == "output").args[0]
+
+    assert body_ops(origin.gm) == ["add", "cos", "exp", "mul", "sin"] and len(returned(origin.gm)) == 2
+    reducer = Reducer(origin, profile_case(origin), target, lambda cs: [run_case(realize(c, origin), "planted_dynamo_error") for c, _, _ in cs])
+    reducer.run(PASSES)
+    reduced = reducer.best_case()
+    assert run_case(reduced, "planted_dynamo_error").failure.signature == target
+    assert body_ops(reduced.gm) == ["cos"] and len(returned(reduced.gm)) == 1, reduced.gm.print_readable(False)
+    assert body_ops(origin.gm) == ["add", "cos", "exp", "mul", "sin"]  # (the origin's body is untouched)
+
+
 def test_a_body_traced_without_values_gets_stand_ins_for_what_it_returns_from_fake_values():
     # a repro's bodies are traced from code, with no values on their nodes: the body is run on fake
     # tensors laid out as the profile saw its operands; a returned op takes an operand of its layout
