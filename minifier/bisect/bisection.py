@@ -135,7 +135,13 @@ def bisect_script(
         report.culprit = None  # (the program fails without a compiler: not because its outputs alias otherwise)
 
     if report.culprit is None:
-        return no_culprit(session, report, program, captured)
+        try:
+            return no_culprit(session, report, program, captured)
+        except NotReproducible as error:  # (report.json keeps what was found: the program's failure, each graph's stages)
+            found = report.to_json()
+            for key in ("original_failure", "graphs"):
+                error.report.setdefault(key, found[key])
+            raise
 
     try:
         return pin_down(

@@ -389,6 +389,9 @@ def test_a_program_that_fails_only_when_run_plainly_is_said_so_not_called_health
             minify_script(session, script, [], out=tmp_path / "runs", accuracy=accuracy)
         assert "fails when run plainly (AssertionError: the third call saw a stale constant)" in str(raised.value)
         assert "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1" in str(raised.value) and verdict in str(raised.value)
+        if accuracy:  # its graphs were judged: report.json keeps each one's stages
+            found = raised.value.report
+            assert [g["label"] for g in found["graphs"]] == ["g0"] and found["graphs"][0]["stages"]["eager"] == "pass", found
 
 
 def test_the_api_keeps_the_backend_an_already_compiled_module_was_compiled_with(tmp_path):
