@@ -264,11 +264,16 @@ def unused_outputs(gm: fx.GraphModule) -> list[tuple[str, int]]:
             continue
         if not node.users or not all(u.target is operator.getitem and isinstance(u.args[1], int) for u in node.users):
             continue
-        body = cast(fx.GraphModule, gm.get_submodule(droppable[0][0]))
-        returned = next(n for n in body.graph.nodes if n.op == "output").args[0]
+        returned = _returned(cast(fx.GraphModule, gm.get_submodule(droppable[0][0])))
         read = {u.args[1] for u in node.users}
-        found += [(node.name, i) for i in range(droppable[1], len(returned)) if i not in read]
+        found += [(node.name, i) for i in range(droppable[1], len(returned or ())) if i not in read]
     return found
+
+
+def _returned(body: fx.GraphModule) -> list[Any] | None:
+    """What ``body`` returns, as a list (None: it returns one value, not a list or tuple of them)."""
+    returned = next(n for n in body.graph.nodes if n.op == "output").args[0]
+    return list(returned) if isinstance(returned, (list, tuple)) else None
 
 
 def apply_output_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int]]) -> fx.GraphModule:
@@ -281,21 +286,20 @@ def apply_output_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int]]) ->
             continue
         if any(u.target is not operator.getitem or u.args[1] == index for u in node.users):
             continue
-        for path in droppable[0]:
-            body = copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(path)))
+        copies = {path: copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(path))) for path in droppable[0]}
+        if any(index >= len(_returned(body) or ()) for body in copies.values()):
+            continue  # (every body, or none: a cond's branches return alike)
+        for path, body in copies.items():
             output = next(n for n in body.graph.nodes if n.op == "output")
             returned = list(output.args[0])
-            if index >= len(returned):
-                break
             del returned[index]
             output.args = (type(output.args[0])(returned),)
             body.graph.eliminate_dead_code()
             body.recompile()
             setattr(gm, path, body)
-        else:
-            for user in node.users:
-                if user.args[1] > index:
-                    user.args = (node, user.args[1] - 1)
+        for user in list(node.users):  # (setting args edits the users)
+            if user.args[1] > index:
+                user.args = (node, user.args[1] - 1)
     gm.recompile()
     return gm
 

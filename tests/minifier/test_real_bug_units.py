@@ -432,6 +432,24 @@ def test_the_reducer_drops_a_scan_output_nothing_reads_and_edits_what_its_body_r
     assert body_ops(origin.gm) == ["add", "cos", "exp", "mul", "sin"]  # (the origin's body is untouched)
 
 
+def test_a_cond_output_nothing_reads_goes_from_both_branches_and_the_later_getitem_is_renumbered():
+    from minifier.reduce.bodies import apply_output_drops, bodies, unused_outputs
+
+    def f(x):
+        outs = torch.cond(x.sum() > 0, lambda x: (x.sin(), x.cos(), x.exp()), lambda x: (x * 2, x + 1, x - 1), (x,))
+        return outs[0] + outs[2]
+
+    case = _dynamo_case(f, torch.randn(4))
+    (cond,) = [n.name for n in case.gm.graph.nodes if n.op == "call_function" and "cond" in str(n.target)]
+    assert unused_outputs(case.gm) == [(cond, 1)]
+    x = torch.randn(4)
+    dropped = apply_output_drops(copy.deepcopy(case.gm), frozenset({(cond, 1)}))
+    for _, body in bodies(dropped):
+        assert len(next(n for n in body.graph.nodes if n.op == "output").args[0]) == 2
+    assert torch.equal(dropped(x)[0], case.gm(x)[0])  # (outs[2] is read as the second output now)
+    assert sum(len(b.graph.nodes) for _, b in bodies(case.gm)) > sum(len(b.graph.nodes) for _, b in bodies(dropped))
+
+
 def test_a_body_traced_without_values_gets_stand_ins_for_what_it_returns_from_fake_values():
     # a repro's bodies are traced from code, with no values on their nodes: the body is run on fake
     # tensors laid out as the profile saw its operands; a returned op takes an operand of its layout
