@@ -404,13 +404,17 @@ class ReproOnFailure:
 
         made = not self.intent.out.exists()
         run_dir = new_run_dir(self.intent.out, run_name())
-        write_repro(
-            case.replace(inputs=_with_values(case.inputs, references)),
-            run_dir,
-            stage=case.backend,
-            note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_LEVEL=4 hook before graph {case.label()}'s first run, which "
-            "the process did not survive (a crash); not minified: `minify repro` on this file minifies it.",
-        )
+        try:
+            write_repro(
+                case.replace(inputs=_with_values(case.inputs, references)),
+                run_dir,
+                stage=case.backend,
+                note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_LEVEL=4 hook before graph {case.label()}'s first run, which "
+                "the process did not survive (a crash); not minified: `minify repro` on this file minifies it.",
+            )
+        except BaseException:
+            _remove(run_dir, made)  # (a save that failed leaves no directory behind)
+            raise
         return run_dir, made
 
     def minify(self, path: Path, accuracy: Accuracy) -> int:
