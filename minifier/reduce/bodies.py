@@ -79,6 +79,11 @@ def returned_stand_ins(gm: fx.GraphModule, meta_of: Callable[[str], TensorMeta |
     return found
 
 
+def _body_attr(a: object) -> str | None:
+    """The attribute a higher-order op's body argument names (None: the argument is not a body)."""
+    return str(a.target) if isinstance(a, fx.Node) and a.op == "get_attr" else None
+
+
 def _body_calls(node: fx.Node) -> list[tuple[str, list[object]]]:
     """(body attribute, the operands it is called with) for each body the higher-order op ``node`` calls."""
     if node.op != "call_function" or not all(isinstance(a, (fx.Node, tuple, list)) for a in node.args[:4]):
@@ -87,22 +92,19 @@ def _body_calls(node: fx.Node) -> list[tuple[str, list[object]]]:
 
     name, args = op_name(node), node.args
 
-    def attr(a: object) -> str | None:
-        return str(a.target) if isinstance(a, fx.Node) and a.op == "get_attr" else None
-
     if name == "torch.ops.higher_order.cond" and len(args) >= 4:
-        calls = [(attr(args[1]), list(cast(tuple, args[3]))), (attr(args[2]), list(cast(tuple, args[3])))]
+        calls = [(_body_attr(args[1]), list(cast(tuple, args[3]))), (_body_attr(args[2]), list(cast(tuple, args[3])))]
     elif name == "torch.ops.higher_order.while_loop" and len(args) >= 4:
         carried = [*cast(tuple, args[2]), *cast(tuple, args[3])]
-        calls = [(attr(args[0]), carried), (attr(args[1]), carried)]
+        calls = [(_body_attr(args[0]), carried), (_body_attr(args[1]), carried)]
     elif name == "torch.ops.higher_order.invoke_subgraph" and args:
-        calls = [(attr(args[0]), list(args[2:]))]
+        calls = [(_body_attr(args[0]), list(args[2:]))]
     elif name == "torch.ops.higher_order.scan" and len(args) >= 4:  # (each step sees one row of each xs)
         init, xs, extra = (list(cast(Sequence[object], a)) for a in args[1:4])
-        calls = [(attr(args[0]), [*init, *(Row(x) for x in xs), *extra])]
+        calls = [(_body_attr(args[0]), [*init, *(Row(x) for x in xs), *extra])]
     elif name == "torch.ops.higher_order.map_impl" and len(args) >= 3:
         xs, extra = (list(cast(Sequence[object], a)) for a in args[1:3])
-        calls = [(attr(args[0]), [*(Row(x) for x in xs), *extra])]
+        calls = [(_body_attr(args[0]), [*(Row(x) for x in xs), *extra])]
     else:
         return []
     return [(a, operands) for a, operands in calls if a is not None]
@@ -242,15 +244,12 @@ def _droppable_from(node: fx.Node) -> tuple[list[str], int] | None:
 
     name, args = op_name(node), node.args
 
-    def attr(a: object) -> str | None:
-        return str(a.target) if isinstance(a, fx.Node) and a.op == "get_attr" else None
-
     if name == "torch.ops.higher_order.scan" and len(args) >= 2 and isinstance(args[1], (list, tuple)):
-        found, first = [attr(args[0])], len(args[1])  # (its carries come first)
+        found, first = [_body_attr(args[0])], len(args[1])  # (its carries come first)
     elif name == "torch.ops.higher_order.map_impl" and args:
-        found, first = [attr(args[0])], 0
+        found, first = [_body_attr(args[0])], 0
     elif name == "torch.ops.higher_order.cond" and len(args) >= 3:
-        found, first = [attr(args[1]), attr(args[2])], 0
+        found, first = [_body_attr(args[1]), _body_attr(args[2])], 0
     else:
         return None
     return ([a for a in found if a is not None], first) if all(found) else None
@@ -272,7 +271,7 @@ def unused_outputs(gm: fx.GraphModule) -> list[tuple[str, int]]:
 
 def _returned(body: fx.GraphModule) -> list[Any] | None:
     """What ``body`` returns, as a list (None: it returns one value, not a list or tuple of them)."""
-    returned = next(n for n in body.graph.nodes if n.op == "output").args[0]
+    returned = body.graph.output_node().args[0]
     return list(returned) if isinstance(returned, (list, tuple)) else None
 
 
