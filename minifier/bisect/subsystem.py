@@ -141,9 +141,8 @@ class AskAhead:
     def __call__(self, case: GraphCase, check: Any, done: Callable[[], bool]) -> None:
         """(``Session.while_verifying``) Ask ahead about ``case`` under ``check`` until ``done()``.
 
-        Questions still running then are stopped, unanswered (the run's end is never kept
-        waiting by them), and so is one that did not end by itself (a crash, a timeout):
-        :func:`drill_down` asks those again.
+        Questions still running then are stopped unanswered, and so is one that did not end by
+        itself (a crash, a timeout): :func:`drill_down` asks those again.
         """
         from pt2kit import seams
 
@@ -178,8 +177,10 @@ class AskAhead:
                     session.worker.poll(0.1)
         finally:
             collect()
-            for _, handle, directory in running:
+            for _, handle, _ in running:
                 handle.kill()
+            session.worker.wait([h for _, h, _ in running])  # (dead first: a dying child still writes there)
+            for _, _, directory in running:
                 shutil.rmtree(directory, ignore_errors=True)
 
     def answered(self, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> dict[str, bool]:
