@@ -14,9 +14,10 @@ They run in this order:
   checking the result costs one query at most;
 - :func:`follow_blame`: when the program failed inside one Inductor kernel, one query
   on the nodes that kernel was made of (:mod:`minifier.capture.blame`);
-- :func:`sample_op_kinds`: on a large graph, one node per kind of op, asked as two
-  halves side by side, the failing half halved again: about 2·log2(kinds) small
-  compiles, and the searches below start from a few nodes, not hundreds;
+- :func:`sample_op_kinds`: on a large graph, one node per kind of op, its first two
+  thirds asked side by side, the failing third (or the last, unasked) split again:
+  about 2·log3(kinds) small compiles, and the searches below start from a few nodes,
+  not hundreds;
 - :func:`~minifier.reduce.divergence.follow_divergence`: a wrong answer seen in only some outputs (each judged on
   its own): one query on what those outputs need (after a sample, the culprit itself);
 - :func:`truncate_suffix`: binary search for the shortest prefix that still fails
@@ -56,7 +57,8 @@ from dataclasses import replace
 from typing import Any
 
 from .bodies import drop_unused_outputs, reduce_bodies
-from .divergence import upstream, follow_divergence, narrow_to_divergence
+from .divergence import upstream, follow_divergence
+from .splits import keep_failing_part, split_sample
 from .engine import Candidate, Reducer
 from .scans import ask_ahead, ddmin
 from pt2kit.seams import ops
@@ -73,10 +75,10 @@ def follow_blame(r: Reducer) -> None:
 
     A failure that names an Inductor kernel (a C++ compile error, an abort in its
     loop) names its nodes too (:attr:`~minifier.reduce.engine.Reducer.blamed`). If they
-    fail alone, they are halved while a half fails alone, by a sample of one node per
-    kind when that is smaller (a kernel can fuse dozens of nodes), else node by node,
-    and the searches below start from what is left; if not (the bug needs more than its
-    kernel), this cost one small compile.
+    fail alone, they are cut to a third while a third fails alone (:func:`keep_failing_part`),
+    by a sample of one node per kind when that is smaller (a kernel can fuse dozens of
+    nodes), else node by node, and the searches below start from what is left; if not
+    (the bug needs more than its kernel), this cost one small compile.
     """
     if r.settled():
         return
@@ -84,8 +86,8 @@ def follow_blame(r: Reducer) -> None:
     blamed = {n for n in r.blamed if n in kept}
     if blamed and len(blamed) < len(kept):
         blamed |= {reader for name in blamed for reader in r.tuple_readers(name)}
-        if r.consider(r.without([n for n in kept if n not in blamed])) and not _halve_sample(r, fraction=1.0):
-            _keep_failing_half(r)
+        if r.consider(r.without([n for n in kept if n not in blamed])) and not split_sample(r, fraction=1.0):
+            keep_failing_part(r)
 
 
 #: Below this many op nodes the binary searches are cheap already, and a sample of one
@@ -94,7 +96,7 @@ SAMPLE_FROM = 48
 
 
 def sample_op_kinds(r: Reducer) -> None:
-    """Keep one node of each kind, the rest cut into inputs: its halves are the first queries.
+    """Keep one node of each kind, the rest cut into inputs: its thirds are the first queries.
 
     Most compiler bugs live in how one op is handled (its lowering, its kernel), and a
     large graph repeats a few dozen kinds of op (a transformer block's 230 nodes are
@@ -103,81 +105,15 @@ def sample_op_kinds(r: Reducer) -> None:
     fails alone, the binary searches that follow run over those few dozen nodes, each
     query compiling a small graph instead of half the original.
 
-    The sample itself is not asked first: its two halves are (:func:`_keep_failing_half`),
-    and one of them failing says the sample does too. Only when neither half fails is
-    the whole sample asked (the failure needs two kinds to meet, or one particular
-    instance); if it does not fail either, this cost one round of small compiles.
+    The sample itself is not asked first: its thirds are (:func:`keep_failing_part`),
+    and one of them failing says the sample does too. Only when no third fails is the
+    whole sample asked (the failure needs two kinds to meet, or one particular
+    instance); if it does not fail either, this cost a round or two of small compiles.
     """
     if r.settled():
         return
     if len(r.best.kept) >= SAMPLE_FROM:
-        _halve_sample(r)
-
-
-def _halve_sample(r: Reducer, fraction: float = 0.5) -> bool:
-    """The best's sample of one node per kind, halved while a half fails (False: no sample below ``fraction`` of the best).
-
-    Each sampled node stands alone, its inputs cut, so the first round compiles every
-    kernel the later rounds need (halving the nodes themselves would write new fused
-    kernels every round).
-    """
-    kept = r.best.kept
-    first: dict[tuple[str, tuple[str, ...]], str] = {}
-    for name in kept:
-        if r.can_stand_alone(name, r.best):
-            first.setdefault(r.op_kind(name), name)
-    sample = set(first.values())
-    sample |= {reader for name in first.values() for reader in r.tuple_readers(name)}
-    if len(sample) > len(kept) * fraction or len(sample) == len(kept):
-        return False
-    whole = r.without([n for n in kept if n not in sample])
-    if not _keep_failing_half(r, whole):
-        r.consider(whole)
-    return True
-
-
-def _keep_failing_half(r: Reducer, base: Candidate | None = None) -> bool:
-    """While one half of ``base`` (the best by default) fails alone, keep that half; True if one did.
-
-    Both halves are asked side by side. For a sample, whose nodes hardly read one
-    another: the binary searches would compile prefixes that stay large while the
-    culprit sits late in the sample; here every round compiles two graphs half the
-    size of the last. When neither half fails (two kinds must meet), the searches
-    below take over.
-    """
-    current = r.normalize(base or r.best)
-    shrunk = False
-    while len(current.kept) > 1:
-        if narrow_to_divergence(r, current):
-            # A wrong answer in only some outputs: a sample's nodes stand alone, so those
-            # outputs are the culprits: one query settles it.
-            shrunk, current = True, r.best
-            continue
-        kept = current.kept
-        half = _split_point(r, kept, len(kept) // 2)
-        if half == len(kept):
-            break  # no split keeps every multi-output node with its parts
-        if not any(r.consider_all([r.without(kept[half:], current), r.without(kept[:half], current)], first=True)):
-            break
-        shrunk, current = True, r.best  # the first half that fails, in order
-    return shrunk
-
-
-def _split_point(r: Reducer, kept: tuple[str, ...], at: int) -> int:
-    """The split nearest ``at`` that keeps every multi-output node with its parts (``len(kept)``: none does).
-
-    Cut from its ``getitem`` readers, a node like ``max_pool_with_indices`` is dead
-    code, and so is whatever fed it. The split may move either way: of a relu, the
-    pool it feeds and the pool's two parts, only "the relu | the pool and its parts"
-    keeps both whole.
-    """
-
-    def keeps_parts_together(s: int) -> bool:
-        later = set(kept[s:])
-        return not any(reader in later for name in kept[:s] for reader in r.tuple_readers(name))
-
-    nearest_first = sorted(range(1, len(kept)), key=lambda s: (abs(s - at), -s))
-    return next((s for s in nearest_first if keeps_parts_together(s)), len(kept))
+        split_sample(r)
 
 
 def truncate_suffix(r: Reducer) -> None:

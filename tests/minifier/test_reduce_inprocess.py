@@ -65,9 +65,9 @@ def test_one_culprit_is_found_in_logarithmic_queries(in_process, tmp_path):
 
 
 def test_a_large_graph_is_first_tried_as_one_node_of_each_kind(in_process, tmp_path):
-    # 80-odd nodes, nine kinds of op: a graph of one node of each kind is asked as its two
-    # halves side by side, one of them fails (the culprit is a kind: cos), and no later
-    # query compiles more nodes than a half.
+    # 80-odd nodes, nine kinds of op: a graph of one node of each kind is asked as its
+    # first two thirds side by side (the culprit is a kind: cos), and no later query
+    # compiles more nodes than those.
     result = minified(in_process, tmp_path, "planted_compile_error", fn=deep)
     assert result.after.op_names() == ["aten.cos.default"]
     assert result.before.node_count >= 80

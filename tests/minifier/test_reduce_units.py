@@ -143,11 +143,11 @@ def test_an_accuracy_query_says_which_outputs_are_wrong_and_the_reducer_keeps_th
     assert narrowed(reducer, cos) is None  # every output of it diverges first-hand
 
 
-def test_a_sample_half_with_a_wrong_answer_is_narrowed_in_one_query_not_halved():
+def test_a_sample_part_with_a_wrong_answer_is_narrowed_in_one_query_not_split():
     # 60 nodes: sin, exp, tanh, sigmoid and neg in turn, with a cos (compiled wrong) and
-    # an abs that reads it. The sample's failing half holds neg, sigmoid, cos and abs,
-    # of which cos and abs diverge, and abs only through cos: one query on cos ends it,
-    # where halving took two rounds more.
+    # an abs that reads it. The sample is sin, exp, cos, abs, neg, tanh, sigmoid; its
+    # second third, cos and abs, fails, and both diverge, abs only through cos: one
+    # query on cos ends it, where splitting took a round of two queries more.
     import planted  # noqa: F401
     from minifier.reduce.passes import sample_op_kinds
     from minifier.stages.profile import profile_case
@@ -157,7 +157,7 @@ def test_a_sample_half_with_a_wrong_answer_is_narrowed_in_one_query_not_halved()
     aten = torch.ops.aten
     kinds = [aten.sin.default, aten.exp.default, aten.tanh.default, aten.sigmoid.default, aten.neg.default]
     ops = [kinds[i % 5] for i in range(60)]
-    ops[37], ops[38] = aten.cos.default, aten.abs.default
+    ops[2], ops[3] = aten.cos.default, aten.abs.default
     case = _chain(ops, torch.randn(4, 4) * 0.1)
     case = case.replace(backend="planted_wrong_cos")
     target = run_case(case, "planted_wrong_cos", accuracy=True).failure.signature
@@ -166,8 +166,8 @@ def test_a_sample_half_with_a_wrong_answer_is_narrowed_in_one_query_not_halved()
         reducer = Reducer(case, profile_case(case), target, _in_process_query(case, asked[keep], keep_diverging=keep))
         sample_op_kinds(reducer)
         assert reducer.best.kept == ("cos",), (keep, reducer.best.kept)
-    assert asked[True] == [2, 1], asked  # the halves, then cos alone
-    assert asked[False] == [2, 2, 2], asked
+    assert asked[True] == [2, 1], asked  # the first two thirds, then cos alone
+    assert asked[False] == [2, 2], asked
 
 
 def _relu_judge(target):
@@ -189,7 +189,7 @@ def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
     # When no split can keep the pool whole, the halving stops (it used to spin there).
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from minifier.reduce.passes import _keep_failing_half, _split_point
+    from minifier.reduce.splits import keep_failing_part, split_point
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
     from pt2kit.signature import Signature
@@ -212,17 +212,57 @@ def test_halving_keeps_a_multi_output_node_with_its_parts_and_stops():
     reducer = reducer_for(f)
     kept = reducer.best.kept
     assert [n.split("_")[0] for n in kept] == ["relu", "max", "getitem", "getitem", "cos"], kept
-    assert [_split_point(reducer, kept, at) for at in range(1, 5)] == [1, 1, 4, 4]  # never 2 or 3
-    assert _split_point(reducer, kept[:4], 2) == 1  # relu | the pool and its parts
+    assert [split_point(reducer, kept, at) for at in range(1, 5)] == [1, 1, 4, 4]  # never 2 or 3
+    assert split_point(reducer, kept[:4], 2) == 1  # relu | the pool and its parts
 
-    _keep_failing_half(reducer)
+    keep_failing_part(reducer)
     assert [n.split("_")[0] for n in reducer.best.kept] == ["relu"]
     assert reducer.queries == 1  # the first half fails: the second is neither waited for nor read
 
     pool = reducer_for(pool_only)
-    assert _split_point(pool, pool.best.kept, 1) == len(pool.best.kept) == 3
-    _keep_failing_half(pool)
+    assert split_point(pool, pool.best.kept, 1) == len(pool.best.kept) == 3
+    keep_failing_part(pool)
     assert pool.queries == 0 and len(pool.best.kept) == 3
+
+
+def test_the_last_third_is_split_unasked_then_asked_innermost_first():
+    # Ten nodes, each a different op. A round asks the first two thirds side by side;
+    # when neither fails, the last third is split without a query of its own. What was
+    # kept that way is asked once the split ends, innermost first: the culprit alone,
+    # and, when the failure needs two of the last third's nodes, that third.
+    from minifier.reduce.splits import keep_failing_part
+    from minifier.stages.profile import profile_case
+    from minifier.reduce.engine import Reducer
+    from pt2kit.signature import Failure, Signature
+    from minifier.stages.run import Outcome
+
+    aten = torch.ops.aten
+    ops = [aten.sin, aten.cos, aten.exp, aten.tanh, aten.sigmoid, aten.neg, aten.abs, aten.sqrt, aten.erf, aten.relu]
+    case = _chain([op.default for op in ops], torch.rand(4, 4) + 0.1)
+    target = Signature("compile_error", "RuntimeError", "planted")
+
+    def reducer_needing(*needed):
+        asked: list[list[int]] = []
+
+        def query(candidates):
+            asked.append([c.node_count for c, _, _ in candidates])
+            return [Outcome("judge", Failure(target) if set(needed) <= set(c.op_names()) else None, 0.0) for c, _, _ in candidates]
+
+        return Reducer(case, profile_case(case), target, query), asked
+
+    one, asked = reducer_needing("aten.relu.default")
+    assert keep_failing_part(one)
+    assert [n.split("_")[0] for n in one.best.kept] == ["relu"]
+    assert asked == [[3, 4], [1, 1], [1]], asked  # no query on the last third itself
+
+    pair, asked = reducer_needing("aten.sqrt.default", "aten.relu.default")
+    assert keep_failing_part(pair)
+    assert [n.split("_")[0] for n in pair.best.kept] == ["sqrt", "erf", "relu"]
+    assert asked == [[3, 4], [1, 1], [1], [3]], asked
+
+    spread, asked = reducer_needing("aten.sin.default", "aten.relu.default")
+    assert not keep_failing_part(spread) and len(spread.best.kept) == 10
+    assert asked == [[3, 4], [1, 1], [1], [3]], asked  # each kept third asked once, then it gives up
 
 
 def _chain(ops, x):
@@ -239,9 +279,10 @@ def _chain(ops, x):
     return GraphCase(make_fx(f)(x), [GraphInput("t_1", x, TensorMeta.of(x))], backend="inductor")
 
 
-def test_a_large_graph_is_asked_as_the_two_halves_of_its_sample_not_the_sample_first():
+def test_a_large_graph_is_asked_as_the_thirds_of_its_sample_not_the_sample_first():
     # 60 nodes of 6 kinds, one relu among them: the sample (one node per kind) is never
-    # asked whole, its halves go out first, side by side, and halving ends at the relu.
+    # asked whole, its first two thirds go out first, side by side; neither fails, so the
+    # last (relu and the kind after it) is split without being asked, and ends at the relu.
     from minifier.reduce.passes import sample_op_kinds
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
@@ -263,13 +304,14 @@ def test_a_large_graph_is_asked_as_the_two_halves_of_its_sample_not_the_sample_f
     reducer = Reducer(case, profile_case(case), target, query)
     sample_op_kinds(reducer)
     assert [n.split("_")[0] for n in reducer.best.kept] == ["relu"]
-    assert asked[0] == [3, 3] and all(len(batch) == 2 for batch in asked), asked  # never the 6-node sample
-    assert reducer.queries == 2 * len(asked) <= 6
+    assert asked == [[2, 2], [1, 1]], asked  # never the 6-node sample, nor its last third
+    assert reducer.queries == 4
 
 
-def test_when_neither_half_of_the_sample_fails_the_whole_sample_is_asked():
-    # The failure needs a sin and a relu to meet: neither half of the sample has both,
-    # so the sample is asked whole, and stays the best for the searches that follow.
+def test_when_no_third_of_the_sample_fails_the_whole_sample_is_asked():
+    # The failure needs a sin and a relu to meet: no third of the sample has both. The
+    # first two are asked, then the last (relu alone), kept unasked until the split
+    # ends; then the sample is asked whole, and stays the best for the searches that follow.
     from minifier.reduce.passes import sample_op_kinds
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
@@ -287,7 +329,7 @@ def test_when_neither_half_of_the_sample_fails_the_whole_sample_is_asked():
 
     reducer = Reducer(case, profile_case(case), target, query)
     sample_op_kinds(reducer)
-    assert reducer.queries == 3 and len(reducer.best.kept) == 5
+    assert reducer.queries == 4 and len(reducer.best.kept) == 5
 
 
 def test_inputs_already_small_keep_their_sizes():
