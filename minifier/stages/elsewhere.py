@@ -31,9 +31,45 @@ from .run import Outcome, ask, run_case
 from ..repro.writer import render
 
 
+#: Torch-free source that runs ``sys.argv[0]`` as ``__main__`` and ends the process as Python would, less the
+#: teardown of its modules: an exception printed by ``sys.excepthook`` and exit status 1, ``SystemExit``'s code,
+#: its threads ended as Python's exit ends them (``threading._shutdown``: executors stopped, non-daemon threads
+#: joined), ``atexit`` functions run and open files flushed, then ``os._exit``. Tearing down an
+#: interpreter that imported dynamo and Inductor is a second or two of garbage collection after the verdict is
+#: printed (a repro writes nothing then); Ctrl-C ends it as Python's own handler would.
+RUN_THEN_EXIT = (
+    "def _run_then_exit():\n"
+    "    import atexit, gc, io, threading\n"
+    "    code = 0\n"
+    "    try:\n"
+    "        runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "    except SystemExit as e:\n"
+    "        code = 0 if e.code is None else e.code\n"
+    "        if not isinstance(code, int):\n"
+    "            print(code, file=sys.stderr)\n"
+    "            code = 1\n"
+    "    except KeyboardInterrupt:\n"
+    "        raise\n"
+    "    except BaseException:\n"
+    "        sys.excepthook(*sys.exc_info())\n"
+    "        code = 1\n"
+    "    getattr(threading, '_shutdown', lambda: None)()  # (what Python's exit does first: its threads ended)\n"
+    "    atexit._run_exitfuncs()\n"
+    "    for stream in [o for o in gc.get_objects() if issubclass(type(o), io.IOBase)] + [sys.stdout, sys.stderr]:\n"
+    "        try:\n"
+    "            stream.flush()\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "    os._exit(code & 0xFF)\n"
+    "_run_then_exit()\n"
+)
+
+
 #: Runs a repro as ``python repro.py`` would, with every pt2kit package unimportable.
-def torch_alone_runner(first: str = "") -> str:
-    """Python for ``python -P -c`` that runs ``argv[1]`` from the cwd as ``python argv[1]`` would, pt2kit unimportable, ``first`` run before it."""
+def torch_alone_runner(first: str = "", *, at_once: bool = False) -> str:
+    """Python for ``python -P -c`` that runs ``argv[1]`` from the cwd as ``python argv[1]`` would, pt2kit
+    unimportable, ``first`` run before it; ``at_once``: ended by :data:`RUN_THEN_EXIT` (a repro, not a user's program,
+    whose own exit is left as it is)."""
     return (
         "import os, runpy, sys\n"
         f"for name in {PT2KIT_PACKAGES!r}:\n"
@@ -41,11 +77,11 @@ def torch_alone_runner(first: str = "") -> str:
         + (f"exec(compile({first!r}, '<pt2kit workaround>', 'exec'), {{}})\n" if first else "")
         + "sys.argv = sys.argv[1:]\n"
         "sys.path.insert(0, os.getcwd())\n"
-        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+        + (RUN_THEN_EXIT if at_once else "runpy.run_path(sys.argv[0], run_name='__main__')\n")
     )
 
 
-RUN_WITH_TORCH_ALONE = torch_alone_runner()
+RUN_WITH_TORCH_ALONE = torch_alone_runner(at_once=True)
 
 
 @dataclass(frozen=True)
@@ -96,7 +132,7 @@ def clean_cache_root() -> Path | None:
 
 #: A fresh interpreter's code that imports torch (and the modules in ``{preload}``), then
 #: waits for one line on stdin (the repro's file name and the Inductor cache it runs on, as
-#: JSON) and runs that repro as :data:`RUN_WITH_TORCH_ALONE` would. Neither import reads
+#: JSON) and runs that repro as :data:`RUN_WITH_TORCH_ALONE` would, exit included. Neither import reads
 #: the cache or the repro's directory (Inductor asks for its cache directory when it
 #: compiles), nor do Inductor's CPU probes (``{prepay}``: :func:`prepaid_probes`, built in
 #: pt2kit's clean cache): paid beforehand, it is the same run, 3 to 5 s sooner.
@@ -114,7 +150,7 @@ READY_RUNNER = (
     "os.environ['TORCHINDUCTOR_CACHE_DIR'] = order['cache']\n"
     "sys.argv = [order['name']]\n"
     "sys.path.insert(0, os.getcwd())\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    + RUN_THEN_EXIT
 )
 
 

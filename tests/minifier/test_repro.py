@@ -156,6 +156,40 @@ def test_the_ready_interpreter_asks_inductors_cpu_probes_ahead_and_a_repros_own_
         interpreter.close()
 
 
+@pytest.mark.parametrize("ending", ["returns", "raises", "exits 3", "exits with a message", "interrupted"])
+def test_a_repro_run_elsewhere_ends_as_python_would_without_tearing_its_modules_down(tmp_path, ending):
+    # RUN_THEN_EXIT skips only the modules' teardown: the exit status, the traceback, a
+    # non-daemon thread's last words, atexit's and a file left open are as `python repro.py` has them
+    import subprocess
+    import sys
+
+    from minifier.stages.elsewhere import RUN_WITH_TORCH_ALONE
+
+    (tmp_path / "repro.py").write_text(
+        "import atexit, sys, threading, time\n"
+        "log = open('left-open.txt', 'w')\n"
+        "log.write('written, never closed')\n"
+        "atexit.register(lambda: print('atexit ran', file=sys.stderr))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.2), print('thread ended', file=sys.stderr))).start()\n"
+        + {
+            "returns": "",
+            "raises": "raise ValueError('boom')\n",
+            "exits 3": "sys.exit(3)\n",
+            "exits with a message": "sys.exit('a message')\n",
+            "interrupted": "raise KeyboardInterrupt\n",
+        }[ending]
+    )
+
+    def ran(command):
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        lines = [line for line in done.stderr.splitlines() if not line.startswith((" ", "Traceback"))]
+        return done.returncode, lines, (tmp_path / "left-open.txt").read_text()
+
+    plainly = ran([sys.executable, "repro.py"])
+    assert ran([sys.executable, "-P", "-c", RUN_WITH_TORCH_ALONE, "repro.py"]) == plainly
+    assert plainly[1][-2:] == ["thread ended", "atexit ran"] and plainly[2] == "written, never closed"
+
+
 def test_a_run_elsewhere_killed_from_outside_is_asked_again_not_blamed_on_the_repro(session, tmp_path, monkeypatch):
     # a cleanup's SIGTERM (or the OOM killer) ends the run elsewhere: that is not what the repro does
     from minifier.stages.elsewhere import ReadyInterpreter, verify
