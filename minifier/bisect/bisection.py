@@ -41,13 +41,13 @@ from pathlib import Path
 
 from rich.markup import escape
 from .report import BisectReport, Row, first_fails, program_failure
-from .plainly import compiles_its_failure_into_no_graph, fails_only_plainly, fails_under_dynamo_alone
+from .plainly import askable, compiles_its_failure_into_no_graph, fails_only_plainly, fails_under_dynamo_alone, traced_on_what_graphs_returned
 from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, readable_cases, run_stages, run_stages_of
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
 from ..unit.accuracy import accuracy_category
-from .culprit import around_its_graphs, failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
+from .culprit import around_its_graphs, failed_owner, finish, lower, matches, no_culprit, pin_down, program_stage, seen_in_the_program
 from .untraceable import handed_culprit, handed_if_refused, replay_breaks_of
 from pt2kit.seams import dynamo_exc
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
@@ -180,7 +180,11 @@ def bisect_failed_frame(
     """The program failed inside dynamo's tracing: the frame it failed in, lifted to a graph, is the culprit.
 
     A frame that cannot be lifted to a graph that fails the same way is looked at
-    again: a second run of the program must fail the same way, or it is flaky.
+    again: a second run of the program must fail the same way, or it is flaky. When
+    graphs were compiled before it and the program runs to the end with every compile
+    on ``backend="eager"``, dynamo fails on what those graphs returned (an output that
+    was a view comes back a plain tensor): the stage is theirs, the first on which the
+    whole program fails (:func:`~minifier.bisect.plainly.first_stage_the_program_fails`), and exit 5 says so.
     """
     assert captured.failure is not None
     report.rows = [run_stages(session, c, accuracy=report.accuracy, path=p) for c, p in cases]
@@ -196,6 +200,17 @@ def bisect_failed_frame(
         raise FlakyFailure(
             f"flaky: {program.script.name} failed in dynamo's tracing once ({captured.failure.signature}), then {then}"
         )
+    if cases and askable(program, captured.failure) and not fails_under_dynamo_alone(program, captured.failure):
+        # dynamo's tracing fails only on what compiled graphs handed the frame: the stage is the earlier graphs'
+        stage = program_stage(session, program, captured.failure)
+        if stage is not None:
+            found = report.to_json()
+            raise NotReproducible(
+                traced_on_what_graphs_returned(program.script.name, row.label, captured.failure.signature, stage),
+                program_fails_at=stage,
+                original_failure=found["original_failure"],
+                graphs=found["graphs"],
+            )
     return finish(session, report)
 
 

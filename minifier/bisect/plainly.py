@@ -172,6 +172,17 @@ def outside_its_graphs_at(stage: str) -> str:
     )
 
 
+def traced_on_what_graphs_returned(script: str, frame: str, signature: object, stage: str) -> str:
+    """The verdict on a program whose dynamo tracing of ``frame`` fails only when the graphs before it run on ``stage``."""
+    return (
+        f"{script}: dynamo fails tracing {frame} ({signature}) only when the graphs before it are compiled: with every "
+        f"torch.compile on backend='eager' the program runs to the end, and on backend={stage!r} it fails the same way. "
+        f"What those graphs return under {stage} (an output that was a view comes back a plain tensor, a subclass's "
+        "metadata, a requires_grad or a layout unlike eager's) is what dynamo cannot trace in the next frame: the bug "
+        "is between the two, and the repro is the program itself on that backend"
+    )
+
+
 def only_on_its_own_backend(backend: str) -> str:
     """The verdict on a program that fails on its own ``backend`` alone, no lighter stage, while each graph passes alone."""
     return (
