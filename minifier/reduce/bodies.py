@@ -18,8 +18,10 @@ nothing at the top level reads is computed all the same, and keeps its body's op
 alive. :func:`drop_unused_outputs` asks without it: the Candidate's ``dropped_outputs``
 ``(higher-order op node, output index)``, made by :func:`apply_output_drops` (the
 body, or both branches, return one value fewer; the top level's ``getitem`` nodes of
-later outputs are renumbered). A ``scan``'s carries and a ``while_loop``'s are its
-next step's inputs, and stay.
+later outputs are renumbered). A ``scan``'s carries are its next step's inputs, and
+stay. A ``while_loop``'s carried value is dropped whole (its operand, its input in both
+bodies and what its body returns for it) where nothing else needs it: its predicate
+does not read it, and the body's other results do not (:func:`_free_carry`).
 """
 
 from __future__ import annotations
@@ -239,12 +241,16 @@ def reduce_bodies(r: Reducer) -> None:
 
 
 def _droppable_from(node: fx.Node) -> tuple[list[str], int] | None:
-    """(The bodies whose outputs are ``node``'s, the first output index that may go) for a scan, map or cond."""
+    """(The bodies whose outputs are ``node``'s, the first output index that may go) for a scan, map, cond or while_loop.
+
+    A ``while_loop``'s first body is its predicate, which returns no carried value."""
     from pt2kit.names import op_name
 
     name, args = op_name(node), node.args
 
-    if name == "torch.ops.higher_order.scan" and len(args) >= 2 and isinstance(args[1], (list, tuple)):
+    if name == "torch.ops.higher_order.while_loop" and len(args) >= 4 and isinstance(args[2], (list, tuple)):
+        found, first = [_body_attr(args[0]), _body_attr(args[1])], 0
+    elif name == "torch.ops.higher_order.scan" and len(args) >= 2 and isinstance(args[1], (list, tuple)):
         found, first = [_body_attr(args[0])], len(args[1])  # (its carries come first)
     elif name == "torch.ops.higher_order.map_impl" and args:
         found, first = [_body_attr(args[0])], 0
@@ -263,10 +269,36 @@ def unused_outputs(gm: fx.GraphModule) -> list[tuple[str, int]]:
             continue
         if not node.users or not all(u.target is operator.getitem and isinstance(u.args[1], int) for u in node.users):
             continue
-        returned = _returned(cast(fx.GraphModule, gm.get_submodule(droppable[0][0])))
+        returned = _returned(cast(fx.GraphModule, gm.get_submodule(droppable[0][-1])))
         read = {u.args[1] for u in node.users}
-        found += [(node.name, i) for i in range(droppable[1], len(returned or ())) if i not in read]
+        bodies_of = [cast(fx.GraphModule, gm.get_submodule(path)) for path in droppable[0]]
+        found += [
+            (node.name, i)
+            for i in range(droppable[1], len(returned or ()))
+            if i not in read and (not _is_while_loop(node) or _free_carry(bodies_of[0], bodies_of[1], i))
+        ]
     return found
+
+
+def _is_while_loop(node: fx.Node) -> bool:
+    from pt2kit.names import op_name
+
+    return op_name(node) == "torch.ops.higher_order.while_loop"
+
+
+def _free_carry(predicate: fx.GraphModule, body: fx.GraphModule, index: int) -> bool:
+    """Does nothing but its own next value need the ``while_loop``'s carried value ``index``?"""
+    inputs = [[n for n in g.graph.nodes if n.op == "placeholder"] for g in (predicate, body)]
+    returned = _returned(body) or []
+    if index >= min(len(inputs[0]), len(inputs[1]), len(returned)) or inputs[0][index].users:
+        return False
+    needed, todo = set(), [r for i, r in enumerate(returned) if i != index and isinstance(r, fx.Node)]
+    while todo:
+        n = todo.pop()
+        if n not in needed:
+            needed.add(n)
+            todo.extend(n.all_input_nodes)
+    return inputs[1][index] not in needed
 
 
 def _returned(body: fx.GraphModule) -> list[Any] | None:
@@ -286,16 +318,27 @@ def apply_output_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int]]) ->
         if any(u.target is not operator.getitem or u.args[1] == index for u in node.users):
             continue
         copies = {path: copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(path))) for path in droppable[0]}
-        if any(index >= len(_returned(body) or ()) for body in copies.values()):
+        carry = _is_while_loop(node)
+        if carry and not _free_carry(copies[droppable[0][0]], copies[droppable[0][1]], index):
+            continue
+        returning = droppable[0][1:] if carry else droppable[0]  # (a while_loop's predicate returns no carried value)
+        if any(index >= len(_returned(copies[path]) or ()) for path in returning):
             continue  # (every body, or none: a cond's branches return alike)
         for path, body in copies.items():
             output = next(n for n in body.graph.nodes if n.op == "output")
-            returned = list(output.args[0])
-            del returned[index]
-            output.args = (type(output.args[0])(returned),)
+            if path in returning:
+                returned = list(output.args[0])
+                del returned[index]
+                output.args = (type(output.args[0])(returned),)
             body.graph.eliminate_dead_code()
+            if carry:  # its input goes too, and so does its operand
+                body.graph.erase_node([n for n in body.graph.nodes if n.op == "placeholder"][index])
             body.recompile()
             setattr(gm, path, body)
+        if carry:
+            carried = list(cast(Sequence[object], node.args[2]))
+            del carried[index]
+            node.args = (*node.args[:2], tuple(carried), *node.args[3:])
         for user in list(node.users):  # (setting args edits the users)
             if user.args[1] > index:
                 user.args = (node, user.args[1] - 1)
@@ -304,7 +347,8 @@ def apply_output_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int]]) ->
 
 
 def drop_unused_outputs(r: Reducer) -> None:
-    """The outputs of higher-order ops nothing reads, dropped from their bodies: all at once, else one by one."""
+    """The outputs of higher-order ops nothing reads (a while_loop's carried values nothing else needs), dropped from
+    their bodies: all at once, else one by one."""
     unused = [d for d in unused_outputs(r.build(r.best).gm) if d not in r.best.dropped_outputs]
     if not unused or r.consider(replace(r.best, dropped_outputs=r.best.dropped_outputs | set(unused))):
         return

@@ -329,6 +329,13 @@ class Reducer:
             env[self._nodes[name]] = graph.node_copy(self._nodes[name], arg)
         graph.output(tuple(env[self._nodes[o]] for o in c.outputs))
         graph.lint()
+        gm = apply_output_drops(apply_body_edits(fx.GraphModule(self.origin.gm, graph), c.body_edits), c.dropped_outputs)
+        if c.dropped_outputs:  # (a while_loop's carried value dropped whole: its operand may be read no more)
+            read = [bool(p.users) for p in gm.graph.find_nodes(op="placeholder")]
+            for p in [p for p in gm.graph.find_nodes(op="placeholder") if not p.users]:
+                gm.graph.erase_node(p)
+            gm.recompile()
+            inputs, input_nodes = [i for i, r in zip(inputs, read) if r], [n for n, r in zip(input_nodes, read) if r]
         shapes = dict(c.shapes)
         inputs = [reshaped(i, shapes[node]) if node in shapes else i for i, node in zip(inputs, input_nodes)]
         # a view into another input's memory stays one only while that input is there, at its size
@@ -340,7 +347,6 @@ class Reducer:
         inputs = derive_sizes(inputs)  # (a size read from an input that was cut away is an int of its own)
         if c.static:
             inputs = [replace(i, symbolic_dims=(), symbolic_int=False) for i in inputs]
-        gm = apply_output_drops(apply_body_edits(fx.GraphModule(self.origin.gm, graph), c.body_edits), c.dropped_outputs)
         constants = constants_of(gm, self.origin.constants)
         config = {
             m: {k: v for k, v in values.items() if (m, k) in c.config} for m, values in self.origin.config.items()

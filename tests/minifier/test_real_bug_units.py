@@ -450,6 +450,29 @@ def test_a_cond_output_nothing_reads_goes_from_both_branches_and_the_later_getit
     assert sum(len(b.graph.nodes) for _, b in bodies(case.gm)) > sum(len(b.graph.nodes) for _, b in bodies(dropped))
 
 
+def test_a_while_loop_value_only_it_carries_goes_whole_and_one_the_predicate_reads_stays():
+    # (i, x, y): the predicate reads i, the body's next x reads only x, its next y reads x, and the program
+    # reads only i. x feeds y, so x stays; y goes with its operand, its input in both bodies and its result
+    from torch._higher_order_ops.while_loop import while_loop
+
+    from minifier.reduce.bodies import apply_output_drops, bodies, unused_outputs
+
+    def f(x, y):
+        return while_loop(lambda i, x, y: i < 3, lambda i, x, y: (i + 1, x * 2, x.sin()), (torch.zeros((), dtype=torch.int64), x, y))[0]
+
+    case = _dynamo_case(f, torch.randn(4), torch.randn(4))
+    (loop,) = [n for n in case.gm.graph.nodes if n.op == "call_function" and "while_loop" in str(n.target)]
+    assert unused_outputs(case.gm) == [(loop.name, 2)]
+    dropped = apply_output_drops(copy.deepcopy(case.gm), frozenset({(loop.name, 2)}))
+    (after,) = [n for n in dropped.graph.nodes if n.op == "call_function" and "while_loop" in str(n.target)]
+    assert len(after.args[2]) == 2
+    for _, body in bodies(dropped):
+        assert len([n for n in body.graph.nodes if n.op == "placeholder"]) == 2 + len(after.args[3])
+        assert "sin" not in body.code
+    x, y = torch.randn(4), torch.randn(4)
+    assert torch.equal(dropped(x, y)[0], case.gm(x, y)[0])
+
+
 def test_a_body_traced_without_values_gets_stand_ins_for_what_it_returns_from_fake_values():
     # a repro's bodies are traced from code, with no values on their nodes: the body is run on fake
     # tensors laid out as the profile saw its operands; a returned op takes an operand of its layout
