@@ -71,14 +71,16 @@ def eliminate_dead_code(r: Reducer) -> None:
 
 
 def follow_blame(r: Reducer) -> None:
-    """Keep only the nodes of the kernel the program failed in: one query, before any search.
+    """Keep only the nodes of the kernel the program failed in, cut to a third while a third fails alone.
 
     A failure that names an Inductor kernel (a C++ compile error, an abort in its
-    loop) names its nodes too (:attr:`~minifier.reduce.engine.Reducer.blamed`). If they
-    fail alone, they are cut to a third while a third fails alone (:func:`keep_failing_part`),
-    by a sample of one node per kind when that is smaller (a kernel can fuse dozens of
-    nodes), else node by node, and the searches below start from what is left; if not
-    (the bug needs more than its kernel), this cost one small compile.
+    loop) names its nodes too (:attr:`~minifier.reduce.engine.Reducer.blamed`). The
+    kernel is not asked first: it is split at once (:func:`keep_failing_part`), by a
+    sample of one node per kind when that is smaller (a kernel can fuse dozens of
+    nodes), else node by node, since a part that fails says the kernel does too. Only
+    when no part fails is the kernel asked whole; when it does not fail either (the
+    bug needs more than its kernel), the searches below start from the whole graph,
+    a few small compiles later.
     """
     if r.settled():
         return
@@ -86,8 +88,10 @@ def follow_blame(r: Reducer) -> None:
     blamed = {n for n in r.blamed if n in kept}
     if blamed and len(blamed) < len(kept):
         blamed |= {reader for name in blamed for reader in r.tuple_readers(name)}
-        if r.consider(r.without([n for n in kept if n not in blamed])) and not split_sample(r, fraction=1.0):
-            keep_failing_part(r)
+        kernel = r.normalize(r.without([n for n in kept if n not in blamed]))
+        found = split_sample(r, fraction=1.0, base=kernel)
+        if not (keep_failing_part(r, kernel) if found is None else found):
+            r.consider(kernel)
 
 
 #: Below this many op nodes the binary searches are cheap already, and a sample of one

@@ -15,26 +15,26 @@ from .divergence import narrow_to_divergence
 from .engine import Candidate, Reducer
 
 
-def split_sample(r: Reducer, fraction: float = 0.5) -> bool:
-    """The best's sample of one node per kind, cut to the part that fails (False: no sample below ``fraction`` of the best).
+def split_sample(r: Reducer, fraction: float = 0.5, base: Candidate | None = None) -> bool | None:
+    """``base``'s (the best's) sample of one node per kind, cut to the part that fails; True if a part or the whole
+    sample did (None: no sample below ``fraction`` of it).
 
     Each sampled node stands alone, its inputs cut, so the first round compiles every
     kernel the later rounds need (splitting the nodes themselves would write new fused
     kernels every round).
     """
-    kept = r.best.kept
+    base = base or r.best
+    kept = base.kept
     first: dict[tuple[str, tuple[str, ...]], str] = {}
     for name in kept:
-        if r.can_stand_alone(name, r.best):
+        if r.can_stand_alone(name, base):
             first.setdefault(r.op_kind(name), name)
     sample = set(first.values())
     sample |= {reader for name in first.values() for reader in r.tuple_readers(name)}
     if len(sample) > len(kept) * fraction or len(sample) == len(kept):
-        return False
-    whole = r.without([n for n in kept if n not in sample])
-    if not keep_failing_part(r, whole):
-        r.consider(whole)
-    return True
+        return None
+    whole = r.without([n for n in kept if n not in sample], base)
+    return keep_failing_part(r, whole) or r.consider(whole)
 
 
 def keep_failing_part(r: Reducer, base: Candidate | None = None) -> bool:

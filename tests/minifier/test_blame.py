@@ -159,7 +159,7 @@ def test_a_cpp_compile_error_is_blamed_on_its_kernels_nodes_and_asked_about_firs
     steps = _reduction_steps(report)
     assert steps[0].startswith("follow_blame"), steps
     first = int(steps[0].rsplit("· ", 1)[1].split()[0])
-    assert first <= 8 and 8 * first < report["nodes_before"], (first, report["nodes_before"])  # the kernel: its relu and what fused with it
+    assert first <= 8 and 8 * first < report["nodes_before"], (first, report["nodes_before"])  # a part of the kernel: its relu and what fused with it
     assert not any(step.startswith("sample_op_kinds") for step in steps), steps  # the blamed nodes failed alone
 
 

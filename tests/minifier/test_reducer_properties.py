@@ -146,8 +146,8 @@ def stopping(culprits: set[str], seed: int):
 @SETTINGS
 @given(program=programs(), jobs=st.integers(2, 5), seed=st.integers(0, 2**16), data=st.data())
 def test_a_pass_wanting_the_first_candidate_that_fails_ends_the_same_whichever_query_ends_first(program, jobs, seed, data):
-    # The blamed kernel's nodes are halved while the first half that fails does (follow_blame):
-    # a half that ends sooner must not change which half is kept.
+    # The blamed kernel's nodes are cut to the first third that fails (follow_blame): a third
+    # that ends sooner must not change which third is kept.
     ops, culprits = program
     case = chain(ops, torch.randn(3, 4))
     one = Reducer(case, profile_case(case), TARGET, needing(culprits))
