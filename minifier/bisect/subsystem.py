@@ -39,7 +39,6 @@ from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import run_case
 from ..unit.check import Stage
-from .program_check import ProgramCheck
 from . import program_check
 
 if TYPE_CHECKING:
@@ -370,7 +369,7 @@ def find_workaround(
     args: list[str],
     minimized: GraphCase | None = None,
     interim: Callable[[Workaround], None] | None = None,
-    later: Callable[[ProgramCheck], None] | None = None,
+    later: Callable[[program_check.ProgramCheck], None] | None = None,
 ) -> Workaround | None:
     """The first of :func:`workarounds` under which the repro, the program's failing ``graph`` and the program run right.
 
@@ -401,7 +400,7 @@ def find_workaround(
     rerun = script is not None and session.program_seconds <= PROGRAM_RERUN_LIMIT
     if later is not None and rerun and minimized is not None and options:
         first, *others = options
-        later(ProgramCheck(str(script), args, first.code, first.what, session.program_seconds, [[o.code, o.what] for o in others]))
+        later(program_check.ProgramCheck(str(script), args, first.code, first.what, session.program_seconds, [[o.code, o.what] for o in others]))
         return Workaround(first.code, first.what, "repro")
     for option in options:
         asked = functools.partial(passes_with_code, graph, option, accuracy)
@@ -423,7 +422,7 @@ def find_workaround(
 
 def on_the_program(session: Session, script: Path, args: list[str], option: Option) -> bool | None:
     """Does the unchanged program run to the end with ``option``'s code run first? None: it did not end in time."""
-    check = ProgramCheck(str(script), args, option.code, option.what, session.program_seconds)
+    check = program_check.ProgramCheck(str(script), args, option.code, option.what, session.program_seconds)
     return session.timed(f"running {script.name} with the workaround: {option.what}", functools.partial(program_check.run, check))
 
 
@@ -455,7 +454,7 @@ def go_below(
     script: Path | None,
     args: list[str],
     interim: Callable[[Below], None] | None = None,
-    later: Callable[[ProgramCheck], None] | None = None,
+    later: Callable[[program_check.ProgramCheck], None] | None = None,
 ) -> Below:
     """The subsystem of ``stage`` that breaks the graph, and a workaround for the program.
 
@@ -522,6 +521,7 @@ class Confirming:
 
     def cancel(self) -> None:
         self.handle.kill()
+        self.session.worker.wait([self.handle])  # (dead first: a dying child still writes there)
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
