@@ -82,13 +82,15 @@ def inputs_function(case: GraphCase) -> str:
         j = names.index(base)
         if i.shares_only:  # (a tensor of its own on that memory, as nn.Parameter(y) is: no view of it)
             lines += [
-                f"    inputs[{k}] = torch.empty(0, dtype=inputs[{j}].dtype, device=inputs[{j}].device)  # {i.name}: on {base}'s memory",
+                f"    inputs[{k}] = torch.empty(0, dtype=torch.{m.dtype}, device=inputs[{j}].device)  # {i.name}: on {base}'s memory",
                 "    with torch.no_grad():",
                 f"        inputs[{k}].set_(inputs[{j}].untyped_storage(), inputs[{j}].storage_offset() + {offset}, {m.shape!r}, {m.stride!r})",
             ] + ([f"    inputs[{k}].requires_grad_()"] if m.requires_grad else [])
             continue
+        held = made[j].meta
+        read_as = "" if held is None or held.dtype == m.dtype else f".view(torch.{m.dtype})"  # (same size: grouped so)
         lines.append(
-            f"    inputs[{k}] = inputs[{j}].as_strided({m.shape!r}, {m.stride!r}, inputs[{j}].storage_offset() + {offset})  # {i.name}: a view of {base}"
+            f"    inputs[{k}] = inputs[{j}]{read_as}.as_strided({m.shape!r}, {m.stride!r}, inputs[{j}].storage_offset() + {offset})  # {i.name}: a view of {base}"
         )
     for k, i in sizes:
         tensor, dim = cast("tuple[str, int]", i.derived_from)  # (sizes holds sizes read from a tensor)

@@ -392,7 +392,9 @@ class GraphCase:
         for k, i in enumerate(self.inputs):  # an input that shared another's memory shares it again
             if i.view_of and i.view_of[0] in names and i.meta is not None:
                 base = values[names.index(i.view_of[0])]
-                values[k] = view_into(base, i.meta.shape, i.meta.stride, i.meta.requires_grad, i.view_of[1], not i.shares_only)
+                values[k] = view_into(
+                    base, i.meta.shape, i.meta.stride, i.meta.requires_grad, i.view_of[1], not i.shares_only, i.meta.torch_dtype
+                )
         for k, i in enumerate(self.inputs):  # a symbolic size is the size of its tensor, whatever that is now
             if i.derived_from and i.derived_from[0] in names:
                 values[k] = values[names.index(i.derived_from[0])].size(i.derived_from[1])

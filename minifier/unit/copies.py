@@ -67,12 +67,17 @@ def view_into(
     requires_grad: bool,
     offset: int,
     as_view: bool = True,
+    dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """A view of ``base``'s memory with this layout, ``offset`` elements past ``base``'s own start.
 
     ``as_view=False``: a tensor of its own on that memory, no view of ``base`` (a leaf, as
     ``nn.Parameter(y)`` or ``y.detach()`` is): autograd and AOTAutograd treat views otherwise.
+    ``dtype``: the memory read as another dtype of the same size (``x.view(torch.int32)`` of
+    a float32 ``x``, a tensor of its own).
     """
+    if dtype is not None and dtype != base.dtype:
+        base = base.view(dtype)
     if not as_view:
         alias = torch.empty((0,), dtype=base.dtype, device=base.device)
         with torch.no_grad():
@@ -93,12 +98,12 @@ def alias_groups(values: list[Any]) -> list[tuple[int, list[tuple[int, int, bool
     ``y.detach()``); where several hold it all, a base holds it (one no view, made by an op
     where one was), so views stay views of it and the others are leaves on its memory again.
     """
-    groups: dict[tuple[str, int], list[int]] = {}
+    groups: dict[tuple[str, int, int], list[int]] = {}
     for k, v in enumerate(values):
         if not isinstance(v, torch.Tensor) or v.layout != torch.strided or special_tensors.kind_of(v) or v.numel() == 0:
             continue
-        try:
-            key = (str(v.device), v.untyped_storage().data_ptr())
+        try:  # (memory read as dtypes of another size is left apart: offsets count elements)
+            key = (str(v.device), v.untyped_storage().data_ptr(), v.element_size())
         except (RuntimeError, NotImplementedError):  # fake and meta tensors own no memory
             continue
         if key[1]:
@@ -128,7 +133,7 @@ def clone_values(values: list[Any]) -> list[Any]:
     for cover, views in alias_groups(values):
         for k, offset, as_view in views:
             v = values[k]
-            copies[k] = view_into(copies[cover], v.shape, v.stride(), v.requires_grad, offset, as_view)
+            copies[k] = view_into(copies[cover], v.shape, v.stride(), v.requires_grad, offset, as_view, v.dtype)
     return copies
 
 

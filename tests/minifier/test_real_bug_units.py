@@ -93,6 +93,34 @@ def test_an_input_that_shares_memory_without_being_a_view_is_made_so_again():
     assert not made[1].is_leaf and not written[1].is_leaf  # (a capture's copy is a leaf: its meta says non-leaf)
 
 
+def _writes_one_reads_the_other(x, y):
+    x.add_(1)
+    return (y.sum(),)
+
+
+@pytest.mark.parametrize("as_view", [False, True])
+def test_memory_read_as_another_dtype_of_its_size_is_made_so_again_and_another_size_stays_apart(as_view):
+    # pytorch#194747: x and x.view(torch.int32) (a tensor of its own on x's memory) or a view of it read as
+    # int32; AOTAutograd refuses a write into one. Made again as float32 memory, the graph passed alone (exit 5)
+    x = torch.arange(8.0)
+    y = x.view(torch.int32) if not as_view else x[2:].view(torch.int32)
+    gm = fx.symbolic_trace(_writes_one_reads_the_other)
+    for node, value in zip(gm.graph.find_nodes(op="placeholder"), (x, y)):
+        node.meta["example_value"] = value
+    inputs = graph_inputs(gm.graph.find_nodes(op="placeholder"), [x, y])
+    assert inputs[1].view_of == ("x", 2 if as_view else 0) and inputs[1].shares_only is not y._is_view()
+    case = GraphCase(gm, inputs)
+    copies = clone_values([x, y])
+    made = case.materialize_inputs()
+    written = exec_repro(render(case, stage="eager"))["make_inputs"](data_of(case))
+    for x_again, y_again in (copies, made, written):
+        assert (x_again.dtype, y_again.dtype) == (torch.float32, torch.int32)
+        assert y_again.untyped_storage().data_ptr() == x_again.untyped_storage().data_ptr()
+        x_again.add_(1)  # the write shows through the int32 reading of that memory
+        assert torch.equal(y_again, (x[2:] if as_view else x).add(1).view(torch.int32))
+    assert alias_groups([x, x.view(torch.int16)]) == []  # (offsets count elements: another size stays apart)
+
+
 @pytest.mark.parametrize("special", ["zerotensor", "conj"])
 def test_special_inputs_are_made_again_not_copied_flat(special):
     from minifier.capture.casemaker import tensor_input
