@@ -220,7 +220,9 @@ def start_reducer(
     # an earlier origin's reference outputs; this one's are saved by its own queries
     OriginRef(origin_path).references.unlink(missing_ok=True)
     values = session.run_dir / "work" / "values.pt"
-    profiled = original_profile(session, case, values, prior, partial=refused_by_eager(check.failure))
+    # (no wrong answer: eager may raise where the compiled graph crashes, pytorch#195402's IndexError and abort)
+    partial = refused_by_eager(check.failure) or (check.failure is not None and check.failure.kind != "accuracy")
+    profiled = original_profile(session, case, values, prior, partial=partial)
     query = CandidateQuery(session, OriginRef(origin_path, values), check)
     checkpoint = session.run_dir / CHECKPOINT
     state = CheckpointState(came.key, str(origin_path), check)
@@ -231,7 +233,7 @@ def start_reducer(
     query.reducer = reducer
     reducer.reprofile = lambda reduced: (
         session.query(
-            functools.partial(profile_case, realize(reduced, None, values), values, update=True),
+            functools.partial(profile_case, realize(reduced, None, values), values, update=True, partial=partial),
             "profiling the graph on its resized inputs",
         ).value
     )
@@ -263,7 +265,7 @@ def original_profile(
     """The original graph's profile (each node's value, saved to ``values``), from one eager run.
 
     ``prior``: the bisection's, when it profiled this very graph beside its last stages.
-    ``partial``: the failure is that eager raises, so the profile goes as far as eager does.
+    ``partial``: the failure is that eager raises, or no wrong answer, so the profile goes as far as eager does.
     """
     if partial and prior is not None and isinstance(prior.value, EagerRunRaised):
         prior = None  # (the bisection's ran eagerly in full)

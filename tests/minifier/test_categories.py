@@ -942,3 +942,27 @@ def test_a_frame_that_cannot_be_lifted_says_why(in_process, tmp_path):
     raised = exit_5_of(in_process, tmp_path / "lazy.py", LAZY_MODULE_DYNAMIC, "pytorch#185488")
     assert "there is no graph to minify (pt2kit could not lift the frame to one: " in str(raised), raised
     assert "uninitialized parameter" in str(raised), raised
+
+
+def test_a_graph_whose_compiled_run_crashes_where_eager_raises_is_minified_as_far_as_eager_goes(session, tmp_path):
+    # pytorch#195402's shape: an index out of bounds that eager raises (and the program catches) kills
+    # the compiled run instead. The graph's eager run raises, so its profile stops at the index: the
+    # nodes before it are cut as before, and the crash is minified, not blamed on wrong inputs (exit 5).
+    from support.paths import USER_MODULES
+
+    script = tmp_path / "oob.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n" + textwrap.dedent("""
+        import torch
+        import planted  # noqa: F401  planted_crash aborts where the graph holds a cos
+
+        def f(x, idx):
+            return (x.sin().cos() * 2)[idx]
+
+        try:
+            torch.compile(f, backend="planted_crash")(torch.randn(1, 4), torch.tensor([1]))
+        except IndexError:
+            pass
+    """))
+    report = minified((session, None), script)  # (isolated queries: the crash is a query's, not this process's)
+    assert report["status"] == "minified" and report["failure"]["kind"] == "crash", report
+    assert [op.rsplit(".", 1)[-1] for op in report["ops_after"]] == ["cos"], report["ops_after"]  # (no sin, no index)
