@@ -44,6 +44,7 @@ from ..repro.files import load_repro
 from ..capture.program import ProgramRun
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature
+from ..stages.elsewhere import get_ready_early
 from ..stages.run import Outcome, run_case, stages_for
 from ..stages.flaky import longer_look
 from ..isolation.worker import QueryResult
@@ -80,6 +81,8 @@ def capture(session: Session, program: ProgramRun, *, again: bool = False, profi
         # (started already, when `minify run` could: see pt2kit.script.start_capture)
         ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
         captured = read_capture(out, ended)
+        if profile and captured.failure is not None:  # (a minification follows: its repro will run elsewhere)
+            get_ready_early(session, inductor=program.warms_inductor)
         if early is not None:
             early.finish(captured, profile=profile)
             captured.early = early

@@ -172,7 +172,8 @@ def elsewhere_env() -> dict[str, str]:
 class ReadyInterpreter:
     """A fresh ``python -P`` in an empty directory of its own that has imported torch and waits for a repro.
 
-    Started as the reduction starts (:func:`get_ready`), so that the written repro's run
+    Started once the program has failed (:func:`get_ready_early`), or else as the reduction starts
+    (:func:`get_ready`), so that the written repro's run
     elsewhere (:func:`run_elsewhere`) does not pay torch's import after the repro is
     written. It runs one repro, once; :meth:`close` kills it and removes its directory,
     used or not (the session closes an unused one).
@@ -239,8 +240,14 @@ def prepaid_probes(cache: Path | None) -> str:
 def get_ready(session: Session, case: GraphCase, stage: str) -> None:
     """Start the interpreter the written repro of ``case`` at ``stage`` will run elsewhere in
     (:class:`ReadyInterpreter`), unless one waits already; Inductor imported too when the repro compiles with it."""
+    get_ready_early(session, inductor=uses_inductor(case, stage))
+
+
+def get_ready_early(session: Session, *, inductor: bool) -> None:
+    """:func:`get_ready` as soon as the program has failed, its stage a guess (``inductor``: the program compiles with
+    it): preparing takes some 5 s of CPU, which a reduction of a few seconds, two compiles at a time, leaves it too
+    little of. A wrong guess costs only time (Inductor imported for nothing, or when the repro runs)."""
     if session.ready is None and os.environ.get("PT2KIT_VERIFY_ELSEWHERE") != "0":
-        inductor = uses_inductor(case, stage)
         session.ready = ReadyInterpreter(INDUCTOR_MODULES if inductor else (), probes=clean_cache_root() if inductor else None)
 
 
