@@ -44,8 +44,8 @@ def keep_failing_part(r: Reducer, base: Candidate | None = None) -> bool:
     third is where a single culprit must be: it is not asked, but split in turn, so a
     round of two queries cuts the nodes to a third, not a half (10 nodes: about 2.4
     rounds, not 3.6). Whatever is kept that way is asked once the search ends, the
-    innermost first, so the best still only shrinks through queries. Two nodes are
-    asked one by one. For a sample, whose nodes hardly read one another, every round
+    innermost first, so the best still only shrinks through queries. Of two nodes,
+    each is asked alone. For a sample, whose nodes hardly read one another, every round
     compiles graphs a third the size of the last; when nothing fails (two kinds must
     meet), the searches below take over. The parts depend on the graph only, and the
     first failing part in order is kept: the same result for any number of jobs.
