@@ -44,9 +44,8 @@ from ..repro.files import load_repro
 from ..capture.program import ProgramRun
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature
-from ..stages.elsewhere import get_ready_early
 from ..stages.run import Outcome, run_case, stages_for
-from ..stages.flaky import longer_look
+from ..stages import elsewhere, flaky
 from ..isolation.worker import QueryResult
 
 if TYPE_CHECKING:
@@ -61,8 +60,8 @@ def capture(session: Session, program: ProgramRun, *, again: bool = False, profi
     script may run for hours; hangs in compiled code are caught inside.) With
     ``nproc`` > 1 it is a distributed job: every rank runs under capture (see
     :func:`capture_ranks`), and the lowest failing rank is the one minified.
-    ``profile`` (a minification follows): the aot graph the program failed in is
-    profiled in the same batch as the last stages (:attr:`EarlyStages.profiled`).
+    ``profile`` (a minification follows): the aot graph the program failed in is profiled in the
+    same batch as the last stages (:attr:`EarlyStages.profiled`), its repro's interpreter started.
     """
     script = program.script
     command, out, log = program.plan(session.run_dir, session.timeout, again=again)
@@ -81,8 +80,8 @@ def capture(session: Session, program: ProgramRun, *, again: bool = False, profi
         # (started already, when `minify run` could: see pt2kit.script.start_capture)
         ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
         captured = read_capture(out, ended)
-        if profile and captured.failure is not None:  # (a minification follows: its repro will run elsewhere)
-            get_ready_early(session, inductor=program.warms_inductor)
+        if profile and captured.failure is not None:
+            elsewhere.get_ready_early(session, inductor=program.warms_inductor)
         if early is not None:
             early.finish(captured, profile=profile)
             captured.early = early
@@ -450,7 +449,7 @@ def run_each(
     results = session.query_all(queries, enough=enough, alongside=alongside or (), slots=slots) if queries else []
     asked = [(fn, label, stage) for (fn, label), (_, stage) in zip(queries, plan)]
     outcomes = [None if r is None else Outcome.of_query(s, r) for (_, s), r in zip(plan, results)]
-    outcomes = longer_look(session, asked, outcomes) if longer else outcomes
+    outcomes = flaky.longer_look(session, asked, outcomes) if longer else outcomes
     return {(id(case), stage): outcome for (case, stage), outcome in zip(plan, outcomes) if outcome is not None}
 
 
