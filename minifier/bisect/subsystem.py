@@ -176,9 +176,7 @@ class AskAhead:
                     session.worker.poll(0.1)
         finally:
             collect()
-            for _, handle, _ in running:
-                handle.kill()
-            session.worker.wait([h for _, h, _ in running])  # (dead first: a dying child still writes there)
+            session.stop([h for _, h, _ in running])
             for _, _, directory in running:
                 shutil.rmtree(directory, ignore_errors=True)
 
@@ -520,8 +518,7 @@ class Confirming:
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def cancel(self) -> None:
-        self.handle.kill()
-        self.session.worker.wait([self.handle])  # (dead first: a dying child still writes there)
+        self.session.stop([self.handle])
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

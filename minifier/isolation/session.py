@@ -199,6 +199,13 @@ class Session:
         self.mark(running.label, result.seconds, ago=result.ended_ago)
         return result
 
+    def stop(self, running: Sequence[Handle]) -> None:
+        """Kill these queries and return once their processes are gone: a dying child still writes
+        where it ran, so what it wrote to can be removed only then."""
+        for handle in running:
+            handle.kill()
+        self.worker.wait(list(running))
+
     @property
     def seconds(self) -> float:
         return self.timeline.seconds

@@ -12,8 +12,8 @@ They run in this order:
 
 - :func:`eliminate_dead_code`: normalization removes dead code and unused inputs, so
   checking the result costs one query at most;
-- :func:`follow_blame`: when the program failed inside one Inductor kernel, one query
-  on the nodes that kernel was made of (:mod:`minifier.capture.blame`);
+- :func:`follow_blame`: when the program failed inside one Inductor kernel, the nodes
+  that kernel was made of (:mod:`minifier.capture.blame`), cut to the third that fails;
 - :func:`sample_op_kinds`: on a large graph, one node per kind of op, its first two
   thirds asked side by side, the failing third (or the last, unasked) split again:
   about 2·log3(kinds) small compiles, and the searches below start from a few nodes,
