@@ -57,7 +57,7 @@ from .reduce.engine import Reducer, Unconfirmed
 from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_repro
 from .isolation.session import Session
 from .isolation.worker import QueryResult
-from pt2kit.signature import Failure, memory_corrupted
+from pt2kit.signature import Failure, Kind, memory_corrupted
 from .stages.profile import EagerRunRaised, profile_case, profile_or_why, realize
 from .stages.run import Outcome, ask
 from .capture.torch_repro import load_any_repro
@@ -221,7 +221,7 @@ def start_reducer(
     OriginRef(origin_path).references.unlink(missing_ok=True)
     values = session.run_dir / "work" / "values.pt"
     # (no wrong answer: eager may raise where the compiled graph crashes, pytorch#195402's IndexError and abort)
-    partial = refused_by_eager(check.failure) or (check.failure is not None and check.failure.kind != "accuracy")
+    partial = refused_by_eager(check.failure) or (check.failure is not None and check.failure.kind != Kind.ACCURACY)
     profiled = original_profile(session, case, values, prior, partial=partial)
     query = CandidateQuery(session, OriginRef(origin_path, values), check)
     checkpoint = session.run_dir / CHECKPOINT

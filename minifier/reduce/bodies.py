@@ -240,16 +240,25 @@ def reduce_bodies(r: Reducer) -> None:
     r.replaced_structures.add(("bodies", *r._structure(r.normalize(r.best))))
 
 
-def _droppable_from(node: fx.Node) -> tuple[list[str], int] | None:
-    """(The bodies whose outputs are ``node``'s, the first output index that may go) for a scan, map, cond or while_loop.
+@dataclass(frozen=True)
+class Outputs:
+    """Where a scan's, map's, cond's or while_loop's outputs come from, for :func:`apply_output_drops`."""
 
-    A ``while_loop``'s first body is its predicate, which returns no carried value."""
+    returning: list[str]  # the bodies that return them (a cond's two branches)
+    first: int  # the first output index that may go (a scan's carries come before it)
+    predicate: str | None = None  # a while_loop's: its outputs are carried values, dropped whole
+
+
+def _outputs_of(node: fx.Node) -> Outputs | None:
+    """How ``node``'s outputs come from its bodies, for a scan, map, cond or while_loop (None: another node)."""
     from pt2kit.names import op_name
 
     name, args = op_name(node), node.args
-
+    predicate = None
     if name == "torch.ops.higher_order.while_loop" and len(args) >= 4 and isinstance(args[2], (list, tuple)):
-        found, first = [_body_attr(args[0]), _body_attr(args[1])], 0
+        found, first, predicate = [_body_attr(args[1])], 0, _body_attr(args[0])
+        if predicate is None:
+            return None
     elif name == "torch.ops.higher_order.scan" and len(args) >= 2 and isinstance(args[1], (list, tuple)):
         found, first = [_body_attr(args[0])], len(args[1])  # (its carries come first)
     elif name == "torch.ops.higher_order.map_impl" and args:
@@ -258,32 +267,27 @@ def _droppable_from(node: fx.Node) -> tuple[list[str], int] | None:
         found, first = [_body_attr(args[1]), _body_attr(args[2])], 0
     else:
         return None
-    return ([a for a in found if a is not None], first) if all(found) else None
+    return Outputs([a for a in found if a is not None], first, predicate) if all(found) else None
 
 
 def unused_outputs(gm: fx.GraphModule) -> list[tuple[str, int]]:
-    """``(op node, output index)`` of each scan, map or cond output no top-level node reads."""
+    """``(op node, output index)`` of each scan, map, cond or while_loop output no top-level node reads (a while_loop's
+    only where nothing else needs the carried value: :func:`_free_carry`)."""
     found = []
     for node in gm.graph.nodes:
-        if node.op != "call_function" or (droppable := _droppable_from(node)) is None:
+        if node.op != "call_function" or (outputs := _outputs_of(node)) is None:
             continue
         if not node.users or not all(u.target is operator.getitem and isinstance(u.args[1], int) for u in node.users):
             continue
-        returned = _returned(cast(fx.GraphModule, gm.get_submodule(droppable[0][-1])))
+        body = cast(fx.GraphModule, gm.get_submodule(outputs.returning[-1]))
+        predicate = None if outputs.predicate is None else cast(fx.GraphModule, gm.get_submodule(outputs.predicate))
         read = {u.args[1] for u in node.users}
-        bodies_of = [cast(fx.GraphModule, gm.get_submodule(path)) for path in droppable[0]]
         found += [
             (node.name, i)
-            for i in range(droppable[1], len(returned or ()))
-            if i not in read and (not _is_while_loop(node) or _free_carry(bodies_of[0], bodies_of[1], i))
+            for i in range(outputs.first, len(_returned(body) or ()))
+            if i not in read and (predicate is None or _free_carry(predicate, body, i))
         ]
     return found
-
-
-def _is_while_loop(node: fx.Node) -> bool:
-    from pt2kit.names import op_name
-
-    return op_name(node) == "torch.ops.higher_order.while_loop"
 
 
 def _free_carry(predicate: fx.GraphModule, body: fx.GraphModule, index: int) -> bool:
@@ -312,30 +316,29 @@ def apply_output_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int]]) ->
     nodes = {n.name: n for n in gm.graph.nodes}
     for name, index in sorted(drops, key=lambda d: -d[1]):  # (the last first: earlier indices stay put)
         node = nodes.get(name)
-        droppable = _droppable_from(node) if node is not None else None
-        if node is None or droppable is None or index < droppable[1]:
+        outputs = _outputs_of(node) if node is not None else None
+        if node is None or outputs is None or index < outputs.first:
             continue
         if any(u.target is not operator.getitem or u.args[1] == index for u in node.users):
             continue
-        copies = {path: copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(path))) for path in droppable[0]}
-        carry = _is_while_loop(node)
-        if carry and not _free_carry(copies[droppable[0][0]], copies[droppable[0][1]], index):
+        paths = outputs.returning + ([outputs.predicate] if outputs.predicate else [])
+        copies = {path: copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(path))) for path in paths}
+        if outputs.predicate and not _free_carry(copies[outputs.predicate], copies[outputs.returning[0]], index):
             continue
-        returning = droppable[0][1:] if carry else droppable[0]  # (a while_loop's predicate returns no carried value)
-        if any(index >= len(_returned(copies[path]) or ()) for path in returning):
+        if any(index >= len(_returned(copies[path]) or ()) for path in outputs.returning):
             continue  # (every body, or none: a cond's branches return alike)
         for path, body in copies.items():
             output = next(n for n in body.graph.nodes if n.op == "output")
-            if path in returning:
+            if path in outputs.returning:
                 returned = list(output.args[0])
                 del returned[index]
                 output.args = (type(output.args[0])(returned),)
             body.graph.eliminate_dead_code()
-            if carry:  # its input goes too, and so does its operand
+            if outputs.predicate:  # a carried value: its input goes too, and so does its operand
                 body.graph.erase_node([n for n in body.graph.nodes if n.op == "placeholder"][index])
             body.recompile()
             setattr(gm, path, body)
-        if carry:
+        if outputs.predicate:
             carried = list(cast(Sequence[object], node.args[2]))
             del carried[index]
             node.args = (*node.args[:2], tuple(carried), *node.args[3:])
