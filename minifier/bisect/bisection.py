@@ -138,9 +138,8 @@ def bisect_script(
         try:
             return no_culprit(session, report, program, captured)
         except NotReproducible as error:  # (report.json keeps what was found: the program's failure, each graph's stages)
-            found = report.to_json()
-            for key in ("original_failure", "graphs"):
-                error.report.setdefault(key, found[key])
+            for key, value in found_so_far(report).items():
+                error.report.setdefault(key, value)
             raise
 
     try:
@@ -149,6 +148,12 @@ def bisect_script(
         )
     except FlakyFailure as flaky:
         flaky_or_not_alone(session, program, report, flaky)
+
+
+def found_so_far(report: BisectReport) -> dict[str, object]:
+    """What an exit 5's ``report.json`` keeps of the bisection: the program's failure and each graph's stages."""
+    found = report.to_json()
+    return {key: found[key] for key in ("original_failure", "graphs")}
 
 
 def flaky_or_not_alone(session: Session, program: ProgramRun, report: BisectReport, flaky: FlakyFailure) -> NoReturn:
@@ -204,12 +209,10 @@ def bisect_failed_frame(
         # dynamo's tracing fails only on what compiled graphs handed the frame: the stage is the earlier graphs'
         stage = program_stage(session, program, captured.failure)
         if stage is not None:
-            found = report.to_json()
             raise NotReproducible(
                 traced_on_what_graphs_returned(program.script.name, row.label, captured.failure.signature, stage),
                 program_fails_at=stage,
-                original_failure=found["original_failure"],
-                graphs=found["graphs"],
+                **found_so_far(report),
             )
     return finish(session, report)
 
