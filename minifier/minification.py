@@ -220,9 +220,11 @@ def start_reducer(
     # an earlier origin's reference outputs; this one's are saved by its own queries
     OriginRef(origin_path).references.unlink(missing_ok=True)
     values = session.run_dir / "work" / "values.pt"
-    # (no wrong answer: eager may raise where the compiled graph crashes, pytorch#195402's IndexError and abort)
+    # (no wrong answer: eager may raise where the compiled graph crashes, pytorch#195402's IndexError and abort;
+    # where eager raises the very error the compiled run does, the graph is not the bug's: its inputs are)
     partial = refused_by_eager(check.failure) or (check.failure is not None and check.failure.kind != Kind.ACCURACY)
-    profiled = original_profile(session, case, values, prior, partial=partial)
+    unless = check.failure.exception if check.failure is not None and check.failure.kind == Kind.RUNTIME_ERROR else None
+    profiled = original_profile(session, case, values, prior, partial=partial, unless=unless)
     query = CandidateQuery(session, OriginRef(origin_path, values), check)
     checkpoint = session.run_dir / CHECKPOINT
     state = CheckpointState(came.key, str(origin_path), check)
@@ -233,7 +235,7 @@ def start_reducer(
     query.reducer = reducer
     reducer.reprofile = lambda reduced: (
         session.query(
-            functools.partial(profile_case, realize(reduced, None, values), values, update=True, partial=partial),
+            functools.partial(profile_case, realize(reduced, None, values), values, update=True, partial=partial, unless=unless),
             "profiling the graph on its resized inputs",
         ).value
     )
@@ -260,17 +262,19 @@ def start_reducer(
 
 
 def original_profile(
-    session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | None, *, partial: bool = False
+    session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | None, *, partial: bool = False,
+    unless: str | None = None,
 ) -> Any:
     """The original graph's profile (each node's value, saved to ``values``), from one eager run.
 
     ``prior``: the bisection's, when it profiled this very graph beside its last stages.
-    ``partial``: the failure is that eager raises, or no wrong answer, so the profile goes as far as eager does.
+    ``partial``: the failure is that eager raises, or no wrong answer, so the profile goes as far as eager does,
+    ``unless`` eager raises that exception (:func:`~minifier.stages.profile.eager_values`).
     """
     if partial and prior is not None and isinstance(prior.value, EagerRunRaised):
         prior = None  # (the bisection's ran eagerly in full)
     profiled = prior or session.query(
-        functools.partial(profile_or_why, case, values, partial=partial), "profiling the graph (one eager run)"
+        functools.partial(profile_or_why, case, values, partial=partial, unless=unless), "profiling the graph (one eager run)"
     )
     if isinstance(profiled.value, EagerRunRaised):  # its inputs came from a graph that computed them wrong
         raise NotReproducible(

@@ -21,7 +21,7 @@ import torch.fx as fx
 from ..unit.case import Boundary, GraphCase, TensorMeta
 from ..unit.copies import clone_tensor
 from pt2kit.seams import pytree, special_tensors
-from pt2kit.signature import said
+from pt2kit.signature import innermost_exception, said
 from ..unit.graphio import DYNAMIC_DIMS, SYMINT, node_meta
 
 #: Values an FX graph can take as a literal argument when the node producing them is cut.
@@ -100,10 +100,14 @@ def _kept(t: torch.Tensor) -> torch.Tensor | Uncopied:
         return Uncopied()
 
 
-def eager_values(case: GraphCase, names: set[str] | None = None, *, partial: bool = False) -> dict[str, Any]:
+def eager_values(
+    case: GraphCase, names: set[str] | None = None, *, partial: bool = False, unless: str | None = None
+) -> dict[str, Any]:
     """Values of ``case``'s op nodes in one eager run (all of them when ``names`` is None).
 
-    ``partial``: where eager raises, the values of the nodes before the one that raised.
+    ``partial``: where eager raises, the values of the nodes before the one that raised;
+    ``unless`` eager raises that very exception (the failure's own: then eager fails as the
+    compiled run does, and the graph shows no compiler bug on these inputs).
     """
     from .distributed import join_fake_group
 
@@ -114,8 +118,8 @@ def eager_values(case: GraphCase, names: set[str] | None = None, *, partial: boo
     with grad:
         try:
             recording.run(*case.materialize_inputs())
-        except Exception:
-            if not partial:
+        except Exception as e:
+            if not partial or type(innermost_exception(e)).__name__ == unless:
                 raise
     return recording.values
 
@@ -132,21 +136,27 @@ class EagerRunRaised:
 
 
 def profile_or_why(
-    case: GraphCase, values_path: Path | None = None, *, partial: bool = False
+    case: GraphCase, values_path: Path | None = None, *, partial: bool = False, unless: str | None = None
 ) -> dict[str, NodeInfo] | EagerRunRaised:
     """:func:`profile_case`, or why the graph's eager run raised (its inputs may be another graph's wrong outputs).
 
     ``partial``: a graph whose failure is that eager raises (and the compiled run returns) is
     profiled up to the node that raises; the nodes from there on are never cut into inputs.
+    ``unless``: as :func:`eager_values`'s.
     """
     try:
-        return profile_case(case, values_path, partial=partial)
+        return profile_case(case, values_path, partial=partial, unless=unless)
     except GraphRaised as e:
         return EagerRunRaised(str(e))
 
 
 def profile_case(
-    case: GraphCase, values_path: Path | None = None, *, update: bool = False, partial: bool = False
+    case: GraphCase,
+    values_path: Path | None = None,
+    *,
+    update: bool = False,
+    partial: bool = False,
+    unless: str | None = None,
 ) -> dict[str, NodeInfo]:
     """Describe what each op node of ``case`` produces (one eager run).
 
@@ -159,7 +169,7 @@ def profile_case(
     info = {}
     nodes = {n.name: n for n in case.gm.graph.nodes}
     try:
-        values = eager_values(case, partial=partial)
+        values = eager_values(case, partial=partial, unless=unless)
     except Exception as e:  # the graph's own error, for profile_or_why to say
         raise GraphRaised(said(e)) from e
     if values_path is not None:

@@ -637,6 +637,9 @@ def test_a_compiled_run_that_returns_where_eager_raises_is_a_wrong_answer_named_
     assert isinstance(profile_or_why(case), EagerRunRaised)
     profile = profile_or_why(case, partial=True)
     assert {name: info.kind for name, info in profile.items()} == {"interpolate": "unreached", "mul": "unreached"}
+    # a compiled run that raises what eager raises is no bug of this graph's: its profile is refused
+    assert isinstance(profile_or_why(case, partial=True, unless="RuntimeError"), EagerRunRaised)
+    assert not isinstance(profile_or_why(case, partial=True, unless="IndexError"), EagerRunRaised)
 
 
 class _CopyIntoRelu(torch.nn.Module):
