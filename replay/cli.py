@@ -95,12 +95,14 @@ def record(out: Path | None, as_json: bool, script: Path, args: tuple[str, ...])
         first_line = str(raised).splitlines()[0] if str(raised) else ""
         message = f"the script raised {type(raised).__name__} before torch.compile compiled anything: {first_line}"
         exit_with(ScriptFailedBeforeCompile(message), "replay", as_json)
-    summary = {
+    summary: dict[str, Any] = {
         "status": "recorded" if recorder.records else "no-failure",
         "records": [r.summary() for r in recorder.records],
     }
     if raised is not None and not recorder.records:
         summary["script_error"] = f"{type(raised).__name__}: {str(raised).splitlines()[0] if str(raised) else ''}"
+    if recorder.unsaved and not recorder.records:
+        summary["unsaved"] = recorder.unsaved
     if as_json:
         _print_json(summary)
     else:

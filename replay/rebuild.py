@@ -14,7 +14,9 @@ the manifest's ``objects`` table and are referred to as ``{"t": "ref", "id": "12
 aliasing survives and the table can be rebuilt in any order (containers are created
 empty first, which also makes cycles work). Tensors point into ``tensors.pt`` (loaded
 with ``weights_only=True`` by the caller): a view is rebuilt from its base with
-``as_strided``, so views of one storage stay views of one storage.
+``as_strided``, so views of one storage stay views of one storage, and a tensor that
+shares a saved tensor's storage as another dtype (``x.view(torch.int32)``: ``torch.save``
+keeps one dtype per storage) is set on that tensor's storage (``storage_of``).
 
 **Code.** Functions and classes of the user's own modules come back from their *source*
 (``sources``): the function's block is compiled (never executed) and its code object is
@@ -299,11 +301,10 @@ class Decoder:
             view = node["view"]
             base = self.value(view["base"])
             t = base.as_strided(view["size"], view["stride"], view["offset"])
+        elif "storage_of" in node:
+            t = self._on_storage_of(node)
         else:
-            index = node["data"]
-            if not isinstance(index, int) or not 0 <= index < len(self.tensors):
-                raise RebuildError(f"malformed record: tensor {index} is not in tensors.pt")
-            t = self.tensors[index]
+            t = self._saved(node["data"])
             if node.get("parameter"):
                 t = torch.nn.Parameter(t, requires_grad=bool(node.get("requires_grad")))
             elif node.get("requires_grad"):
@@ -316,6 +317,24 @@ class Decoder:
             t.__dict__[name] = self.value(item)
         self.tensor_nodes.append(t)
         return t
+
+    def _saved(self, index: Any) -> torch.Tensor:
+        if not isinstance(index, int) or not 0 <= index < len(self.tensors):
+            raise RebuildError(f"malformed record: tensor {index} is not in tensors.pt")
+        return self.tensors[index]
+
+    def _on_storage_of(self, node: dict[str, Any]) -> torch.Tensor:
+        """A tensor on the storage of a saved tensor of another dtype (the encoder's ``storage_of``)."""
+        shared, dtype = node["storage_of"], getattr(torch, str(node.get("dtype")), None)
+        if not isinstance(dtype, torch.dtype):
+            raise RebuildError(f"malformed record: unknown dtype {node.get('dtype')!r}")
+        owner = self._saved(shared.get("data"))
+        try:
+            t = torch.empty(0, dtype=dtype, device=owner.device)
+            t.set_(owner.untyped_storage(), shared["offset"], shared["size"], shared["stride"])
+        except (RuntimeError, KeyError, TypeError) as e:
+            raise RebuildError(f"malformed record: a tensor on tensor {shared.get('data')}'s storage: {e}") from None
+        return t.requires_grad_(True) if node.get("requires_grad") else t
 
     # -- one builder per kind: BUILDERS maps a kind to builder(decoder, node, key) ----------------------
     # Containers and objects are registered under ``key`` before their items are built, so cycles find them.

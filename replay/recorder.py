@@ -316,6 +316,8 @@ class Recorder:
         self.quiet = quiet
         self.active = False
         self.records: list[records.Record] = []
+        #: ``frame: error`` for each failing frame whose record could not be written (pt2kit's limit, said to the user)
+        self.unsaved: list[str] = []
         self.frames_seen = 0
         self._seen: set[tuple[Any, ...]] = set()
         self._tls = threading.local()
@@ -430,8 +432,12 @@ class Recorder:
                 exc.add_note(note)
             if not self.quiet:
                 print(note, file=sys.stderr)
-        except Exception:
-            log.warning("pt2kit: could not record the failing frame %s", snapshot.code.co_name, exc_info=True)
+        except Exception as e:
+            from pt2kit.signature import said
+
+            self.unsaved.append(f"{snapshot.code.co_name}: {said(e)}")
+            log.warning("pt2kit: could not record the failing frame %s: %s", snapshot.code.co_name, said(e))
+            log.debug("pt2kit: the recorder's error", exc_info=True)
 
     # -- installation ------------------------------------------------------------
 

@@ -355,6 +355,10 @@ def print_records(summary: dict[str, Any], console: Console) -> None:
 def no_record_message(summary: dict[str, Any]) -> str:
     """What ``replay record`` says when it wrote nothing."""
     error = summary.get("script_error")
+    if summary.get("unsaved"):
+        return (
+            f"nothing was recorded: a compiled frame failed, but its record could not be written ({'; '.join(summary['unsaved'])})"
+        )
     if not error:
         return "no frame failed: nothing was recorded"
     return (

@@ -8,8 +8,10 @@ globals and writes down *what* each value is, never *how to run code that makes 
   as they are;
 - tensors as an index into ``tensors.pt`` plus what ``torch.save`` does not keep the way
   dynamo sees it: ``Parameter``-ness, ``requires_grad``, the view relationship to a base
-  (rebuilt with ``as_strided``), ``.grad`` and the tensor's ``__dict__`` (where
-  ``mark_dynamic`` leaves its marks); tensor subclasses through ``__tensor_flatten__``;
+  (rebuilt with ``as_strided``), the storage it shares with a tensor of another dtype
+  (``torch.save`` keeps one dtype per storage: the second is rebuilt on the first's
+  storage), ``.grad`` and the tensor's ``__dict__`` (where ``mark_dynamic`` leaves its
+  marks); tensor subclasses through ``__tensor_flatten__``;
 - ``nn.Module`` objects, dataclasses and plain Python objects as their class and
   ``__dict__`` (rebuilt with ``cls.__new__``, ``__init__`` never runs), NamedTuples as
   class and fields;
@@ -95,6 +97,8 @@ class Encoder:
         self._memo: dict[int, str] = {}
         self._ids = itertools.count(1)
         self._alive: list[Any] = []  # keeps ids unique while encoding
+        #: (device, storage address) -> (index in ``tensors``, dtype) of the first tensor saved on that storage
+        self._storages: dict[tuple[str, int], tuple[int, torch.dtype]] = {}
 
     # -- the public surface ------------------------------------------------------
 
@@ -292,14 +296,24 @@ class Encoder:
                 "offset": t.storage_offset(),
             }
         else:
-            node["data"] = len(self.tensors)
-            self.tensors.append(t.detach())
+            node.update(self._data(t))
         if t.is_leaf and t.grad is not None:
             node["grad"] = self.encode(t.grad, f"{path}.grad")
         attrs = {k: v for k, v in vars(t).items()}
         if attrs:
             node["attrs"] = {k: self.encode(v, f"{path}.{k}") for k, v in attrs.items()}
         return node
+
+    def _data(self, t: torch.Tensor) -> dict[str, Any]:
+        """Where ``t``'s values are: its index in ``tensors``, or the storage of the tensor there it shares as another dtype."""
+        storage = (str(t.device), t.untyped_storage().data_ptr()) if t.layout == torch.strided and t.untyped_storage().nbytes() else None
+        first = self._storages.get(storage) if storage is not None else None
+        if first is not None and first[1] != t.dtype:
+            return {"storage_of": {"data": first[0], "size": list(t.size()), "stride": list(t.stride()), "offset": t.storage_offset()}}
+        if storage is not None and first is None:
+            self._storages[storage] = (len(self.tensors), t.dtype)
+        self.tensors.append(t.detach())
+        return {"data": len(self.tensors) - 1}
 
     def _mapping(self, value: Any, path: str, tag: str) -> dict[str, Any]:
         """A dict, OrderedDict or defaultdict as its items in order (and a defaultdict's factory)."""

@@ -445,6 +445,18 @@ def test_record_from_the_command_line(tmp_path):
         env=env,
     )
     assert raised.returncode == 3 and "before torch.compile compiled anything" in raised.stderr
+    taken = tmp_path / "a-file"  # --out where no record can be written: said in one line, the file kept
+    taken.write_text("the user's")
+    unwritable = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "record", "--out", str(taken / "records"), str(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert unwritable.returncode == 1 and taken.read_text() == "the user's", unwritable.stderr
+    assert "nothing was recorded: a compiled frame failed, but its record could not be written (frame: " in unwritable.stdout + unwritable.stderr
+    assert "replay/records.py" not in unwritable.stderr, unwritable.stderr  # (the recorder's error in one line)
 
 
 @pytest.mark.slow
@@ -687,6 +699,31 @@ def test_the_value_tree_round_trips_identity_views_cycles_and_structured_values(
         and torch.equal(subclass.data_, torch.ones(3))
     )
 
+
+
+def test_tensors_sharing_a_storage_as_other_dtypes_are_saved_once_and_still_share_it(tmp_path):
+    # pytorch#194747's inputs: torch.save refuses one storage seen as two dtypes, and the bug is the aliasing
+    from replay import rebuild, values
+
+    base = torch.arange(8.0)
+    original = {
+        "x": base,
+        "y": base.view(torch.int32),  # a view of another dtype (its _base is x)
+        "tail": base[4:].view(torch.int16),  # the same, on part of the storage
+        "set": torch.empty(0, dtype=torch.uint8).set_(base.untyped_storage(), 8, (4,), (1,)),  # no _base at all
+    }
+    encoder = values.Encoder()
+    root = encoder.encode(original, "value")
+    torch.save(encoder.tensors, tmp_path / "t.pt")
+    assert len(encoder.tensors) == 1, "one storage, saved once"
+    tensors = torch.load(tmp_path / "t.pt", weights_only=True)
+    decoded = rebuild.Decoder(json.loads(json.dumps({"objects": encoder.objects})), tensors).value(root)
+    for name, value in original.items():
+        assert decoded[name].dtype == value.dtype and torch.equal(decoded[name], value), name
+    decoded["x"].add_(1)
+    assert torch.equal(decoded["y"], (base + 1).view(torch.int32)), "the int32 alias sees the float write"
+    assert torch.equal(decoded["tail"], (base + 1)[4:].view(torch.int16))
+    assert decoded["set"].untyped_storage().data_ptr() == decoded["x"].untyped_storage().data_ptr()
 
 # -- backends carried as source, through every door ------------------------------------------
 
