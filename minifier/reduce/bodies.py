@@ -22,6 +22,13 @@ later outputs are renumbered). A ``scan``'s carries are its next step's inputs, 
 stay. A ``while_loop``'s carried value is dropped whole (its operand, its input in both
 bodies and what its body returns for it) where nothing else needs it: its predicate
 does not read it, and the body's other results do not (:func:`_free_carry`).
+
+An operand no body reads (a ``cond``'s, a ``while_loop``'s or a ``scan``'s additional
+input, a ``map``'s positional argument, a ``scan``'s or ``map``'s sliced ``xs`` beside
+another) still keeps the top-level ops that compute it. :func:`drop_unread_operands`
+asks without it: the Candidate's ``dropped_operands`` ``(higher-order op node, its
+argument, index there)``, made by :func:`apply_operand_drops` (the input goes from
+every body that takes it, the operand from the op's argument).
 """
 
 from __future__ import annotations
@@ -347,6 +354,86 @@ def apply_output_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int]]) ->
                 user.args = (node, user.args[1] - 1)
     gm.recompile()
     return gm
+
+
+@dataclass(frozen=True)
+class Operands:
+    """One argument of a higher-order op whose operands its bodies take, for :func:`apply_operand_drops`."""
+
+    arg: int  # the op's argument holding them (a list or tuple)
+    taking: list[str]  # the bodies that take them: each as its placeholders from ``offset`` on
+    offset: int
+    keep_one: bool = False  # (a loop's sliced xs: its length comes from them)
+
+
+def _operands_of(node: fx.Node) -> list[Operands]:
+    """The arguments of a cond, while_loop, scan or map whose operands its bodies take as placeholders."""
+    from pt2kit.names import op_name
+
+    name, args = op_name(node), node.args
+    sequences = [isinstance(a, (list, tuple)) for a in args]
+    bodies = [_body_attr(a) for a in args]
+    if name == "torch.ops.higher_order.cond" and len(args) == 4 and sequences[3]:
+        specs, taking = [Operands(3, [], 0)], bodies[1:3]
+    elif name == "torch.ops.higher_order.while_loop" and len(args) == 4 and sequences[2] and sequences[3]:
+        specs, taking = [Operands(3, [], len(cast(Sequence[object], args[2])))], bodies[0:2]
+    elif name == "torch.ops.higher_order.scan" and len(args) == 4 and all(sequences[1:]):
+        first = len(cast(Sequence[object], args[1]))
+        specs = [Operands(2, [], first, keep_one=True), Operands(3, [], first + len(cast(Sequence[object], args[2])))]
+        taking = bodies[0:1]
+    elif name == "torch.ops.higher_order.map_impl" and len(args) == 3 and all(sequences[1:]):
+        specs = [Operands(1, [], 0, keep_one=True), Operands(2, [], len(cast(Sequence[object], args[1])))]
+        taking = bodies[0:1]
+    else:
+        return []
+    return [replace(spec, taking=cast(list[str], taking)) for spec in specs] if all(taking) else []
+
+
+def _unread(body: fx.GraphModule, index: int) -> bool:
+    inputs = [n for n in body.graph.nodes if n.op == "placeholder"]
+    return index < len(inputs) and not inputs[index].users
+
+
+def unread_operands(gm: fx.GraphModule) -> list[tuple[str, int, int]]:
+    """``(op node, argument, index)`` of each operand of a top-level higher-order op that none of its bodies read."""
+    found = []
+    for node in gm.graph.nodes:
+        for spec in _operands_of(node) if node.op == "call_function" else []:
+            taking = [cast(fx.GraphModule, gm.get_submodule(path)) for path in spec.taking]
+            count = len(cast(Sequence[object], node.args[spec.arg]))
+            unread = [i for i in range(count) if all(_unread(body, spec.offset + i) for body in taking)]
+            found += [(node.name, spec.arg, i) for i in unread[: count - 1 if spec.keep_one else count]]
+    return found
+
+
+def apply_operand_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int, int]]) -> fx.GraphModule:
+    """``gm`` with each dropped operand gone from its op's argument and its input from copies of the bodies."""
+    nodes = {n.name: n for n in gm.graph.nodes}
+    for name, arg, index in sorted(drops, key=lambda d: (d[0], -d[1], -d[2])):  # (later ones first: offsets stay)
+        node = nodes.get(name)
+        spec = next((s for s in _operands_of(node) if s.arg == arg), None) if node is not None else None
+        if node is None or spec is None or index >= len(operands := list(cast(Sequence[object], node.args[arg]))):
+            continue
+        copies = {path: copy.deepcopy(cast(fx.GraphModule, gm.get_submodule(path))) for path in spec.taking}
+        if (spec.keep_one and len(operands) == 1) or not all(_unread(b, spec.offset + index) for b in copies.values()):
+            continue
+        for path, body in copies.items():
+            body.graph.erase_node([n for n in body.graph.nodes if n.op == "placeholder"][spec.offset + index])
+            body.recompile()
+            setattr(gm, path, body)
+        del operands[index]
+        node.args = (*node.args[:arg], type(node.args[arg])(operands), *node.args[arg + 1 :])
+    gm.recompile()
+    return gm
+
+
+def drop_unread_operands(r: Reducer) -> None:
+    """The operands of higher-order ops no body reads, dropped with their bodies' inputs: all at once, else one by one."""
+    unread = [d for d in unread_operands(r.build(r.best).gm) if d not in r.best.dropped_operands]
+    if not unread or r.consider(replace(r.best, dropped_operands=r.best.dropped_operands | set(unread))):
+        return
+    for drop in unread if len(unread) > 1 else ():
+        r.consider(replace(r.best, dropped_operands=r.best.dropped_operands | {drop}))
 
 
 def drop_unused_outputs(r: Reducer) -> None:

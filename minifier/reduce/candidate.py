@@ -35,6 +35,8 @@ class Candidate:
     body_edits: frozenset[tuple[str, str, str]] = frozenset()
     # (higher-order op node, output index) no top-level node reads, gone from its bodies: minifier.reduce.bodies
     dropped_outputs: frozenset[tuple[str, int]] = frozenset()
+    # (higher-order op node, its argument, index there) of an operand no body reads, gone: minifier.reduce.bodies
+    dropped_operands: frozenset[tuple[str, int, int]] = frozenset()
 
     def key(self) -> str:
         return json.dumps(
@@ -48,8 +50,9 @@ class Candidate:
                 self.static,
                 sorted(self.shapes),
                 sorted(self.substituted),
-                *([sorted(self.body_edits)] if self.body_edits or self.dropped_outputs else []),
-                *([sorted(self.dropped_outputs)] if self.dropped_outputs else []),
+                *([sorted(self.body_edits)] if self.body_edits or self.dropped_outputs or self.dropped_operands else []),
+                *([sorted(self.dropped_outputs)] if self.dropped_outputs or self.dropped_operands else []),
+                *([sorted(self.dropped_operands)] if self.dropped_operands else []),
             ]
         )
 
@@ -66,6 +69,7 @@ class Candidate:
             "substituted": sorted(list(s) for s in self.substituted),
             "body_edits": sorted(list(e) for e in self.body_edits),
             "dropped_outputs": sorted(list(d) for d in self.dropped_outputs),
+            "dropped_operands": sorted(list(d) for d in self.dropped_operands),
         }
 
     @classmethod
@@ -82,6 +86,7 @@ class Candidate:
             substituted=frozenset(tuple(s) for s in data.get("substituted", ())),
             body_edits=frozenset(tuple(e) for e in data.get("body_edits", ())),
             dropped_outputs=frozenset((name, int(i)) for name, i in data.get("dropped_outputs", ())),
+            dropped_operands=frozenset((name, int(a), int(i)) for name, a, i in data.get("dropped_operands", ())),
         )
 
 

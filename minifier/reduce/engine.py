@@ -33,7 +33,7 @@ import torch.fx as fx
 
 from pt2kit.errors import plural
 from ..unit.case import Boundary, GraphCase, GraphInput, TensorMeta, has_effect, leaves_a_mode_on
-from .bodies import apply_body_edits, apply_output_drops
+from .bodies import apply_body_edits, apply_operand_drops, apply_output_drops
 from .candidate import Candidate, derive_sizes, reshaped
 from pt2kit.signature import Kind, Signature
 from ..capture.casemaker import random_seed
@@ -229,7 +229,7 @@ class Reducer:
         numel = sum(math.prod(shape) for _, shape in c.shapes) - sum(math.prod(self._shape(n)) for n, _ in c.shapes)
         return (
             len(c.kept),
-            -len(c.body_edits) - len(c.dropped_outputs),  # (each edit makes a body's op dead code)
+            -len(c.body_edits) - len(c.dropped_outputs) - len(c.dropped_operands),  # (each makes a body's op dead code)
             len(c.outputs),
             len(inputs) - len(c.merged),
             len(real),
@@ -330,7 +330,8 @@ class Reducer:
         graph.output(tuple(env[self._nodes[o]] for o in c.outputs))
         graph.lint()
         gm = apply_output_drops(apply_body_edits(fx.GraphModule(self.origin.gm, graph), c.body_edits), c.dropped_outputs)
-        if c.dropped_outputs:  # (a while_loop's carried value dropped whole: its operand may be read no more)
+        gm = apply_operand_drops(gm, c.dropped_operands)
+        if c.dropped_outputs or c.dropped_operands:  # (a carried value or an operand dropped: its input may be read no more)
             read = [bool(p.users) for p in gm.graph.find_nodes(op="placeholder")]
             for p in [p for p in gm.graph.find_nodes(op="placeholder") if not p.users]:
                 gm.graph.erase_node(p)

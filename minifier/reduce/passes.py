@@ -39,7 +39,8 @@ They run in this order:
 - :func:`replace_by_operands`: on a 1-minimal graph, each node replaced by a
   same-shaped operand (or input), one query a node (what a cut cannot reach);
 - :func:`~minifier.reduce.bodies.drop_unused_outputs`: the outputs of higher-order ops nothing reads,
-  dropped from their bodies;
+  dropped from their bodies; :func:`~minifier.reduce.bodies.drop_unread_operands`: their operands
+  no body reads, dropped with the bodies' inputs;
 - :func:`~minifier.reduce.bodies.reduce_bodies`: the same in higher-order ops' bodies;
 - :func:`remove_outputs`, :func:`consolidate_inputs`;
 - :func:`drop_backward`, :func:`make_static` (every symbolic size made concrete);
@@ -56,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from .bodies import drop_unused_outputs, reduce_bodies
+from .bodies import drop_unread_operands, drop_unused_outputs, reduce_bodies
 from .divergence import upstream, follow_divergence
 from .splits import keep_failing_part, split_sample
 from .engine import Candidate, Reducer
@@ -449,6 +450,7 @@ PASSES: list[Callable[[Reducer], None]] = [
     replace_by_operands,
     drop_unused_outputs,
     reduce_bodies,
+    drop_unread_operands,
     remove_outputs,
     consolidate_inputs,
     drop_backward,

@@ -460,6 +460,40 @@ def test_the_reducer_drops_a_scan_output_nothing_reads_and_edits_what_its_body_r
     assert body_ops(origin.gm) == ["add", "cos", "exp", "mul", "sin"]  # (the origin's body is untouched)
 
 
+def test_the_reducer_drops_the_weight_a_scan_body_reads_no_more_and_the_top_level_op_that_made_it():
+    # the ys nothing reads was the only reader of w2 in the body: dropped, w2 is an operand no body reads,
+    # and with it goes the top-level mul that computed it (a repro of the scan and its cos alone)
+    import planted  # noqa: F401  registers planted_dynamo_error (it rejects torch.cos, in bodies too)
+    from torch._higher_order_ops.scan import scan
+
+    from minifier.reduce.bodies import bodies
+    from minifier.reduce.engine import Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case, realize
+    from minifier.stages.run import run_case
+
+    def f(init, xs, w):
+        w2 = w * 3
+
+        def step(h, x):
+            new = torch.cos(h + x)
+            return new, new * w2
+
+        return scan(step, init, xs)[0]
+
+    origin = _dynamo_case(f, torch.randn(4), torch.randn(3, 4), torch.randn(4))
+    origin = replace(origin, backend="planted_dynamo_error")
+    target = run_case(origin, "planted_dynamo_error").failure.signature
+    reducer = Reducer(origin, profile_case(origin), target, lambda cs: [run_case(realize(c, origin), "planted_dynamo_error") for c, _, _ in cs])
+    reducer.run(PASSES)
+    reduced = reducer.best_case()
+    assert run_case(reduced, "planted_dynamo_error").failure.signature == target
+    top = [str(n.target) for n in reduced.gm.graph.nodes if n.op == "call_function"]
+    assert not any("mul" in t for t in top), reduced.gm.print_readable(False)
+    (body,) = [b for _, b in bodies(reduced.gm)]
+    assert len([n for n in body.graph.nodes if n.op == "placeholder"]) == 2, body.print_readable(False)  # (h and x)
+
+
 def test_a_cond_output_nothing_reads_goes_from_both_branches_and_the_later_getitem_is_renumbered():
     from minifier.reduce.bodies import apply_output_drops, bodies, unused_outputs
 
@@ -499,6 +533,40 @@ def test_a_while_loop_value_only_it_carries_goes_whole_and_one_the_predicate_rea
         assert "sin" not in body.code
     x, y = torch.randn(4), torch.randn(4)
     assert torch.equal(dropped(x, y)[0], case.gm(x, y)[0])
+
+
+@pytest.mark.parametrize("through", ["dynamo", "aot"])
+def test_operands_no_body_reads_go_from_cond_while_loop_scan_and_map_and_the_rest_still_compute_alike(through):
+    # each op's second result is read by nothing: once dropped, u (closed over, or a cond's operand) is read by no
+    # body, nor a scan's and a map's second xs (the first stays: the loop's length comes from it)
+    from torch._higher_order_ops.map import map as hmap
+    from torch._higher_order_ops.scan import scan
+    from torch._higher_order_ops.while_loop import while_loop
+
+    from minifier.reduce.bodies import apply_operand_drops, apply_output_drops, bodies, unread_operands, unused_outputs
+
+    def f(x, xs, w, u):
+        a = torch.cond(x.sum() > 0, lambda x, w, u: (x.sin() * w, x * u), lambda x, w, u: (x.cos() + w, x - u), (x, w, u))
+        zero = torch.zeros((), dtype=torch.int64)
+        b = while_loop(lambda i, y, z: i < 3, lambda i, y, z: (i + 1, y * w, z * u), (zero, x, x.clone()))
+        c = scan(lambda h, pair: (h + pair[0] * w, pair[1] * u), torch.zeros(4), (xs, xs * 2))
+        d = hmap(lambda pair: (pair[0] + w, pair[1] * u), (xs, xs * 3))
+        return a[0], b[1], c[0], d[0]
+
+    args = (torch.randn(4), torch.randn(3, 4), torch.randn(4), torch.randn(4))
+    case = (_dynamo_case if through == "dynamo" else _aot_case)(f, *args)
+    gm = apply_output_drops(copy.deepcopy(case.gm), frozenset(unused_outputs(case.gm)))
+    unread = unread_operands(gm)
+    hops = {n.name: str(n.target).rsplit(".", 1)[-1] for n in gm.graph.nodes if n.name in {d[0] for d in unread}}
+    assert sorted(hops.values()) == ["cond", "map_impl", "scan", "while_loop"], unread
+    assert len(unread) == 6, unread  # (u four times, a scan's and a map's second xs)
+    inputs_before = sum(len([n for n in b.graph.nodes if n.op == "placeholder"]) for _, b in bodies(gm))
+    dropped = apply_operand_drops(copy.deepcopy(gm), frozenset(unread))
+    assert unread_operands(dropped) == []
+    inputs_after = sum(len([n for n in b.graph.nodes if n.op == "placeholder"]) for _, b in bodies(dropped))
+    assert inputs_before - inputs_after == 8, (inputs_before, inputs_after)  # (two bodies take a cond's and a while_loop's)
+    for got, expected in zip(dropped(*args), case.gm(*args)):
+        assert torch.equal(got, expected)
 
 
 def test_a_body_traced_without_values_gets_stand_ins_for_what_it_returns_from_fake_values():
