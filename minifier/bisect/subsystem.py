@@ -37,7 +37,7 @@ from ..isolation.executor import Handle
 from ..isolation.worker import yielding
 from ..isolation.session import Session
 from pt2kit.signature import Signature
-from ..stages.run import run_case
+from ..stages.run import RAISES_IN_EAGER, run_case
 from ..unit.check import Stage
 from . import program_check
 
@@ -327,6 +327,8 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
 def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> bool:
     """(In a worker child) does ``case`` run right under ``option.stage`` once ``option.code`` has run?
 
+    Right is as eager runs it: a run that raises where plain eager raises too is right
+    (pytorch#195402: eager's IndexError, which the program catches, for Inductor's abort).
     Inductor's cache is off: its key does not see a changed lowering or decomposition table.
     """
     import torch._inductor.config as inductor_config
@@ -336,7 +338,8 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> boo
     exec(compile(option.code, "<pt2kit workaround>", "exec"), {})  # noqa: S102 - a workaround pt2kit wrote
     compiler_state.refresh()
     with inductor_config.patch(fx_graph_cache=False):
-        return run_case(case, option.stage, accuracy=accuracy).failure is None
+        failure = run_case(case, option.stage, accuracy=accuracy).failure
+    return failure is None or failure.signature.message.startswith(RAISES_IN_EAGER)
 
 
 #: A program that ran longer than this (seconds) is not run again to check a workaround:

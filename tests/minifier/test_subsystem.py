@@ -53,6 +53,35 @@ def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
     assert workarounds(None, "eager", "eager") == []
 
 
+def test_a_workaround_under_which_the_graph_raises_as_eager_does_runs_it_right():
+    # pytorch#195402: eager raises IndexError (the program catches it) where Inductor aborts; the lighter backend
+    # raises eager's IndexError, which is running right. A graph that raises only compiled is not.
+    import torch
+
+    import planted  # noqa: F401  registers planted_compile_error (it rejects torch.cos)
+    from minifier.bisect.subsystem import Option, passes_with_code
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+
+    def case_of(fn, *args):
+        grabbed = {}
+
+        def grab(gm, example_inputs):
+            grabbed.update(gm=gm, inputs=example_inputs)
+            return gm.forward
+
+        torch._dynamo.reset()
+        torch.compile(fn, backend=grab)(*args)
+        return make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("planted_compile_error", []), index=0)
+
+    lighter = Option("", "a lighter backend", "aot_eager")
+    out_of_bounds = case_of(lambda x, idx: (x.sin() * 2)[idx], torch.randn(1, 4), torch.tensor([0]))
+    out_of_bounds.inputs[1].value.fill_(1)  # (traced in bounds; run out of them, as the program did)
+    assert passes_with_code(out_of_bounds, lighter, False)
+    in_bounds = case_of(lambda x: x.cos() * 2, torch.randn(4))
+    assert not passes_with_code(in_bounds, Option("", "the same backend", "planted_compile_error"), False)
+
+
 def test_a_lowering_inside_a_cond_branch_is_named_by_its_op_and_a_shared_name_offers_each_op():
     # Inductor lowers a cond branch as a graph of its own and the bisector names the node it lowered:
     # the branch's sum_1 is aten.sum.dim_IntList, the outer graph's sum_1 aten.sum.default
