@@ -427,9 +427,21 @@ def apply_operand_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int, int
     return gm
 
 
+def _before_drops(earlier: list[int], index: int) -> int:
+    """The original position of what is at ``index`` once the positions ``earlier`` were dropped: a Candidate's
+    drops name positions in the original graph, which every build starts from."""
+    for dropped in sorted(earlier):
+        index += dropped <= index
+    return index
+
+
 def drop_unread_operands(r: Reducer) -> None:
     """The operands of higher-order ops no body reads, dropped with their bodies' inputs: all at once, else one by one."""
-    unread = [d for d in unread_operands(r.build(r.best).gm) if d not in r.best.dropped_operands]
+    dropped = r.best.dropped_operands
+    unread = [
+        (name, arg, _before_drops([j for n, a, j in dropped if (n, a) == (name, arg)], i))
+        for name, arg, i in unread_operands(r.build(r.best).gm)
+    ]
     if not unread or r.consider(replace(r.best, dropped_operands=r.best.dropped_operands | set(unread))):
         return
     for drop in unread if len(unread) > 1 else ():
@@ -439,7 +451,8 @@ def drop_unread_operands(r: Reducer) -> None:
 def drop_unused_outputs(r: Reducer) -> None:
     """The outputs of higher-order ops nothing reads (a while_loop's carried values nothing else needs), dropped from
     their bodies: all at once, else one by one."""
-    unused = [d for d in unused_outputs(r.build(r.best).gm) if d not in r.best.dropped_outputs]
+    dropped = r.best.dropped_outputs
+    unused = [(name, _before_drops([j for n, j in dropped if n == name], i)) for name, i in unused_outputs(r.build(r.best).gm)]
     if not unused or r.consider(replace(r.best, dropped_outputs=r.best.dropped_outputs | set(unused))):
         return
     for drop in unused if len(unused) > 1 else ():

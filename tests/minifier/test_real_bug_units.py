@@ -567,6 +567,13 @@ def test_operands_no_body_reads_go_from_cond_while_loop_scan_and_map_and_the_res
     assert inputs_before - inputs_after == 8, (inputs_before, inputs_after)  # (two bodies take a cond's and a while_loop's)
     for got, expected in zip(dropped(*args), case.gm(*args)):
         assert torch.equal(got, expected)
+    # a drop found in a graph built with earlier drops names its place in the original, which every build starts from
+    from minifier.reduce.bodies import _before_drops
+
+    assert [_before_drops([1], 1), _before_drops([0, 2], 1), _before_drops([2], 0), _before_drops([], 3)] == [2, 3, 0, 3]
+    xs, extra = sorted(d for d in unread if hops[d[0]] == "scan")  # (a second xs; u, after w)
+    once = apply_operand_drops(copy.deepcopy(gm), frozenset({xs}))
+    assert [d for d in unread_operands(once) if d[0] == xs[0]] == [extra]  # (a drop elsewhere moves no place)
 
 
 def test_a_body_traced_without_values_gets_stand_ins_for_what_it_returns_from_fake_values():
