@@ -110,6 +110,8 @@ def bisect_script(
         return bisect_failed_frame(session, report, captured, cases, program)
     if unreadable:
         report.add_note("some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable))
+    if captured.not_saved and captured.graph_paths:
+        report.add_note("some graphs the program compiled could not be saved as repros: " + "; ".join(captured.not_saved))
     something_failed(captured, program, accuracy)
 
     known = seen_in_the_program(captured, cases, final, accuracy)
@@ -221,6 +223,13 @@ def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Acc
     """Raise when there is nothing to bisect: no graph compiled, or nothing failed and no --accuracy to judge."""
     script = program.script
     if not captured.graph_paths:
+        if captured.failure is not None and captured.not_saved:
+            raise NotReproducible(
+                f"{script.name} fails ({captured.failure.signature}) after torch.compile compiled "
+                f"{plural(len(captured.not_saved), 'graph')}, but pt2kit could not save "
+                f"{'it' if len(captured.not_saved) == 1 else 'them'} as a repro ({'; '.join(captured.not_saved)}): "
+                "pt2kit's limit, not your program's"
+            )
         if captured.failure is not None:
             signature = captured.failure.signature
             if compiles_its_failure_into_no_graph(program, captured.failure):

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import blame
 from .events import (
-    AotGraphSaved, Event, Exited, Failed, FrameLifted, GraphSaved, Judged, Patches, Ran, Running, StateMissing,
+    AotGraphSaved, Event, Exited, Failed, FrameLifted, GraphNotSaved, GraphSaved, Judged, Patches, Ran, Running, StateMissing,
     UnknownBackendNamed, Unrecoverable, parse_events,
 )  # fmt: skip
 from ..unit.case import GraphId
@@ -56,6 +56,8 @@ class CaptureResult:
     kernel: str | None = None  # the Inductor kernel the program failed in, when it says (minifier.capture.blame)
     # --accuracy: aot graph ("g0.forward") -> its first run's verdict
     judged: dict[str, Failure | None] = field(default_factory=dict)
+    #: ``g1: why`` for each dynamo graph the program compiled that pt2kit could not save as a repro
+    not_saved: list[str] = field(default_factory=list)
 
     def most_compiled_frame(self) -> tuple[str, int] | None:
         """The user frame the program compiled most often, as ``"name (file:line)"`` and its count.
@@ -137,6 +139,8 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.frame_paths.append(Path(e.path))
         elif isinstance(e, FrameLifted) and e.error:
             result.lift_errors.append(e.error)
+        elif isinstance(e, GraphNotSaved) and not any(isinstance(g, GraphSaved) and g.index == e.index for g in saved):
+            result.not_saved.append(f"{GraphId(e.index)}: {e.error}")
     if crash is not None and result.failure is None:
         result.failure, result.kernel = crash, blame.kernel_in_trail(out_dir / blame.TRAIL)
     if result.failure is not None and result.failed_graph is None and running:

@@ -966,3 +966,28 @@ def test_a_graph_whose_compiled_run_crashes_where_eager_raises_is_minified_as_fa
     report = minified((session, None), script)  # (isolated queries: the crash is a query's, not this process's)
     assert report["status"] == "minified" and report["failure"]["kind"] == "crash", report
     assert [op.rsplit(".", 1)[-1] for op in report["ops_after"]] == ["cos"], report["ops_after"]  # (no sin, no index)
+
+
+HOOK_UNDER_COMPILED_AUTOGRAD = """
+import torch
+
+torch._dynamo.config.compiled_autograd = True  # (dynamo then captures a hook the forward registers)
+
+
+def f(x, w):
+    h = x @ w
+    h.register_hook(lambda g: g * 0.5)
+    return h.relu()
+
+
+w = torch.randn(4, 4, requires_grad=True)
+torch.compile(f, backend="aot_eager")(torch.randn(2, 4), w).sum().backward()  # an eager backward
+"""
+
+
+def test_a_graph_pt2kit_cannot_save_is_said_to_be_pt2kits_limit_not_that_nothing_compiled(in_process, tmp_path):
+    # a hunt's own program: the graph calls a function dynamo defines locally (its hook trampoline), which no
+    # repro can import; the program then fails in its backward ("BackwardState requires CompiledAutograd")
+    raised = exit_5_of(in_process, tmp_path / "hook.py", HOOK_UNDER_COMPILED_AUTOGRAD, "BackwardState in an eager backward")
+    assert "after torch.compile compiled 1 graph, but pt2kit could not save it as a repro (g0: " in str(raised), raised
+    assert "_register_hook_trampoline" in str(raised) and "pt2kit's limit" in str(raised), raised
