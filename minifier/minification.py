@@ -371,7 +371,7 @@ def minify_script(
     check_after(after)
     preparing = Preparing(releases, session.run_dir / "logs") if releases else None
     if subsystem:
-        session.while_verifying = AskAhead(session, accuracy)
+        session.while_verifying = AskAhead(session)
     key = fingerprint(
         "run", str(script), args, after, backend, accuracy, nproc, hashlib.sha256(script.read_bytes()).hexdigest()
     )
@@ -394,7 +394,7 @@ def minify_script(
             report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None,
             row.case_path,
         )
-        check = Check(outcome.stage, outcome.failure.signature, accuracy)
+        check = Check(outcome.stage, outcome.failure.signature, report.accuracy)
         try:
             result = minify_case(
                 session, row.case, check, Provenance(outcome.failure, key, None, report, blame, failure_rate=rate)
@@ -483,7 +483,7 @@ def minify_repro(
     repros = [load_any_repro(p, session) for p in paths]
     accuracy = repros[0].accuracy if accuracy is None else accuracy
     if subsystem:
-        session.while_verifying = AskAhead(session, accuracy)
+        session.while_verifying = AskAhead(session)
     key = fingerprint("repro", *(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths), after, accuracy, device)
     resume = find_checkpoint(out, key)
     if resume is not None:

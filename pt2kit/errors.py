@@ -107,6 +107,11 @@ class NotReproducible(UserFacingError):
     exit_code = 5
 
 
+class WithinTolerance(NotReproducible):
+    """Exit 5 under ``--accuracy``: the program's own check fails, but every graph is within the fp64
+    rule's tolerance (``minify run`` then judges each graph bit for bit against eager)."""
+
+
 class CorruptRecord(UserFacingError):
     """A saved repro, record or checkpoint cannot be read (exit 6)."""
 

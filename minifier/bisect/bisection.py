@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NoReturn
 
+import functools
 from pathlib import Path
 
 from rich.markup import escape
@@ -50,7 +51,7 @@ from ..unit.accuracy import accuracy_category
 from .culprit import around_its_graphs, failed_owner, finish, lower, matches, no_culprit, pin_down, program_stage, seen_in_the_program
 from .untraceable import handed_culprit, handed_if_refused, replay_breaks_of
 from pt2kit.seams import dynamo_exc
-from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, plural
+from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, WithinTolerance, plural
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature, shown
 from ..unit.check import Stage
@@ -75,7 +76,29 @@ def bisect_script(
     ``trust_program``: take the program's own failing compile of an aot graph as that
     graph's final-stage answer instead of compiling it again (see
     :func:`minifier.bisect.culprit.pin_down`); only for a minification, which confirms it.
+
+    Under ``--accuracy``, a program whose own check fails while every graph is within the
+    fp64 rule's tolerance (:class:`~pt2kit.errors.WithinTolerance`: a dtype's own semantics,
+    ``nextafter`` on fp16, that the fp64 reference cannot see, or a check as exact as
+    ``torch.equal``) is bisected again with each graph judged bit for bit against eager.
     """
+    run = functools.partial(_bisect_script, session, script, args, backend, aot_rows=aot_rows, nproc=nproc, trust_program=trust_program)
+    try:
+        return run(accuracy)
+    except WithinTolerance as e:
+        session.log(f"{escape(str(e))}; judging each graph bit for bit against eager instead (--strict-accuracy)")
+    report = run("strict")
+    report.add_note(
+        "every graph was within the fp64 rule's tolerance, yet the program's own check failed: each graph was judged "
+        "bit for bit against eager instead (--strict-accuracy)"
+    )
+    return report
+
+
+def _bisect_script(
+    session: Session, script: Path, args: list[str], backend: str | None, accuracy: Accuracy, *, aot_rows: bool,
+    nproc: int, trust_program: bool,
+) -> BisectReport:  # fmt: skip
     program = ProgramRun(script, tuple(args), backend, accuracy, nproc)
     captured = capture(session, program, profile=trust_program)
     cases, unreadable = readable_cases(captured.graph_paths, captured.early.cases if captured.early is not None else {})

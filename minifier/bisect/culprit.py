@@ -46,7 +46,7 @@ from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
 from ..unit.check import Stage
 from ..capture.context import missing_config
-from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, plural
+from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, WithinTolerance, plural
 from ..stages.flaky import failure_rate
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature, memory_corrupted
@@ -369,6 +369,8 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         else ""
     )
     hint, unsupported = "", sorted({u for r in report.rows if r.case is not None for u in r.case.unsupported})
+    # a wrong answer every graph is within the fp64 rule's tolerance of: WithinTolerance, which the bisection takes further
+    wrong, within = looks_like_wrong_answer(captured.failure) and report.accuracy is True, False
     named: dict[str, Any] = {"inputs_unsupported": unsupported} if unsupported else {}
     if captured.state_missing:
         named["state_missing"] = captured.state_missing
@@ -409,17 +411,17 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
     elif (around := around_its_graphs(session, program, captured.failure, report.backend)) is not None:
         hint, named["program_fails_at"] = f"; {around[0]}", around[1]
-        if around[1] == report.backend and looks_like_wrong_answer(captured.failure) and report.accuracy is True:
+        if within := (around[1] == report.backend and wrong):
             hint = (  # (the likelier reading first: a single-call graph is judged whole by the fp64 rule)
                 f"; every graph is within the fp64 rule's tolerance: if {report.backend}'s rounding is what the program's "
                 f"check sees, --strict-accuracy judges each graph bit for bit against eager; otherwise, {around[0]}"
             )
-    elif looks_like_wrong_answer(captured.failure) and report.accuracy is True:
+    elif within := wrong:
         hint = (
             "; every graph is within the fp64 rule's tolerance (rounding no worse than eager's own against fp64 passes): "
             "--strict-accuracy judges them bit for bit against eager"
         )
-    raise NotReproducible(
+    raise (WithinTolerance if within else NotReproducible)(
         f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",
         **named,
     )

@@ -128,14 +128,14 @@ class AskAhead:
     elsewhere has the core.
     """
 
-    def __init__(self, session: Session, accuracy: Accuracy) -> None:
-        self.session, self.accuracy = session, accuracy
+    def __init__(self, session: Session) -> None:
+        self.session = session
         self.answers: dict[tuple[str, str, str], dict[str, bool]] = {}
 
-    def key(self, case: GraphCase, stage: str, target: Signature) -> tuple[str, str, str]:
+    def key(self, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> tuple[str, str, str]:
         from ..repro.writer import render
 
-        return render(case, stage=stage, accuracy=self.accuracy), stage, str(target)
+        return render(case, stage=stage, accuracy=accuracy), stage, str(target)
 
     def __call__(self, case: GraphCase, check: Any, done: Callable[[], bool]) -> None:
         """(``Session.while_verifying``) Ask ahead about ``case`` under ``check`` until ``done()``.
@@ -145,11 +145,11 @@ class AskAhead:
         """
         from pt2kit import seams
 
-        session, stage, target = self.session, check.stage, check.failure
+        session, stage, target, accuracy = self.session, check.stage, check.failure, check.accuracy
         slots = session.jobs - 1
         if slots < 1 or stage not in compiler_bisector.DRILLABLE or not seams.check("compiler_bisector").ok:
             return
-        answers = self.answers.setdefault(self.key(case, stage, target), {})
+        answers = self.answers.setdefault(self.key(case, stage, target, accuracy), {})
         names = iter(compiler_bisector.subsystems(stage))
         running: list[tuple[str, Handle, str]] = []
 
@@ -167,7 +167,7 @@ class AskAhead:
                 collect()
                 following = next(names, None) if len(running) < slots else None
                 if following is not None:
-                    asked, directory = disabled_whole(session, case, stage, target, self.accuracy, following)
+                    asked, directory = disabled_whole(session, case, stage, target, accuracy, following)
                     label = f"{case.label()}: which part of {stage} breaks it: without {following}"
                     running.append((following, session.start(functools.partial(yielding, asked), label), directory))
                 elif not running:
@@ -182,7 +182,7 @@ class AskAhead:
 
     def answered(self, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> dict[str, bool]:
         """What was asked ahead about ``case`` (nothing, unless the very same questions were)."""
-        return dict(self.answers.get(self.key(case, stage, target), {})) if accuracy == self.accuracy else {}
+        return dict(self.answers.get(self.key(case, stage, target, accuracy), {}))
 
 
 def drill_down(

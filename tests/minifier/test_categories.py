@@ -991,3 +991,37 @@ def test_a_graph_pt2kit_cannot_save_is_said_to_be_pt2kits_limit_not_that_nothing
     raised = exit_5_of(in_process, tmp_path / "hook.py", HOOK_UNDER_COMPILED_AUTOGRAD, "BackwardState in an eager backward")
     assert "after torch.compile compiled 1 graph, but pt2kit could not save it as a repro (g0: " in str(raised), raised
     assert "_register_hook_trampoline" in str(raised) and "pt2kit's limit" in str(raised), raised
+
+
+ROUNDING_ONCE = """
+import torch
+from torch._dynamo import register_backend
+
+
+@register_backend
+def rounding_once(gm, example_inputs):  # computes in float32 and rounds once: closer to fp64 than eager's fp16
+    def run(*args):
+        outs = gm(*[a.float() if a.dtype == torch.float16 else a for a in args])
+        return tuple(o.half() if o.dtype == torch.float32 else o for o in outs)
+
+    return run
+
+
+def f(x):
+    return (x.sin() * 3 + x).exp()
+
+
+x = torch.linspace(-2, 2, 64, dtype=torch.float16)
+assert torch.equal(torch.compile(f, backend="rounding_once")(x), f(x)), "not bit for bit eager's"
+"""
+
+
+def test_a_check_the_fp64_rule_forgives_every_graph_is_bisected_again_bit_for_bit(in_process, tmp_path):
+    # nextafter on fp16 (pytorch#187340) and emulate_precision_casts (a hunt's own): the compiled graph is no worse
+    # than eager against fp64, yet the program's exact check fails; --accuracy alone ended in exit 5 telling the
+    # user to rerun with --strict-accuracy. It now judges each graph bit for bit itself, and says so.
+    script = tmp_path / "rounding.py"
+    script.write_text(ROUNDING_ONCE)
+    report = minified(in_process, script, accuracy=True)
+    assert report["status"] == "minified" and report["failure"]["kind"] == "accuracy", report
+    assert any("judged bit for bit against eager instead (--strict-accuracy)" in n for n in report["notes"]), report["notes"]
