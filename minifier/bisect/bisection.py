@@ -133,7 +133,7 @@ def _bisect_script(
         return bisect_failed_frame(session, report, captured, cases, program)
     if unreadable:
         report.add_note("some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable))
-    if captured.not_saved and captured.graph_paths:
+    if captured.not_saved:
         report.add_note("some graphs the program compiled could not be saved as repros: " + "; ".join(captured.not_saved))
     something_failed(captured, program, accuracy)
 
@@ -245,7 +245,8 @@ def bisect_failed_frame(
 def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Accuracy) -> None:
     """Raise when there is nothing to bisect: no graph compiled, or nothing failed and no --accuracy to judge."""
     script = program.script
-    if not captured.graph_paths:
+    failed = captured.failed_id  # (an aot graph the program failed in stands for a dynamo graph pt2kit could not save)
+    if not captured.graph_paths and not (failed is not None and failed.kind is not None and failed.index in captured.aot):
         if captured.failure is not None and captured.not_saved:
             raise NotReproducible(
                 f"{script.name} fails ({captured.failure.signature}) after torch.compile compiled "
@@ -271,7 +272,7 @@ def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Acc
     if captured.failure is None and not accuracy:
         fails_only_plainly(program)
         raise NoFailure(
-            f"{script.name} ran to the end without failing ({plural(len(captured.graph_paths), 'graph')} compiled)"
+            f"{script.name} ran to the end without failing ({plural(len(captured.graph_paths) + len(captured.not_saved), 'graph')} compiled)"
             f"{captured.recompiling_hint(script.name)}; pass --accuracy to check the compiled results against eager"
         )
 

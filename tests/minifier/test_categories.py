@@ -1025,3 +1025,35 @@ def test_a_check_the_fp64_rule_forgives_every_graph_is_bisected_again_bit_for_bi
     report = minified(in_process, script, accuracy=True)
     assert report["status"] == "minified" and report["failure"]["kind"] == "accuracy", report
     assert any("judged bit for bit against eager instead (--strict-accuracy)" in n for n in report["notes"]), report["notes"]
+
+
+COMPILED_AUTOGRAD_BACKWARD = """
+import sys
+sys.path.insert(0, {modules!r})
+import torch
+import planted  # noqa: F401  planted_compile_error rejects aten.cos
+
+torch._dynamo.config.compiled_autograd = True
+
+
+def backward(loss):
+    loss.backward()
+
+
+x = torch.randn(4, requires_grad=True)
+torch.compile(backward, backend="planted_compile_error")((x * 2).sin().sum())  # its gradient holds the cos
+"""
+
+
+def test_a_compiled_autograd_graph_pt2kit_cannot_save_is_minified_from_its_aot_graph(in_process, tmp_path):
+    # a hunt's own bug (upsample_nearest2d_backward's lowering under compiled autograd): the dynamo graph compiled
+    # autograd traces calls functions it binds at run time (ops.validate_outputs), which no repro can import; the
+    # aot graph the program failed in stands for it
+    from support.paths import USER_MODULES
+
+    script = tmp_path / "ca.py"
+    script.write_text(COMPILED_AUTOGRAD_BACKWARD.format(modules=str(USER_MODULES)))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and report["graph"]["boundary"] == "aot", report
+    assert report["ops_after"] == ["aten.cos.default"], report["ops_after"]
+    assert any("could not be saved as repros: g0: " in n for n in report["notes"]), report["notes"]
