@@ -245,8 +245,8 @@ def bisect_failed_frame(
 def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Accuracy) -> None:
     """Raise when there is nothing to bisect: no graph compiled, or nothing failed and no --accuracy to judge."""
     script = program.script
-    failed = captured.failed_id  # (an aot graph the program failed in stands for a dynamo graph pt2kit could not save)
-    if not captured.graph_paths and not (failed is not None and failed.kind is not None and failed.index in captured.aot):
+    # (an aot graph the program failed in stands for a dynamo graph pt2kit could not save)
+    if not captured.graph_paths and not captured.failing_aot_graphs(accuracy):
         if captured.failure is not None and captured.not_saved:
             raise NotReproducible(
                 f"{script.name} fails ({captured.failure.signature}) after torch.compile compiled "

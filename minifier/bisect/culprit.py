@@ -490,17 +490,13 @@ def bisect_as_failed_again(
 def aot_culprit(session: Session, report: BisectReport, captured: CaptureResult) -> Row | None:
     """The failing aot graph the program itself compiled, when no dynamo graph stands for it.
 
-    (The dynamo graph may hold inputs a repro cannot rebuild yet, such as DTensors.)
+    (The dynamo graph may hold inputs a repro cannot rebuild yet, such as DTensors, or call what no repro can
+    import: compiled autograd's bound functions.) With ``--accuracy``, one whose first run was judged wrong.
     """
-    failed = captured.failed_id
-    if captured.failure is None or failed is None or failed.kind is None:
+    wanted = captured.failing_aot_graphs(report.accuracy)
+    if captured.failure is None or not wanted:
         return None
-    owner = failed.index
-    paths = [
-        g.path
-        for g in captured.aot.get(owner, [])
-        if g.path is not None and Path(g.path).parent.name == captured.failed_graph
-    ]
+    paths = [g.path for graphs in captured.aot.values() for g in graphs if g.path is not None and Path(g.path).parent.name in wanted]
     rows = aot_rows(session, paths, accuracy=report.accuracy, stop_at=captured.failure.signature) if paths else []
     row = next(
         (

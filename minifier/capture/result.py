@@ -83,6 +83,14 @@ class CaptureResult:
             return ""
         return f"; {recompiled[0]} was compiled {recompiled[1]} times: `python -m explain {script}` says why it recompiles"
 
+    def failing_aot_graphs(self, accuracy: object) -> list[str]:
+        """The aot graphs the program failed in (``"g2.inference"``): the one it raised in, else (with ``accuracy``)
+        those whose first run was judged wrong. Each stands for its dynamo graph where pt2kit has none to rebuild."""
+        failed = self.failed_id
+        if failed is not None and failed.kind is not None and self.failed_graph is not None:
+            return [self.failed_graph]
+        return [label for label, wrong in self.judged.items() if wrong is not None] if accuracy else []
+
     @property
     def failed_id(self) -> GraphId | None:
         """The graph the program failed in, when the capture knows it and it is one pt2kit saved

@@ -1041,19 +1041,25 @@ def backward(loss):
 
 
 x = torch.randn(4, requires_grad=True)
-torch.compile(backward, backend="planted_compile_error")((x * 2).sin().sum())  # its gradient holds the cos
+(x * 2).sin().sum().backward()
+expected, x.grad = x.grad, None
+torch.compile(backward, backend={backend!r})((x * 2).sin().sum())  # its gradient holds the cos
+torch.testing.assert_close(x.grad, expected)
 """
 
 
-def test_a_compiled_autograd_graph_pt2kit_cannot_save_is_minified_from_its_aot_graph(in_process, tmp_path):
-    # a hunt's own bug (upsample_nearest2d_backward's lowering under compiled autograd): the dynamo graph compiled
-    # autograd traces calls functions it binds at run time (ops.validate_outputs), which no repro can import; the
-    # aot graph the program failed in stands for it
+@pytest.mark.parametrize(("backend", "accuracy"), [("planted_compile_error", False), ("planted_wrong_cos", True)])
+def test_a_compiled_autograd_graph_pt2kit_cannot_save_is_minified_from_its_aot_graph(backend, accuracy, in_process, tmp_path):
+    # a hunt's own bugs (upsample_nearest2d_backward's lowering under compiled autograd: an error, and a wrong
+    # gradient): the dynamo graph compiled autograd traces calls functions it binds at run time
+    # (ops.validate_outputs), which no repro can import; the aot graph the program failed in stands for it, or
+    # with --accuracy the one whose first run was judged wrong
     from support.paths import USER_MODULES
 
     script = tmp_path / "ca.py"
-    script.write_text(COMPILED_AUTOGRAD_BACKWARD.format(modules=str(USER_MODULES)))
-    report = minified(in_process, script)
+    script.write_text(COMPILED_AUTOGRAD_BACKWARD.format(modules=str(USER_MODULES), backend=backend))
+    report = minified(in_process, script, accuracy=accuracy)
     assert report["status"] == "minified" and report["graph"]["boundary"] == "aot", report
+    assert report["failure"]["kind"] == ("accuracy" if accuracy else "compile_error"), report
     assert report["ops_after"] == ["aten.cos.default"], report["ops_after"]
     assert any("could not be saved as repros: g0: " in n for n in report["notes"]), report["notes"]
