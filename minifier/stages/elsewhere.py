@@ -10,6 +10,7 @@ fresh process that cannot see pt2kit, its run directory or its cache.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -20,11 +21,11 @@ from pathlib import Path
 import torch
 
 from ..unit.case import GraphCase
-from ..unit.check import Check, Stage
+from ..unit.check import Check, Stage, stage_below
 from ..repro.files import load_repro
 from ..isolation.session import Session
 from ..isolation.executor import Handle
-from pt2kit.signature import shows_failure
+from pt2kit.signature import Kind, shows_failure
 from pt2kit.script import PT2KIT_PACKAGES
 
 from .run import Outcome, ask, run_case
@@ -371,6 +372,26 @@ def last_words(stderr: str) -> str:
 HERE = "checking the written repro fails the same way"
 
 
+def wrong_below_too(session: Session, case: GraphCase, check: Check) -> str | None:
+    """A note when a wrong answer's repro is wrong under the stage below too, where the program's graph was right.
+
+    A wrong answer's signature is one for any wrong answer: cutting nodes can turn the graph
+    into another bug's (a no_grad view made an output, whose gradient AOTAutograd lets flow),
+    and the reducer cannot tell. The stage below tells: the program's own bug was not there.
+    """
+    below = stage_below(check.stage)
+    if check.failure.kind != Kind.ACCURACY or below is None:
+        return None
+    outcome = ask(session, case, dataclasses.replace(check, stage=below), f"repro.py under {below}, the stage below")
+    if outcome.failure is None or outcome.failure.signature.kind != Kind.ACCURACY:
+        return None
+    return (
+        f"repro.py is wrong under {below} too, where the program's graph was right: its wrong answer may be another "
+        "bug than the program's (the reduction tells wrong answers apart only by the stage they show at); "
+        "work/origin holds the graph before minification"
+    )
+
+
 def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tuple[bool, str | None]:
     """Does the written repro fail as ``check`` asks on another machine? (verified, why not)
 
@@ -410,8 +431,9 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
         else:
             if elsewhere_too or not same:
                 return False, not_here
+    also = wrong_below_too(session, loaded.case, written)
     if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
-        return True, "not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only"
+        return True, "; ".join(filter(None, ["not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only", also]))
     meanwhile = session.while_verifying
     ready, session.ready = session.ready, None
     try:
@@ -436,7 +458,7 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
             lambda: run_elsewhere(path, session.timeout),
         )
     if shows_failure(elsewhere.returncode, elsewhere.stderr, target):
-        return True, None
+        return True, also
     (session.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     (session.run_dir / "logs" / "repro-elsewhere.log").write_text(elsewhere.stderr)
     shown = (

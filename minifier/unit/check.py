@@ -29,6 +29,14 @@ class Stage(Word):
     INDUCTOR = "inductor"
 
 
+def stage_below(stage: str) -> str | None:
+    """The stage before ``stage`` in the bisection's order (a user's backend: the last aot stage); eager has none."""
+    order = [str(s) for s in Stage]
+    if stage == Stage.EAGER:
+        return None
+    return order[order.index(stage) - 1] if stage in order else Stage.AOT_EAGER_DECOMP_PARTITION
+
+
 @dataclass(frozen=True)
 class Check:
     """Does a graph fail ``stage`` with ``failure``? Asked ``tries`` times, failing when any run does.

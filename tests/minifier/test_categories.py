@@ -1063,3 +1063,34 @@ def test_a_compiled_autograd_graph_pt2kit_cannot_save_is_minified_from_its_aot_g
     assert report["failure"]["kind"] == ("accuracy" if accuracy else "compile_error"), report
     assert report["ops_after"] == ["aten.cos.default"], report["ops_after"]
     assert any("could not be saved as repros: g0: " in n for n in report["notes"]), report["notes"]
+
+
+def test_a_wrong_answer_whose_repro_is_wrong_below_its_stage_too_is_said_to_be_maybe_another_bug(session):
+    # hunt f: spectral_norm's wrong weight_orig.grad under Inductor (pytorch#197039's recompute of a mutated
+    # buffer) was minified into another bug, a no_grad view of an input returned as an output, whose gradient
+    # AOTAutograd lets flow (wrong from aot_eager on). Both are "compiled output diverges": the stage below says.
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.stages.elsewhere import wrong_below_too
+    from minifier.stages.run import run_case
+    from minifier.unit.check import Check
+
+    def f(w):
+        with torch.no_grad():
+            t = w.t()
+        return w * 2, t
+
+    grabbed = {}
+
+    def grab(gm, example_inputs):
+        grabbed.update(gm=gm, inputs=example_inputs)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(f, backend=grab)(torch.randn(3, 3, requires_grad=True))
+    case = make_case(grabbed["gm"], grabbed["inputs"], backend=BackendInfo("aot_eager_decomp_partition", []), index=0)
+    wrong = run_case(case, "aot_eager_decomp_partition", accuracy=True).failure
+    assert wrong is not None and wrong.signature.kind == "accuracy", wrong
+    note = wrong_below_too(session, case, Check("aot_eager_decomp_partition", wrong.signature, True))
+    assert note is not None and note.startswith("repro.py is wrong under aot_eager too"), note
+    assert wrong_below_too(session, case, Check("aot_eager", wrong.signature, True)) is None  # (eager is right)
