@@ -134,7 +134,7 @@ def _bisect_script(
     if unreadable:
         report.add_note("some graphs cannot be rebuilt in isolation: " + "; ".join(unreadable))
     if captured.not_saved:
-        report.add_note("some graphs the program compiled could not be saved as repros: " + "; ".join(captured.not_saved))
+        report.add_note("some graphs the program compiled could not be saved as repros: " + captured.said_not_saved())
     something_failed(captured, program, accuracy)
 
     known = seen_in_the_program(captured, cases, final, accuracy)
@@ -251,7 +251,7 @@ def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Acc
             raise NotReproducible(
                 f"{script.name} fails ({captured.failure.signature}) after torch.compile compiled "
                 f"{plural(len(captured.not_saved), 'graph')}, but pt2kit could not save "
-                f"{'it' if len(captured.not_saved) == 1 else 'them'} as a repro ({'; '.join(captured.not_saved)}): "
+                f"{'it' if len(captured.not_saved) == 1 else 'them'} as a repro ({captured.said_not_saved()}): "
                 "pt2kit's limit, not your program's"
             )
         if captured.failure is not None:

@@ -56,8 +56,8 @@ class CaptureResult:
     kernel: str | None = None  # the Inductor kernel the program failed in, when it says (minifier.capture.blame)
     # --accuracy: aot graph ("g0.forward") -> its first run's verdict
     judged: dict[str, Failure | None] = field(default_factory=dict)
-    #: ``g1: why`` for each dynamo graph the program compiled that pt2kit could not save as a repro
-    not_saved: list[str] = field(default_factory=list)
+    #: dynamo graph index -> why pt2kit could not save it as a repro (the program compiled it all the same)
+    not_saved: dict[int, str] = field(default_factory=dict)
 
     def most_compiled_frame(self) -> tuple[str, int] | None:
         """The user frame the program compiled most often, as ``"name (file:line)"`` and its count.
@@ -85,11 +85,17 @@ class CaptureResult:
 
     def failing_aot_graphs(self, accuracy: object) -> list[str]:
         """The aot graphs the program failed in (``"g2.inference"``): the one it raised in, else (with ``accuracy``)
-        those whose first run was judged wrong. Each stands for its dynamo graph where pt2kit has none to rebuild."""
+        those of a graph pt2kit could not save whose first run was judged wrong. Each stands for its dynamo graph
+        where pt2kit has none to rebuild."""
         failed = self.failed_id
         if failed is not None and failed.kind is not None and self.failed_graph is not None:
             return [self.failed_graph]
-        return [label for label, wrong in self.judged.items() if wrong is not None] if accuracy else []
+        judged = [label for label, wrong in self.judged.items() if wrong is not None] if accuracy else []
+        return [label for label in judged if GraphId.parse(label).index in self.not_saved]
+
+    def said_not_saved(self) -> str:
+        """``g0: why; g2: why``, for each graph pt2kit could not save."""
+        return "; ".join(f"{GraphId(index)}: {why}" for index, why in self.not_saved.items())
 
     @property
     def failed_id(self) -> GraphId | None:
@@ -148,7 +154,7 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
         elif isinstance(e, FrameLifted) and e.error:
             result.lift_errors.append(e.error)
         elif isinstance(e, GraphNotSaved) and not any(isinstance(g, GraphSaved) and g.index == e.index for g in saved):
-            result.not_saved.append(f"{GraphId(e.index)}: {e.error}")
+            result.not_saved[e.index] = e.error
     if crash is not None and result.failure is None:
         result.failure, result.kernel = crash, blame.kernel_in_trail(out_dir / blame.TRAIL)
     if result.failure is not None and result.failed_graph is None and running:
