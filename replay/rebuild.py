@@ -326,8 +326,8 @@ class Decoder:
     def _on_storage_of(self, node: dict[str, Any]) -> torch.Tensor:
         """A tensor on the storage of a saved tensor of another dtype (the encoder's ``storage_of``)."""
         shared, dtype = node["storage_of"], getattr(torch, str(node.get("dtype")), None)
-        if not isinstance(dtype, torch.dtype):
-            raise RebuildError(f"malformed record: unknown dtype {node.get('dtype')!r}")
+        if not isinstance(dtype, torch.dtype) or not isinstance(shared, dict):
+            raise RebuildError(f"malformed record: a tensor on another's storage, as {node.get('dtype')!r}: {shared!r}")
         owner = self._saved(shared.get("data"))
         try:
             t = torch.empty(0, dtype=dtype, device=owner.device)
