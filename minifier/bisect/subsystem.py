@@ -38,7 +38,7 @@ from ..isolation.worker import yielding
 from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import RAISES_IN_EAGER, run_case
-from ..unit.check import Stage
+from ..unit.check import Stage, stage_below
 from . import program_check
 
 if TYPE_CHECKING:
@@ -315,9 +315,7 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
             code = f"import torch._inductor.config\ntorch._inductor.config.disabled_passes = {detail!r}\n"
             found.append(Option(code, f"disable Inductor's {subsystem.name.replace('_', '-')} {detail}", stage))
     # the stage before the one that fails (a user's backend: the aot stage below Inductor); eager has none
-    lighter = {"inductor": "aot_eager_decomp_partition", "aot_eager_decomp_partition": "aot_eager", "aot_eager": "eager"}.get(
-        stage, "aot_eager" if stage != Stage.EAGER else None
-    )
+    lighter = stage_below(stage) if stage in list(Stage) else Stage.AOT_EAGER
     if lighter is not None:
         what = f"compile with {lighter} instead of {backend} (a last resort: slower, but right)"
         found.append(Option(compiler_bisector.lighter_backend_code(lighter), what, lighter))

@@ -442,10 +442,7 @@ def drop_unread_operands(r: Reducer) -> None:
         (name, arg, _before_drops([j for n, a, j in dropped if (n, a) == (name, arg)], i))
         for name, arg, i in unread_operands(r.build(r.best).gm)
     ]
-    if not unread or r.consider(replace(r.best, dropped_operands=r.best.dropped_operands | set(unread))):
-        return
-    for drop in unread if len(unread) > 1 else ():
-        r.consider(replace(r.best, dropped_operands=r.best.dropped_operands | {drop}))
+    _all_then_each(r, unread, lambda more: replace(r.best, dropped_operands=r.best.dropped_operands | more))
 
 
 def drop_unused_outputs(r: Reducer) -> None:
@@ -453,8 +450,13 @@ def drop_unused_outputs(r: Reducer) -> None:
     their bodies: all at once, else one by one."""
     dropped = r.best.dropped_outputs
     unused = [(name, _before_drops([j for n, j in dropped if n == name], i)) for name, i in unused_outputs(r.build(r.best).gm)]
-    if not unused or r.consider(replace(r.best, dropped_outputs=r.best.dropped_outputs | set(unused))):
+    _all_then_each(r, unused, lambda more: replace(r.best, dropped_outputs=r.best.dropped_outputs | more))
+
+
+def _all_then_each(r: Reducer, found: Sequence[Any], dropping: Callable[[set[Any]], Any]) -> None:
+    """Ask ``dropping(found)`` (the best with all of ``found`` dropped); where that does not fail, each alone."""
+    if not found or r.consider(dropping(set(found))):
         return
-    for drop in unused if len(unused) > 1 else ():
-        r.consider(replace(r.best, dropped_outputs=r.best.dropped_outputs | {drop}))
+    for drop in found if len(found) > 1 else ():
+        r.consider(dropping({drop}))
 
