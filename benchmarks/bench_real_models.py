@@ -134,6 +134,24 @@ def where_time_went(repro: str | None, total: float | None = None) -> dict[str, 
     return groups
 
 
+def work_after_program(report: dict, ready: float | None) -> dict[str, float]:
+    """Between the program's end under capture and the repro's verification elsewhere: the wall
+    seconds, and the seconds pt2kit's queries and checks ran in that window, added up (two side
+    by side count twice). Their ratio says how full the cores were; on a machine whose cores are
+    full, ready can come no sooner than the query-seconds divided by the cores (the interpreter
+    readied for the run elsewhere and pt2kit's own process come on top, unmeasured)."""
+    steps = [t for t in report.get("timeline", []) if t.get("ended") is not None]
+    ends = [t["ended"] for t in steps if "capture armed" in t["step"]]
+    if not ends or ready is None:
+        return {}
+    program_end = max(ends)
+    busy = 0.0
+    for t in steps:
+        start, end = max(t["ended"] - t["seconds"], program_end), min(t["ended"], ready)
+        busy += max(0.0, end - start)
+    return {"wall": round(ready - program_end, 1), "query_seconds": round(busy, 1)}
+
+
 def _union(intervals: list[tuple[float, float]]) -> float:
     """The length of a union of intervals."""
     length, reach = 0.0, float("-inf")
@@ -172,6 +190,7 @@ def run_pt2kit(case: str, args: list[str], flags: list[str], expected: str | Non
         "reproduces": common.reproduces(repro, expected),
         "repro": str(repro),
         "where": where_time_went(str(repro), seconds),
+        "after_program": work_after_program(report, common.repro_ready(report)),
     }
 
 
@@ -393,6 +412,10 @@ def main() -> None:
             )
         )
         print(f"  pt2kit's time went to: {row['pt2kit'].get('where')}")
+        if after := row["pt2kit"].get("after_program"):
+            print(
+                f"  from the program's end to the repro ready: {after['wall']} s, {after['query_seconds']} query-seconds"
+            )
     if options.curve:
         print("\ncost curve (GPT-2 training steps)")
         results["curve"] = curve(tuple(int(n) for n in options.layers.split(",")))

@@ -27,9 +27,15 @@ def choose_graph(report: BisectReport, after: str) -> Row:
         raise NoFailure("no graph fails")
     if culprit.case is None:
         why = str((culprit.frame or {}).get("lift_error") or "").split(". ")[0][:300]  # (its first sentence)
+        workaround = (
+            "; compiled autograd traces the backward as it runs: with torch._dynamo.config.compiled_autograd = False"
+            " the backward compiles through AOTAutograd instead"
+            if (culprit.frame or {}).get("compiled_autograd")
+            else ""
+        )
         raise NotReproducible(
             f"the failure is in dynamo's own tracing of {culprit.label} ({signature_of(culprit.first_failure)}); "
-            "there is no graph to minify" + (f" (pt2kit could not lift the frame to one: {why})" if why else "")
+            "there is no graph to minify" + (f" (pt2kit could not lift the frame to one: {why})" if why else "") + workaround
         )
     if after == "aot" and culprit.boundary != Boundary.AOT:
         raise UsageError("--after aot: no aot graph fails the same way in isolation; try --after dynamo")

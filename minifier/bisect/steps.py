@@ -99,9 +99,8 @@ class EarlyStages:
     The program runs on one core; once pt2kit's worker is warm, the other core is
     idle until the program ends. Every query the bisection asks anyway and that does
     not wait on the program's own verdict can run there, one at a time, in this
-    order: each dynamo graph's eager stages as soon as it is saved (the costliest,
-    ``aot_eager_decomp_partition``, first); each aot graph's
-    eager stage once its file holds its real inputs (or its compile failed); then
+    order: each dynamo graph's eager stages as soon as it is saved (the costliest, ``aot_eager_decomp_partition``,
+    first); each aot graph's eager stage once its file holds its real inputs (or its compile failed); then
     the final stage of a dynamo graph whose first run returned. The final stage of
     the graph a program crashes in is left alone: the program is about to answer it
     (:func:`minifier.bisect.culprit.seen_in_the_program`), and compiling a whole graph twice
@@ -507,8 +506,9 @@ def frame_row(session: Session, captured: CaptureResult, *, accuracy: Accuracy) 
     otherwise the row has no graph.
     """
     assert captured.failure is not None
-    frame = captured.failure_frame
-    label = f"frame {frame['name']}" if frame else "frame ?"
+    frame, label = captured.failure_frame, f"frame {(captured.failure_frame or {}).get('name', '?')}"
+    if frame and captured.failed_in_compiled_autograd:  # (its frame is a graph compiled autograd wrote, not the program's code)
+        label, frame = f"compiled autograd's backward graph ({label})", {**frame, "compiled_autograd": True}
     for path in captured.frame_paths:
         row = run_stages(session, load_repro(path).case, accuracy=accuracy, path=path)
         first = row.first_failure

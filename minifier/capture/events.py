@@ -145,6 +145,8 @@ class Failed:
     frame: dict[str, Any] | None = None
     graph: str | None = None
     kernel: str | None = None
+    #: raised while dynamo traced compiled autograd's backward graph (the frame is that graph's ``forward``)
+    compiled_autograd: bool = False
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from pt2kit.errors import UnknownBackend
 from pt2kit.opaque import opaque, opaque_wrapper
 from .frames import current_frame, failing_frame, frame_of_exception, liftings, where_it_failed
 from pt2kit.script import run_script
-from pt2kit.seams import backend_registry, compile_fx, convert_frame, dispatch, hop_eager, symbolic_shapes
+from pt2kit.seams import backend_registry, compile_fx, compiled_autograd, convert_frame, dispatch, hop_eager, symbolic_shapes
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..unit.accuracy import judge_compiled_run
 from pt2kit.signature import (
@@ -488,6 +488,7 @@ def capture_script(
     learn_dynamo_own_patches()
     recorder.start_watchdog()
     blame.arm(recorder)
+    compiled_autograd.mark_failures()  # (a failure in its backward graph is named so: its frame is not the program's)
     try:
         wrap_inner_compile_debug(recorder.wrap_inner_compile)  # (this process only captures: for good)
         with hooks.dynamo_backends(recorder.wrap_backend), hooks.aot_compilers(recorder.wrap_aot_compiler):
@@ -505,9 +506,7 @@ def capture_script(
         if unknown is not None:
             recorder.event(UnknownBackendNamed(str(unknown)))
         else:
-            failure = signature_of_exception(e)
-            where = where_it_failed(e)
-            frame = frame_of_exception(e) or current_frame()
+            failure, where, frame = signature_of_exception(e), where_it_failed(e), frame_of_exception(e) or current_frame()
             recorder.event(
                 Failed(
                     failure.signature,
@@ -518,6 +517,7 @@ def capture_script(
                     graphs=len(recorder.cases),
                     graph=next((g for x in exception_chain(e) if (g := getattr(x, "_pt2kit_graph", None))), None),
                     kernel=blame.kernel_in_traceback(e),
+                    compiled_autograd=compiled_autograd.raised_in_compiled_autograd(e),
                 )
             )
             if where == "tracing":

@@ -37,6 +37,7 @@ class CaptureResult:
     graph_paths: list[Path]
     failure: Failure | None  # None: the program ran to the end
     failure_frame: dict[str, Any] | None = None  # user frame of a failure in dynamo's tracing
+    failed_in_compiled_autograd: bool = False  # the failure came through compiled autograd's backward graph
     graphs_at_failure: int = 0  # graphs captured before the failure
     unknown_backend: str | None = None
     unrecoverable: list[str] = field(default_factory=list)  # backends that cannot be written into a repro
@@ -120,6 +121,7 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
         if isinstance(e, Failed):
             result.failure = Failure(e.failure, e.details)
             result.failure_frame = e.frame
+            result.failed_in_compiled_autograd = e.compiled_autograd
             result.graphs_at_failure = e.graphs
             result.failed_graph = e.graph or result.failed_graph
             result.kernel = e.kernel or blame.kernel_in_trail(out_dir / blame.TRAIL)

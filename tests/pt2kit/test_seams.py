@@ -286,3 +286,33 @@ def test_under_the_backend_hook_a_second_torch_compile_of_a_function_reuses_its_
         return counters["stats"]["unique_graphs"]
 
     assert compiles(armed=False) == compiles(armed=True) == 1
+
+
+def test_a_failure_compiling_compiled_autograds_backward_graph_is_told_from_one_in_the_programs_own_graph():
+    import torch
+
+    from pt2kit.seams import compiled_autograd
+
+    compiled_autograd.mark_failures()
+    compiled = []
+
+    def fails_after_the_forward(gm, example_inputs):
+        compiled.append(gm)
+        if len(compiled) > 1:  # the forward compiles first; then compiled autograd's backward graph
+            raise ValueError("planted: the backend refuses the backward graph")
+        return gm.forward
+
+    def step(x):
+        (x.sin() * 2).sum().backward()
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(compiled_autograd=True):
+        with pytest.raises(Exception) as through_compiled_autograd:
+            torch.compile(step, backend=fails_after_the_forward)(torch.randn(4, requires_grad=True))
+    torch._dynamo.reset()
+    assert len(compiled) == 2
+    assert compiled_autograd.raised_in_compiled_autograd(through_compiled_autograd.value)
+    with pytest.raises(Exception) as in_the_program:
+        torch.compile(lambda x: x.sin(), backend=fails_after_the_forward)(torch.randn(4))
+    torch._dynamo.reset()
+    assert not compiled_autograd.raised_in_compiled_autograd(in_the_program.value)
