@@ -10,7 +10,6 @@ fresh process that cannot see pt2kit, its run directory or its cache.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
@@ -378,18 +377,40 @@ def wrong_below_too(session: Session, case: GraphCase, check: Check) -> str | No
     A wrong answer's signature is one for any wrong answer: cutting nodes can turn the graph
     into another bug's (a no_grad view made an output, whose gradient AOTAutograd lets flow),
     and the reducer cannot tell. The stage below tells: the program's own bug was not there.
+    (:func:`ask_below` starts the query, to run beside the repro's run elsewhere; this waits for it.)
     """
-    below = stage_below(check.stage)
-    if check.failure.kind != Kind.ACCURACY or below is None:
+    return note_below(session, ask_below(session, case, check))
+
+
+def note_below(session: Session, asked: AskedBelow | None) -> str | None:
+    """:func:`wrong_below_too`'s note, once the query :func:`ask_below` started has answered."""
+    if asked is None:
         return None
-    outcome = ask(session, case, dataclasses.replace(check, stage=below), f"repro.py under {below}, the stage below")
+    outcome = Outcome.of_query(asked.stage, session.wait(asked.handle))
     if outcome.failure is None or outcome.failure.signature.kind != Kind.ACCURACY:
         return None
     return (
-        f"repro.py is wrong under {below} too, where the program's graph was right: its wrong answer may be another "
+        f"repro.py is wrong under {asked.stage} too, where the program's graph was right: its wrong answer may be another "
         "bug than the program's (the reduction tells wrong answers apart only by the stage they show at); "
         "work/origin holds the graph before minification"
     )
+
+
+@dataclass(frozen=True)
+class AskedBelow:
+    """The query of :func:`wrong_below_too`, started: the stage below and its handle."""
+
+    stage: str
+    handle: Handle
+
+
+def ask_below(session: Session, case: GraphCase, check: Check) -> AskedBelow | None:
+    """Start :func:`wrong_below_too`'s query (a wrong answer with a stage below only)."""
+    below = stage_below(check.stage)
+    if check.failure.kind != Kind.ACCURACY or below is None:
+        return None
+    query = functools.partial(run_case, case, below, accuracy=check.accuracy)
+    return AskedBelow(below, session.start(query, f"repro.py under {below}, the stage below"))
 
 
 def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tuple[bool, str | None]:
@@ -431,7 +452,9 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
         else:
             if elsewhere_too or not same:
                 return False, not_here
-    also = wrong_below_too(session, loaded.case, written)
+    # (beside the run elsewhere, with more than one job: one query at a time otherwise)
+    below = ask_below(session, loaded.case, written)
+    also = note_below(session, below) if session.jobs == 1 or not elsewhere_too else None
     if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
         return True, "; ".join(filter(None, ["not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only", also]))
     meanwhile = session.while_verifying
@@ -449,6 +472,8 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
     finally:
         if ready is not None:
             ready.close()
+    if session.jobs > 1:
+        also = note_below(session, below)
     if here is not None and not Outcome.of_query(written.stage, session.wait(here)).fails(written):
         return False, not_here
     if not shows_failure(elsewhere.returncode, elsewhere.stderr, target) and elsewhere.returncode in KILLED:
