@@ -65,7 +65,7 @@ def test_the_import_contracts_cover_every_package_and_tool():
     placed = {name.strip() for layer in layers["layers"] for name in layer.split(":")}
     folders = {p.parent.name for p in (REPO / "minifier").glob("*/__init__.py")}
     top = {p.stem for p in (REPO / "minifier").glob("*.py")} - {"__init__"}
-    assert placed == folders | top, (placed ^ (folders | top))
+    assert placed == folders | top, placed ^ (folders | top)
 
 
 def test_the_start_up_hook_arms_each_tool_by_name():
@@ -162,3 +162,35 @@ def test_nothing_is_imported_from_conftest():
         if re.search(r"^\s*from (tests\.)?conftest import|^\s*import (tests\.)?conftest\b", path.read_text(), re.M)
     ]
     assert importing == []
+
+
+#: Imported by pt2kit's packages without being a dependency: torch's own (sympy), or only where the user's
+#: environment has it, behind a guard (numpy: a recorded program's numpy RNG state; tqdm: told not to start threads).
+NOT_DEPENDENCIES = {"sympy": "torch's", "numpy": "the program's", "tqdm": "the program's"}
+#: A distribution's name -> the module it installs, where the two differ.
+IMPORTED_AS = {"z3-solver": "z3"}
+
+
+def test_every_module_pt2kit_imports_is_a_core_dependency():
+    """A wheel install has only the core dependencies: ``minify hunt`` without hypothesis was "internal error"."""
+    import sys
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    core = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    installed = {IMPORTED_AS.get(name, name) for name in (re.split(r"[<>=!~ \[]", d)[0] for d in core)}
+    imported: dict[str, str] = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                for name in names:
+                    imported.setdefault(name.split(".")[0], str(path.relative_to(REPO)))
+    third_party = {m: p for m, p in imported.items() if m not in sys.stdlib_module_names and m not in PACKAGES}
+    missing = {
+        m: p for m, p in third_party.items() if m not in installed and m not in NOT_DEPENDENCIES and m != "__future__"
+    }
+    assert not missing, f"imported, but not a core dependency in pyproject.toml: {missing}"
+    assert {"pytest", "hypothesis"} <= installed  # (the guide's core: the plugin, and the hunt)
