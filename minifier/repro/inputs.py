@@ -51,7 +51,9 @@ def data_function(data_file: str | None) -> str:
     return (
         "def load_data():\n"
         '    """Real input values (random stand-ins did not reproduce the failure)."""\n'
-        f"    return torch.load(pathlib.Path(__file__).with_name({data_file!r}), weights_only=True)"
+        # beside the repro wherever it is run from; pasted into a notebook or exec'd (no __file__): the working directory
+        f"    here = pathlib.Path(globals().get('__file__') or {data_file!r})\n"
+        f"    return torch.load(here.with_name({data_file!r}), weights_only=True)"
     )
 
 

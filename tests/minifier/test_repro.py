@@ -370,3 +370,24 @@ def test_a_graph_that_reads_a_constant_no_repro_holds_is_a_corrupt_record(tmp_pa
     path = write_repro(GraphCase(torch.fx.GraphModule(root, graph), [GraphInput("x", t, TensorMeta.of(t))]), tmp_path, stage="eager")
     with pytest.raises(CorruptRecord, match="cannot be rebuilt.*_tree_spec_constant0"):
         load_repro(path)
+
+
+def test_a_repros_data_file_is_found_beside_it_and_without_a_file_in_the_working_directory(tmp_path, monkeypatch):
+    """``python /elsewhere/repro.py`` reads the file beside the repro; pasted into a notebook or ``exec``'d (no
+    ``__file__``, hunt h's check), the one in the working directory, not a NameError."""
+    import pathlib
+
+    from minifier.repro.inputs import data_function
+
+    beside, cwd = tmp_path / "run", tmp_path / "cwd"
+    beside.mkdir(), cwd.mkdir()
+    torch.save({"input:x": torch.ones(2)}, beside / "inputs-1.pt")
+    torch.save({"input:x": torch.zeros(3)}, cwd / "inputs-1.pt")
+    source = data_function("inputs-1.pt")
+    monkeypatch.chdir(cwd)
+    as_a_file = {"torch": torch, "pathlib": pathlib, "__file__": str(beside / "repro.py")}
+    exec(source, as_a_file)
+    assert as_a_file["load_data"]()["input:x"].tolist() == [1.0, 1.0]
+    pasted = {"torch": torch, "pathlib": pathlib}
+    exec(source, pasted)
+    assert pasted["load_data"]()["input:x"].tolist() == [0.0, 0.0, 0.0]
