@@ -27,6 +27,11 @@ from pt2kit.signature import MESSAGE_LIMIT, Kind, Signature, innermost_exception
         # a graph input, by dynamo's name for its source in a repro, by the program's in the program (pytorch#125284)
         ("input 0 (L_stack0_) and input 1 (L_y_) share storage", "input 0 (stack0) and input 1 (y) share storage"),
         ("input 0 (___stack0) and input 1 (y) share storage", "input 0 (stack0) and input 1 (y) share storage"),
+        # a subclass's __torch_dispatch__ refusing: the op that met it first differs by stage (pytorch#193932)
+        (
+            "Multiple dispatch failed for 'torch._ops.aten.mm.out'; all __torch_dispatch__ handlers returned NotImplemented",
+            "Multiple dispatch failed for '<op>'; all __torch_dispatch__ handlers returned NotImplemented",
+        ),
     ],
 )
 def test_messages_are_normalized_but_keep_what_distinguishes_bugs(message, normalized):
