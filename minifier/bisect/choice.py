@@ -8,7 +8,7 @@ made to fail alone (:func:`lowered_from`).
 from __future__ import annotations
 
 from pt2kit.errors import NoFailure, NotReproducible, UsageError
-from .report import BisectReport, Row, signature_of
+from .report import BisectReport, FailureRecord, Row, signature_of
 from ..unit.case import Boundary
 
 AFTER_CHOICES = ("auto", "dynamo", "aot")
@@ -33,9 +33,11 @@ def choose_graph(report: BisectReport, after: str) -> Row:
             if (culprit.frame or {}).get("compiled_autograd")
             else ""
         )
+        failed = FailureRecord.of(culprit.first_failure.failure, culprit.first_failure.stage)
         raise NotReproducible(
             f"the failure is in dynamo's own tracing of {culprit.label} ({signature_of(culprit.first_failure)}); "
-            "there is no graph to minify" + (f" (pt2kit could not lift the frame to one: {why})" if why else "") + workaround
+            "there is no graph to minify" + (f" (pt2kit could not lift the frame to one: {why})" if why else "") + workaround,
+            failure=failed.to_json() if failed is not None else None,  # (report.json's, as a minified run's)
         )
     if after == "aot" and culprit.boundary != Boundary.AOT:
         raise UsageError("--after aot: no aot graph fails the same way in isolation; try --after dynamo")

@@ -942,6 +942,8 @@ def test_a_frame_that_cannot_be_lifted_says_why(in_process, tmp_path):
     raised = exit_5_of(in_process, tmp_path / "lazy.py", LAZY_MODULE_DYNAMIC, "pytorch#185488")
     assert "there is no graph to minify (pt2kit could not lift the frame to one: " in str(raised), raised
     assert "uninitialized parameter" in str(raised), raised
+    # report.json names the failure and its stage, as a minified run's does (hunt h: "failure": null)
+    assert raised.report["failure"]["stage"] == "eager" and raised.report["failure"]["kind"], raised.report
 
 
 def test_a_graph_whose_compiled_run_crashes_where_eager_raises_is_minified_as_far_as_eager_goes(session, tmp_path):
