@@ -20,11 +20,14 @@ None runs for a torchrun job, nor under ``--backend`` (plainly, another compiler
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pt2kit.errors import NotReproducible
 from pt2kit.signature import Failure, Kind, shows_failure
 from ..capture.program import ProgramRun
+
+if TYPE_CHECKING:
+    from .report import Row
 
 
 def fails_only_plainly(program: ProgramRun) -> None:
@@ -72,6 +75,34 @@ DYNAMO_OUTSIDE_ITS_GRAPHS = (
     "the code or its closure changed), or a side effect is not replayed (a list append, an attribute "
     "written); compare the code of its compiled frames with the graphs under captured/ in the run directory"
 )
+
+
+def dynamo_graph_raising(rows: list[Row]) -> str | None:
+    """What exit 5 says, in place of :data:`DYNAMO_OUTSIDE_ITS_GRAPHS`, where a dynamo graph raises in plain eager.
+
+    Run on the inputs the program gave it, a graph that raises where the program's own
+    code did not is not what that code does: dynamo traced it wrong (a runtime assert it
+    adds about unbacked sizes, ``u1 <= 2`` where the size is 4). The graph's own file
+    shows that, whatever the program's failure said.
+    """
+    from ..stages.run import RAISES_IN_EAGER
+    from ..unit.case import Boundary
+
+    for row in rows:
+        first = row.first_failure
+        if row.boundary != Boundary.DYNAMO or first is None or first.failure is None:
+            continue
+        message = first.failure.signature.message
+        if message.startswith(RAISES_IN_EAGER):
+            where = f"captured/{row.case_path.parent.name}/repro.py" if row.case_path else "captured/"
+            return (
+                "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "
+                f"and {row.label}, the graph dynamo made, raises in plain eager on the inputs the program gave it "
+                f"({first.failure.signature.exception}: {message.removeprefix(RAISES_IN_EAGER)}): the bug is dynamo's, "
+                f"which traced that graph otherwise than the code runs (a runtime assert it adds about sizes, an op it "
+                f"records wrong); {where} in the run directory holds the graph"
+            )
+    return None
 
 
 def dynamo_config_set(configs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:

@@ -196,3 +196,25 @@ def test_a_saved_graph_whose_eager_backward_raises_is_minified_where_the_compile
     assert "modified by an inplace operation" in str(result.failure.failure) and result.verified
     assert "relu" in " ".join(result.after.op_names())
     assert any(n.startswith("g0 raises at eager as plain eager does; it is minified at aot_eager") for n in result.notes), (result.notes, result.bisect.note)
+
+
+def test_a_dynamo_graph_raising_in_plain_eager_is_named_where_every_graph_was_said_right_alone(tmp_path):
+    """Hunt g: dynamo adds ``assert u1 <= 2`` for an unbacked size of 4 and the program fails under dynamo alone;
+    exit 5 said each graph was right alone, though g0 raised on the program's own inputs. That graph is named now."""
+    from minifier.bisect.plainly import DYNAMO_OUTSIDE_ITS_GRAPHS, dynamo_graph_raising
+    from minifier.bisect.report import Row
+    from minifier.stages.run import RAISES_IN_EAGER, Outcome
+    from pt2kit.signature import Failure, Kind, Signature
+
+    def row(message: str, boundary: str = "dynamo") -> Row:
+        failure = Failure(Signature(Kind.RUNTIME_ERROR, "RuntimeError", message))
+        return Row("g0", boundary, boundary, 3, None, {"eager": Outcome("eager", failure, 0.1)}, None, tmp_path / "g0" / "repro.py")
+
+    asserted = "Runtime assertion failed for expression u# <= 2 on node 'le'"
+    said = dynamo_graph_raising([row(RAISES_IN_EAGER + asserted)])
+    assert said is not None and f"RuntimeError: {asserted}" in said and "captured/g0/repro.py" in said
+    assert "right alone" not in said and "right alone" in DYNAMO_OUTSIDE_ITS_GRAPHS
+    # a graph failing otherwise (not in plain eager), or an aot graph's eager raise (its inputs came from a compiled
+    # graph before it), says nothing of how dynamo traced
+    assert dynamo_graph_raising([row(asserted)]) is None
+    assert dynamo_graph_raising([row(RAISES_IN_EAGER + asserted, boundary="aot")]) is None
