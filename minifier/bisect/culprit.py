@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.markup import escape
-from .report import BisectReport, PinDownRetry, Row, matches, signature_of
+from .report import BisectReport, FailureRecord, PinDownRetry, Row, matches, signature_of
 from .plainly import (
     AOT_STAGES, DYNAMO_OUTSIDE_ITS_GRAPHS, askable, dynamo_config_set, dynamo_graph_raising, fails_only_plainly,
     fails_under_dynamo_alone,
@@ -422,9 +422,11 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             "; every graph is within the fp64 rule's tolerance (rounding no worse than eager's own against fp64 passes): "
             "--strict-accuracy judges them bit for bit against eager"
         )
+    failed = FailureRecord.of(captured.failure, named.get("program_fails_at"))  # (report.json's, as a minified run's)
     raise (WithinTolerance if within else NotReproducible)(
         f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",
         **named,
+        **({"failure": failed.to_json()} if failed is not None else {}),
     )
 
 
