@@ -83,6 +83,7 @@ def test_a_body_s_own_constant_is_written_with_it_and_read_back(tmp_path):
     assert outcome.failure is None
 
 
+
 def test_a_rebuilt_body_makes_its_tensors_from_data_as_dynamo_recorded_them():
     # pytorch#185482: Inductor fails on the lowering of a branch's torch.tensor(data); a body that froze it
     # into a constant of its own compiled otherwise, and the failure never showed alone
@@ -100,13 +101,10 @@ def test_a_rebuilt_body_makes_its_tensors_from_data_as_dynamo_recorded_them():
     t = torch.randn(2, 2)
     assert torch.equal(body(t), Branch()(t))
 
-
 @pytest.mark.e2e
 def test_a_failure_inside_a_cond_branch_keeps_the_cond(in_process, tmp_path):
     script = tmp_path / "cond_constant.py"
-    script.write_text(
-        BRANCH_BACKEND
-        + textwrap.dedent("""
+    script.write_text(BRANCH_BACKEND + textwrap.dedent("""
         def f(x, y):
             def true_fn(x, y):
                 index = torch.tensor([0, 1, 0, 2])  # a constant of the branch's own
@@ -118,8 +116,7 @@ def test_a_failure_inside_a_cond_branch_keeps_the_cond(in_process, tmp_path):
             return torch.cond(x.sum() > 0, true_fn, false_fn, (x, y))
 
         print(torch.compile(f, backend=backend)(torch.ones(4), torch.randn(5)))
-    """)
-    )
+    """))
     report = minified(in_process, script, after="aot")
     assert report["status"] == "minified" and report["graph"]["boundary"] == "aot"
     repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
@@ -132,8 +129,7 @@ def test_a_failure_inside_a_cond_branch_keeps_the_cond(in_process, tmp_path):
 @pytest.mark.slow
 def test_carried_definitions_under_future_annotations_still_compile(in_process, tmp_path):
     script = tmp_path / "annotated.py"
-    script.write_text(
-        textwrap.dedent("""
+    script.write_text(textwrap.dedent("""
         from __future__ import annotations
 
         import torch
@@ -150,8 +146,7 @@ def test_carried_definitions_under_future_annotations_still_compile(in_process, 
 
 
         print(torch.compile(f, backend=my_backend)(torch.randn(4)))
-    """)
-    )
+    """))
     report = minified(in_process, script)
     assert report["status"] == "minified" and report["ops_after"] == ["torch.cos"]
     repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
@@ -209,9 +204,7 @@ backend = aot_autograd(fw_compiler=fw)
 @pytest.mark.e2e
 def test_a_failure_only_under_the_program_s_outer_autocast_is_minified(in_process, tmp_path):
     script = tmp_path / "amp.py"
-    script.write_text(
-        BF16_ONLY_BACKEND
-        + textwrap.dedent("""
+    script.write_text(BF16_ONLY_BACKEND + textwrap.dedent("""
         def f(x, w):
             y = torch.relu(x @ w)
             with torch.autocast("cpu", enabled=False):
@@ -222,8 +215,7 @@ def test_a_failure_only_under_the_program_s_outer_autocast_is_minified(in_proces
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out = torch.compile(f, backend=backend)(x, w)
         out.backward()
-    """)
-    )
+    """))
     report = minified(in_process, script)  # without the autocast, every graph passes every stage
     assert report["status"] == "minified" and report["failure"]["message"] == "cannot compile a bf16 mm"
     repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
@@ -274,9 +266,7 @@ def test_a_recorded_frame_keeps_tensors_inside_slices_and_the_programs_fullgraph
         return x[:, h0 : h0 + 2] * 2
 
     x, n = torch.randn(3, 8), torch.tensor(5.0)
-    case = lift_frame_calls(
-        FailingFrame(frame.__code__, frame.__globals__, {"x": x, "n": n}, None, fullgraph=True), None
-    )
+    case = lift_frame_calls(FailingFrame(frame.__code__, frame.__globals__, {"x": x, "n": n}, None, fullgraph=True), None)
     (getitem,) = [node for node in case.gm.graph.nodes if node.target is operator.getitem]
     bounds = getitem.args[1][1]
     assert isinstance(bounds.start, torch.fx.Node) and isinstance(bounds.stop, torch.fx.Node)  # the calls, not values
@@ -288,8 +278,7 @@ def test_a_recorded_frame_keeps_tensors_inside_slices_and_the_programs_fullgraph
 @pytest.mark.e2e
 def test_a_failure_while_dynamo_traces_becomes_the_one_call_it_fails_on(in_process, tmp_path):
     script = tmp_path / "traced.py"
-    script.write_text(
-        textwrap.dedent("""
+    script.write_text(textwrap.dedent("""
         import torch
 
         def f(x):
@@ -298,8 +287,7 @@ def test_a_failure_while_dynamo_traces_becomes_the_one_call_it_fails_on(in_proce
             return (x * y.unsqueeze(1)).relu()
 
         print(torch.compile(f, backend="eager", fullgraph=True)(torch.randn(2, 3)))
-    """)
-    )
+    """))
     report = minified(in_process, script)
     assert report["status"] == "minified" and report["ops_after"] == ["torch.as_tensor"]
     assert report["failure"]["stage"] == "eager"
@@ -344,8 +332,7 @@ def test_a_program_that_asks_dynamo_to_fail_on_a_recompile_is_sent_to_explain(re
     from pt2kit.errors import NotReproducible
 
     script = tmp_path / "recompiles.py"
-    script.write_text(
-        textwrap.dedent(f"""
+    script.write_text(textwrap.dedent(f"""
         import torch
 
         def f(x, k):
@@ -356,13 +343,10 @@ def test_a_program_that_asks_dynamo_to_fail_on_a_recompile_is_sent_to_explain(re
         {refusal}
         for k in (2.5, 3.5):
             print(compiled(torch.randn(4), k))
-    """)
-    )
+    """))
     with pytest.raises(NotReproducible) as raised:
         minified(in_process, script)
-    assert "recompiles and asks dynamo to fail" in str(raised.value) and "python -m explain recompiles.py" in str(
-        raised.value
-    )
+    assert "recompiles and asks dynamo to fail" in str(raised.value) and "python -m explain recompiles.py" in str(raised.value)
 
 
 def test_the_hooks_closing_note_on_an_error_dynamo_raises_building_guards_is_not_a_wrong_answers(monkeypatch):
@@ -417,9 +401,7 @@ def test_a_dynamic_mark_the_programs_own_code_contradicts_is_no_graph_to_minify(
     script.write_text(SHAPE_MARK_REFUSED)
     with pytest.raises(NotReproducible) as raised:
         minified(in_process, script)
-    assert "marks a size dynamic that its own code makes static (runtime_error: ConstraintViolationError" in str(
-        raised.value
-    )
+    assert "marks a size dynamic that its own code makes static (runtime_error: ConstraintViolationError" in str(raised.value)
     torch._dynamo.reset()
     with pytest.raises(Exception) as error:
         exec(SHAPE_MARK_REFUSED, {"__name__": "marked"})
@@ -434,8 +416,7 @@ def test_a_program_that_keeps_recompiling_is_sent_to_explain(in_process, tmp_pat
     from pt2kit.errors import NoFailure
 
     script = tmp_path / "stepping.py"
-    script.write_text(
-        textwrap.dedent("""
+    script.write_text(textwrap.dedent("""
         import torch
         torch._dynamo.config.recompile_limit = 3
 
@@ -451,8 +432,7 @@ def test_a_program_that_keeps_recompiling_is_sent_to_explain(in_process, tmp_pat
         f = torch.compile(Stepping(), backend="eager")
         for _ in range(5):
             f(torch.ones(2))
-    """)
-    )
+    """))
     with pytest.raises(NoFailure) as raised:
         minified(in_process, script)
     assert "forward (stepping.py:10) was compiled 3 times: `python -m explain stepping.py`" in str(raised.value)
@@ -473,25 +453,22 @@ def test_a_failure_in_the_autograd_around_a_compiled_graph_is_given_its_stage(in
     from pt2kit.errors import NotReproducible
 
     script = tmp_path / "twice.py"
-    script.write_text(
-        textwrap.dedent("""
+    script.write_text(textwrap.dedent("""
         import torch
 
         f = torch.compile(lambda x: x.sin().sum(), backend="aot_eager")
         x = torch.randn(3, requires_grad=True)
         (g,) = torch.autograd.grad(f(x), x, create_graph=True)
         g.sum().backward()
-    """)
-    )
+    """))
     with pytest.raises(NotReproducible) as raised:
         minified(in_process, script)
     said = str(raised.value)
     assert "fails the same way with every torch.compile on backend='aot_eager' and not on backend='eager'" in said
     assert raised.value.report["program_fails_at"] == "aot_eager"
     # report.json names the program's failure at that stage, as a minified run's does (it had none)
-    assert raised.value.report["failure"]["stage"] == "aot_eager" and raised.value.report["failure"]["exception"], (
-        raised.value.report
-    )
+    failure = raised.value.report["failure"]
+    assert failure["stage"] == "aot_eager" and failure["exception"], raised.value.report
 
 
 @pytest.mark.e2e
@@ -504,9 +481,7 @@ def test_a_failure_only_the_programs_own_backend_shows_around_its_graphs_is_give
     from support.paths import USER_MODULES
 
     script = tmp_path / "twice.py"
-    script.write_text(
-        f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n"
-        + textwrap.dedent("""
+    script.write_text(f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n" + textwrap.dedent("""
         import torch
         import planted  # noqa: F401
 
@@ -514,8 +489,7 @@ def test_a_failure_only_the_programs_own_backend_shows_around_its_graphs_is_give
         x = torch.randn(3)
         f(x)
         f(x)
-    """)
-    )
+    """))
     with pytest.raises(NotReproducible) as raised:
         minified(in_process, script)
     said = str(raised.value)
@@ -530,8 +504,7 @@ def test_a_graph_torch_compiles_for_itself_is_no_graph_of_the_program(in_process
     # through every backend hook: it is not among the program's graphs. The user's backend,
     # made inline in the call to torch.compile, is written into the repro as the same call.
     script = tmp_path / "eager_cond.py"
-    script.write_text(
-        textwrap.dedent("""
+    script.write_text(textwrap.dedent("""
         import torch
         from torch._dynamo.backends.common import aot_autograd
         from functorch.compile import make_boxed_func
@@ -550,8 +523,7 @@ def test_a_graph_torch_compiles_for_itself_is_no_graph_of_the_program(in_process
         x = torch.randn(4)
         y = torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (x,))
         print(torch.compile(f, backend=aot_autograd(fw_compiler=fw))(y))
-    """)
-    )
+    """))
     report = minified(in_process, script)
     assert report["status"] == "minified" and report["ops_after"] == ["aten.cos.default"], report
     dynamo_graphs = [g for g in report["graphs"] if g["boundary"] == "dynamo"]
@@ -639,9 +611,7 @@ def backend(gm, example_inputs):
 def test_outputs_that_alias_otherwise_than_eagers_are_minified(in_process, tmp_path):
     # pytorch#191449's category: every graph's values are right, the program is not
     script = tmp_path / "views.py"
-    script.write_text(
-        MERGING_BACKEND
-        + textwrap.dedent("""
+    script.write_text(MERGING_BACKEND + textwrap.dedent("""
         def f(x):
             y = torch.cos(torch.sin(x) * 2) + 1
             return y.view(-1), y, y.sum()
@@ -650,8 +620,7 @@ def test_outputs_that_alias_otherwise_than_eagers_are_minified(in_process, tmp_p
         view, y, _ = torch.compile(f, backend=backend)(x)
         view.resize_(12)  # eagerly, y keeps its 6 elements
         assert y.shape == (6,), y.shape
-    """)
-    )
+    """))
     report = minified(in_process, script, accuracy=True)
     assert report["status"] == "minified" and report["failure"]["message"].endswith("(aliasing)"), report
     assert "Tensor.view" in report["ops_after"] and "torch.cos" in report["ops_after"], report["ops_after"]
@@ -661,9 +630,7 @@ def test_outputs_that_alias_otherwise_than_eagers_are_minified(in_process, tmp_p
 
 def test_a_wrong_value_is_the_programs_failure_before_outputs_that_only_alias_otherwise(in_process, tmp_path):
     script = tmp_path / "both.py"
-    script.write_text(
-        MERGING_BACKEND
-        + textwrap.dedent("""
+    script.write_text(MERGING_BACKEND + textwrap.dedent("""
         def f(x):
             y = torch.cos(x) + 1
             v = y.view(-1)
@@ -673,8 +640,7 @@ def test_a_wrong_value_is_the_programs_failure_before_outputs_that_only_alias_ot
         x = torch.randn(6)
         _, _, z = torch.compile(f, backend=backend)(x)
         torch.testing.assert_close(z, torch.exp(x) * 3)
-    """)
-    )
+    """))
     report = minified(in_process, script, accuracy=True)
     assert report["status"] == "minified" and not report["failure"]["message"].endswith("(aliasing)"), report
     assert "torch.exp" in report["ops_after"], report["ops_after"]
@@ -724,9 +690,7 @@ def test_the_hooks_closing_note_on_a_crash_no_watched_graph_raised_is_no_wrong_a
         torch.autograd.grad(torch.compile(f, backend="aot_eager")(x).sum(), x)
     monkeypatch.setattr(backward_prologue, "_watched", [1])
     for level in (2, 4):
-        monkeypatch.setattr(
-            backward_prologue, "_intent_reader", [lambda level=level: SimpleNamespace(after="aot", level=level)]
-        )
+        monkeypatch.setattr(backward_prologue, "_intent_reader", [lambda level=level: SimpleNamespace(after="aot", level=level)])
         note = backward_prologue.closing_note(raised.value)
         assert note.startswith("none of the 1 compiled graph(s) failed where the hook watches them"), note
         assert "RuntimeError arises around them" in note and "accuracy" not in note and "minify run" in note
@@ -797,9 +761,7 @@ with torch.no_grad():
 
 
 @pytest.mark.e2e
-def test_config_the_programs_environment_set_is_carried_and_the_repro_fails_without_it(
-    in_process, tmp_path, monkeypatch
-):
+def test_config_the_programs_environment_set_is_carried_and_the_repro_fails_without_it(in_process, tmp_path, monkeypatch):
     # torch reads TORCHINDUCTOR_FREEZING when it is imported and calls the result its default:
     # torch's own repros drop it, and the engineer, whose shell does not set it, sees no failure
     script = tmp_path / "frozen.py"
@@ -994,9 +956,7 @@ def test_a_graph_whose_compiled_run_crashes_where_eager_raises_is_minified_as_fa
     from support.paths import USER_MODULES
 
     script = tmp_path / "oob.py"
-    script.write_text(
-        f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n"
-        + textwrap.dedent("""
+    script.write_text(f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n" + textwrap.dedent("""
         import torch
         import planted  # noqa: F401  planted_crash aborts where the graph holds a cos
 
@@ -1007,8 +967,7 @@ def test_a_graph_whose_compiled_run_crashes_where_eager_raises_is_minified_as_fa
             torch.compile(f, backend="planted_crash")(torch.randn(1, 4), torch.tensor([1]))
         except IndexError:
             pass
-    """)
-    )
+    """))
     report = minified((session, None), script)  # (isolated queries: the crash is a query's, not this process's)
     assert report["status"] == "minified" and report["failure"]["kind"] == "crash", report
     assert [op.rsplit(".", 1)[-1] for op in report["ops_after"]] == ["cos"], report["ops_after"]  # (no sin, no index)
@@ -1034,9 +993,7 @@ torch.compile(f, backend="aot_eager")(torch.randn(2, 4), w).sum().backward()  # 
 def test_a_graph_pt2kit_cannot_save_is_said_to_be_pt2kits_limit_not_that_nothing_compiled(in_process, tmp_path):
     # a hunt's own program: the graph calls a function dynamo defines locally (its hook trampoline), which no
     # repro can import; the program then fails in its backward ("BackwardState requires CompiledAutograd")
-    raised = exit_5_of(
-        in_process, tmp_path / "hook.py", HOOK_UNDER_COMPILED_AUTOGRAD, "BackwardState in an eager backward"
-    )
+    raised = exit_5_of(in_process, tmp_path / "hook.py", HOOK_UNDER_COMPILED_AUTOGRAD, "BackwardState in an eager backward")
     assert "after torch.compile compiled 1 graph, but pt2kit could not save it as a repro (g0: " in str(raised), raised
     assert "_register_hook_trampoline" in str(raised) and "pt2kit's limit" in str(raised), raised
 
@@ -1072,9 +1029,7 @@ def test_a_check_the_fp64_rule_forgives_every_graph_is_bisected_again_bit_for_bi
     script.write_text(ROUNDING_ONCE)
     report = minified(in_process, script, accuracy=True)
     assert report["status"] == "minified" and report["failure"]["kind"] == "accuracy", report
-    assert any("judged bit for bit against eager instead (--strict-accuracy)" in n for n in report["notes"]), report[
-        "notes"
-    ]
+    assert any("judged bit for bit against eager instead (--strict-accuracy)" in n for n in report["notes"]), report["notes"]
 
 
 COMPILED_AUTOGRAD_BACKWARD = """
@@ -1099,9 +1054,7 @@ torch.testing.assert_close(x.grad, expected)
 
 
 @pytest.mark.parametrize(("backend", "accuracy"), [("planted_compile_error", False), ("planted_wrong_cos", True)])
-def test_a_compiled_autograd_graph_pt2kit_cannot_save_is_minified_from_its_aot_graph(
-    backend, accuracy, in_process, tmp_path
-):
+def test_a_compiled_autograd_graph_pt2kit_cannot_save_is_minified_from_its_aot_graph(backend, accuracy, in_process, tmp_path):
     # a hunt's own bugs (upsample_nearest2d_backward's lowering under compiled autograd: an error, and a wrong
     # gradient): the dynamo graph compiled autograd traces calls functions it binds at run time
     # (ops.validate_outputs), which no repro can import; the aot graph the program failed in stands for it, or
