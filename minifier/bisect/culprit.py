@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.markup import escape
 from .report import BisectReport, FailureRecord, PinDownRetry, Row, matches, signature_of
 from .plainly import (
-    AOT_STAGES, DYNAMO_OUTSIDE_ITS_GRAPHS, askable, dynamo_config_set, dynamo_graph_raising, fails_only_plainly,
-    fails_under_dynamo_alone,
+    AOT_STAGES, DYNAMO_OUTSIDE_ITS_GRAPHS, SETTER_HINT, askable, dynamo_config_set, dynamo_graph_raising, fails_only_plainly,
+    fails_under_dynamo_alone, state_setters,
     first_stage_the_program_fails, looks_like_wrong_answer, only_on_its_own_backend, outside_its_graphs_at,
 )  # fmt: skip
 from .steps import aot_rows, read_capture_again, run_each
@@ -422,6 +422,8 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             "; every graph is within the fp64 rule's tolerance (rounding no worse than eager's own against fp64 passes): "
             "--strict-accuracy judges them bit for bit against eager"
         )
+    if setters := state_setters([(r.label, r.case.gm) for r in report.rows if r.case is not None and r.boundary == Boundary.DYNAMO]):
+        hint = f"; {', '.join(setters)}: {SETTER_HINT}{hint}"  # (the likelier reading first)
     failed = FailureRecord.of(captured.failure, named.get("program_fails_at"))  # (report.json's, as a minified run's)
     raise (WithinTolerance if within else NotReproducible)(
         f"{program.script.name} fails ({captured.failure.signature}) but none of its {plural(len(report.rows), 'graph')} fails that way in isolation{detail}{hint}",

@@ -20,6 +20,7 @@ None runs for a torchrun job, nor under ``--backend`` (plainly, another compiler
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from pt2kit.errors import NotReproducible
@@ -103,6 +104,37 @@ def dynamo_graph_raising(rows: list[Row]) -> str | None:
                 f"records wrong); {where} in the run directory holds the graph"
             )
     return None
+
+
+#: A public torch function that sets process-wide state, by its name (``set_default_dtype``,
+#: ``use_deterministic_algorithms``, ``manual_seed``); a context manager (``set_grad_enabled``) is a class, not one.
+SETS_STATE = re.compile(r"(set|use)_\w+|manual_seed")
+
+
+#: What exit 5 adds where a graph calls one of them (:func:`state_setters`).
+SETTER_HINT = (
+    "a call that sets torch's global state, which AOTAutograd runs only while it traces (a compiled graph leaves that "
+    "state as it was, though its outputs are right): compare the state after the call, eagerly and compiled"
+)
+
+
+def state_setters(graphs: list[tuple[str, Any]]) -> list[str]:
+    """The calls in ``graphs`` ((label, dynamo GraphModule)) that set torch's global state, as "g0 calls torch.X".
+
+    Dynamo records such a call as a node of its graph, and backend="eager" runs it; AOTAutograd
+    runs it only while it traces, so a compiled graph leaves the state as it was (hunt i: the
+    default dtype still float32 after ``torch.set_default_dtype(torch.float64)``). Each graph's
+    outputs can be right while the program, which reads that state after the call, is not.
+    """
+    found: list[str] = []
+    for label, gm in graphs:
+        for node in gm.graph.nodes:
+            target = node.target
+            module, name = getattr(target, "__module__", None) or "", getattr(target, "__name__", "")
+            if node.op == "call_function" and not isinstance(target, type) and module.split(".")[0] == "torch":
+                if SETS_STATE.fullmatch(name) and f"{label} calls torch.{name}" not in found:
+                    found.append(f"{label} calls torch.{name}")
+    return found
 
 
 def dynamo_config_set(configs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:

@@ -218,3 +218,22 @@ def test_a_dynamo_graph_raising_in_plain_eager_is_named_where_every_graph_was_sa
     # graph before it), says nothing of how dynamo traced
     assert dynamo_graph_raising([row(asserted)]) is None
     assert dynamo_graph_raising([row(RAISES_IN_EAGER + asserted, boundary="aot")]) is None
+
+
+def test_a_graph_calling_a_setter_of_torchs_global_state_is_named():
+    """Hunt i: ``torch.set_default_dtype(torch.float64)`` inside a compiled function; AOTAutograd runs it only while
+    it traces, every graph's outputs are right, and exit 5 named only AOTAutograd's runtime wrappers."""
+    import torch.fx as fx
+
+    from minifier.bisect.plainly import state_setters
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    graph.call_function(torch.set_default_dtype, (torch.float64,))
+    graph.call_function(torch.manual_seed, (0,))
+    graph.output(graph.call_function(torch.mul, (x, 2)))
+    setting = fx.GraphModule({}, graph)
+    plain = fx.GraphModule({}, fx.Graph())
+    plain.graph.output(plain.graph.call_function(torch.sin, (plain.graph.placeholder("x"),)))
+    assert state_setters([("g0", setting), ("g1", plain)]) == ["g0 calls torch.set_default_dtype", "g0 calls torch.manual_seed"]
+    assert state_setters([("g1", plain)]) == []
