@@ -86,15 +86,13 @@ def dynamo_graph_raising(rows: list[Row]) -> str | None:
     adds about unbacked sizes, ``u1 <= 2`` where the size is 4). The graph's own file
     shows that, whatever the program's failure said.
     """
-    from ..stages.run import RAISES_IN_EAGER
+    from ..stages.run import RAISES_IN_EAGER, raises_in_eager
     from ..unit.case import Boundary
 
     for row in rows:
         first = row.first_failure
-        if row.boundary != Boundary.DYNAMO or first is None or first.failure is None:
-            continue
-        message = first.failure.signature.message
-        if message.startswith(RAISES_IN_EAGER):
+        if row.boundary == Boundary.DYNAMO and first is not None and first.failure is not None and raises_in_eager(first.failure):
+            message = first.failure.signature.message
             where = f"captured/{row.case_path.parent.name}/repro.py" if row.case_path else "captured/"
             return (
                 "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from ..unit.case import GraphCase
 from pt2kit.signature import Failure, Kind, Signature
-from ..stages.run import RAISES_IN_EAGER, Outcome, stage_names
+from ..stages.run import Outcome, raises_in_eager, stage_names
 from .subsystem import Below
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ def matches(outcome: Outcome, original: Failure | None, accuracy: Accuracy) -> A
     if outcome.failure is None:
         return False
     if original is None:  # (a graph that raises in plain eager too shows no compiler's failure, however it is judged)
-        return not outcome.failure.signature.message.startswith(RAISES_IN_EAGER)
+        return not raises_in_eager(outcome.failure)
     return outcome.failure.signature == original.signature or (
         accuracy and outcome.failure.signature.kind == Kind.ACCURACY
     )

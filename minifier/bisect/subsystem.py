@@ -37,7 +37,7 @@ from ..isolation.executor import Handle
 from ..isolation.worker import yielding
 from ..isolation.session import Session
 from pt2kit.signature import Signature
-from ..stages.run import RAISES_IN_EAGER, run_case
+from ..stages.run import raises_in_eager, run_case
 from ..unit.check import Stage, stage_below
 from . import program_check
 
@@ -337,7 +337,7 @@ def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> boo
     compiler_state.refresh()
     with inductor_config.patch(fx_graph_cache=False):
         failure = run_case(case, option.stage, accuracy=accuracy).failure
-    return failure is None or failure.signature.message.startswith(RAISES_IN_EAGER)
+    return failure is None or raises_in_eager(failure)
 
 
 #: A program that ran longer than this (seconds) is not run again to check a workaround:

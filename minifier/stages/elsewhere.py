@@ -452,9 +452,9 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
         else:
             if elsewhere_too or not same:
                 return False, not_here
-    # (beside the run elsewhere, with more than one job: one query at a time otherwise)
+    beside = elsewhere_too and session.jobs > 1  # (the stage below's query beside the run elsewhere: else one at a time)
     below = ask_below(session, loaded.case, written)
-    also = note_below(session, below) if session.jobs == 1 or not elsewhere_too else None
+    also = None if beside else note_below(session, below)
     if os.environ.get("PT2KIT_VERIFY_ELSEWHERE") == "0":  # (pt2kit's own test suite, for speed: see tests/conftest.py)
         return True, "; ".join(filter(None, ["not run on another machine (PT2KIT_VERIFY_ELSEWHERE=0): verified here only", also]))
     meanwhile = session.while_verifying
@@ -472,7 +472,7 @@ def verify(session: Session, path: Path, check: Check, asked: GraphCase) -> tupl
     finally:
         if ready is not None:
             ready.close()
-    if session.jobs > 1:
+    if beside:
         also = note_below(session, below)
     if here is not None and not Outcome.of_query(written.stage, session.wait(here)).fails(written):
         return False, not_here

@@ -214,6 +214,11 @@ def run_case(
 RAISES_IN_EAGER = "the graph raises in plain eager too: "
 
 
+def raises_in_eager(failure: Failure | None) -> bool:
+    """Is ``failure`` one :func:`run_case` found the graph to raise in plain eager as well (:data:`RAISES_IN_EAGER`)?"""
+    return failure is not None and failure.signature.message.startswith(RAISES_IN_EAGER)
+
+
 def _raises_in_eager(namespace: dict[str, Any], data: Any, compiling: bool = False) -> bool:
     """Does a failing graph raise without any compiler too (its repro's ``run_eager``, on fresh inputs)?
 

@@ -89,10 +89,4 @@ def _marking(runtime_wrapper: Callable[..., Any]) -> Callable[..., Any]:
 
 def raised_in_compiled_autograd(error: BaseException | None) -> bool:
     """Did ``error`` (or an error it was raised from) leave compiled autograd's backward graph?"""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if getattr(error, MARK, False):
-            return True
-        error = dynamo_exc.underneath(error)
-    return False
+    return error is not None and any(getattr(e, MARK, False) for e in dynamo_exc.chain(error))
