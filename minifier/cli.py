@@ -470,6 +470,7 @@ def _write_error_report(session: Any, error: UserFacingError) -> None:
         fields = {
             "status": error.status,
             "message": str(error),
+            **session.found(),
             **error.report,
             "queries": session.queries,
             "seconds": round(session.seconds, 2),

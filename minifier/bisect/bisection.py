@@ -41,7 +41,7 @@ import functools
 from pathlib import Path
 
 from rich.markup import escape
-from .report import BisectReport, Row, first_fails, program_failure
+from .report import BisectReport, FailureRecord, Row, first_fails, program_failure
 from .plainly import askable, compiles_its_failure_into_no_graph, fails_only_plainly, fails_under_dynamo_alone, traced_on_what_graphs_returned
 from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capture_again, readable_cases, run_stages, run_stages_of
 from ..capture.result import CaptureResult
@@ -114,6 +114,7 @@ def _bisect_script(
         ranks=captured.ranks,
     )
     report.kernel, report.failed_graph = captured.kernel, captured.failed_graph
+    session.found = functools.partial(found_so_far, report)
     report.profiled = captured.early.profiled if captured.early is not None else {}
     if captured.failure is not None:
         session.log(f"[bold]{escape(script.name)}[/] fails: {escape(str(captured.failure.signature))}")
@@ -160,12 +161,7 @@ def _bisect_script(
         report.culprit = None  # (the program fails without a compiler: not because its outputs alias otherwise)
 
     if report.culprit is None:
-        try:
-            return no_culprit(session, report, program, captured)
-        except NotReproducible as error:  # (report.json keeps what was found: the program's failure, each graph's stages)
-            for key, value in found_so_far(report).items():
-                error.report.setdefault(key, value)
-            raise
+        return no_culprit(session, report, program, captured)
 
     try:
         return pin_down(
@@ -175,10 +171,12 @@ def _bisect_script(
         flaky_or_not_alone(session, program, report, flaky)
 
 
-def found_so_far(report: BisectReport) -> dict[str, object]:
-    """What an exit 5's ``report.json`` keeps of the bisection: the program's failure and each graph's stages."""
+def found_so_far(report: BisectReport, stage: str | None = None) -> dict[str, object]:
+    """What a run that ends without a repro keeps of the bisection in ``report.json``: the program's failure (as
+    ``failure`` too, at ``stage`` where known) and each graph's stages."""
     found = report.to_json()
-    return {key: found[key] for key in ("original_failure", "graphs")}
+    failure = FailureRecord.of(report.original, stage)
+    return {key: found[key] for key in ("original_failure", "graphs")} | {"failure": failure and failure.to_json()}
 
 
 def flaky_or_not_alone(session: Session, program: ProgramRun, report: BisectReport, flaky: FlakyFailure) -> NoReturn:
@@ -237,7 +235,7 @@ def bisect_failed_frame(
             raise NotReproducible(
                 traced_on_what_graphs_returned(program.script.name, row.label, captured.failure.signature, stage),
                 program_fails_at=stage,
-                **found_so_far(report),
+                **found_so_far(report, stage),
             )
     return finish(session, report)
 

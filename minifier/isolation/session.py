@@ -106,6 +106,9 @@ class Session:
         #: A fresh interpreter that imported torch already, waiting to run the written repro
         #: elsewhere (:class:`minifier.stages.elsewhere.ReadyInterpreter`); closed with the session.
         self.ready: Closable | None = None
+        #: What the run has found so far (the program's failure, each graph's stages), for the
+        #: ``report.json`` of a run that ends without a repro: an exit 5 keeps what was learned.
+        self.found: Callable[[], dict[str, Any]] = dict
 
     def warm_up(self, inductor: bool = True, preload: Sequence[str] = ()) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query.

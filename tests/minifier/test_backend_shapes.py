@@ -16,6 +16,7 @@ queries in this one; each repro then runs with torch alone in a directory of its
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -222,6 +223,14 @@ def test_a_failure_the_program_shows_on_every_run_and_its_graph_never_alone_is_n
     said = str(error)
     assert error.exit_code == 5 and "fails the same way on every run" in said and "never does" in said, said
     assert "state the program set" in said and "flaky" not in said, said
+    # its report.json keeps what was found: the program's failure and each graph's stages
+    from minifier.cli import _write_error_report
+
+    session, _ = in_process
+    _write_error_report(session, error)
+    report = json.loads((session.run_dir / "report.json").read_text())
+    assert "on every run" in report["message"] and "a bad day" in report["failure"]["message"], report
+    assert "g0" in [g["label"] for g in report["graphs"]], report["graphs"]
 
 
 @pytest.mark.e2e
