@@ -27,8 +27,10 @@ BackendWrapper = Callable[[Callable[..., Any], "str | None"], Callable[..., Any]
 #: Attribute marking a backend pt2kit compiles with for its own purposes; hooks let it through.
 INTERNAL = "_pt2kit_internal"
 
-#: Attributes dynamo reads off a backend object; a wrapper must carry them over.
-BACKEND_ATTRIBUTES = ("backend_ctx_ctor", "get_compiler_config", "compiler_name", "reset")
+#: Attributes dynamo reads off a backend object; a wrapper must carry them over. ``compiler_fn``: the backend
+#: ``torch.compile`` wraps (``_TorchCompileWrapper``), which dynamo compares with ``eager`` under a functorch
+#: transform: an eager ``torch.cond`` under ``vmap`` compiles itself with ``backend="eager"``, allowed only then.
+BACKEND_ATTRIBUTES = ("backend_ctx_ctor", "get_compiler_config", "compiler_name", "reset", "compiler_fn")
 
 
 def probe() -> None:

@@ -203,3 +203,31 @@ def test_a_patch_no_repro_can_carry_is_named_wherever_it_sits(monkeypatch):
         "torch._inductor.lowering.lowerings[aten.neg.default] = __main__.outer.<locals>.inner",
     ]
     assert state.patches == {"torch._inductor.codegen.cpp.CppOverrides.abs": "doubled"}
+
+
+EAGER_COND_UNDER_VMAP = """
+import torch
+
+def per_row(r):
+    return torch.cond(r.sum() > 0, lambda b: b.sin(), lambda b: b * 3, (r,))
+
+if __name__ == "__main__":
+    print(torch.vmap(per_row)(torch.randn(6, 4)).sum().item())
+    print(torch.compile(lambda t: t.cos() + 1, backend="eager")(torch.randn(4)).sum().item())
+"""
+
+
+def test_an_eager_cond_under_vmap_compiles_itself_with_eager_under_the_capture(tmp_path, in_process):
+    """First, do no harm (hunt j): ``torch.cond`` run eagerly compiles itself with ``backend="eager"``, which
+    dynamo allows under ``vmap`` only when the backend is ``eager`` itself, read off ``torch.compile``'s wrapper
+    (``compiler_fn``). pt2kit's wrapper hid it, and a healthy program failed under the capture with
+    "Unsupported functorch tracing attempt"; it now runs to the end, and there is no failure to minify."""
+    import pytest
+
+    from pt2kit.errors import NoFailure
+    from support.programs import minified
+
+    script = tmp_path / "eager_cond.py"
+    script.write_text(EAGER_COND_UNDER_VMAP)
+    with pytest.raises(NoFailure):
+        minified(in_process, script)
