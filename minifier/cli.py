@@ -452,6 +452,7 @@ def _session_command(
     except UserFacingError as error:
         if session:
             session.close()
+            session.keeps_found(error)  # (report.json and --json alike)
             if error_report:
                 _write_error_report(session, error)
         exit_with(error, "minify", as_json)
@@ -467,15 +468,8 @@ def _write_error_report(session: Any, error: UserFacingError) -> None:
     from .pages.minify_page import write_run_report
 
     if not (session.run_dir / "report.json").exists():
-        fields = {
-            "status": error.status,
-            "message": str(error),
-            **session.found(),
-            **error.report,
-            "queries": session.queries,
-            "seconds": round(session.seconds, 2),
-        }
-        write_run_report(session.run_dir, fields)
+        fields = {"status": error.status, "message": str(error), **error.report, "queries": session.queries}
+        write_run_report(session.run_dir, {**fields, "seconds": round(session.seconds, 2)})
 
 
 def entry_point(prog_name: str = "minify") -> None:

@@ -287,7 +287,7 @@ class ReproOnFailure:
     def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
         """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
         from pt2kit.signature import said
-        from .unit.accuracy import accuracy_category, accuracy_divergence, output_labels, reference_outputs
+        from .unit.accuracy import accuracy_divergence, despite_draws, output_labels, reference_outputs
         from .unit.case import Boundary
 
         after = rng_state()
@@ -303,10 +303,9 @@ class ReproOnFailure:
         labels = output_labels(eager, len(actual), names)
         problem = accuracy_divergence(eager.expected, actual, eager.fp64, labels=labels)
         draws = draws_otherwise_than_eager(case.gm, case.backend)
-        random = problem and draws  # (their kind still compares)
         if not problem and not draws:
             note_rounding(case.label(), accuracy_divergence(eager.expected, actual, eager.fp64, labels=labels, strict=True))
-        return None if random and not accuracy_category(problem).startswith(_RANDOM_ALIKE) else problem
+        return despite_draws(problem, draws)  # (their kind still compares)
 
     def check_gradients(self, compiled: Callable[..., Any], case: Any, references: list[Any], rng: Any) -> str | None:
         """Level 4: the backward's first result, the compiled graph's gradients against eager's, on clones of its inputs.
@@ -480,9 +479,6 @@ def run_name() -> str:
     name = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "python"
     rank = os.environ.get("RANK")
     return f"{name}-rank{rank}" if rank is not None and os.environ.get("WORLD_SIZE") else name
-
-
-_RANDOM_ALIKE = ("shape or dtype", "output structure", "tensor flags")  # what a random graph gives as eager does
 
 
 def _needs_grad(result: Any) -> bool:

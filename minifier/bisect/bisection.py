@@ -48,7 +48,8 @@ from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
 from ..unit.accuracy import accuracy_category
-from .culprit import around_its_graphs, failed_owner, finish, lower, matches, no_culprit, pin_down, program_stage, seen_in_the_program
+from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
+from .plainly import around_its_graphs, program_stage
 from .untraceable import handed_culprit, handed_if_refused, replay_breaks_of
 from pt2kit.seams import dynamo_exc
 from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, WithinTolerance, plural
@@ -84,10 +85,14 @@ def bisect_script(
     """
     run = functools.partial(_bisect_script, session, script, args, backend, aot_rows=aot_rows, nproc=nproc, trust_program=trust_program)
     try:
-        return run(accuracy)
-    except WithinTolerance as e:
-        session.log(f"{escape(str(e))}; judging each graph bit for bit against eager instead (--strict-accuracy)")
-    report = run("strict")
+        try:
+            return run(accuracy)
+        except WithinTolerance as e:
+            session.log(f"{escape(str(e))}; judging each graph bit for bit against eager instead (--strict-accuracy)")
+        report = run("strict")
+    except NotReproducible as error:  # (its report keeps what was found: the program's failure, each graph's stages)
+        session.keeps_found(error)
+        raise
     report.add_note(
         "every graph was within the fp64 rule's tolerance, yet the program's own check failed: each graph was judged "
         "bit for bit against eager instead (--strict-accuracy)"

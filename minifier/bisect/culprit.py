@@ -37,9 +37,8 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.markup import escape
 from .report import BisectReport, FailureRecord, PinDownRetry, Row, matches, signature_of
 from .plainly import (
-    AOT_STAGES, DYNAMO_OUTSIDE_ITS_GRAPHS, SETTER_HINT, askable, dynamo_config_set, dynamo_graph_raising, fails_only_plainly,
-    fails_under_dynamo_alone, state_setters,
-    first_stage_the_program_fails, looks_like_wrong_answer, only_on_its_own_backend, outside_its_graphs_at,
+    DYNAMO_OUTSIDE_ITS_GRAPHS, SETTER_HINT, dynamo_config_set, dynamo_graph_raising, fails_only_plainly,
+    fails_under_dynamo_alone, state_setters, around_its_graphs, dynamo_graphs, looks_like_wrong_answer,
 )  # fmt: skip
 from .steps import aot_rows, read_capture_again, run_each
 from ..capture.result import CaptureResult
@@ -410,7 +409,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             hint += "; under the dynamo config it sets (first suspects): " + ", ".join(f"{k} = {v!r}" for k, v in sorted(config.items()))
     elif looks_like_wrong_answer(captured.failure) and not report.accuracy:
         hint = "; the program's failure looks like a wrong answer: run with --accuracy to compare compiled results against an fp64 reference"
-    elif (around := around_its_graphs(session, program, captured.failure, report.backend)) is not None:
+    elif (around := around_its_graphs(session, program, captured.failure, report.backend, dynamo_graphs(report))) is not None:
         hint, named["program_fails_at"] = f"; {around[0]}", around[1]
         if within := (around[1] == report.backend and wrong):
             hint = (  # (the likelier reading first: a single-call graph is judged whole by the fp64 rule)
@@ -422,7 +421,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             "; every graph is within the fp64 rule's tolerance (rounding no worse than eager's own against fp64 passes): "
             "--strict-accuracy judges them bit for bit against eager"
         )
-    if setters := state_setters([(r.label, r.case.gm) for r in report.rows if r.case is not None and r.boundary == Boundary.DYNAMO]):
+    if setters := state_setters(dynamo_graphs(report)):
         hint = f"; {', '.join(setters)}: {SETTER_HINT}{hint}"  # (the likelier reading first)
     failed = FailureRecord.of(captured.failure, named.get("program_fails_at"))  # (report.json's, as a minified run's)
     raise (WithinTolerance if within else NotReproducible)(
@@ -430,26 +429,6 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         **named,
         **({"failure": failed.to_json()} if failed is not None else {}),
     )
-
-
-def around_its_graphs(session: Session, program: ProgramRun, failure: Failure, backend: str) -> tuple[str, str] | None:
-    """Where a failure no graph shows alone needs the program around its graphs: (the verdict, the stage).
-
-    The whole program is run on each AOTAutograd stage (:func:`program_stage`); failing on
-    none of them, it needs its own backend, when that is heavier. None: not asked (a torchrun
-    job, ``--backend``, a hang), or the program's backend is one of those stages already.
-    """
-    if (stage := program_stage(session, program, failure)) is not None:
-        return outside_its_graphs_at(stage), stage
-    if askable(program, failure) and backend not in (*AOT_STAGES, "eager"):
-        return only_on_its_own_backend(backend), backend
-    return None
-
-
-def program_stage(session: Session, program: ProgramRun, failure: Failure) -> str | None:
-    """:func:`~minifier.bisect.plainly.first_stage_the_program_fails`, said on the console first (a run of the program each)."""
-    session.log(f"  each graph passes alone: {program.script.name} itself, stage by stage")
-    return first_stage_the_program_fails(program, failure)
 
 
 def timed_out_then_failed(captured: CaptureResult, again: CaptureResult) -> bool:

@@ -1,6 +1,6 @@
 """What the user's program does when run plainly, as ``python SCRIPT`` runs it: the last word on a failure no graph shows.
 
-Two questions, each one plain run of the whole program (up to ``PROGRAM_RERUN_LIMIT``
+Questions, each one plain run of the whole program (up to ``PROGRAM_RERUN_LIMIT``
 seconds), asked only on the way to a verdict that would otherwise send the user away:
 
 - :func:`fails_only_plainly`: it ran to the end under pt2kit's capture; does it fail
@@ -13,7 +13,10 @@ seconds), asked only on the way to a verdict that would otherwise send the user 
   folded the failing frame itself (a graph of no ops reaches no backend).
 - :func:`first_stage_the_program_fails`: the same question down the stages, one plain run
   each: the stage bisection of the whole program, for a failure no graph shows alone
-  (AOTAutograd's compiled function meeting the program's own autograd).
+  (AOTAutograd's compiled function meeting the program's own autograd);
+  :func:`around_its_graphs` says the verdict.
+- :func:`draws_of_inductor`: it fails only on Inductor, and a graph draws random numbers;
+  does it run right with ``fallback_random``? Then the bug is Inductor's own random numbers.
 
 None runs for a torchrun job, nor under ``--backend`` (plainly, another compiler would run).
 """
@@ -21,6 +24,7 @@ None runs for a torchrun job, nor under ``--backend`` (plainly, another compiler
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pt2kit.errors import NotReproducible
@@ -28,7 +32,8 @@ from pt2kit.signature import Failure, Kind, shows_failure
 from ..capture.program import ProgramRun
 
 if TYPE_CHECKING:
-    from .report import Row
+    from .report import BisectReport, Row
+    from ..isolation.session import Session
 
 
 def fails_only_plainly(program: ProgramRun) -> None:
@@ -255,6 +260,29 @@ def only_on_its_own_backend(backend: str) -> str:
     )
 
 
+def draws_of_inductor(program: ProgramRun, failure: Failure, graphs: Sequence[tuple[str, Any]]) -> str | None:
+    """The verdict on a program that fails only on Inductor, where a dynamo graph of ``graphs`` draws random
+    numbers and the program runs to the end with ``fallback_random`` (Inductor draws eager's numbers). None: no
+    graph draws any, or the program still fails so (one plain run of it, only then)."""
+    from pt2kit.seams.compiler_bisector import CACHES_OFF
+    from ..stages.elsewhere import plain_run
+    from ..unit.float64 import has_random_ops
+    from .subsystem import PROGRAM_RERUN_LIMIT
+
+    drawing = [label for label, gm in graphs if has_random_ops(gm)]
+    if not drawing or not askable(program, failure):
+        return None
+    fallback = "import torch._inductor.config\ntorch._inductor.config.fallback_random = True\n" + CACHES_OFF
+    if plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=fallback).returncode != 0:
+        return None
+    return (
+        f"{', '.join(drawing)} {'draws' if len(drawing) == 1 else 'draw'} random numbers, and with "
+        "torch._inductor.config.fallback_random = True (Inductor draws eager's numbers) the program runs to the end: "
+        "the bug is in Inductor's own random numbers (their range or distribution), which no comparison with eager's "
+        "draws can show; the repro is the program itself, and fallback_random the workaround"
+    )
+
+
 def looks_like_wrong_answer(failure: Failure) -> bool:
     """An assertion about values (``assert torch.allclose``, ``torch.testing.assert_close``), raised as the program ran.
 
@@ -268,3 +296,33 @@ def looks_like_wrong_answer(failure: Failure) -> bool:
     return signature.exception in ("AssertionError", "AccuracyError") or any(
         phrase in text for phrase in ("not close", "mismatched elements", "allclose", "not equal")
     )
+
+
+def around_its_graphs(
+    session: Session, program: ProgramRun, failure: Failure, backend: str, graphs: Sequence[tuple[str, Any]] = ()
+) -> tuple[str, str] | None:
+    """Where a failure no graph shows alone needs the program around its graphs: (the verdict, the stage).
+
+    The whole program is run on each AOTAutograd stage (:func:`program_stage`); failing on
+    none of them, it needs its own backend, when that is heavier; Inductor's own random numbers,
+    when it runs right with them off and a dynamo graph of ``graphs`` draws some. None: not asked (a
+    torchrun job, ``--backend``, a hang), or the program's backend is one of those stages already.
+    """
+    if (stage := program_stage(session, program, failure)) is not None:
+        return outside_its_graphs_at(stage), stage
+    if askable(program, failure) and backend not in (*AOT_STAGES, "eager"):
+        return draws_of_inductor(program, failure, graphs) or only_on_its_own_backend(backend), backend
+    return None
+
+
+def dynamo_graphs(report: BisectReport) -> list[tuple[str, Any]]:
+    """The dynamo graphs of the bisection's rows, by label."""
+    from ..unit.case import Boundary
+
+    return [(r.label, r.case.gm) for r in report.rows if r.case is not None and r.boundary == Boundary.DYNAMO]
+
+
+def program_stage(session: Session, program: ProgramRun, failure: Failure) -> str | None:
+    """:func:`~minifier.bisect.plainly.first_stage_the_program_fails`, said on the console first (a run of the program each)."""
+    session.log(f"  each graph passes alone: {program.script.name} itself, stage by stage")
+    return first_stage_the_program_fails(program, failure)

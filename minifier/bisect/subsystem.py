@@ -281,12 +281,16 @@ class Option:
     stage: str
 
 
-def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[Option]:
+def workarounds(subsystem: Subsystem | None, stage: str, backend: str, *, donated: bool = False) -> list[Option]:
     """What to try, narrowest first; the last, a lighter backend (the stage below ``stage``), always applies.
 
-    A failure in dynamo itself (``stage`` eager) has no lighter backend.
+    A failure in dynamo itself (``stage`` eager) has no lighter backend. ``donated``: a backward graph whose
+    inputs AOTAutograd donates to Inductor, which may reuse their memory: first, without that reuse.
     """
     found: list[Option] = []
+    if donated and stage == Stage.INDUCTOR:
+        code = "import torch._functorch.config\ntorch._functorch.config.donated_buffer = False\n" + compiler_bisector.CACHES_OFF
+        found.append(Option(code, "let Inductor reuse no backward input's memory (AOTAutograd donates none)", stage))
     if subsystem is not None:
         detail = subsystem.detail or ""
         if subsystem.config is not None:
@@ -325,12 +329,11 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str) -> list[O
 def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> bool:
     """(In a worker child) does ``case`` run right under ``option.stage`` once ``option.code`` has run?
 
-    Right is as eager runs it: a run that raises where plain eager raises too is right
-    (pytorch#195402: eager's IndexError, which the program catches, for Inductor's abort).
-    Inductor's cache is off: its key does not see a changed lowering or decomposition table.
+    Right is as eager runs it: a run that raises where plain eager raises too is right (pytorch#195402: eager's
+    IndexError, which the program catches, for Inductor's abort). Inductor's cache is off: its key does not see a
+    changed lowering or decomposition table.
     """
     import torch._inductor.config as inductor_config
-
     from pt2kit.seams import compiler_state
 
     exec(compile(option.code, "<pt2kit workaround>", "exec"), {})  # noqa: S102 - a workaround pt2kit wrote
@@ -390,7 +393,7 @@ def find_workaround(
     order, to go on in the background (:mod:`~minifier.bisect.program_check`). (``graph``
     is a compile of the program's whole failing graph: on a model, most of the program.)
     """
-    options = workarounds(subsystem, stage, backend)
+    options = workarounds(subsystem, stage, backend, donated=bool(graph.donated or (minimized and minimized.donated)))
     if minimized is not None and options:
         fixes = session.query_all(
             [(functools.partial(passes_with_code, minimized, o, accuracy), f"repro.py with a workaround: {o.what}") for o in options]
@@ -435,9 +438,7 @@ class Below:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        subsystem = (
-            None if self.subsystem is None else {**self.subsystem.to_json(), "confirmed_on_original": self.confirmed}
-        )
+        subsystem = self.subsystem and {**self.subsystem.to_json(), "confirmed_on_original": self.confirmed}
         return {"subsystem": subsystem, "workaround": None if self.workaround is None else self.workaround.to_json()}
 
 

@@ -128,6 +128,6 @@ def later_calls(recorder: Recorder, case: GraphCase, graph: AotGraph | None = No
     def judge(copies: list[Any], outputs: Any, rng: Any, after: list[Any]) -> Any:
         if graph is None and recorder.aot_graphs_of(case.index):
             return None  # (its aot graphs are judged, each on its own)
-        return recorder.judged(graph.gm if graph is not None else case.gm, copies, outputs, rng, after)
+        return recorder.judged(graph.gm if graph is not None else case.gm, copies, outputs, rng, after, case.backend)
 
     return LaterCalls(keep, judge=judge if recorder.accuracy else None, limit=recorder.input_limit)

@@ -249,6 +249,7 @@ def aot_case(
     kind: str,
     compile_kwargs: dict[str, Any],
     compiler: str | None,
+    donated: tuple[str, ...] = (),
 ) -> GraphCase:
     """A case of an AOTAutograd graph (``kind``: forward, backward, inference) of dynamo graph ``parent``.
 
@@ -277,6 +278,7 @@ def aot_case(
         config=parent.config,
         modules=list(dict.fromkeys(modules)),
         compile_kwargs=compile_kwargs,
+        donated=donated,
         compiler=compiler,
         constants=constants,
         backward=False,

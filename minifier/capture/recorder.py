@@ -61,6 +61,7 @@ from pt2kit.script import run_script
 from pt2kit.seams import backend_registry, compile_fx, compiled_autograd, convert_frame, dispatch, hop_eager, symbolic_shapes
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..unit.accuracy import judge_compiled_run
+from ..unit.float64 import draws_otherwise_than_eager
 from pt2kit.signature import (
     Signature,
     exception_chain,
@@ -210,6 +211,7 @@ class Recorder:
                 graph.inner = True
                 graph.gm, graph.values = snapshot(gm), list(example_inputs)  # before Inductor's passes rewrite it
                 graph.kind, graph.compile_kwargs = compile_fx.graph_kind(kwargs)
+                graph.donated = compile_fx.donated_inputs(gm) if graph.kind == "backward" else ()
                 if graph.owner.backend != Stage.INDUCTOR:  # a user's backend that hands its graphs to Inductor
                     graph.compiler = INDUCTOR_INNER_COMPILE
                 graph.original_aten = blame.original_aten_of(gm)
@@ -237,13 +239,9 @@ class Recorder:
                 )
                 graph.directory = self.out_dir / str(GraphId(graph.owner.index, graph.kind, n))
             case = aot_case(
-                graph.owner,
-                graph.gm,
-                graph.values,
-                kind=graph.kind,
-                compile_kwargs=graph.compile_kwargs,
-                compiler=graph.compiler,
-            )
+                graph.owner, graph.gm, graph.values, kind=graph.kind, compile_kwargs=graph.compile_kwargs,
+                compiler=graph.compiler, donated=graph.donated,
+            )  # fmt: skip
             directory = cast(Path, graph.directory)  # (set with its path: above, or by its first save)
             graph.path = write_repro(case, directory, stage=graph.owner.backend)
             blame.write_origins(directory, graph.kernels, graph.original_aten)
@@ -379,17 +377,18 @@ class Recorder:
         inputs). True: it was wrong.
         """
         try:
-            failure = self.judged(graph.gm, graph.values, outputs, rng, after)
+            failure = self.judged(graph.gm, graph.values, outputs, rng, after, graph.owner.backend)
         except Exception as e:  # noqa: BLE001 - no verdict: the bisection asks an isolated query instead
             self.event(Judged(label, error=f"{type(e).__name__}: {e}"))
             return False
         self.event(Judged(label, failure.signature if failure else None, failure.details if failure else ""))
         return failure is not None
 
-    def judged(self, gm: fx.GraphModule, values: list[Any], outputs: Any, rng: Any, after: list[Any]) -> Any:
-        """The wrong answer of one compiled run of ``gm`` on ``values`` (:func:`judge_compiled_run`), or None."""
+    def judged(self, gm: fx.GraphModule, values: list[Any], outputs: Any, rng: Any, after: list[Any], backend: str) -> Any:
+        """The wrong answer of one compiled run of ``gm`` on ``values`` through ``backend`` (:func:`judge_compiled_run`), or None."""
+        draws = draws_otherwise_than_eager(gm, backend)  # (the program's own compile draws Inductor's numbers)
         with dispatch.outside_modes():
-            return judge_compiled_run(gm, values, outputs, rng=rng, strict=self.accuracy == "strict", after=after)
+            return judge_compiled_run(gm, values, outputs, rng=rng, strict=self.accuracy == "strict", after=after, draws_otherwise=draws)
 
     def busy(self, what: str) -> _Busy:
         return _Busy(self, what)
@@ -425,6 +424,7 @@ class AotGraph:
     compile_kwargs: dict[str, Any]
     compiler: str | None  # how a repro names the compiler (None: through the backend)
     inner: bool = False  # taken from Inductor's inner compile
+    donated: tuple[str, ...] = ()  # the inputs AOTAutograd donates to Inductor (a backward graph's)
     directory: Path | None = None
     path: Path | None = None
     # Inductor's kernels of it -> their nodes (minifier.capture.blame)

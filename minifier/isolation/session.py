@@ -110,6 +110,11 @@ class Session:
         #: ``report.json`` of a run that ends without a repro: an exit 5 keeps what was learned.
         self.found: Callable[[], dict[str, Any]] = dict
 
+    def keeps_found(self, error: Any) -> None:
+        """``error`` (a UserFacingError) reports what the run found so far, where it says nothing of its own."""
+        for key, value in self.found().items():
+            error.report.setdefault(key, value)
+
     def warm_up(self, inductor: bool = True, preload: Sequence[str] = ()) -> None:
         """Have pt2kit's worker process warm up (in the background) before its next query.
 

@@ -199,7 +199,9 @@ def _returnable(operand: fx.Node, returned: fx.Node) -> bool:
 
 
 def apply_body_edits(gm: fx.GraphModule, edits: frozenset[BodyEdit]) -> fx.GraphModule:
-    """``gm`` with ``edits`` made in copies of its bodies; an edit whose nodes are gone is skipped."""
+    """``gm`` with ``edits`` made in copies of its bodies; an edit whose nodes, or whose body, are gone is skipped."""
+    present = {name for name, _ in gm.named_children()}  # (a body no node of the candidate reads is not kept)
+    edits = frozenset(edit for edit in edits if edit[0].split(".")[0] in present)
     for top in sorted({path.split(".")[0] for path, _, _ in edits}):
         setattr(gm, top, copy.deepcopy(getattr(gm, top)))
     replaced: dict[tuple[str, str], str] = {(path, name): instead for path, name, instead in edits}

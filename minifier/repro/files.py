@@ -383,6 +383,7 @@ def read_case(
         config=meta["config"],
         modules=[(name, module_root(name)) for name in meta["modules"]],
         compile_kwargs=meta["compile_kwargs"],
+        donated=tuple(meta.get("donated", ())),
         compiler=meta["compiler"],
         constants=constants,
         backward=meta["backward"],

@@ -31,6 +31,7 @@ from ..unit.case import BACKEND_NAME, Boundary, GraphCase, INDUCTOR_INNER_COMPIL
 from .inputs import program_inputs, traces_on_fakes
 from ..unit.check import Stage
 from ..unit.graphio import subgraphs
+from pt2kit.seams import compile_fx
 
 
 #: The stages that run no compiler of their own: an aot graph goes through them as it is.
@@ -153,8 +154,14 @@ def backend_expression(case: GraphCase, stage: str) -> str:
     return f"__import__({module!r}, fromlist=[{attr!r}]).{attr}"
 
 
+def donated_indices(case: GraphCase) -> list[int]:
+    """The positions of the inputs of an aot backward graph that AOTAutograd donated to Inductor (``case.donated``)."""
+    return [k for k, node in enumerate(case.gm.graph.find_nodes(op="placeholder")) if node.name in case.donated]
+
+
 def _run_aot(case: GraphCase, stage: str) -> str:
     kwargs = "".join(f", {k}={v!r}" for k, v in sorted(case.compile_kwargs.items()))
+    helpers = ""
     # The compiler gets ordinary copies to trace and compile with, as it got fake ones in the program:
     # tracing runs the graph, which may write into its inputs, and a special input (a ZeroTensor)
     # reaches only the compiled code.
@@ -168,10 +175,12 @@ def _run_aot(case: GraphCase, stage: str) -> str:
         body = "    return mod\n"
     elif stage == Stage.INDUCTOR or case.compiler == INDUCTOR_INNER_COMPILE:
         doc = f"the {case.kind} graph through Inductor's inner compiler"
-        body = (
-            trace
-            + f"    from torch._inductor.compile_fx import compile_fx_inner\n    return compile_fx_inner(gm, examples{kwargs})\n"
-        )
+        body = trace + "    from torch._inductor.compile_fx import compile_fx_inner\n"
+        if donated := donated_indices(case):
+            helpers = compile_fx.DONATING + "\n\n"
+            mode = "mode" if traces_on_fakes(case) else "None"
+            body += f"    with donating({donated!r}, {mode}):  # the inputs AOTAutograd donated to Inductor in the program\n    "
+        body += f"    return compile_fx_inner(gm, examples{kwargs})\n"
     elif case.compiler:
         module, _, attr = case.compiler.rpartition(":")
         doc = f"the {case.kind} graph through {stage}'s compiler"
@@ -195,7 +204,7 @@ def _run_aot(case: GraphCase, stage: str) -> str:
             + "    return compiler(gm, examples)\n"
         )
     return (
-        "def compile_graph(mod, inputs):\n"
+        helpers + "def compile_graph(mod, inputs):\n"
         f'    """The failing stage: {doc}."""\n' + body + "\n\n"
         "def run(mod, inputs):\n"
         "    with torch.no_grad():  # AOTAutograd runs its graphs without autograd\n"

@@ -61,7 +61,7 @@ from ..unit.runtime import call_hop, call_opaque, clone_input, copies, drop_unre
 from ..unit.devices import devices_of
 from ..unit.aliasing import aliasing_divergence, output_aliasing
 from ..unit.accuracy import ACCURACY_MESSAGE, accuracy_category, accuracy_divergence, run_float64, tensor_versions, written_inputs
-from ..unit.float64 import as_float64, float64_graph, fp64_blocker, fp64_cast, fp64_dtype
+from ..unit.float64 import as_float64, draws_as_eager_under_fallback, float64_graph, fp64_blocker, fp64_cast, fp64_dtype
 from pt2kit.signature import Signature
 
 if TYPE_CHECKING:
@@ -105,11 +105,12 @@ def render(
     ``tries``: a flaky failure's repro runs the stage up to this many times, until it fails.
     """
     strict = strict or accuracy == "strict"
+    config = _config_function(case, fallback_random=bool(accuracy) and draws_as_eager_under_fallback(case.gm, stage))
     parts = [
         _header(case, stage, failure, "strict" if accuracy and strict else accuracy, note),
         _imports(case, stage, accuracy, data_file),
         _definitions(case),
-        _config_function(case),
+        config,
         module_class(case),
         program_class(case),
         symbolic_inputs_function(case)
@@ -120,7 +121,7 @@ def render(
         run_functions(case, stage),
     ]
     if needs_process_group(case):
-        parts.insert(parts.index(_config_function(case)) + 1, _process_group_functions(case))
+        parts.insert(parts.index(config) + 1, _process_group_functions(case))
     if subgraphs(case.gm) or case.handed:
         parts.append(inspect.getsource(graph_module).strip())
         parts.append(inspect.getsource(call_hop).strip())
@@ -302,6 +303,7 @@ def _metadata(
         "config": case.config,
         "modules": [name for name, _ in case.modules],
         "compile_kwargs": case.compile_kwargs,
+        **({"donated": list(case.donated)} if case.donated else {}),
         "compiler": case.compiler,
         "backward": case.backward,
         **({"grad_enabled": False} if not case.grad_enabled else {}),
@@ -333,9 +335,17 @@ def _graph_literal(gm: fx.GraphModule) -> dict[str, Any] | None:
         return None
 
 
-def _config_function(case: GraphCase) -> str:
+INDUCTOR_CONFIG = "torch._inductor.config"
+
+
+def _config_function(case: GraphCase, fallback_random: bool = False) -> str:
+    """``apply_config()``; with ``fallback_random``, an accuracy check's: the compiled graph draws eager's random numbers."""
     lines = ["def apply_config():", '    """The non-default compiler config this failure needs, and the state the program ran in."""']
-    for module, values in sorted(case.config.items()):
+    config = case.config
+    if fallback_random and "fallback_random" not in config.get(INDUCTOR_CONFIG, {}):
+        config = {**config, INDUCTOR_CONFIG: {**config.get(INDUCTOR_CONFIG, {}), "fallback_random": True}}
+        lines.append("    # the compiled graph draws eager's random numbers, so that its values compare with eager's")
+    for module, values in sorted(config.items()):
         if values:
             lines.append(f"    import {module}")
         for key, value in sorted(values.items()):

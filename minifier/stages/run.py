@@ -43,7 +43,8 @@ from .distributed import join_fake_group
 from ..capture.context import importable_name
 from ..unit.case import Boundary, GraphCase, GraphId, INDUCTOR_INNER_COMPILE
 from ..unit.copies import clone_values
-from ..unit.accuracy import References, accuracy_category, accuracy_divergence, reference_outputs, signature_of_accuracy
+from ..unit.accuracy import References, accuracy_category, accuracy_divergence, despite_draws, reference_outputs, signature_of_accuracy
+from ..unit.float64 import draws_as_eager_under_fallback, draws_otherwise_than_eager
 from pt2kit.signature import Failure, Kind, Signature, signature_of_exception, tagging_compile_errors
 from pt2kit.seams import backend_registry, compile_fx, dispatch, dynamo_exc
 from pt2kit.seams.aot_autograd import compiler_kwargs
@@ -179,6 +180,8 @@ def run_case(
             labels=namespace["value_labels"](len(expected), written),
             aliasing=namespace["ALIASING"],
         )
+        # (a stage that draws otherwise than eager even with the repro's fallback_random: a user's backend)
+        problem = despite_draws(problem, draws_otherwise_than_eager(case.gm, stage) and not draws_as_eager_under_fallback(case.gm, stage))
         if not problem:
             return Outcome(stage, None, time.perf_counter() - start)
         if isinstance(expected, str):  # eager refused what the compiled run returned: nothing to compare further
@@ -356,6 +359,7 @@ class _Recorded:
     compile_kwargs: dict[str, Any]
     compiler: str | None
     inputs: list[Any] | None = None
+    donated: tuple[str, ...] = ()
 
 
 def _copy_of(gm: fx.GraphModule) -> fx.GraphModule:
@@ -391,7 +395,8 @@ class _AotRecorder:
             gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any
         ) -> Any:
             kind, flags = compile_fx.graph_kind(kwargs)
-            record = _Recorded(kind, _copy_of(gm), flags, compiler)
+            donated = compile_fx.donated_inputs(gm) if kind == "backward" else ()
+            record = _Recorded(kind, _copy_of(gm), flags, compiler, donated=donated)
             self.graphs.append(record)
             return self.eager_runner(record)
 
@@ -491,5 +496,11 @@ def namespace_backend_expression(case: GraphCase) -> str:
 def aot_case_of(case: GraphCase, record: _Recorded) -> GraphCase:
     assert record.inputs is not None
     return aot_case(
-        case, record.gm, record.inputs, kind=record.kind, compile_kwargs=record.compile_kwargs, compiler=record.compiler
+        case,
+        record.gm,
+        record.inputs,
+        kind=record.kind,
+        compile_kwargs=record.compile_kwargs,
+        compiler=record.compiler,
+        donated=record.donated,
     )

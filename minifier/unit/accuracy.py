@@ -65,6 +65,18 @@ def accuracy_category(problem: str) -> str:
     return "non-tensor values"
 
 
+#: What a graph that draws its random numbers otherwise than eager still gives as eager does.
+RANDOM_ALIKE = ("shape or dtype", "output structure", "tensor flags")
+
+
+def despite_draws(problem: str | None, draws_otherwise: bool) -> str | None:
+    """``problem``, unless the graph draws its random numbers otherwise than eager (``draws_otherwise``) and
+    ``problem`` is of its values: then it is the draws', not a bug's (only :data:`RANDOM_ALIKE` still counts)."""
+    if problem and draws_otherwise and not accuracy_category(problem).startswith(RANDOM_ALIKE):
+        return None
+    return problem
+
+
 def refused_by_eager(failure: Signature | None) -> bool:
     """Is ``failure`` a compiled run that returns where eager raises (:func:`accuracy_category`'s ``eager raises``)?"""
     return failure is not None and failure.kind == Kind.ACCURACY and f"{ACCURACY_MESSAGE} (eager raises " in failure.message
@@ -252,7 +264,14 @@ def gradient_references(
 
 
 def judge_compiled_run(
-    gm: Any, inputs: list[Any], outputs: Any, *, rng: Any, strict: bool = False, after: list[Any] | None = None
+    gm: Any,
+    inputs: list[Any],
+    outputs: Any,
+    *,
+    rng: Any,
+    strict: bool = False,
+    after: list[Any] | None = None,
+    draws_otherwise: bool = False,
 ) -> Failure | None:
     """Was one compiled run of ``gm`` on ``inputs`` right? The isolated queries' accuracy rule, for a run that already happened.
 
@@ -261,7 +280,8 @@ def judge_compiled_run(
     runs of ``gm`` from that same state, in working precision and in float64, are the
     reference (:func:`accuracy_divergence`). ``--accuracy`` under capture judges the
     program's own compile of each aot graph this way at its first run, so the
-    bisection need not compile it again. The caller's random state is left untouched.
+    bisection need not compile it again. The caller's random state is left untouched. ``draws_otherwise``: the
+    compiled code drew its random numbers otherwise than eager, and its values are not judged (:func:`despite_draws`).
     """
     import torch
 
@@ -276,6 +296,7 @@ def judge_compiled_run(
     problem = accuracy_divergence(
         references.expected, actual, references.fp64, strict=strict, labels=output_labels(references, len(actual))
     )
+    problem = despite_draws(problem, draws_otherwise)
     return signature_of_accuracy(problem) if problem else None
 
 

@@ -329,6 +329,8 @@ class GraphCase:
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # module -> {key: literal or a CONFIG_* marker}
     modules: list[tuple[str, str]] = field(default_factory=list)  # (import name, sys.path root) of user modules
     compile_kwargs: dict[str, Any] = field(default_factory=dict)  # aot inner-compile kwargs
+    # aot backward graphs: the inputs (placeholder names) AOTAutograd donates to Inductor, which may reuse their memory
+    donated: tuple[str, ...] = ()
     compiler: str | None = (
         None  # aot graphs of a user backend: "module:function" of its compiler (INDUCTOR_INNER_COMPILE: Inductor's)
     )

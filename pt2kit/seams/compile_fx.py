@@ -18,8 +18,15 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._inductor.compile_fx.wrap_compiler_debug",
-    features=("bisection's aot graphs of Inductor", "TORCHDYNAMO_REPRO_AFTER=aot with Inductor"),
+    wraps=(
+        "torch._inductor.compile_fx.wrap_compiler_debug; the tracing context's fw_metadata.bw_donated_idxs that "
+        "torch._inductor.utils.get_donated_idxs reads"
+    ),
+    features=(
+        "bisection's aot graphs of Inductor",
+        "TORCHDYNAMO_REPRO_AFTER=aot with Inductor",
+        "backward repros with the inputs AOTAutograd donates",
+    ),
 )
 
 MODULE = "torch._inductor.compile_fx"
@@ -28,11 +35,28 @@ InnerCompileWrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 def probe() -> None:
     import torch._inductor.compile_fx as compile_fx
+    import torch._inductor.graph as graph
+    import torch._inductor.utils as utils
 
     if not callable(getattr(compile_fx, "wrap_compiler_debug", None)):
         raise AttributeError("compile_fx.wrap_compiler_debug is gone")
     if "wrap_compiler_debug(" not in inspect.getsource(compile_fx.compile_fx_inner):
         raise AttributeError("compile_fx_inner no longer calls wrap_compiler_debug")
+    if "get_donated_idxs()" not in inspect.getsource(graph.GraphLowering.__init__):
+        raise AttributeError("Inductor's GraphLowering no longer reads the donated inputs with get_donated_idxs")
+    namespace: dict[str, Any] = {}
+    exec(DONATING, namespace)  # noqa: S102 - the repro's own lines, checked
+    with namespace["donating"]([1]):
+        if utils.get_donated_idxs() != [1] or donated_inputs(_two_inputs()) != ("y",):
+            raise AttributeError("the tracing context's fw_metadata.bw_donated_idxs no longer says which inputs are donated")
+
+
+def _two_inputs() -> Any:
+    import torch.fx as fx
+
+    graph = fx.Graph()
+    graph.output((graph.placeholder("x"), graph.placeholder("y")))
+    return fx.GraphModule({}, graph)
 
 
 def _install(wrap: InnerCompileWrapper) -> Callable[[], None]:
@@ -105,6 +129,37 @@ def is_inductor_function(fn: Any) -> bool:
 #: The inner-compile keyword arguments that say which graph Inductor compiles; a repro
 #: passes them again (``compile_fx_inner(gm, inputs, is_backward=True)``).
 GRAPH_FLAGS = ("is_backward", "is_inference")
+
+
+#: Repro text: ``donating(indices, mode)``, the tracing context through which AOTAutograd tells Inductor
+#: which inputs of a backward graph it may reuse the memory of (``fw_metadata.bw_donated_idxs``). The
+#: program's compile had one; a backward compiled without it writes into none of its inputs.
+DONATING = (
+    "def donating(indices, mode=None):\n"
+    '    """The tracing context AOTAutograd compiles a backward graph in, as far as Inductor reads it: the inputs\n'
+    "    it donates (saved activations nothing reads after this graph), whose memory Inductor may reuse.\n"
+    '    ``mode``: the fake mode of the inputs the graph is traced on, when they are fake."""\n'
+    "    import types\n"
+    "    import torch._functorch.config\n"
+    "    from torch._guards import TracingContext, tracing\n"
+    "    from torch._subclasses.fake_tensor import FakeTensorMode\n\n"
+    "    context = TracingContext(mode or FakeTensorMode(allow_non_fake_inputs=True))\n"
+    "    donating = torch._functorch.config.donated_buffer  # (AOTAutograd donates none without it)\n"
+    "    context.fw_metadata = types.SimpleNamespace(bw_donated_idxs=list(indices) if donating else [])\n"
+    "    return tracing(context)\n"
+)
+
+
+def donated_inputs(gm: Any) -> tuple[str, ...]:
+    """The inputs, by placeholder name, of the backward graph Inductor is compiling (``gm``) that AOTAutograd
+    donates to it: Inductor may write its own results into their memory (an in-place reuse), which a repro
+    must allow again for a bug of that reuse to show (:data:`DONATING`)."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    indices = getattr(getattr(context, "fw_metadata", None), "bw_donated_idxs", None) or []
+    names = [node.name for node in gm.graph.find_nodes(op="placeholder")]
+    return tuple(names[i] for i in indices if 0 <= i < len(names))
 
 
 def graph_kind(kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -16,7 +16,6 @@ queries in this one; each repro then runs with torch alone in a directory of its
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -223,14 +222,11 @@ def test_a_failure_the_program_shows_on_every_run_and_its_graph_never_alone_is_n
     said = str(error)
     assert error.exit_code == 5 and "fails the same way on every run" in said and "never does" in said, said
     assert "state the program set" in said and "flaky" not in said, said
-    # its report.json keeps what was found: the program's failure and each graph's stages
-    from minifier.cli import _write_error_report
-
+    # its report (report.json, --json) keeps what was found: the program's failure and each graph's stages
     session, _ = in_process
-    _write_error_report(session, error)
-    report = json.loads((session.run_dir / "report.json").read_text())
-    assert "on every run" in report["message"] and "a bad day" in report["failure"]["message"], report
-    assert "g0" in [g["label"] for g in report["graphs"]], report["graphs"]
+    session.keeps_found(error)  # (as the command does)
+    assert "a bad day" in error.report["failure"]["message"], error.report
+    assert "g0" in [g["label"] for g in error.report["graphs"]], error.report["graphs"]
 
 
 @pytest.mark.e2e

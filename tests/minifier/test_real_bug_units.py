@@ -603,6 +603,10 @@ def test_a_body_traced_without_values_gets_stand_ins_for_what_it_returns_from_fa
     twice = apply_body_edits(copy.deepcopy(case.gm), frozenset({(body, "cos", "add_1"), (body, "add_1", "mul")}))
     output = next(n for n in twice.get_submodule(body).graph.nodes if n.op == "output")
     assert [a.name for a in output.args[0]] == ["add", "mul"]  # (add_1 edited first, by name: the cos reads the mul)
+    # a candidate that no longer calls the loop holds no body: its edits are skipped
+    bare = torch.fx.Graph()
+    bare.output(bare.placeholder("x"))
+    assert not dict(apply_body_edits(torch.fx.GraphModule(case.gm, bare), frozenset({(body, "cos", "add_1")})).named_children())
 
 
 def _aot_case(fn, *args):
@@ -845,3 +849,78 @@ def test_a_view_spanning_all_of_its_base_stays_the_view_when_copied():
     assert alias_groups([x.view(-1), x]) == [(1, [(0, 0, True)])]
     flat, base = clone_values([x.view(-1), x])
     assert flat._is_view() and not base._is_view() and flat.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+
+
+def _sum_of_products(a, b, c):
+    return (a * b + c,)
+
+
+def test_a_backward_graph_keeps_the_inputs_aotautograd_donated_to_inductor(tmp_path):
+    """Hunt b's ``nested_compile_region`` wrong weight gradient: Inductor reused the memory of a backward input
+    AOTAutograd donates to it (read from the tracing context the program compiled in), and the graph compiled
+    alone, with none donated, was right. The capture keeps the donated inputs by name; the repro gives them
+    again by position, only while ``donated_buffer`` is on; the first workaround tried turns it off."""
+    import dataclasses
+
+    import torch._functorch.config as functorch_config
+
+    from minifier.bisect.subsystem import workarounds
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.repro.files import exec_repro, load_repro, write_repro
+    from minifier.repro.writer import render
+    from pt2kit.seams import compile_fx
+
+    a, b, c = torch.randn(4), torch.randn(4), torch.randn(4)
+    gm = torch.fx.symbolic_trace(_sum_of_products)
+    dynamo = make_case(gm, [a, b, c], backend=BackendInfo("inductor", []), index=0, in_backend=False)
+    backward = dataclasses.replace(
+        dynamo, boundary="aot", kind="backward", compile_kwargs={"is_backward": True}, backward=False, donated=("c", "b")
+    )
+    read = load_repro(write_repro(backward, tmp_path / "g0.backward", stage="inductor")).case
+    assert read.donated == ("c", "b")
+    text = render(read, stage="inductor")
+    assert "with donating([1, 2], None):" in text, text
+    namespace = exec_repro(text, meta={"definitions": read.definitions})
+    with namespace["donating"]([0, 2]):
+        assert compile_fx.donated_inputs(read.gm) == ("a", "c")  # as Inductor's inner compile reads them
+    with functorch_config.patch(donated_buffer=False), namespace["donating"]([0, 2]):
+        assert compile_fx.donated_inputs(read.gm) == ()  # AOTAutograd donates none then
+    # an input the reduction drops moves the others: they are found again by name
+    fewer = torch.fx.symbolic_trace(lambda b, c: (b + c,))
+    assert "with donating([0, 1], None):" in render(dataclasses.replace(read, gm=fewer, inputs=read.inputs[1:]), stage="inductor")
+    assert "donating" not in render(dataclasses.replace(read, donated=()), stage="inductor")
+    first = workarounds(None, "inductor", "inductor", donated=True)[0]
+    assert "donated_buffer = False" in first.code and "enable_autograd_cache" in first.code, first
+    assert "donated_buffer" not in workarounds(None, "inductor", "inductor")[0].code
+
+
+def _dropout_doubled(x):
+    return (torch.nn.functional.dropout(x, 0.5, training=True) * 2,)
+
+
+def test_a_graph_that_draws_random_numbers_is_compared_only_where_it_draws_eager_s(tmp_path):
+    """Hunt k: under ``--accuracy``, a graph with dropout was judged wrong at every stage that takes Inductor's
+    decompositions (they draw otherwise than eager), so a dropout graph before the program's real bug became
+    the culprit, and a repro of ``torch.rand`` alone "failed" whatever the bug. Its accuracy check now compiles
+    with ``fallback_random`` (eager's draws, as torch's own accuracy minifier does), and a run that drew
+    otherwise, the program's own, is judged on what random draws cannot change: shape, dtype, structure."""
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.repro.writer import render
+    from minifier.stages.run import run_case
+    from minifier.unit.accuracy import judge_compiled_run
+
+    x = torch.randn(64)
+    gm = torch.fx.symbolic_trace(_dropout_doubled)
+    case = make_case(gm, [x], backend=BackendInfo("inductor", []), index=0, in_backend=False)
+    assert "torch._inductor.config.fallback_random = True" in render(case, stage="aot_eager_decomp_partition", accuracy=True)
+    assert "fallback_random" not in render(case, stage="aot_eager", accuracy=True)  # (aot_eager draws eager's)
+    assert "fallback_random" not in render(case, stage="aot_eager_decomp_partition")  # (no values are compared)
+    assert run_case(case, "aot_eager_decomp_partition", accuracy=True).failure is None
+    # the program's own compiled run drew Inductor's numbers: its values are not judged, its dtype is
+    rng = torch.get_rng_state()
+    drawn = (torch.rand(64) < 0.5) * x * 2
+    assert judge_compiled_run(gm, [x], [drawn], rng=rng) is not None
+    assert judge_compiled_run(gm, [x], [drawn], rng=rng, draws_otherwise=True) is None
+    assert judge_compiled_run(gm, [x], [drawn.double()], rng=rng, draws_otherwise=True) is not None
