@@ -470,14 +470,14 @@ def has_effect(node: fx.Node) -> bool:
 
 
 def leaves_a_mode_on(nodes: dict[str, fx.Node], kept: Iterable[str]) -> bool:
-    """Would the graph of only the ``kept`` nodes enter a mode and never leave it (``_exit_autocast`` dropped)?
+    """Would the graph of only the ``kept`` nodes enter a mode and never leave it (``_exit_autocast`` dropped, a
+    vmap level opened by ``_vmap_increment_nesting`` never closed)? ``nodes``: the graph's, in graph order.
 
-    The mode would then stay on for whatever runs after the graph, its eager reference too:
-    what such a graph shows is its own doing, never the program's failure.
+    The mode would then stay on for whatever runs after the graph, its eager reference and the
+    compiler too (hunt j: an open vmap level made Inductor's own pattern setup raise in a fresh
+    process): what such a graph shows is its own doing, never the program's failure.
     """
     kept = set(kept)
-    return any(
-        nodes[name].op == "call_function"
-        and any(user.name not in kept and ops.leaves_mode(nodes[name].target, user.target) for user in nodes[name].users)
-        for name in kept
-    )
+    switches = [n for n in nodes.values() if n.name in kept and n.op == "call_function"]
+    left = {id(enter) for enter, _ in ops.mode_brackets(switches)}
+    return any(ops.enters_mode(n.target) and id(n) not in left for n in switches)

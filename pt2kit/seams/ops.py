@@ -297,6 +297,12 @@ def mode_brackets(nodes: Sequence[Any]) -> list[tuple[Any, Any]]:
     return pairs
 
 
+def enters_mode(target: Any) -> bool:
+    """Does calling ``target`` enter a mode (or open a nesting level) that another switch leaves?"""
+    name = _name_or_none(target)
+    return name in MODE_PAIRS or name in NESTING
+
+
 def _name_or_none(target: Any) -> str | None:
     try:
         return qualified_name(target)

@@ -142,6 +142,23 @@ def test_a_candidate_never_enters_a_mode_it_does_not_leave():
     nodes = {n.name: n for n in graph.nodes}
     assert leaves_a_mode_on(nodes, [enter.name, mm.name])
     assert not leaves_a_mode_on(nodes, [enter.name, mm.name, leave.name]) and not leaves_a_mode_on(nodes, [mm.name])
+    # hunt j: create_block_mask's vmap levels, which no value links: the innermost one open closes first
+    from torch._functorch import predispatch
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    outer = graph.call_function(predispatch._vmap_increment_nesting, (4, "error"))
+    inner = graph.call_function(predispatch._vmap_increment_nesting, (4, "error"))
+    mm = graph.call_function(torch.matmul, (x, x))
+    close_inner = graph.call_function(predispatch._vmap_decrement_nesting, ())
+    close_outer = graph.call_function(predispatch._vmap_decrement_nesting, ())
+    graph.output((mm,))
+    nodes = {n.name: n for n in graph.nodes}
+    assert leaves_a_mode_on(nodes, [outer.name, inner.name, mm.name, close_inner.name])
+    assert leaves_a_mode_on(nodes, [outer.name, inner.name, mm.name, close_outer.name])
+    assert not leaves_a_mode_on(nodes, [inner.name, mm.name, close_outer.name])  # (one level, opened and closed)
+    assert not leaves_a_mode_on(nodes, [n.name for n in (outer, inner, mm, close_inner, close_outer)])
+    assert not leaves_a_mode_on(nodes, [outer.name, mm.name, close_outer.name])
 
 
 def test_complex_constants_are_written_as_the_program_ran_them_and_its_own_subgraph_is_left_alone():
