@@ -287,7 +287,7 @@ class ReproOnFailure:
     def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
         """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
         from pt2kit.signature import said
-        from .unit.accuracy import accuracy_divergence, despite_draws, output_labels, reference_outputs
+        from .unit.accuracy import accuracy_divergence, compared_despite_draws, output_labels, reference_outputs
         from .unit.case import Boundary
 
         after = rng_state()
@@ -305,7 +305,12 @@ class ReproOnFailure:
         draws = draws_otherwise_than_eager(case.gm, case.backend)
         if not problem and not draws:
             note_rounding(case.label(), accuracy_divergence(eager.expected, actual, eager.fp64, labels=labels, strict=True))
-        return despite_draws(problem, draws)  # (their kind still compares)
+        if not draws:
+            return problem
+        return compared_despite_draws(problem, case.gm, lambda kept: accuracy_divergence(  # (their kind still compares)
+            [eager.expected[i] for i in kept], [actual[i] for i in kept],
+            None if eager.fp64 is None else [eager.fp64[i] for i in kept], labels=[labels[i] for i in kept],
+        ))  # fmt: skip
 
     def check_gradients(self, compiled: Callable[..., Any], case: Any, references: list[Any], rng: Any) -> str | None:
         """Level 4: the backward's first result, the compiled graph's gradients against eager's, on clones of its inputs.

@@ -77,6 +77,26 @@ def despite_draws(problem: str | None, draws_otherwise: bool) -> str | None:
     return problem
 
 
+def compared_despite_draws(problem: str | None, gm: Any, recompare: Callable[[list[int]], str | None]) -> str | None:
+    """``problem`` of a run of ``gm`` that drew its random numbers otherwise than eager: the divergence of the
+    outputs no draw reaches (``recompare(positions)``, :func:`~minifier.unit.float64.drawn_outputs`), else only
+    what draws cannot change (:func:`despite_draws`)."""
+    from .float64 import drawn_outputs
+
+    if not problem:
+        return problem
+    drawn = drawn_outputs(gm)
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    free = [] if drawn is None else [i for i in range(len(_leaves(output.args[0]))) if i not in drawn]
+    return (recompare(free) if free else None) or despite_draws(problem, True)
+
+
+def _leaves(value: Any) -> list[Any]:
+    from torch.utils._pytree import tree_leaves
+
+    return tree_leaves(value)
+
+
 def refused_by_eager(failure: Signature | None) -> bool:
     """Is ``failure`` a compiled run that returns where eager raises (:func:`accuracy_category`'s ``eager raises``)?"""
     return failure is not None and failure.kind == Kind.ACCURACY and f"{ACCURACY_MESSAGE} (eager raises " in failure.message
@@ -296,7 +316,12 @@ def judge_compiled_run(
     problem = accuracy_divergence(
         references.expected, actual, references.fp64, strict=strict, labels=output_labels(references, len(actual))
     )
-    problem = despite_draws(problem, draws_otherwise)
+    if draws_otherwise:
+        problem = compared_despite_draws(problem, gm, lambda kept: accuracy_divergence(
+            [references.expected[i] for i in kept], [actual[i] for i in kept],
+            None if references.fp64 is None else [references.fp64[i] for i in kept], strict=strict,
+            labels=[f"output {i}" for i in kept],
+        ))  # fmt: skip
     return signature_of_accuracy(problem) if problem else None
 
 

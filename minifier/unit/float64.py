@@ -62,6 +62,34 @@ def has_random_ops(gm: Any) -> bool:
     return any(draws_random(op_name(node, gm)) for node in all_call_nodes(gm))
 
 
+def drawn_outputs(gm: Any) -> set[int] | None:
+    """The positions of ``gm``'s outputs that its random draws reach, through its data flow; None when that cannot
+    be told (an op that writes a drawn value in place: ``Tensor.bernoulli_``, ``z.copy_(mask)``).
+
+    A graph with dropout may still hold a bug in an output no draw reaches, which a check that
+    cannot compare its draws must still see.
+    """
+    import torch.fx as fx
+    from torch.utils._pytree import tree_leaves
+
+    from pt2kit.names import op_name
+    from .graphio import subgraphs
+
+    drawing_bodies = {path for path, body in subgraphs(gm).items() if has_random_ops(body)}
+    drawn: set[fx.Node] = set()
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        name = op_name(node, gm)
+        reads_drawn = any(a in drawn or (a.op == "get_attr" and str(a.target) in drawing_bodies) for a in node.all_input_nodes)
+        if draws_random(name) or reads_drawn or str(node.target) in drawing_bodies:
+            if name.rsplit(".", 1)[-1].endswith("_") or "setitem" in name:
+                return None  # (a value written in place: its other readers read what the draws reached)
+            drawn.add(node)
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    return {i for i, value in enumerate(tree_leaves(output.args[0])) if value in drawn}
+
+
 #: Methods that cast to a low-precision float, and the dtype each casts to.
 _FLOAT_CASTS = {"half": "float16", "float": "float32", "bfloat16": "bfloat16"}
 

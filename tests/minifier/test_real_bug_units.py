@@ -899,6 +899,10 @@ def _dropout_doubled(x):
     return (torch.nn.functional.dropout(x, 0.5, training=True) * 2,)
 
 
+def _dropout_beside_a_cos(x):
+    return (torch.nn.functional.dropout(x, 0.5, training=True) * 2, x.cos())
+
+
 def test_a_graph_that_draws_random_numbers_is_compared_only_where_it_draws_eager_s(tmp_path):
     """Hunt k: under ``--accuracy``, a graph with dropout was judged wrong at every stage that takes Inductor's
     decompositions (they draw otherwise than eager), so a dropout graph before the program's real bug became
@@ -924,3 +928,7 @@ def test_a_graph_that_draws_random_numbers_is_compared_only_where_it_draws_eager
     assert judge_compiled_run(gm, [x], [drawn], rng=rng) is not None
     assert judge_compiled_run(gm, [x], [drawn], rng=rng, draws_otherwise=True) is None
     assert judge_compiled_run(gm, [x], [drawn.double()], rng=rng, draws_otherwise=True) is not None
+    # an output no draw reaches still compares: a bug there is not hidden by the dropout beside it
+    beside = torch.fx.symbolic_trace(_dropout_beside_a_cos)
+    assert judge_compiled_run(beside, [x], [drawn, x.cos()], rng=rng, draws_otherwise=True) is None
+    assert judge_compiled_run(beside, [x], [drawn, x.cos() + 1], rng=rng, draws_otherwise=True) is not None
