@@ -392,11 +392,13 @@ COLLECTIVES = ("_c10d_functional", "c10d_functional")
 
 
 def needs_process_group(case: GraphCase) -> bool:
-    """Does the repro need the job's process group: a collective in the graph, or a DTensor input?"""
-    from pt2kit.seams.ops import is_overload, overload_name
+    """Does the repro need the job's process group: a collective in the graph (an overload, or the packet a
+    dynamo graph may call: ``torch.ops._c10d_functional.all_gather_into_tensor``), or a DTensor input?"""
+    from pt2kit.seams.ops import is_overload, is_packet, schema_name
 
     nodes = all_call_nodes(case.gm)
-    collective = any(is_overload(n.target) and overload_name(n.target)[0] in COLLECTIVES for n in nodes)
+    ops = [n.target for n in nodes if is_overload(n.target) or is_packet(n.target)]
+    collective = any(schema_name(op).split("::")[0] in COLLECTIVES for op in ops)
     return collective or any(i.dtensor is not None for i in case.inputs)
 
 

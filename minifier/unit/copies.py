@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import torch
 
-from pt2kit.seams import special_tensors
+from pt2kit.seams import dtensor, special_tensors
 
 #: The largest storage (bytes) a view's window is kept with; beyond it the elements alone are copied.
 WINDOW_LIMIT = 64 << 20
@@ -34,6 +34,9 @@ def clone_tensor(
     ``window`` (``t`` is a view into a larger storage: ``TensorMeta.storage``), the
     copy is a view at the same offset into a copy of that whole storage.
     """
+    if dtensor.is_dtensor(t):  # (it copies its own shard, mesh and placements; as_strided it refuses: hunt m)
+        with torch.no_grad():
+            return t.detach().clone().requires_grad_(t.requires_grad if requires_grad is None else requires_grad)
     if window and (around := storage_window(t)) is not None:
         offset, size = around
         with torch.no_grad():

@@ -138,3 +138,44 @@ def test_the_env_var_hook_under_torchrun_keeps_the_users_error_and_leaves_a_repr
         assert report["ops_after"] == ["_c10d_functional.all_reduce.default"], report
         ran = alone(run / "repro.py")
         assert ran.returncode != 0 and "cannot lower _c10d_functional.all_reduce" in ran.stderr
+
+
+def test_a_collective_called_by_its_packet_makes_the_repro_join_the_process_group():
+    """Hunt m: a dynamo graph calls ``torch.ops._c10d_functional.all_gather_into_tensor(x, 2, '0')`` (the packet,
+    no ``.default``); the repro did not set the process group up, and rebuilt alone the graph failed to resolve it."""
+    import torch.fx as fx
+
+    import torch.distributed._functional_collectives  # noqa: F401 (registers _c10d_functional)
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.repro.writer import needs_process_group
+
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    graph.output((graph.call_function(torch.ops._c10d_functional.all_gather_into_tensor, (x, 2, "0")),))
+    case = make_case(fx.GraphModule({}, graph), [torch.randn(4)], backend=BackendInfo("inductor", []), index=0, in_backend=False)
+    assert needs_process_group(case)
+    plain = fx.Graph()
+    y = plain.placeholder("x")
+    plain.output((plain.call_function(torch.ops.aten.sin, (y,)),))
+    assert not needs_process_group(make_case(fx.GraphModule({}, plain), [torch.randn(4)], backend=BackendInfo("inductor", []), index=0, in_backend=False))
+
+
+def test_a_dtensor_is_copied_as_a_dtensor():
+    """Hunt m: with ``freezing`` on, a module's DTensor parameter reaches the graph's inputs, and pt2kit's copy of it
+    (``as_strided`` over its memory) raised "as_strided not supported with DTensor": the graph was not saved."""
+    script = textwrap.dedent("""
+        import torch, torch.distributed as dist
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
+        from minifier.unit.copies import clone_tensor
+
+        dist.init_process_group("fake", rank=0, world_size=2, store=FakeStore())
+        d = distribute_tensor(torch.randn(4, 4), init_device_mesh("cpu", (2,)), [Shard(0)]).requires_grad_()
+        c = clone_tensor(d)
+        assert type(c) is type(d) and c.placements == d.placements and c.requires_grad and c.is_leaf
+        assert torch.equal(c.to_local(), d.to_local()) and c.to_local().data_ptr() != d.to_local().data_ptr()
+        print("copied")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "copied" in done.stdout, done.stderr[-2000:]
