@@ -145,7 +145,7 @@ def test_a_collective_called_by_its_packet_makes_the_repro_join_the_process_grou
     no ``.default``); the repro did not set the process group up, and rebuilt alone the graph failed to resolve it."""
     import torch.fx as fx
 
-    import torch.distributed._functional_collectives  # noqa: F401 (registers _c10d_functional)
+    import torch.distributed._functional_collectives  # (registers _c10d_functional)
     from minifier.capture.casemaker import make_case
     from minifier.capture.context import BackendInfo
     from minifier.repro.writer import needs_process_group
