@@ -310,7 +310,7 @@ class ReproOnFailure:
         return compared_despite_draws(problem, case.gm, lambda kept: accuracy_divergence(  # (their kind still compares)
             [eager.expected[i] for i in kept], [actual[i] for i in kept],
             None if eager.fp64 is None else [eager.fp64[i] for i in kept], labels=[labels[i] for i in kept],
-        ))  # fmt: skip
+        ), min(len(eager.expected), len(actual)))  # fmt: skip
 
     def check_gradients(self, compiled: Callable[..., Any], case: Any, references: list[Any], rng: Any) -> str | None:
         """Level 4: the backward's first result, the compiled graph's gradients against eager's, on clones of its inputs.

@@ -185,7 +185,7 @@ def run_case(
             problem = compared_despite_draws(problem, case.gm, lambda kept: accuracy_divergence(
                 [expected[i] for i in kept], [actual[i] for i in kept], None if fp64 is None else [fp64[i] for i in kept],
                 strict=strict, labels=[f"output {i}" for i in kept],
-            ))  # fmt: skip
+            ), min(len(expected), len(actual)))  # fmt: skip
         if not problem:
             return Outcome(stage, None, time.perf_counter() - start)
         if isinstance(expected, str):  # eager refused what the compiled run returned: nothing to compare further

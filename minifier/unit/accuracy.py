@@ -77,24 +77,19 @@ def despite_draws(problem: str | None, draws_otherwise: bool) -> str | None:
     return problem
 
 
-def compared_despite_draws(problem: str | None, gm: Any, recompare: Callable[[list[int]], str | None]) -> str | None:
+def compared_despite_draws(
+    problem: str | None, gm: Any, recompare: Callable[[list[int]], str | None], count: int
+) -> str | None:
     """``problem`` of a run of ``gm`` that drew its random numbers otherwise than eager: the divergence of the
     outputs no draw reaches (``recompare(positions)``, :func:`~minifier.unit.float64.drawn_outputs`), else only
-    what draws cannot change (:func:`despite_draws`)."""
-    from .float64 import drawn_outputs
+    what draws cannot change (:func:`despite_draws`). ``count``: how many values the run compared."""
+    from .float64 import drawn_outputs, graph_outputs
 
     if not problem:
         return problem
     drawn = drawn_outputs(gm)
-    output = next(n for n in gm.graph.nodes if n.op == "output")
-    free = [] if drawn is None else [i for i in range(len(_leaves(output.args[0]))) if i not in drawn]
+    free = [] if drawn is None else [i for i in range(min(len(graph_outputs(gm)), count)) if i not in drawn]
     return (recompare(free) if free else None) or despite_draws(problem, True)
-
-
-def _leaves(value: Any) -> list[Any]:
-    from torch.utils._pytree import tree_leaves
-
-    return tree_leaves(value)
 
 
 def refused_by_eager(failure: Signature | None) -> bool:
@@ -321,7 +316,7 @@ def judge_compiled_run(
             [references.expected[i] for i in kept], [actual[i] for i in kept],
             None if references.fp64 is None else [references.fp64[i] for i in kept], strict=strict,
             labels=[f"output {i}" for i in kept],
-        ))  # fmt: skip
+        ), len(actual))  # fmt: skip
     return signature_of_accuracy(problem) if problem else None
 
 

@@ -70,7 +70,6 @@ def drawn_outputs(gm: Any) -> set[int] | None:
     cannot compare its draws must still see.
     """
     import torch.fx as fx
-    from torch.utils._pytree import tree_leaves
 
     from pt2kit.names import op_name
     from .graphio import subgraphs
@@ -86,8 +85,13 @@ def drawn_outputs(gm: Any) -> set[int] | None:
             if name.rsplit(".", 1)[-1].endswith("_") or "setitem" in name:
                 return None  # (a value written in place: its other readers read what the draws reached)
             drawn.add(node)
-    output = next(n for n in gm.graph.nodes if n.op == "output")
-    return {i for i, value in enumerate(tree_leaves(output.args[0])) if value in drawn}
+    return {i for i, value in enumerate(graph_outputs(gm)) if value in drawn}
+
+
+def graph_outputs(gm: Any) -> list[Any]:
+    """What ``gm`` returns, one value per output as its runs list them (a tuple's items, None kept)."""
+    returned = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
 
 
 #: Methods that cast to a low-precision float, and the dtype each casts to.
