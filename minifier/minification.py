@@ -517,14 +517,14 @@ def minify_repro(
             f"({outcome.failure.signature}): the graph rebuilt alone is not what the program compiled"
         )
     if recorded is not None and outcome.failure.signature != recorded:
-        session.log(
-            f"note: {path.name} now fails with {outcome.failure.signature}, not the recorded {recorded}"
+        said = (
+            f"{path.name} now fails with {outcome.failure.signature}, not the recorded {recorded}"
             + ("; glibc found the heap corrupted (a kernel writing past its buffer)" if corrupted else "")
             + "; minifying what it does now"
         )
-    session.log(
-        f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}"
-    )
+        report.add_note(said)  # (report.json says it too: hunt l asked for an aot repro and got a dynamo graph's)
+        session.log(f"note: {said}")
+    session.log(f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}")
     check = Check(outcome.stage, outcome.failure.signature, accuracy)
     result = minify_case(session, row.case, check, Provenance(outcome.failure, key, bisect=report))
     return finished(session, result, subsystem, None, [], preparing)

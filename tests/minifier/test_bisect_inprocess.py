@@ -237,3 +237,29 @@ def test_a_graph_calling_a_setter_of_torchs_global_state_is_named():
     plain.graph.output(plain.graph.call_function(torch.sin, (plain.graph.placeholder("x"),)))
     assert state_setters([("g0", setting), ("g1", plain)]) == ["g0 calls torch.set_default_dtype", "g0 calls torch.manual_seed"]
     assert state_setters([("g1", plain)]) == []
+
+
+def test_a_saved_repro_that_now_fails_otherwise_says_so_in_its_report(in_process, tmp_path):
+    # hunt l: the env-var hook asked for an aot repro and wrote a dynamo graph's, saying why only on the console
+    from torch._dynamo import register_backend
+
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.minification import minify_repro
+    from minifier.repro.files import write_repro
+    from pt2kit.signature import Signature
+
+    def picky_today(gm, example_inputs):
+        if any(n.target is torch.cos for n in gm.graph.nodes):
+            raise RuntimeError("picky: cos today")
+        return gm.forward
+
+    register_backend(picky_today, name="pt2kit_test_picky_today")
+    gm = torch.fx.symbolic_trace(lambda x: (torch.cos(x).sin(),))
+    case = make_case(gm, [torch.randn(4)], backend=BackendInfo("pt2kit_test_picky_today", []), index=0, in_backend=False)
+    yesterday = Signature("runtime_error", "RuntimeError", "picky: sin yesterday")
+    path = write_repro(case, tmp_path / "g0", stage="pt2kit_test_picky_today", failure=yesterday)
+    session, _ = in_process
+    result = minify_repro(session, path, out=tmp_path / "out")
+    assert "picky: cos today" in str(result.failure.failure)
+    assert any("now fails with" in n and "picky: sin yesterday" in n for n in result.notes), result.notes
