@@ -82,7 +82,7 @@ def drawn_outputs(gm: Any) -> set[int] | None:
         name = op_name(node, gm)
         reads_drawn = any(a in drawn or (a.op == "get_attr" and str(a.target) in drawing_bodies) for a in node.all_input_nodes)
         if draws_random(name) or reads_drawn or str(node.target) in drawing_bodies:
-            if name.rsplit(".", 1)[-1].endswith("_") or "setitem" in name:
+            if any(p.endswith("_") and not p.startswith("_") for p in name.split(".")[1:]) or "setitem" in name:
                 return None  # (a value written in place: its other readers read what the draws reached)
             drawn.add(node)
     return {i for i, value in enumerate(graph_outputs(gm)) if value in drawn}
