@@ -372,7 +372,7 @@ main.add_command(show_command)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--backend", default=None)
 @click.option("--timeout", type=float, default=None)
-@click.option("--accuracy", type=click.Choice(["on", "strict"]), default=None)
+@click.option("--accuracy", type=click.Choice(["on", "strict", "draws"]), default=None)
 @_script_arguments
 def capture_(
     out: Path, backend: str | None, timeout: float | None, accuracy: str | None, script: Path, args: tuple[str, ...]
@@ -386,7 +386,7 @@ def capture_(
         out,
         backend=backend,
         timeout=timeout,
-        accuracy="strict" if accuracy == "strict" else accuracy == "on",  # (click.Choice: None, "on" or "strict")
+        accuracy="strict" if accuracy == "strict" else "draws" if accuracy == "draws" else accuracy == "on",
     )
 
 

@@ -112,6 +112,12 @@ class WithinTolerance(NotReproducible):
     rule's tolerance (``minify run`` then judges each graph bit for bit against eager)."""
 
 
+class ComparesEagersDraws(NotReproducible):
+    """Exit 5 under ``--accuracy``: the program runs right only where its compiled graphs draw eager's very random
+    numbers (it compares them with eager's own), which every graph did, judged with ``fallback_random``
+    (``minify run`` then judges each graph's draws as they come)."""
+
+
 class CorruptRecord(UserFacingError):
     """A saved repro, record or checkpoint cannot be read (exit 6)."""
 

@@ -47,12 +47,12 @@ from .steps import aot_rows, capture, failed_while_tracing, frame_row, read_capt
 from ..capture.result import CaptureResult
 from ..capture.program import ProgramRun
 from ..unit.case import Boundary, GraphCase
-from ..unit.accuracy import accuracy_category
+from ..unit.accuracy import EAGER_DRAWS, accuracy_category
 from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
 from .plainly import around_its_graphs, program_stage
 from .untraceable import handed_culprit, handed_if_refused, replay_breaks_of
 from pt2kit.seams import dynamo_exc
-from pt2kit.errors import FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, WithinTolerance, plural
+from pt2kit.errors import ComparesEagersDraws, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, WithinTolerance, plural
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature, shown
 from ..unit.check import Stage
@@ -81,7 +81,9 @@ def bisect_script(
     Under ``--accuracy``, a program whose own check fails while every graph is within the
     fp64 rule's tolerance (:class:`~pt2kit.errors.WithinTolerance`: a dtype's own semantics,
     ``nextafter`` on fp16, that the fp64 reference cannot see, or a check as exact as
-    ``torch.equal``) is bisected again with each graph judged bit for bit against eager.
+    ``torch.equal``) is bisected again with each graph judged bit for bit against eager. One that
+    compares what its graphs draw with eager's own draws (:class:`~pt2kit.errors.ComparesEagersDraws`)
+    is bisected again with each graph judged on its draws (:data:`~minifier.unit.accuracy.EAGER_DRAWS`).
     """
     run = functools.partial(_bisect_script, session, script, args, backend, aot_rows=aot_rows, nproc=nproc, trust_program=trust_program)
     try:
@@ -89,14 +91,22 @@ def bisect_script(
             return run(accuracy)
         except WithinTolerance as e:
             session.log(f"{escape(str(e))}; judging each graph bit for bit against eager instead (--strict-accuracy)")
-        report = run("strict")
+            again: Accuracy = "strict"
+            note = (
+                "every graph was within the fp64 rule's tolerance, yet the program's own check failed: each graph was "
+                "judged bit for bit against eager instead (--strict-accuracy)"
+            )
+        except ComparesEagersDraws as e:
+            session.log(f"{escape(str(e))}; judging each graph on its random draws instead, without fallback_random")
+            again, note = EAGER_DRAWS, (
+                f"{e}: each graph that draws random numbers was judged on those very numbers, against eager's own "
+                "draws, without fallback_random"
+            )
+        report = run(again)
     except NotReproducible as error:  # (its report keeps what was found: the program's failure, each graph's stages)
         session.keeps_found(error)
         raise
-    report.add_note(
-        "every graph was within the fp64 rule's tolerance, yet the program's own check failed: each graph was judged "
-        "bit for bit against eager instead (--strict-accuracy)"
-    )
+    report.add_note(note)
     return report
 
 

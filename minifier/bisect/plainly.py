@@ -16,7 +16,9 @@ seconds), asked only on the way to a verdict that would otherwise send the user 
   (AOTAutograd's compiled function meeting the program's own autograd);
   :func:`around_its_graphs` says the verdict.
 - :func:`draws_of_inductor`: it fails only on Inductor, and a graph draws random numbers;
-  does it run right with ``fallback_random``? Then the bug is Inductor's own random numbers.
+  does it run right with ``fallback_random``, and with the graphs' draws taken from elsewhere in
+  eager's stream too? Then the bug is Inductor's own random numbers; with ``fallback_random``
+  alone, the program compares its graphs' draws with eager's.
 
 None runs for a torchrun job, nor under ``--backend`` (plainly, another compiler would run).
 """
@@ -27,7 +29,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pt2kit.errors import NotReproducible
+from pt2kit.errors import ComparesEagersDraws, NotReproducible
 from pt2kit.signature import Failure, Kind, shows_failure
 from ..capture.program import ProgramRun
 
@@ -263,9 +265,18 @@ def only_on_its_own_backend(backend: str) -> str:
 def draws_of_inductor(program: ProgramRun, failure: Failure, graphs: Sequence[tuple[str, Any]]) -> str | None:
     """The verdict on a program that fails only on Inductor, where a dynamo graph of ``graphs`` draws random
     numbers and the program runs to the end with ``fallback_random`` (Inductor draws eager's numbers). None: no
-    graph draws any, or the program still fails so (one plain run of it, only then)."""
+    graph draws any, or the program still fails so (one plain run of it, only then).
+
+    One more run tells the two programs that pass so apart: with each compiled graph drawing eager's kind of
+    numbers from elsewhere in eager's stream, a program that asks only for random numbers of the right kind
+    passes again (the bug is in Inductor's own numbers), and one that compares the graphs' draws with eager's
+    own fails (:class:`~pt2kit.errors.ComparesEagersDraws`: the graphs are judged on their draws, unless
+    they were).
+    """
+    from pt2kit.seams.compile_fx import DRAWING_ELSEWHERE
     from pt2kit.seams.compiler_bisector import CACHES_OFF
     from ..stages.elsewhere import plain_run
+    from ..unit.accuracy import EAGER_DRAWS
     from ..unit.float64 import has_random_ops
     from .subsystem import PROGRAM_RERUN_LIMIT
 
@@ -275,11 +286,21 @@ def draws_of_inductor(program: ProgramRun, failure: Failure, graphs: Sequence[tu
     fallback = "import torch._inductor.config\ntorch._inductor.config.fallback_random = True\n" + CACHES_OFF
     if plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=fallback).returncode != 0:
         return None
-    return (
+    said = (
         f"{', '.join(drawing)} {'draws' if len(drawing) == 1 else 'draw'} random numbers, and with "
-        "torch._inductor.config.fallback_random = True (Inductor draws eager's numbers) the program runs to the end: "
-        "the bug is in Inductor's own random numbers (their range or distribution), which no comparison with eager's "
-        "draws can show; the repro is the program itself, and fallback_random the workaround"
+        "torch._inductor.config.fallback_random = True (Inductor draws eager's numbers) the program runs to the end"
+    )
+    if program.accuracy != EAGER_DRAWS and plain_run(
+        program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=DRAWING_ELSEWHERE + CACHES_OFF
+    ).returncode not in (0, None):
+        raise ComparesEagersDraws(
+            f"{program.script.name} fails ({failure.signature}); {said}, but not when each compiled graph draws them "
+            "from elsewhere in eager's stream: the program compares what its graphs draw with eager's own draws"
+        )
+    return (
+        f"{said}, as it does with them drawn from elsewhere in eager's stream: the bug is in Inductor's own random "
+        "numbers (their range or distribution), which no comparison with eager's draws can show; the repro is the "
+        "program itself, and fallback_random the workaround"
     )
 
 

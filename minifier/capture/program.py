@@ -42,7 +42,7 @@ class ProgramRun:
         """The command that runs :func:`minifier.capture.recorder.capture_script` into ``out_dir`` (``minify _capture``)."""
         options = ["--out", str(out_dir)] + (["--backend", self.backend] if self.backend else [])
         options += ["--timeout", str(timeout)] if timeout else []
-        options += ["--accuracy", "strict" if self.accuracy == "strict" else "on"] if self.accuracy else []
+        options += ["--accuracy", self.accuracy if isinstance(self.accuracy, str) else "on"] if self.accuracy else []
         return python_command("minifier", "_capture", *options, "--", str(self.script), *self.args)
 
     def plan(self, run_dir: Path, timeout: float | None, again: bool = False) -> tuple[list[str], Path, Path]:

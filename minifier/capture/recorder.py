@@ -60,7 +60,7 @@ from .frames import current_frame, failing_frame, frame_of_exception, liftings, 
 from pt2kit.script import run_script
 from pt2kit.seams import backend_registry, compile_fx, compiled_autograd, convert_frame, dispatch, hop_eager, symbolic_shapes
 from pt2kit.seams.aot_autograd import compiler_kwargs
-from ..unit.accuracy import judge_compiled_run
+from ..unit.accuracy import EAGER_DRAWS, judge_compiled_run
 from ..unit.float64 import draws_otherwise_than_eager
 from pt2kit.signature import (
     Signature,
@@ -386,7 +386,8 @@ class Recorder:
 
     def judged(self, gm: fx.GraphModule, values: list[Any], outputs: Any, rng: Any, after: list[Any], backend: str) -> Any:
         """The wrong answer of one compiled run of ``gm`` on ``values`` through ``backend`` (:func:`judge_compiled_run`), or None."""
-        draws = draws_otherwise_than_eager(gm, backend)  # (the program's own compile draws Inductor's numbers)
+        # (the program's own compile draws Inductor's numbers, which only a program that compares them judges)
+        draws = self.accuracy != EAGER_DRAWS and draws_otherwise_than_eager(gm, backend)
         with dispatch.outside_modes():
             return judge_compiled_run(gm, values, outputs, rng=rng, strict=self.accuracy == "strict", after=after, draws_otherwise=draws)
 

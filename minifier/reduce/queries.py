@@ -148,7 +148,7 @@ def write_run_repro(session: Session, case: GraphCase, check: Check, **extra: An
         session.run_dir,
         stage=check.stage,
         failure=check.failure,
-        accuracy=bool(check.accuracy),
+        accuracy="draws" if check.accuracy == "draws" else bool(check.accuracy),
         strict=check.strict,
         **extra,
     )

@@ -60,7 +60,7 @@ from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functi
 from ..unit.runtime import call_hop, call_opaque, clone_input, copies, drop_unread_items, graph_module, guarded_view, non_leaf, rand_tensor
 from ..unit.devices import devices_of
 from ..unit.aliasing import aliasing_divergence, output_aliasing
-from ..unit.accuracy import ACCURACY_MESSAGE, accuracy_category, accuracy_divergence, run_float64, tensor_versions, written_inputs
+from ..unit.accuracy import ACCURACY_MESSAGE, EAGER_DRAWS, accuracy_category, accuracy_divergence, run_float64, tensor_versions, written_inputs
 from ..unit.float64 import as_float64, draws_as_eager_under_fallback, float64_graph, fp64_blocker, fp64_cast, fp64_dtype
 from pt2kit.signature import Signature
 
@@ -105,7 +105,8 @@ def render(
     ``tries``: a flaky failure's repro runs the stage up to this many times, until it fails.
     """
     strict = strict or accuracy == "strict"
-    config = _config_function(case, fallback_random=bool(accuracy) and draws_as_eager_under_fallback(case.gm, stage))
+    draws_as_eager = accuracy not in (False, EAGER_DRAWS) and draws_as_eager_under_fallback(case.gm, stage)
+    config = _config_function(case, fallback_random=draws_as_eager)
     parts = [
         _header(case, stage, failure, "strict" if accuracy and strict else accuracy, note),
         _imports(case, stage, accuracy, data_file),
@@ -155,7 +156,7 @@ def render(
         parts.append(
             _accuracy_runs(case, "ReproFloat64" if fp64.code != case.gm.code else "Repro", fp64_blocker(case.gm))
         )
-    metadata = _metadata(case, stage, failure, bool(accuracy), data_file)
+    metadata = _metadata(case, stage, failure, accuracy if accuracy == EAGER_DRAWS else bool(accuracy), data_file)
     metadata["strict"] = strict
     if tries > 1:
         metadata["tries"] = tries
@@ -185,6 +186,8 @@ def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Ac
 def _judged_by(accuracy: Accuracy) -> str:
     if accuracy == "strict":
         return " (the compiled result differs from eager's, bit for bit)."
+    if accuracy == EAGER_DRAWS:
+        return " (the compiled result diverges from an fp64 reference; its random draws are eager's own, as the program compares them)."
     return " (the compiled result diverges from an fp64 reference)." if accuracy else "."
 
 

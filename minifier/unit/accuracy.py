@@ -29,8 +29,14 @@ from .aliasing import aliasing_divergence
 from .float64 import float64_graph, fp64_blocker, to_float64
 
 #: How wrong answers are judged: ``False`` not at all (crashes only), ``True`` against eager
-#: and an fp64 reference within tolerance, ``"strict"`` bit for bit against eager.
-Accuracy = Union[bool, Literal["strict"]]
+#: and an fp64 reference within tolerance, ``"strict"`` bit for bit against eager, ``"draws"`` (:data:`EAGER_DRAWS`)
+#: as ``True`` with a graph's random draws judged as they come.
+Accuracy = Union[bool, Literal["strict", "draws"]]
+
+#: The program compares what its compiled graphs draw with eager's own draws: a graph that draws random numbers is
+#: judged on those very numbers, compiled without Inductor's ``fallback_random`` (which ``True`` and ``"strict"``
+#: set, so that a graph's draws compare at all). Found by :func:`minifier.bisect.plainly.draws_of_inductor`.
+EAGER_DRAWS: Literal["draws"] = "draws"
 
 #: The message of every accuracy signature; details (which output, how far) vary as
 #: the graph shrinks and live in :attr:`Failure.details`.

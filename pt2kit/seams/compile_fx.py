@@ -20,12 +20,14 @@ from . import Seam
 SEAM = Seam(
     wraps=(
         "torch._inductor.compile_fx.wrap_compiler_debug; the tracing context's fw_metadata.bw_donated_idxs that "
-        "torch._inductor.utils.get_donated_idxs reads"
+        "torch._inductor.utils.get_donated_idxs reads; torch._inductor.compile_fx.compile_fx as the inductor "
+        "backend looks it up"
     ),
     features=(
         "bisection's aot graphs of Inductor",
         "TORCHDYNAMO_REPRO_AFTER=aot with Inductor",
         "backward repros with the inputs AOTAutograd donates",
+        "telling a program that compares its graphs' random draws with eager's",
     ),
 )
 
@@ -44,6 +46,10 @@ def probe() -> None:
         raise AttributeError("compile_fx_inner no longer calls wrap_compiler_debug")
     if "get_donated_idxs()" not in inspect.getsource(graph.GraphLowering.__init__):
         raise AttributeError("Inductor's GraphLowering no longer reads the donated inputs with get_donated_idxs")
+    from torch._dynamo.backends.inductor import inductor
+
+    if "from torch._inductor.compile_fx import compile_fx" not in inspect.getsource(inductor):
+        raise AttributeError("the inductor backend no longer looks compile_fx up at each compile")
     namespace: dict[str, Any] = {}
     exec(DONATING, namespace)  # noqa: S102 - the repro's own lines, checked
     with namespace["donating"]([1]):
@@ -147,6 +153,29 @@ DONATING = (
     "    donating = torch._functorch.config.donated_buffer  # (AOTAutograd donates none without it)\n"
     "    context.fw_metadata = types.SimpleNamespace(bw_donated_idxs=list(indices) if donating else [])\n"
     "    return tracing(context)\n"
+)
+
+
+#: Code run before a user's program: Inductor draws eager's random numbers (``fallback_random``), each compiled
+#: graph from elsewhere in eager's stream (before each call, one number is drawn and dropped). A program that
+#: runs to the end with ``fallback_random`` alone but not so compares what its graphs draw with eager's own
+#: draws; one that runs to the end so too asks only that they be random numbers of the right kind.
+DRAWING_ELSEWHERE = (
+    "import torch\n"
+    "import torch._inductor.compile_fx as _compile_fx_module\n"
+    "import torch._inductor.config\n"
+    "torch._inductor.config.fallback_random = True\n"
+    "_compile_fx = _compile_fx_module.compile_fx\n\n\n"
+    "def compile_fx_drawing_elsewhere(*args, **kwargs):\n"
+    "    compiled = _compile_fx(*args, **kwargs)\n\n"
+    "    def drawing_elsewhere(*inputs):\n"
+    "        torch.rand(1)\n"
+    "        if torch.cuda.is_available() and torch.cuda.is_initialized():\n"
+    "            torch.rand(1, device='cuda')\n"
+    "        return compiled(*inputs)\n\n"
+    "    drawing_elsewhere._boxed_call = getattr(compiled, '_boxed_call', False)\n"
+    "    return drawing_elsewhere\n\n\n"
+    "_compile_fx_module.compile_fx = compile_fx_drawing_elsewhere  # (the inductor backend looks it up at each compile)\n"
 )
 
 

@@ -932,3 +932,32 @@ def test_a_graph_that_draws_random_numbers_is_compared_only_where_it_draws_eager
     beside = torch.fx.symbolic_trace(_dropout_beside_a_cos)
     assert judge_compiled_run(beside, [x], [drawn, x.cos()], rng=rng, draws_otherwise=True) is None
     assert judge_compiled_run(beside, [x], [drawn, x.cos() + 1], rng=rng, draws_otherwise=True) is not None
+
+
+def test_a_program_comparing_its_graphs_draws_with_eager_s_judges_them_as_drawn(tmp_path):
+    """torch's ``test_rng``: a program that compares what its compiled graph draws with eager's own draws. Under
+    ``accuracy="draws"`` (which :func:`~minifier.bisect.plainly.draws_of_inductor` finds) a graph's draws are
+    judged as they come: no ``fallback_random`` in its check or its repro, which keeps that mode when read back,
+    and the program's capture is asked for it."""
+    from pathlib import Path
+
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.capture.program import ProgramRun
+    from minifier.repro.files import load_repro, write_repro
+    from minifier.repro.writer import render
+    from minifier.stages.run import run_case
+
+    import torch._inductor.config
+
+    x = torch.randn(64)
+    with torch._inductor.config.patch(fallback_random=False):  # (an in-process run_case before this one set it)
+        case = make_case(torch.fx.symbolic_trace(_dropout_doubled), [x], backend=BackendInfo("inductor", []), index=0, in_backend=False)
+    text = render(case, stage="aot_eager_decomp_partition", accuracy="draws")
+    assert "fallback_random" not in text and "its random draws are eager's own" in text
+    # the decompositions' dropout draws otherwise than eager: judged on its draws, the graph differs
+    with torch._inductor.config.patch(fallback_random=False):
+        assert run_case(case, "aot_eager_decomp_partition", accuracy="draws").failure is not None
+    path = write_repro(case, tmp_path, stage="aot_eager_decomp_partition", accuracy="draws")
+    assert load_repro(path).accuracy == "draws"
+    assert ProgramRun(Path("p.py"), (), None, "draws").command(tmp_path, None)[-4:-2] == ["--accuracy", "draws"]
