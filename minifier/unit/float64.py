@@ -44,10 +44,22 @@ def draws_as_eager_under_fallback(gm: Any, stage: str) -> bool:
     ``fallback_random``, draw otherwise (dropout becomes ``rand_like < p``, ``rand`` Inductor's own
     generator); with it their values compare with eager's (torch's own accuracy minifier sets it too).
     A bug of Inductor's own random numbers then passes: no value shows it.
+
+    Not an aot graph of Inductor's that holds its generator already (``prims.inductor_random``, put there
+    by its decompositions as the program compiled): Inductor refuses to lower those under
+    ``fallback_random``, and no flag makes them draw eager's numbers.
     """
     from .check import Stage
 
-    return stage in (Stage.AOT_EAGER_DECOMP_PARTITION, Stage.INDUCTOR) and has_random_ops(gm)
+    return stage in (Stage.AOT_EAGER_DECOMP_PARTITION, Stage.INDUCTOR) and has_random_ops(gm) and not draws_inductors(gm)
+
+
+def draws_inductors(gm: Any) -> bool:
+    """Does ``gm`` (or a body of it) call Inductor's own generator, ``prims.inductor_random`` and its seeds?"""
+    from pt2kit.names import op_name
+    from .graphio import all_call_nodes
+
+    return any(op_name(node, gm).startswith("prims.inductor_") and draws_random(op_name(node, gm)) for node in all_call_nodes(gm))
 
 
 def has_random_ops(gm: Any) -> bool:

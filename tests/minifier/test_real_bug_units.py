@@ -921,7 +921,8 @@ def test_a_graph_that_draws_random_numbers_is_compared_only_where_it_draws_eager
     assert "torch._inductor.config.fallback_random = True" in render(case, stage="aot_eager_decomp_partition", accuracy=True)
     assert "fallback_random" not in render(case, stage="aot_eager", accuracy=True)  # (aot_eager draws eager's)
     assert "fallback_random" not in render(case, stage="aot_eager_decomp_partition")  # (no values are compared)
-    assert run_case(case, "aot_eager_decomp_partition", accuracy=True).failure is None
+    with torch._inductor.config.patch(fallback_random=False):  # (restored after the check's apply_config sets it)
+        assert run_case(case, "aot_eager_decomp_partition", accuracy=True).failure is None
     # the program's own compiled run drew Inductor's numbers: its values are not judged, its dtype is
     rng = torch.get_rng_state()
     drawn = (torch.rand(64) < 0.5) * x * 2
@@ -961,3 +962,35 @@ def test_a_program_comparing_its_graphs_draws_with_eager_s_judges_them_as_drawn(
     path = write_repro(case, tmp_path, stage="aot_eager_decomp_partition", accuracy="draws")
     assert load_repro(path).accuracy == "draws"
     assert ProgramRun(Path("p.py"), (), None, "draws").command(tmp_path, None)[-4:-2] == ["--accuracy", "draws"]
+
+
+def _inductors_own_dropout() -> torch.fx.GraphModule:
+    """``rand_like(x) > 0.5`` as Inductor's decompositions leave it in an aot graph: its own generator."""
+    import torch._inductor.inductor_prims  # (registers prims.inductor_*)
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    seeds = graph.call_function(torch.ops.prims.inductor_seeds.default, (1, torch.device("cpu")))
+    seed = graph.call_function(torch.ops.prims.inductor_lookup_seed.default, (seeds, 0))
+    drawn = graph.call_function(torch.ops.prims.inductor_random.default, ([64], seed, "rand"))
+    kept = graph.call_function(torch.ops.aten.gt.Scalar, (drawn, 0.5))
+    graph.output((graph.call_function(torch.ops.aten.mul.Tensor, (kept, x)),))
+    return torch.fx.GraphModule({}, graph)
+
+
+def test_an_aot_graph_holding_inductor_s_own_generator_is_not_compiled_with_fallback_random(tmp_path):
+    """A healthy GPT-2 step with dropout, through the API with ``accuracy=True``: its aot forward graph holds
+    ``prims.inductor_random`` (Inductor's decompositions put it there), whose lowering asserts ``not
+    fallback_random``; compiled with it, the graph "failed" to compile and was minified. Such a graph's
+    check leaves ``fallback_random`` alone and is judged despite its draws."""
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.repro.writer import render
+    from minifier.unit.float64 import draws_as_eager_under_fallback, draws_inductors
+
+    x = torch.randn(64)
+    gm = _inductors_own_dropout()
+    assert draws_inductors(gm) and not draws_inductors(torch.fx.symbolic_trace(_dropout_doubled))
+    assert not draws_as_eager_under_fallback(gm, "inductor")
+    case = make_case(gm, [x], backend=BackendInfo("inductor", []), index=0, in_backend=False)
+    assert "torch._inductor.config.fallback_random = True" not in render(case, stage="inductor", accuracy=True)
