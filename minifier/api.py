@@ -209,6 +209,31 @@ def _saved_graphs(run_dir: Path) -> list[Path]:
     return [Path(p) for p in json.loads((run_dir / "graphs.json").read_text())]
 
 
+def _echoing_progress(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (a ``minify`` command); its progress on stderr is echoed to the caller's stderr as it comes,
+    as the command line shows it, for a run of minutes; stdout (the JSON report) is kept whole."""
+    import sys
+    import threading
+
+    from pt2kit.processes import pt2kit_env
+
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        stdout: list[str] = []
+        reader = threading.Thread(target=lambda: stdout.append(process.stdout.read()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        said: list[str] = []
+        for line in process.stderr:
+            said.append(line)
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        reader.join()
+        returncode = process.wait()
+    return subprocess.CompletedProcess(argv, returncode, "".join(stdout), "".join(said))
+
+
 def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[str, Any]:
     """``minify <command> --saved`` on the saved graphs, in a fresh process; its JSON report."""
     from pt2kit.errors import NoFailure, UsageError, plural
@@ -217,12 +242,10 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         raise UsageError(f"timeout must be a positive number of seconds, not {options.get('timeout')!r}")
     if not saved:
         raise NoFailure("nothing was compiled: the function ran without torch.compile producing a graph")
-    from pt2kit.processes import pt2kit_env, python_command
+    from pt2kit.processes import python_command
 
     argv = python_command("minifier", command, "--json", "--saved", *_flags(options))
-    done = subprocess.run(
-        [*argv, *map(str, saved)], capture_output=True, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL
-    )
+    done = _echoing_progress([*argv, *map(str, saved)])
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
