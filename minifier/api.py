@@ -260,7 +260,7 @@ def _command(command: str, saved: list[Path], options: dict[str, Any]) -> dict[s
         if report.get("status") == NoFailure.status and tracing.exists():  # (as minify run says of it: no graph to blame)
             message = _tracing_failed(tracing.read_text(), ", and the frame it failed on, lifted to a graph, passes every stage alone")
         elif report.get("status") == NoFailure.status:  # (its message names pt2kit's own files of the graphs)
-            message = f"{plural(len(saved), 'graph')} of the function {'passes' if len(saved) == 1 else 'pass'} every stage" + _judged(options.get("accuracy"))
+            message = f"{plural(len(saved), 'graph')} of the function {'passes' if len(saved) == 1 else 'pass'} every stage" + _judged(options.get("accuracy"), len(saved))
         lacking = saved[0].parent.parent / STATE_MISSING
         if lacking.exists():  # (the graphs may fail only with those changes)
             message += f"; the {_carried_by_none(json.loads(lacking.read_text()))}"
@@ -287,13 +287,14 @@ def _flags(options: dict[str, Any]) -> list[str]:
     return flags
 
 
-def _judged(accuracy: Any) -> str:
-    """How graphs that pass every stage were judged, and what would judge them more closely."""
+def _judged(accuracy: Any, count: int) -> str:
+    """How ``count`` graphs that pass every stage were judged, and what would judge them more closely."""
+    their, them = ("its", "it") if count == 1 else ("their", "them")
     if accuracy == "strict":
-        return ", their results equal to eager's bit for bit"
+        return f", {their} results equal to eager's bit for bit"
     if accuracy:
-        return ", their results within the fp64 rule's tolerance of eager's; accuracy='strict' judges them bit for bit"
-    return "; accuracy=True compares their results with eager's"
+        return f", {their} results within the fp64 rule's tolerance of eager's; accuracy='strict' judges {them} bit for bit"
+    return f"; accuracy=True compares {their} results with eager's"
 
 
 def bisect(

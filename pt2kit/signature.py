@@ -109,6 +109,9 @@ _NORMALIZERS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]]
     # the autograd node a tensor came out of (a rebuilt input is a clone where the program's was a view)
     (re.compile(r",? which is output \d+ of [\w:<>]+,?"), ""),
     (re.compile(r"\b(id|pid|tid)[=: ]\s*\d+"), r"\1=?"),
+    # a tensor's version counter, which counts every in-place write the program made to it before (autograd's
+    # "is at version 4; expected version 3 instead": the graph alone, on fresh inputs, says 1 and 0)
+    (re.compile(r"\b(at version )\d+(; expected version )\d+"), r"\1#\2#"),
     # absolute paths: generated sources, cache and temp directories
     (re.compile(r"(?<![\w.])/(?:[\w.\-]+/)+[\w.\-]*"), "<path>"),
     # long hashes (cache keys, kernel names like cxk2tiw6ldlulrtg...)
