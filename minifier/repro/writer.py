@@ -184,11 +184,9 @@ def _header(case: GraphCase, stage: str, failure: Signature | None, accuracy: Ac
 
 
 def _judged_by(accuracy: Accuracy) -> str:
-    if accuracy == "strict":
-        return " (the compiled result differs from eager's, bit for bit)."
-    if accuracy == EAGER_DRAWS:
-        return " (the compiled result diverges from an fp64 reference; its random draws are eager's own, as the program compares them)."
-    return " (the compiled result diverges from an fp64 reference)." if accuracy else "."
+    draws = "; its random draws are eager's own, as the program compares them" if accuracy == EAGER_DRAWS else ""
+    strict = " (the compiled result differs from eager's, bit for bit)."
+    return strict if accuracy == "strict" else f" (the compiled result diverges from an fp64 reference{draws})." if accuracy else "."
 
 
 def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | None) -> str:
@@ -209,10 +207,13 @@ def _imports(case: GraphCase, stage: str, accuracy: Accuracy, data_file: str | N
         n.target in IN_PLACE_BUILTINS for n in all_call_nodes(case.gm)
     ):  # (written through call_opaque: see repro.graph.opaque_calls)
         lines.append("import operator")
-    from pt2kit.seams.ops import INDUCTOR_PRIMS, needs_inductor_prims
+    from pt2kit.seams.ops import INDUCTOR_PRIMS, higher_order_module, needs_inductor_prims
 
-    if any(needs_inductor_prims(n.target) for n in all_call_nodes(case.gm)):
+    calls = all_call_nodes(case.gm)
+    if any(needs_inductor_prims(n.target) for n in calls):
         lines.append(f"import {INDUCTOR_PRIMS}  # noqa: F401  registers Inductor's own prims, which this graph calls")
+    for module in sorted({m for n in calls if (m := higher_order_module(n.target))}):
+        lines.append(f"import {module}  # noqa: F401  registers the higher-order op this graph calls")
     for name, _ in case.modules:
         lines.append(f"import {name}  # noqa: F401  defines a custom backend or op this graph needs{MODULE_COMMENT}")
     lines += [

@@ -41,6 +41,8 @@ def probe() -> None:
         raise AttributeError("op packets no longer expose _qualified_op_name")
     if not is_higher_order(torch.ops.higher_order.cond) or torch.ops.higher_order.cond.name() != "cond":
         raise AttributeError("higher-order ops changed")
+    if higher_order_module(torch.ops.higher_order.cond) is None:
+        raise AttributeError("a higher-order op's class no longer says which module registers it")
     if qualified_name(torch.sin) != "torch.sin":
         raise AttributeError("fx's _get_qualified_name changed")
     from torch._library.custom_ops import OPDEFS
@@ -192,6 +194,14 @@ def needs_inductor_prims(target: Any) -> bool:
     module = importlib.import_module(INDUCTOR_PRIMS)
     # the module binds them under short names (``random`` is ``prims.inductor_random``)
     return any(is_overload(value) and value._opname == target._opname for value in vars(module).values())
+
+
+def higher_order_module(target: Any) -> str | None:
+    """The module that defines higher-order op ``target``'s class, and registers it as ``torch.ops.higher_order.<name>``
+    when imported (``register_hook``'s is not imported by ``import torch``); None: not a higher-order op, or one of
+    the generic class, whose module says nothing."""
+    module = type(target).__module__ if is_higher_order(target) else None
+    return module if module and module != "torch._ops" else None
 
 
 def load_inductor_prims() -> None:

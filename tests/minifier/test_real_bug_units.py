@@ -994,3 +994,29 @@ def test_an_aot_graph_holding_inductor_s_own_generator_is_not_compiled_with_fall
     assert not draws_as_eager_under_fallback(gm, "inductor")
     case = make_case(gm, [x], backend=BackendInfo("inductor", []), index=0, in_backend=False)
     assert "torch._inductor.config.fallback_random = True" not in render(case, stage="inductor", accuracy=True)
+
+
+def _hooked_two_heads(x, w):
+    h = x @ w
+    z = h * 2
+    z.register_hook(lambda g: g + 1.0)
+    return h.tanh().sum(-1), z.sin().sum(-1)
+
+
+def test_a_repro_imports_the_module_that_registers_a_higher_order_op_of_its_graph(tmp_path):
+    """Hunt n: a hook on an intermediate is traced as ``torch.ops.higher_order.register_hook``, which ``import
+    torch`` alone does not register; the graph's repro raised AttributeError for its reader and for pt2kit
+    itself ("none of its 0 graphs"). The repro imports the module that defines each higher-order op it calls."""
+    from minifier.capture.casemaker import make_case
+    from minifier.capture.context import BackendInfo
+    from minifier.repro.files import write_repro
+    from support.running import torch_alone
+
+    graphs = []
+    x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+    torch.compile(_hooked_two_heads, backend=lambda gm, example_inputs: graphs.append(gm) or gm)(x, w)
+    (gm,) = graphs
+    assert any("register_hook" in str(n.target) for n in gm.graph.nodes)
+    case = make_case(gm, [x, w], backend=BackendInfo("eager", []), index=0, in_backend=False)
+    ran = torch_alone(write_repro(case, tmp_path / "run", stage="eager"), tmp_path / "elsewhere")
+    assert ran.returncode == 0, ran.stderr[-1500:]
