@@ -198,10 +198,10 @@ def needs_inductor_prims(target: Any) -> bool:
 
 def higher_order_module(target: Any) -> str | None:
     """The module that defines higher-order op ``target``'s class, and registers it as ``torch.ops.higher_order.<name>``
-    when imported (``register_hook``'s is not imported by ``import torch``); None: not a higher-order op, or one of
-    the generic class, whose module says nothing."""
-    module = type(target).__module__ if is_higher_order(target) else None
-    return module if module and module != "torch._ops" else None
+    when imported (``register_hook``'s is not imported by ``import torch``); None: not a higher-order op of torch's
+    own, or one of the generic class, whose module says nothing (a program's own op rides with its module)."""
+    module = type(target).__module__ if is_higher_order(target) else ""
+    return module if module.startswith("torch.") and module != "torch._ops" else None
 
 
 def load_inductor_prims() -> None:
