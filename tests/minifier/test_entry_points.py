@@ -620,7 +620,8 @@ def test_the_api_asks_for_strict_accuracy_by_its_own_flag():
 
     assert _flags({"accuracy": "strict", "after": "auto", "out": None}) == ["--strict-accuracy", "--after", "auto"]
     assert _flags({"accuracy": True, "timeout": 30}) == ["--accuracy", "--timeout", "30"]
-    assert "accuracy='strict'" in _judged(True) and "accuracy=True" in _judged(False) and "bit for bit" in _judged("strict")
+    assert "accuracy='strict'" in _judged(True, 2) and "accuracy=True" in _judged(False, 2) and "bit for bit" in _judged("strict", 2)
+    assert "its results" in _judged(True, 1) and "their results" in _judged(True, 2)
 
 
 def test_the_api_says_a_bad_timeout_in_its_own_words(tmp_path):
