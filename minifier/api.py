@@ -218,8 +218,9 @@ def _echoing_progress(argv: list[str]) -> subprocess.CompletedProcess[str]:
     from pt2kit.processes import pt2kit_env
 
     with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pt2kit_env(), stdin=subprocess.DEVNULL
-    ) as process:
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", env=pt2kit_env(),
+        stdin=subprocess.DEVNULL,
+    ) as process:  # fmt: skip
         assert process.stdout is not None and process.stderr is not None
         stdout: list[str] = []
         reader = threading.Thread(target=lambda: stdout.append(process.stdout.read()), daemon=True)  # type: ignore[union-attr]
@@ -227,8 +228,9 @@ def _echoing_progress(argv: list[str]) -> subprocess.CompletedProcess[str]:
         said: list[str] = []
         for line in process.stderr:
             said.append(line)
-            sys.stderr.write(line)
-            sys.stderr.flush()
+            if sys.stderr is not None:  # (None under pythonw)
+                sys.stderr.write(line)
+                sys.stderr.flush()
         reader.join()
         returncode = process.wait()
     return subprocess.CompletedProcess(argv, returncode, "".join(stdout), "".join(said))
