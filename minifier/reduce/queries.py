@@ -22,6 +22,7 @@ from ..repro.files import load_repro, write_repro
 from ..stages.flaky import repeated
 from ..stages.profile import realize
 from ..stages.run import Outcome, Reach, run_case
+from ..unit.accuracy import EAGER_DRAWS
 from ..unit.case import GraphCase
 from ..unit.check import Check
 from .engine import Reducer
@@ -148,7 +149,7 @@ def write_run_repro(session: Session, case: GraphCase, check: Check, **extra: An
         session.run_dir,
         stage=check.stage,
         failure=check.failure,
-        accuracy="draws" if check.accuracy == "draws" else bool(check.accuracy),
+        accuracy=EAGER_DRAWS if check.accuracy == EAGER_DRAWS else bool(check.accuracy),
         strict=check.strict,
         **extra,
     )
