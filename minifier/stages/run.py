@@ -182,10 +182,7 @@ def run_case(
         )
         # (a stage that draws otherwise than eager even with the repro's fallback_random: a user's backend)
         if accuracy != EAGER_DRAWS and draws_otherwise_than_eager(case.gm, stage) and not draws_as_eager_under_fallback(case.gm, stage):
-            problem = compared_despite_draws(problem, case.gm, lambda kept: accuracy_divergence(
-                [expected[i] for i in kept], [actual[i] for i in kept], None if fp64 is None else [fp64[i] for i in kept],
-                strict=strict, labels=[f"output {i}" for i in kept],
-            ), min(len(expected), len(actual)))  # fmt: skip
+            problem = compared_despite_draws(problem, case.gm, expected, actual, fp64, strict=strict)
         if not problem:
             return Outcome(stage, None, time.perf_counter() - start)
         if isinstance(expected, str):  # eager refused what the compiled run returned: nothing to compare further

@@ -84,18 +84,24 @@ def despite_draws(problem: str | None, draws_otherwise: bool) -> str | None:
 
 
 def compared_despite_draws(
-    problem: str | None, gm: Any, recompare: Callable[[list[int]], str | None], count: int
+    problem: str | None, gm: Any, expected: Any, actual: list[Any], fp64: Any, *, strict: bool = False,
+    labels: list[str] | None = None,
 ) -> str | None:
-    """``problem`` of a run of ``gm`` that drew its random numbers otherwise than eager: the divergence of the
-    outputs no draw reaches (``recompare(positions)``, :func:`~minifier.unit.float64.drawn_outputs`), else only
-    what draws cannot change (:func:`despite_draws`). ``count``: how many values the run compared."""
+    """``problem`` of a run of ``gm`` that drew its random numbers otherwise than eager, against ``expected`` (and
+    ``fp64``): the divergence of the outputs no draw reaches (:func:`~minifier.unit.float64.drawn_outputs`), compared
+    again alone, else only what draws cannot change (:func:`despite_draws`). ``labels``: each value's, by position."""
     from .float64 import drawn_outputs, graph_outputs
 
     if not problem:
         return problem
     drawn = drawn_outputs(gm)
-    free = [] if drawn is None else [i for i in range(min(len(graph_outputs(gm)), count)) if i not in drawn]
-    return (recompare(free) if free else None) or despite_draws(problem, True)
+    count = min(len(graph_outputs(gm)), len(expected), len(actual))
+    free = [] if drawn is None else [i for i in range(count) if i not in drawn]
+    again = accuracy_divergence(
+        [expected[i] for i in free], [actual[i] for i in free], None if fp64 is None else [fp64[i] for i in free],
+        strict=strict, labels=[labels[i] if labels else f"output {i}" for i in free],
+    ) if free else None  # fmt: skip
+    return again or despite_draws(problem, True)
 
 
 def refused_by_eager(failure: Signature | None) -> bool:
@@ -318,11 +324,7 @@ def judge_compiled_run(
         references.expected, actual, references.fp64, strict=strict, labels=output_labels(references, len(actual))
     )
     if draws_otherwise:
-        problem = compared_despite_draws(problem, gm, lambda kept: accuracy_divergence(
-            [references.expected[i] for i in kept], [actual[i] for i in kept],
-            None if references.fp64 is None else [references.fp64[i] for i in kept], strict=strict,
-            labels=[f"output {i}" for i in kept],
-        ), len(actual))  # fmt: skip
+        problem = compared_despite_draws(problem, gm, references.expected, actual, references.fp64, strict=strict)
     return signature_of_accuracy(problem) if problem else None
 
 
