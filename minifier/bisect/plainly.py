@@ -273,7 +273,7 @@ def draws_of_inductor(program: ProgramRun, failure: Failure, graphs: Sequence[tu
     own fails (:class:`~pt2kit.errors.ComparesEagersDraws`: the graphs are judged on their draws, unless
     they were).
     """
-    from pt2kit.seams.compile_fx import DRAWING_ELSEWHERE
+    from pt2kit.seams.compile_fx import DRAWING_ELSEWHERE, FALLBACK_RANDOM
     from pt2kit.seams.compiler_bisector import CACHES_OFF
     from ..stages.elsewhere import plain_run
     from ..unit.accuracy import EAGER_DRAWS
@@ -283,8 +283,7 @@ def draws_of_inductor(program: ProgramRun, failure: Failure, graphs: Sequence[tu
     drawing = [label for label, gm in graphs if has_random_ops(gm)]
     if not drawing or not askable(program, failure):
         return None
-    fallback = "import torch._inductor.config\ntorch._inductor.config.fallback_random = True\n" + CACHES_OFF
-    if plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=fallback).returncode != 0:
+    if plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=FALLBACK_RANDOM + CACHES_OFF).returncode != 0:
         return None
     said = (
         f"{', '.join(drawing)} {'draws' if len(drawing) == 1 else 'draw'} random numbers, and with "

@@ -156,6 +156,9 @@ DONATING = (
 )
 
 
+#: Code run before a user's program: Inductor draws eager's random numbers, from eager's stream.
+FALLBACK_RANDOM = "import torch._inductor.config\ntorch._inductor.config.fallback_random = True\n"
+
 #: Code run before a user's program: Inductor draws eager's random numbers (``fallback_random``), each compiled
 #: graph from elsewhere in eager's stream (before each call, one number is drawn and dropped). A program that
 #: runs to the end with ``fallback_random`` alone but not so compares what its graphs draw with eager's own
@@ -163,9 +166,8 @@ DONATING = (
 DRAWING_ELSEWHERE = (
     "import torch\n"
     "import torch._inductor.compile_fx as _compile_fx_module\n"
-    "import torch._inductor.config\n"
-    "torch._inductor.config.fallback_random = True\n"
-    "_compile_fx = _compile_fx_module.compile_fx\n\n\n"
+    + FALLBACK_RANDOM
+    + "_compile_fx = _compile_fx_module.compile_fx\n\n\n"
     "def compile_fx_drawing_elsewhere(*args, **kwargs):\n"
     "    compiled = _compile_fx(*args, **kwargs)\n\n"
     "    def drawing_elsewhere(*inputs):\n"
