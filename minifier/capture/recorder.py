@@ -14,11 +14,10 @@ the recorder
 3. calls the backend the user asked for (or ``--backend``), so the program behaves
    as it would without pt2kit, until it fails.
 
-Each aot graph is saved as it compiles, and again with its real inputs at its first
-run. During that first run the kernels Inductor wrote for it leave a trail, so a
-crash names its kernel (:mod:`minifier.capture.blame`); with ``--accuracy`` the run is judged
-against eager and fp64 (:meth:`Recorder.judge`), so the bisection need not compile
-the graph again to find out.
+Each aot graph is saved as it compiles, and again with its real inputs at its first run.
+During that first run the kernels Inductor wrote for it leave a trail, so a crash names
+its kernel (:mod:`minifier.capture.blame`); with ``--accuracy`` the run is judged against
+eager and fp64 (:meth:`Recorder.judge`), so the bisection need not compile it again.
 
 A watchdog thread turns a compiled call (or compile) that runs past the query
 timeout into a ``timeout`` event, so a hang inside compiled code does not hang us.
@@ -46,6 +45,7 @@ from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, note_threads
 from ..unit.copies import clone_values
 from .calls import LaterCalls, later_calls
 from .casemaker import aot_case, make_case
+from .reached import ReachedOutputs
 from pt2kit.backends import resolve_backend
 
 from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches
@@ -102,6 +102,7 @@ class Recorder:
         self._local = threading.local()  # per thread: the dynamo graph being compiled, the aot graphs
         self._aot_counts: dict[tuple[int, str], int] = {}
         self.input_limit = int(os.environ.get("PT2KIT_CAPTURE_INPUT_BYTES") or 1 << 30)
+        self.reached = ReachedOutputs(self.save)  # the outputs each dynamo graph's backward reached
 
     # events ------------------------------------------------------------------
 
@@ -134,7 +135,7 @@ class Recorder:
                 recorder.event(Unrecoverable(case.index, info.unrecoverable))
             recorder._local.compilers_by_kwargs = compiler_kwargs(backend_registry.unwrap(backend_fn)) is not None
             with recorder.owning(case), recorder.busy(f"compiling {case.label()}"):
-                compiled = tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs)
+                compiled = recorder.reached.following(case, tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs))
             return recorder.watch(compiled, case.label(), later=later_calls(recorder, case))
 
         pt2kit_capture.__name__ = getattr(fn, "__name__", "pt2kit_capture")
@@ -190,6 +191,7 @@ class Recorder:
                 raise
             finally:
                 stack.pop()
+            compiled = recorder.reached.settling(graph, compiled)  # (a backward's first run: its gradients have come)
             if graph is None or not nameable(graph):
                 return recorder.watch(compiled, f"a {kind} graph")
             recorder.save_aot(graph)
@@ -200,12 +202,10 @@ class Recorder:
 
     def wrap_inner_compile(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         """Inductor's inner compile: the aot graph exactly as Inductor compiles it, with its flags."""
-        recorder = self
-
         def pt2kit_inner_compile(
             gm: fx.GraphModule, example_inputs: Any, compile_region_name: Any = None, **kwargs: Any
         ) -> Any:
-            stack = recorder._aot_stack()
+            stack = self._aot_stack()
             graph = stack[-1] if stack else None
             if graph is not None and not graph.inner:
                 graph.inner = True

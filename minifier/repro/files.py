@@ -389,6 +389,7 @@ def read_case(
         backward=meta["backward"],
         grad_enabled=meta.get("grad_enabled", True),
         handed=bool(meta.get("handed")),
+        unreached=tuple(meta.get("unreached", ())),
         fullgraph=bool(meta.get("fullgraph")),
         dynamic=meta["dynamic"],
         index=meta["index"],

@@ -72,9 +72,18 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
     options = (", dynamic=True" if dynamic else "") + (", fullgraph=True" if case.fullgraph else "")
     wrap = "Program(mod)" if any(i.derived_from for i in case.inputs) else "mod"
     no_grad, pad = ("", "    ") if case.grad_enabled else ("    with torch.no_grad():{comment}\n", "        ")
+    unreached = case.unreached_positions()
+    loss = (
+        f"    # {'output' if len(unreached) == 1 else 'outputs'} {', '.join(map(str, unreached))}: the program's backward"
+        f" never reached {'it' if len(unreached) == 1 else 'them'} (AOTAutograd gives zero gradients)\n"
+        f"    loss = [o.sum() for k, o in enumerate(outputs) if k not in {tuple(unreached)!r}"
+        " and isinstance(o, torch.Tensor) and o.requires_grad]\n"
+        if unreached
+        else "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
+    )
     backward = (
-        "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
-        "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
+        loss
+        + "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
         "    if backward and loss and leaves:\n"
         "        outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)\n"
         if case.backward

@@ -346,6 +346,9 @@ class GraphCase:
     distributed: dict[str, int] | None = None  # {"rank", "world_size"} of the job it comes from
     definitions: str = ""  # user source the repro carries: backends/ops with no importable name (see extract)
     context: CompileContext = field(default_factory=CompileContext)  # the state around the call (see there)
+    # dynamo graphs: outputs (their nodes' names) the program's backward never reached; the repro's loss leaves them
+    # out, and AOTAutograd gives them zero gradients, as it did in the program (see minifier.capture.reached)
+    unreached: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.boundary not in BOUNDARIES:
@@ -410,6 +413,18 @@ class GraphCase:
 
     def label(self) -> str:
         return str(self.graph_id)
+
+    def output_names(self) -> list[str] | None:
+        """The names of the nodes the graph returns, by position (None: it returns more than a flat tuple of nodes)."""
+        output = next(iter(self.gm.graph.find_nodes(op="output")), None)
+        values = output.args[0] if output is not None else None
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        return [v.name for v in values] if all(isinstance(v, fx.Node) for v in values) else None
+
+    def unreached_positions(self) -> list[int]:
+        """The positions among the graph's outputs of those the program's backward never reached (:attr:`unreached`)."""
+        names = (self.output_names() or []) if self.unreached else []
+        return [k for k, name in enumerate(names) if name in self.unreached]
 
     def replace(self, **changes: Any) -> GraphCase:
         """A shallow copy with some fields changed (the graph module is shared unless given)."""

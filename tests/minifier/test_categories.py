@@ -1099,3 +1099,51 @@ def test_a_wrong_answer_whose_repro_is_wrong_below_its_stage_too_is_said_to_be_m
     note = wrong_below_too(session, case, Check("aot_eager_decomp_partition", wrong.signature, True))
     assert note is not None and note.startswith("repro.py is wrong under aot_eager too"), note
     assert wrong_below_too(session, case, Check("aot_eager", wrong.signature, True)) is None  # (eager is right)
+
+
+TWO_HEADS = """
+import torch
+
+
+def two_heads(x, w):
+    h = x @ w
+    out1 = h.tanh().sum(-1)
+    z = h * 2
+    {hook}
+    out2 = z.sin().sum(-1)
+    return out1, out2
+
+
+def trunk_grad(fn):
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+    out1, out2 = fn(x, w)
+    out1.sum().backward()  # this step trains head 1 only
+    return w.grad
+
+
+torch.testing.assert_close(trunk_grad(torch.compile(two_heads, backend="aot_eager")), trunk_grad(two_heads))
+"""
+
+
+def test_an_output_no_gradient_reaches_stays_out_of_the_repros_loss(in_process, tmp_path):
+    # pytorch#131794's category: AOTAutograd gives such an output zero gradients, and a hook inside the graph on it
+    # runs where eager's never does; a repro whose loss sums every output shows nothing
+    script = tmp_path / "heads.py"
+    script.write_text(TWO_HEADS.format(hook="z.register_hook(lambda g: g + 1.0)"))
+    report = minified(in_process, script, accuracy=True)
+    assert report["status"] == "minified" and report["failure"]["stage"] == "aot_eager", report
+    assert "torch.ops.higher_order.register_hook" in report["ops_after"], report["ops_after"]
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    assert "the program's backward never reached it" in repro.read_text()
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "diverges" in alone.stdout + alone.stderr, alone.stderr[-2000:]
+
+
+def test_following_which_outputs_a_gradient_reaches_changes_no_gradient_of_a_healthy_program(in_process, tmp_path):
+    from pt2kit.errors import NoFailure
+
+    script = tmp_path / "healthy.py"
+    script.write_text(TWO_HEADS.format(hook="pass"))
+    with pytest.raises(NoFailure):
+        minified(in_process, script, accuracy=True)
