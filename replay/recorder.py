@@ -154,7 +154,7 @@ def describe(
 
     code = snapshot.code
     module_name = str(snapshot.f_globals.get("__name__", "?"))
-    encoder = values.Encoder(source_modules={module_name})
+    encoder = values.Encoder(source_modules={module_name: snapshot.f_globals})
     notes = list(snapshot.notes)
     source_code, resume = _source_code(code, encoder)
     function_object = snapshot.f_globals.get(code.co_name)

@@ -132,8 +132,7 @@ class SourceBook:
         Raises ``OSError``/``TypeError`` when the source cannot be found, ``SyntaxError`` or
         ``rebuild.RebuildError`` when it does not compile.
         """
-        lines, start = inspect.getsourcelines(cls)
-        filename = inspect.getsourcefile(cls) or "<replay>"
+        lines, start, filename = class_lines(cls, globals_dict)
         cache_key = ("class", filename, start, cls.__name__)
         if cache_key in self._source_index:
             return self._source_index[cache_key]
@@ -262,3 +261,31 @@ _MISSING = object()
 
 
 __all__ = ["SourceBook", "global_names", "module_flags", "module_imports", "reference_of"]
+
+
+def class_lines(cls: type, globals_dict: dict[str, Any]) -> tuple[list[str], int, str]:
+    """The source lines of a class defined at the top of the module whose globals are ``globals_dict``, its first line
+    and its file.
+
+    ``inspect`` finds a class's file through ``sys.modules[cls.__module__]``: a script's module, once runpy has
+    left it (a backward that fails after the frame returned is recorded then), is no longer there, and
+    ``__main__`` is another file. The module's own ``__file__`` is read instead, and its last top-level
+    definition of the class taken, the one its globals hold. Raises ``OSError`` where there is none.
+    """
+    import ast
+    import linecache
+
+    module = sys.modules.get(cls.__module__)
+    if module is not None and getattr(module, "__dict__", None) is globals_dict:
+        lines, start = inspect.getsourcelines(cls)
+        return lines, start, inspect.getsourcefile(cls) or "<replay>"
+    filename = globals_dict.get("__file__")
+    source = linecache.getlines(filename) if isinstance(filename, str) else []
+    if not source:
+        raise OSError(f"no source file for the module of {cls.__qualname__}")
+    found = [n for n in ast.parse("".join(source)).body if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    if not found:
+        raise OSError(f"could not find the class {cls.__name__} at the top of {filename}")
+    node = found[-1]
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return source[start - 1 : node.end_lineno], start, str(filename)

@@ -80,9 +80,10 @@ _BUILTIN_CALLABLES = (
 class Encoder:
     """Builds the value tree of one record: objects, tensors, and (through its :class:`SourceBook`) sources."""
 
-    def __init__(self, source_modules: set[str] | None = None) -> None:
-        #: Modules whose functions are rebuilt from source (the frame's, and ``__main__``).
-        self.source_modules = {"__main__", *(source_modules or ())}
+    def __init__(self, source_modules: dict[str, dict[str, Any] | None] | None = None) -> None:
+        #: Modules whose functions are rebuilt from source (the frame's, and ``__main__``), with their globals where
+        #: known: a script's are no longer ``sys.modules["__main__"]``'s once runpy has left it (a backward fails later)
+        self.source_modules = {"__main__": None, **(source_modules or {})}
         self.objects: dict[str, Any] = {}
         self.tensors: list[torch.Tensor] = []
         self.book = SourceBook()
@@ -387,7 +388,7 @@ class Encoder:
             if reference is not None:
                 self.book.note_import(reference.partition(":")[0])
                 return {"t": "class", "ref": reference}
-        globals_dict = getattr(sys.modules.get(module or ""), "__dict__", None)
+        globals_dict = self.source_modules.get(module or "") or getattr(sys.modules.get(module or ""), "__dict__", None)
         if globals_dict is None or cls.__qualname__ != cls.__name__ or globals_dict.get(cls.__name__) is not cls:
             return self._unrecordable(
                 path, cls, f"the class {cls.__qualname__} is neither importable nor defined at the top of a module"

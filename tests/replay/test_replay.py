@@ -651,7 +651,7 @@ def test_the_value_tree_round_trips_identity_views_cycles_and_structured_values(
         "numpy": np.arange(4, dtype=np.float32),
         "subclass": P.ScaledTensor(torch.ones(3), 2.5),
     }
-    encoder = values.Encoder(source_modules={"replay_programs"})
+    encoder = values.Encoder(source_modules={"replay_programs": None})
     root = encoder.encode(original, "value")
     encoder.finish()
     assert encoder.unrecordable == [], encoder.unrecordable
@@ -1028,6 +1028,35 @@ def test_a_frame_whose_backward_fails_is_recorded_and_replays_through_a_backward
     assert replayed["status"] == "reproduced", replayed
     passed = replay_forked(record.path, backend="aot_eager")
     assert passed["status"] == "passed" and len(passed["outputs"]) == 1, passed
+
+
+def test_a_model_class_of_the_script_is_recorded_when_its_backward_fails_after_the_frame_returned(tmp_path):
+    """A training loop's model, defined at the top of the script: its backward fails after the frame returned and
+    the script raised, when runpy has put ``__main__`` back. The class is found through the frame's own globals
+    and its file, not ``sys.modules["__main__"]`` (which is replay's by then): the record is complete."""
+    from click.testing import CliRunner
+
+    from replay.cli import main
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\nimport planted  # noqa: F401\n\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.a = torch.nn.Linear(4, 4)\n\n"
+        "    def forward(self, x):\n        return torch.tanh(self.a(x))\n\n\n"
+        "model = Net()\n"
+        "for _ in range(2):\n"
+        "    torch.compile(model, backend='planted_backward_error')(torch.randn(2, 4)).sum().backward()\n"
+    )
+    torch._dynamo.reset()
+    result = CliRunner().invoke(main, ["record", "--json", "--out", str(tmp_path / "records"), str(script)])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["records"]
+    record = replay.load(entry["path"])
+    assert record.manifest["status"] == "complete", record.manifest.get("unrecordable")
+    assert any(s["kind"] == "class" and s["name"] == "Net" for s in record.manifest["sources"])
+    replayed = replay_forked(record.path)
+    assert replayed["status"] == "reproduced", replayed
 
 
 def test_a_healthy_backward_is_unchanged_and_a_later_error_outside_any_frame_is_said_and_not_recorded(tmp_path):
