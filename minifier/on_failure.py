@@ -185,7 +185,7 @@ class ReproOnFailure:
 
     def judge_aot(self, compiled: Callable[..., Any], case: Any, kind: str, gm: Any, args: tuple[Any, ...]) -> Any:
         """Level 4: an aot graph's first run against eager and fp64 runs of the graph it compiled."""
-        from .capture.recorder import call_values
+        from .capture.calls import call_values
 
         live = call_values(args)  # (before the call: a boxed call empties its list)
         references = safe(_clone_args, None, live)

@@ -50,6 +50,11 @@ def sizes_of(values: list[Any]) -> tuple[Any, ...]:
     )
 
 
+def call_values(args: tuple[Any, ...]) -> list[Any]:
+    """The values a compiled graph is called with, boxed (one list, which the callee empties) or not."""
+    return list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+
+
 class LaterCalls:
     """One dynamic graph's calls on new sizes: copied before, kept (``keep(copies, wrong)``) when they fail.
 

@@ -43,9 +43,9 @@ import torch.fx as fx
 from . import blame, hooks
 from ..unit.case import INDUCTOR_INNER_COMPILE, GraphCase, GraphId, note_threads_at_start, snapshot
 from ..unit.copies import clone_values
-from .calls import LaterCalls, later_calls
+from .calls import LaterCalls, call_values, later_calls
 from .casemaker import aot_case, make_case
-from .reached import ReachedOutputs
+from .between import BetweenForwardAndBackward
 from pt2kit.backends import resolve_backend
 
 from .context import BackendInfo, describe_backend, importable_name, learn_dynamo_own_patches
@@ -102,7 +102,7 @@ class Recorder:
         self._local = threading.local()  # per thread: the dynamo graph being compiled, the aot graphs
         self._aot_counts: dict[tuple[int, str], int] = {}
         self.input_limit = int(os.environ.get("PT2KIT_CAPTURE_INPUT_BYTES") or 1 << 30)
-        self.reached = ReachedOutputs(self.save)  # the outputs each dynamo graph's backward reached
+        self.between = BetweenForwardAndBackward(self.save)  # what the program does between a forward and its backward
 
     # events ------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ class Recorder:
                 recorder.event(Unrecoverable(case.index, info.unrecoverable))
             recorder._local.compilers_by_kwargs = compiler_kwargs(backend_registry.unwrap(backend_fn)) is not None
             with recorder.owning(case), recorder.busy(f"compiling {case.label()}"):
-                compiled = recorder.reached.following(case, tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs))
+                compiled = recorder.between.following(case, tagging_compile_errors(backend_fn)(gm, example_inputs, **kwargs))
             return recorder.watch(compiled, case.label(), later=later_calls(recorder, case))
 
         pt2kit_capture.__name__ = getattr(fn, "__name__", "pt2kit_capture")
@@ -191,7 +191,7 @@ class Recorder:
                 raise
             finally:
                 stack.pop()
-            compiled = recorder.reached.settling(graph, compiled)  # (a backward's first run: its gradients have come)
+            compiled = recorder.between.settling(graph, compiled)  # (a backward's first run: its gradients have come)
             if graph is None or not nameable(graph):
                 return recorder.watch(compiled, f"a {kind} graph")
             recorder.save_aot(graph)
@@ -433,11 +433,6 @@ class AotGraph:
     original_aten: dict[str, str] = field(default_factory=dict)  # node -> the aten op a kernel name calls it
 
 
-def call_values(args: tuple[Any, ...]) -> list[Any]:
-    """The values a compiled aot graph is called with, boxed (one list) or not."""
-    return list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
-
-
 def is_inductor_compiler(compiler: Callable[..., Any]) -> bool:
     """Is this AOTAutograd compiler Inductor's (whose graphs the inner-compile hook records)?"""
     return compile_fx.is_inductor_function(getattr(compiler, "func", compiler))
@@ -503,6 +498,7 @@ def capture_script(
     except UnknownBackend as e:
         recorder.event(UnknownBackendNamed(str(e)))
     except BaseException as e:  # noqa: BLE001 - the user's failure is the data we want
+        recorder.between.settle_begun()  # (a backward that failed before its graph ran: the gradients had come)
         unknown = next((x for x in exception_chain(e) if isinstance(x, UnknownBackend)), None)
         if unknown is not None:
             recorder.event(UnknownBackendNamed(str(unknown)))

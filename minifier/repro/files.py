@@ -390,6 +390,7 @@ def read_case(
         grad_enabled=meta.get("grad_enabled", True),
         handed=bool(meta.get("handed")),
         unreached=tuple(meta.get("unreached", ())),
+        written_between=tuple(meta.get("written_between", ())),
         fullgraph=bool(meta.get("fullgraph")),
         dynamic=meta["dynamic"],
         index=meta["index"],

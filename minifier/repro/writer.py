@@ -312,7 +312,7 @@ def _metadata(
         "backward": case.backward,
         **({"grad_enabled": False} if not case.grad_enabled else {}),
         **({"handed": True} if case.handed else {}), **({"fullgraph": True} if case.fullgraph else {}),
-        **({"unreached": list(case.unreached)} if case.unreached else {}),
+        **{key: list(value) for key in ("unreached", "written_between") if (value := getattr(case, key))},
         **({"context": context} if (context := case.context.to_json()) else {}),
         "dynamic": case.dynamic,
         "distributed": case.distributed,

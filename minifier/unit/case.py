@@ -346,9 +346,11 @@ class GraphCase:
     distributed: dict[str, int] | None = None  # {"rank", "world_size"} of the job it comes from
     definitions: str = ""  # user source the repro carries: backends/ops with no importable name (see extract)
     context: CompileContext = field(default_factory=CompileContext)  # the state around the call (see there)
-    # dynamo graphs: outputs (their nodes' names) the program's backward never reached; the repro's loss leaves them
-    # out, and AOTAutograd gives them zero gradients, as it did in the program (see minifier.capture.reached)
+    # dynamo graphs, what the program did between the forward and its backward (see minifier.capture.between): the
+    # outputs (their nodes' names) no gradient reached, which the repro's loss leaves out (AOTAutograd gives them zero
+    # gradients), and the inputs (by name) it wrote into in place, which the repro writes into there too
     unreached: tuple[str, ...] = ()
+    written_between: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.boundary not in BOUNDARIES:

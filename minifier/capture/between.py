@@ -1,0 +1,180 @@
+"""What the program does to a dynamo graph between its forward and its backward, which a repro must do too.
+
+A repro runs a graph's forward, then at once a backward of every output. A program
+may do otherwise in between, and two of its ways change what the compiled backward does:
+
+- **its loss reads only some outputs** (a model with two heads trains one of them this
+  step). Eager's backward never visits the other head. AOTAutograd compiles the graph's
+  backward as one function of the gradients of all its outputs, and gives an output no
+  gradient reached a tensor of zeros (pytorch#131794): a hook inside the graph on that
+  head runs where eager's never does, and what it returns flows on into the trunk;
+- **it writes into an input in place** (a loss scale decided after seeing the loss).
+  AOTAutograd saved that input for the backward, and autograd's version check raises
+  where eager's hook would have read the new value.
+
+:class:`BetweenForwardAndBackward` follows one compiled call of each dynamo graph: the
+first whose outputs need grad. A tensor hook on each of those outputs notes the gradient
+that reaches it, and each input's version counter is read as the call returns. When the
+graph's aot backward first runs, every gradient the program's backward gives those
+outputs has come (autograd runs a node's pre-hooks, and the outputs' own nodes, before the
+node itself), and the program's writes are done. The outputs no gradient reached
+(:attr:`GraphCase.unreached <minifier.unit.case.GraphCase.unreached>`, by their nodes'
+names, which survive reduction) and the inputs written in between
+(:attr:`~minifier.unit.case.GraphCase.written_between`, by name) are kept on the case, and
+it is saved again. Its repro's loss leaves the first out, and it writes into the second
+between the two (a write that keeps the value: the version counter is what autograd checks).
+
+Only the first backward counts. Under compiled autograd no gradient is noted.
+
+**First, do no harm**: a hook returns None, so the gradient is the program's own. It
+does nothing while dynamo traces it: compiled autograd traces a backward's hooks into a
+graph of its own, and this hook must not put pt2kit's state into that graph. It is removed
+once the graph's backward has run.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from pt2kit.opaque import opaque, opaque_wrapper
+from .calls import call_values
+from ..unit.accuracy import tensor_versions
+from ..unit.case import GraphCase
+
+if TYPE_CHECKING:
+    from .recorder import AotGraph
+
+
+@dataclass
+class _Followed:
+    """One dynamo graph's followed call: its outputs that need grad and those a gradient reached; its inputs' versions."""
+
+    case: GraphCase
+    names: list[str]  # the graph's output nodes, by position
+    inputs: list[Any]  # the call's tensor inputs, weakly (a backward that never runs holds nothing)
+    versions: list[int | None]  # their version counters as the call returned
+    needing: list[int] = field(default_factory=list)
+    reached: set[int] = field(default_factory=set)
+    handles: list[Any] = field(default_factory=list)
+    settled: bool = False
+
+
+class BetweenForwardAndBackward:
+    """What the program did between each followed dynamo graph's forward and backward (see the module).
+
+    ``save``: writes a case again."""
+
+    def __init__(self, save: Callable[[GraphCase], None]) -> None:
+        self.save = save
+        self._followed: dict[int, _Followed] = {}
+        self._lock = threading.Lock()
+
+    def following(self, case: GraphCase, compiled: Callable[..., Any]) -> Callable[..., Any]:
+        """``compiled``, the dynamo graph ``case``'s compiled callable, with its first call whose outputs need grad followed."""
+        names = case.output_names()
+        if names is None:
+            return compiled
+        waiting = [True]
+
+        def pt2kit_following(*args: Any, **kwargs: Any) -> Any:
+            if not waiting[0]:
+                return compiled(*args, **kwargs)
+            inputs = call_values(args)  # (now: a boxed call empties its list)
+            outputs = compiled(*args, **kwargs)
+            if torch.is_grad_enabled():
+                waiting[0] = not self._follow(case, names, inputs, outputs)
+            return outputs
+
+        return opaque_wrapper(pt2kit_following, compiled)
+
+    def _follow(self, case: GraphCase, names: list[str], inputs: list[Any], outputs: Any) -> bool:
+        """Hook each output of one call that needs grad (True: some did, and this call is the one followed)."""
+        values = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        if len(values) != len(names):
+            return True  # (not the graph's outputs as its nodes say: nothing can be named)
+        refs = [weakref.ref(v) if isinstance(v, torch.Tensor) else None for v in inputs]
+        followed = _Followed(case, names, refs, tensor_versions(inputs))
+        for k, value in enumerate(values):
+            if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
+                try:
+                    followed.handles.append(value.register_hook(self._hook(followed, k)))
+                except RuntimeError:  # (a tensor that takes no hook: it is not followed, so never unreached)
+                    continue
+                followed.needing.append(k)
+        if not followed.needing:
+            return False
+        with self._lock:
+            self._followed[case.index] = followed
+        return True
+
+    @staticmethod
+    def _hook(followed: _Followed, position: int) -> Callable[[torch.Tensor | None], None]:
+        @opaque
+        def pt2kit_reached(grad: torch.Tensor | None) -> None:
+            # (a node's hooks all run when it does: one for an output no gradient reached gets None)
+            if grad is not None and not torch.compiler.is_compiling():
+                followed.reached.add(position)
+
+        return pt2kit_reached
+
+    def settling(self, graph: AotGraph | None, compiled: Callable[..., Any]) -> Callable[..., Any]:
+        """``compiled``, an aot graph's compiled callable, settling its dynamo graph's outputs at its first run when it
+        is a backward (:meth:`settle`; its kind is read then: Inductor's inner compile may name it after this)."""
+        if graph is None:
+            return compiled
+        waiting = [True]
+
+        def pt2kit_settling(*args: Any, **kwargs: Any) -> Any:
+            if waiting[0]:
+                waiting[0] = False
+                if graph.kind == "backward":
+                    self.settle(graph.owner)
+            return compiled(*args, **kwargs)
+
+        return opaque_wrapper(pt2kit_settling, compiled)
+
+    def settle_begun(self) -> None:
+        """The program failed: each graph whose backward began (a gradient reached an output) and never ran is
+        settled now. Its backward failed before the graph ran (autograd's version check of what it saved, or its
+        compile); a graph whose backward never began is left as it is."""
+        with self._lock:
+            begun = [index for index, followed in self._followed.items() if followed.reached and not followed.settled]
+        for index in begun:
+            self.settle(self._followed[index].case)
+
+    def settle(self, case: GraphCase) -> None:
+        """At ``case``'s aot backward's first run: the outputs no gradient reached, and the inputs written since the
+        forward, join it, and it is saved again.
+
+        No output is named where no gradient reached any (a backward this graph's hooks
+        never saw, as under compiled autograd); nothing changes where every one was
+        reached and no input written.
+        """
+        with self._lock:
+            followed = self._followed.get(case.index)
+            if followed is None or followed.settled:
+                return
+            followed.settled = True
+        for handle in followed.handles:
+            handle.remove()
+        unreached = [k for k in followed.needing if k not in followed.reached] if followed.reached else []
+        now = tensor_versions([ref() if ref is not None else None for ref in followed.inputs])
+        written = [k for k, (then, v) in enumerate(zip(followed.versions, now)) if None not in (then, v) and v != then]
+        if not unreached and not written:
+            return
+        before = case.unreached, case.written_between
+        # (the case object itself: a later call's inputs are saved on it again)
+        case.unreached = tuple(followed.names[k] for k in unreached)
+        case.written_between = tuple(case.inputs[k].name for k in written if k < len(case.inputs))
+        try:
+            self.save(case)
+        except Exception:  # noqa: BLE001 - pt2kit's own limit never becomes the program's error: the saved case stands
+            case.unreached, case.written_between = before
+
+
