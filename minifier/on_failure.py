@@ -238,7 +238,7 @@ class ReproOnFailure:
                 guard.handle(case, args, error=e)
                 raise
 
-        return opaque_wrapper(pt2kit_watched, compiled)
+        return _between().following(case, opaque_wrapper(pt2kit_watched, compiled))  # (the program's call, not level 4's)
 
     def check_accuracy(self, compiled: Callable[..., Any], case: Any, args: Sequence[Any]) -> Any:
         """Level 4: a graph's first call is compared with eager, in fp32 and fp64, on clones of its inputs."""
@@ -367,6 +367,8 @@ class ReproOnFailure:
                 setattr(error, _HANDLED, True)
             except (AttributeError, TypeError):
                 pass
+        if where == "backward":  # (what the program did between the forward and this backward, which its repro does too)
+            safe(_between().settle, None, case)
         failing = case if args is None else case.replace(inputs=_with_values(case.inputs, args))
         failure = None if error is None else safe(_failure_of, None, error, compiling)
         path = safe(self.save, None, failing, f"failed in its {where} graph" if where else "failed", failure)
@@ -442,6 +444,14 @@ class ReproOnFailure:
             alone = " (alone it does not fail the program's way)" if code == 5 else ""  # (NotReproducible's exit)
             say(f"no minimal repro in {run_dir} (exit {code}; its report.json says why); the graph as saved{alone}: {path}")
         return code
+
+
+def _between() -> Any:
+    """The process's :class:`~minifier.capture.between.BetweenForwardAndBackward` (a case is saved at its failure)."""
+    from .capture.between import BetweenForwardAndBackward
+
+    with _lock:
+        return _state.setdefault("between", BetweenForwardAndBackward(lambda case: None))
 
 
 class _entered:

@@ -24,7 +24,8 @@ names, which survive reduction) and the inputs written in between
 it is saved again. Its repro's loss leaves the first out, and it writes into the second
 between the two (a write that keeps the value: the version counter is what autograd checks).
 
-Only the first backward counts. Under compiled autograd no gradient is noted.
+Only the first backward counts. Under compiled autograd nothing is followed (where its config
+switch turns it on) or no gradient noted (where a context turns it on for one backward).
 
 **First, do no harm**: a hook returns None, so the gradient is the program's own. It
 does nothing while dynamo traces it: compiled autograd traces a backward's hooks into a
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pt2kit.opaque import opaque, opaque_wrapper
+from pt2kit.seams import compiled_autograd
 from .calls import call_values
 from ..unit.accuracy import tensor_versions
 from ..unit.case import GraphCase
@@ -78,7 +80,7 @@ class BetweenForwardAndBackward:
     def following(self, case: GraphCase, compiled: Callable[..., Any]) -> Callable[..., Any]:
         """``compiled``, the dynamo graph ``case``'s compiled callable, with its first call whose outputs need grad followed."""
         names = case.output_names()
-        if names is None:
+        if names is None or compiled_autograd.enabled_by_config():  # (its graph would trace each hook: nothing added)
             return compiled
         waiting = [True]
 

@@ -24,7 +24,10 @@ from . import Seam, dynamo_exc
 
 SEAM = Seam(
     wraps="torch._dynamo.compiled_autograd.AutogradCompilerInstance.end_capture (the runtime_wrapper it returns)",
-    features=("minify run: naming compiled autograd's backward graph when dynamo fails to trace it",),
+    features=(
+        "minify run: naming compiled autograd's backward graph when dynamo fails to trace it",
+        "minify run and the env-var hook: following no backward's gradients that compiled autograd traces",
+    ),
 )
 
 MODULE = "torch._dynamo.compiled_autograd"
@@ -33,7 +36,11 @@ MARK = "_pt2kit_compiled_autograd"
 
 
 def probe() -> None:
+    import torch._dynamo.config
     from torch._dynamo import compiled_autograd
+
+    if not isinstance(getattr(torch._dynamo.config, "compiled_autograd", None), bool):
+        raise AttributeError("torch._dynamo.config.compiled_autograd is no longer a switch")
 
     source = inspect.getsource(compiled_autograd.AutogradCompilerInstance.end_capture)
     if "def runtime_wrapper(" not in source or "return runtime_wrapper" not in source:
@@ -90,3 +97,11 @@ def _marking(runtime_wrapper: Callable[..., Any]) -> Callable[..., Any]:
 def raised_in_compiled_autograd(error: BaseException | None) -> bool:
     """Did ``error`` (or an error it was raised from) leave compiled autograd's backward graph?"""
     return error is not None and any(getattr(e, MARK, False) for e in dynamo_exc.chain(error))
+
+
+def enabled_by_config() -> bool:
+    """Does ``torch._dynamo.config.compiled_autograd`` send a backward called in a compiled frame through compiled
+    autograd (which traces the backward's hooks into a graph of its own)?"""
+    import torch._dynamo.config
+
+    return bool(getattr(torch._dynamo.config, "compiled_autograd", False))

@@ -1154,24 +1154,10 @@ def test_an_input_the_program_writes_between_the_forward_and_the_backward_is_wri
 ):
     # state outside the graph: a hook closes over a global tensor, which the program updates after the forward;
     # AOTAutograd saved it for the backward, and autograd's version check raises where eager reads the new value
+    from support.programs import WRITTEN_BETWEEN
+
     script = tmp_path / "scale.py"
-    script.write_text(textwrap.dedent("""
-        import torch
-
-        scale = torch.ones(())
-
-
-        def forward(x, w):
-            h = x @ w
-            h.register_hook(lambda g: g * scale)
-            return h.tanh().sum()
-
-
-        x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
-        loss = torch.compile(forward, backend="aot_eager")(x, w)
-        scale.fill_(0.5)  # a loss scale decided after seeing the loss
-        loss.backward()
-    """))
+    script.write_text(WRITTEN_BETWEEN)
     report = minified(in_process, script)
     assert report["status"] == "minified" and "modified by an inplace operation" in report["failure"]["message"], report
     assert "torch.ops.higher_order.register_hook" in report["ops_after"], report["ops_after"]

@@ -293,6 +293,25 @@ def test_the_hook_catches_a_backward_that_its_own_aot_autograd_backend_cannot_co
 
 
 @pytest.mark.e2e
+def test_the_hook_writes_an_input_the_program_wrote_between_the_forward_and_a_failing_backward(tmp_path):
+    """The backward fails at autograd's version check, before its graph runs: the repro the hook saves writes the
+    input again between its forward and its backward, as the program did, and fails alone."""
+    from support.programs import WRITTEN_BETWEEN
+
+    script = tmp_path / "scale.py"
+    script.write_text(WRITTEN_BETWEEN)
+    repros = tmp_path / "repros"
+    done = under_the_hook(script, "dynamo", "2", repros)
+    assert done.returncode == 1 and "modified by an inplace operation" in done.stderr.splitlines()[-1]  # the program's own
+    (run_dir,) = repros.glob("run-*")
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["status"] == "minified" and "torch.ops.higher_order.register_hook" in report["ops_after"], report
+    assert "between the forward and the backward" in (run_dir / "repro.py").read_text()
+    alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "modified by an inplace operation" in alone.stderr
+
+
+@pytest.mark.e2e
 @pytest.mark.slow  # (a minute of processes: make slow; the cases beside it in make test)
 def test_the_hook_at_level_4_minifies_a_wrong_gradient(model_script, tmp_path):
     script = model_script("planted_backward_accuracy", train=True)

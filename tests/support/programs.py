@@ -16,6 +16,27 @@ def f(x, w):
     return y.sum(dim=0)
 '''
 
+# State outside the graph, written between a forward and its backward: a hook closes over a global tensor the program
+# updates after seeing the loss, which AOTAutograd saved for the backward (autograd's version check raises).
+WRITTEN_BETWEEN = '''
+import torch
+
+scale = torch.ones(())
+
+
+def forward(x, w):
+    h = x @ w
+    h.register_hook(lambda g: g * scale)
+    return h.tanh().sum()
+
+
+if __name__ == "__main__":
+    x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+    loss = torch.compile(forward, backend="aot_eager")(x, w)
+    scale.fill_(0.5)  # a loss scale decided after seeing the loss
+    loss.backward()
+'''
+
 MODEL = '''
 import sys
 sys.path.insert(0, {tests!r})
