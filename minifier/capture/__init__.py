@@ -7,7 +7,7 @@ In the order a ``minify run`` meets them:
 - ``hooks``: the three seats pt2kit takes in ``torch.compile``;
 - ``recorder``: the program run with pt2kit armed, every graph it compiles kept;
 - ``calls``: a dynamic graph's later calls on new sizes, kept when they fail;
-- ``between``: what the program does between a graph's forward and its backward (outputs its loss reads, inputs it writes);
+- ``between``: what the program does between a graph's forward and its backward (outputs its loss reads, tensors it writes);
 - ``casemaker``: a graph torch hands a backend, made a :class:`~minifier.unit.case.GraphCase`;
 - ``context``: what a graph needs around it (config, backend, user modules);
 - ``extract``: the user's own definitions a repro carries, as source;

@@ -8,18 +8,19 @@ may do otherwise in between, and two of its ways change what the compiled backwa
   backward as one function of the gradients of all its outputs, and gives an output no
   gradient reached a tensor of zeros (pytorch#131794): a hook inside the graph on that
   head runs where eager's never does, and what it returns flows on into the trunk;
-- **it writes into an input in place** (a loss scale decided after seeing the loss).
-  AOTAutograd saved that input for the backward, and autograd's version check raises
-  where eager's hook would have read the new value.
+- **it writes into an input or an output in place** (a loss scale decided after seeing
+  the loss; scores normalized before the backward of another output). AOTAutograd saved
+  that tensor for the backward (the graph is one autograd node, so even a backward of
+  another output checks it), and autograd's version check raises where eager's never does.
 
 :class:`BetweenForwardAndBackward` follows one compiled call of each dynamo graph: the
 first whose outputs need grad. A tensor hook on each of those outputs notes the gradient
-that reaches it, and each input's version counter is read as the call returns. When the
+that reaches it, and each input's and output's version counter is read as the call returns. When the
 graph's aot backward first runs, every gradient the program's backward gives those
 outputs has come (autograd runs a node's pre-hooks, and the outputs' own nodes, before the
 node itself), and the program's writes are done. The outputs no gradient reached
 (:attr:`GraphCase.unreached <minifier.unit.case.GraphCase.unreached>`, by their nodes'
-names, which survive reduction) and the inputs written in between
+names, which survive reduction) and the inputs and outputs written in between
 (:attr:`~minifier.unit.case.GraphCase.written_between`, by name) are kept on the case, and
 it is saved again. Its repro's loss leaves the first out, and it writes into the second
 between the two (a write that keeps the value: the version counter is what autograd checks).
@@ -61,6 +62,8 @@ class _Followed:
     names: list[str]  # the graph's output nodes, by position
     inputs: list[Any]  # the call's tensor inputs, weakly (a backward that never runs holds nothing)
     versions: list[int | None]  # their version counters as the call returned
+    outputs: list[Any]  # the same of its outputs
+    output_versions: list[int | None]
     needing: list[int] = field(default_factory=list)
     reached: set[int] = field(default_factory=set)
     handles: list[Any] = field(default_factory=list)
@@ -100,8 +103,7 @@ class BetweenForwardAndBackward:
         values = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         if len(values) != len(names):
             return True  # (not the graph's outputs as its nodes say: nothing can be named)
-        refs = [weakref.ref(v) if isinstance(v, torch.Tensor) else None for v in inputs]
-        followed = _Followed(case, names, refs, tensor_versions(inputs))
+        followed = _Followed(case, names, _weakly(inputs), tensor_versions(inputs), _weakly(values), tensor_versions(values))
         for k, value in enumerate(values):
             if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
                 try:
@@ -166,17 +168,26 @@ class BetweenForwardAndBackward:
         for handle in followed.handles:
             handle.remove()
         unreached = [k for k in followed.needing if k not in followed.reached] if followed.reached else []
-        now = tensor_versions([ref() if ref is not None else None for ref in followed.inputs])
-        written = [k for k, (then, v) in enumerate(zip(followed.versions, now)) if None not in (then, v) and v != then]
+        inputs = _written(followed.inputs, followed.versions)
+        written = [case.inputs[k].name for k in inputs if k < len(case.inputs)]
+        written += [followed.names[k] for k in _written(followed.outputs, followed.output_versions)]
         if not unreached and not written:
             return
         before = case.unreached, case.written_between
         # (the case object itself: a later call's inputs are saved on it again)
         case.unreached = tuple(followed.names[k] for k in unreached)
-        case.written_between = tuple(case.inputs[k].name for k in written if k < len(case.inputs))
+        case.written_between = tuple(written)
         try:
             self.save(case)
         except Exception:  # noqa: BLE001 - pt2kit's own limit never becomes the program's error: the saved case stands
             case.unreached, case.written_between = before
 
 
+def _weakly(values: list[Any]) -> list[Any]:
+    return [weakref.ref(v) if isinstance(v, torch.Tensor) else None for v in values]
+
+
+def _written(refs: list[Any], versions: list[int | None]) -> list[int]:
+    """The positions of the tensors (held by ``refs``) whose version counters moved since ``versions``."""
+    now = tensor_versions([ref() if ref is not None else None for ref in refs])
+    return [k for k, (then, v) in enumerate(zip(versions, now)) if None not in (then, v) and v != then]

@@ -81,12 +81,13 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         if unreached
         else "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
     )
-    written = [k for k, i in enumerate(case.inputs) if i.name in case.written_between]
+    written = [f"inputs[{k}]" for k, i in enumerate(case.inputs) if i.name in case.written_between]
+    written += [f"outputs[{k}]" for k, name in enumerate(case.output_names() or []) if name in case.written_between]
     if written:  # (before the loss: the program wrote after its forward returned)
         loss = (
-            "    # the program wrote into these inputs in place between the forward and the backward: a write of the\n"
+            "    # the program wrote into these in place between the forward and the backward: a write of the\n"
             "    # same values moves their version counters, which autograd checks\n"
-            "    with torch.no_grad():\n" + "".join(f"        inputs[{k}].mul_(1)\n" for k in written) + loss
+            "    with torch.no_grad():\n" + "".join(f"        {value}.mul_(1)\n" for value in written) + loss
         )
     backward = (
         loss

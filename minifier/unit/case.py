@@ -348,7 +348,7 @@ class GraphCase:
     context: CompileContext = field(default_factory=CompileContext)  # the state around the call (see there)
     # dynamo graphs, what the program did between the forward and its backward (see minifier.capture.between): the
     # outputs (their nodes' names) no gradient reached, which the repro's loss leaves out (AOTAutograd gives them zero
-    # gradients), and the inputs (by name) it wrote into in place, which the repro writes into there too
+    # gradients), and the inputs and outputs (by name) it wrote into in place, which the repro writes into there too
     unreached: tuple[str, ...] = ()
     written_between: tuple[str, ...] = ()
 

@@ -1165,3 +1165,29 @@ def test_an_input_the_program_writes_between_the_forward_and_the_backward_is_wri
     assert "between the forward and the backward" in repro.read_text()
     alone = torch_alone(repro, tmp_path / "elsewhere")
     assert alone.returncode != 0 and "modified by an inplace operation" in alone.stderr, alone.stderr[-2000:]
+
+
+def test_an_output_the_program_writes_before_the_backward_of_another_is_written_there_in_the_repro(in_process, tmp_path):
+    # hunt p: the compiled graph is one autograd node, whose backward checks the version of every tensor it saved,
+    # even for a backward of another output; eager's never runs the written output's node
+    script = tmp_path / "scores.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+
+
+        def f(x):
+            scores = x.exp()
+            return scores, (x * x).sum()
+
+
+        x = torch.linspace(-1, 1, 6, requires_grad=True)
+        scores, loss = torch.compile(f, backend="aot_eager")(x)
+        with torch.no_grad():
+            scores.div_(scores.sum())  # the caller normalizes what it got
+        loss.backward()
+    """))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and "modified by an inplace operation" in report["failure"]["message"], report
+    assert report["ops_after"] == ["Tensor.exp", "operator.mul"], report["ops_after"]
+    text = (tmp_path / "runs" / report["run_dir"] / "repro.py").read_text()
+    assert "outputs[0].mul_(1)" in text and "never reached it" in text
