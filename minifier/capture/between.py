@@ -11,7 +11,10 @@ may do otherwise in between, and two of its ways change what the compiled backwa
 - **it writes into an input or an output in place** (a loss scale decided after seeing
   the loss; scores normalized before the backward of another output). AOTAutograd saved
   that tensor for the backward (the graph is one autograd node, so even a backward of
-  another output checks it), and autograd's version check raises where eager's never does.
+  another output checks it), and autograd's version check raises where eager's never does;
+- **it switches global state before the backward** (``torch.set_default_dtype(torch.float64)``
+  for bookkeeping): AOTAutograd's partitioner recomputes a forward op in the backward, which
+  then makes a float64 tensor where eager's saved one is float32.
 
 :class:`BetweenForwardAndBackward` follows one compiled call of each dynamo graph: the
 first whose outputs need grad. A tensor hook on each of those outputs notes the gradient
@@ -21,9 +24,12 @@ outputs has come (autograd runs a node's pre-hooks, and the outputs' own nodes, 
 node itself), and the program's writes are done. The outputs no gradient reached
 (:attr:`GraphCase.unreached <minifier.unit.case.GraphCase.unreached>`, by their nodes'
 names, which survive reduction) and the inputs and outputs written in between
-(:attr:`~minifier.unit.case.GraphCase.written_between`, by name) are kept on the case, and
-it is saved again. Its repro's loss leaves the first out, and it writes into the second
-between the two (a write that keeps the value: the version counter is what autograd checks).
+(:attr:`~minifier.unit.case.GraphCase.written_between`, by name), and the global state the
+backward starts under where it differs from the forward's
+(:attr:`~minifier.unit.case.GraphCase.backward_context`) are kept on the case, and it is saved
+again. Its repro's loss leaves the first out, it writes into the second between the two (a
+write that keeps the value: the version counter is what autograd checks), and it runs its
+backward under the third.
 
 Only the first backward counts. Under compiled autograd nothing is followed (where its config
 switch turns it on) or no gradient noted (where a context turns it on for one backward).
@@ -48,7 +54,7 @@ from pt2kit.opaque import opaque, opaque_wrapper
 from pt2kit.seams import compiled_autograd
 from .calls import call_values
 from ..unit.accuracy import tensor_versions
-from ..unit.case import GraphCase
+from ..unit.case import CompileContext, GraphCase
 
 if TYPE_CHECKING:
     from .recorder import AotGraph
@@ -171,16 +177,17 @@ class BetweenForwardAndBackward:
         inputs = _written(followed.inputs, followed.versions)
         written = [case.inputs[k].name for k in inputs if k < len(case.inputs)]
         written += [followed.names[k] for k in _written(followed.outputs, followed.output_versions)]
-        if not unreached and not written:
+        switched = CompileContext.current().for_backward(case.context)
+        if not unreached and not written and switched is None:
             return
-        before = case.unreached, case.written_between
+        before = case.unreached, case.written_between, case.backward_context
         # (the case object itself: a later call's inputs are saved on it again)
         case.unreached = tuple(followed.names[k] for k in unreached)
-        case.written_between = tuple(written)
+        case.written_between, case.backward_context = tuple(written), switched
         try:
             self.save(case)
         except Exception:  # noqa: BLE001 - pt2kit's own limit never becomes the program's error: the saved case stands
-            case.unreached, case.written_between = before
+            case.unreached, case.written_between, case.backward_context = before
 
 
 def _weakly(values: list[Any]) -> list[Any]:

@@ -391,6 +391,7 @@ def read_case(
         handed=bool(meta.get("handed")),
         unreached=tuple(meta.get("unreached", ())),
         written_between=tuple(meta.get("written_between", ())),
+        backward_context=CompileContext.from_json(meta["backward_context"]) if "backward_context" in meta else None,
         fullgraph=bool(meta.get("fullgraph")),
         dynamic=meta["dynamic"],
         index=meta["index"],

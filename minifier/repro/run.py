@@ -27,7 +27,7 @@
 
 from __future__ import annotations
 
-from ..unit.case import BACKEND_NAME, Boundary, GraphCase, INDUCTOR_INNER_COMPILE
+from ..unit.case import BACKEND_NAME, Boundary, CompileContext, GraphCase, INDUCTOR_INNER_COMPILE
 from .inputs import program_inputs, traces_on_fakes
 from ..unit.check import Stage
 from ..unit.graphio import subgraphs
@@ -89,11 +89,19 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
             "    # same values moves their version counters, which autograd checks\n"
             "    with torch.no_grad():\n" + "".join(f"        {value}.mul_(1)\n" for value in written) + loss
         )
+    grad = "outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)"
+    switches = _switches(case.context, case.backward_context)
+    if switches:  # (the program switched them between the forward and the backward)
+        grad = (
+            "".join(f"{on}  # as the program's backward ran\n        " for on, _ in switches)
+            + "try:\n            " + grad + "\n        finally:\n"
+            + "".join(f"            {off}\n" for _, off in switches)
+        ).rstrip("\n")
     backward = (
         loss
         + "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
         "    if backward and loss and leaves:\n"
-        "        outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)\n"
+        f"        {grad}\n"
         if case.backward
         else ""
     )
@@ -135,6 +143,22 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
         "def run_eager(mod, inputs, backward=True):\n" + no_grad.format(comment="") + f"{pad}return forward_backward({wrap}, inputs, backward)"
     )
+
+
+def _switches(forward: CompileContext, backward: CompileContext | None) -> list[tuple[str, str]]:
+    """(switch on, switch back) of each piece of global state the program's backward ran under otherwise than its forward."""
+    if backward is None:
+        return []
+    lines = {
+        "default_dtype": "torch.set_default_dtype(torch.{})",
+        "matmul_precision": "torch.set_float32_matmul_precision({!r})",
+        "deterministic": "torch.use_deterministic_algorithms({!r})",
+    }
+    return [
+        (line.format(getattr(backward, f)), line.format(getattr(forward, f)))
+        for f, line in lines.items()
+        if getattr(backward, f) != getattr(forward, f)
+    ]
 
 
 #: Control-flow higher-order ops whose fake run makes unbacked sizes: they need a fake mode with a ShapeEnv,

@@ -97,6 +97,16 @@ class CompileContext:
             threads if (threads := torch.get_num_threads()) != (_threads_at_start or [environment_threads()])[0] else 0,
         )
 
+    #: The global state a backward runs under, which a program may switch after the forward (autocast is left
+    #: by then, the thread count is the process's).
+    BACKWARD_FIELDS = ("default_dtype", "matmul_precision", "deterministic")
+
+    def for_backward(self, forward: CompileContext) -> CompileContext | None:
+        """This state, read as a backward starts, where it differs from ``forward``'s (the state at its forward)."""
+        if all(getattr(self, f) == getattr(forward, f) for f in self.BACKWARD_FIELDS):
+            return None
+        return dataclasses.replace(forward, **{f: getattr(self, f) for f in self.BACKWARD_FIELDS})
+
     def to_json(self) -> dict[str, Any]:
         """The fields that differ from torch's defaults (empty: a repro needs none of it)."""
         default = CompileContext()
@@ -351,6 +361,8 @@ class GraphCase:
     # gradients), and the inputs and outputs (by name) it wrote into in place, which the repro writes into there too
     unreached: tuple[str, ...] = ()
     written_between: tuple[str, ...] = ()
+    # the global state the program's backward ran under, where it differs from the forward's (None: the same)
+    backward_context: CompileContext | None = None
 
     def __post_init__(self) -> None:
         if self.boundary not in BOUNDARIES:

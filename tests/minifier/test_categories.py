@@ -1191,3 +1191,32 @@ def test_an_output_the_program_writes_before_the_backward_of_another_is_written_
     assert report["ops_after"] == ["Tensor.exp", "operator.mul"], report["ops_after"]
     text = (tmp_path / "runs" / report["run_dir"] / "repro.py").read_text()
     assert "outputs[0].mul_(1)" in text and "never reached it" in text
+
+
+def test_the_global_state_a_backward_runs_under_is_the_repros_backwards_too(in_process, tmp_path):
+    # hunt p: the partitioner recomputes `arange(5) * 0.1` in the backward, which the program runs under a float64
+    # default dtype; eager saved the float32 tensor of its forward
+    script = tmp_path / "dtype.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+
+
+        def f(x, w):
+            return (x @ w.t() + torch.arange(5) * 0.1).sin().sum()
+
+
+        x, w = torch.randn(4, 6), torch.randn(5, 6, requires_grad=True)
+        loss = torch.compile(f, backend="aot_eager")(x, w)
+        torch.set_default_dtype(torch.float64)  # float64 bookkeeping between the forward and the backward
+        try:
+            loss.backward()
+        finally:
+            torch.set_default_dtype(torch.float32)
+    """))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and "double != float" in report["failure"]["message"], report
+    assert "torch.arange" in report["ops_after"], report["ops_after"]
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    assert "torch.set_default_dtype(torch.float64)  # as the program's backward ran" in repro.read_text()
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "double != float" in alone.stderr, alone.stderr[-2000:]
