@@ -72,39 +72,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
     options = (", dynamic=True" if dynamic else "") + (", fullgraph=True" if case.fullgraph else "")
     wrap = "Program(mod)" if any(i.derived_from for i in case.inputs) else "mod"
     no_grad, pad = ("", "    ") if case.grad_enabled else ("    with torch.no_grad():{comment}\n", "        ")
-    unreached = case.unreached_positions()
-    loss = (
-        f"    # {'output' if len(unreached) == 1 else 'outputs'} {', '.join(map(str, unreached))}: the program's backward"
-        f" never reached {'it' if len(unreached) == 1 else 'them'} (AOTAutograd gives zero gradients)\n"
-        f"    loss = [o.sum() for k, o in enumerate(outputs) if k not in {tuple(unreached)!r}"
-        " and isinstance(o, torch.Tensor) and o.requires_grad]\n"
-        if unreached
-        else "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
-    )
-    written = [f"inputs[{k}]" for k, i in enumerate(case.inputs) if i.name in case.written_between]
-    written += [f"outputs[{k}]" for k, name in enumerate(case.output_names() or []) if name in case.written_between]
-    if written:  # (before the loss: the program wrote after its forward returned)
-        loss = (
-            "    # the program wrote into these in place between the forward and the backward: a write of the\n"
-            "    # same values moves their version counters, which autograd checks\n"
-            "    with torch.no_grad():\n" + "".join(f"        {value}.mul_(1)\n" for value in written) + loss
-        )
-    grad = "outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)"
-    switches = _switches(case.context, case.backward_context)
-    if switches:  # (the program switched them between the forward and the backward)
-        grad = (
-            "".join(f"{on}  # as the program's backward ran\n        " for on, _ in switches)
-            + "try:\n            " + grad + "\n        finally:\n"
-            + "".join(f"            {off}\n" for _, off in switches)
-        ).rstrip("\n")
-    backward = (
-        loss
-        + "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
-        "    if backward and loss and leaves:\n"
-        f"        {grad}\n"
-        if case.backward
-        else ""
-    )
+    backward = _backward(case)
     call, pad_call = _autocast_blocks(case)  # the program called the graph under these (the graph holds no cast)
     compile_body = (
         "".join(marks) + f"    return torch.compile({wrap}, backend={backend_expression(case, stage)}{options})\n"
@@ -145,20 +113,42 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
     )
 
 
-def _switches(forward: CompileContext, backward: CompileContext | None) -> list[tuple[str, str]]:
-    """(switch on, switch back) of each piece of global state the program's backward ran under otherwise than its forward."""
-    if backward is None:
-        return []
-    lines = {
-        "default_dtype": "torch.set_default_dtype(torch.{})",
-        "matmul_precision": "torch.set_float32_matmul_precision({!r})",
-        "deterministic": "torch.use_deterministic_algorithms({!r})",
-    }
-    return [
-        (line.format(getattr(backward, f)), line.format(getattr(forward, f)))
-        for f, line in lines.items()
-        if getattr(backward, f) != getattr(forward, f)
-    ]
+def _backward(case: GraphCase) -> str:
+    """``forward_backward``'s backward of a dynamo graph, doing what the program did between its forward and its
+    backward (:mod:`minifier.capture.between`): the outputs it reached, the tensors it wrote, the state it switched."""
+    if not case.backward:
+        return ""
+    unreached = case.unreached_positions()
+    loss = (
+        f"    # {'output' if len(unreached) == 1 else 'outputs'} {', '.join(map(str, unreached))}: the program's backward"
+        f" never reached {'it' if len(unreached) == 1 else 'them'} (AOTAutograd gives zero gradients)\n"
+        f"    loss = [o.sum() for k, o in enumerate(outputs) if k not in {tuple(unreached)!r}"
+        " and isinstance(o, torch.Tensor) and o.requires_grad]\n"
+        if unreached
+        else "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
+    )
+    written = [f"inputs[{k}]" for k, i in enumerate(case.inputs) if i.name in case.written_between]
+    written += [f"outputs[{k}]" for k, name in enumerate(case.output_names() or []) if name in case.written_between]
+    if written:  # (before the loss: the program wrote after its forward returned)
+        loss = (
+            "    # the program wrote into these in place between the forward and the backward: a write of the\n"
+            "    # same values moves their version counters, which autograd checks\n"
+            "    with torch.no_grad():\n" + "".join(f"        {value}.mul_(1)\n" for value in written) + loss
+        )
+    grad = "outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)"
+    forward, switched = case.context, case.backward_context or case.context
+    fields = [f for f in CompileContext.BACKWARD_FIELDS if getattr(switched, f) != getattr(forward, f)]
+    if fields:  # (the program switched them between the forward and the backward)
+        setting = CompileContext.SETTERS
+        grad = (
+            "".join(f"{setting[f].format(getattr(switched, f))}  # as the program's backward ran\n        " for f in fields)
+            + f"try:\n            {grad}\n        finally:\n"
+            + "\n".join(f"            {setting[f].format(getattr(forward, f))}" for f in fields)
+        )
+    return (
+        loss + "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"
+        f"    if backward and loss and leaves:\n        {grad}\n"
+    )
 
 
 #: Control-flow higher-order ops whose fake run makes unbacked sizes: they need a fake mode with a ShapeEnv,

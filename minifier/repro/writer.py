@@ -362,17 +362,12 @@ def _config_function(case: GraphCase, fallback_random: bool = False) -> str:
 
 def _context_lines(context: CompileContext) -> list[str]:
     """The global state of :class:`CompileContext` (its autocast is entered around the call: see repro/run.py)."""
-    default = CompileContext()
-    lines = []
-    if context.default_dtype != default.default_dtype:
-        lines.append(f"    torch.set_default_dtype(torch.{context.default_dtype})  # as the program set it")
-    if context.matmul_precision != default.matmul_precision:
-        lines.append(f"    torch.set_float32_matmul_precision({context.matmul_precision!r})  # as the program set it")
-    if context.deterministic != default.deterministic:
-        lines.append(f"    torch.use_deterministic_algorithms({context.deterministic!r})  # as the program set it")
-    if context.threads:
-        lines.append(f"    torch.set_num_threads({context.threads})  # as the program set it")
-    return lines
+    default = CompileContext()  # (threads: 0 is the environment's count, never set)
+    return [
+        f"    {line.format(value)}  # as the program set it"
+        for field, line in CompileContext.SETTERS.items()
+        if (value := getattr(context, field)) != getattr(default, field)
+    ]
 
 
 def _config_lines(module: str, key: str, value: Any) -> list[str]:

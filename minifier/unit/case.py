@@ -100,6 +100,13 @@ class CompileContext:
     #: The global state a backward runs under, which a program may switch after the forward (autocast is left
     #: by then, the thread count is the process's).
     BACKWARD_FIELDS = ("default_dtype", "matmul_precision", "deterministic")
+    #: How a repro sets each global field (``str.format`` of its value).
+    SETTERS = {
+        "default_dtype": "torch.set_default_dtype(torch.{})",
+        "matmul_precision": "torch.set_float32_matmul_precision({!r})",
+        "deterministic": "torch.use_deterministic_algorithms({!r})",
+        "threads": "torch.set_num_threads({})",
+    }
 
     def for_backward(self, forward: CompileContext) -> CompileContext | None:
         """This state, read as a backward starts, where it differs from ``forward``'s (the state at its forward)."""
