@@ -14,7 +14,8 @@ may do otherwise in between, and two of its ways change what the compiled backwa
   another output checks it), and autograd's version check raises where eager's never does;
 - **it switches global state before the backward** (``torch.set_default_dtype(torch.float64)``
   for bookkeeping): AOTAutograd's partitioner recomputes a forward op in the backward, which
-  then makes a float64 tensor where eager's saved one is float32.
+  then makes a float64 tensor where eager's saved one is float32. Or it calls the backward
+  inside an autocast block: eager casts each node's gradient back, the compiled backward is one node.
 
 :class:`BetweenForwardAndBackward` follows one compiled call of each dynamo graph: the
 first whose outputs need grad. A tensor hook on each of those outputs notes the gradient

@@ -137,12 +137,16 @@ def _backward(case: GraphCase) -> str:
         )
     grad = "outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)"
     forward, switched = case.context, case.backward_context or case.context
+    for device, dtype in switched.autocast if case.backward_context is not None else ():
+        grad = f"with torch.autocast({device!r}, dtype=torch.{dtype}):  # as the program's backward ran\n            " + (
+            grad.replace("\n", "\n    ")
+        )
     fields = [f for f in CompileContext.BACKWARD_FIELDS if getattr(switched, f) != getattr(forward, f)]
     if fields:  # (the program switched them between the forward and the backward)
         setting = CompileContext.SETTERS
         grad = (
             "".join(f"{setting[f].format(getattr(switched, f))}  # as the program's backward ran\n        " for f in fields)
-            + f"try:\n            {grad}\n        finally:\n"
+            + "try:\n            " + grad.replace("\n", "\n    ") + "\n        finally:\n"
             + "\n".join(f"            {setting[f].format(getattr(forward, f))}" for f in fields)
         )
     return (

@@ -97,8 +97,8 @@ class CompileContext:
             threads if (threads := torch.get_num_threads()) != (_threads_at_start or [environment_threads()])[0] else 0,
         )
 
-    #: The global state a backward runs under, which a program may switch after the forward (autocast is left
-    #: by then, the thread count is the process's).
+    #: The global state a backward runs under, which a program may switch after the forward (besides autocast,
+    #: usually left by then; the thread count is the process's).
     BACKWARD_FIELDS = ("default_dtype", "matmul_precision", "deterministic")
     #: How a repro sets each global field (``str.format`` of its value).
     SETTERS = {
@@ -109,10 +109,11 @@ class CompileContext:
     }
 
     def for_backward(self, forward: CompileContext) -> CompileContext | None:
-        """This state, read as a backward starts, where it differs from ``forward``'s (the state at its forward)."""
-        if all(getattr(self, f) == getattr(forward, f) for f in self.BACKWARD_FIELDS):
+        """This state, read as a backward starts, where it differs from ``forward``'s (the state at its forward) or
+        autocast is on (a backward runs outside any, unless the program calls it inside one)."""
+        if not self.autocast and all(getattr(self, f) == getattr(forward, f) for f in self.BACKWARD_FIELDS):
             return None
-        return dataclasses.replace(forward, **{f: getattr(self, f) for f in self.BACKWARD_FIELDS})
+        return dataclasses.replace(forward, autocast=self.autocast, **{f: getattr(self, f) for f in self.BACKWARD_FIELDS})
 
     def to_json(self) -> dict[str, Any]:
         """The fields that differ from torch's defaults (empty: a repro needs none of it)."""

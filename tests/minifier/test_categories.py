@@ -1220,3 +1220,28 @@ def test_the_global_state_a_backward_runs_under_is_the_repros_backwards_too(in_p
     assert "torch.set_default_dtype(torch.float64)  # as the program's backward ran" in repro.read_text()
     alone = torch_alone(repro, tmp_path / "elsewhere")
     assert alone.returncode != 0 and "double != float" in alone.stderr, alone.stderr[-2000:]
+
+
+def test_a_backward_the_program_runs_under_autocast_runs_under_it_in_the_repro(in_process, tmp_path):
+    # hunt q: eager casts each node's bf16 gradient back to float32; the compiled backward is one node, whose bf16
+    # mm meets the float32 index_put AOTAutograd traced
+    script = tmp_path / "amp.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+
+
+        def f(w, idx, x):
+            return w[idx] @ x
+
+
+        w, x, idx = torch.randn(10, 8, requires_grad=True), torch.randn(8, 4), torch.tensor([1, 3, 3, 7])
+        out = torch.compile(f, backend="aot_eager")(w, idx, x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out.sum().backward()
+    """))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and "Index put requires" in report["failure"]["message"], report
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    assert "with torch.autocast('cpu', dtype=torch.bfloat16):  # as the program's backward ran" in repro.read_text()
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and "Index put requires" in alone.stderr, alone.stderr[-2000:]
