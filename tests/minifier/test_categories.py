@@ -1149,6 +1149,20 @@ def test_following_which_outputs_a_gradient_reaches_changes_no_gradient_of_a_hea
         minified(in_process, script, accuracy=True)
 
 
+def minified_doing_what_the_program_did(in_process, tmp_path, program: str, failure: str, says: str) -> dict:
+    """``minify run``'s report of ``program``, which fails with ``failure`` only when the repro does what the program
+    did between a forward and its backward: the repro says so (``says``) and fails alone that way."""
+    script = tmp_path / "program.py"
+    script.write_text(textwrap.dedent(program))
+    report = minified(in_process, script)
+    assert report["status"] == "minified" and failure in report["failure"]["message"], report
+    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
+    assert says in repro.read_text()
+    alone = torch_alone(repro, tmp_path / "elsewhere")
+    assert alone.returncode != 0 and failure in alone.stderr, alone.stderr[-2000:]
+    return report
+
+
 def test_an_input_the_program_writes_between_the_forward_and_the_backward_is_written_there_in_the_repro(
     in_process, tmp_path
 ):
@@ -1156,22 +1170,16 @@ def test_an_input_the_program_writes_between_the_forward_and_the_backward_is_wri
     # AOTAutograd saved it for the backward, and autograd's version check raises where eager reads the new value
     from support.programs import WRITTEN_BETWEEN
 
-    script = tmp_path / "scale.py"
-    script.write_text(WRITTEN_BETWEEN)
-    report = minified(in_process, script)
-    assert report["status"] == "minified" and "modified by an inplace operation" in report["failure"]["message"], report
+    report = minified_doing_what_the_program_did(
+        in_process, tmp_path, WRITTEN_BETWEEN, "modified by an inplace operation", "between the forward and the backward"
+    )
     assert "torch.ops.higher_order.register_hook" in report["ops_after"], report["ops_after"]
-    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
-    assert "between the forward and the backward" in repro.read_text()
-    alone = torch_alone(repro, tmp_path / "elsewhere")
-    assert alone.returncode != 0 and "modified by an inplace operation" in alone.stderr, alone.stderr[-2000:]
 
 
 def test_an_output_the_program_writes_before_the_backward_of_another_is_written_there_in_the_repro(in_process, tmp_path):
     # hunt p: the compiled graph is one autograd node, whose backward checks the version of every tensor it saved,
     # even for a backward of another output; eager's never runs the written output's node
-    script = tmp_path / "scores.py"
-    script.write_text(textwrap.dedent("""
+    report = minified_doing_what_the_program_did(in_process, tmp_path, """
         import torch
 
 
@@ -1185,19 +1193,16 @@ def test_an_output_the_program_writes_before_the_backward_of_another_is_written_
         with torch.no_grad():
             scores.div_(scores.sum())  # the caller normalizes what it got
         loss.backward()
-    """))
-    report = minified(in_process, script)
-    assert report["status"] == "minified" and "modified by an inplace operation" in report["failure"]["message"], report
+    """, "modified by an inplace operation", "outputs[0].mul_(1)")
     assert report["ops_after"] == ["Tensor.exp", "operator.mul"], report["ops_after"]
     text = (tmp_path / "runs" / report["run_dir"] / "repro.py").read_text()
-    assert "outputs[0].mul_(1)" in text and "never reached it" in text
+    assert "never reached it" in text
 
 
 def test_the_global_state_a_backward_runs_under_is_the_repros_backwards_too(in_process, tmp_path):
     # hunt p: the partitioner recomputes `arange(5) * 0.1` in the backward, which the program runs under a float64
     # default dtype; eager saved the float32 tensor of its forward
-    script = tmp_path / "dtype.py"
-    script.write_text(textwrap.dedent("""
+    report = minified_doing_what_the_program_did(in_process, tmp_path, """
         import torch
 
 
@@ -1212,21 +1217,14 @@ def test_the_global_state_a_backward_runs_under_is_the_repros_backwards_too(in_p
             loss.backward()
         finally:
             torch.set_default_dtype(torch.float32)
-    """))
-    report = minified(in_process, script)
-    assert report["status"] == "minified" and "double != float" in report["failure"]["message"], report
+    """, "double != float", "torch.set_default_dtype(torch.float64)  # as the program's backward ran")
     assert "torch.arange" in report["ops_after"], report["ops_after"]
-    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
-    assert "torch.set_default_dtype(torch.float64)  # as the program's backward ran" in repro.read_text()
-    alone = torch_alone(repro, tmp_path / "elsewhere")
-    assert alone.returncode != 0 and "double != float" in alone.stderr, alone.stderr[-2000:]
 
 
 def test_a_backward_the_program_runs_under_autocast_runs_under_it_in_the_repro(in_process, tmp_path):
     # hunt q: eager casts each node's bf16 gradient back to float32; the compiled backward is one node, whose bf16
     # mm meets the float32 index_put AOTAutograd traced
-    script = tmp_path / "amp.py"
-    script.write_text(textwrap.dedent("""
+    minified_doing_what_the_program_did(in_process, tmp_path, """
         import torch
 
 
@@ -1238,10 +1236,4 @@ def test_a_backward_the_program_runs_under_autocast_runs_under_it_in_the_repro(i
         out = torch.compile(f, backend="aot_eager")(w, idx, x)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out.sum().backward()
-    """))
-    report = minified(in_process, script)
-    assert report["status"] == "minified" and "Index put requires" in report["failure"]["message"], report
-    repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
-    assert "with torch.autocast('cpu', dtype=torch.bfloat16):  # as the program's backward ran" in repro.read_text()
-    alone = torch_alone(repro, tmp_path / "elsewhere")
-    assert alone.returncode != 0 and "Index put requires" in alone.stderr, alone.stderr[-2000:]
+    """, "Index put requires", "with torch.autocast('cpu', dtype=torch.bfloat16):  # as the program's backward ran")

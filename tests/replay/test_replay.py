@@ -1003,12 +1003,23 @@ def test_record_prints_every_record_path_whole_at_any_width():
     assert text.count("expected [s0, 4] got [/]") == 2 and "[bold]x" in text
 
 
-def test_a_frame_whose_backward_fails_is_recorded_and_replays_through_a_backward(tmp_path):
-    """AOTAutograd compiles the backward during loss.backward(), outside the frame: the frame's first backward
-    is watched, the frame it broke in is recorded, and its replay runs a backward through its outputs."""
+def recorded_once(script, out):
+    """``python -m replay record --json`` of ``script`` into ``out``, which records one frame: that record."""
     from click.testing import CliRunner
 
     from replay.cli import main
+
+    torch._dynamo.reset()
+    result = CliRunner().invoke(main, ["record", "--json", "--out", str(out), str(script)])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["records"]
+    return replay.load(entry["path"])
+
+
+def test_a_frame_whose_backward_fails_is_recorded_and_replays_through_a_backward(tmp_path):
+    """AOTAutograd compiles the backward during loss.backward(), outside the frame: the frame's first backward
+    is watched, the frame it broke in is recorded, and its replay runs a backward through its outputs."""
+
 
     script = tmp_path / "backward.py"
     script.write_text(
@@ -1017,11 +1028,7 @@ def test_a_frame_whose_backward_fails_is_recorded_and_replays_through_a_backward
         "torch.compile(lambda t: t.cos().sum(), backend='planted_backward_error')(x).backward()  # a healthy backward first\n"
         "torch.compile(lambda t: torch.tanh(t.sin()).sum(), backend='planted_backward_error')(x).backward()\n"
     )
-    torch._dynamo.reset()
-    result = CliRunner().invoke(main, ["record", "--json", "--out", str(tmp_path / "records"), str(script)])
-    assert result.exit_code == 0, result.output
-    (entry,) = json.loads(result.stdout)["records"]
-    record = replay.load(entry["path"])
+    record = recorded_once(script, tmp_path / "records")
     assert record.failure["stage"] == "backward" and "planted: cannot compile aten.tanh_backward" in record.failure["message"]
     assert "tanh" in record.manifest["sources"][0]["text"], "the frame whose backward broke, not the healthy one before it"
     replayed = replay_forked(record.path)
@@ -1034,9 +1041,7 @@ def test_a_model_class_of_the_script_is_recorded_when_its_backward_fails_after_t
     """A training loop's model, defined at the top of the script: its backward fails after the frame returned and
     the script raised, when runpy has put ``__main__`` back. The class is found through the frame's own globals
     and its file, not ``sys.modules["__main__"]`` (which is replay's by then): the record is complete."""
-    from click.testing import CliRunner
 
-    from replay.cli import main
 
     script = tmp_path / "train.py"
     script.write_text(
@@ -1048,11 +1053,7 @@ def test_a_model_class_of_the_script_is_recorded_when_its_backward_fails_after_t
         "for _ in range(2):\n"
         "    torch.compile(model, backend='planted_backward_error')(torch.randn(2, 4)).sum().backward()\n"
     )
-    torch._dynamo.reset()
-    result = CliRunner().invoke(main, ["record", "--json", "--out", str(tmp_path / "records"), str(script)])
-    assert result.exit_code == 0, result.output
-    (entry,) = json.loads(result.stdout)["records"]
-    record = replay.load(entry["path"])
+    record = recorded_once(script, tmp_path / "records")
     assert record.manifest["status"] == "complete", record.manifest.get("unrecordable")
     assert any(s["kind"] == "class" and s["name"] == "Net" for s in record.manifest["sources"])
     replayed = replay_forked(record.path)
@@ -1246,18 +1247,12 @@ torch.compile(f, backend="eager")(torch.randn(4, 8))
 def test_a_frame_calling_the_scripts_custom_ops_carries_their_definitions_into_the_replay_script(tmp_path):
     """A record named the op and lost its definition (``'_OpNamespace' has no attribute``, pytorch#190908's
     record), and a ``custom_op`` function as a global was unrecordable: the record was partial."""
-    from click.testing import CliRunner
 
-    from replay.cli import main
     from replay.script import write_script
 
     script = tmp_path / "custom_ops.py"
     script.write_text(CUSTOM_OPS_SCRIPT)
-    torch._dynamo.reset()
-    result = CliRunner().invoke(main, ["record", "--json", "--out", str(tmp_path / "records"), str(script)])
-    assert result.exit_code == 0, result.output
-    (entry,) = json.loads(result.stdout)["records"]
-    record = replay.load(entry["path"])
+    record = recorded_once(script, tmp_path / "records")
     assert record.manifest["status"] == "complete", record.manifest["unrecordable"]
     assert record.manifest["namespaces"]["__main__"]["globals"]["rowsum"] == {
         "t": "op",
