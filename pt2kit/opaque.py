@@ -27,11 +27,22 @@ def opaque(fn: F) -> F:
 
 #: What AOTAutograd and dynamo read off a compiled callable (boxed calling, ``zero_grad``, the backend behind it).
 CALL_ATTRIBUTES = ("_boxed_call", "zero_grad", "_torchdynamo_orig_backend")
+#: On an :func:`opaque_wrapper`: the callable it wraps (``__wrapped__`` is the wrapper's own function).
+WRAPS = "_pt2kit_wraps"
+
+
+def innermost(compiled: Any) -> Any:
+    """What a chain of :func:`opaque_wrapper` calls wrapped first (Inductor's compiled graph, its kernels' module)."""
+    seen = 0
+    while hasattr(compiled, WRAPS) and seen < 100:
+        compiled, seen = getattr(compiled, WRAPS), seen + 1
+    return compiled
 
 
 def opaque_wrapper(wrapper: F, compiled: Any) -> F:
     """pt2kit's ``wrapper`` of ``compiled``, :func:`opaque`, with what torch reads off ``compiled`` carried onto it."""
     wrapped = opaque(wrapper)
+    setattr(wrapped, WRAPS, compiled)
     for attr in CALL_ATTRIBUTES:
         if hasattr(compiled, attr):
             try:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pt2kit.opaque import innermost
 from pt2kit.seams import dynamo_exc
 from pt2kit.seams.kernel_origins import kernel_namespace, ops_in_kernel_name, original_aten_names, report_kernels
 
@@ -83,7 +84,7 @@ def follow_kernels(trail: int | None, compiled: Any) -> Callable[[], None]:
     """Until the returned undo is called, each kernel of ``compiled``'s module writes its name to the
     ``trail`` file descriptor as it is entered, and ``-`` as it returns (a syscall each)."""
     try:
-        namespace = kernel_namespace(compiled) if trail is not None else None
+        namespace = kernel_namespace(innermost(compiled)) if trail is not None else None
     except Exception:  # noqa: BLE001 - a debugging hook never changes what the program does
         namespace = None
     if namespace is None or trail is None:  # (no trail: no namespace either)
