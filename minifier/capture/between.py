@@ -1,7 +1,7 @@
 """What the program does to a dynamo graph between its forward and its backward, which a repro must do too.
 
 A repro runs a graph's forward, then at once a backward of every output. A program
-may do otherwise in between, and two of its ways change what the compiled backward does:
+may do otherwise in between, and these of its ways change what the compiled backward does:
 
 - **its loss reads only some outputs** (a model with two heads trains one of them this
   step). Eager's backward never visits the other head. AOTAutograd compiles the graph's
@@ -32,13 +32,20 @@ again. Its repro's loss leaves the first out, it writes into the second between 
 write that keeps the value: the version counter is what autograd checks), and it runs its
 backward under the third.
 
-Only the first backward counts. Under compiled autograd nothing is followed (where its config
-switch turns it on) or no gradient noted (where a context turns it on for one backward).
+A program may make several backward calls through the one followed call (a loss per output,
+pytorch#118739: eager's view nodes keep nothing and run again, the compiled graph is one node the
+first call frees). Each hook notes the backward call its gradient came in (the engine's graph
+task, and whether it retains the graph: :mod:`pt2kit.seams.autograd_engine`); where the program
+fails after more than one, the case is settled again with them
+(:attr:`~minifier.unit.case.GraphCase.backward_calls`), and the repro makes the same calls.
+The writes and the state stay those the first backward saw. Under compiled autograd nothing is
+followed (where its config switch turns it on) or no gradient noted (where a context turns it on
+for one backward).
 
 **First, do no harm**: a hook returns None, so the gradient is the program's own. It
 does nothing while dynamo traces it: compiled autograd traces a backward's hooks into a
-graph of its own, and this hook must not put pt2kit's state into that graph. It is removed
-once the graph's backward has run.
+graph of its own, and this hook must not put pt2kit's state into that graph. It stays on its
+output (another backward call may come), which holds nothing but weak references.
 """
 
 from __future__ import annotations
@@ -52,13 +59,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pt2kit.opaque import opaque, opaque_wrapper
-from pt2kit.seams import compiled_autograd
+from pt2kit.seams import autograd_engine, compiled_autograd
 from .calls import call_values
 from ..unit.accuracy import tensor_versions
-from ..unit.case import CompileContext, GraphCase
+from ..unit.case import BackwardCall, CompileContext, GraphCase
 
 if TYPE_CHECKING:
     from .recorder import AotGraph
+
+#: The backward calls through one followed call that are told apart (a loop of them is a program of its own).
+MAX_CALLS = 8
 
 
 @dataclass
@@ -72,9 +82,16 @@ class _Followed:
     outputs: list[Any]  # the same of its outputs
     output_versions: list[int | None]
     needing: list[int] = field(default_factory=list)
-    reached: set[int] = field(default_factory=set)
-    handles: list[Any] = field(default_factory=list)
-    settled: bool = False
+    # each backward call that reached an output, by its graph task, in order: whether it retained the graph, and
+    # the outputs it reached
+    calls: dict[int, tuple[bool, set[int]]] = field(default_factory=dict)
+    settled: int = 0  # the calls settled (0: none yet)
+    written: tuple[str, ...] = ()  # what the first settle found, which a later one keeps
+    switched: CompileContext | None = None
+
+    @property
+    def reached(self) -> set[int]:
+        return {k for _, positions in self.calls.values() for k in positions}
 
 
 class BetweenForwardAndBackward:
@@ -114,7 +131,7 @@ class BetweenForwardAndBackward:
         for k, value in enumerate(values):
             if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
                 try:
-                    followed.handles.append(value.register_hook(self._hook(followed, k)))
+                    value.register_hook(self._hook(followed, k))
                 except RuntimeError:  # (a tensor that takes no hook: it is not followed, so never unreached)
                     continue
                 followed.needing.append(k)
@@ -130,7 +147,9 @@ class BetweenForwardAndBackward:
         def pt2kit_reached(grad: torch.Tensor | None) -> None:
             # (a node's hooks all run when it does: one for an output no gradient reached gets None)
             if grad is not None and not torch.compiler.is_compiling():
-                followed.reached.add(position)
+                task, retain = autograd_engine.current_backward() or (-2, False)  # (-2: one call, as far as it can tell)
+                if task in followed.calls or len(followed.calls) < MAX_CALLS:
+                    followed.calls.setdefault(task, (retain, set()))[1].add(position)
 
         return pt2kit_reached
 
@@ -151,17 +170,19 @@ class BetweenForwardAndBackward:
         return opaque_wrapper(pt2kit_settling, compiled)
 
     def settle_begun(self) -> None:
-        """The program failed: each graph whose backward began (a gradient reached an output) and never ran is
-        settled now. Its backward failed before the graph ran (autograd's version check of what it saved, or its
-        compile); a graph whose backward never began is left as it is."""
+        """The program failed: each graph whose backward began (a gradient reached an output) and never ran, or
+        that a backward call reached again since it settled, is settled now. Its backward failed before the graph
+        ran (autograd's version check of what it saved, or of a graph the first call freed; or its compile); a
+        graph whose backward never began is left as it is."""
         with self._lock:
-            begun = [index for index, followed in self._followed.items() if followed.reached and not followed.settled]
+            begun = [index for index, followed in self._followed.items() if len(followed.calls) > followed.settled]
         for index in begun:
             self.settle(self._followed[index].case)
 
     def settle(self, case: GraphCase) -> None:
         """At ``case``'s aot backward's first run: the outputs no gradient reached, and the inputs written since the
-        forward, join it, and it is saved again.
+        forward, join it, and it is saved again. Settled again at the program's failure (:meth:`settle_begun`),
+        the backward calls since then join it too (the writes and state stay the first settle's).
 
         No output is named where no gradient reached any (a backward this graph's hooks
         never saw, as under compiled autograd); nothing changes where every one was
@@ -169,26 +190,28 @@ class BetweenForwardAndBackward:
         """
         with self._lock:
             followed = self._followed.get(case.index)
-            if followed is None or followed.settled:
+            if followed is None or len(followed.calls) <= followed.settled and followed.settled:
                 return
-            followed.settled = True
-        for handle in followed.handles:
-            handle.remove()
-        unreached = [k for k in followed.needing if k not in followed.reached] if followed.reached else []
-        inputs = _written(followed.inputs, followed.versions)
-        written = [case.inputs[k].name for k in inputs if k < len(case.inputs)]
-        written += [followed.names[k] for k in _written(followed.outputs, followed.output_versions)]
-        switched = CompileContext.current().for_backward(case.context)
-        if not unreached and not written and switched is None:
+            first, followed.settled = not followed.settled, max(len(followed.calls), 1)
+            calls = [(retain, sorted(positions)) for retain, positions in followed.calls.values()]
+        reached = {k for _, positions in calls for k in positions}
+        unreached = [k for k in followed.needing if k not in reached] if reached else []
+        if first:
+            inputs = _written(followed.inputs, followed.versions)
+            written = [case.inputs[k].name for k in inputs if k < len(case.inputs)]
+            written += [followed.names[k] for k in _written(followed.outputs, followed.output_versions)]
+            followed.written, followed.switched = tuple(written), CompileContext.current().for_backward(case.context)
+        several = tuple(BackwardCall(tuple(followed.names[k] for k in ks), retain) for retain, ks in calls) if len(calls) > 1 else ()
+        if not unreached and not followed.written and followed.switched is None and not several:
             return
-        before = case.unreached, case.written_between, case.backward_context
+        before = case.unreached, case.written_between, case.backward_context, case.backward_calls
         # (the case object itself: a later call's inputs are saved on it again)
         case.unreached = tuple(followed.names[k] for k in unreached)
-        case.written_between, case.backward_context = tuple(written), switched
+        case.written_between, case.backward_context, case.backward_calls = followed.written, followed.switched, several
         try:
             self.save(case)
         except Exception:  # noqa: BLE001 - pt2kit's own limit never becomes the program's error: the saved case stands
-            case.unreached, case.written_between, case.backward_context = before
+            case.unreached, case.written_between, case.backward_context, case.backward_calls = before
 
 
 def _weakly(values: list[Any]) -> list[Any]:

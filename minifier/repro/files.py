@@ -28,7 +28,7 @@ import torch
 import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 
-from ..unit.case import CompileContext, GraphCase, GraphInput, TensorMeta
+from ..unit.case import BackwardCall, CompileContext, GraphCase, GraphInput, TensorMeta
 from pt2kit.errors import CorruptRecord
 from ..unit.graphio import GraphFormatError, load_graph
 from pt2kit.seams import compiler_state, config, pytree
@@ -392,6 +392,7 @@ def read_case(
         unreached=tuple(meta.get("unreached", ())),
         written_between=tuple(meta.get("written_between", ())),
         backward_context=CompileContext.from_json(meta["backward_context"]) if "backward_context" in meta else None,
+        backward_calls=tuple(BackwardCall(tuple(names), bool(retain)) for names, retain in meta.get("backward_calls", ())),
         fullgraph=bool(meta.get("fullgraph")),
         dynamic=meta["dynamic"],
         index=meta["index"],

@@ -115,18 +115,27 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
 
 def _backward(case: GraphCase) -> str:
     """``forward_backward``'s backward of a dynamo graph, doing what the program did between its forward and its
-    backward (:mod:`minifier.capture.between`): the outputs it reached, the tensors it wrote, the state it switched."""
+    backward (:mod:`minifier.capture.between`): the outputs it reached, the tensors it wrote, the state it switched,
+    and the backward calls it made."""
     if not case.backward:
         return ""
     unreached = case.unreached_positions()
+    calls = case.backward_positions()
     loss = (
         f"    # {'output' if len(unreached) == 1 else 'outputs'} {', '.join(map(str, unreached))}: the program's backward"
         f" never reached {'it' if len(unreached) == 1 else 'them'} (AOTAutograd gives zero gradients)\n"
-        f"    loss = [o.sum() for k, o in enumerate(outputs) if k not in {tuple(unreached)!r}"
-        " and isinstance(o, torch.Tensor) and o.requires_grad]\n"
         if unreached
-        else "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
+        else ""
     )
+    if calls:  # (each call's loss is made where it is called)
+        loss += "    loss = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
+    elif unreached:
+        loss += (
+            f"    loss = [o.sum() for k, o in enumerate(outputs) if k not in {tuple(unreached)!r}"
+            " and isinstance(o, torch.Tensor) and o.requires_grad]\n"
+        )
+    else:
+        loss += "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
     written = [f"inputs[{k}]" for k, i in enumerate(case.inputs) if i.name in case.written_between]
     written += [f"outputs[{k}]" for k, name in enumerate(case.output_names() or []) if name in case.written_between]
     if written:  # (before the loss: the program wrote after its forward returned)
@@ -135,7 +144,7 @@ def _backward(case: GraphCase) -> str:
             "    # same values moves their version counters, which autograd checks\n"
             "    with torch.no_grad():\n" + "".join(f"        {value}.mul_(1)\n" for value in written) + loss
         )
-    grad = "outputs += torch.autograd.grad(sum(loss), leaves, allow_unused=True)"
+    grad = "outputs += torch.autograd.grad(sum(loss), leaves" + (", retain_graph=retain" if calls else "") + ", allow_unused=True)"
     forward, switched = case.context, case.backward_context or case.context
     for device, dtype in switched.autocast if case.backward_context is not None else ():
         grad = f"with torch.autocast({device!r}, dtype=torch.{dtype}):  # as the program's backward ran\n            " + (
@@ -148,6 +157,14 @@ def _backward(case: GraphCase) -> str:
             "".join(f"{setting[f].format(getattr(switched, f))}  # as the program's backward ran\n        " for f in fields)
             + "try:\n            " + grad.replace("\n", "\n    ") + "\n        finally:\n"
             + "\n".join(f"            {setting[f].format(getattr(forward, f))}" for f in fields)
+        )
+    if calls:
+        grad = (
+            f"# the program's backward was {len(calls)} calls, each through these outputs (AOTAutograd's backward is\n"
+            "        # one autograd node: a call that does not retain the graph frees it for the next)\n"
+            f"        for positions, retain in {[(tuple(ks), retain) for ks, retain in calls]!r}:\n"
+            "            loss = [outputs[k].sum() for k in positions if isinstance(outputs[k], torch.Tensor) and outputs[k].requires_grad]\n"
+            "            if loss:\n                " + grad.replace("\n", "\n        ")
         )
     return (
         loss + "    leaves = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]\n"

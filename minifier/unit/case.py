@@ -335,6 +335,16 @@ class GraphId:
 _GRAPH_ID = re.compile(r"g(\d+)(?:\.([a-z]+)(\d*))?")
 
 
+@dataclass(frozen=True)
+class BackwardCall:
+    """One of a program's several backward calls through one compiled call of a dynamo graph (one ``backward()``
+    or ``torch.autograd.grad``): the graph's outputs its gradients reached, by their nodes' names, and whether it
+    retained the graph (``retain_graph=True``) for the next."""
+
+    outputs: tuple[str, ...]
+    retain_graph: bool = False
+
+
 @dataclass
 class GraphCase:
     """A graph, its inputs, and what it takes to run it through the failing stage."""
@@ -371,6 +381,9 @@ class GraphCase:
     written_between: tuple[str, ...] = ()
     # the global state the program's backward ran under, where it differs from the forward's (None: the same)
     backward_context: CompileContext | None = None
+    # the program's backward calls through one compiled call, in order, where it made more than one (a loss per
+    # output, pytorch#118739): AOTAutograd's backward is one autograd node, which the first call frees
+    backward_calls: tuple[BackwardCall, ...] = ()
 
     def __post_init__(self) -> None:
         if self.boundary not in BOUNDARIES:
@@ -448,6 +461,17 @@ class GraphCase:
         names = (self.output_names() or []) if self.unreached else []
         return [k for k, name in enumerate(names) if name in self.unreached]
 
+    def backward_positions(self) -> list[tuple[list[int], bool]]:
+        """The :attr:`backward_calls` by output position: each call's outputs, and whether it retains the graph. An
+        output none of them names and the program's backward reached (one the reduction made) joins the first."""
+        names, unreached = self.output_names() or [], self.unreached_positions()
+        named = {name for call in self.backward_calls for name in call.outputs}
+        calls = [([k for k, name in enumerate(names) if name in call.outputs], call.retain_graph) for call in self.backward_calls]
+        if calls:
+            rest = [k for k, name in enumerate(names) if k not in unreached and name not in named]
+            calls[0] = (sorted(calls[0][0] + rest), calls[0][1])
+        return calls
+
     def replace(self, **changes: Any) -> GraphCase:
         """A shallow copy with some fields changed (the graph module is shared unless given)."""
         return dataclasses.replace(self, **changes)
@@ -456,21 +480,7 @@ class GraphCase:
 #: Python's in-place operators: on a tensor, ``x += y`` in a dynamo graph writes into ``x``.
 _IN_PLACE_OPERATORS = frozenset(
     f"i{name}"
-    for name in (
-        "add",
-        "sub",
-        "mul",
-        "truediv",
-        "floordiv",
-        "mod",
-        "pow",
-        "and",
-        "or",
-        "xor",
-        "lshift",
-        "rshift",
-        "matmul",
-    )
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "matmul")
 )
 
 

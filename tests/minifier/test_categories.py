@@ -1237,3 +1237,33 @@ def test_a_backward_the_program_runs_under_autocast_runs_under_it_in_the_repro(i
         with torch.autocast("cpu", dtype=torch.bfloat16):
             out.sum().backward()
     """, "Index put requires", "with torch.autocast('cpu', dtype=torch.bfloat16):  # as the program's backward ran")
+
+
+def test_a_program_s_several_backward_calls_through_one_compiled_call_are_the_repro_s_too(in_process, tmp_path):
+    # pytorch#118739: a loss per output, each its own backward call; eager's unbind node keeps nothing and runs
+    # again, the compiled graph is one autograd node whose first call freed it
+    report = minified_doing_what_the_program_did(in_process, tmp_path, """
+        import torch
+
+
+        def f(x):
+            return x.unbind(0)
+
+
+        x = torch.randn(3, 4, requires_grad=True)
+        a, b, c = torch.compile(f, backend="aot_eager")(x)
+        a.sum().backward()
+        b.sum().backward()
+    """, "backward through the graph a second time", "for positions, retain in [((0,), False), ((1,), False)]:")
+    assert report["ops_after"] == ["Tensor.unbind", "operator.getitem", "operator.getitem"], report["ops_after"]
+
+
+def test_the_repro_s_backward_calls_take_each_output_the_reduction_made_into_the_first():
+    from minifier.unit.case import BackwardCall, GraphCase
+
+    gm = torch.fx.symbolic_trace(lambda x: (x.sin(), x.cos(), x.exp(), x.tan()))
+    names = [n.name for n in gm.graph.find_nodes(op="output")[0].args[0]]  # sin, cos, exp, tan
+    case = GraphCase(gm, [], unreached=(names[3],), backward_calls=(BackwardCall((names[1],), True), BackwardCall((names[0],))))
+    # cos first (retaining the graph), then sin; exp, named by no call, goes with the first; tan no call reached
+    assert case.backward_positions() == [([1, 2], True), ([0], False)]
+    assert case.replace(backward_calls=()).backward_positions() == []
