@@ -17,10 +17,12 @@ may do otherwise in between, and these of its ways change what the compiled back
   then makes a float64 tensor where eager's saved one is float32. Or it calls the backward
   inside an autocast block: eager casts each node's gradient back, the compiled backward is one node.
 
-:class:`BetweenForwardAndBackward` follows one compiled call of each dynamo graph: the
-first whose outputs need grad. A tensor hook on each of those outputs notes the gradient
+:class:`BetweenForwardAndBackward` follows the compiled calls of each dynamo graph whose
+outputs need grad, one at a time: the next is followed once the last one's backward showed
+nothing the repro must do (a program may write between them only from its second step on),
+up to :data:`MAX_FOLLOWED` calls. A tensor hook on each of those outputs notes the gradient
 that reaches it, and each input's and output's version counter is read as the call returns. When the
-graph's aot backward first runs, every gradient the program's backward gives those
+graph's aot backward runs, every gradient the program's backward gives those
 outputs has come (autograd runs a node's pre-hooks, and the outputs' own nodes, before the
 node itself), and the program's writes are done. The outputs no gradient reached
 (:attr:`GraphCase.unreached <minifier.unit.case.GraphCase.unreached>`, by their nodes'
@@ -69,6 +71,8 @@ if TYPE_CHECKING:
 
 #: The backward calls through one followed call that are told apart (a loop of them is a program of its own).
 MAX_CALLS = 8
+#: The calls of one graph followed, one after another, while each shows nothing (a bound on the cost per step).
+MAX_FOLLOWED = 16
 
 
 @dataclass
@@ -86,6 +90,7 @@ class _Followed:
     # the outputs it reached
     calls: dict[int, tuple[bool, set[int]]] = field(default_factory=dict)
     settled: int = 0  # the calls settled (0: none yet)
+    telling: bool = False  # settled, it showed something the repro must do
     written: tuple[str, ...] = ()  # what the first settle found, which a later one keeps
     switched: CompileContext | None = None
 
@@ -105,28 +110,38 @@ class BetweenForwardAndBackward:
         self._lock = threading.Lock()
 
     def following(self, case: GraphCase, compiled: Callable[..., Any]) -> Callable[..., Any]:
-        """``compiled``, the dynamo graph ``case``'s compiled callable, with its first call whose outputs need grad followed."""
+        """``compiled``, the dynamo graph ``case``'s compiled callable, with its calls whose outputs need grad followed,
+        one at a time, until one shows what a repro must do (at most :data:`MAX_FOLLOWED`)."""
         names = case.output_names()
         if names is None or compiled_autograd.enabled_by_config():  # (its graph would trace each hook: nothing added)
             return compiled
-        waiting = [True]
+        left = [MAX_FOLLOWED]
 
         def pt2kit_following(*args: Any, **kwargs: Any) -> Any:
-            if not waiting[0]:
+            if not left[0] or not self._wants(case):
                 return compiled(*args, **kwargs)
             inputs = call_values(args)  # (now: a boxed call empties its list)
             outputs = compiled(*args, **kwargs)
-            if torch.is_grad_enabled():
-                waiting[0] = not self._follow(case, names, inputs, outputs)
+            if torch.is_grad_enabled() and self._follow(case, names, inputs, outputs):
+                left[0] -= 1
             return outputs
 
         return opaque_wrapper(pt2kit_following, compiled)
+
+    def _wants(self, case: GraphCase) -> bool:
+        """Is the next call of ``case``'s graph to be followed? Yes, until one is; then once that one settled and
+        showed nothing the repro must do (a program that writes between them only from its second step on)."""
+        with self._lock:
+            followed = self._followed.get(case.index)
+        return followed is None or bool(followed.settled) and not followed.telling
 
     def _follow(self, case: GraphCase, names: list[str], inputs: list[Any], outputs: Any) -> bool:
         """Hook each output of one call that needs grad (True: some did, and this call is the one followed)."""
         values = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         if len(values) != len(names):
-            return True  # (not the graph's outputs as its nodes say: nothing can be named)
+            with self._lock:  # (not the graph's outputs as its nodes say: nothing can be named, now or later)
+                self._followed[case.index] = _Followed(case, names, [], [], [], [], settled=1, telling=True)
+            return True
         followed = _Followed(case, names, _weakly(inputs), tensor_versions(inputs), _weakly(values), tensor_versions(values))
         for k, value in enumerate(values):
             if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
@@ -154,17 +169,14 @@ class BetweenForwardAndBackward:
         return pt2kit_reached
 
     def settling(self, graph: AotGraph | None, compiled: Callable[..., Any]) -> Callable[..., Any]:
-        """``compiled``, an aot graph's compiled callable, settling its dynamo graph's outputs at its first run when it
+        """``compiled``, an aot graph's compiled callable, settling its dynamo graph's followed call at each run when it
         is a backward (:meth:`settle`; its kind is read then: Inductor's inner compile may name it after this)."""
         if graph is None:
             return compiled
-        waiting = [True]
 
         def pt2kit_settling(*args: Any, **kwargs: Any) -> Any:
-            if waiting[0]:
-                waiting[0] = False
-                if graph.kind == "backward":
-                    self.settle(graph.owner)
+            if graph.kind == "backward":
+                self.settle(graph.owner)
             return compiled(*args, **kwargs)
 
         return opaque_wrapper(pt2kit_settling, compiled)
@@ -180,8 +192,8 @@ class BetweenForwardAndBackward:
             self.settle(self._followed[index].case)
 
     def settle(self, case: GraphCase) -> None:
-        """At ``case``'s aot backward's first run: the outputs no gradient reached, and the inputs written since the
-        forward, join it, and it is saved again. Settled again at the program's failure (:meth:`settle_begun`),
+        """At ``case``'s aot backward's run after the followed call: the outputs no gradient reached, and the inputs
+        written since the forward, join it, and it is saved again. Settled again at the program's failure (:meth:`settle_begun`),
         the backward calls since then join it too (the writes and state stay the first settle's).
 
         No output is named where no gradient reached any (a backward this graph's hooks
@@ -204,6 +216,7 @@ class BetweenForwardAndBackward:
         several = tuple(BackwardCall(tuple(followed.names[k] for k in ks), retain) for retain, ks in calls) if len(calls) > 1 else ()
         if not unreached and not followed.written and followed.switched is None and not several:
             return
+        followed.telling = True
         before = case.unreached, case.written_between, case.backward_context, case.backward_calls
         # (the case object itself: a later call's inputs are saved on it again)
         case.unreached = tuple(followed.names[k] for k in unreached)

@@ -1267,3 +1267,24 @@ def test_the_repro_s_backward_calls_take_each_output_the_reduction_made_into_the
     # cos first (retaining the graph), then sin; exp, named by no call, goes with the first; tan no call reached
     assert case.backward_positions() == [([1, 2], True), ([0], False)]
     assert case.replace(backward_calls=()).backward_positions() == []
+
+
+def test_a_write_between_the_forward_and_the_backward_from_the_second_step_on_is_the_repro_s_too(in_process, tmp_path):
+    # hunt q: the first step's backward shows nothing, so the next call is followed, and so on
+    from support.programs import WRITTEN_BETWEEN
+
+    program = WRITTEN_BETWEEN.replace(
+        """    loss = torch.compile(forward, backend="aot_eager")(x, w)
+    scale.fill_(0.5)  # a loss scale decided after seeing the loss
+    loss.backward()""",
+        """    step = torch.compile(forward, backend="aot_eager")
+    for i in range(3):
+        loss = step(x, w)
+        if i > 0:  # a loss scale that starts moving after the first step
+            scale.fill_(0.5 ** i)
+        loss.backward()""",
+    )
+    assert "for i in range(3)" in program
+    minified_doing_what_the_program_did(
+        in_process, tmp_path, program, "modified by an inplace operation", "between the forward and the backward"
+    )
