@@ -292,23 +292,41 @@ def test_the_hook_catches_a_backward_that_its_own_aot_autograd_backend_cannot_co
     assert alone.returncode != 0 and "my bw compiler cannot lower tanh_backward" in alone.stderr
 
 
+SEVERAL_BACKWARD_CALLS = """
+import torch
+
+x = torch.randn(3, 4, requires_grad=True)
+first, second, third = torch.compile(lambda x: x.unbind(0), backend="aot_eager")(x)
+first.sum().backward()
+second.sum().backward()
+"""
+
+
 @pytest.mark.e2e
-def test_the_hook_writes_an_input_the_program_wrote_between_the_forward_and_a_failing_backward(tmp_path):
-    """The backward fails at autograd's version check, before its graph runs: the repro the hook saves writes the
-    input again between its forward and its backward, as the program did, and fails alone."""
+@pytest.mark.parametrize("between", ["written", "several calls"])
+def test_the_hook_saves_what_the_program_did_between_the_forward_and_a_failing_backward(between, tmp_path):
+    """A backward that fails at autograd's version check, before its graph runs, or at a second backward call
+    through a graph the first freed: the repro the hook saves does the same between its forward and its backward,
+    as the program did, and fails alone."""
     from support.programs import WRITTEN_BETWEEN
 
-    script = tmp_path / "scale.py"
-    script.write_text(WRITTEN_BETWEEN)
+    program, error, says, op = {
+        "written": (WRITTEN_BETWEEN, "modified by an inplace operation", "between the forward and the backward",
+                    "torch.ops.higher_order.register_hook"),
+        "several calls": (SEVERAL_BACKWARD_CALLS, "backward through the graph a second time", "the program's backward was 2 calls",
+                          "Tensor.unbind"),
+    }[between]  # fmt: skip
+    script = tmp_path / "program.py"
+    script.write_text(program)
     repros = tmp_path / "repros"
     done = under_the_hook(script, "dynamo", "2", repros)
-    assert done.returncode == 1 and "modified by an inplace operation" in done.stderr.splitlines()[-1]  # the program's own
+    assert done.returncode == 1 and error in done.stderr.splitlines()[-1]  # the program's own
     (run_dir,) = repros.glob("run-*")
     report = json.loads((run_dir / "report.json").read_text())
-    assert report["status"] == "minified" and "torch.ops.higher_order.register_hook" in report["ops_after"], report
-    assert "between the forward and the backward" in (run_dir / "repro.py").read_text()
+    assert report["status"] == "minified" and op in report["ops_after"], report
+    assert says in (run_dir / "repro.py").read_text()
     alone = torch_alone(run_dir / "repro.py", tmp_path / "elsewhere")
-    assert alone.returncode != 0 and "modified by an inplace operation" in alone.stderr
+    assert alone.returncode != 0 and error in alone.stderr
 
 
 @pytest.mark.e2e
