@@ -40,7 +40,12 @@ first call frees). Each hook notes the backward call its gradient came in (the e
 task, and whether it retains the graph: :mod:`pt2kit.seams.autograd_engine`); where the program
 fails after more than one, the case is settled again with them
 (:attr:`~minifier.unit.case.GraphCase.backward_calls`), and the repro makes the same calls.
-The writes and the state stay those the first backward saw. Under compiled autograd nothing is
+The writes and the state stay those the first backward saw. And a program's loss may weigh an
+output's elements differently (a weighted sum, a cross-entropy): a gradient of ones hides a
+backward that sends each element's gradient to the wrong place (AOTAutograd's of an overlapping
+view). The first gradient of each output that is not the same everywhere is kept
+(:attr:`~minifier.unit.case.GraphCase.output_grads`, up to :data:`MAX_GRAD_NUMEL` elements), and
+the repro's loss weighs that output by it. Under compiled autograd nothing is
 followed (where its config switch turns it on) or no gradient noted (where a context turns it on
 for one backward).
 
@@ -61,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pt2kit.opaque import opaque, opaque_wrapper
-from pt2kit.seams import autograd_engine, compiled_autograd
+from pt2kit.seams import autograd_engine, compiled_autograd, special_tensors
 from .calls import call_values
 from ..unit.accuracy import tensor_versions
 from ..unit.case import BackwardCall, CompileContext, GraphCase
@@ -73,6 +78,8 @@ if TYPE_CHECKING:
 MAX_CALLS = 8
 #: The calls of one graph followed, one after another, while each shows nothing (a bound on the cost per step).
 MAX_FOLLOWED = 16
+#: The largest gradient of an output kept for the repro (elements: 16 MB of float32).
+MAX_GRAD_NUMEL = 1 << 22
 
 
 @dataclass
@@ -92,6 +99,7 @@ class _Followed:
     settled: int = 0  # the calls settled (0: none yet)
     telling: bool = False  # settled, it showed something the repro must do
     written: tuple[str, ...] = ()  # what the first settle found, which a later one keeps
+    grads: dict[int, torch.Tensor] = field(default_factory=dict)  # the first call's gradients that weigh (_weighing)
     switched: CompileContext | None = None
 
     @property
@@ -165,6 +173,8 @@ class BetweenForwardAndBackward:
                 task, retain = autograd_engine.current_backward() or (-2, False)  # (-2: one call, as far as it can tell)
                 if task in followed.calls or len(followed.calls) < MAX_CALLS:
                     followed.calls.setdefault(task, (retain, set()))[1].add(position)
+                if len(followed.calls) == 1 and not followed.case.output_grads and (weighs := _weighing(grad)) is not None:
+                    followed.grads[position] = weighs
 
         return pt2kit_reached
 
@@ -214,17 +224,31 @@ class BetweenForwardAndBackward:
             written += [followed.names[k] for k in _written(followed.outputs, followed.output_versions)]
             followed.written, followed.switched = tuple(written), CompileContext.current().for_backward(case.context)
         several = tuple(BackwardCall(tuple(followed.names[k] for k in ks), retain) for retain, ks in calls) if len(calls) > 1 else ()
-        if not unreached and not followed.written and followed.switched is None and not several:
+        grads = {followed.names[k]: g for k, g in followed.grads.items()} if not case.output_grads else case.output_grads
+        followed.grads = {}
+        followed.telling = bool(unreached or followed.written or followed.switched is not None or several)
+        if not followed.telling and (not grads or grads is case.output_grads):  # (gradients that weigh: saved, followed on)
             return
-        followed.telling = True
-        before = case.unreached, case.written_between, case.backward_context, case.backward_calls
+        before = case.unreached, case.written_between, case.backward_context, case.backward_calls, case.output_grads
         # (the case object itself: a later call's inputs are saved on it again)
         case.unreached = tuple(followed.names[k] for k in unreached)
         case.written_between, case.backward_context, case.backward_calls = followed.written, followed.switched, several
+        case.output_grads = grads
         try:
             self.save(case)
         except Exception:  # noqa: BLE001 - pt2kit's own limit never becomes the program's error: the saved case stands
-            case.unreached, case.written_between, case.backward_context, case.backward_calls = before
+            case.unreached, case.written_between, case.backward_context, case.backward_calls, case.output_grads = before
+
+
+def _weighing(grad: torch.Tensor) -> torch.Tensor | None:
+    """A copy of a gradient that reached an output, where it weighs the output's elements differently (the
+    program's loss is not a plain sum or mean) and is small enough to keep; None where it is the same everywhere."""
+    if type(grad) is not torch.Tensor or grad.layout != torch.strided or not grad.dtype.is_floating_point:
+        return None
+    if not 1 < grad.numel() <= MAX_GRAD_NUMEL or special_tensors.kind_of(grad) is not None:
+        return None
+    with torch.no_grad():
+        return None if bool((grad == grad.reshape(-1)[0]).all()) else grad.detach().clone(memory_format=torch.contiguous_format)
 
 
 def _weakly(values: list[Any]) -> list[Any]:

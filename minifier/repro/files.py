@@ -393,6 +393,7 @@ def read_case(
         written_between=tuple(meta.get("written_between", ())),
         backward_context=CompileContext.from_json(meta["backward_context"]) if "backward_context" in meta else None,
         backward_calls=tuple(BackwardCall(tuple(names), bool(retain)) for names, retain in meta.get("backward_calls", ())),
+        output_grads={key.removeprefix("grad:"): data[key] for key in meta.get("output_grads", ()) if key in data},
         fullgraph=bool(meta.get("fullgraph")),
         dynamic=meta["dynamic"],
         index=meta["index"],

@@ -38,11 +38,21 @@ def module_class(case: GraphCase, gm: fx.GraphModule | None = None, name: str = 
             lines.append(f"        self.register_buffer({constant!r}, data[{('constant:' + constant)!r}])")
     for attr in bodies:
         lines.append(f"        self.{attr} = graph_module({_subgraph_class(name, attr)}(data))")
+    if weighed := weighed_outputs(case):  # (read by forward_backward, never by forward)
+        grads = ", ".join(f"{k}: data[{key!r}]" for k, key in weighed.items())
+        lines.append(f"        self.output_grads = {{{grads}}}  # the gradients the program's backward gave these outputs")
     source = _reference_helpers(code.src)
     if case.handed:  # FX traces it, as a body, before its backend gets it (see repro.run)
         source = opaque_calls(HOP_CALL.sub(lambda m: f"call_hop({m.group(1)!r}, ", source), gm.graph)
     body = textwrap.indent(source.strip().rstrip(), "    ")
     return "".join(_subgraph_classes(gm, name, "", list(case.constants))) + "\n".join(lines) + "\n\n" + body
+
+
+def weighed_outputs(case: GraphCase) -> dict[int, str]:
+    """The outputs (by position) whose gradient the program's backward gave (:attr:`GraphCase.output_grads`): their
+    data keys. ``Repro`` holds them as ``output_grads``, and the repro's ``forward_backward`` weighs its loss by them."""
+    names = (case.output_names() or []) if case.backward and case.boundary == "dynamo" else []
+    return {k: f"grad:{name}" for k, name in enumerate(names) if name in case.output_grads}
 
 
 def _subgraph_class(owner: str, attr: str) -> str:

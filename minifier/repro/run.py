@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 from ..unit.case import BACKEND_NAME, Boundary, CompileContext, GraphCase, INDUCTOR_INNER_COMPILE
+from .graph import weighed_outputs
 from .inputs import program_inputs, traces_on_fakes
 from ..unit.check import Stage
 from ..unit.graphio import subgraphs
@@ -99,7 +100,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         f'    """The failing stage: {doc}."""\n'
         + compile_body
         + "\n\n"
-        "def forward_backward(fn, inputs, backward=True):\n"
+        f"def forward_backward(fn, inputs, backward=True{', weights=()' if weighed_outputs(case) else ''}):\n"
         '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
         + call
         + f"{pad_call}outputs = fn(*inputs)\n"
@@ -108,8 +109,9 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         + "    return outputs\n\n\n"
         "def run(mod, inputs):\n"
         + no_grad.format(comment="  # as the program compiled it: AOTAutograd makes an inference graph")
-        + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs)\n\n\n"
-        "def run_eager(mod, inputs, backward=True):\n" + no_grad.format(comment="") + f"{pad}return forward_backward({wrap}, inputs, backward)"
+        + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs{', weights=mod.output_grads' if weighed_outputs(case) else ''})\n\n\n"
+        "def run_eager(mod, inputs, backward=True):\n" + no_grad.format(comment="")
+        + f"{pad}return forward_backward({wrap}, inputs, backward{', mod.output_grads' if weighed_outputs(case) else ''})"
     )
 
 
@@ -127,13 +129,15 @@ def _backward(case: GraphCase) -> str:
         if unreached
         else ""
     )
+    term = "o.sum()"
+    if weighed_outputs(case):  # (an output the reduction reshaped, or made, is summed)
+        loss += "    # the program's backward gave outputs these gradients (its loss weighs their elements)\n"
+        term = "(o * weights[k].to(o)).sum() if k in weights and weights[k].shape == o.shape else o.sum()"
     if calls:  # (each call's loss is made where it is called)
         loss += "    loss = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
-    elif unreached:
-        loss += (
-            f"    loss = [o.sum() for k, o in enumerate(outputs) if k not in {tuple(unreached)!r}"
-            " and isinstance(o, torch.Tensor) and o.requires_grad]\n"
-        )
+    elif unreached or term != "o.sum()":
+        skip = f"k not in {tuple(unreached)!r} and " if unreached else ""
+        loss += f"    loss = [{term} for k, o in enumerate(outputs) if {skip}isinstance(o, torch.Tensor) and o.requires_grad]\n"
     else:
         loss += "    loss = [o.sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]\n"
     written = [f"inputs[{k}]" for k, i in enumerate(case.inputs) if i.name in case.written_between]
@@ -163,7 +167,7 @@ def _backward(case: GraphCase) -> str:
             f"# the program's backward was {len(calls)} calls, each through these outputs (AOTAutograd's backward is\n"
             "        # one autograd node: a call that does not retain the graph frees it for the next)\n"
             f"        for positions, retain in {[(tuple(ks), retain) for ks, retain in calls]!r}:\n"
-            "            loss = [outputs[k].sum() for k in positions if isinstance(outputs[k], torch.Tensor) and outputs[k].requires_grad]\n"
+            f"            loss = [{term} for k, o in enumerate(outputs) if k in positions and isinstance(o, torch.Tensor) and o.requires_grad]\n"
             "            if loss:\n                " + grad.replace("\n", "\n        ")
         )
     return (

@@ -314,6 +314,7 @@ def _metadata(
         **{key: list(value) for key in ("unreached", "written_between") if (value := getattr(case, key))},
         **({"backward_context": case.backward_context.to_json()} if case.backward_context is not None else {}),
         **({"backward_calls": [[list(c.outputs), c.retain_graph] for c in case.backward_calls]} if case.backward_calls else {}),
+        **({"output_grads": grads} if (grads := [f"grad:{n}" for n in case.output_grads if n in (case.output_names() or [])]) else {}),
         **({"context": context} if (context := case.context.to_json()) else {}),
         "dynamic": case.dynamic,
         "distributed": case.distributed,

@@ -359,9 +359,7 @@ class GraphCase:
     compile_kwargs: dict[str, Any] = field(default_factory=dict)  # aot inner-compile kwargs
     # aot backward graphs: the inputs (placeholder names) AOTAutograd donates to Inductor, which may reuse their memory
     donated: tuple[str, ...] = ()
-    compiler: str | None = (
-        None  # aot graphs of a user backend: "module:function" of its compiler (INDUCTOR_INNER_COMPILE: Inductor's)
-    )
+    compiler: str | None = None  # aot graphs of a user backend: "module:function" of its compiler (INDUCTOR_INNER_COMPILE: Inductor's)
     constants: dict[str, torch.Tensor] = field(default_factory=dict)  # get_attr targets
     backward: bool = True  # dynamo graphs: also run backward when an output needs grad
     grad_enabled: bool = True  # dynamo graphs: the grad mode the program compiled them under
@@ -384,6 +382,8 @@ class GraphCase:
     # the program's backward calls through one compiled call, in order, where it made more than one (a loss per
     # output, pytorch#118739): AOTAutograd's backward is one autograd node, which the first call frees
     backward_calls: tuple[BackwardCall, ...] = ()
+    # the gradient the program's backward gave an output (by name), where it weighs its elements differently
+    output_grads: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.boundary not in BOUNDARIES:

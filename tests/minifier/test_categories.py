@@ -1149,12 +1149,12 @@ def test_following_which_outputs_a_gradient_reaches_changes_no_gradient_of_a_hea
         minified(in_process, script, accuracy=True)
 
 
-def minified_doing_what_the_program_did(in_process, tmp_path, program: str, failure: str, says: str) -> dict:
+def minified_doing_what_the_program_did(in_process, tmp_path, program: str, failure: str, says: str, **options) -> dict:
     """``minify run``'s report of ``program``, which fails with ``failure`` only when the repro does what the program
     did between a forward and its backward: the repro says so (``says``) and fails alone that way."""
     script = tmp_path / "program.py"
     script.write_text(textwrap.dedent(program))
-    report = minified(in_process, script)
+    report = minified(in_process, script, **options)
     assert report["status"] == "minified" and failure in report["failure"]["message"], report
     repro = tmp_path / "runs" / report["run_dir"] / "repro.py"
     assert says in repro.read_text()
@@ -1288,3 +1288,37 @@ def test_a_write_between_the_forward_and_the_backward_from_the_second_step_on_is
     minified_doing_what_the_program_did(
         in_process, tmp_path, program, "modified by an inplace operation", "between the forward and the backward"
     )
+
+
+def test_the_gradients_a_program_s_loss_gives_its_outputs_are_the_repro_s_too(in_process, tmp_path):
+    # hunt q: AOTAutograd's gradient of an overlapping view of an intermediate (unfold) is wrong only where the
+    # loss weighs the output's elements differently; every repro's loss was a plain sum, and each graph passed
+    report = minified_doing_what_the_program_did(in_process, tmp_path, """
+        import torch
+
+
+        def f(x):
+            return (x + 1).unfold(0, 4, 1)
+
+
+        torch.manual_seed(0)
+        x, w = torch.randn(10, requires_grad=True), torch.randn(7, 4)
+        (torch.compile(f, backend="aot_eager")(x) * w).sum().backward()
+        compiled = x.grad
+        x.grad = None
+        (f(x) * w).sum().backward()
+        torch.testing.assert_close(compiled, x.grad)
+    """, "diverges", "the gradients the program's backward gave these outputs", accuracy=True)
+    assert report["failure"]["kind"] == "accuracy" and report["ops_after"] == ["operator.add", "Tensor.unfold"], report
+
+
+def test_a_gradient_is_kept_for_the_repro_where_it_weighs_an_output_s_elements_differently():
+    from minifier.capture.between import _weighing
+
+    weighed = torch.randn(3, 4)
+    kept = _weighing(weighed.t())  # (a strided one: kept dense, with its values)
+    assert kept is not None and torch.equal(kept, weighed.t()) and kept.is_contiguous()
+    assert _weighing(torch.ones(3, 4)) is None and _weighing(torch.full((5,), 0.2).expand(2, 5)) is None  # sum, mean
+    assert _weighing(torch.tensor([float("nan"), float("nan")])) is not None  # (NaN is no weight like another)
+    assert _weighing(torch.randn(1)) is None and _weighing(torch.arange(4)) is None
+    assert _weighing(torch._efficientzerotensor((3,))) is None
