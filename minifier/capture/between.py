@@ -78,8 +78,8 @@ if TYPE_CHECKING:
 MAX_CALLS = 8
 #: The calls of one graph followed, one after another, while each shows nothing (a bound on the cost per step).
 MAX_FOLLOWED = 16
-#: The largest gradient of an output kept for the repro (elements: 16 MB of float32).
-MAX_GRAD_NUMEL = 1 << 22
+#: The largest gradient of an output kept for the repro, and of all outputs together (elements: 16 and 64 MB of float32).
+MAX_GRAD_NUMEL, MAX_GRADS_NUMEL = 1 << 22, 1 << 24
 
 
 @dataclass
@@ -116,6 +116,7 @@ class BetweenForwardAndBackward:
         self.save = save
         self._followed: dict[int, _Followed] = {}
         self._lock = threading.Lock()
+        self._grads_left = MAX_GRADS_NUMEL  # (elements: the gradients kept, of all graphs, stay within it)
 
     def following(self, case: GraphCase, compiled: Callable[..., Any]) -> Callable[..., Any]:
         """``compiled``, the dynamo graph ``case``'s compiled callable, with its calls whose outputs need grad followed,
@@ -164,8 +165,7 @@ class BetweenForwardAndBackward:
             self._followed[case.index] = followed
         return True
 
-    @staticmethod
-    def _hook(followed: _Followed, position: int) -> Callable[[torch.Tensor | None], None]:
+    def _hook(self, followed: _Followed, position: int) -> Callable[[torch.Tensor | None], None]:
         @opaque
         def pt2kit_reached(grad: torch.Tensor | None) -> None:
             # (a node's hooks all run when it does: one for an output no gradient reached gets None)
@@ -173,10 +173,18 @@ class BetweenForwardAndBackward:
                 task, retain = autograd_engine.current_backward() or (-2, False)  # (-2: one call, as far as it can tell)
                 if task in followed.calls or len(followed.calls) < MAX_CALLS:
                     followed.calls.setdefault(task, (retain, set()))[1].add(position)
-                if len(followed.calls) == 1 and not followed.case.output_grads and (weighs := _weighing(grad)) is not None:
+                if len(followed.calls) == 1 and not followed.case.output_grads and (weighs := self._weighing(grad)) is not None:
                     followed.grads[position] = weighs
 
         return pt2kit_reached
+
+    def _weighing(self, grad: torch.Tensor) -> torch.Tensor | None:
+        """:func:`weighing`, within what is left of :data:`MAX_GRADS_NUMEL`."""
+        kept = weighing(grad, min(MAX_GRAD_NUMEL, self._grads_left))
+        if kept is not None:
+            with self._lock:
+                self._grads_left -= kept.numel()
+        return kept
 
     def settling(self, graph: AotGraph | None, compiled: Callable[..., Any]) -> Callable[..., Any]:
         """``compiled``, an aot graph's compiled callable, settling its dynamo graph's followed call at each run when it
@@ -240,12 +248,12 @@ class BetweenForwardAndBackward:
             case.unreached, case.written_between, case.backward_context, case.backward_calls, case.output_grads = before
 
 
-def _weighing(grad: torch.Tensor) -> torch.Tensor | None:
+def weighing(grad: torch.Tensor, limit: int = MAX_GRAD_NUMEL) -> torch.Tensor | None:
     """A copy of a gradient that reached an output, where it weighs the output's elements differently (the
-    program's loss is not a plain sum or mean) and is small enough to keep; None where it is the same everywhere."""
+    program's loss is not a plain sum or mean) and has at most ``limit`` elements; None where it is the same everywhere."""
     if type(grad) is not torch.Tensor or grad.layout != torch.strided or not grad.dtype.is_floating_point:
         return None
-    if not 1 < grad.numel() <= MAX_GRAD_NUMEL or special_tensors.kind_of(grad) is not None:
+    if not 1 < grad.numel() <= limit or special_tensors.kind_of(grad) is not None:
         return None
     with torch.no_grad():
         return None if bool((grad == grad.reshape(-1)[0]).all()) else grad.detach().clone(memory_format=torch.contiguous_format)

@@ -1313,12 +1313,13 @@ def test_the_gradients_a_program_s_loss_gives_its_outputs_are_the_repro_s_too(in
 
 
 def test_a_gradient_is_kept_for_the_repro_where_it_weighs_an_output_s_elements_differently():
-    from minifier.capture.between import _weighing
+    from minifier.capture.between import weighing
 
     weighed = torch.randn(3, 4)
-    kept = _weighing(weighed.t())  # (a strided one: kept dense, with its values)
+    kept = weighing(weighed.t())  # (a strided one: kept dense, with its values)
     assert kept is not None and torch.equal(kept, weighed.t()) and kept.is_contiguous()
-    assert _weighing(torch.ones(3, 4)) is None and _weighing(torch.full((5,), 0.2).expand(2, 5)) is None  # sum, mean
-    assert _weighing(torch.tensor([float("nan"), float("nan")])) is not None  # (NaN is no weight like another)
-    assert _weighing(torch.randn(1)) is None and _weighing(torch.arange(4)) is None
-    assert _weighing(torch._efficientzerotensor((3,))) is None
+    assert weighing(torch.ones(3, 4)) is None and weighing(torch.full((5,), 0.2).expand(2, 5)) is None  # sum, mean
+    assert weighing(torch.tensor([float("nan"), float("nan")])) is not None  # (NaN is no weight like another)
+    assert weighing(torch.randn(1)) is None and weighing(torch.arange(4)) is None
+    assert weighing(weighed, limit=11) is None and weighing(weighed, limit=12) is not None  # (12 elements)
+    assert weighing(torch._efficientzerotensor((3,))) is None
