@@ -281,13 +281,20 @@ class Option:
     stage: str
 
 
-def workarounds(subsystem: Subsystem | None, stage: str, backend: str, *, donated: bool = False) -> list[Option]:
+def workarounds(
+    subsystem: Subsystem | None, stage: str, backend: str, *, donated: bool = False, weighed: bool = False
+) -> list[Option]:
     """What to try, narrowest first; the last, a lighter backend (the stage below ``stage``), always applies.
 
     A failure in dynamo itself (``stage`` eager) has no lighter backend. ``donated``: a backward graph whose
     inputs AOTAutograd donates to Inductor, which may reuse their memory: first, without that reuse.
+    ``weighed``: a graph whose outputs the program's loss gave gradients that weigh their elements differently
+    (:attr:`GraphCase.output_grads`): first, with those gradients laid out densely.
     """
     found: list[Option] = []
+    if weighed and stage != Stage.EAGER:
+        what = "let AOTAutograd lay each output's gradient out densely, not as the output (whose elements may overlap)"
+        found.append(Option(compiler_bisector.DENSE_TANGENTS, what, stage))
     if donated and stage == Stage.INDUCTOR:
         code = "import torch._functorch.config\ntorch._functorch.config.donated_buffer = False\n" + compiler_bisector.CACHES_OFF
         found.append(Option(code, "let Inductor reuse no backward input's memory (AOTAutograd donates none)", stage))
@@ -296,25 +303,15 @@ def workarounds(subsystem: Subsystem | None, stage: str, backend: str, *, donate
         if subsystem.config is not None:
             owner, key, value = subsystem.config
             module = "torch._inductor.config" if owner == Stage.INDUCTOR else "torch._functorch.config"
-            found.append(
-                Option(f"import {module}\n{module}.{key} = {value!r}\n", f"set {module}.{key} = {value!r}", stage)
-            )
+            found.append(Option(f"import {module}\n{module}.{key} = {value!r}\n", f"set {module}.{key} = {value!r}", stage))
         elif subsystem.name == "lowerings":
             for op in subsystem.ops or (detail,):
                 if op.startswith("aten."):
-                    found.append(
-                        Option(
-                            compiler_bisector.fallback_code(op),
-                            f"let {op} fall back to ATen instead of Inductor's lowering",
-                            stage,
-                        )
-                    )
+                    what = f"let {op} fall back to ATen instead of Inductor's lowering"
+                    found.append(Option(compiler_bisector.fallback_code(op), what, stage))
         elif subsystem.name == "decomposition" and detail.startswith("aten."):
-            found.append(
-                Option(
-                    compiler_bisector.no_decomposition_code(detail), f"drop Inductor's decomposition of {detail}", stage
-                )
-            )
+            what = f"drop Inductor's decomposition of {detail}"
+            found.append(Option(compiler_bisector.no_decomposition_code(detail), what, stage))
         elif subsystem.name.endswith("_passes") and detail and re.fullmatch(r"[\w.]+", detail):
             code = f"import torch._inductor.config\ntorch._inductor.config.disabled_passes = {detail!r}\n"
             found.append(Option(code, f"disable Inductor's {subsystem.name.replace('_', '-')} {detail}", stage))
@@ -393,7 +390,10 @@ def find_workaround(
     order, to go on in the background (:mod:`~minifier.bisect.program_check`). (``graph``
     is a compile of the program's whole failing graph: on a model, most of the program.)
     """
-    options = workarounds(subsystem, stage, backend, donated=bool(graph.donated or (minimized and minimized.donated)))
+    options = workarounds(
+        subsystem, stage, backend, donated=bool(graph.donated or (minimized and minimized.donated)),
+        weighed=bool(graph.output_grads or (minimized and minimized.output_grads)),
+    )
     if minimized is not None and options:
         fixes = session.query_all(
             [(functools.partial(passes_with_code, minimized, o, accuracy), f"repro.py with a workaround: {o.what}") for o in options]

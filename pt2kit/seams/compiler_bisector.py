@@ -58,6 +58,10 @@ def probe() -> None:
     ):
         if not callable(getattr(cb.CompilerBisector, name, None)):
             raise AttributeError(f"CompilerBisector.{name} is gone")
+    import torch._functorch.config
+
+    if not isinstance(getattr(torch._functorch.config, "guess_tangent_strides_as_outputs", None), bool):
+        raise AttributeError("torch._functorch.config.guess_tangent_strides_as_outputs is gone")
     with tempfile.TemporaryDirectory(prefix="pt2kit-bisect-probe-") as directory, enabled(directory):
         cb.CompilerBisector.update_bisect_status("inductor", "lowerings")
         cb.CompilerBisector.update_run_state(
@@ -201,6 +205,14 @@ CACHES_OFF = (
     "import torch._inductor.config, torch._functorch.config  # (the graph caches' keys do not see the lines above)\n"
     "torch._inductor.config.fx_graph_cache = torch._inductor.config.fx_graph_remote_cache = False\n"
     "torch._functorch.config.enable_autograd_cache = torch._functorch.config.enable_remote_autograd_cache = False\n"
+)
+
+
+#: AOTAutograd lays out each output's incoming gradient as that output (``guess_tangent_strides_as_outputs``), by a
+#: copy into memory laid out so: where the output's elements overlap (an ``unfold`` view), the gradients of the
+#: elements that share memory collapse into one. The workaround lays gradients out densely instead.
+DENSE_TANGENTS = (
+    "import torch._functorch.config\ntorch._functorch.config.guess_tangent_strides_as_outputs = False\n" + CACHES_OFF
 )
 
 

@@ -51,6 +51,9 @@ def test_workarounds_go_from_the_narrowest_to_a_lighter_backend():
     # the lighter backend is the stage below the failing one; a failure in dynamo's tracing has none
     assert [o.stage for o in workarounds(None, "aot_eager", "aot_eager")] == ["eager"]
     assert workarounds(None, "eager", "eager") == []
+    # a graph whose outputs the program's loss weighed: first, its gradients laid out densely (an overlapping output)
+    weighed = workarounds(None, "aot_eager", "inductor", weighed=True)
+    assert [o.stage for o in weighed] == ["aot_eager", "eager"] and "guess_tangent_strides_as_outputs = False" in weighed[0].code
 
 
 def test_a_workaround_under_which_the_graph_raises_as_eager_does_runs_it_right():
