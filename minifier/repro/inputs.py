@@ -32,18 +32,19 @@ import torch
 from ..unit.case import Boundary, GraphCase, GraphInput
 from ..unit.copies import compact_tensor
 from pt2kit.seams import special_tensors
+from .graph import weighed_outputs
 
 
 def data_of(case: GraphCase) -> dict[str, torch.Tensor]:
     """The tensors a case's repro reads from its data file: real inputs, constants, and the gradients the program's
-    backward gave its outputs (:attr:`~minifier.unit.case.GraphCase.output_grads`, those still outputs)."""
+    backward gave its outputs (:attr:`~minifier.unit.case.GraphCase.output_grads`, those the repro weighs)."""
     data = {
         f"input:{i.name}": compact_tensor(i.value, window=i.meta is not None and i.meta.storage is not None)
         for i in case.inputs
         if i.is_tensor and not i.is_random and i.value is not None
     }
     data.update({f"constant:{name}": compact_tensor(t) for name, t in case.constants.items()})
-    data.update({f"grad:{name}": g for name, g in case.output_grads.items() if name in (case.output_names() or [])})
+    data.update({key: case.output_grads[key.removeprefix("grad:")] for key in weighed_outputs(case).values()})
     return data
 
 

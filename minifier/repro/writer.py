@@ -45,7 +45,7 @@ from pt2kit.errors import plural
 from ..unit.case import Boundary, CONFIG_CARRIED, CONFIG_IMPORT, CONFIG_MISSING, CompileContext, GraphCase, TensorMeta
 from ..unit.graphio import GraphFormatError, dump_graph, subgraphs
 from ..unit.graphio import all_call_nodes
-from .graph import HOP_CALL, IN_PLACE_BUILTINS, module_class
+from .graph import HOP_CALL, IN_PLACE_BUILTINS, module_class, weighed_outputs
 from .inputs import (
     data_function,
     data_of,
@@ -314,7 +314,7 @@ def _metadata(
         **{key: list(value) for key in ("unreached", "written_between") if (value := getattr(case, key))},
         **({"backward_context": case.backward_context.to_json()} if case.backward_context is not None else {}),
         **({"backward_calls": [[list(c.outputs), c.retain_graph] for c in case.backward_calls]} if case.backward_calls else {}),
-        **({"output_grads": grads} if (grads := [f"grad:{n}" for n in case.output_grads if n in (case.output_names() or [])]) else {}),
+        **({"output_grads": list(grads.values())} if (grads := weighed_outputs(case)) else {}),
         **({"context": context} if (context := case.context.to_json()) else {}),
         "dynamic": case.dynamic,
         "distributed": case.distributed,
