@@ -312,11 +312,12 @@ class ReproOnFailure:
     def check_gradients(self, compiled: Callable[..., Any], case: Any, references: list[Any], rng: Any) -> str | None:
         """Level 4: the backward's first result, the compiled graph's gradients against eager's, on clones of its inputs.
 
-        The compiled forward runs once more, on clones, and its backward compiles now
-        rather than at the program's ``loss.backward()`` (as torch's level 4 does): the
-        program's own outputs keep their autograd graph, and its random stream is put
-        back. What the compiled backward raises is the program's failure, met early;
-        the watchers of its aot graphs have saved it, and it goes on to the program.
+        The compiled forward runs once more, on clones, and its backward compiles now rather than at
+        the program's ``loss.backward()`` (as torch's level 4 does), retaining the graph (a first
+        backward without it donates the saved buffers, and refuses a later ``retain_graph=True``): the
+        program's own outputs keep their autograd graph, and its random stream is put back. What the
+        compiled backward raises is the program's failure, met early; the watchers of its aot graphs
+        have saved it, and it goes on to the program.
         """
         from .unit.accuracy import accuracy_divergence, gradient_references, gradients
 
@@ -326,7 +327,7 @@ class ReproOnFailure:
         after = rng_state()
         try:
             set_rng_state(rng)
-            actual = gradients(compiled, clones)
+            actual = gradients(compiled, clones, retain_graph=True)  # (a first backward without it donates buffers)
         finally:
             set_rng_state(after)
         if actual is None:
@@ -387,14 +388,8 @@ class ReproOnFailure:
             case, run_dir / "captured" / str(GraphId(case.index)), stage=case.backend, failure=failure, accuracy=accuracy
         )
         if self.intent.level in (1, 3):
-            write_repro(
-                case,
-                run_dir,
-                stage=case.backend,
-                failure=failure,
-                accuracy=accuracy,
-                note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook: graph {case.label()} {why}; not minified.",
-            )
+            note = f"Saved by pt2kit's TORCHDYNAMO_REPRO_AFTER hook: graph {case.label()} {why}; not minified."
+            write_repro(case, run_dir, stage=case.backend, failure=failure, accuracy=accuracy, note=note)
         say(f"graph {case.label()} {why}; " + (f"repro in {run_dir}" if self.intent.level in (1, 3) else f"minifying it in {run_dir}"))
         return path
 
@@ -448,10 +443,12 @@ class ReproOnFailure:
 
 def _between() -> Any:
     """The process's :class:`~minifier.capture.between.BetweenForwardAndBackward` (a case is saved at its failure)."""
-    from .capture.between import BetweenForwardAndBackward
+    with _lock:  # (made once: a follower keeps what it followed)
+        if "between" not in _state:
+            from .capture.between import BetweenForwardAndBackward
 
-    with _lock:
-        return _state.setdefault("between", BetweenForwardAndBackward(lambda case: None))
+            _state["between"] = BetweenForwardAndBackward(lambda case: None)
+        return _state["between"]
 
 
 class _entered:

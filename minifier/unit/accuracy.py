@@ -228,7 +228,7 @@ def reference_outputs(
     return references
 
 
-def gradients(fn: Callable[..., Any], inputs: list[Any]) -> list[Any] | None:
+def gradients(fn: Callable[..., Any], inputs: list[Any], *, retain_graph: bool = False) -> list[Any] | None:
     """The gradients a repro's ``forward_backward`` takes: of every output that needs grad, summed, for each input that needs grad.
 
     The forward runs in the caller's autocast state, the backward outside any, as a
@@ -253,7 +253,7 @@ def gradients(fn: Callable[..., Any], inputs: list[Any]) -> list[Any] | None:
                     outside.enter_context(torch.autocast(device, enabled=False))
             except RuntimeError:  # a device type this build does not know
                 continue
-        grads = torch.autograd.grad(cast("torch.Tensor", sum(loss)), leaves, allow_unused=True)  # (loss is not empty)
+        grads = torch.autograd.grad(cast("torch.Tensor", sum(loss)), leaves, retain_graph=retain_graph, allow_unused=True)
     return [g.detach() if g is not None else None for g in grads]
 
 

@@ -3,7 +3,8 @@
 One program exercises what a debugging hook is most likely to disturb: backends that
 are a lambda and a ``functools.partial``, BatchNorm in training (buffers mutated in
 place), an in-place update of an input, dropout (the RNG stream), a graph break, an
-automatic-dynamic recompile, activation checkpointing, and a ``torch.func`` transform
+automatic-dynamic recompile, activation checkpointing, two losses through one compiled call (the
+first retaining the graph), and a ``torch.func`` transform
 compiled whole (its graph enters functorch's levels). It prints a digest of
 every output, gradient, buffer and input, and of the RNG state at the end. The digest
 must be the same with the hook armed at every level as without it, with nothing
@@ -81,6 +82,13 @@ x = torch.randn(4, 8, requires_grad=True)
 total = torch.compile(block, backend="aot_eager")(x)
 total.backward()
 lines.append(("checkpoint", digest(total, x.grad, layer[0].weight.grad)))
+
+# two losses through one compiled call, the first retaining the graph (a GAN's step), and a weighted loss
+head = torch.nn.Linear(8, 3)
+out = torch.compile(lambda t: head(t).tanh() * 2, backend="aot_eager")(torch.randn(5, 8))  # (tanh: saved, not returned)
+(out * torch.arange(3.0)).sum().backward(retain_graph=True)
+out.square().mean().backward()
+lines.append(("two losses", digest(out, head.weight.grad)))
 
 # a torch.func transform compiled whole: its graph enters functorch's levels and takes gradients itself
 from torch.func import hessian
