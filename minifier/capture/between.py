@@ -102,10 +102,6 @@ class _Followed:
     grads: dict[int, torch.Tensor] = field(default_factory=dict)  # the first call's gradients that weigh (_weighing)
     switched: CompileContext | None = None
 
-    @property
-    def reached(self) -> set[int]:
-        return {k for _, positions in self.calls.values() for k in positions}
-
 
 class BetweenForwardAndBackward:
     """What the program did between each followed dynamo graph's forward and backward (see the module).

@@ -74,6 +74,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
     wrap = "Program(mod)" if any(i.derived_from for i in case.inputs) else "mod"
     no_grad, pad = ("", "    ") if case.grad_enabled else ("    with torch.no_grad():{comment}\n", "        ")
     backward = _backward(case)
+    weighed = bool(weighed_outputs(case))  # (Repro holds them as output_grads: run and run_eager hand them over)
     call, pad_call = _autocast_blocks(case)  # the program called the graph under these (the graph holds no cast)
     compile_body = (
         "".join(marks) + f"    return torch.compile({wrap}, backend={backend_expression(case, stage)}{options})\n"
@@ -100,7 +101,7 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         f'    """The failing stage: {doc}."""\n'
         + compile_body
         + "\n\n"
-        f"def forward_backward(fn, inputs, backward=True{', weights=()' if weighed_outputs(case) else ''}):\n"
+        f"def forward_backward(fn, inputs, backward=True{', weights=()' if weighed else ''}):\n"
         '    """Run the graph' + (", then its backward when an output needs grad." if case.backward else ".") + '"""\n'
         + call
         + f"{pad_call}outputs = fn(*inputs)\n"
@@ -109,9 +110,9 @@ def _run_dynamo(case: GraphCase, stage: str) -> str:
         + "    return outputs\n\n\n"
         "def run(mod, inputs):\n"
         + no_grad.format(comment="  # as the program compiled it: AOTAutograd makes an inference graph")
-        + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs{', weights=mod.output_grads' if weighed_outputs(case) else ''})\n\n\n"
+        + f"{pad}return forward_backward(compile_graph(mod, inputs), inputs{', weights=mod.output_grads' if weighed else ''})\n\n\n"
         "def run_eager(mod, inputs, backward=True):\n" + no_grad.format(comment="")
-        + f"{pad}return forward_backward({wrap}, inputs, backward{', mod.output_grads' if weighed_outputs(case) else ''})"
+        + f"{pad}return forward_backward({wrap}, inputs, backward{', mod.output_grads' if weighed else ''})"
     )
 
 
