@@ -4,6 +4,8 @@ The repro is announced first (printed, ``report.json`` written); what follows on
 to the report. Until :func:`finished` marks the checkpoint done, the same command run
 again resumes the run: Ctrl-C here loses nothing of the reduction.
 
+- the lower stages a higher one vouched for before the reduction (:func:`lower_stages`,
+  :mod:`minifier.bisect.implied`): asked now, the stage table corrected where one fails;
 - below the stage (:func:`below_the_stage`): the subsystem that breaks the minimized
   graph, confirmed on the original, and a workaround (:mod:`minifier.bisect.subsystem`);
 - other torch releases (:func:`other_releases`, ``--torch-versions``): the repro under
@@ -27,6 +29,8 @@ from typing import cast
 
 from .bisect import program_check
 from .bisect.program_check import CHECK_FILE, PENDING, ProgramCheck
+from .bisect.implied import implied, take_answers
+from .bisect.steps import run_each
 from .bisect.subsystem import Below, Workaround, add_workaround_to_repro, go_below
 from .isolation.session import Session
 from .pages.minify_page import write_run_report
@@ -36,7 +40,7 @@ from .result import MinifyResult
 
 
 #: What ``report.json``'s ``pending`` names while it is looked at.
-BELOW, RELEASES = "below the stage", "torch releases"
+STAGES, BELOW, RELEASES = "lower stages", "below the stage", "torch releases"
 
 
 def finished(
@@ -47,17 +51,24 @@ def finished(
     args: list[str],
     releases: Preparing | None = None,
 ) -> MinifyResult:
-    """Below the stage (``subsystem``), the other releases (``releases``, begun at the run's start), then done."""
-    if (subsystem or releases is not None) and result.failure.failure is not None:
+    """The stages implied so far (:mod:`minifier.bisect.implied`), below the stage (``subsystem``), the other releases
+    (``releases``, begun at the run's start), then done."""
+    stages = bool(implied(result.bisect))
+    if (stages or subsystem or releases is not None) and result.failure.failure is not None:
         then = " and ".join(
-            [*(["below the stage for the subsystem and a workaround"] if subsystem else []),
+            [*(["at the graphs' lower stages"] if stages else []),
+             *(["below the stage for the subsystem and a workaround"] if subsystem else []),
              *(["at other torch releases"] if releases is not None else [])]
         )  # fmt: skip
-        session.log(
-            f"[bold]repro ready[/]: {result.repro} ({_verified_where(result.verified)}); now looking {then}"
-        )
-        result.pending = [*([BELOW] if subsystem else []), *([RELEASES] if releases is not None else [])]
+        session.log(f"[bold]repro ready[/]: {result.repro} ({_verified_where(result.verified)}); now looking {then}")
+        result.pending = [
+            *([STAGES] if stages else []),
+            *([BELOW] if subsystem else []),
+            *([RELEASES] if releases is not None else []),
+        ]
         _rewrite_report(session, result)  # (the repro's report, saying what is still to come)
+        if stages:
+            lower_stages(session, result)
         later = below_the_stage(session, result, script, args) if subsystem else None
         if releases is not None:
             other_releases(session, result, releases)
@@ -73,6 +84,25 @@ def finished(
     if result.resumed_from is not None:  # (else the next run of the command would resume the same one again)
         mark_checkpoint(Path(result.resumed_from), Status.DONE)
     return result
+
+
+def lower_stages(session: Session, result: MinifyResult) -> None:
+    """The stages a higher one vouched for before the reduction, asked now in one batch over the cores
+    (:mod:`minifier.bisect.implied`)."""
+    assert result.bisect is not None
+    cells = implied(result.bisect)
+    try:
+        answers = run_each(
+            session,
+            [(row.case, stage) for row, stage in cells if row.case is not None],
+            accuracy=result.bisect.accuracy,
+        )
+        result.notes.extend(take_answers(cells, answers))
+    except Exception as e:  # noqa: BLE001 - the repro is written: a failure here costs a note, never the run
+        result.notes.append(
+            f"the lower stages were not asked ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected"
+        )
+    _rewrite_report(session, result, done=STAGES)
 
 
 def below_the_stage(
@@ -192,7 +222,10 @@ def add_program_check(run_dir: Path, ran: ProgramCheck | None, seconds: float, t
     data["pending"] = [p for p in data.get("pending", []) if p != PENDING]
     if not data["pending"]:  # (as report.json has it when nothing is pending)
         del data["pending"]
-    data["timeline"] = [*data.get("timeline", []), {"step": f"running {script} with the workaround, in the background", "seconds": round(seconds, 2)}]
+    data["timeline"] = [
+        *data.get("timeline", []),
+        {"step": f"running {script} with the workaround, in the background", "seconds": round(seconds, 2)},
+    ]
     write_run_report(run_dir, data)
 
 
@@ -214,7 +247,9 @@ def check_program(run_dir: Path) -> int:
     except Exception as e:  # noqa: BLE001 - one line in the log: the run directory may be gone, or its report changed
         print(f"pt2kit: the workaround's run of the program was not added to the report: {type(e).__name__}: {e}")
         return 1
-    print(f"pt2kit: {Path(check.script).name} {f'ran to the end with: {ran.what}' if ran else 'did not run to the end'}")
+    print(
+        f"pt2kit: {Path(check.script).name} {f'ran to the end with: {ran.what}' if ran else 'did not run to the end'}"
+    )
     return 0
 
 

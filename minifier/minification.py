@@ -55,6 +55,7 @@ from .pages.minify_page import write_run_report
 from .reduce.passes import PASSES
 from .reduce.engine import Reducer, Unconfirmed
 from .reduce.queries import CandidateQuery, OriginRef, write_best, write_run_repro
+from .isolation.executor import Handle
 from .isolation.session import Session
 from .isolation.worker import QueryResult
 from pt2kit.signature import Failure, Kind, memory_corrupted
@@ -199,7 +200,7 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
 
 
 def start_reducer(
-    session: Session, case: GraphCase, check: Check, came: Provenance, prior: QueryResult[Any] | None
+    session: Session, case: GraphCase, check: Check, came: Provenance, prior: QueryResult[Any] | Handle | None
 ) -> Reduction:
     """The reducer for ``case``, its query, and its checkpoint.
 
@@ -210,13 +211,9 @@ def start_reducer(
     """
     stage = check.stage
     origin_path = write_repro(
-        case,
-        session.run_dir / "work" / "origin",
-        stage=stage,
-        failure=check.failure,
-        accuracy=check.accuracy,
+        case, session.run_dir / "work" / "origin", stage=stage, failure=check.failure, accuracy=check.accuracy,
         note="The graph before minification.",
-    )
+    )  # fmt: skip
     # an earlier origin's reference outputs; this one's are saved by its own queries
     OriginRef(origin_path).references.unlink(missing_ok=True)
     values = session.run_dir / "work" / "values.pt"
@@ -262,15 +259,16 @@ def start_reducer(
 
 
 def original_profile(
-    session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | None, *, partial: bool = False,
+    session: Session, case: GraphCase, values: Path, prior: QueryResult[Any] | Handle | None, *, partial: bool = False,
     unless: str | None = None,
 ) -> Any:
     """The original graph's profile (each node's value, saved to ``values``), from one eager run.
 
-    ``prior``: the bisection's, when it profiled this very graph beside its last stages.
+    ``prior``: the bisection's, when it profiled this very graph beside its last stages (still running: its handle).
     ``partial``: the failure is that eager raises, or no wrong answer, so the profile goes as far as eager does,
     ``unless`` eager raises that exception (:func:`~minifier.stages.profile.eager_values`).
     """
+    prior = session.wait(prior) if isinstance(prior, Handle) else prior  # (started beside the bisection's last stages)
     if partial and prior is not None and isinstance(prior.value, EagerRunRaised):
         prior = None  # (the bisection's ran eagerly in full)
     profiled = prior or session.query(

@@ -2,6 +2,8 @@
 
 - ``bisection``: puts the steps together (``bisect_script``, ``bisect_case``);
 - ``steps``: the program once under capture, then its graphs through their stages;
+- ``early``: the stages of the graphs saved so far, asked while the program still runs;
+- ``implied``: stages a higher stage vouches for, asked once the repro is ready;
 - ``culprit``: which failing graph is the program's failure, and pinning it down;
 - ``untraceable``: dynamo graphs dynamo cannot trace again, inlined or handed to the backend directly;
 - ``plainly``: the program run plainly, when no graph shows its failure (dynamo alone, or no capture);

@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from .early import EarlyStages
 from .report import Row, signature_of
-from ..capture.events import AotGraphSaved, Event, Failed, GraphSaved, Ran, parse_events
+from ..capture.events import Failed, parse_events
 from ..capture.result import CaptureResult, read_capture
 from ..unit.case import Boundary, GraphCase
 from pt2kit.errors import CorruptRecord, UnknownBackend, plural
@@ -56,7 +57,7 @@ def capture(session: Session, program: ProgramRun, *, again: bool = False, profi
     """Run the user's script once under capture, as a fresh process, and warm up meanwhile.
 
     The script runs on one core while pt2kit's worker warms up on the other, then
-    runs the stages of the graphs saved so far there (:class:`EarlyStages`). (The
+    runs the stages of the graphs saved so far there (:class:`~minifier.bisect.early.EarlyStages`). (The
     script may run for hours; hangs in compiled code are caught inside.) With
     ``nproc`` > 1 it is a distributed job: every rank runs under capture (see
     :func:`capture_ranks`), and the lowest failing rank is the one minified.
@@ -76,7 +77,20 @@ def capture(session: Session, program: ProgramRun, *, again: bool = False, profi
         captured = capture_ranks(session, program, out, label)
     else:
         roots = [str(script.parent)]
-        early = None if again else EarlyStages(session, out / "events.jsonl", accuracy=program.accuracy, roots=roots)
+        early = (
+            None
+            if again
+            else EarlyStages(
+                session,
+                out / "events.jsonl",
+                accuracy=program.accuracy,
+                roots=roots,
+                imply=profile and not program.accuracy,
+                on_idle=functools.partial(elsewhere.get_ready_early, session, inductor=program.warms_inductor)
+                if profile
+                else None,
+            )
+        )
         # (started already, when `minify run` could: see pt2kit.script.start_capture)
         ended = session.run_program(command, label, log=log, while_running=early.poll if early else None)
         captured = read_capture(out, ended)
@@ -91,176 +105,6 @@ def capture(session: Session, program: ProgramRun, *, again: bool = False, profi
     # wherever those modules live (queries inherit this process's sys.path).
     sys.path.extend(p for p in (str(script.parent), *captured.roots) if p not in sys.path)
     return captured
-
-
-class EarlyStages:
-    """The stages of each graph the program has saved so far, run while the program still runs.
-
-    The program runs on one core; once pt2kit's worker is warm, the other core is
-    idle until the program ends. Every query the bisection asks anyway and that does
-    not wait on the program's own verdict can run there, one at a time, in this
-    order: each dynamo graph's eager stages as soon as it is saved (the costliest, ``aot_eager_decomp_partition``,
-    first); each aot graph's eager stage once its file holds its real inputs (or its compile failed); then
-    the final stage of a dynamo graph whose first run returned. The final stage of
-    the graph a program crashes in is left alone: the program is about to answer it
-    (:func:`minifier.bisect.culprit.seen_in_the_program`), and compiling a whole graph twice
-    is what a run should not pay for. (With ``--accuracy`` neither runs early: the
-    capture judges the program's own compiled runs, and runs each aot graph eagerly.)
-
-    When the program ends (:meth:`finish`), the eager stages still queued go out in
-    one batch over every core, beside the query still running: the dynamo graphs', and
-    the aot graph the program failed in (or, with ``--accuracy``, was judged wrong: its
-    eager stage is not asked, since the judge ran it eagerly already). The query still
-    running goes on beside the bisection's next batch, which then settles it
-    (:meth:`settle`). :attr:`outcomes` holds the answers by graph file and stage.
-    """
-
-    def __init__(self, session: Session, events: Path, *, accuracy: Accuracy, roots: list[str]) -> None:
-        self.session, self.events, self.accuracy, self.roots = session, events, accuracy, roots
-        self._read = 0
-        self._partial = b""
-        self._cheap: list[tuple[str, GraphCase, str]] = []  # (graph file, case, stage), in the order saved
-        self._final: list[tuple[str, GraphCase, str]] = []
-        self._dynamo: dict[str, tuple[str, GraphCase]] = {}  # label (g0) -> its file and case
-        self._running: list[tuple[str, str, Any, GraphCase]] = []  # (graph file, stage, handle, the version asked about)
-        self.outcomes: dict[str, dict[str, Outcome]] = {}
-        self.cases: dict[str, GraphCase] = {}  # graph file -> the case read from it (the bisection reads no file twice)
-        self.profiled: dict[str, QueryResult[Any]] = {}  # graph file -> its profile, asked in :meth:`finish`
-
-    def poll(self) -> None:
-        """Take in new events and finished queries; start the next query if none runs."""
-        self.session.worker.poll(0.2)
-        self._collect()
-        for event in self._new_events():
-            self._on_event(event)
-        early = [e for e in self._cheap if not (self.accuracy and e[1].boundary == Boundary.AOT)]
-        if not self._running and (early or self._final):
-            path, case, stage = entry = (early or self._final)[0]
-            (self._cheap if early else self._final).remove(entry)
-            label = f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}, while the program runs"
-            query = functools.partial(run_case, case, stage, accuracy=self.accuracy)
-            handle = self.session.start(query, label)
-            self._running.append((path, stage, handle, case))
-
-    def finish(self, captured: CaptureResult, *, profile: bool = False) -> None:
-        """The program ended: the eager stages still queued that the bisection needs, in one batch now
-        (with ``profile``, and the profile of the aot graph the program failed in)."""
-        self._collect()
-        for event in self._new_events():  # (what the program logged after the last poll)
-            self._on_event(event)
-        failed = {captured.failed_graph, *(label for label, verdict in captured.judged.items() if verdict is not None)}
-        wanted = [
-            (path, case, stage)
-            for path, case, stage in self._cheap
-            if case.boundary == Boundary.DYNAMO or Path(path).parent.name in failed
-        ]
-        for path, case, stage in [
-            w for w in wanted if w[1].boundary == Boundary.AOT and Path(w[0]).parent.name in captured.judged
-        ]:
-            # The judge ran this graph eagerly, and in fp64, without error, and an eager
-            # run is its own reference: the isolated query could only say "pass".
-            self.outcomes.setdefault(path, {})[stage] = Outcome(stage, None, 0.0)
-            wanted.remove((path, case, stage))
-        self._cheap.clear()
-        self._final.clear()
-        queries: list[tuple[Callable[[], Any], str]] = [
-            (
-                functools.partial(run_case, case, stage, accuracy=self.accuracy),
-                f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}",
-            )
-            for _, case, stage in wanted
-        ]
-        failing = (
-            next(
-                (
-                    path
-                    for path, case in self.cases.items()
-                    if case.boundary == Boundary.AOT and Path(path).parent.name in failed
-                ),
-                None,
-            )
-            if profile
-            else None
-        )
-        if failing is not None:
-            from ..stages.profile import profile_or_why
-
-            values = self.session.run_dir / "work" / "values.pt"
-            values.parent.mkdir(parents=True, exist_ok=True)
-            queries.append(
-                (functools.partial(profile_or_why, self.cases[failing], values), "profiling the graph (one eager run)")
-            )
-        results = (
-            self.session.query_all(queries, alongside=[handle for _, _, handle, _ in self._running]) if queries else []
-        )
-        for (path, _, stage), result in zip(wanted, results):
-            if result is not None:
-                self.outcomes.setdefault(path, {})[stage] = Outcome.of_query(stage, result)
-        if failing is not None and results[-1] is not None:
-            self.profiled[failing] = results[-1]
-
-    def running(self) -> dict[tuple[str, str], Any]:
-        """The queries still running, by (graph file, stage)."""
-        return {(path, stage): handle for path, stage, handle, _ in self._running}
-
-    def settle(self) -> dict[str, dict[str, Outcome]]:
-        """Wait for the queries still running; every outcome, by graph file and stage."""
-        if self._running:
-            self.session.worker.wait([handle for _, _, handle, _ in self._running], on_wait=self.session.progress.tick)
-        self._collect()
-        return self.outcomes
-
-    def _collect(self) -> None:
-        for entry in [e for e in self._running if e[2].done]:
-            self._running.remove(entry)
-            path, stage, handle, asked = entry
-            if asked is not self.cases.get(path):
-                continue  # (about a version of the graph saved again since: asked again)
-            try:
-                result = handle.result()
-            except Exception:  # noqa: BLE001 - left to the bisection's batch, which reports it
-                continue
-            self.session.mark(handle.label, result.seconds, ago=result.ended_ago)
-            self.outcomes.setdefault(path, {})[stage] = Outcome.of_query(stage, result)
-
-    def _new_events(self) -> list[Event]:
-        try:
-            with open(self.events, "rb") as log:
-                log.seek(self._read)
-                chunk = log.read()
-        except OSError:
-            return []
-        self._read += len(chunk)
-        *lines, self._partial = (self._partial + chunk).split(b"\n")
-        return parse_events(lines)
-
-    def _on_event(self, event: Event) -> None:
-        if isinstance(event, Ran) and event.graph in self._dynamo:
-            path, case = self._dynamo.pop(event.graph)
-            if not self.accuracy:  # (with --accuracy the capture judges the program's own run instead)
-                self._final.append((path, case, stages_for(case)[-1]))
-            return
-        final_version = isinstance(event, GraphSaved) or (
-            isinstance(event, AotGraphSaved) and (event.real or event.failure)
-        )
-        if not final_version or not isinstance(event, (GraphSaved, AotGraphSaved)) or not event.path:
-            return
-        path = event.path
-        if path in self.cases:  # saved again, on a later call's inputs: what the old version answered no longer holds
-            self.outcomes.pop(path, None)
-            self._cheap = [e for e in self._cheap if e[0] != path]
-            self._final = [e for e in self._final if e[0] != path]
-        roots = event.roots if isinstance(event, GraphSaved) else []
-        sys.path.extend(root for root in [*self.roots, *roots] if root not in sys.path)
-        try:
-            case = self.cases[path] = load_repro(Path(path)).case
-        except Exception:  # noqa: BLE001 - the bisection reads every graph again and says what is wrong
-            return
-        stages = stages_for(case)
-        # the costliest first: started early, it ends soonest; the cheap ones fill the cores once the program ends
-        self._cheap.extend((path, case, stage) for stage in reversed(stages[:-1]))
-        if isinstance(event, GraphSaved):
-            self._dynamo[case.label()] = (path, case)
 
 
 def capture_ranks(session: Session, program: ProgramRun, out: Path, label: str) -> CaptureResult:
@@ -507,7 +351,9 @@ def frame_row(session: Session, captured: CaptureResult, *, accuracy: Accuracy) 
     """
     assert captured.failure is not None
     frame, label = captured.failure_frame, f"frame {(captured.failure_frame or {}).get('name', '?')}"
-    if frame and captured.failed_in_compiled_autograd:  # (its frame is a graph compiled autograd wrote, not the program's code)
+    if (
+        frame and captured.failed_in_compiled_autograd
+    ):  # (its frame is a graph compiled autograd wrote, not the program's code)
         label, frame = f"compiled autograd's backward graph ({label})", {**frame, "compiled_autograd": True}
     for path in captured.frame_paths:
         row = run_stages(session, load_repro(path).case, accuracy=accuracy, path=path)
@@ -515,7 +361,9 @@ def frame_row(session: Session, captured: CaptureResult, *, accuracy: Accuracy) 
         if first is not None and first.failure is not None and first.failure.signature == captured.failure.signature:
             row.label, row.frame = label, frame
             return row
-    if frame and captured.lift_errors and not captured.frame_paths:  # (said with the verdict: why no graph stands for it)
+    if (
+        frame and captured.lift_errors and not captured.frame_paths
+    ):  # (said with the verdict: why no graph stands for it)
         frame = {**frame, "lift_error": captured.lift_errors[0]}
     return Row(label, "dynamo", "dynamo", None, frame, {"eager": Outcome("eager", captured.failure, 0.0)})
 

@@ -84,6 +84,7 @@ class Outcome:
     seconds: float
     seen_in_program: bool = False  # known from the program's own run, not yet from an isolated query
     diverging: tuple[int, ...] = ()  # a wrong answer: the outputs that diverge, each judged on its own
+    implied_by: str | None = None  # passed unasked, a higher stage vouching for it, until asked (minifier.bisect.implied)
 
     @property
     def passed(self) -> bool:

@@ -1,0 +1,120 @@
+"""Stages a higher stage vouches for: not asked before the reduction, asked once the repro is ready."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from minifier.bisect.early import EarlyStages
+from minifier.bisect.implied import implied, take_answers, voucher
+from minifier.bisect.report import BisectReport, Row
+from minifier.stages.run import Outcome
+from minifier.unit.case import GraphCase, GraphInput, TensorMeta
+from pt2kit.signature import Failure, Signature
+
+DECOMP, PASSED = "aot_eager_decomp_partition", Outcome("aot_eager_decomp_partition", None, 0.0)
+BROKEN = Failure(Signature("runtime_error", "RuntimeError", "broken"))
+
+
+def _case(**fields) -> GraphCase:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x = torch.rand(3)
+    return GraphCase(make_fx(torch.sin)(x), [GraphInput("x_1", x, TensorMeta.of(x))], backend="inductor", **fields)
+
+
+def test_a_dynamo_graph_that_passed_the_decomposed_stage_implies_the_eager_stages_below_it():
+    dynamo = _case()
+    assert voucher(dynamo, "eager", {DECOMP: PASSED}) == "g0 passed aot_eager_decomp_partition"
+    assert voucher(dynamo, "aot_eager", {DECOMP: PASSED}) == "g0 passed aot_eager_decomp_partition"
+    # nothing vouches for the stage itself, nor for the final one, nor from a failure or another implied pass
+    assert voucher(dynamo, DECOMP, {DECOMP: PASSED}) is None
+    assert voucher(dynamo, "inductor", {DECOMP: PASSED}) is None
+    assert voucher(dynamo, "eager", {DECOMP: Outcome(DECOMP, BROKEN, 0.0)}) is None
+    assert voucher(dynamo, "eager", {DECOMP: Outcome(DECOMP, None, 0.0, implied_by="g0 passed it")}) is None
+    assert voucher(dynamo, "eager", {"aot_eager": Outcome("aot_eager", None, 0.0)}) is None
+
+
+def test_an_aot_graph_is_vouched_for_by_the_dynamo_graph_it_was_lowered_from():
+    forward = _case(boundary="aot", kind="forward", parent=0)
+    assert voucher(forward, DECOMP, {}, owner={DECOMP: PASSED}) == "g0 passed aot_eager_decomp_partition"
+    assert voucher(forward, DECOMP, {}, owner={}) is None
+    assert voucher(forward, "inductor", {}, owner={DECOMP: PASSED}) is None
+
+
+def test_the_early_stages_skip_an_implied_stage_only_when_asked_to_imply():
+    dynamo, forward = _case(), _case(boundary="aot", kind="forward", parent=0)
+    for imply in (True, False):
+        early = EarlyStages(None, None, accuracy=False, roots=[], imply=imply)  # type: ignore[arg-type]
+        early.cases = {"g0/repro.py": dynamo, "g0.forward/repro.py": forward}
+        early.outcomes = {"g0/repro.py": {DECOMP: PASSED}}
+        assert early._vouched("g0/repro.py", dynamo, "eager") is imply
+        assert early._vouched("g0.forward/repro.py", forward, DECOMP) is imply
+        assert ("eager" in early.outcomes["g0/repro.py"]) is imply
+        if imply:
+            assert early.outcomes["g0.forward/repro.py"][DECOMP].implied_by == "g0 passed aot_eager_decomp_partition"
+
+
+def test_the_answers_replace_the_implied_cells_and_a_failure_after_all_is_said():
+    case = _case()
+    outcomes = {
+        "eager": Outcome("eager", None, 0.0, implied_by="g0 passed aot_eager_decomp_partition"),
+        "aot_eager": Outcome("aot_eager", None, 0.0, implied_by="g0 passed aot_eager_decomp_partition"),
+        DECOMP: PASSED,
+    }
+    row = Row("g0", "dynamo", "dynamo", 1, None, outcomes, case)
+    report = BisectReport("s.py", "inductor", False, None, None, rows=[row])  # type: ignore[arg-type]
+    cells = implied(report)
+    assert cells == [(row, "eager"), (row, "aot_eager")]
+    notes = take_answers(cells, {(id(case), "eager"): Outcome("eager", BROKEN, 0.1)})  # (aot_eager: unanswered)
+    assert row.outcomes["eager"].failure == BROKEN and row.outcomes["eager"].implied_by is None
+    assert row.outcomes["aot_eager"].implied_by is not None  # (still says what vouched for it)
+    assert len(notes) == 1 and "g0 fails at eager" in notes[0] and "though g0 passed" in notes[0]
+    assert implied(report) == [(row, "aot_eager")]
+
+
+#: Two graphs: the first compiles and runs, then the program sleeps (its early stages pass meanwhile), then the second
+#: fails to compile (planted: it holds a cos).
+TWO_GRAPHS = """
+import sys, time
+sys.path.insert(0, {tests!r})
+import torch
+import planted  # noqa: F401
+
+
+def f(x, w):
+    y = (x @ w).sin()
+    time.sleep(3)  # (a graph break)
+    return y.cos().sum()
+
+
+if __name__ == "__main__":
+    print(torch.compile(f, backend="planted_compile_error")(torch.randn(4, 8), torch.randn(8, 8)))
+"""
+
+
+@pytest.mark.e2e
+def test_a_run_asks_the_implied_stages_once_its_repro_is_ready(session, tmp_path, monkeypatch):
+    from minifier import afterwards
+    from minifier.minification import minify_script
+    from support.paths import USER_MODULES
+
+    script = tmp_path / "two_graphs.py"
+    script.write_text(TWO_GRAPHS.format(tests=str(USER_MODULES)))
+    reports, write = [], afterwards.write_run_report
+    monkeypatch.setattr(afterwards, "write_run_report", lambda where, data: (reports.append(data), write(where, data))[1])
+    result = minify_script(session, script, [], out=tmp_path / "runs")
+    assert result.after.node_count == 1 and result.bisect is not None
+    # at "repro ready": g0 passed the decomposed stage while the program slept, so its eager stages were not asked yet
+    ready = reports[0]
+    assert ready["pending"] == ["lower stages"], ready.get("pending")
+    g0 = next(g for g in ready["graphs"] if g["label"] == "g0")
+    assert g0["stages"]["eager"] == g0["stages"]["aot_eager"] == "pass"
+    # at the end: asked after the reduction, and nothing is pending
+    final = json.loads((result.run_dir / "report.json").read_text())
+    assert "pending" not in final and not implied(result.bisect)
+    steps = [t["step"] for t in final["timeline"]]
+    reduced = max(i for i, step in enumerate(steps) if " · " in step)  # (the reducer's last query)
+    assert {"eager", "aot_eager"} <= {s.split(" through ")[1] for s in steps[reduced:] if s.startswith("g0 (")}, steps
