@@ -5,6 +5,7 @@
 - ``passes``: short functions that propose smaller candidates to it;
 - ``divergence``: a wrong answer seen in only some outputs, narrowed to what those need;
 - ``splits``: the best cut in thirds, the third that fails alone kept (the passes that start a reduction);
+- ``finish``: a candidate's finished form (random inputs, small sizes, no config), asked early where it pays;
 - ``scans``: delta debugging's scans over chunks, their next questions asked ahead (``--jobs``);
 - ``bodies``: the pass and the edits that reduce higher-order ops' bodies;
 - ``queries``: how a candidate is asked: an isolated query through the failing stage;

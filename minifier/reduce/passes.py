@@ -52,7 +52,6 @@ They run in this order:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -61,6 +60,7 @@ from .bodies import drop_unread_operands, drop_unused_outputs, reduce_bodies
 from .divergence import upstream, follow_divergence
 from .splits import keep_failing_part, split_sample
 from .engine import Candidate, Reducer
+from .finish import already_small, current_shapes, finished_forms, resized_to
 from .scans import ask_ahead, ddmin
 from pt2kit.seams import ops
 from pt2kit.seams.config import NEVER_DROPPED
@@ -295,17 +295,14 @@ def finish_at_once(r: Reducer) -> None:
     When they do not fail, the passes ask as before and find these answers cached; a
     failure that needs real values pays one round more.
     """
-    tensors = [n for n in r.input_names(r.best.kept, r.best.substituted) if r._input_is_tensor(n)]
-    random = replace(r.best, random=r.best.random | set(tensors))
-    ones = [(name, d) for name, shape in _current_shapes(r, random) for d, n in enumerate(shape) if n > 1]
-    small = _resized(r, ones, 1, random) if ones and not _already_small(r, random) else random
-    bare = replace(small, config=frozenset(e for e in small.config if e[1] in NEVER_DROPPED.get(e[0], ())))
-    r.consider_all([small, bare])
+    r.consider_all(finished_forms(r, r.best))
 
 
 def randomize_inputs(r: Reducer) -> None:
     """Replace real input values by seeded random ones wherever the failure survives it."""
-    names = [n for n in r.input_names(r.best.kept, r.best.substituted) if r._input_is_tensor(n) and n not in r.best.random]
+    names = [
+        n for n in r.input_names(r.best.kept, r.best.substituted) if r._input_is_tensor(n) and n not in r.best.random
+    ]
     _shrink_set(r, names, lambda group: replace(r.best, random=r.best.random | set(group)))
 
 
@@ -314,10 +311,6 @@ def make_static(r: Reducer) -> None:
     if not r.best.static:
         r.consider(replace(r.best, static=True))
 
-
-#: Random inputs with this many elements or fewer (all of them together) are small
-#: enough for a repro: :func:`shrink_shapes` leaves their sizes alone.
-SMALL_INPUTS = 4096
 
 #: The queries after which :func:`shrink_shapes` starts no new group of same-sized dims.
 SHAPE_QUERIES = 6
@@ -333,7 +326,7 @@ def shrink_shapes(r: Reducer) -> None:
     spirit of minithesis's ``bin_search_down``). Past the first query of a group,
     candidates go two at a time (:func:`_first_failing`).
 
-    Inputs of :data:`SMALL_INPUTS` elements or fewer in all keep their sizes: a repro
+    Inputs of :data:`~minifier.reduce.finish.SMALL_INPUTS` elements or fewer in all keep their sizes: a repro
     of a few thousand random numbers is small already, the sizes are the ones the bug
     was seen at, and a failure may need them about this large (an abort in a kernel
     big enough to run threaded).
@@ -345,51 +338,25 @@ def shrink_shapes(r: Reducer) -> None:
     the same searches again in each round a smaller config or graph starts. The largest
     sizes go first, so what is left is the smaller ones.
     """
-    if _already_small(r, r.best):
+    if already_small(r, r.best):
         return
     before, asked = r.best.shapes, r.queries - r.spent.get("shrink_shapes", 0)
-    everything = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n > 1]
-    if not (everything and r.consider(_resized(r, everything, 1))):  # one query, for a bug that does not care about sizes
-        for size in sorted({n for name, shape in _current_shapes(r) for n in shape if n > 1}, reverse=True):
+    everything = [(name, d) for name, shape in current_shapes(r) for d, n in enumerate(shape) if n > 1]
+    # one query, for a bug that does not care about sizes
+    if not (everything and r.consider(resized_to(r, everything, 1))):
+        for size in sorted({n for name, shape in current_shapes(r) for n in shape if n > 1}, reverse=True):
             if r.queries - asked >= SHAPE_QUERIES:
                 break
-            members = [(name, d) for name, shape in _current_shapes(r) for d, n in enumerate(shape) if n == size]
+            members = [(name, d) for name, shape in current_shapes(r) for d, n in enumerate(shape) if n == size]
             if members:
                 _shrink_group(r, members, size)
     if r.best.shapes != before:
         r.reprofiled()
 
 
-def _already_small(r: Reducer, base: Candidate) -> bool:
-    """Do ``base``'s random inputs hold :data:`SMALL_INPUTS` elements or fewer, all together?"""
-    return sum(math.prod(shape) for _, shape in _current_shapes(r, base)) <= SMALL_INPUTS
-
-
-def _current_shapes(r: Reducer, base: Candidate | None = None) -> list[tuple[str, tuple[int, ...]]]:
-    """The random tensor inputs of ``base`` (the best by default) and their current shapes."""
-    base = base or r.best
-    shapes = dict(base.shapes)
-    return [
-        (name, shapes.get(name, r._shape(name)))
-        for name in r.input_names(base.kept, base.substituted)
-        if name in base.random and r._input_is_tensor(name)
-    ]
-
-
-def _resized(r: Reducer, members: list[tuple[str, int]], size: int, base: Candidate | None = None) -> Candidate:
-    base = base or r.best
-    shapes = dict(_current_shapes(r, base))
-    for name, d in members:
-        shape = list(shapes[name])
-        shape[d] = size
-        shapes[name] = tuple(shape)
-    merged = {**dict(base.shapes), **{name: shapes[name] for name, _ in members}}
-    return replace(base, shapes=tuple(sorted(merged.items())))
-
-
 def _shrink_group(r: Reducer, members: list[tuple[str, int]], size: int) -> None:
     def resized(n: int) -> Candidate:
-        return _resized(r, members, n)
+        return resized_to(r, members, n)
 
     if r.consider(resized(1)):
         return  # alone: the common case costs one query

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from .divergence import narrow_to_divergence
 from .engine import Candidate, Reducer
+from .finish import finished_forms
+from pt2kit.signature import Kind
 
 
 def split_sample(r: Reducer, fraction: float = 0.5, base: Candidate | None = None) -> bool | None:
@@ -48,7 +50,8 @@ def keep_failing_part(r: Reducer, base: Candidate | None = None) -> bool:
     each is asked alone. For a sample, whose nodes hardly read one another, every round
     compiles graphs a third the size of the last; when nothing fails (two kinds must
     meet), the searches below take over. The parts depend on the graph only, and the
-    first failing part in order is kept: the same result for any number of jobs.
+    first failing part in order is kept: the same result for any number of jobs. A
+    single node kept unasked for a compile error is asked finished (:func:`compiled_alone`).
     """
     current = r.normalize(base or r.best)
     shrunk = False
@@ -72,9 +75,23 @@ def keep_failing_part(r: Reducer, base: Candidate | None = None) -> bool:
         else:
             break
     for kept_unasked in reversed(unasked):
+        if (
+            kept_unasked is unasked[-1]
+            and compiled_alone(r, kept_unasked)
+            and any(r.consider_all(finished_forms(r, kept_unasked)))
+        ):
+            return True
         if r.consider(kept_unasked):
             return True
     return shrunk
+
+
+def compiled_alone(r: Reducer, c: Candidate) -> bool:
+    """Is ``c`` one node, and the failure a compile error? Then the node it kept unasked is asked in its finished form
+    first (:func:`~minifier.reduce.finish.finished_forms`): a compiler does not read the inputs' values, so the pair
+    usually fails where the node does, and the round that would ask the node as it is, then the round that would
+    finish it, become one. When neither fails, the node is asked as it is: one round more."""
+    return len(c.kept) == 1 and r.target.kind == Kind.COMPILE_ERROR
 
 
 def split_parts(r: Reducer, kept: tuple[str, ...], k: int) -> list[tuple[str, ...]]:

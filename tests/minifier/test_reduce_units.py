@@ -229,7 +229,10 @@ def test_the_last_third_is_split_unasked_then_asked_innermost_first():
     # Ten nodes, each a different op. A round asks the first two thirds side by side;
     # when neither fails, the last third is split without a query of its own. What was
     # kept that way is asked once the split ends, innermost first: the culprit alone,
-    # and, when the failure needs two of the last third's nodes, that third.
+    # and, when the failure needs two of the last third's nodes, that third. For a
+    # compile error the culprit alone is asked in its finished form (random inputs, no
+    # config: here one query, the inputs being small and the config empty) in place of
+    # itself; when that does not fail, as it is.
     from minifier.reduce.splits import keep_failing_part
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
@@ -241,28 +244,42 @@ def test_the_last_third_is_split_unasked_then_asked_innermost_first():
     case = _chain([op.default for op in ops], torch.rand(4, 4) + 0.1)
     target = Signature("compile_error", "RuntimeError", "planted")
 
-    def reducer_needing(*needed):
+    def reducer_needing(*needed, target=target, values=False):
         asked: list[list[int]] = []
 
         def query(candidates):
             asked.append([c.node_count for c, _, _ in candidates])
-            return [Outcome("judge", Failure(target) if set(needed) <= set(c.op_names()) else None, 0.0) for c, _, _ in candidates]
+            return [
+                Outcome("judge", Failure(target) if set(needed) <= set(c.op_names()) and not (values and any(i.is_random for i in c.inputs)) else None, 0.0)
+                for c, _, _ in candidates
+            ]
 
         return Reducer(case, profile_case(case), target, query), asked
 
     one, asked = reducer_needing("aten.relu.default")
     assert keep_failing_part(one)
-    assert [n.split("_")[0] for n in one.best.kept] == ["relu"]
+    assert [n.split("_")[0] for n in one.best.kept] == ["relu"] and one.best.random  # (finished)
     assert asked == [[3, 4], [1, 1], [1]], asked  # no query on the last third itself
+
+    valued, asked = reducer_needing("aten.relu.default", values=True)  # (a compile error that needs the real values)
+    assert keep_failing_part(valued)
+    assert [n.split("_")[0] for n in valued.best.kept] == ["relu"] and not valued.best.random
+    assert asked == [[3, 4], [1, 1], [1], [1]], asked
+
+    crash = Signature("runtime_error", "RuntimeError", "planted")  # (not a compile error: the node as it is)
+    ran, asked = reducer_needing("aten.relu.default", target=crash)
+    assert keep_failing_part(ran)
+    assert [n.split("_")[0] for n in ran.best.kept] == ["relu"] and not ran.best.random
+    assert asked == [[3, 4], [1, 1], [1]], asked
 
     pair, asked = reducer_needing("aten.sqrt.default", "aten.relu.default")
     assert keep_failing_part(pair)
     assert [n.split("_")[0] for n in pair.best.kept] == ["sqrt", "erf", "relu"]
-    assert asked == [[3, 4], [1, 1], [1], [3]], asked
+    assert asked == [[3, 4], [1, 1], [1], [1], [3]], asked
 
     spread, asked = reducer_needing("aten.sin.default", "aten.relu.default")
     assert not keep_failing_part(spread) and len(spread.best.kept) == 10
-    assert asked == [[3, 4], [1, 1], [1], [3]], asked  # each kept third asked once, then it gives up
+    assert asked == [[3, 4], [1, 1], [1], [1], [3]], asked  # each kept third asked once, then it gives up
 
 
 def _chain(ops, x):
@@ -310,8 +327,9 @@ def test_a_large_graph_is_asked_as_the_thirds_of_its_sample_not_the_sample_first
 
 def test_when_no_third_of_the_sample_fails_the_whole_sample_is_asked():
     # The failure needs a sin and a relu to meet: no third of the sample has both. The
-    # first two are asked, then the last (relu alone), kept unasked until the split
-    # ends; then the sample is asked whole, and stays the best for the searches that follow.
+    # first two are asked, then the last (relu alone, finished first: a compile error),
+    # kept unasked until the split ends; then the sample is asked whole, and stays the
+    # best for the searches that follow.
     from minifier.reduce.passes import sample_op_kinds
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
@@ -329,13 +347,14 @@ def test_when_no_third_of_the_sample_fails_the_whole_sample_is_asked():
 
     reducer = Reducer(case, profile_case(case), target, query)
     sample_op_kinds(reducer)
-    assert reducer.queries == 4 and len(reducer.best.kept) == 5
+    assert reducer.queries == 5 and len(reducer.best.kept) == 5
 
 
 def test_inputs_already_small_keep_their_sizes():
     # A failure that needs the sizes it has (a kernel big enough to run threaded): a
     # 2x16x32 input is not shrunk at all (no query); a large input is still searched.
-    from minifier.reduce.passes import SMALL_INPUTS, shrink_shapes
+    from minifier.reduce.finish import SMALL_INPUTS
+    from minifier.reduce.passes import shrink_shapes
     from minifier.stages.profile import profile_case
     from minifier.reduce.engine import Reducer
     from pt2kit.signature import Failure, Signature
