@@ -18,6 +18,7 @@ from ..capture.events import AotGraphSaved, Event, GraphSaved, Ran, parse_events
 from ..capture.result import CaptureResult
 from ..isolation.executor import Handle
 from ..isolation.session import Session
+from ..isolation.worker import yielding
 from ..repro.files import load_repro
 from ..stages.run import Outcome, run_case, stages_for
 from ..unit.case import Boundary, GraphCase
@@ -32,7 +33,9 @@ class EarlyStages:
 
     The program runs on one core; once pt2kit's worker is warm, the other core is
     idle until the program ends. Every query the bisection asks anyway and that does
-    not wait on the program's own verdict can run there, one at a time, in this
+    not wait on the program's own verdict can run there, one at a time, at the lowest
+    CPU priority (:func:`~minifier.isolation.worker.yielding`: they are a guess at what
+    the bisection will ask, and must not slow the program or what ``on_idle`` starts), in this
     order: each dynamo graph's eager stages as soon as it is saved (the costliest, ``aot_eager_decomp_partition``,
     first); each aot graph's eager stage once its file holds its real inputs (or its compile failed); then
     the final stage of a dynamo graph whose first run returned. The final stage of
@@ -50,9 +53,10 @@ class EarlyStages:
 
     ``imply`` (a minification of a crash): a stage that a higher one vouches for is not
     asked at all here; its answer is an implied pass, asked once the repro is ready
-    (:mod:`minifier.bisect.implied`). ``on_idle``: called once, the first time the queue is
-    empty after some answer, while the program still runs (the interpreter the repro will
-    run in elsewhere starts then, on the core the stages leave idle, not beside the reduction).
+    (:mod:`minifier.bisect.implied`); one still running when the program's answer implies
+    it is stopped. ``on_idle``: called once, as soon as the worker is warm, before any
+    query (the interpreter the repro will run in elsewhere starts then: every run needs it,
+    and its imports, paid beside the reduction, slowed every query there).
     """
 
     def __init__(
@@ -78,6 +82,7 @@ class EarlyStages:
         self.outcomes: dict[str, dict[str, Outcome]] = {}
         self.cases: dict[str, GraphCase] = {}  # graph file -> the case read from it (the bisection reads no file twice)
         self.profiled: dict[str, Handle] = {}  # graph file -> its profile, started in :meth:`finish`
+        self._compile_failed: dict[int, str] = {}  # dynamo graph index -> its aot graph whose compile failed
 
     def poll(self) -> None:
         """Take in new events and finished queries; start the next query if none runs."""
@@ -87,16 +92,17 @@ class EarlyStages:
             self._on_event(event)
         self._cheap = [e for e in self._cheap if not self._vouched(*e)]
         early = [e for e in self._cheap if not (self.accuracy and e[1].boundary == Boundary.AOT)]
-        if not self._running and (early or self._final):
+        starting = not self._running and bool(early or self._final)
+        if self.on_idle is not None and self.session.worker.warm:
+            self.on_idle()  # (once, before any query: what it starts is needed in every run, the queries in some)
+            self.on_idle = None
+        if starting:
             path, case, stage = entry = (early or self._final)[0]
             (self._cheap if early else self._final).remove(entry)
             label = f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}, while the program runs"
-            query = functools.partial(run_case, case, stage, accuracy=self.accuracy)
+            query = functools.partial(yielding, functools.partial(run_case, case, stage, accuracy=self.accuracy))
             handle = self.session.start(query, label)
             self._running.append((path, stage, handle, case))
-        if self.on_idle is not None and self.outcomes and not self._running:
-            self.on_idle()  # (once: the core the stages had is free until the next graph is saved)
-            self.on_idle = None
 
     def finish(self, captured: CaptureResult, *, profile: bool = False) -> None:
         """The program ended: the eager stages still queued that the bisection needs, in one batch now
@@ -106,6 +112,9 @@ class EarlyStages:
         for event in self._new_events():  # (what the program logged after the last poll)
             self._on_event(event)
         failed = {captured.failed_graph, *(label for label, verdict in captured.judged.items() if verdict is not None)}
+        for entry in [e for e in self._running if self._vouched(e[0], e[3], e[1])]:
+            self.session.stop([entry[2]])  # (implied now: asked again once the repro is ready)
+            self._running.remove(entry)
         wanted = [
             (path, case, stage)
             for path, case, stage in self._cheap
@@ -167,7 +176,7 @@ class EarlyStages:
             ),
             {},
         )
-        by = voucher(case, stage, self.outcomes.get(path, {}), owner)
+        by = voucher(case, stage, self.outcomes.get(path, {}), owner, self._compile_failed.get(case.graph_id.index))
         if by is not None:
             self.outcomes.setdefault(path, {})[stage] = Outcome(stage, None, 0.0, implied_by=by)
         return by is not None
@@ -208,6 +217,8 @@ class EarlyStages:
         return parse_events(lines)
 
     def _on_event(self, event: Event) -> None:
+        if isinstance(event, AotGraphSaved) and event.failure is not None and event.path:
+            self._compile_failed[event.owner] = Path(event.path).parent.name
         if isinstance(event, Ran) and event.graph in self._dynamo:
             path, case = self._dynamo.pop(event.graph)
             if not self.accuracy:  # (with --accuracy the capture judges the program's own run instead)

@@ -7,7 +7,10 @@ below it, and a minification needs only the stage where the program's failure fi
 shows before it can start. So once a dynamo graph has passed
 ``aot_eager_decomp_partition`` (while the program still ran, usually), its ``eager`` and
 ``aot_eager`` are not asked before the reduction, and neither is the one eager stage of
-an aot graph lowered from it. Each is an :class:`~minifier.stages.run.Outcome` that passed
+an aot graph lowered from it. A program that failed compiling an aot graph, inside its
+backend's own compiler, vouches for all of them at once: it traced that graph through
+dynamo, AOTAutograd and the backend's decompositions on the way, and a lighter stage
+only runs a graph, which cannot fail that compile's way. Each is an :class:`~minifier.stages.run.Outcome` that passed
 with :attr:`~minifier.stages.run.Outcome.implied_by` saying which stage vouched for it
 (:func:`voucher`). On a loaded machine those queries cost the second or so between the
 program's end and the reduction's first query.
@@ -34,17 +37,26 @@ VOUCHING = Stage.AOT_EAGER_DECOMP_PARTITION
 
 
 def voucher(
-    case: GraphCase, stage: str, outcomes: Mapping[str, Outcome], owner: Mapping[str, Outcome] | None = None
+    case: GraphCase,
+    stage: str,
+    outcomes: Mapping[str, Outcome],
+    owner: Mapping[str, Outcome] | None = None,
+    failed_compile: str | None = None,
 ) -> str | None:
     """What vouches for ``case`` passing ``stage`` without a query, or None.
 
     ``outcomes``: the case's own answers by stage; ``owner``: those of the dynamo graph an
     aot case was lowered from. Only answers from a query (or the program) vouch, never an
-    implied one.
+    implied one. ``failed_compile``: the aot graph of the same dynamo graph whose compile
+    failed in the program, inside the final backend's own compiler: the program traced it
+    through every lighter stage's machinery on the way, and those stages only run a graph,
+    which cannot fail that compile's way.
     """
     stages = stages_for(case)
     if stage not in stages[:-1]:
         return None
+    if failed_compile is not None:
+        return f"the program's {failed_compile} reached {case.backend}'s own compiler"
     if case.boundary == Boundary.DYNAMO:
         above = stages[stages.index(stage) + 1 : -1]
         return (

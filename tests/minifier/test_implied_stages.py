@@ -44,6 +44,29 @@ def test_an_aot_graph_is_vouched_for_by_the_dynamo_graph_it_was_lowered_from():
     assert voucher(forward, "inductor", {}, owner={DECOMP: PASSED}) is None
 
 
+def test_a_compile_that_failed_in_the_program_vouches_for_every_lighter_stage_of_its_graphs():
+    dynamo, forward = _case(), _case(boundary="aot", kind="forward", parent=0)
+    said = "the program's g0.forward reached inductor's own compiler"
+    assert voucher(dynamo, "eager", {}, failed_compile="g0.forward") == said
+    assert voucher(dynamo, DECOMP, {}, failed_compile="g0.forward") == said
+    assert voucher(forward, DECOMP, {}, failed_compile="g0.forward") == said
+    assert voucher(dynamo, "inductor", {}, failed_compile="g0.forward") is None  # (the program's own answer)
+
+
+def test_the_early_stages_learn_of_a_failed_compile_from_the_programs_events(tmp_path):
+    from minifier.capture.events import AotGraphSaved
+
+    dynamo, other = _case(), _case(index=1)
+    early = EarlyStages(None, None, accuracy=False, roots=[], imply=True)  # type: ignore[arg-type]
+    early.cases = {"g0/repro.py": dynamo, "g1/repro.py": other}
+    assert not early._vouched("g0/repro.py", dynamo, DECOMP)
+    failing = Signature("compile_error", "CppCompileError", "C++ compile error")
+    early._on_event(AotGraphSaved(0, "forward", str(tmp_path / "g0.forward" / "repro.py"), failure=failing))
+    assert early._vouched("g0/repro.py", dynamo, DECOMP) and early._vouched("g0/repro.py", dynamo, "eager")
+    assert early.outcomes["g0/repro.py"]["eager"].implied_by == "the program's g0.forward reached inductor's own compiler"
+    assert not early._vouched("g1/repro.py", other, "eager")  # (another dynamo graph's compile is not g1's)
+
+
 def test_the_early_stages_skip_an_implied_stage_only_when_asked_to_imply():
     dynamo, forward = _case(), _case(boundary="aot", kind="forward", parent=0)
     for imply in (True, False):
@@ -108,13 +131,16 @@ def test_a_run_asks_the_implied_stages_once_its_repro_is_ready(session, tmp_path
     result = minify_script(session, script, [], out=tmp_path / "runs")
     assert result.after.node_count == 1 and result.bisect is not None
     # at "repro ready": g0 passed the decomposed stage while the program slept, so its eager stages were not asked yet
+    # and g1 failed compiling in the planted backend: the program vouched for its lighter stages
     ready = reports[0]
     assert ready["pending"] == ["lower stages"], ready.get("pending")
-    g0 = next(g for g in ready["graphs"] if g["label"] == "g0")
-    assert g0["stages"]["eager"] == g0["stages"]["aot_eager"] == "pass"
+    for label in ("g0", "g1"):
+        row = next(g for g in ready["graphs"] if g["label"] == label)
+        assert row["stages"]["eager"] == row["stages"]["aot_eager"] == "pass", row
     # at the end: asked after the reduction, and nothing is pending
     final = json.loads((result.run_dir / "report.json").read_text())
     assert "pending" not in final and not implied(result.bisect)
     steps = [t["step"] for t in final["timeline"]]
     reduced = max(i for i, step in enumerate(steps) if " · " in step)  # (the reducer's last query)
-    assert {"eager", "aot_eager"} <= {s.split(" through ")[1] for s in steps[reduced:] if s.startswith("g0 (")}, steps
+    for label in ("g0", "g1"):
+        assert {"eager", "aot_eager"} <= {s.split(" through ")[1] for s in steps[reduced:] if s.startswith(f"{label} (")}, steps
