@@ -1,6 +1,6 @@
 """Stages a higher stage vouches for: asked once the repro is ready, not before the reduction.
 
-For a crash, the stages nest: ``aot_eager`` runs what ``eager`` runs, through
+For a failure that is not a wrong answer, the stages nest: ``aot_eager`` runs what ``eager`` runs, through
 AOTAutograd, and ``aot_eager_decomp_partition`` runs that again, decomposed and
 partitioned. A graph that runs right at a stage all but always runs at every stage
 below it, and a minification needs only the stage where the program's failure first
@@ -17,8 +17,8 @@ program's end and the reduction's first query.
 
 Every implied stage is asked once the repro is ready (:func:`take_answers`, before
 below the stage); the report's stage table then holds the answers, and a stage that
-fails after all is said in a note. Only for crashes, and only in ``minify run``: a
-wrong answer is judged against eager itself, and ``minify bisect``'s answer is the
+fails after all is said in a note. Only for failures that are not wrong answers, and only
+in ``minify run``: a wrong answer is judged against eager itself, and ``minify bisect``'s answer is the
 table, so there every stage is asked before anything is said.
 """
 
