@@ -18,7 +18,6 @@ from ..capture.events import AotGraphSaved, Event, GraphSaved, Ran, parse_events
 from ..capture.result import CaptureResult
 from ..isolation.executor import Handle
 from ..isolation.session import Session
-from ..isolation.worker import yielding
 from ..repro.files import load_repro
 from ..stages.run import Outcome, run_case, stages_for
 from ..unit.case import Boundary, GraphCase
@@ -33,9 +32,7 @@ class EarlyStages:
 
     The program runs on one core; once pt2kit's worker is warm, the other core is
     idle until the program ends. Every query the bisection asks anyway and that does
-    not wait on the program's own verdict can run there, one at a time, at the lowest
-    CPU priority (:func:`~minifier.isolation.worker.yielding`: they are a guess at what
-    the bisection will ask, and must not slow the program or what ``on_idle`` starts), in this
+    not wait on the program's own verdict can run there, one at a time, in this
     order: each dynamo graph's eager stages as soon as it is saved (the costliest, ``aot_eager_decomp_partition``,
     first); each aot graph's eager stage once its file holds its real inputs (or its compile failed); then
     the final stage of a dynamo graph whose first run returned. The final stage of
@@ -54,9 +51,7 @@ class EarlyStages:
     ``imply`` (a minification of a crash): a stage that a higher one vouches for is not
     asked at all here; its answer is an implied pass, asked once the repro is ready
     (:mod:`minifier.bisect.implied`); one still running when the program's answer implies
-    it is stopped. ``on_idle``: called once, as soon as the worker is warm, before any
-    query (the interpreter the repro will run in elsewhere starts then: every run needs it,
-    and its imports, paid beside the reduction, slowed every query there).
+    it is stopped.
     """
 
     def __init__(
@@ -67,10 +62,8 @@ class EarlyStages:
         accuracy: Accuracy,
         roots: list[str],
         imply: bool = False,
-        on_idle: Callable[[], None] | None = None,
     ) -> None:
         self.session, self.events, self.accuracy, self.roots, self.imply = session, events, accuracy, roots, imply
-        self.on_idle = on_idle
         self._read = 0
         self._partial = b""
         self._cheap: list[tuple[str, GraphCase, str]] = []  # (graph file, case, stage), in the order saved
@@ -92,15 +85,11 @@ class EarlyStages:
             self._on_event(event)
         self._cheap = [e for e in self._cheap if not self._vouched(*e)]
         early = [e for e in self._cheap if not (self.accuracy and e[1].boundary == Boundary.AOT)]
-        starting = not self._running and bool(early or self._final)
-        if self.on_idle is not None and self.session.worker.warm:
-            self.on_idle()  # (once, before any query: what it starts is needed in every run, the queries in some)
-            self.on_idle = None
-        if starting:
+        if not self._running and (early or self._final):
             path, case, stage = entry = (early or self._final)[0]
             (self._cheap if early else self._final).remove(entry)
             label = f"{case.label()} ({plural(case.node_count, 'node')}) through {stage}, while the program runs"
-            query = functools.partial(yielding, functools.partial(run_case, case, stage, accuracy=self.accuracy))
+            query = functools.partial(run_case, case, stage, accuracy=self.accuracy)
             handle = self.session.start(query, label)
             self._running.append((path, stage, handle, case))
 

@@ -86,9 +86,6 @@ def capture(session: Session, program: ProgramRun, *, again: bool = False, profi
                 accuracy=program.accuracy,
                 roots=roots,
                 imply=profile and not program.accuracy,
-                on_idle=functools.partial(elsewhere.get_ready_early, session, inductor=program.warms_inductor)
-                if profile
-                else None,
             )
         )
         # (started already, when `minify run` could: see pt2kit.script.start_capture)

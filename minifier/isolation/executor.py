@@ -63,10 +63,6 @@ class Executor(Protocol):
     warm_seconds: dict[str, float]
     """Seconds spent warming up, by what was warmed, for the report's timeline."""
 
-    @property
-    def warm(self) -> bool:
-        """Has every warm-up asked of it ended (a query started now starts warm)?"""
-
     def warm_up(self, level: str = "inductor", *, preload: Sequence[str] = (), wait: bool = False) -> None:
         """Prepare to run queries at ``level`` (imports, compilers, and the ``preload`` modules
         their functions live in), in the background unless ``wait``."""

@@ -61,10 +61,6 @@ class InProcessExecutor:
         self.warm_seconds: dict[str, float] = {}
         self.labels: list[str] = []  # every query asked, in order
 
-    @property
-    def warm(self) -> bool:
-        return True  # (nothing warms up ahead: the first query pays)
-
     def warm_up(self, level: str = "inductor", *, preload: Sequence[str] = (), wait: bool = False) -> None:
         """Import the modules the queries live in; the compilers warm up with the first query."""
         for name in preload:

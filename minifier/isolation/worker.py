@@ -141,11 +141,6 @@ class Worker:
         while wait and len(self.warm_seconds) < len(self._warming) and any(not z.closed for z in self._zygotes):
             self._pump(0.25)
 
-    @property
-    def warm(self) -> bool:
-        """Has the zygote reported every warm-up asked of it (at least one)?"""
-        return 0 < len(self._warming) <= len(self.warm_seconds)
-
     def close(self) -> None:
         """Stop every child and the zygote; remove the result scratch directory."""
         for zygote in self._zygotes:
