@@ -69,9 +69,8 @@ class EarlyStages:
         self._cheap: list[tuple[str, GraphCase, str]] = []  # (graph file, case, stage), in the order saved
         self._final: list[tuple[str, GraphCase, str]] = []
         self._dynamo: dict[str, tuple[str, GraphCase]] = {}  # label (g0) -> its file and case
-        self._running: list[
-            tuple[str, str, Any, GraphCase]
-        ] = []  # (graph file, stage, handle, the version asked about)
+        # (graph file, stage, handle, the version asked about)
+        self._running: list[tuple[str, str, Any, GraphCase]] = []
         self.outcomes: dict[str, dict[str, Outcome]] = {}
         self.cases: dict[str, GraphCase] = {}  # graph file -> the case read from it (the bisection reads no file twice)
         self.profiled: dict[str, Handle] = {}  # graph file -> its profile, started in :meth:`finish`
