@@ -29,6 +29,7 @@ from typing import cast
 
 from .bisect import program_check
 from .bisect.program_check import CHECK_FILE, PENDING, ProgramCheck
+from .bisect.report import Row
 from .bisect.implied import implied, take_answers
 from .bisect.steps import run_each
 from .bisect.subsystem import Below, Workaround, add_workaround_to_repro, go_below
@@ -53,7 +54,8 @@ def finished(
 ) -> MinifyResult:
     """The stages implied so far (:mod:`minifier.bisect.implied`), below the stage (``subsystem``), the other releases
     (``releases``, begun at the run's start), then done."""
-    stages = bool(implied(result.bisect))
+    cells = implied(result.bisect)
+    stages = bool(cells)
     if (stages or subsystem or releases is not None) and result.failure.failure is not None:
         then = " and ".join(
             [*(["at the graphs' lower stages"] if stages else []),
@@ -68,7 +70,7 @@ def finished(
         ]
         _rewrite_report(session, result)  # (the repro's report, saying what is still to come)
         if stages:
-            lower_stages(session, result)
+            lower_stages(session, result, cells)
         later = below_the_stage(session, result, script, args) if subsystem else None
         if releases is not None:
             other_releases(session, result, releases)
@@ -86,11 +88,10 @@ def finished(
     return result
 
 
-def lower_stages(session: Session, result: MinifyResult) -> None:
-    """The stages a higher one vouched for before the reduction, asked now in one batch over the cores
-    (:mod:`minifier.bisect.implied`)."""
+def lower_stages(session: Session, result: MinifyResult, cells: list[tuple[Row, str]]) -> None:
+    """The stages a higher one vouched for before the reduction (``cells``: :func:`~minifier.bisect.implied.implied`),
+    asked now in one batch over the cores."""
     assert result.bisect is not None
-    cells = implied(result.bisect)
     try:
         answers = run_each(
             session,
