@@ -37,7 +37,7 @@ from typing import Any
 from .worker import QueryError, QueryResult
 
 
-@dataclass
+@dataclass(eq=False)  # (a handle is itself, as the worker's are: sets of handles hold it by identity)
 class Answered:
     """A query that ran to its end as it was started (:meth:`InProcessExecutor.start`)."""
 

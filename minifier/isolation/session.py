@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -96,6 +97,7 @@ class Session:
         self.programs = Programs(self.progress, self.timeline)
         self.timeout = timeout
         self.queries = 0
+        self.waited: weakref.WeakSet[Handle] = weakref.WeakSet()  # on the timeline: waited again, not put there twice
         #: What to ask while the written repro runs elsewhere, given the repro's case, its
         #: check and ``done()`` (its run ended): below the stage's first questions, asked
         #: ahead on a core the run leaves free (:class:`minifier.bisect.subsystem.AskAhead`).
@@ -204,7 +206,9 @@ class Session:
     def wait(self, running: Handle) -> QueryResult[Any]:
         self.worker.wait([running], on_wait=self.progress.tick)
         result = running.result()
-        self.mark(running.label, result.seconds, ago=result.ended_ago)
+        if running not in self.waited:
+            self.waited.add(running)
+            self.mark(running.label, result.seconds, ago=result.ended_ago)
         return result
 
     def stop(self, running: Sequence[Handle]) -> None:

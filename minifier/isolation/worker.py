@@ -381,6 +381,7 @@ class Running(Generic[T]):
         self.killed = False
         self.died = False
         self.done = False
+        self.answer: QueryResult[T] | QueryError | None = None  # once done: what result() gives, every time
         self.cwd = os.getcwd()
         self.sys_path = list(sys.path)  # the child unpickles what this process could import
         self.env = pt2kit_env()  # and runs in this process's environment, not the zygote's pinned one
@@ -417,11 +418,22 @@ class Running(Generic[T]):
             self.done = True
 
     def result(self) -> QueryResult[T]:
-        result = self._result()
-        result.ended = self.ended if self.done else None
-        if self.done:
+        """Its answer; once done, the same one however often asked (its result file is read once)."""
+        if self.answer is None:
+            try:
+                result = self._result()
+            except QueryError as e:
+                if self.done:
+                    self.answer = e
+                raise
+            result.ended = self.ended if self.done else None
+            if not self.done:
+                return result
             _note_answer(self.log, result)
-        return result
+            self.answer = result
+        if isinstance(self.answer, QueryError):
+            raise self.answer
+        return self.answer
 
     def _result(self) -> QueryResult[T]:
         seconds = (self.ended if self.done else time.perf_counter()) - self.started

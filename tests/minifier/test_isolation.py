@@ -128,6 +128,24 @@ def test_the_timeline_puts_each_query_of_a_batch_where_it_ended(tmp_path):
 
 
 @pytest.mark.e2e  # pt2kit's worker processes
+def test_a_started_query_waited_for_twice_gives_its_answer_twice_and_one_timeline_step(tmp_path):
+    # The bisection's profile of the failing graph is started and handed on as a handle; a
+    # flaky graph minified again waits for the same handle. Its result file is read once:
+    # the second wait once read "process exited with status 0" and gave up the aot graph.
+    from minifier.isolation.session import Session
+
+    session = Session("twice", out=tmp_path / "runs", timeout=60, quiet=True)
+    try:
+        handle = session.start(functools.partial(operator.mul, 6, 7), "profile")
+        assert session.wait(handle).value == 42
+        again = session.wait(handle)
+        assert again.value == 42 and again.failure is None
+        assert [step.step for step in session.timeline.steps].count("profile") == 1
+    finally:
+        session.close()
+
+
+@pytest.mark.e2e  # pt2kit's worker processes
 def test_a_batch_that_has_its_answer_stops_the_queries_still_running(tmp_path):
     # The reducer's "first half that fails" (CandidateQuery's ``until``) rests on this: once
     # ``enough`` says yes, a query still running is killed, not waited for, and its result is None.
