@@ -160,7 +160,7 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
     reduction = start_reducer(session, case, check.asked(tries_for(failure_rate)), came, prior)
     get_ready(session, case, stage)  # (torch's imports, for the written repro's run elsewhere, paid while the reducer works)
     if bisect is not None:  # (a rerun resumes without bisecting again, and reports this)
-        saved = Bisected.of(bisect, before, came.failure.signature).to_json()
+        saved = Bisected.of(bisect, before, came.failure.signature, asked_only=True).to_json()
         (session.run_dir / BISECTED).write_text(json.dumps(saved))
     with holding(session.run_dir):  # a second run of this command meanwhile starts afresh
         path, verified, notes = reduce_and_write(session, reduction, case)

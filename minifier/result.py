@@ -48,18 +48,23 @@ class Bisected:
     nproc: int = 1
 
     @classmethod
-    def of(cls, bisect: BisectReport, before: GraphCase, signature: Signature | None) -> Bisected:
+    def of(cls, bisect: BisectReport, before: GraphCase, signature: Signature | None, *, asked_only: bool = False) -> Bisected:
+        """``asked_only``: a stage that passed unasked, implied by a higher one
+        (:mod:`minifier.bisect.implied`), is left out, as not asked: what a resumed run
+        reports, since it never asks them."""
         row = next(
             (r for r in bisect.rows if r.boundary == Boundary.DYNAMO and r.case is not None and r.case.index == before.index),
             None,
         )
         first = row.first_failure if row is not None else None
         speaks = row is not None and first is not None and first.failure is not None and first.failure.signature == signature
+        graphs = tuple(r.record(bisect.stages, asked_only=asked_only) for r in bisect.rows)
+        asked = [s for s, o in row.outcomes.items() if not (asked_only and o.implied_by)] if row is not None else []
         return cls(
             script=bisect.script,
             kernel=bisect.kernel,
-            graphs=tuple(r.record(bisect.stages) for r in bisect.rows),
-            statuses=row.table(list(row.outcomes)) if speaks and row else None,
+            graphs=graphs,
+            statuses=row.table(asked) if speaks and row else None,
             distributed=plain_json(bisect.distributed()),
             nproc=bisect.nproc,
         )

@@ -66,16 +66,18 @@ class Row:
             s: "pass" if self.outcomes[s].passed else ("other" if order.index(s) < lighter else "fail") for s in stages
         }
 
-    def record(self, stages: list[str]) -> GraphRecord:
-        """This row as one entry of a report's ``graphs``; ``stages`` are the backend's, in order."""
+    def record(self, stages: list[str], *, asked_only: bool = False) -> GraphRecord:
+        """This row as one entry of a report's ``graphs``; ``stages`` are the backend's, in order.
+        ``asked_only``: a stage that passed by implication, not asked yet, is None (not asked)."""
         first = self.first_failure
+        outcomes = {s: o for s, o in self.outcomes.items() if not (asked_only and o.implied_by)}
         return GraphRecord(
             label=self.label,
             boundary=self.boundary,
             kind=self.kind,
             nodes=self.nodes,
             frame=plain_json(self.frame),
-            stages={s: (self.outcomes[s].status if s in self.outcomes else None) for s in stages},
+            stages={s: (outcomes[s].status if s in outcomes else None) for s in stages},
             first_failure=None if first is None else first.stage,
             failure=None if first is None else FailureRecord.of(first.failure, first.stage),
             repro=str(self.case_path) if self.case_path else None,

@@ -137,6 +137,10 @@ def test_a_run_asks_the_implied_stages_once_its_repro_is_ready(session, tmp_path
     for label in ("g0", "g1"):
         row = next(g for g in ready["graphs"] if g["label"] == label)
         assert row["stages"]["eager"] == row["stages"]["aot_eager"] == "pass", row
+    # what a resumed run would report: the implied cells as not asked (it never asks them), not as passes
+    saved = json.loads((result.run_dir / "bisected.json").read_text())
+    g1 = next(g for g in saved["graphs"] if g["label"] == "g1")
+    assert g1["stages"]["eager"] is None and g1["stages"]["aot_eager"] is None, g1
     # at the end: asked after the reduction, and nothing is pending
     final = json.loads((result.run_dir / "report.json").read_text())
     assert "pending" not in final and not implied(result.bisect)
