@@ -77,8 +77,9 @@ def finished(
         if later is not None:  # (the last: from now on the detached process alone writes the report)
             start_program_check(session.run_dir, later)
             session.log(
-                f"{Path(later.script).name} now runs with the workaround in the background; report.json says how it "
-                "ran when it ends (logs/program-check.log)"
+                f"{Path(later.script).name} now runs with the workaround in the background; "
+                f"{session.run_dir / 'report.json'} says how it ran when it ends (a copy printed now, --json's, does not; "
+                "--wait waits for it)"
             )
     elif releases is not None:
         releases.close()

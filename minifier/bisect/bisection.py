@@ -188,10 +188,11 @@ def _bisect_script(
 
 def found_so_far(report: BisectReport, stage: str | None = None) -> dict[str, object]:
     """What a run that ends without a repro keeps of the bisection in ``report.json``: the program's failure (as
-    ``failure`` too, at ``stage`` where known) and each graph's stages."""
+    ``failure`` too, at ``stage`` where known), each graph's stages, and the program's path (``issue.md`` inlines
+    the program where it is the repro)."""
     found = report.to_json()
     failure = FailureRecord.of(report.original, stage)
-    return {key: found[key] for key in ("original_failure", "graphs")} | {"failure": failure and failure.to_json()}
+    return {key: found[key] for key in ("original_failure", "graphs", "script")} | {"failure": failure and failure.to_json()}
 
 
 def flaky_or_not_alone(session: Session, program: ProgramRun, report: BisectReport, flaky: FlakyFailure) -> NoReturn:

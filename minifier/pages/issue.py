@@ -102,6 +102,8 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
         parts += [repro.rstrip(), "```"]
         if report.get("inputs") == "real":
             parts.append("The repro loads its real inputs from the data file named in it: attach that file too.")
+    else:
+        parts += _no_repro(report)
     stages = report.get("stages") or {}
     if stages:
         parts += ["", "| stage | " + " | ".join(stages) + " |", "|---" * (len(stages) + 1) + "|"]
@@ -113,6 +115,28 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
     parts += _below(report) + _releases(report)
     versions = ["", "### Versions", "", "```", environment().rstrip(), "```", ""]
     return scrub("\n".join(parts), run_dir) + "\n" + "\n".join(versions)
+
+
+#: The longest program inlined as its own repro; a longer one is named, to attach.
+PROGRAM_LINES = 150
+
+
+def _no_repro(report: dict[str, Any]) -> list[str]:
+    """A run that ended without a repro.py: what pt2kit found (its message), and, where the failure needs the whole
+    program on one backend (``program_fails_at``), the program itself as the repro."""
+    out = ["", f"pt2kit found no smaller repro: {report['message']}"] if report.get("message") else []
+    stage, script = report.get("program_fails_at"), report.get("script")
+    if not stage or not script:
+        return out
+    try:
+        program = Path(script).read_text()
+    except (OSError, UnicodeDecodeError):
+        return out
+    name = Path(script).name
+    said = f"Repro: the program itself, `python {name}`; it fails the same way with every `torch.compile` on `backend='{stage}'`"
+    if len(program.splitlines()) > PROGRAM_LINES:
+        return [*out, "", f"{said} ({len(program.splitlines())} lines: attach {name})."]
+    return [*out, "", f"{said}:", "", "```python", program.rstrip(), "```"]
 
 
 def _below(report: dict[str, Any]) -> list[str]:

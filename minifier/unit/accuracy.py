@@ -55,6 +55,8 @@ def accuracy_category(problem: str) -> str:
         return "aliasing"
     if "returns where eager raises " in problem:  # (it runs what eager refuses, and which refusal is part of it)
         return "eager raises " + problem.split("returns where eager raises ", 1)[1]
+    if "agree on a non-finite" in problem:  # (eager's NaN or inf swallowed: another bug than one that makes them)
+        return "non-finite values lost"
     if "non-finite" in problem:
         return "non-finite values"
     if "is_inference()" in problem:

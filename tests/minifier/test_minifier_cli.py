@@ -394,3 +394,25 @@ def test_a_pt2kit_bug_is_one_line_exit_70_and_keeps_the_run_directory(tmp_path, 
     (run_dir,) = (tmp_path / "runs").glob("run-*")
     assert json.loads((run_dir / "report.json").read_text())["status"] == "error"
     assert "a bug of ours" in (run_dir / "logs" / "internal-error.txt").read_text()
+
+
+def test_help_lists_every_exit_code_a_command_can_end_with():
+    # a user who meets exit 5 reads --help first: every code pt2kit's errors end with is there, and nothing else
+    import inspect
+
+    from click.testing import CliRunner
+
+    import pt2kit.errors
+    from minifier.cli import EXIT_CODES, main
+    from pt2kit.seams import SeamBroken
+
+    codes = {
+        cls.exit_code
+        for _, cls in inspect.getmembers(pt2kit.errors, inspect.isclass)
+        if issubclass(cls, pt2kit.errors.UserFacingError) and cls is not pt2kit.errors.UserFacingError
+    } | {0, SeamBroken.exit_code}  # (0: a repro was written)
+    listed = {int(code) for code in re.findall(r"(?:^|[:;] ?|\n)(\d+) ", EXIT_CODES.replace("\b\n", ""))}
+    assert listed == codes, (listed, codes)
+    for command in ("run", "bisect", "repro"):
+        shown = CliRunner().invoke(main, [command, "--help"]).output
+        assert "Exit codes: 0 a repro was written" in shown and "70 pt2kit's own bug" in shown, command

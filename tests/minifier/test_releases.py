@@ -219,6 +219,29 @@ def test_issue_md_keeps_no_path_of_this_machine_outside_the_environment_block(tm
     assert scrub(f"upstream: {link}") == f"upstream: {link}"
 
 
+def test_issue_md_without_a_repro_says_why_and_inlines_the_program_where_it_is_the_repro(tmp_path):
+    # (AOTAutograd's runtime wrappers: every graph passes alone, the program fails on aot_eager: exit 5)
+    script = tmp_path / "alias.py"
+    script.write_text("import torch\nf = torch.compile(lambda x, y: x.mul_(2) + y)\n")
+    report = {
+        "status": "error",
+        "message": "alias.py fails (runtime_error: AssertionError) but none of its 1 graph fails that way in isolation",
+        "program_fails_at": "aot_eager",
+        "script": str(script),
+        "failure": {"stage": "aot_eager", "kind": "runtime_error", "exception": "AssertionError", "message": "not close"},
+    }
+    body = render_issue(report, None, tmp_path).partition("### Versions")[0]
+    assert "pt2kit found no smaller repro: alias.py fails" in body
+    assert "`python alias.py`" in body and "backend='aot_eager'" in body and "x.mul_(2) + y" in body
+    assert str(tmp_path) not in body
+    script.write_text("x = 1\n" * 200)  # (too long to inline: named, to attach)
+    body = render_issue(report, None, tmp_path).partition("### Versions")[0]
+    assert "x = 1" not in body and "200 lines: attach alias.py" in body
+    del report["program_fails_at"]  # (no backend the whole program fails on: the message alone)
+    body = render_issue(report, None, tmp_path).partition("### Versions")[0]
+    assert "pt2kit found no smaller repro" in body and "Repro: the program itself" not in body
+
+
 @pytest.mark.slow
 def test_a_genuine_bug_fixed_in_2_15_is_said_fixed_and_one_it_still_has_is_said_to_fail(tmp_path):
     venv = REPO / ".venv-2.15"

@@ -42,9 +42,11 @@ def test_accuracy_catches_nan_shape_and_integer_mismatches():
     nan_first = torch.tensor([float("nan"), 1.0, float("inf"), 0.5])
     swallowed = accuracy_divergence([nan_first], [torch.tensor([0.0, 1.0, float("inf"), 0.5])], [nan_first.double()])
     assert swallowed == "output 0: 1 values differ where eager and fp64 agree on a non-finite one"
-    assert accuracy_category(swallowed) == "non-finite values"
+    assert accuracy_category(swallowed) == "non-finite values lost"  # (not "made": the headline says which)
     assert accuracy_divergence([nan_first], [nan_first.clone()], [nan_first.double()]) is None
     assert "non-finite" in accuracy_divergence([nan_first], [nan_first.nan_to_num(posinf=1.0)], [nan_first.double()])
+    made = accuracy_divergence([torch.ones(2)], [torch.tensor([1.0, float("nan")])], [torch.ones(2).double()])
+    assert accuracy_category(made) == "non-finite values"
     # inference_mode inside a graph makes inference tensors that a program may not write or save for
     # backward: a compiled graph whose outputs lose the flag is wrong with every value right
     with torch.inference_mode():
