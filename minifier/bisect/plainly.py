@@ -61,11 +61,13 @@ def fails_only_plainly(program: ProgramRun) -> None:
                 f"{said}, and it runs to the end with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1: the bug is in a compile "
                 "cache (Inductor's FX graph cache or AOTAutograd's), which a hit across its recompiles reaches; one "
                 "graph compiled once cannot show it. TORCHINDUCTOR_AUTOGRAD_CACHE=0 or TORCHINDUCTOR_FX_GRAPH_CACHE=0 "
-                "alone says which"
+                "alone says which",
+                script=str(script),
             )
         raise NotReproducible(
             f"{said}: its failure depends on state the capture changes (Inductor's caches across recompiles, "
-            "timing, the environment); it fails with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 too, so not on a cache"
+            "timing, the environment); it fails with TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 too, so not on a cache",
+            script=str(script),
         )
 
 

@@ -18,6 +18,7 @@ import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from pt2kit.errors import NotReproducible
 from pt2kit.signature import Kind, shown
 
 ISSUE_MD = "issue.md"
@@ -122,18 +123,21 @@ PROGRAM_LINES = 150
 
 
 def _no_repro(report: dict[str, Any]) -> list[str]:
-    """A run that ended without a repro.py: what pt2kit found (its message), and, where the failure needs the whole
-    program on one backend (``program_fails_at``), the program itself as the repro."""
+    """A run that ended without a repro.py: what pt2kit found (its message), and, where the program fails but no
+    graph does alone (exit 5: the failure needs the whole program, on one backend where ``program_fails_at``
+    says which), the program itself as the repro."""
     out = ["", f"pt2kit found no smaller repro: {report['message']}"] if report.get("message") else []
     stage, script = report.get("program_fails_at"), report.get("script")
-    if not stage or not script:
+    if not script or not (stage or report.get("exit_code") == NotReproducible.exit_code):
         return out
     try:
         program = Path(script).read_text()
     except (OSError, UnicodeDecodeError):
         return out
     name = Path(script).name
-    said = f"Repro: the program itself, `python {name}`; it fails the same way with every `torch.compile` on `backend='{stage}'`"
+    said = f"Repro: the program itself, `python {name}`" + (
+        f"; it fails the same way with every `torch.compile` on `backend='{stage}'`" if stage else ""
+    )
     if len(program.splitlines()) > PROGRAM_LINES:
         return [*out, "", f"{said} ({len(program.splitlines())} lines: attach {name})."]
     return [*out, "", f"{said}:", "", "```python", program.rstrip(), "```"]

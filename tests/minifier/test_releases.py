@@ -237,8 +237,11 @@ def test_issue_md_without_a_repro_says_why_and_inlines_the_program_where_it_is_t
     script.write_text("x = 1\n" * 200)  # (too long to inline: named, to attach)
     body = render_issue(report, None, tmp_path).partition("### Versions")[0]
     assert "x = 1" not in body and "200 lines: attach alias.py" in body
-    del report["program_fails_at"]  # (no backend the whole program fails on: the message alone)
-    body = render_issue(report, None, tmp_path).partition("### Versions")[0]
+    script.write_text("import torch\n")
+    del report["program_fails_at"]  # (exit 5 on no one backend: a compile cache's bug, say; the program still is the repro)
+    body = render_issue({**report, "exit_code": 5}, None, tmp_path).partition("### Versions")[0]
+    assert "Repro: the program itself, `python alias.py`:" in body and "backend=" not in body
+    body = render_issue(report, None, tmp_path).partition("### Versions")[0]  # (another end: the message alone)
     assert "pt2kit found no smaller repro" in body and "Repro: the program itself" not in body
 
 
