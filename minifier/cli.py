@@ -24,7 +24,7 @@ for _variable in ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL"):
     os.environ.pop(_variable, None)
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
-from pt2kit.errors import InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
+from pt2kit.errors import MINIFY_EXIT_HELP, InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
 from pt2kit.script import check_syntax, resolve_script  # noqa: E402
 from .hunt.command import hunt_command  # noqa: E402
 from .releases.command import specs_or_exit, torch_versions_option, versions_command  # noqa: E402
@@ -37,14 +37,6 @@ if TYPE_CHECKING:
     from .unit.case import GraphCase
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-#: ``--help``'s last lines for the commands that run a program or a repro (docs/minify.md has the long form).
-EXIT_CODES = """\b
-Exit codes: 0 a repro was written (bisect: the table); 1 no failure, or a flaky one;
-2 usage error or no such script; 3 the script raised before torch.compile compiled
-anything; 4 no such backend; 5 the program fails but no graph fails alone (the
-message says why; run-dir/issue.md holds the program as the repro where that is
-the only one); 6 a record that cannot be read; 9 this torch breaks a pt2kit seam;
-70 pt2kit's own bug; 130 interrupted (a rerun resumes)."""
 #: A query's time limit: a positive number of seconds (0 or less would call every query a hang).
 TIMEOUT = click.FloatRange(min=0, min_open=True)
 _Flag = TypeVar("_Flag", bound="bool | None")  # --accuracy: a flag, or an --accuracy/--no-accuracy that may be unset
@@ -134,7 +126,7 @@ def _saved_paths(script: Path, args: tuple[str, ...]) -> list[Path]:
     return [resolve_script(p, "repro") for p in (str(script), *args)]
 
 
-@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True}, epilog=EXIT_CODES)
+@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True}, epilog=MINIFY_EXIT_HELP)
 @_saved_option
 @_subsystem_option
 @_common_options
@@ -208,7 +200,7 @@ def bisect(
     )
 
 
-@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True}, epilog=EXIT_CODES)
+@main.command(context_settings={**CONTEXT, "ignore_unknown_options": True}, epilog=MINIFY_EXIT_HELP)
 @click.option(
     "--after",
     type=click.Choice(["auto", "dynamo", "aot"]),
@@ -291,7 +283,7 @@ def run(
     )
 
 
-@main.command(context_settings=CONTEXT, epilog=EXIT_CODES)
+@main.command(context_settings=CONTEXT, epilog=MINIFY_EXIT_HELP)
 @click.option(
     "--after",
     type=click.Choice(["auto", "dynamo", "aot"]),

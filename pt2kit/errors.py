@@ -176,3 +176,14 @@ def exit_with(error: UserFacingError, program: str, as_json: bool = False) -> No
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``1 node``, ``2 nodes``: a count and its noun, as a message says it."""
     return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+#: ``minify run``/``bisect``/``repro --help``'s last lines: :data:`EXIT_CODES` as ``minify`` reads them (docs/minify.md
+#: has the long form).
+MINIFY_EXIT_HELP = """\b
+Exit codes: 0 a repro was written (bisect: the table); 1 no failure, or a flaky one;
+2 usage error or no such script; 3 the script raised before torch.compile compiled
+anything; 4 no such backend; 5 the program fails but no graph fails alone (the
+message says why, and the run directory's issue.md holds the program as its
+repro); 6 a record that cannot be read; 9 this torch breaks a pt2kit seam;
+70 pt2kit's own bug; 130 interrupted (a rerun resumes)."""
