@@ -36,7 +36,7 @@ from .bisect.bisection import bisect_saved, bisect_script, flaky_or_not_alone
 from .bisect.report import BisectReport
 from .bisect.culprit import pin_down_again
 from .bisect.untraceable import replayed_in_pieces
-from .bisect.subsystem import AskAhead
+from .bisect.probes import AskAhead
 from .capture.program import ProgramRun
 from .bisect.choice import check_after, choose_graph, lowered_from
 from .result import BISECTED, Bisected, MinifyResult

@@ -10,5 +10,6 @@
 - ``report``: a :class:`Row` per graph, and the :class:`BisectReport`;
 - ``choice``: which graph a run minifies, at the boundary ``--after`` asks for;
 - ``subsystem``: below the stage, the subsystem that breaks and a workaround;
+- ``probes``: the bisector's questions about one graph, each a query, the first asked while the repro runs elsewhere;
 - ``program_check``: the program's run with that workaround, in the background by default.
 """

@@ -21,25 +21,22 @@ both (``subsystem``, ``workaround``), and the summary and the repro's header say
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..unit.case import Boundary, GraphCase
 from pt2kit.seams import compiler_bisector
-from ..isolation.executor import Handle
-from ..isolation.worker import yielding
 from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import raises_in_eager, run_case
 from ..unit.check import Stage, stage_below
 from . import program_check
+from .probes import AskAhead, disabled_whole, passes_with_bisector
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -81,108 +78,6 @@ class Workaround:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "verified": self.verified_on == "program"}
-
-
-def passes_with_bisector(case: GraphCase, stage: str, target: Signature, accuracy: Accuracy, directory: str) -> bool:
-    """(In a worker child) does ``case`` pass ``stage`` under the bisector's current state? (its config change applied)"""
-    with under_bisector(stage, directory):
-        outcome = run_case(case, stage, accuracy=accuracy)
-    return not (outcome.failure is not None and outcome.failure.signature == target)
-
-
-@contextlib.contextmanager
-def under_bisector(stage: str, directory: str) -> Iterator[None]:
-    """The bisector's state in ``directory`` on, and the config change it asks for applied.
-
-    The change is read inside: outside, torch's bisector reads its default directory. (Inductor's
-    own compile applies it too, but an aot graph's query calls Inductor's inner compile.)
-    """
-    with compiler_bisector.enabled(directory), _config_patch(stage, compiler_bisector.config_change(stage)):
-        yield
-
-
-def _config_patch(stage: str, change: dict[str, Any]) -> Any:
-    if not change:
-        return contextlib.nullcontext()
-    if stage == Stage.INDUCTOR:
-        import torch._inductor.config as inductor_config
-
-        return inductor_config.patch(change)
-    import torch._functorch.config as functorch_config
-
-    return functorch_config.patch(change)
-
-
-class AskAhead:
-    """The bisector's first questions about the repro's graph, asked while the repro runs elsewhere.
-
-    Verifying the repro is one process, on one core, for seconds (an interpreter, an
-    Inductor compile); :func:`drill_down` asks its questions only after. Meanwhile the
-    other cores ask, at the lowest CPU priority (the run elsewhere is what the user waits
-    for: :func:`~minifier.isolation.worker.yielding`), in the bisector's order, what its search asks first: does the
-    graph pass with each subsystem disabled whole (:func:`passes_disabled`)? Until one
-    does, or the run ends. :func:`drill_down` then reads these answers instead of asking
-    again, so its questions, its answers and what it finds are the same; only fewer of
-    them wait. A repro that is not drilled after all (it did not verify and is minified
-    again) leaves its answers unread. With one job, nothing is asked ahead: the run
-    elsewhere has the core.
-    """
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.answers: dict[tuple[str, str, str], dict[str, bool]] = {}
-
-    def key(self, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> tuple[str, str, str]:
-        from ..repro.writer import render
-
-        return render(case, stage=stage, accuracy=accuracy), stage, str(target)
-
-    def __call__(self, case: GraphCase, check: Any, done: Callable[[], bool]) -> None:
-        """(``Session.while_verifying``) Ask ahead about ``case`` under ``check`` until ``done()``.
-
-        Questions still running then are stopped unanswered, and so is one that did not end by
-        itself (a crash, a timeout): :func:`drill_down` asks those again.
-        """
-        from pt2kit import seams
-
-        session, stage, target, accuracy = self.session, check.stage, check.failure, check.accuracy
-        slots = session.jobs - 1
-        if slots < 1 or stage not in compiler_bisector.DRILLABLE or not seams.check("compiler_bisector").ok:
-            return
-        answers = self.answers.setdefault(self.key(case, stage, target, accuracy), {})
-        names = iter(compiler_bisector.subsystems(stage))
-        running: list[tuple[str, Handle, str]] = []
-
-        def collect() -> None:
-            for name, handle, directory in [r for r in running if r[1].done]:
-                running.remove((name, handle, directory))
-                shutil.rmtree(directory, ignore_errors=True)
-                result = handle.result()
-                session.mark(handle.label, result.seconds, ago=result.ended_ago)
-                if result.ok:
-                    answers[name] = bool(result.value)
-
-        try:
-            while not done() and not any(answers.values()):  # (the search stops at the first that passes)
-                collect()
-                following = next(names, None) if len(running) < slots else None
-                if following is not None:
-                    asked, directory = disabled_whole(session, case, stage, target, accuracy, following)
-                    label = f"{case.label()}: which part of {stage} breaks it: without {following}"
-                    running.append((following, session.start(functools.partial(yielding, asked), label), directory))
-                elif not running:
-                    return
-                else:
-                    session.worker.poll(0.1)
-        finally:
-            collect()
-            session.stop([h for _, h, _ in running])
-            for _, _, directory in running:
-                shutil.rmtree(directory, ignore_errors=True)
-
-    def answered(self, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy) -> dict[str, bool]:
-        """What was asked ahead about ``case`` (nothing, unless the very same questions were)."""
-        return dict(self.answers.get(self.key(case, stage, target, accuracy), {}))
 
 
 def drill_down(
@@ -241,16 +136,6 @@ def passes_disabled(
     finally:
         for _, directory in asked:
             shutil.rmtree(directory, ignore_errors=True)
-
-
-def disabled_whole(
-    session: Session, case: GraphCase, stage: str, target: Signature, accuracy: Accuracy, name: str
-) -> tuple[Callable[[], bool], str]:
-    """The query "does ``case`` pass with ``name`` disabled whole?", and the directory that holds the bisector's
-    state for it (in the run directory, where the query's child reads it; the caller removes it once answered)."""
-    directory = tempfile.mkdtemp(prefix=f"pt2kit-subsystem-{name}-", dir=session.run_dir)
-    compiler_bisector.disable_whole(stage, name, directory)
-    return functools.partial(passes_with_bisector, case, stage, target, accuracy, directory), directory
 
 
 def _detail(found: compiler_bisector.Found, case: GraphCase) -> tuple[str | None, tuple[str, ...]]:

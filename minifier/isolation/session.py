@@ -100,7 +100,7 @@ class Session:
         self.waited: weakref.WeakSet[Handle] = weakref.WeakSet()  # on the timeline: waited again, not put there twice
         #: What to ask while the written repro runs elsewhere, given the repro's case, its
         #: check and ``done()`` (its run ended): below the stage's first questions, asked
-        #: ahead on a core the run leaves free (:class:`minifier.bisect.subsystem.AskAhead`).
+        #: ahead on a core the run leaves free (:class:`minifier.bisect.probes.AskAhead`).
         self.while_verifying: Callable[[Any, Any, Callable[[], bool]], None] | None = None
         #: Below the stage leaves the program's run with the workaround to the background
         #: (``minify run`` without ``--wait``: :mod:`minifier.bisect.program_check`).

@@ -126,7 +126,7 @@ def test_a_config_change_the_bisector_asks_for_is_applied_to_the_query_even_with
     import torch._inductor.config as inductor_config
     import torch._functorch.config as functorch_config
 
-    from minifier.bisect.subsystem import under_bisector
+    from minifier.bisect.probes import under_bisector
     from pt2kit.seams import compiler_bisector
 
     for stage, name, config, key, value in (
@@ -325,3 +325,19 @@ def test_a_real_models_wrong_post_grad_pass_is_named_and_turned_off(session, tmp
     assert result.below.workaround is not None and "disabled_passes = 'post_grad_custom_post_pass'" in result.below.workaround.code
     assert run_program(script).returncode != 0
     assert run_program(script, result.below.workaround.code).returncode == 0
+
+
+def test_a_question_asked_ahead_is_read_as_the_search_reads_it_a_crash_fails_a_timeout_is_asked_again():
+    # A crash of the graph's own (an Inductor kernel's abort) is the answer "it still fails": the drill-down
+    # reads it so, and once asked ahead it must not ask it again (BERT's abort: 8 of 9 asked twice).
+    # A timeout asked at the lowest CPU priority may be starvation: not an answer.
+    import signal
+
+    from minifier.bisect.probes import ahead_answer
+    from minifier.isolation.worker import QueryResult
+    from pt2kit.signature import signature_of_crash, signature_of_timeout
+
+    assert ahead_answer(QueryResult(True, None, 0.1)) is True
+    assert ahead_answer(QueryResult(False, None, 0.1)) is False
+    assert ahead_answer(QueryResult(None, signature_of_crash(signal.SIGABRT), 0.1)) is False
+    assert ahead_answer(QueryResult(None, signature_of_timeout(60.0), 60.0)) is None
