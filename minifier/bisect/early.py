@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .implied import voucher
+from .implied import VOUCHING, voucher
 from ..capture.events import AotGraphSaved, Event, GraphSaved, Ran, parse_events
 from ..capture.result import CaptureResult
 from ..isolation.executor import Handle
@@ -103,6 +103,26 @@ class EarlyStages:
         for entry in [e for e in self._running if self._vouched(e[0], e[3], e[1])]:
             self.session.stop([entry[2]])  # (implied now: asked again once the repro is ready)
             self._running.remove(entry)
+        failing = (
+            next(
+                (
+                    path
+                    for path, case in self.cases.items()
+                    if case.boundary == Boundary.AOT and Path(path).parent.name in failed
+                ),
+                None,
+            )
+            if profile
+            else None
+        )
+        if failing is not None:  # (started, not waited for: the bisection reads its graphs meanwhile)
+            from ..stages.profile import profile_or_why
+
+            values = self.session.run_dir / "work" / "values.pt"
+            values.parent.mkdir(parents=True, exist_ok=True)
+            profiling = functools.partial(profile_or_why, self.cases[failing], values)
+            self.profiled[failing] = self.session.start(profiling, "profiling the graph (one eager run)")
+        self._await_vouchers()
         wanted = [
             (path, case, stage)
             for path, case, stage in self._cheap
@@ -125,31 +145,20 @@ class EarlyStages:
             )
             for _, case, stage in wanted
         ]
-        failing = (
-            next(
-                (
-                    path
-                    for path, case in self.cases.items()
-                    if case.boundary == Boundary.AOT and Path(path).parent.name in failed
-                ),
-                None,
-            )
-            if profile
-            else None
-        )
-        alongside = [handle for _, _, handle, _ in self._running]
-        if failing is not None:  # (started, not waited for: the bisection reads its graphs meanwhile)
-            from ..stages.profile import profile_or_why
-
-            values = self.session.run_dir / "work" / "values.pt"
-            values.parent.mkdir(parents=True, exist_ok=True)
-            profiling = functools.partial(profile_or_why, self.cases[failing], values)
-            self.profiled[failing] = self.session.start(profiling, "profiling the graph (one eager run)")
-            alongside.append(self.profiled[failing])
+        alongside = [handle for _, _, handle, _ in self._running] + list(self.profiled.values())
         results = self.session.query_all(queries, alongside=alongside) if queries else []
         for (path, _, stage), result in zip(wanted, results):
             if result is not None:
                 self.outcomes.setdefault(path, {})[stage] = Outcome.of_query(stage, result)
+
+    def _await_vouchers(self) -> None:
+        """With ``imply``, and lower stages still queued: wait for a running query of the vouching stage.
+        Started first, it ends first; its pass spares the lower stages of its graph and of the aot graphs lowered
+        from it (queries on every core, beside it) until the repro is ready; only its failure costs the wait."""
+        vouching = [h for _, stage, h, _ in self._running if self.imply and self._cheap and stage == VOUCHING]
+        if vouching:
+            self.session.worker.wait(vouching, on_wait=self.session.progress.tick)
+            self._collect()
 
     def _vouched(self, path: str, case: GraphCase, stage: str) -> bool:
         """With ``imply``: does a higher stage vouch for this one (:func:`~minifier.bisect.implied.voucher`)? Its
