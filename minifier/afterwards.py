@@ -37,7 +37,7 @@ from .isolation.session import Session
 from .pages.minify_page import write_run_report
 from .reduce.checkpoint import Status, mark_checkpoint
 from .releases.checks import Preparing, ReleaseCheck, THIS_ENVIRONMENT
-from .result import MinifyResult
+from .result import MinifyResult, save_bisected
 
 
 #: What ``report.json``'s ``pending`` names while it is looked at.
@@ -100,6 +100,8 @@ def lower_stages(session: Session, result: MinifyResult, cells: list[tuple[Row, 
             accuracy=result.bisect.accuracy,
         )
         result.notes.extend(take_answers(cells, answers))
+        signature = result.failure.failure.signature if result.failure.failure else None
+        save_bisected(session.run_dir, result.bisect, result.before, signature)  # (a resumed run reports them asked)
     except Exception as e:  # noqa: BLE001 - the repro is written: a failure here costs a note, never the run
         result.notes.append(
             f"the lower stages were not asked ({type(e).__name__}: {str(e)[:200]}); the repro is unaffected"

@@ -39,7 +39,7 @@ from .bisect.untraceable import replayed_in_pieces
 from .bisect.probes import AskAhead
 from .capture.program import ProgramRun
 from .bisect.choice import check_after, choose_graph, lowered_from
-from .result import BISECTED, Bisected, MinifyResult
+from .result import BISECTED, Bisected, MinifyResult, save_bisected
 from .capture.blame import Blame
 from .unit.case import GraphCase
 from .unit.accuracy import refused_by_eager
@@ -160,8 +160,7 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
     reduction = start_reducer(session, case, check.asked(tries_for(failure_rate)), came, prior)
     get_ready(session, case, stage)  # (torch's imports, for the written repro's run elsewhere, paid while the reducer works)
     if bisect is not None:  # (a rerun resumes without bisecting again, and reports this)
-        saved = Bisected.of(bisect, before, came.failure.signature, asked_only=True).to_json()
-        (session.run_dir / BISECTED).write_text(json.dumps(saved))
+        save_bisected(session.run_dir, bisect, before, came.failure.signature)
     with holding(session.run_dir):  # a second run of this command meanwhile starts afresh
         path, verified, notes = reduce_and_write(session, reduction, case)
     asked = reduction.query.check

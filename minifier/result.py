@@ -90,6 +90,12 @@ class Bisected:
 BISECTED = "bisected.json"
 
 
+def save_bisected(run_dir: Path, bisect: BisectReport, before: GraphCase, signature: Signature | None) -> None:
+    """What a resumed run reports of the bisection (:data:`BISECTED`), the stages asked so far: saved as the
+    reduction starts, and again once the lower stages a higher one vouched for were asked."""
+    (run_dir / BISECTED).write_text(json.dumps(Bisected.of(bisect, before, signature, asked_only=True).to_json()))
+
+
 @dataclass
 class MinifyResult:
     """What a minification produced; ``record()`` is ``report.json`` (docs/minify.md)."""

@@ -126,8 +126,14 @@ def test_a_run_asks_the_implied_stages_once_its_repro_is_ready(session, tmp_path
 
     script = tmp_path / "two_graphs.py"
     script.write_text(TWO_GRAPHS.format(tests=str(USER_MODULES)))
-    reports, write = [], afterwards.write_run_report
-    monkeypatch.setattr(afterwards, "write_run_report", lambda where, data: (reports.append(data), write(where, data))[1])
+    reports, saved, write = [], [], afterwards.write_run_report
+
+    def writing(where, data):  # (each report as written, and what a resumed run would read of the bisection then)
+        reports.append(data)
+        saved.append(json.loads((where / "bisected.json").read_text()))
+        return write(where, data)
+
+    monkeypatch.setattr(afterwards, "write_run_report", writing)
     result = minify_script(session, script, [], out=tmp_path / "runs")
     assert result.after.node_count == 1 and result.bisect is not None
     # at "repro ready": g1 failed compiling in the planted backend, so the program vouched for its lighter stages
@@ -137,10 +143,12 @@ def test_a_run_asks_the_implied_stages_once_its_repro_is_ready(session, tmp_path
     for label in ("g0", "g1"):
         row = next(g for g in ready["graphs"] if g["label"] == label)
         assert row["stages"]["eager"] == row["stages"]["aot_eager"] == "pass", row
-    # what a resumed run would report: the implied cells as not asked (it never asks them), not as passes
-    saved = json.loads((result.run_dir / "bisected.json").read_text())
-    g1 = next(g for g in saved["graphs"] if g["label"] == "g1")
+    # what a resumed run would report then: the implied cells as not asked (it never asks them), not as passes;
+    # once asked, as answered
+    g1 = next(g for g in saved[0]["graphs"] if g["label"] == "g1")
     assert g1["stages"]["eager"] is None and g1["stages"]["aot_eager"] is None, g1
+    g1 = next(g for g in saved[-1]["graphs"] if g["label"] == "g1")
+    assert g1["stages"]["eager"] == g1["stages"]["aot_eager"] == "pass", g1
     # at the end: asked after the reduction, and nothing is pending
     final = json.loads((result.run_dir / "report.json").read_text())
     assert "pending" not in final and not implied(result.bisect)

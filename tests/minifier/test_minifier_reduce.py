@@ -141,4 +141,8 @@ def test_interrupted_run_leaves_a_repro_and_a_rerun_resumes(in_process, model_sc
     record = result.record()
     assert record.script == str(script) and record.graphs, record
     assert record.graphs[0].stages["planted_compile_error"] == "compile_error", record.graphs
-    assert record.stages == {"eager": "pass", "aot_eager": "pass", "aot_eager_decomp_partition": "pass", "planted_compile_error": "fail"}
+    asked = {"aot_eager_decomp_partition": "pass", "planted_compile_error": "fail"}
+    assert {s: v for s, v in record.stages.items() if s in asked} == asked, record.stages
+    # the lighter stages the failing compile vouched for were to be asked after the repro, which the interrupted
+    # run never reached: left out (not asked), never said to pass; asked while the program ran, they passed
+    assert all(record.stages.get(s, "pass") == "pass" for s in ("eager", "aot_eager")), record.stages
