@@ -85,11 +85,11 @@ class AskAhead:
     """The bisector's first questions about the repro's graph, asked while the repro runs elsewhere.
 
     Verifying the repro is one process, on one core, for seconds (an interpreter, an
-    Inductor compile); :func:`drill_down` asks its questions only after. Meanwhile the
+    Inductor compile); :func:`~minifier.bisect.subsystem.drill_down` asks its questions only after. Meanwhile the
     other cores ask, at the lowest CPU priority (the run elsewhere is what the user waits
     for: :func:`~minifier.isolation.worker.yielding`), in the bisector's order, what its search asks first: does the
-    graph pass with each subsystem disabled whole (:func:`passes_disabled`)? Until one
-    does, or the run ends. :func:`drill_down` then reads these answers instead of asking
+    graph pass with each subsystem disabled whole (:func:`disabled_whole`)? Until one
+    does, or the run ends. The drill-down then reads these answers instead of asking
     again, so its questions, its answers and what it finds are the same; only fewer of
     them wait. A repro that is not drilled after all (it did not verify and is minified
     again) leaves its answers unread. With one job, nothing is asked ahead: the run
@@ -109,7 +109,7 @@ class AskAhead:
         """(``Session.while_verifying``) Ask ahead about ``case`` under ``check`` until ``done()``.
 
         Questions still running then are stopped unanswered, and one that timed out is not an answer
-        (:func:`ahead_answer`): :func:`drill_down` asks those again.
+        (:func:`ahead_answer`): the drill-down asks those again.
         """
         from pt2kit import seams
 
