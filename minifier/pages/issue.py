@@ -8,7 +8,8 @@ workaround, the other torch releases where they were checked, and the environmen
 It is meant to be pasted into a public tracker, so nothing of the user's machine is in it
 beyond what ``collect_env`` prints: absolute paths outside that block are cut to their last
 part (the repro names its data file relative to itself, and the run directory is ``.``).
-A run that found no failure writes none: there is nothing to report.
+A run that found no failure writes none: there is nothing to report. One that found a failure
+but no repro (exit 5) holds pt2kit's diagnosis, and the program itself as the repro.
 """
 
 from __future__ import annotations
