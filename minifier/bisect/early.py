@@ -152,10 +152,15 @@ class EarlyStages:
                 self.outcomes.setdefault(path, {})[stage] = Outcome.of_query(stage, result)
 
     def _await_vouchers(self) -> None:
-        """With ``imply``, and lower stages still queued: wait for a running query of the vouching stage.
-        Started first, it ends first; its pass spares the lower stages of its graph and of the aot graphs lowered
-        from it (queries on every core, beside it) until the repro is ready; only its failure costs the wait."""
-        vouching = [h for _, stage, h, _ in self._running if self.imply and self._cheap and stage == VOUCHING]
+        """With ``imply``: wait for a running query of the vouching stage whose graph has lower stages still
+        queued (its own, or those of the aot graphs lowered from it). Started first, it ends first; its pass spares
+        them (queries on every core, beside it) until the repro is ready; only its failure costs the wait."""
+        queued = {case.graph_id.owner for _, case, _ in self._cheap}
+        vouching = [
+            h
+            for _, stage, h, case in self._running
+            if self.imply and stage == VOUCHING and case.boundary == Boundary.DYNAMO and case.graph_id in queued
+        ]
         if vouching:
             self.session.worker.wait(vouching, on_wait=self.session.progress.tick)
             self._collect()

@@ -80,6 +80,29 @@ def test_the_early_stages_skip_an_implied_stage_only_when_asked_to_imply():
             assert early.outcomes["g0.forward/repro.py"][DECOMP].implied_by == "g0 passed aot_eager_decomp_partition"
 
 
+def test_a_vouching_stage_still_running_as_the_program_ends_is_waited_for_only_where_it_vouches(in_process, monkeypatch):
+    # BERT: g0's early aot_eager_decomp_partition ended 0.9 s after the program; asking eager and aot_eager
+    # beside it cost 2.2 s on both cores before the reduction. Its pass, waited for, implies them.
+    import functools
+
+    from minifier.stages.run import run_case
+
+    session, executor = in_process
+    g0, g1 = _case(), _case(index=1)
+    early = EarlyStages(session, None, accuracy=False, roots=[], imply=True)  # type: ignore[arg-type]
+    early.cases = {"g0/repro.py": g0, "g1/repro.py": g1}
+    early._cheap = [("g0/repro.py", g0, "aot_eager"), ("g0/repro.py", g0, "eager")]
+    for path, case in early.cases.items():  # (each one's vouching stage "still running" when the program ended)
+        handle = session.start(functools.partial(run_case, case, DECOMP, accuracy=False), f"{case.label()} decomp")
+        early._running.append((path, DECOMP, handle, case))
+    waited, wait = [], executor.wait
+    monkeypatch.setattr(executor, "wait", lambda handles, *a, **k: (waited.extend(h.label for h in handles), wait(handles, *a, **k))[1])
+    early._await_vouchers()
+    assert waited == ["g0 decomp"]  # (nothing of g1's is queued: its query goes on beside the bisection)
+    assert early.outcomes["g0/repro.py"][DECOMP].passed
+    assert early._vouched("g0/repro.py", g0, "eager") and early._vouched("g0/repro.py", g0, "aot_eager")
+
+
 def test_the_answers_replace_the_implied_cells_and_a_failure_after_all_is_said():
     case = _case()
     outcomes = {
