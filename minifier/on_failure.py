@@ -314,20 +314,29 @@ class ReproOnFailure:
 
         The compiled forward runs once more, on clones, and its backward compiles now rather than at
         the program's ``loss.backward()`` (as torch's level 4 does), retaining the graph (a first
-        backward without it donates the saved buffers, and refuses a later ``retain_graph=True``): the
+        backward without it donates the saved buffers, and refuses a later ``retain_graph=True``; a backward
+        AOTAutograd compiled ahead, with donated buffers, refuses to retain it, and runs again without): the
         program's own outputs keep their autograd graph, and its random stream is put back. What the
         compiled backward raises is the program's failure, met early; the watchers of its aot graphs
         have saved it, and it goes on to the program.
         """
         from .unit.accuracy import accuracy_divergence, gradient_references, gradients
 
-        clones = safe(_clone_args, None, references)
-        if clones is None:
-            return None
+        from pt2kit.seams.autograd_engine import refuses_retained_backward
+
         after = rng_state()
         try:
-            set_rng_state(rng)
-            actual = gradients(compiled, clones, retain_graph=True)  # (a first backward without it donates buffers)
+            for retain in (True, False):
+                clones = safe(_clone_args, None, references)
+                if clones is None:
+                    return None
+                set_rng_state(rng)
+                try:
+                    actual = gradients(compiled, clones, retain_graph=retain)  # (a lazy first backward without it donates)
+                    break
+                except RuntimeError as e:  # a backward compiled ahead, with donated buffers: the program's donates too
+                    if not (retain and refuses_retained_backward(e)):
+                        raise
         finally:
             set_rng_state(after)
         if actual is None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch._C._current_graph_task_id, torch._C._autograd._get_current_graph_task_keep_graph",
+    wraps="torch._C._current_graph_task_id, torch._C._autograd._get_current_graph_task_keep_graph, and the "
+    "refusal AOTAutograd raises for a retained backward compiled with donated buffers",
     features=("minify run and the env-var hook: a program's several backward calls through one compiled graph",),
 )
 
@@ -27,6 +28,22 @@ def probe() -> None:
         raise AttributeError("torch._C._autograd._get_current_graph_task_keep_graph is gone")
     if torch._C._current_graph_task_id() != -1:
         raise AttributeError("torch._C._current_graph_task_id no longer answers -1 outside a backward")
+    import inspect
+
+    from torch._functorch._aot_autograd import runtime_wrappers
+
+    if DONATED_REFUSAL not in inspect.getsource(runtime_wrappers):
+        raise AttributeError("AOTAutograd no longer refuses a retained backward with its donated-buffers message")
+
+
+#: What AOTAutograd's refusal says when a backward compiled ahead with donated buffers is asked to retain the graph.
+DONATED_REFUSAL = "This backward function was compiled with non-empty donated "
+
+
+def refuses_retained_backward(error: BaseException) -> bool:
+    """Is ``error`` AOTAutograd refusing to retain the graph of a backward it compiled ahead, with donated buffers?
+    (Compiled lazily, at a first backward that retains the graph, it donates none instead.)"""
+    return isinstance(error, RuntimeError) and DONATED_REFUSAL in str(error)
 
 
 def current_backward() -> tuple[int, bool] | None:

@@ -1216,3 +1216,29 @@ def test_the_hook_after_dynamo_hands_a_flex_attention_graph_dynamo_fails_to_trac
     assert report["nodes_after"] < report["nodes_before"], report
     alone = torch_alone(Path(report["repro"]), tmp_path / "elsewhere")
     assert alone.returncode != 0 and "cannot lower tanh in a score_mod" in alone.stderr, alone.stderr[-2000:]
+
+
+def test_level_4_checks_a_backward_compiled_ahead_with_donated_buffers_without_retaining_it(tmp_path):
+    # A backward AOTAutograd compiled at the program's own plain backward donates its saved buffers and refuses
+    # retain_graph=True; the check retains it for a backward compiled lazily (the program may retain it later),
+    # and checks this one without. It raised AOTAutograd's refusal in the user's program (pytorch#185509's
+    # training loop under TORCHDYNAMO_REPRO_LEVEL=4), where the wrong gradient was the failure to show.
+    import types
+
+    from pt2kit.seams.autograd_engine import refuses_retained_backward
+    from minifier.unit.float64 import rng_state
+
+    torch._dynamo.reset()
+
+    def fn(x, w):
+        return (x @ w).relu().sin()
+
+    compiled = torch.compile(fn, backend="aot_eager")
+    x, w = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    compiled(x, w).sum().backward()  # (the program's first backward: compiled now, donating)
+    with pytest.raises(RuntimeError) as refused:
+        torch.autograd.grad(compiled(x, w).sum(), [x], retain_graph=True)
+    assert refuses_retained_backward(refused.value)
+    guard = Recorded(Intent("dynamo", 4, tmp_path / "repros"))
+    case = types.SimpleNamespace(gm=fn, label=lambda: "g0")
+    assert guard.check_gradients(compiled, case, [x.detach().requires_grad_(), w.detach().requires_grad_()], rng_state()) is None
