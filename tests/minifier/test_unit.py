@@ -45,6 +45,9 @@ def test_accuracy_catches_nan_shape_and_integer_mismatches():
     assert accuracy_category(swallowed) == "non-finite values lost"  # (not "made": the headline says which)
     assert accuracy_divergence([nan_first], [nan_first.clone()], [nan_first.double()]) is None
     assert "non-finite" in accuracy_divergence([nan_first], [nan_first.nan_to_num(posinf=1.0)], [nan_first.double()])
+    alone = accuracy_divergence([nan_first], [torch.tensor([0.0, 1.0, float("inf"), 0.5])], None)  # (no fp64 run)
+    assert alone == "output 0: 1 values differ where eager gives a non-finite one (no fp64 reference)"
+    assert accuracy_category(alone) == "non-finite values lost"
     made = accuracy_divergence([torch.ones(2)], [torch.tensor([1.0, float("nan")])], [torch.ones(2).double()])
     assert accuracy_category(made) == "non-finite values"
     # inference_mode inside a graph makes inference tensors that a program may not write or save for
