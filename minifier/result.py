@@ -59,7 +59,7 @@ class Bisected:
         first = row.first_failure if row is not None else None
         speaks = row is not None and first is not None and first.failure is not None and first.failure.signature == signature
         graphs = tuple(r.record(bisect.stages, asked_only=asked_only) for r in bisect.rows)
-        asked = [s for s, o in row.outcomes.items() if not (asked_only and o.implied_by)] if row is not None else []
+        asked = list(row.asked() if asked_only else row.outcomes) if row is not None else []
         return cls(
             script=bisect.script,
             kernel=bisect.kernel,

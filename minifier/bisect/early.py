@@ -162,8 +162,7 @@ class EarlyStages:
             if self.imply and stage == VOUCHING and case.boundary == Boundary.DYNAMO and case.graph_id in queued
         ]
         if vouching:
-            self.session.worker.wait(vouching, on_wait=self.session.progress.tick)
-            self._collect()
+            self._wait_for(vouching)
 
     def _vouched(self, path: str, case: GraphCase, stage: str) -> bool:
         """With ``imply``: does a higher stage vouch for this one (:func:`~minifier.bisect.implied.voucher`)? Its
@@ -189,10 +188,14 @@ class EarlyStages:
 
     def settle(self) -> dict[str, dict[str, Outcome]]:
         """Wait for the queries still running; every outcome, by graph file and stage."""
-        if self._running:
-            self.session.worker.wait([handle for _, _, handle, _ in self._running], on_wait=self.session.progress.tick)
-        self._collect()
+        self._wait_for([handle for _, _, handle, _ in self._running])
         return self.outcomes
+
+    def _wait_for(self, handles: list[Any]) -> None:
+        """Wait for these running queries, then take in every finished one's answer."""
+        if handles:
+            self.session.worker.wait(handles, on_wait=self.session.progress.tick)
+        self._collect()
 
     def _collect(self) -> None:
         for entry in [e for e in self._running if e[2].done]:

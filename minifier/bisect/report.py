@@ -66,11 +66,15 @@ class Row:
             s: "pass" if self.outcomes[s].passed else ("other" if order.index(s) < lighter else "fail") for s in stages
         }
 
+    def asked(self) -> dict[str, Outcome]:
+        """The outcomes of the stages asked so far: those a higher stage implied (:mod:`minifier.bisect.implied`) left out."""
+        return {s: o for s, o in self.outcomes.items() if o.implied_by is None}
+
     def record(self, stages: list[str], *, asked_only: bool = False) -> GraphRecord:
         """This row as one entry of a report's ``graphs``; ``stages`` are the backend's, in order.
         ``asked_only``: a stage that passed by implication, not asked yet, is None (not asked)."""
         first = self.first_failure
-        outcomes = {s: o for s, o in self.outcomes.items() if not (asked_only and o.implied_by)}
+        outcomes = self.asked() if asked_only else self.outcomes
         return GraphRecord(
             label=self.label,
             boundary=self.boundary,
