@@ -312,31 +312,24 @@ class ReproOnFailure:
     def check_gradients(self, compiled: Callable[..., Any], case: Any, references: list[Any], rng: Any) -> str | None:
         """Level 4: the backward's first result, the compiled graph's gradients against eager's, on clones of its inputs.
 
-        The compiled forward runs once more, on clones, and its backward compiles now rather than at
-        the program's ``loss.backward()`` (as torch's level 4 does), retaining the graph (a first
-        backward without it donates the saved buffers, and refuses a later ``retain_graph=True``; a backward
-        AOTAutograd compiled ahead, with donated buffers, refuses to retain it, and runs again without): the
-        program's own outputs keep their autograd graph, and its random stream is put back. What the
-        compiled backward raises is the program's failure, met early; the watchers of its aot graphs
-        have saved it, and it goes on to the program.
+        The compiled forward runs once more, on clones, and its backward compiles now rather than at the program's
+        ``loss.backward()`` (as torch's level 4 does), retaining the graph (a first backward without it donates the
+        saved buffers, and refuses a later ``retain_graph=True``; one AOTAutograd compiled ahead with donated buffers
+        refuses to retain, and runs again without): the program's outputs keep their autograd graph, and its random
+        stream is put back. What the compiled backward raises is the program's failure, met early; the watchers of
+        its aot graphs have saved it, and it goes on to the program.
         """
         from .unit.accuracy import accuracy_divergence, gradient_references, gradients
+        from pt2kit.seams.autograd_engine import retained_unless_refused
 
-        from pt2kit.seams.autograd_engine import refuses_retained_backward
+        def backward(retain: bool) -> list[Any] | None:
+            clones = safe(_clone_args, None, references)
+            set_rng_state(rng)
+            return None if clones is None else gradients(compiled, clones, retain_graph=retain)
 
         after = rng_state()
         try:
-            for retain in (True, False):
-                clones = safe(_clone_args, None, references)
-                if clones is None:
-                    return None
-                set_rng_state(rng)
-                try:
-                    actual = gradients(compiled, clones, retain_graph=retain)  # (a lazy first backward without it donates)
-                    break
-                except RuntimeError as e:  # a backward compiled ahead, with donated buffers: the program's donates too
-                    if not (retain and refuses_retained_backward(e)):
-                        raise
+            actual = retained_unless_refused(backward)
         finally:
             set_rng_state(after)
         if actual is None:

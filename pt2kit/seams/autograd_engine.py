@@ -10,7 +10,12 @@ several backward calls through one compiled graph apart with them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from . import Seam
+
+T = TypeVar("T")
 
 SEAM = Seam(
     wraps="torch._C._current_graph_task_id, torch._C._autograd._get_current_graph_task_keep_graph, and the "
@@ -44,6 +49,17 @@ def refuses_retained_backward(error: BaseException) -> bool:
     """Is ``error`` AOTAutograd refusing to retain the graph of a backward it compiled ahead, with donated buffers?
     (Compiled lazily, at a first backward that retains the graph, it donates none instead.)"""
     return isinstance(error, RuntimeError) and DONATED_REFUSAL in str(error)
+
+
+def retained_unless_refused(backward: Callable[[bool], T]) -> T:
+    """``backward(True)``, retaining the graph; ``backward(False)`` where AOTAutograd refuses that
+    (:func:`refuses_retained_backward`: a backward compiled ahead donates its buffers whoever runs it)."""
+    try:
+        return backward(True)
+    except RuntimeError as e:
+        if not refuses_retained_backward(e):
+            raise
+    return backward(False)
 
 
 def current_backward() -> tuple[int, bool] | None:
