@@ -250,7 +250,7 @@ def second_look(
         first, second = row.outcomes[stage], again[(id(case), stage)]
         if first.failure is None and second.failure is not None:
             first, second = second, first  # (the failure seen is the one measured, never a pass)
-        same = signature_of(second) == signature_of(first)
+        same = signature_of(second) == signature_of(first) or wrong_either_way(first, second)
         if same and not memory_corrupted(first.failure):
             row.outcomes[stage] = second  # an isolated run's answer now, not only the program's
             continue
@@ -276,6 +276,21 @@ def second_look(
         measured = failure_rate(session, case, stage, first, second, accuracy=accuracy, label=row.label)
         rate = measured if rate is None else min(rate, measured)  # (the row keeps its failing outcome)
     return rate
+
+
+def wrong_either_way(first: Outcome, second: Outcome) -> bool:
+    """Is ``second`` (the dynamo graph run alone) the wrong answer ``first`` lent it, judged otherwise?
+
+    The capture judged an aot graph against itself run eagerly; alone, the dynamo graph is judged against
+    itself, AOTAutograd included: a wrong dtype AOTAutograd already made reads as wrong values in the first.
+    """
+    return (
+        first.lent_by is not None
+        and second.failure is not None
+        and second.failure.signature.kind == Kind.ACCURACY
+        and first.failure is not None
+        and first.failure.signature.kind == Kind.ACCURACY
+    )
 
 
 #: What a program did that no repro can carry (``captured.state_missing`` follows it).
@@ -324,9 +339,9 @@ def judged_in_the_program(
     known = {}
     for case, _ in cases:
         labels = [Path(g.path).parent.name for g in captured.aot.get(case.index, []) if g.path is not None]
-        wrong = next((captured.judged[label] for label in labels if captured.judged.get(label) is not None), None)
-        if case.backend == final and wrong is not None:
-            known[(id(case), final)] = Outcome(final, wrong, 0.0, seen_in_program=True)
+        lender = next((label for label in labels if captured.judged.get(label) is not None), None)
+        if case.backend == final and lender is not None:
+            known[(id(case), final)] = Outcome(final, captured.judged[lender], 0.0, seen_in_program=True, lent_by=lender)
     return known
 
 

@@ -85,6 +85,7 @@ class Outcome:
     seen_in_program: bool = False  # known from the program's own run, not yet from an isolated query
     diverging: tuple[int, ...] = ()  # a wrong answer: the outputs that diverge, each judged on its own
     implied_by: str | None = None  # passed unasked, a higher stage vouching for it, until asked (minifier.bisect.implied)
+    lent_by: str | None = None  # a wrong answer the capture judged on this aot graph, lent to its dynamo graph
 
     @property
     def passed(self) -> bool:

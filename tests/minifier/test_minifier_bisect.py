@@ -203,3 +203,32 @@ def test_a_program_under_no_grad_is_bisected_under_no_grad(in_process, tmp_path)
     assert report.culprit.kind == "inference"
     source = (session.run_dir / "captured" / "g0" / "repro.py").read_text()
     assert "with torch.no_grad():" in source
+
+
+def test_a_wrong_answer_lent_to_a_dynamo_graph_may_read_otherwise_alone(in_process, tmp_path):
+    session, _ = in_process
+    # The fake kernel says float32, the kernel gives float64: AOTAutograd drops the .float(). The capture
+    # judges the aot graph against itself (both float64): only planted_accuracy's half is wrong, "values".
+    # Alone, the dynamo graph's output is float64 where eager's is float32 from aot_eager on: still the
+    # wrong answer the program had, not a graph other than the program's
+    script = tmp_path / "program.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\n"
+        "import torch\nimport planted  # noqa: F401\n\n"
+        "@torch.library.custom_op('pt2kit_test::widen', mutates_args=())\n"
+        "def widen(x: torch.Tensor) -> torch.Tensor:\n    return x.double() * 2\n\n"
+        "@widen.register_fake\ndef _(x):\n    return torch.empty_like(x)\n\n"
+        "def f(x):\n    return torch.cos(widen(x * 3).float())\n\n"
+        "x = torch.randn(4, 4)\nout = torch.compile(f, backend='planted_accuracy')(x)\n"
+        "torch.testing.assert_close(out, f(x))\n"
+    )
+    report = bisect_script(session, script, [], accuracy=True, trust_program=True)
+    dynamo = report.rows[0]
+    assert stages_of(dynamo) == {
+        "eager": "pass",
+        "aot_eager": "accuracy",
+        "aot_eager_decomp_partition": "accuracy",
+        "planted_accuracy": "accuracy",
+    }
+    assert report.culprit is dynamo and report.failure.stage == "aot_eager"
+    assert "shape or dtype: torch.float64 where eager gives torch.float32" in report.failure.failure.signature.message
