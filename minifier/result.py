@@ -52,8 +52,12 @@ class Bisected:
         """``asked_only``: a stage that passed unasked, implied by a higher one
         (:mod:`minifier.bisect.implied`), is left out, as not asked: what a resumed run
         reports, since it never asks them."""
-        row = next(
-            (r for r in bisect.rows if r.boundary == Boundary.DYNAMO and r.case is not None and r.case.index == before.index),
+        row = next(  # (the culprit first: a graph compiled whole, handed or inlined stands beside the one it was)
+            (
+                r
+                for r in [bisect.culprit, *bisect.rows]
+                if r is not None and r.boundary == Boundary.DYNAMO and r.case is not None and r.case.index == before.index
+            ),
             None,
         )
         first = row.first_failure if row is not None else None

@@ -50,7 +50,7 @@ from ..unit.case import Boundary, GraphCase
 from ..unit.accuracy import EAGER_DRAWS, accuracy_category
 from .culprit import failed_owner, finish, lower, matches, no_culprit, pin_down, seen_in_the_program
 from .plainly import around_its_graphs, program_stage
-from .untraceable import handed_culprit, handed_if_refused, replay_breaks_of
+from .untraceable import compiled_whole, handed_culprit, handed_if_refused, replay_breaks_of
 from pt2kit.seams import dynamo_exc
 from pt2kit.errors import ComparesEagersDraws, FlakyFailure, NoFailure, NotReproducible, ScriptFailedBeforeCompile, WithinTolerance, plural
 from ..isolation.session import Session
@@ -341,9 +341,10 @@ def bisect_saved(
     if target is not None and first is not None and first.failure is not None and first.failure.signature.same_kind(target.signature):
         target = None
     wanted = report.culprit is None or target is not None
-    broken = replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None]) if wanted else []
-    if broken:
-        report.culprit = handed_culprit(session, report, target, broken, accuracy=accuracy) or (report.culprit if target else None)
+    graphs = [(r.label, r.case) for r in report.rows if r.case is not None]
+    broken = replay_breaks_of(session, graphs) if wanted else []
+    if whole := compiled_whole(graphs, broken) if wanted else []:
+        report.culprit = handed_culprit(session, report, target, whole, accuracy=accuracy) or (report.culprit if target else None)
     if report.culprit is None:
         what = name if len(cases) == 1 else f"each of the {len(cases)} graphs of {name}"
         error = NoFailure(f"{what} passes every stage" + (" (accuracy checked)" if accuracy else ""))

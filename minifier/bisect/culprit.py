@@ -51,7 +51,7 @@ from ..stages.flaky import failure_rate
 from ..isolation.session import Session
 from pt2kit.signature import Failure, Kind, Signature, memory_corrupted
 from ..stages.run import Outcome, lower_case
-from .untraceable import handed_culprit, inlined_culprit, replay_breaks_of, replayed_in_pieces
+from .untraceable import compiled_whole, handed_culprit, inlined_culprit, replay_breaks_of, replayed_in_pieces
 from ..isolation.worker import QueryError
 
 if TYPE_CHECKING:
@@ -364,7 +364,8 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
         report.add_note("the program's failing aot graph, run alone (its dynamo graph cannot be rebuilt in isolation)")
         return finish(session, report)
     broken = replay_breaks_of(session, [(r.label, r.case) for r in report.rows if r.case is not None])
-    if handed_culprit(session, report, captured.failure, broken, accuracy=report.accuracy) is not None:
+    whole = compiled_whole([(r.label, r.case) for r in report.rows if r.case is not None], broken)
+    if handed_culprit(session, report, captured.failure, whole, accuracy=report.accuracy) is not None:
         return pin_down(session, report, accuracy=report.accuracy, aot_rows_wanted=True)
     dynamo_alone = fails_under_dynamo_alone(program, captured.failure)
     # A program that fails again with no compiler at all is neither flaky nor a graph's: no second capture, no second look.

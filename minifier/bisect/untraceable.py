@@ -12,8 +12,9 @@ ways in, in turn:
 - :func:`handed_if_refused`: before any culprit is chosen, a graph whose first failing
   stage fails because dynamo will not trace it again (a failure the program never
   met) is handed to its backend instead, so its stages say something of it;
-- :func:`handed_culprit`: the graph *handed* to each stage's backend as dynamo
-  handed it, with no dynamo in between (:attr:`~minifier.unit.case.GraphCase.handed`,
+- :func:`handed_culprit`: the graph compiled with ``fullgraph=True``, so that dynamo
+  traces on where it would break, as it did in the program; else *handed* to each stage's
+  backend as dynamo handed it, with no dynamo in between (:attr:`~minifier.unit.case.GraphCase.handed`,
   written by :mod:`minifier.repro.run`). A failure in how AOTAutograd or Inductor
   treats the op itself shows only this way (pytorch#172956: the partitioner asserts
   on a saved tensor that the Function's backward writes into).
@@ -42,11 +43,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Broken:
-    """A dynamo graph that dynamo breaks when a repro compiles it again, and the first reason it gives."""
+    """A dynamo graph that dynamo breaks when a repro compiles it again, and the first reason it gives (or one compiled whole)."""
 
     label: str
     case: GraphCase
     why: str
+    whole: bool = False  # not broken: the program compiled it with fullgraph=True (:func:`compiled_whole`)
+
+    def said(self) -> str:
+        return f"the program compiled {self.label} with fullgraph=True" if self.whole else f"dynamo breaks {self.label} when compiled again ({self.why})"
 
 
 def replay_breaks_of(session: Session, graphs: list[tuple[str, GraphCase]]) -> list[Broken]:
@@ -57,6 +62,18 @@ def replay_breaks_of(session: Session, graphs: list[tuple[str, GraphCase]]) -> l
         Broken(label, case, q.value[0])
         for (label, case), q in zip(dynamo, results)
         if q is not None and q.ok and q.value
+    ]
+
+
+def compiled_whole(graphs: list[tuple[str, GraphCase]], broken: list[Broken]) -> list[Broken]:
+    """``broken``, then the dynamo ``graphs`` the program compiled with ``fullgraph=True`` that dynamo does not break:
+    a backend's failure reached the program there, where a plain compile (a stage's) breaks the graph at it and
+    runs that part eagerly (:func:`~pt2kit.seams.convert_frame.compiling_whole`)."""
+    seen = {id(b.case) for b in broken}
+    return broken + [
+        Broken(label, case, "", whole=True)
+        for label, case in graphs
+        if case.boundary == Boundary.DYNAMO and (case.frame or {}).get("fullgraph") and id(case) not in seen
     ]
 
 
@@ -101,7 +118,7 @@ def handed_if_refused(session: Session, report: BisectReport, row: Row, failure:
         or row.case is None
         or first is None
         or first.failure is None
-        or not any(dynamo_exc.refuses_to_retrace(e) for e in (first.failure.signature.exception, first.failure.wrapped_in))
+        or not _refused(first.failure)
         or (failure is not None and first.failure.signature == failure.signature)
         or (case := handed(row.case)) is None
     ):
@@ -118,30 +135,42 @@ def handed_if_refused(session: Session, report: BisectReport, row: Row, failure:
 def handed_culprit(
     session: Session, report: BisectReport, target: Failure | None, broken: list[Broken], *, accuracy: Accuracy
 ) -> Row | None:
-    """The first ``broken`` graph that fails like ``target`` once handed to its backend directly (see the module).
+    """The first ``broken`` graph that fails like ``target`` once traced whole, or handed to its backend (see the module).
 
-    It joins ``report`` as the culprit, after the graph it stands for, with a note.
+    Compiled with ``fullgraph=True`` first: dynamo then traces on where it would break, as it traced the
+    program's frame into this one graph (under ``fullgraph=True``, a fake kernel reading a value gives an
+    unbacked size where a plain compile breaks, and AOTAutograd fails on it). It refuses some of what it
+    made itself (``autograd_function_apply``): handed to the backend directly, with no dynamo in between.
+    The graph joins ``report`` as the culprit, after the graph it stands for, with a note.
     ``target`` None: any failure (a saved graph's bisection, where the first to fail is the one).
     """
+    ways = (
+        ("compiled whole", lambda c: None if c.fullgraph else c.replace(fullgraph=True), "compiled alone with fullgraph=True (dynamo traces it whole, and a backend's failure is an error, not a graph break)"),
+        ("handed to the backend", handed, "handed to the backend as dynamo handed it, with no dynamo in between"),
+    )  # fmt: skip
     for item in broken:
-        case = handed(item.case)
-        if case is None:
-            continue
-        (row,) = run_stages_of(session, [(case, None)], accuracy=accuracy)
-        first = row.first_failure
-        if first is None or not (matches(first, target, accuracy) if target is not None else first.failure is not None):
-            continue
-        row.label = f"{item.label} (handed to the backend)"
-        at = next((k + 1 for k, r in enumerate(report.rows) if r.case is item.case), len(report.rows))
-        report.rows.insert(at, row)
-        report.culprit = row
-        report.add_note(
-            f"dynamo breaks {item.label} when compiled again ({item.why}); "
-            "handed to the backend as dynamo handed it, with no dynamo in between, it fails"
-        )
-        session.log(f"  {row.label}: {first_fails(first)}")
-        return row
+        for how, remake, said in ways:
+            case = remake(item.case)
+            if case is None:
+                continue
+            (row,) = run_stages_of(session, [(case, None)], accuracy=accuracy)
+            first = row.first_failure
+            if first is None or not (matches(first, target, accuracy) if target is not None else first.failure is not None):
+                continue
+            if case.fullgraph and not item.case.fullgraph and _refused(first.failure):
+                continue  # (dynamo refusing what it made itself, as a break is now an error: never the program's)
+            row.label = f"{item.label} ({how})"
+            at = next((k + 1 for k, r in enumerate(report.rows) if r.case is item.case), len(report.rows))
+            report.rows.insert(at, row)
+            report.culprit = row
+            report.add_note(f"{item.said()}; {said}, it fails")
+            session.log(f"  {row.label}: {first_fails(first)}")
+            return row
     return None
+
+
+def _refused(failure: Failure | None) -> bool:
+    return failure is not None and any(dynamo_exc.refuses_to_retrace(e) for e in (failure.signature.exception, failure.wrapped_in))
 
 
 def inlined_culprit(session: Session, report: BisectReport, captured_failure: Failure | None) -> Row | None:

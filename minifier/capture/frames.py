@@ -44,8 +44,14 @@ def current_frame(gm: fx.GraphModule | None = None) -> dict[str, Any] | None:
 
     When dynamo's root frame is torch's own (``torch.compile(nn.Sequential(...))``
     starts in a wrapper), the first user frame of the graph's stack traces stands in
-    for it, else the user's line that called the compiled function.
+    for it, else the user's line that called the compiled function. ``"fullgraph": True``
+    where its breaks are errors (:func:`~pt2kit.seams.convert_frame.compiling_whole`).
     """
+    frame = _user_frame(gm)
+    return {**frame, "fullgraph": True} if frame is not None and convert_frame.compiling_whole() else frame
+
+
+def _user_frame(gm: fx.GraphModule | None) -> dict[str, Any] | None:
     code = convert_frame.code_being_compiled()
     if code is None:
         return None

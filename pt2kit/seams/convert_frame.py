@@ -91,6 +91,10 @@ def probe() -> None:
     for name in ("innermost_backend", "innermost_fn"):
         if not callable(getattr(eval_frame, name, None)):
             raise AttributeError(f"eval_frame.{name} is gone")
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    if not all(f"self.{name} =" in inspect.getsource(InstructionTranslatorBase.__init__) for name in ("one_graph", "error_on_graph_break")):
+        raise AttributeError("InstructionTranslatorBase no longer sets one_graph and error_on_graph_break")
     from torch.fx._lazy_graph_module import _LazyGraphModule
 
     if not callable(getattr(_LazyGraphModule, "force_recompile", None)):
@@ -443,6 +447,22 @@ def code_being_compiled() -> types.CodeType | None:
         return InstructionTranslator.current_tx().f_code
     except (AttributeError, ImportError):
         return None
+
+
+def compiling_whole() -> bool:
+    """Is dynamo tracing the current frame with every break an error (``fullgraph=True``, ``error_on_graph_break``)?
+
+    Then a backend's failure reaches the program where a plain compile breaks the graph there and runs it
+    eagerly (``exceptions_allowed_to_be_fallback``: a fake kernel that reads a value, an output of
+    data-dependent shape): a graph compiled again alone must be compiled so too, or it passes.
+    """
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        return bool(tx.one_graph or tx.error_on_graph_break)
+    except (AttributeError, ImportError):
+        return False
 
 
 def original_callable(fn: Any) -> Any:

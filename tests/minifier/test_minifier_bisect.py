@@ -232,3 +232,31 @@ def test_a_wrong_answer_lent_to_a_dynamo_graph_may_read_otherwise_alone(in_proce
     }
     assert report.culprit is dynamo and report.failure.stage == "aot_eager"
     assert "shape or dtype: torch.float64 where eager gives torch.float32" in report.failure.failure.signature.message
+
+
+def test_a_backend_failure_dynamo_breaks_around_alone_is_compiled_whole_as_the_program_compiled_it(in_process, tmp_path):
+    session, _ = in_process
+    # A fake kernel that reads a value: under fullgraph=True AOTAutograd fails on its unbacked size, and the
+    # program raises. A stage compiles the graph again without fullgraph, and dynamo breaks the graph at the
+    # backend's failure and runs it eagerly: every stage passes, unless compiled whole as the program did
+    script = tmp_path / "program.py"
+    script.write_text(
+        "import torch\n\n"
+        "@torch.library.custom_op('pt2kit_test::first_k', mutates_args=())\n"
+        "def first_k(x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:\n    return x[: int(k.item())].clone()\n\n"
+        "@first_k.register_fake\ndef _(x, k):\n    return x.new_empty((int(k.item()),) + x.shape[1:])\n\n"
+        "def f(x, k):\n    return first_k(x.sin(), k).cos()\n\n"
+        "print(torch.compile(f, backend='aot_eager', fullgraph=True)(torch.randn(6, 2), torch.tensor(3)))\n"
+    )
+    report = bisect_script(session, script, [])
+    plain, whole = report.rows[0], report.culprit
+    assert set(stages_of(plain).values()) == {"pass"} and plain.case.frame["fullgraph"] is True
+    assert whole.label == "g0 (compiled whole)" and whole.case.fullgraph
+    assert stages_of(whole)["eager"] == "pass" and stages_of(whole)["aot_eager"] == "compile_error"
+    assert report.failure.failure.signature.exception == report.original.signature.exception == "GuardOnDataDependentSymNode"
+    assert "the program compiled g0 with fullgraph=True" in report.note, report.note
+    # report.json's stage table is the graph compiled whole's, not the plain one's beside it
+    from minifier.result import Bisected
+
+    statuses = Bisected.of(report, whole.case, report.failure.failure.signature).statuses
+    assert statuses is not None and (statuses["eager"], statuses["aot_eager"]) == ("pass", "fail"), statuses
