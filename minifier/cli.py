@@ -468,7 +468,7 @@ def _write_error_report(session: Any, error: UserFacingError) -> None:
     from .pages.minify_page import write_run_report
 
     if not (session.run_dir / "report.json").exists():
-        fields = {"status": error.status, "message": str(error), **error.report, "queries": session.queries}
+        fields = {"status": error.status, "message": str(error), "exit_code": error.exit_code, **error.report, "queries": session.queries}
         write_run_report(session.run_dir, {**fields, "seconds": round(session.seconds, 2)})
 
 

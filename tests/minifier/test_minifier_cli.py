@@ -81,6 +81,22 @@ def test_bad_input_gets_one_line_and_its_exit_code(tmp_path, script, code, messa
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.e2e
+def test_a_failure_in_dynamos_tracing_files_the_program_as_its_repro(tmp_path):
+    # (pytorch#197718: dynamo asserts on sym_ite's int branch; there is no graph, and exit 5's issue.md holds the program)
+    script = tmp_path / "sym_ite.py"
+    script.write_text(
+        "import torch\n\ndef f(x):\n    n = x.shape[0]\n    return torch.ones(torch.sym_ite(n > 2, n, 1))\n\n"
+        "torch.compile(f, backend='eager', dynamic=True, fullgraph=True)(torch.randn(4, 3))\n"
+    )
+    done = minify("run", "--out", tmp_path / "runs", script)
+    assert done.returncode == 5 and "dynamo's own tracing of frame f" in done.stderr, done.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run_dir / "report.json").read_text())["exit_code"] == 5
+    issue = (run_dir / "issue.md").read_text().partition("### Versions")[0]
+    assert "Repro: the program itself, `python sym_ite.py`:" in issue and "torch.sym_ite(n > 2, n, 1)" in issue, issue
+
+
 ALIASING_OP = """
 import torch
 
