@@ -25,6 +25,7 @@ import subprocess
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from collections.abc import Sequence
 from typing import cast
 
 from .bisect import program_check
@@ -208,12 +209,20 @@ def start_program_check(run_dir: Path, check: ProgramCheck) -> None:
         )
 
 
-def add_program_check(run_dir: Path, ran: ProgramCheck | None, seconds: float, timed_out: bool = False) -> None:
+def add_program_check(
+    run_dir: Path, ran: ProgramCheck | None, seconds: float, timed_out: bool = False, failed: Sequence[tuple[str, str]] = ()
+) -> None:
     """Add the program's answer to ``report.json`` (and the page, and the repro's header): the workaround it ran to
-    the end with (``ran``), verified on the program, or a note why none."""
+    the end with (``ran``), verified on the program, or a note why none. ``failed``: each workaround tried before
+    it, and how the program still failed with it (what, last error line): said, since the workaround changes."""
     data = json.loads((run_dir / "report.json").read_text())
     workaround = data.get("workaround") or {}
     script = Path(json.loads((run_dir / CHECK_FILE).read_text())["script"]).name
+    data["notes"] = [
+        *data.get("notes", []),
+        *(f"{script} still fails with the workaround '{what}'" + (f" ({error})" if error else "") + ", though the repro runs right with it: "
+          "another failure behind this one, or the same one elsewhere" for what, error in failed),
+    ]  # fmt: skip
     if ran is not None:
         workaround.update(code=ran.code, what=ran.what, verified_on="program", verified=True)
         program_check.say_in_header(run_dir / "repro.py", ran.code, ran.what, "program")
@@ -241,13 +250,16 @@ def check_program(run_dir: Path) -> int:
         check = ProgramCheck(**json.loads((run_dir / CHECK_FILE).read_text()))
         began = time.perf_counter()
         tried = [check, *(replace(check, code=code, what=what, others=[]) for code, what in check.others)]
-        answers = []
+        answers: list[program_check.Ran] = []
         for option in tried:  # (in order, until the program runs to the end with one, or runs out of time)
             answers.append(program_check.run(option))
-            if answers[-1] is not False:
+            if answers[-1].ok is not False:
                 break
-        ran = tried[len(answers) - 1] if answers[-1] else None
-        add_program_check(run_dir, ran, time.perf_counter() - began, timed_out=answers[-1] is None)
+        ran = tried[len(answers) - 1] if answers[-1].ok else None
+        failed = [(option.what, answer.error) for option, answer in zip(tried, answers) if answer.ok is False]
+        add_program_check(
+            run_dir, ran, time.perf_counter() - began, timed_out=answers[-1].ok is None, failed=failed if ran is not None else []
+        )
     except Exception as e:  # noqa: BLE001 - one line in the log: the run directory may be gone, or its report changed
         print(f"pt2kit: the workaround's run of the program was not added to the report: {type(e).__name__}: {e}")
         return 1

@@ -76,23 +76,35 @@ def say_in_header(path: Path, code: str, what: str, verified_on: str) -> None:
     path.write_text("".join(lines[:header] + said + lines[header:]))
 
 
-def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> bool | None:
+@dataclass(frozen=True)
+class Ran:
+    """How the program ran with a workaround: to the end (``ok``), failing (``ok`` False, its last error line), or
+    not within its time (``ok`` None)."""
+
+    ok: bool | None
+    error: str = ""
+
+
+def runs_to_the_end(script: Path, args: list[str], code: str, timeout: float | None) -> Ran:
     """Does the user's program run to the end with ``code`` run first: torch alone, its own directory, the
-    user's Inductor cache (:func:`~minifier.stages.elsewhere.plain_run`)? None: it did not end within ``timeout``."""
-    from ..stages.elsewhere import plain_run
+    user's Inductor cache (:func:`~minifier.stages.elsewhere.plain_run`)?"""
+    from ..stages.elsewhere import last_words, plain_run
 
-    returncode = plain_run(script, args, timeout, first=code, users_cache=True).returncode
-    return None if returncode is None else returncode == 0
+    done = plain_run(script, args, timeout, first=code, users_cache=True)
+    if done.returncode is None:
+        return Ran(None)
+    return Ran(True) if done.returncode == 0 else Ran(False, last_words(done.stderr))
 
 
-def run(check: ProgramCheck) -> bool | None:
-    """Does the program run to the end with the workaround? None: it did not end in time.
+def run(check: ProgramCheck) -> Ran:
+    """Does the program run to the end with the workaround?
 
     A run that runs out of time is asked once more with twice the limit (an empty
     Inductor cache on a loaded machine).
     """
+    ran = Ran(None)
     for timeout in (max(60.0, 4 * check.program_seconds), max(120.0, 8 * check.program_seconds)):
         ran = runs_to_the_end(Path(check.script), check.args, check.code, timeout)
-        if ran is not None:
+        if ran.ok is not None:
             return ran
-    return None
+    return ran

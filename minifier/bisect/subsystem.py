@@ -310,7 +310,7 @@ def find_workaround(
 def on_the_program(session: Session, script: Path, args: list[str], option: Option) -> bool | None:
     """Does the unchanged program run to the end with ``option``'s code run first? None: it did not end in time."""
     check = program_check.ProgramCheck(str(script), args, option.code, option.what, session.program_seconds)
-    return session.timed(f"running {script.name} with the workaround: {option.what}", functools.partial(program_check.run, check))
+    return session.timed(f"running {script.name} with the workaround: {option.what}", functools.partial(program_check.run, check)).ok
 
 
 @dataclass

@@ -198,17 +198,18 @@ def test_the_background_check_keeps_the_workaround_the_program_ran_with_or_says_
     first = ProgramCheck(str(tmp_path / "train.py"), [], "import torch\n", "the narrow one", 3.0, [["pass\n", "a lighter backend"]])
     (tmp_path / CHECK_FILE).write_text(json.dumps(first.__dict__))
     lighter = ProgramCheck(first.script, [], "pass\n", "a lighter backend", 3.0)
-    for ran, timed_out, said in (
-        (None, False, "train.py still fails with the workaround"),
-        (None, True, "train.py did not end in time"),
-        (first, False, None),
-        (lighter, False, None),  # (the program still failed with the first: the next that fixes the repro)
+    for ran, timed_out, said, failed in (
+        (None, False, "train.py still fails with the workaround", []),
+        (None, True, "train.py did not end in time", []),
+        (first, False, None, []),
+        # (the program still failed with the first: the next that fixes the repro, and why the workaround changed)
+        (lighter, False, "train.py still fails with the workaround 'the narrow one' (IndexError: another bug)", [("the narrow one", "IndexError: another bug")]),
     ):
         workaround = {"code": first.code, "what": first.what, "verified_on": "repro", "verified": False}
         (tmp_path / "report.json").write_text(json.dumps({"status": "minified", "workaround": workaround, "pending": [PENDING], "notes": []}))
         (tmp_path / "repro.py").write_text("# pt2kit repro\nimport torch\n")
         say_in_header(tmp_path / "repro.py", first.code, first.what, "repro")
-        add_program_check(tmp_path, ran, 2.5, timed_out=timed_out)
+        add_program_check(tmp_path, ran, 2.5, timed_out=timed_out, failed=failed)
         data = json.loads((tmp_path / "report.json").read_text())
         header = (tmp_path / "repro.py").read_text()
         assert "pending" not in data and header.count("# Workaround (") == 1
@@ -217,7 +218,8 @@ def test_the_background_check_keeps_the_workaround_the_program_ran_with_or_says_
             assert said in " ".join(data["notes"]) and SEEN["repro"] in header
         else:
             assert data["workaround"] == {"code": ran.code, "what": ran.what, "verified_on": "program", "verified": True}
-            assert data["notes"] == [] and f"# Workaround ({SEEN['program']}): {ran.what}." in header
+            assert f"# Workaround ({SEEN['program']}): {ran.what}." in header
+            assert (said in " ".join(data["notes"])) if said else data["notes"] == [], data["notes"]
 
 
 @pytest.mark.e2e
