@@ -36,7 +36,7 @@ def choose_graph(report: BisectReport, after: str) -> Row:
         failed = FailureRecord.of(culprit.first_failure.failure, culprit.first_failure.stage)
         raise NotReproducible(
             f"the failure is in dynamo's own tracing of {culprit.label} ({signature_of(culprit.first_failure)}); "
-            "there is no graph to minify" + (f" (pt2kit could not lift the frame to one: {why})" if why else "") + workaround,
+            "there is no graph to minify" + (f" (pt2kit could not lift the frame to one, a limit of pt2kit's and not a second bug: {why})" if why else "") + workaround,
             failure=failed.to_json() if failed is not None else None,  # (report.json's, as a minified run's)
         )
     if after == "aot" and culprit.boundary != Boundary.AOT:

@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from pt2kit.errors import NotReproducible
-from pt2kit.signature import Kind, shown
+from pt2kit.signature import DIAGNOSTIC_SEPARATOR, Kind, normalize_message, shown
 
 ISSUE_MD = "issue.md"
 _ABSOLUTE = re.compile(r"(?<![\w)\]}.:/])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")  # (not a URL's path)
@@ -90,9 +90,11 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
     """The whole ``issue.md`` text for ``report`` (``report.json``'s data) and the repro's source."""
     failure = report["failure"]
     parts = [f"# {title(report)}", "", "### 🐛 Describe the bug", ""]
+    stage = failure.get("stage")
+    where = "in dynamo, at the **eager** stage (no backend compiles yet)" if stage == "eager" else f"at the **{stage}** stage"
     parts.append(
-        f"`torch.compile` fails at the **{failure.get('stage')}** stage with {_KIND_WORDS.get(failure.get('kind'), failure.get('kind'))}: "
-        f"`{failure.get('exception')}: {shown(failure.get('message'))}`."
+        f"`torch.compile` fails {where} with {_KIND_WORDS.get(failure.get('kind'), failure.get('kind'))}: "
+        f"`{failure.get('exception')}: {_message(failure)}`."
     )
     if report.get("nodes_before"):
         parts.append(
@@ -117,6 +119,19 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
     parts += _below(report) + _releases(report)
     versions = ["", "### Versions", "", "```", environment().rstrip(), "```", ""]
     return scrub("\n".join(parts), run_dir) + "\n" + "\n".join(versions)
+
+
+#: The most of torch's own message the bug's first line quotes (the signature's is cut shorter, and normalized).
+MESSAGE_SHOWN = 600
+
+
+def _message(failure: dict[str, Any]) -> str:
+    """The failure's message as torch said it (its first line, uncut up to :data:`MESSAGE_SHOWN`), else the signature's."""
+    said = (failure.get("details") or "").strip().split("\n", 1)[0].strip()
+    message = failure.get("message") or ""
+    if not said or not normalize_message(said).startswith(message.partition(DIAGNOSTIC_SEPARATOR)[0][:60]):
+        return shown(message)  # (details that are not the message uncut: a wrong answer's, say)
+    return said if len(said) <= MESSAGE_SHOWN else said[:MESSAGE_SHOWN] + "…"
 
 
 #: The longest program inlined as its own repro; a longer one is named, to attach.

@@ -267,3 +267,15 @@ def test_a_genuine_bug_fixed_in_2_15_is_said_fixed_and_one_it_still_has_is_said_
     data = json.loads(still.stdout)
     assert [v["fails"] for v in data["versions"]] == [True, True] and data["versions"][1]["same_failure"]
     assert data["fixed_in"] is None
+
+
+def test_issue_md_quotes_torchs_message_uncut_and_says_an_eager_stage_failure_is_dynamos(tmp_path):
+    said = "It seems one of cond's output stride is not a simple accumulative multiplication of sizes. " * 3 + "Hint: call t.contiguous()."
+    from pt2kit.signature import normalize_message
+
+    failure = {"stage": "eager", "kind": "compile_error", "exception": "UncapturedHigherOrderOpError", "message": normalize_message(said), "details": said}
+    body = render_issue({"status": "error", "message": "there is no graph to minify", "failure": failure}, None, tmp_path)
+    assert "fails in dynamo, at the **eager** stage" in body and "Hint: call t.contiguous()." in body
+    wrong = {"stage": "inductor", "kind": "accuracy", "exception": "AccuracyError", "message": "compiled output diverges from the fp64 reference (values)", "details": "output 0: RMSE 0.3"}
+    body = render_issue({"status": "minified", "failure": wrong}, "import torch\n", tmp_path)
+    assert "at the **inductor** stage with a wrong answer: `AccuracyError: compiled output diverges from the fp64 reference (values)`" in body
