@@ -226,11 +226,13 @@ def add_program_check(
     if ran is not None:
         workaround.update(code=ran.code, what=ran.what, verified_on="program", verified=True)
         program_check.say_in_header(run_dir / "repro.py", ran.code, ran.what, "program")
-    else:
+    else:  # (the repro's header and issue.md say it too: "in the background" is over)
+        workaround["program"] = outcome = "did not end in time" if timed_out else "still fails"
+        if workaround.get("code"):
+            program_check.say_in_header(run_dir / "repro.py", workaround["code"], workaround.get("what", ""), outcome)
         data["notes"] = [
             *data.get("notes", []),
-            f"{script} {'did not end in time' if timed_out else 'still fails'} with the workaround "
-            "(logs/program-check.log): only the repro was seen to run right with it",
+            f"{script} {outcome} with the workaround (logs/program-check.log): only the repro was seen to run right with it",
         ]
     data["pending"] = [p for p in data.get("pending", []) if p != PENDING]
     if not data["pending"]:  # (as report.json has it when nothing is pending)
@@ -263,9 +265,10 @@ def check_program(run_dir: Path) -> int:
     except Exception as e:  # noqa: BLE001 - one line in the log: the run directory may be gone, or its report changed
         print(f"pt2kit: the workaround's run of the program was not added to the report: {type(e).__name__}: {e}")
         return 1
-    print(
-        f"pt2kit: {Path(check.script).name} {f'ran to the end with: {ran.what}' if ran else 'did not run to the end'}"
-    )
+    for option, answer in zip(tried, answers):
+        print(f"pt2kit: {Path(check.script).name} with {option.what}: " + (
+            "ran to the end" if answer.ok else "did not end in time" if answer.ok is None else f"failed: {answer.error or 'no error line'}"
+        ))  # fmt: skip
     return 0
 
 

@@ -58,6 +58,8 @@ SEEN = {
     "program": "the program runs to the end with it",
     "graph": "the graph it failed in runs right with it",
     "repro": "repro.py runs right with it; the program runs with it in the background",
+    "still fails": "repro.py runs right with it; the program still fails with it",
+    "did not end in time": "repro.py runs right with it; the program did not end in time with it",
 }
 
 

@@ -163,12 +163,15 @@ def _below(report: dict[str, Any]) -> list[str]:
     out = []
     subsystem, workaround = report.get("subsystem"), report.get("workaround")
     if subsystem:
-        named = " / ".join(str(subsystem[k]) for k in ("backend", "name") if subsystem.get(k))
-        out.append(f"Subsystem: {named}" + (f" ({subsystem['application']})" if subsystem.get("application") else ""))
+        named = " / ".join(str(subsystem[k]) for k in ("backend", "name", "detail") if subsystem.get(k))
+        out.append(f"Subsystem: {named}" + (f" (application {subsystem['application']})" if subsystem.get("application") else ""))
+        if subsystem.get("name") == "lowerings":  # (CompilerBisector's answer is a fallback that avoids it)
+            out.append("(the first lowering whose fallback to eager avoids the failure: the bug is in it or in the kernel it is fused into)")
     if workaround:
         verified = {"program": "the whole program runs right with it", "repro": "repro.py passes with it"}
+        said = verified.get(workaround.get("verified_on"), "the graph runs right with it")
         out.append(
-            f"Workaround: {workaround.get('what')} ({verified.get(workaround.get('verified_on'), 'the graph runs right with it')})"
+            f"Workaround: {workaround.get('what')} ({said}" + (f"; the program {workaround['program']} with it" if workaround.get("program") else "") + ")"
         )
         if workaround.get("code"):
             out += ["```python", workaround["code"].rstrip(), "```"]

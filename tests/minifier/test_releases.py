@@ -279,3 +279,11 @@ def test_issue_md_quotes_torchs_message_uncut_and_says_an_eager_stage_failure_is
     wrong = {"stage": "inductor", "kind": "accuracy", "exception": "AccuracyError", "message": "compiled output diverges from the fp64 reference (values)", "details": "output 0: RMSE 0.3"}
     body = render_issue({"status": "minified", "failure": wrong}, "import torch\n", tmp_path)
     assert "at the **inductor** stage with a wrong answer: `AccuracyError: compiled output diverges from the fp64 reference (values)`" in body
+
+
+def test_issue_md_names_the_subsystem_in_full_and_reads_a_lowering_as_a_fallback_that_avoids_it(tmp_path):
+    subsystem = {"backend": "inductor", "name": "lowerings", "application": 3, "detail": "aten.sum.default"}
+    failure = {"stage": "inductor", "kind": "accuracy", "exception": "AccuracyError", "message": "m"}
+    body = render_issue({"status": "minified", "failure": failure, "subsystem": subsystem}, "import torch\n", tmp_path)
+    assert "Subsystem: inductor / lowerings / aten.sum.default (application 3)" in body
+    assert "the first lowering whose fallback to eager avoids the failure" in body

@@ -206,7 +206,7 @@ def test_the_background_check_keeps_the_workaround_the_program_ran_with_or_says_
         (lighter, False, "train.py still fails with the workaround 'the narrow one' (IndexError: another bug)", [("the narrow one", "IndexError: another bug")]),
     ):
         workaround = {"code": first.code, "what": first.what, "verified_on": "repro", "verified": False}
-        (tmp_path / "report.json").write_text(json.dumps({"status": "minified", "workaround": workaround, "pending": [PENDING], "notes": []}))
+        (tmp_path / "report.json").write_text(json.dumps({"status": "minified", "workaround": workaround, "pending": [PENDING], "notes": [], "failure": {"stage": "inductor", "kind": "compile_error", "exception": "E", "message": "m"}}))
         (tmp_path / "repro.py").write_text("# pt2kit repro\nimport torch\n")
         say_in_header(tmp_path / "repro.py", first.code, first.what, "repro")
         add_program_check(tmp_path, ran, 2.5, timed_out=timed_out, failed=failed)
@@ -215,7 +215,9 @@ def test_the_background_check_keeps_the_workaround_the_program_ran_with_or_says_
         assert "pending" not in data and header.count("# Workaround (") == 1
         if ran is None:
             assert data["workaround"]["verified_on"] == "repro" and data["workaround"]["verified"] is False
-            assert said in " ".join(data["notes"]) and SEEN["repro"] in header
+            outcome = "did not end in time" if timed_out else "still fails"
+            assert said in " ".join(data["notes"]) and SEEN[outcome] in header and data["workaround"]["program"] == outcome
+            assert f"(repro.py passes with it; the program {outcome} with it)" in (tmp_path / "issue.md").read_text()
         else:
             assert data["workaround"] == {"code": ran.code, "what": ran.what, "verified_on": "program", "verified": True}
             assert f"# Workaround ({SEEN['program']}): {ran.what}." in header
