@@ -104,7 +104,7 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
     if repro is not None:
         parts += ["", "Repro (plain torch; `python repro.py` exits non-zero and prints the failure):", "", "```python"]
         parts += [repro.rstrip(), "```"]
-        if report.get("inputs") == "real":
+        if report.get("inputs") == "real" and "torch.load(" in repro:  # (few real values are literals in it)
             parts.append("The repro loads its real inputs from the data file named in it: attach that file too.")
     else:
         parts += _no_repro(report)

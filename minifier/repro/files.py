@@ -34,6 +34,7 @@ from ..unit.graphio import GraphFormatError, load_graph
 from pt2kit.seams import compiler_state, config, pytree
 from pt2kit.script import CARRIED_MODULE
 from pt2kit.signature import Signature
+from .inputs import inline_data
 from .writer import FORMAT_VERSION, data_of, render, split_future
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def write_repro(
     """
     directory.mkdir(parents=True, exist_ok=True)
     copy_modules(case, directory)
-    data_file = save_data(data_of(case), directory)
+    data_file = None if inline_data(case) is not None else save_data(data_of(case), directory)
     source = render(
         case,
         stage=stage,
@@ -311,6 +312,11 @@ def load_repro(path: Path) -> LoadedRepro:
             raise CorruptRecord(f"cannot load {data_path}: {type(e).__name__}: {e}") from None
         if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
             raise CorruptRecord(f"{data_path}: expected a dict of tensors")
+    elif meta.get("data_inline"):  # (few enough values to be literals in its load_data: see minifier.repro.inputs)
+        try:
+            data = exec_repro(source, str(path), meta=meta)["load_data"]()
+        except Exception as e:  # noqa: BLE001 - a repro edited out of shape
+            raise CorruptRecord(f"{path}: its load_data() fails ({type(e).__name__}: {e})") from None
     case = read_case(source, data, path, meta)
     failure = Signature.from_json(meta["failure"]) if meta["failure"] else None
     return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path, bool(meta.get("strict")))

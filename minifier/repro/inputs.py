@@ -48,7 +48,72 @@ def data_of(case: GraphCase) -> dict[str, torch.Tensor]:
     return data
 
 
-def data_function(data_file: str | None) -> str:
+#: The most real values a repro holds as literals, all its tensors together, instead of in a data file: then it
+#: runs alone, copied anywhere, and its issue needs no attachment (GitHub takes no ``.pt``).
+INLINE_LIMIT = 512
+#: The dtypes whose every value a Python literal gives back exactly (through float64, or a Python int or bool).
+INLINE_DTYPES = frozenset(
+    {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool}
+)
+
+
+def inline_data(case: GraphCase) -> dict[str, torch.Tensor] | None:
+    """The real values a case's repro holds as literals (:data:`INLINE_LIMIT`), or None: none, or a data file's.
+
+    The sizes are read off the inputs before anything is copied: a model's are never inlined.
+    """
+    values = [i.value for i in case.inputs if i.is_tensor and not i.is_random and i.value is not None]
+    tensors = [*values, *case.constants.values(), *case.output_grads.values()]
+    if not tensors or not all(_literal(t) for t in tensors):
+        return None
+    if sum(t.untyped_storage().nbytes() // t.element_size() for t in tensors) > INLINE_LIMIT:
+        return None
+    data = data_of(case)
+    return data if data and all(_literal(t) for t in data.values()) else None
+
+
+def _literal(t: object) -> bool:
+    return (
+        type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided and t.dtype in INLINE_DTYPES
+        and not t.is_conj() and not t.is_neg() and not t._is_zerotensor()
+    )  # fmt: skip
+
+
+def _values(t: torch.Tensor) -> str:
+    """The literal of ``t``'s whole storage, then its view: ``torch.tensor([...]).as_strided(...)``."""
+    size = t.untyped_storage().nbytes() // t.element_size()
+    flat = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (size,), (1,))
+    special = {"nan": "float('nan')", "inf": "float('inf')", "-inf": "-float('inf')"}
+    said = ", ".join(special.get(v, v) for v in _shortest(flat))
+    return f"torch.tensor([{said}], dtype=torch.{str(t.dtype).removeprefix('torch.')}).as_strided({tuple(t.shape)!r}, {tuple(t.stride())!r}, {t.storage_offset()})"
+
+
+def _shortest(flat: torch.Tensor) -> list[str]:
+    """Each value's shortest literal that gives it back in its own dtype (``0.1``, where float64's is ``0.10000000149011612``)."""
+    values = flat.tolist()
+    if not flat.is_floating_point() or flat.dtype == torch.float64:
+        return [repr(v) for v in values]
+    said: list[str | None] = [None] * len(values)
+    for digits in range(1, 18):  # (17 significant digits give any float64 back)
+        tried = [f"{v:.{digits}g}" for v in values]
+        back = torch.tensor([float(x) for x in tried], dtype=flat.dtype)
+        same = ((back == flat) & (torch.signbit(back) == torch.signbit(flat))) | (back.isnan() & flat.isnan())
+        for k in same.nonzero().flatten().tolist():
+            said[k] = said[k] or tried[k]
+        if all(x is not None for x in said):
+            break
+    # (a float literal: "-0" would be the int 0, and lose its sign)
+    return [x + ".0" if x is not None and not any(c in x for c in ".ein") else x or repr(v) for x, v in zip(said, values)]
+
+
+def data_function(data_file: str | None, case: GraphCase | None = None) -> str:
+    if data_file is None and case is not None and (data := inline_data(case)) is not None:
+        values = "".join(f"        {key!r}: {_values(t)},\n" for key, t in data.items())
+        return (
+            "def load_data():\n"
+            '    """Real input values (random stand-ins did not reproduce the failure), few enough to hold here."""\n'
+            f"    return {{\n{values}    }}"
+        )
     if data_file is None:
         return 'def load_data():\n    """No saved tensors: random inputs reproduce the failure."""\n    return {}'
     return (

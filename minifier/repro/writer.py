@@ -49,6 +49,7 @@ from .graph import HOP_CALL, IN_PLACE_BUILTINS, module_class, weighed_outputs
 from .inputs import (
     data_function,
     data_of,
+    inline_data,
     inputs_function,
     is_symbolic,
     traces_on_fakes,
@@ -117,7 +118,7 @@ def render(
         symbolic_inputs_function(case)
         if case.boundary == Boundary.AOT and traces_on_fakes(case) and stage not in EAGER_STAGES
         else "",
-        data_function(data_file),
+        data_function(data_file, case),
         inputs_function(case),
         run_functions(case, stage),
     ]
@@ -284,7 +285,7 @@ def _metadata(
         "kind": case.kind,
         "failure": failure.to_json() if failure else None,
         "accuracy": accuracy,
-        "data_file": data_file,
+        "data_file": data_file, **({"data_inline": True} if data_file is None and inline_data(case) is not None else {}),
         "inputs": [
             {
                 "name": i.name,

@@ -49,9 +49,29 @@ def test_repro_round_trip_keeps_graph_inputs_and_config(tmp_path):
     assert x_back.value.stride() == (0, 1) and torch.equal(x_back.value, x)
     assert w_back.seed == 7 and w_back.meta.requires_grad and n_back.value == 3
     assert loaded.case.config == case.config
-    # the data file holds only the real tensor, and loads with weights_only
-    (data_file,) = tmp_path.glob("inputs-*.pt")
-    assert set(torch.load(data_file, weights_only=True)) == {"input:x"}
+    # the real tensor is few values: literals in the repro (its storage, then its view), no data file
+    assert list(tmp_path.glob("inputs-*.pt")) == [] and ".as_strided((4, 5), (0, 1), 0)" in path.read_text()
+
+
+def test_real_values_are_literals_bit_for_bit_up_to_the_limit_and_a_data_file_past_it(tmp_path):
+    from minifier.repro.inputs import INLINE_LIMIT
+
+    odd = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 1e-45, 3.0000001], dtype=torch.float32)
+    half = (torch.randn(8) * 1e3).to(torch.bfloat16)
+    window = torch.arange(12, dtype=torch.int64)[3:9:2]  # a view into more memory than its strides reach
+    inputs = [GraphInput("x", odd, TensorMeta.of(odd)), GraphInput("w", half, TensorMeta.of(half)), GraphInput("n", window, TensorMeta.of(window))]
+    gm = torch.fx.symbolic_trace(lambda x, w, n: (x + 1, w * 2, n - 1))
+    path = write_repro(GraphCase(gm, inputs), tmp_path / "small", stage="eager")
+    assert list(path.parent.glob("inputs-*.pt")) == []
+    for before, after in zip(inputs, load_repro(path).case.inputs):
+        v, w = before.value, after.value
+        assert (w.dtype, w.shape) == (v.dtype, v.shape)
+        assert torch.equal(w.view(torch.int32), v.view(torch.int32)) if v.dtype == torch.float32 else torch.equal(w, v)  # (NaN too: bits)
+    big = torch.randn(INLINE_LIMIT + 1)
+    path = write_repro(GraphCase(gm, [GraphInput("x", big, TensorMeta.of(big)), *inputs[1:]]), tmp_path / "big", stage="eager")
+    (data_file,) = path.parent.glob("inputs-*.pt")  # (a model's values: a data file, loaded with weights_only)
+    assert set(torch.load(data_file, weights_only=True)) == {"input:x", "input:w", "input:n"}
+    assert torch.equal(load_repro(path).case.inputs[0].value, big)
 
 
 def test_a_function_no_import_reaches_is_defined_from_its_source_and_read_back(tmp_path):
@@ -251,7 +271,7 @@ def test_corrupt_repros_are_reported_without_running_them(tmp_path, text, error)
 
 
 def test_corrupt_data_file_is_reported(tmp_path):
-    x = torch.randn(4, 5)
+    x = torch.randn(40, 50)  # (past the literals' limit: a data file)
     case = GraphCase(trace_module(Model()), [GraphInput("x", x, TensorMeta.of(x)), GraphInput("w", x.t(), TensorMeta.of(x.t())), GraphInput("n", 2, None)])
     path = write_repro(case, tmp_path, stage="eager")
     (data_file,) = tmp_path.glob("inputs-*.pt")
