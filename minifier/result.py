@@ -62,6 +62,9 @@ class Bisected:
         )
         first = row.first_failure if row is not None else None
         speaks = row is not None and first is not None and first.failure is not None and first.failure.signature == signature
+        culprit = bisect.culprit.first_failure if bisect.culprit is not None else None
+        if not speaks and culprit is not None and culprit.failure is not None and culprit.failure.signature == signature:
+            row, speaks = bisect.culprit, True  # (its dynamo graph fails otherwise alone: the aot graph's own stages)
         graphs = tuple(r.record(bisect.stages, asked_only=asked_only) for r in bisect.rows)
         asked = list(row.asked() if asked_only else row.outcomes) if row is not None else []
         return cls(

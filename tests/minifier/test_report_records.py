@@ -346,3 +346,23 @@ def test_a_report_of_a_newer_schema_is_refused_in_one_line_and_one_without_the_k
     (tmp_path / "newer.json").write_text(json.dumps({**data, "schema": REPORT_SCHEMA + 1}))
     with pytest.raises(CorruptRecord, match="newer pt2kit"):
         read_report(tmp_path / "newer.json")
+
+
+def test_the_stage_table_is_the_aot_culprits_own_where_its_dynamo_graph_fails_otherwise_alone(tmp_path):
+    # (a flex_attention graph: dynamo will not trace the dynamo graph again, so it "fails" at eager with pt2kit's
+    # rebuild; the aot graph fails at inductor as the program did. One column, inductor, said nothing of what passes)
+    from minifier.bisect.report import BisectReport, Row
+    from minifier.result import Bisected
+    from minifier.stages.run import Outcome
+    from minifier.unit.case import GraphCase
+    from pt2kit.signature import Failure
+
+    gm = torch.fx.symbolic_trace(lambda x: x + 1)
+    rebuild = Failure(Signature("compile_error", "ValueError", "too many values to unpack"))
+    program = Failure(Signature("compile_error", "LoweringException", "All the buffers in the score and mask subgraph"))
+    dynamo = Row("g0", "dynamo", "dynamo", 3, None, {s: Outcome(s, rebuild, 0.0) for s in ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")}, GraphCase(gm, []))
+    aot_case = GraphCase(gm, [], boundary="aot", kind="inference", parent=0)
+    aot = Row("g0.inference", "aot", "inference", 3, None, {"aot_eager_decomp_partition": Outcome("aot_eager_decomp_partition", None, 0.0), "inductor": Outcome("inductor", program, 0.0)}, aot_case)
+    report = BisectReport("program.py", "inductor", False, tmp_path, program, rows=[dynamo, aot], culprit=aot)
+    statuses = Bisected.of(report, aot_case, program.signature).statuses
+    assert statuses == {"aot_eager_decomp_partition": "pass", "inductor": "fail"}, statuses
