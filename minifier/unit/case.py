@@ -61,15 +61,12 @@ CONFIG_MISSING = "pt2kit:missing"  # {"pt2kit:missing": why}: the user must supp
 class CompileContext:
     """The state around a compiled call that its graph does not hold, replayed around every run of it.
 
-    A graph traced inside an outer ``with torch.autocast(...)`` holds no cast:
-    AOTAutograd applies autocast while it traces, from the state at the call, and so
-    does eager. A repro that calls the graph outside it compiles another program, and a
-    wrong bf16 gradient passes every replay. The default dtype (tensors the graph
-    creates), float32 matmul precision (TF32), deterministic algorithms (Inductor's
-    fallbacks) and the thread count (Inductor's C++ kernels are written for it) change
-    what compiles and what runs the same way. Read at the compile,
-    inside the program's call (:meth:`current`); each field is at torch's default
-    unless the program changed it.
+    A graph traced inside an outer ``with torch.autocast(...)`` holds no cast: AOTAutograd applies autocast while
+    it traces, from the state at the call, and so does eager. A repro that calls the graph outside it compiles
+    another program, and a wrong bf16 gradient passes every replay. The default dtype (tensors the graph creates),
+    float32 matmul precision (TF32), deterministic algorithms (Inductor's fallbacks) and the thread count
+    (Inductor's C++ kernels are written for it) change what compiles and what runs the same way. Read at the
+    compile, inside the program's call (:meth:`current`); each field is at torch's default unless the program changed it.
     """
 
     autocast: tuple[tuple[str, str], ...] = ()  # (device type, dtype) of each device whose autocast is on
@@ -131,9 +128,8 @@ class CompileContext:
         return cls(**data)
 
 
-#: The thread count the program started with, where pt2kit knows it: the capture notes it
-#: before the program runs (:func:`note_threads_at_start`). Elsewhere (the hook, the API), its
-#: environment's stands for it.
+#: The thread count the program started with, where pt2kit knows it: the capture notes it before the program runs
+#: (:func:`note_threads_at_start`). Elsewhere (the hook, the API), its environment's stands for it.
 _threads_at_start: list[int] = []
 
 
@@ -158,11 +154,13 @@ BOUNDARIES = ("dynamo", "aot")
 GRAPH_KINDS = ("dynamo", "forward", "backward", "inference")
 
 
-#: An aot graph that a user's backend handed to Inductor (``standalone_compile``,
-#: ``compile_fx``): its repro compiles it as the ``inductor`` stage does.
+#: An aot graph that a user's backend handed to Inductor (``standalone_compile``, ``compile_fx``): its repro compiles it as the ``inductor`` stage does.
 INDUCTOR_INNER_COMPILE = "torch._inductor.compile_fx:compile_fx_inner"
 #: The name a repro's ``definitions`` bind a backend to when it has no importable name.
 BACKEND_NAME = "pt2kit_backend"
+
+
+DISTINCT_RANGE = 1 << 24  # the widest value range whose distinct integers stand-ins draw without repeats
 
 
 @dataclass(frozen=True)
@@ -176,6 +174,7 @@ class TensorMeta:
     requires_grad: bool
     low: float | None = None  # value range of the real data (integer tensors only)
     high: float | None = None
+    distinct: bool = False  # integer data whose values all differ (an index without repeats): stand-ins do too
     is_leaf: bool = True  # False: a non-leaf requiring grad (the output of a differentiable op)
     special: str | None = None  # a ZeroTensor, or a conjugate or negative view (pt2kit.seams.special_tensors)
     subclass: str | None = None  # a plain tensor subclass: how a repro names its class (``Tagged``, ``mylib.Tagged``)
@@ -188,14 +187,14 @@ class TensorMeta:
     def of(cls, t: torch.Tensor, window: bool = False) -> TensorMeta:
         """``t``'s metadata; with ``window``, also the storage around it when it is a view into more memory.
 
-        Only a graph's own inputs keep their window (:func:`storage_window`): a graph that reads
-        past a view's elements (``as_strided`` with an offset) needs the memory around it. A
-        value cut out of a graph is its own tensor.
+        Only a graph's own inputs keep their window (:func:`storage_window`): a graph that reads past a view's
+        elements (``as_strided`` with an offset) needs the memory around it. A value cut out of a graph is its own tensor.
         """
         low = high = None
-        special = special_tensors.kind_of(t)
+        special, distinct = special_tensors.kind_of(t), False
         if not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool and t.numel() and special is None:
             low, high = float(t.min()), float(t.max())
+            distinct = 1 < t.numel() <= high - low + 1 <= DISTINCT_RANGE and t.unique().numel() == t.numel()
         return cls(
             shape=tuple(t.shape),
             stride=tuple(t.stride()),
@@ -204,6 +203,7 @@ class TensorMeta:
             requires_grad=bool(t.requires_grad),
             low=low,
             high=high,
+            distinct=distinct,
             is_leaf=bool(t.is_leaf) or not t.requires_grad,
             special=special,
             storage=storage_window(t) if window and special is None else None,
@@ -274,7 +274,7 @@ class GraphInput:
         m = self.meta
         if self.seed is not None:
             value = rand_tensor(
-                m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device, m.storage
+                m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device, m.storage, m.distinct
             )
         else:  # placed here, in the child
             value = clone_tensor(self.value, m.requires_grad, device=m.device, window=m.storage is not None)

@@ -133,12 +133,13 @@ def guarded_view(t, how, function=None):
     return t.unsqueeze(0).unbind(0)[0]
 
 
-def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu", storage=None):
+def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu", storage=None, distinct=False):
     """A seeded random tensor with exactly this shape, stride, dtype and requires_grad.
 
     Floats are standard normal; integers stay within the real data's [low, high]
-    (so index tensors stay valid); bools are fair coins. The result is a leaf. With
-    ``storage`` (offset, size), it is a view at that offset into a random storage of that size.
+    (so index tensors stay valid), and with ``distinct`` never repeat, as the real ones did not (an index
+    without repeats: ``index_put`` of repeated indices is undefined); bools are fair coins. The result is a
+    leaf. With ``storage`` (offset, size), it is a view at that offset into a random storage of that size.
     """
     generator = torch.Generator().manual_seed(seed)
     numel = 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(n > 0 for n in shape) else 0
@@ -150,7 +151,10 @@ def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, hig
     else:
         lo = 0 if low is None else int(low)
         hi = lo if high is None else int(high)
-        base = torch.randint(lo, hi + 1, (numel,), generator=generator, dtype=dtype)
+        if distinct and hi - lo + 1 >= numel:
+            base = (torch.randperm(hi - lo + 1, generator=generator)[:numel] + lo).to(dtype)
+        else:
+            base = torch.randint(lo, hi + 1, (numel,), generator=generator, dtype=dtype)
     made = base.to(device).as_strided(shape, stride, offset)
     made = made.clone() if numel == made.numel() and storage is None else made  # a dense one is a tensor of its own, not a view
     return made.detach().requires_grad_(requires_grad)

@@ -193,3 +193,19 @@ def test_complex_constants_are_written_as_the_program_ran_them_and_its_own_subgr
     assert float(outer.body(x.clone())[0]) == pytest.approx(math.pi) and float(inner(x.clone())[0]) == 0.0
     assert isinstance(next(a for a in outer.graph.nodes if a.target is operator.setitem).args[2], ExactComplex)
     assert repr(ExactComplex(math.nan, -0.0)) == "complex(nan, -0.0)"
+
+
+def test_an_index_without_repeats_is_stood_in_for_by_one_without_repeats():
+    # (pytorch#198270's index_put: random stand-ins for an arange index repeated indices, which index_put
+    # leaves undefined, and a maintainer would dismiss the repro)
+    from minifier.unit.case import TensorMeta
+    from minifier.unit.runtime import rand_tensor
+
+    index, repeated = torch.tensor([3, 0, 2, 1]), torch.tensor([3, 0, 0, 1])
+    assert TensorMeta.of(index).distinct and not TensorMeta.of(repeated).distinct
+    assert not TensorMeta.of(torch.tensor([0.5, 1.5])).distinct
+    m = TensorMeta.of(index)
+    for seed in range(20):
+        drawn = rand_tensor(m.shape, m.stride, torch.int64, seed=seed, low=m.low, high=m.high, distinct=True)
+        assert drawn.unique().numel() == 4 and int(drawn.min()) >= 0 and int(drawn.max()) <= 3
+    assert any(rand_tensor(m.shape, m.stride, torch.int64, seed=s, low=m.low, high=m.high).unique().numel() < 4 for s in range(20))
