@@ -218,6 +218,8 @@ def program_failure(row: Row, original: Failure | None, accuracy: Accuracy) -> s
     row.program_stage = later.stage
     if original is None:
         return f"{row.label} raises at {first.stage} as plain eager does; it is minified at {later.stage}, where the compiler fails"
+    if raises_in_eager(first.failure):  # (the program may well have met it: eager raising is what it expected)
+        return f"{row.label} raises at {first.stage} as plain eager does; it is minified at {later.stage}, where it fails the program's way"
     return (
         f"{row.label} fails otherwise at {first.stage} ({signature_of(first)}), a failure the program never "
         f"met; it is minified at {later.stage}, where it fails the program's way"

@@ -366,3 +366,17 @@ def test_the_stage_table_is_the_aot_culprits_own_where_its_dynamo_graph_fails_ot
     report = BisectReport("program.py", "inductor", False, tmp_path, program, rows=[dynamo, aot], culprit=aot)
     statuses = Bisected.of(report, aot_case, program.signature).statuses
     assert statuses == {"aot_eager_decomp_partition": "pass", "inductor": "fail"}, statuses
+
+
+def test_a_graph_that_raises_as_plain_eager_does_is_not_said_to_fail_in_a_way_the_program_never_met():
+    # (pytorch#197095: eager's interpolate raises on a zero-width input and the program expects it; compiled returns)
+    from minifier.bisect.report import Row, program_failure
+    from minifier.stages.run import RAISES_IN_EAGER, Outcome
+    from pt2kit.signature import Failure
+
+    eager = Failure(Signature("runtime_error", "RuntimeError", f"{RAISES_IN_EAGER}: Input and output sizes should be greater than 0"))
+    wrong = Failure(Signature("accuracy", "AccuracyError", "compiled output diverges from the fp64 reference (eager raises RuntimeError: Input and output sizes)"))
+    row = Row("g0", "dynamo", "dynamo", 1, None, {"eager": Outcome("eager", eager, 0.0), "inductor": Outcome("inductor", wrong, 0.0)})
+    note = program_failure(row, wrong, True)
+    assert note == "g0 raises at eager as plain eager does; it is minified at inductor, where it fails the program's way"
+    assert row.program_stage == "inductor"
