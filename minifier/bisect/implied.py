@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .report import BisectReport, Row
+from pt2kit.seams import dynamo_exc
 from ..stages.run import Outcome, stages_for
 from ..unit.case import Boundary, GraphCase
 from ..unit.check import Stage
@@ -90,7 +91,7 @@ def take_answers(cells: list[tuple[Row, str]], answers: Mapping[tuple[int, str],
     """Put the answers to implied ``cells`` (by ``(id(case), stage)``, as
     :func:`~minifier.bisect.steps.run_each` gives them) in their rows; a note for each stage that fails after all.
     A cell left unanswered (an interrupted batch) keeps saying what vouched for it."""
-    notes = []
+    failing: dict[tuple[str, str, str | None], list[str]] = {}  # (row, signature, what vouched) -> its stages
     for row, stage in cells:
         vouched = row.outcomes[stage].implied_by
         answer = answers.get((id(row.case), stage))
@@ -98,8 +99,16 @@ def take_answers(cells: list[tuple[Row, str]], answers: Mapping[tuple[int, str],
             continue
         row.outcomes[stage] = replace(answer, implied_by=None)
         if answer.failure is not None:
-            notes.append(
-                f"{row.label} fails at {stage} ({answer.failure.signature}), though {vouched}: that stage was "
-                "asked only once the repro was ready, and the stage table now says so"
-            )
-    return notes
+            refused = any(dynamo_exc.refuses_to_retrace(e) for e in (answer.failure.signature.exception, answer.failure.wrapped_in))
+            said = f"{answer.failure.signature}" + (": dynamo refuses pt2kit's rebuild of it, which says nothing of the program's" if refused else "")
+            failing.setdefault((row.label, said, vouched), []).append(stage)
+    return [
+        f"{label} fails at {_listed(stages)} ({said}), though {vouched}: "
+        + ("those stages were" if len(stages) > 1 else "that stage was")
+        + " asked only once the repro was ready, and the stage table now says so"
+        for (label, said, vouched), stages in failing.items()
+    ]
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

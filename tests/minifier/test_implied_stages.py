@@ -179,3 +179,20 @@ def test_a_run_asks_the_implied_stages_once_its_repro_is_ready(session, tmp_path
     reduced = max(i for i, step in enumerate(steps) if " · " in step)  # (the reducer's last query)
     assert {"eager", "aot_eager"} <= {s.split(" through ")[1] for s in steps[reduced:] if s.startswith("g1 (")}, steps
     assert not [s for s in steps[:reduced] if s.startswith("g1 (") and " through eager" in s], steps
+
+
+def test_lower_stages_failing_alike_once_asked_get_one_note_and_a_refused_rebuild_is_said_so():
+    # (a flex_attention graph: dynamo will not trace pt2kit's rebuild of it, at any stage; three notes said it thrice)
+    case = GraphCase(torch.fx.symbolic_trace(lambda x: x + 1), [])
+    vouched = "the program's g0.inference reached inductor's own compiler"
+    stages = ("eager", "aot_eager", "aot_eager_decomp_partition")
+    row = Row("g0", "dynamo", "dynamo", 2, None, {s: Outcome(s, None, 0.0, implied_by=vouched) for s in stages}, case)
+    refusal = Failure(Signature("compile_error", "ValueError", "too many values to unpack (expected 7)"), wrapped_in="InternalTorchDynamoError")
+    notes = take_answers([(row, s) for s in stages], {(id(case), s): Outcome(s, refusal, 0.1) for s in stages})
+    assert notes == [
+        "g0 fails at eager, aot_eager and aot_eager_decomp_partition (compile_error: ValueError: too many values to unpack "
+        "(expected 7): dynamo refuses pt2kit's rebuild of it, which says nothing of the program's), though the program's "
+        "g0.inference reached inductor's own compiler: those stages were asked only once the repro was ready, and the "
+        "stage table now says so"
+    ]
+    assert all(row.outcomes[s].implied_by is None and not row.outcomes[s].passed for s in stages)
