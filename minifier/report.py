@@ -124,6 +124,7 @@ def below_rows(below: BelowRecord) -> list[tuple[str, Text]]:
             "program": "the program runs to the end with it",
             "repro": "repro.py runs right with it",
         }.get(workaround["verified_on"], "the failing graph runs right with it")
+        seen += f"; the program {workaround['program']} with it" if workaround.get("program") else ""
         code = workaround["code"].rstrip()
         rows.append(("workaround", Text(f"{workaround['what']} ({seen})" + (f"\n{code}" if code else ""))))
     else:

@@ -214,6 +214,8 @@ def _below(report: dict[str, Any]) -> Markup:
         verified = (
             badge("verified on your program", "ok")
             if workaround.get("verified")
+            else badge(f"verified on repro.py; the program {workaround['program']} with it", "none")
+            if workaround.get("program")
             else badge("verified on repro.py", "ok")
             if workaround.get("verified_on") == "repro"
             else badge("not verified on the whole program", "none")

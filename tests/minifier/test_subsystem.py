@@ -218,6 +218,7 @@ def test_the_background_check_keeps_the_workaround_the_program_ran_with_or_says_
             outcome = "did not end in time" if timed_out else "still fails"
             assert said in " ".join(data["notes"]) and SEEN[outcome] in header and data["workaround"]["program"] == outcome
             assert f"(repro.py passes with it; the program {outcome} with it)" in (tmp_path / "issue.md").read_text()
+            assert f"verified on repro.py; the program {outcome} with it" in (tmp_path / "report.html").read_text()
         else:
             assert data["workaround"] == {"code": ran.code, "what": ran.what, "verified_on": "program", "verified": True}
             assert f"# Workaround ({SEEN['program']}): {ran.what}." in header
