@@ -28,8 +28,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .report import BisectReport, Row
-from pt2kit.seams import dynamo_exc
-from ..stages.run import Outcome, stages_for
+from ..stages.run import Outcome, retrace_refused, stages_for
 from ..unit.case import Boundary, GraphCase
 from ..unit.check import Stage
 
@@ -99,7 +98,7 @@ def take_answers(cells: list[tuple[Row, str]], answers: Mapping[tuple[int, str],
             continue
         row.outcomes[stage] = replace(answer, implied_by=None)
         if answer.failure is not None:
-            refused = any(dynamo_exc.refuses_to_retrace(e) for e in (answer.failure.signature.exception, answer.failure.wrapped_in))
+            refused = retrace_refused(answer.failure)
             said = f"{answer.failure.signature}" + (": dynamo refuses pt2kit's rebuild of it, which says nothing of the program's" if refused else "")
             failing.setdefault((row.label, said, vouched), []).append(stage)
     return [

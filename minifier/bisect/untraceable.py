@@ -33,9 +33,8 @@ from .report import BisectReport, Row, first_fails, matches
 from .steps import run_stages_of
 from ..isolation.session import Session
 from pt2kit.signature import Failure
-from ..stages.run import replay_breaks
+from ..stages.run import replay_breaks, retrace_refused
 from ..unit.case import Boundary, GraphCase
-from pt2kit.seams import dynamo_exc
 
 if TYPE_CHECKING:
     from ..unit.accuracy import Accuracy
@@ -118,7 +117,7 @@ def handed_if_refused(session: Session, report: BisectReport, row: Row, failure:
         or row.case is None
         or first is None
         or first.failure is None
-        or not _refused(first.failure)
+        or not retrace_refused(first.failure)
         or (failure is not None and first.failure.signature == failure.signature)
         or (case := handed(row.case)) is None
     ):
@@ -157,7 +156,7 @@ def handed_culprit(
             first = row.first_failure
             if first is None or not (matches(first, target, accuracy) if target is not None else first.failure is not None):
                 continue
-            if case.fullgraph and not item.case.fullgraph and _refused(first.failure):
+            if case.fullgraph and not item.case.fullgraph and retrace_refused(first.failure):
                 continue  # (dynamo refusing what it made itself, as a break is now an error: never the program's)
             row.label = f"{item.label} ({how})"
             at = next((k + 1 for k, r in enumerate(report.rows) if r.case is item.case), len(report.rows))
@@ -167,10 +166,6 @@ def handed_culprit(
             session.log(f"  {row.label}: {first_fails(first)}")
             return row
     return None
-
-
-def _refused(failure: Failure | None) -> bool:
-    return failure is not None and any(dynamo_exc.refuses_to_retrace(e) for e in (failure.signature.exception, failure.wrapped_in))
 
 
 def inlined_culprit(session: Session, report: BisectReport, captured_failure: Failure | None) -> Row | None:

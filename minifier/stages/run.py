@@ -225,6 +225,12 @@ def raises_in_eager(failure: Failure | None) -> bool:
     return failure is not None and failure.signature.message.startswith(RAISES_IN_EAGER)
 
 
+def retrace_refused(failure: Failure | None) -> bool:
+    """Is ``failure`` dynamo refusing, or failing, to trace pt2kit's rebuild of a graph it made itself (the exception
+    or the one it came wrapped in: :func:`~pt2kit.seams.dynamo_exc.refuses_to_retrace`)? Never the program's failure."""
+    return failure is not None and any(dynamo_exc.refuses_to_retrace(e) for e in (failure.signature.exception, failure.wrapped_in))
+
+
 def _raises_in_eager(namespace: dict[str, Any], data: Any, compiling: bool = False) -> bool:
     """Does a failing graph raise without any compiler too (its repro's ``run_eager``, on fresh inputs)?
 
