@@ -312,11 +312,6 @@ def load_repro(path: Path) -> LoadedRepro:
             raise CorruptRecord(f"cannot load {data_path}: {type(e).__name__}: {e}") from None
         if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
             raise CorruptRecord(f"{data_path}: expected a dict of tensors")
-    elif meta.get("data_inline"):  # (few enough values to be literals in its load_data: see minifier.repro.inputs)
-        try:
-            data = exec_repro(source, str(path), meta=meta)["load_data"]()
-        except Exception as e:  # noqa: BLE001 - a repro edited out of shape
-            raise CorruptRecord(f"{path}: its load_data() fails ({type(e).__name__}: {e})") from None
     case = read_case(source, data, path, meta)
     failure = Signature.from_json(meta["failure"]) if meta["failure"] else None
     return LoadedRepro(case, meta["stage"], failure, meta["accuracy"], path, bool(meta.get("strict")))
@@ -331,6 +326,11 @@ def read_case(
         namespace = exec_repro(source, str(path), meta=meta)  # imports the user's modules, runs carried definitions
     except Exception as e:  # noqa: BLE001 - a module that will not import, definitions that will not run
         raise CorruptRecord(f"{path}: its imports or carried definitions fail ({type(e).__name__}: {e})") from None
+    if meta.get("data_inline"):  # (few enough values to be literals in its load_data: see minifier.repro.inputs)
+        try:
+            data = namespace["load_data"]()
+        except Exception as e:  # noqa: BLE001 - a repro edited out of shape
+            raise CorruptRecord(f"{path}: its load_data() fails ({type(e).__name__}: {e})") from None
     constants = {name: data[f"constant:{name}"] for name in meta["constants"]}
     if meta.get("graph"):
         try:
