@@ -3,9 +3,10 @@
 Follow one failure through the modules:
 
 1. :mod:`replay.recorder` sits where dynamo compiles each Python frame
-   (:mod:`pt2kit.seams.convert_frame`), snapshots it on entry and keeps the snapshot
-   of a frame whose tracing, backend compile or compiled run fails, or whose first
-   backward breaks off (:mod:`replay.backward`);
+   (:mod:`pt2kit.seams.convert_frame`), snapshots it on entry (:mod:`replay.snapshot`)
+   and keeps the snapshot of a frame whose tracing, backend compile or compiled run
+   fails, or whose first backward breaks off (:mod:`replay.backward`); a failing resume
+   function also keeps the whole call of the function it resumes;
 2. :mod:`replay.values` and :mod:`replay.state` describe it: arguments, closure, the
    globals its code reads, config, global state, RNG, dynamic-shape state; the code it
    reaches is kept by reference or as source (:mod:`replay.sources`); the program's

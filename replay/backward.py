@@ -29,7 +29,7 @@ from pt2kit.opaque import opaque
 from pt2kit.seams import aot_autograd
 
 if TYPE_CHECKING:
-    from .recorder import Snapshot
+    from .snapshot import Snapshot
 
 #: The failing stage of a frame whose backward broke (the manifest's ``failure.stage``).
 BACKWARD = "backward"

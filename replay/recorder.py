@@ -40,105 +40,24 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from pt2kit.seams import automatic_dynamic, convert_frame, resume_functions
+from pt2kit.seams import convert_frame, resume_functions
 from pt2kit.signature import signature_of_exception
 
 from . import backward, rebuild, records, state, values
+from .snapshot import CallMarks, Snapshot, call_that_resumed, live_frame
 
 log = logging.getLogger(__name__)
-
-_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 
 #: How many explicit recorders (``replay record``, ``replay.recording()``) are active;
 #: torch's ``replay_record_enabled`` switch stands down while one is.
 _explicit = 0
 _explicit_lock = threading.Lock()
-
-
-def argument_names(code: types.CodeType) -> tuple[str, ...]:
-    """The names a frame's arguments are bound to on entry (positional, keyword-only, *args, **kwargs)."""
-    count = (
-        code.co_argcount
-        + code.co_kwonlyargcount
-        + bool(code.co_flags & _CO_VARARGS)
-        + bool(code.co_flags & _CO_VARKEYWORDS)
-    )
-    return code.co_varnames[:count]
-
-
-@dataclass
-class Snapshot:
-    """A frame as it was entered, kept by reference until we know whether it fails."""
-
-    code: types.CodeType
-    f_globals: dict[str, Any]
-    args: dict[str, Any]
-    closure: dict[str, Any]
-    compiler_fn: Callable[..., Any]
-    one_graph: bool
-    compile_id: str
-    rng: state.RngState
-    global_state: dict[str, Any]
-    config: dict[str, dict[str, Any]]
-    automatic_dynamic: dict[str, Any]
-    versions: dict[str, int]
-    taken: str = "frame-entry"
-    notes: list[str] = field(default_factory=list)
-
-    @classmethod
-    def at_entry(cls, entry: convert_frame.FrameEntry) -> Snapshot:
-        code = entry.code
-        args = {name: entry.f_locals[name] for name in argument_names(code) if name in entry.f_locals}
-        closure = {}
-        for name, cell in zip(code.co_freevars, entry.closure):
-            with contextlib.suppress(ValueError):
-                closure[name] = cell.cell_contents
-        return cls(
-            code=code,
-            f_globals=entry.f_globals,
-            args=args,
-            closure=closure,
-            compiler_fn=entry.compiler_fn,
-            one_graph=entry.one_graph,
-            compile_id=entry.compile_id,
-            rng=state.RngState.take(),
-            global_state=state.global_state(),
-            config=state.non_default_config(),
-            automatic_dynamic=automatic_dynamic.snapshot(code, entry.closure),
-            versions=_versions(args),
-        )
-
-    def late(self, frame: types.FrameType) -> Snapshot:
-        """The same frame, snapshotted from its live Python frame at a later failing call."""
-        f_locals = frame.f_locals
-        args = {name: f_locals[name] for name in argument_names(self.code) if name in f_locals}
-        closure = {name: f_locals[name] for name in self.code.co_freevars if name in f_locals}
-        return Snapshot(
-            code=self.code,
-            f_globals=frame.f_globals,
-            args=args,
-            closure=closure,
-            compiler_fn=self.compiler_fn,
-            one_graph=self.one_graph,
-            compile_id=self.compile_id,
-            rng=state.RngState.take(),
-            global_state=state.global_state(),
-            config=self.config,
-            automatic_dynamic=self.automatic_dynamic,
-            versions=_versions(args),
-            taken="at-failure",
-            notes=["snapshotted when a later call of the compiled frame failed: RNG state is as that call left it"],
-        )
-
-
-def _versions(args: dict[str, Any]) -> dict[str, int]:
-    return {name: value._version for name, value in args.items() if isinstance(value, torch.Tensor)}
 
 
 # --------------------------------------------------------------------------- #
@@ -264,6 +183,7 @@ def _frame_entry(
         "line": code.co_firstlineno,
         "code_name": code.co_name,
         "compile_id": snapshot.compile_id,
+        "led_to": snapshot.led_to,
         "code": code_spec,
         "resume": resume,
         "bytecode_sha256": rebuild.bytecode_digest(code),
@@ -324,6 +244,8 @@ class Recorder:
         self._lock = threading.Lock()
         #: the frames whose first backward is under way (:meth:`script_failed` records the one that fails)
         self.backward = backward.BackwardWatch()
+        #: what each user function was last entered with, for the call that led to a failing resume function
+        self.calls = CallMarks()
 
     @property
     def out(self) -> Path:
@@ -348,6 +270,7 @@ class Recorder:
                 return None
         self.frames_seen += 1
         snapshot = Snapshot.at_entry(entry)
+        self.calls.entered(snapshot)
         self._stack().append(snapshot)
         # torch's own recorder (needs dill, and crashes on some frames) stays out of frames we record
         entry.contexts.append(_torch_recorder_off())
@@ -357,7 +280,7 @@ class Recorder:
         snapshot = self._pop(entry)
         if snapshot is None or convert_frame.skipped_softly(entry, exc):
             return
-        self.save(snapshot, exc, failing_stage(exc), suppressed=convert_frame.suppressed(entry, exc))
+        self.save_failure(snapshot, exc, failing_stage(exc), suppressed=convert_frame.suppressed(entry, exc))
 
     def compiled(self, entry: convert_frame.FrameEntry) -> None:
         self._pop(entry)
@@ -396,10 +319,10 @@ class Recorder:
                 if recorder.active:
                     taken = entry_snapshot
                     if taken is None:
-                        frame = _user_frame(snapshot.code)
+                        frame = live_frame(snapshot.code)
                         taken = snapshot.late(frame) if frame is not None else None
                     if taken is not None:
-                        recorder.save(taken, exc, "compiled run")
+                        recorder.save_failure(taken, exc, "compiled run")
                 raise
             finally:
                 first[0] = None
@@ -415,29 +338,51 @@ class Recorder:
 
     # -- writing -----------------------------------------------------------------
 
-    def save(self, snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False) -> None:
-        """Describe and write one record; never raises (the user's exception matters more)."""
+    def save_failure(self, snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False) -> None:
+        """Record a frame that failed now; a resume function's failure also records the call that led to it."""
+        try:
+            call = call_that_resumed(snapshot, self.calls)
+        except Exception:  # a recorder bug never hides the program's failure
+            log.debug("pt2kit: could not snapshot the call that led to %s", snapshot.code.co_name, exc_info=True)
+            call = None
+        path = self.save(call, exc, stage, suppressed=suppressed) if call is not None else None
+        if path is not None:
+            snapshot = replace(
+                snapshot,
+                notes=[
+                    *snapshot.notes,
+                    "its inputs are what the compiled code before the graph break made: a backend that passes here"
+                    f" may still have made them wrong; {path} replays the whole call",
+                ],
+            )
+        self.save(snapshot, exc, stage, suppressed=suppressed)
+
+    def save(self, snapshot: Snapshot, exc: BaseException, stage: str, *, suppressed: bool = False) -> Path | None:
+        """Describe and write one record, and say where; never raises (the user's exception matters more)."""
         try:
             failure = signature_of_exception(exc).signature
             key = (snapshot.code.co_filename, snapshot.code.co_firstlineno, snapshot.code.co_name, failure)
             with self._lock:
                 if key in self._seen:
-                    return
+                    return None
                 self._seen.add(key)
             manifest, tensors = describe(snapshot, exc, stage, suppressed=suppressed)
             path = records.write(self.out, manifest, tensors)
             self.records.append(records.Record(path, manifest))
-            note = f"pt2kit: the failing frame {manifest['frame']['function']} was recorded in {path} (replay it: python -m replay run {path})"
+            what = "the call of" if snapshot.led_to else "the failing frame"
+            note = f"pt2kit: {what} {manifest['frame']['function']} was recorded in {path} (replay it: python -m replay run {path})"
             with contextlib.suppress(Exception):
                 exc.add_note(note)
             if not self.quiet:
                 print(note, file=sys.stderr)
+            return path
         except Exception as e:
             from pt2kit.signature import said
 
             self.unsaved.append(f"{snapshot.code.co_name}: {said(e)}")
             log.warning("pt2kit: could not record the failing frame %s: %s", snapshot.code.co_name, said(e))
             log.debug("pt2kit: the recorder's error", exc_info=True)
+            return None
 
     # -- installation ------------------------------------------------------------
 
@@ -469,18 +414,6 @@ def _torch_recorder_off() -> Any:
         if dynamo_config.replay_record_enabled
         else contextlib.nullcontext()
     )
-
-
-def _user_frame(code: types.CodeType) -> types.FrameType | None:
-    """The live frame running (dynamo's transformed version of) ``code``, up the stack."""
-    frame: types.FrameType | None = sys._getframe(2)
-    for _ in range(64):
-        if frame is None:
-            return None
-        if frame.f_code.co_name == code.co_name and frame.f_code.co_filename == code.co_filename:
-            return frame
-        frame = frame.f_back
-    return None
 
 
 def default_out() -> Path:

@@ -115,7 +115,15 @@ class Record:
             "unrecordable": self.unrecordable,
             "state_missing": list((self.manifest.get("program_state") or {}).get("missing") or []),
             "failure": {k: failure.get(k) for k in ("kind", "exception", "message")},
+            "role": self.role,
         }
+
+    @property
+    def role(self) -> str:
+        """``call``: a user function's whole call, whose resume function failed; ``resume``: a frame
+        after a graph break (its inputs made by compiled code); ``frame``: any other frame."""
+        frame = self.manifest.get("frame") or {}
+        return "call" if frame.get("led_to") else "resume" if frame.get("resume") else "frame"
 
 
 def record_name(function: str, digest: str) -> str:

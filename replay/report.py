@@ -252,13 +252,20 @@ def _state_tree(label: str, state: dict[str, Any]) -> Tree:
     return tree
 
 
+#: How a record's role reads beside its function's name.
+ROLE_SHOWN = {
+    "call": " (the whole call: its resume function failed)",
+    "resume": " (resume function after a graph break)",
+}
+
+
 def print_show(data: dict[str, Any], console: Console) -> None:
     failure = data["failure"]
     console.print(
         Text.assemble(
             (data["function"], "bold"),
             f" ({data['file']}:{data['line']}), compile {data['compile_id']}",
-            " (resume function after a graph break)" if data["resume"] else "",
+            ROLE_SHOWN.get(data.get("role", ""), ""),
         )
     )
     console.print(
@@ -326,7 +333,7 @@ def print_records(summary: dict[str, Any], console: Console) -> None:
         failure = entry["failure"]
         table.add_row(
             str(number),
-            Text(entry["function"]),
+            Text(entry["function"] + ROLE_SHOWN.get(entry.get("role", ""), "")),
             Text(f"{entry['file']}:{entry['line']}"),
             Text(f"{failure['kind']}: {failure['exception']}: {failure['message']}"),
             entry["status"],

@@ -335,13 +335,33 @@ def test_a_resume_function_after_a_graph_break_is_recorded_and_replayed(tmp_path
     records = record_failing(
         tmp_path, lambda: torch.compile(P.breaks_then_fails, backend="planted_compile_error")(x, 2.0)
     )
-    assert len(records) == 1
-    record = replay.load(records[0].path)
-    assert record.function == "breaks_then_fails" and record.manifest["frame"]["resume"]
-    assert record.manifest["frame"]["code_name"].startswith("torch_dynamo_resume_in_breaks_then_fails")
-    assert replay_forked(record.path)["status"] == "reproduced"
-    eager = replay_forked(record.path, backend="eager")
+    call, resumed = (replay.load(r.path) for r in records)
+    assert resumed.function == "breaks_then_fails" and resumed.manifest["frame"]["resume"]
+    assert resumed.manifest["frame"]["code_name"].startswith("torch_dynamo_resume_in_breaks_then_fails")
+    assert replay_forked(resumed.path)["status"] == "reproduced"
+    eager = replay_forked(resumed.path, backend="eager")
     assert eager["outputs"][0]["sha256"] == sha(torch.cos(x.sin() * 2.0) + x)
+    # the call that led to it is recorded too, whole: the same failure, the same answer under eager
+    assert (call.summary()["role"], resumed.summary()["role"]) == ("call", "resume")
+    assert call.manifest["frame"]["code_name"] == "breaks_then_fails" and call.manifest["snapshot"] == "frame-entry"
+    assert str(call.path) in resumed.manifest["notes"][-1]
+    assert replay_forked(call.path)["status"] == "reproduced"
+    assert replay_forked(call.path, backend="eager")["outputs"][0]["sha256"] == eager["outputs"][0]["sha256"]
+
+
+def test_a_wrong_value_made_before_a_graph_break_is_replayed_as_the_call_that_made_it(tmp_path):
+    """The frame after the break fails under every backend (its input is already wrong: pytorch#191308's
+    shape); the call record compiles the graph that made it too, so only the guilty backend reproduces."""
+    x = torch.zeros(3)
+    records = record_failing(
+        tmp_path, lambda: torch.compile(P.wrong_value_crosses_a_break, backend="planted_wrong_cos")(x)
+    )
+    by_role = {r.summary()["role"]: replay.load(r.path) for r in records}
+    assert sorted(by_role) == ["call", "resume"]
+    assert replay_forked(by_role["resume"].path, backend="aot_eager")["status"] == "reproduced"
+    assert replay_forked(by_role["call"].path)["status"] == "reproduced"
+    passed = replay_forked(by_role["call"].path, backend="aot_eager")
+    assert passed["status"] == "passed" and passed["outputs"][0]["sha256"] == sha(P.wrong_value_crosses_a_break(x))
 
 
 def test_a_later_call_that_fails_at_run_time_is_snapshotted_when_it_fails(tmp_path):

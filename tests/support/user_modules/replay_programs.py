@@ -115,6 +115,12 @@ def breaks_then_fails(x, k):
     return torch.cos(y) + x
 
 
+def wrong_value_crosses_a_break(x):
+    y = x.cos()
+    print("a graph break")
+    return torch.arange(3)[(y * 2).long()]
+
+
 def grows(x):
     return x.sin() + 1
 
