@@ -26,6 +26,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 from pt2kit.errors import MINIFY_EXIT_HELP, InternalError, Interrupted, UserFacingError, exit_with  # noqa: E402
 from pt2kit.script import check_syntax, resolve_script  # noqa: E402
+from pt2kit.processes import nproc_option  # noqa: E402
 from .hunt.command import hunt_command  # noqa: E402
 from .releases.command import specs_or_exit, torch_versions_option, versions_command  # noqa: E402
 from .show import show_command  # noqa: E402
@@ -49,14 +50,7 @@ def _script_arguments(func: Any) -> Any:
 
 def _common_options(func: Any) -> Any:
     func = jobs_option(func)
-    func = click.option(
-        "--nproc-per-node",
-        "nproc",
-        type=click.IntRange(1),
-        default=1,
-        show_default=True,
-        help="SCRIPT is a distributed job: launch it as `torchrun --nproc-per-node N` would.",
-    )(func)
+    func = nproc_option(func)
     func = click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout, nothing else.")(func)
     func = click.option(
         "--timeout",

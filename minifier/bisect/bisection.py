@@ -271,12 +271,22 @@ def something_failed(captured: CaptureResult, program: ProgramRun, accuracy: Acc
         if captured.failure is not None:
             signature = captured.failure.signature
             if compiles_its_failure_into_no_graph(program, captured.failure):
+                where = f" (raised in {captured.raised_in})" if captured.raised_in else ""
                 raise NotReproducible(
                     f"{script.name} fails ({signature}) and torch.compile handed its backend no graph; it fails the same "
                     "way with every torch.compile on backend='eager' (dynamo alone) and passes with torch.compile turned "
-                    "off (torch.compiler.set_stance('force_eager')): the bug is dynamo's, which ran or folded the failing "
-                    "frame itself (a graph of no ops reaches no backend); TORCH_LOGS=graph_code shows what it traced",
+                    f"off (torch.compiler.set_stance('force_eager')): the bug is dynamo's, met before a graph reached the "
+                    f"backend{where}: in its own handling of the frame, or a frame it ran or folded itself (a graph of no "
+                    "ops reaches no backend; TORCH_LOGS=graph_code shows what it traced)",
                     program_fails_at=Stage.EAGER,
+                )
+            if program.nproc > 1 and captured.failure_frame is None and (captured.raised_in or "").startswith("torch/_dynamo/"):
+                raise NotReproducible(
+                    f"{script.name} fails ({signature}) in dynamo (raised in {captured.raised_in}), before torch.compile "
+                    "handed its backend any graph or traced a frame: the bug is dynamo's (a job's ranks are not run again "
+                    "with torch.compile turned off; --nproc-per-node 1 would)",
+                    launch=f"torchrun --nproc-per-node {program.nproc}",
+                    fails_in="dynamo",
                 )
             raise ScriptFailedBeforeCompile(
                 f"{script.name} raised before torch.compile compiled anything: {signature.exception}: {shown(signature.message)}"

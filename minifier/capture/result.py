@@ -11,6 +11,7 @@ into one result.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ class CaptureResult:
     failure: Failure | None  # None: the program ran to the end
     failure_frame: dict[str, Any] | None = None  # user frame of a failure in dynamo's tracing
     failed_in_compiled_autograd: bool = False  # the failure came through compiled autograd's backward graph
+    raised_in: str | None = None  # the innermost torch frame of the failure's traceback (:func:`raised_in`)
     graphs_at_failure: int = 0  # graphs captured before the failure
     unknown_backend: str | None = None
     unrecoverable: list[str] = field(default_factory=list)  # backends that cannot be written into a repro
@@ -122,6 +124,7 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.failure = Failure(e.failure, e.details)
             result.failure_frame = e.frame
             result.failed_in_compiled_autograd = e.compiled_autograd
+            result.raised_in = raised_in(e.traceback)
             result.graphs_at_failure = e.graphs
             result.failed_graph = e.graph or result.failed_graph
             result.kernel = e.kernel or blame.kernel_in_trail(out_dir / blame.TRAIL)
@@ -162,3 +165,16 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
     if result.failure is not None and result.failed_graph is None and running:
         result.failed_graph = running[-1]  # a first run that never returned: a crash or a hang
     return result
+
+
+_TORCH_FRAME = re.compile(r'File "[^"]*/(torch/[^"]+)", line (\d+), in (\S+)')
+
+
+def raised_in(traceback: str) -> str | None:
+    """Where in torch a traceback ends: ``torch/_dynamo/backends/distributed.py:466, in __init__``, or None."""
+    frames = _TORCH_FRAME.findall(traceback)
+    if not frames:
+        return None
+    path, line, function = frames[-1]
+    return f"{path}:{line}, in {function}"
+

@@ -78,8 +78,8 @@ def has_failure(report: dict[str, Any]) -> bool:
 
 def title(report: dict[str, Any]) -> str:
     failure = report["failure"]
-    stage = failure.get("stage") or "torch.compile"
-    subsystem = {"inductor": "inductor", "aot_eager": "aot", "aot_eager_decomp_partition": "decomp", "eager": "dynamo"}
+    stage = failure.get("stage") or report.get("program_fails_at") or report.get("fails_in") or "torch.compile"
+    subsystem = {"dynamo": "dynamo", "inductor": "inductor", "aot_eager": "aot", "aot_eager_decomp_partition": "decomp", "eager": "dynamo"}
     ops = report.get("ops_after") or []
     what = f"{failure.get('exception')}: {shown(failure.get('message'))}"
     where = f" in {', '.join(ops[:3])}" if ops and len(ops) <= 3 else ""
@@ -90,10 +90,18 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
     """The whole ``issue.md`` text for ``report`` (``report.json``'s data) and the repro's source."""
     failure = report["failure"]
     parts = [f"# {title(report)}", "", "### 🐛 Describe the bug", ""]
-    stage = failure.get("stage")
-    where = "in dynamo, at the **eager** stage (no backend compiles yet)" if stage == "eager" else f"at the **{stage}** stage"
+    stage = failure.get("stage") or report.get("program_fails_at")
+    where = (
+        "in dynamo, at the **eager** stage (no backend compiles yet)"
+        if stage == "eager"
+        else f"at the **{stage}** stage"
+        if stage
+        else "in dynamo (no backend compiles yet)"
+        if report.get("fails_in") == "dynamo"
+        else ""
+    )
     parts.append(
-        f"`torch.compile` fails {where} with {_KIND_WORDS.get(failure.get('kind'), failure.get('kind'))}: "
+        f"`torch.compile` fails{' ' * bool(where)}{where} with {_KIND_WORDS.get(failure.get('kind'), failure.get('kind'))}: "
         f"`{failure.get('exception')}: {_message(failure)}`."
     )
     if report.get("nodes_before"):
@@ -151,7 +159,7 @@ def _no_repro(report: dict[str, Any]) -> list[str]:
     except (OSError, UnicodeDecodeError):
         return out
     name = Path(script).name
-    said = f"Repro: the program itself, `python {name}`" + (
+    said = f"Repro: the program itself, `{report.get('launch') or 'python'} {name}`" + (
         f"; it fails the same way with every `torch.compile` on `backend='{stage}'`" if stage else ""
     )
     if len(program.splitlines()) > PROGRAM_LINES:

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from pt2kit.processes import free_port, rank_env
 
 from ..unit.case import GraphCase
 
@@ -60,31 +61,6 @@ def _prod(shape: list[int]) -> int:
     for n in shape:
         out *= n
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
-    """The environment torchrun gives one rank of a single-node job."""
-    return {
-        "RANK": str(rank),
-        "LOCAL_RANK": str(rank),
-        "WORLD_SIZE": str(world),
-        "LOCAL_WORLD_SIZE": str(world),
-        "GROUP_RANK": "0",
-        "ROLE_RANK": str(rank),
-        "ROLE_WORLD_SIZE": str(world),
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-        "TORCHELASTIC_RESTART_COUNT": "0",
-        "TORCHELASTIC_MAX_RESTARTS": "0",
-        "TORCHELASTIC_RUN_ID": "pt2kit",
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),  # torchrun's default for several ranks
-    }
 
 
 def launch_ranks(

@@ -179,3 +179,33 @@ def test_a_dtensor_is_copied_as_a_dtensor():
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "copied" in done.stdout, done.stderr[-2000:]
+
+
+DDP_SMALL_BUCKETS_JOB = '''
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+if __name__ == "__main__":
+    dist.init_process_group("gloo")
+    model = torch.compile(DDP(torch.nn.Linear(4, 4), bucket_cap_mb=0.0001), backend="eager")
+    model(torch.randn(2, 4)).sum().backward()
+    dist.destroy_process_group()
+'''
+
+
+def test_a_job_of_one_rank_gets_torchruns_environment_and_a_failure_in_dynamos_ddp_handling_is_said_to_be_dynamos(tmp_path):
+    """``--nproc-per-node 1`` is ``torchrun --nproc-per-node 1``: without the rendezvous environment the script
+    failed on RANK, "before torch.compile compiled anything" (exit 3). Then dynamo's DDP optimizer refuses DDP's
+    own small buckets (an AssertionError in torch/_dynamo/backends/distributed.py) before any graph exists."""
+    script = tmp_path / "job.py"
+    script.write_text(DDP_SMALL_BUCKETS_JOB)
+    done = subprocess.run(
+        [sys.executable, "-m", "minifier", "run", "--nproc-per-node", "1", "--json", "--no-subsystem", "--out", str(tmp_path / "runs"), str(script)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    report = json.loads(done.stdout)
+    assert done.returncode == 5, (report, done.stderr[-3000:])
+    assert report["failure"]["exception"] == "AssertionError" and "First bucket" in report["failure"]["message"]
+    assert "torch/_dynamo/backends/distributed.py" in report["message"] and "the bug is dynamo's" in report["message"]
+    assert report["program_fails_at"] == "eager"

@@ -243,6 +243,11 @@ def test_issue_md_without_a_repro_says_why_and_inlines_the_program_where_it_is_t
     assert "Repro: the program itself, `python alias.py`:" in body and "backend=" not in body
     body = render_issue(report, None, tmp_path).partition("### Versions")[0]  # (another end: the message alone)
     assert "pt2kit found no smaller repro" in body and "Repro: the program itself" not in body
+    # a torchrun job that fails in dynamo before any graph: launched as torchrun launches it, no stage claimed
+    job = {**report, "exit_code": 5, "launch": "torchrun --nproc-per-node 2", "fails_in": "dynamo", "failure": {**report["failure"], "stage": None}}
+    body = render_issue(job, None, tmp_path).partition("### Versions")[0]
+    assert "Repro: the program itself, `torchrun --nproc-per-node 2 alias.py`:" in body and "backend=" not in body
+    assert "fails in dynamo (no backend compiles yet)" in body and "None" not in body and body.startswith("# [dynamo]")
 
 
 @pytest.mark.slow
