@@ -263,7 +263,7 @@ class ReproOnFailure:
         if not problem and _needs_grad(result) and not has_random_ops(case.gm):
             problem = self.check_gradients(compiled, case, references, rng)
         if problem:  # (safe: pt2kit's step must never raise in the program; diverged raises the verdict itself)
-            inputs = safe(_with_values, None, case.inputs, references)
+            inputs = safe(_with_values, None, case, references)
             if inputs is not None:
                 self.diverged(case, problem, inputs)
         return result
@@ -372,7 +372,7 @@ class ReproOnFailure:
                 pass
         if where == "backward":  # (what the program did between the forward and this backward, which its repro does too)
             safe(_between().settle, None, case)
-        failing = case if args is None else case.replace(inputs=_with_values(case.inputs, args))
+        failing = case if args is None else case.replace(inputs=_with_values(case, args))
         failure = None if error is None else safe(_failure_of, None, error, compiling)
         path = safe(self.save, None, failing, f"failed in its {where} graph" if where else "failed", failure)
         if path is not None and self.intent.level in (2, 4):
@@ -406,7 +406,7 @@ class ReproOnFailure:
         run_dir = new_run_dir(self.intent.out, run_name())
         try:
             write_repro(
-                case.replace(inputs=_with_values(case.inputs, references)),
+                case.replace(inputs=_with_values(case, references)),
                 run_dir,
                 stage=case.backend,
                 note=f"Saved by pt2kit's TORCHDYNAMO_REPRO_LEVEL=4 hook before graph {case.label()}'s first run, which "
@@ -500,9 +500,15 @@ def _needs_grad(result: Any) -> bool:
 
 
 def _clone_args(args: Sequence[Any]) -> list[Any]:
+    """Copies of a call's arguments, a plain tensor subclass's of its class (as the program's call ran on it)."""
+    from pt2kit.seams.special_tensors import plain_subclass
     from .unit.copies import clone_values
 
-    return clone_values(list(args))
+    def as_given(arg: Any, copy: Any) -> Any:
+        cls = plain_subclass(arg)
+        return copy if cls is None else copy.detach().as_subclass(cls).requires_grad_(copy.requires_grad)
+
+    return [as_given(a, c) for a, c in zip(args, clone_values(list(args)))]
 
 
 def _remove(run_dir: Path, parent_too: bool) -> None:
@@ -511,19 +517,11 @@ def _remove(run_dir: Path, parent_too: bool) -> None:
         run_dir.parent.rmdir()
 
 
-def _with_values(inputs: list[Any], args: Sequence[Any]) -> list[Any]:
-    """The case's inputs with the values a failing call actually passed."""
-    from dataclasses import replace
+def _with_values(case: Any, args: Sequence[Any]) -> list[Any]:
+    """The case's inputs with the values a call actually passed, read as the capture reads them (a tensor
+    subclass's class, a DTensor's shard and placements, views of one tensor: :func:`graph_inputs`)."""
+    from .capture.casemaker import graph_inputs
 
-    import torch
-
-    from .unit.case import TensorMeta
-
-    if len(args) != len(inputs):
-        return inputs
-    return [
-        replace(i, value=a.detach().requires_grad_(a.requires_grad), meta=TensorMeta.of(a, window=True))
-        if isinstance(a, torch.Tensor)
-        else i
-        for i, a in zip(inputs, args)
-    ]
+    if len(args) != len(case.inputs):
+        return list(case.inputs)
+    return graph_inputs(case.gm.graph.find_nodes(op="placeholder"), list(args))

@@ -1242,3 +1242,22 @@ def test_level_4_checks_a_backward_compiled_ahead_with_donated_buffers_without_r
     guard = Recorded(Intent("dynamo", 4, tmp_path / "repros"))
     case = types.SimpleNamespace(gm=fn, label=lambda: "g0")
     assert guard.check_gradients(compiled, case, [x.detach().requires_grad_(), w.detach().requires_grad_()], rng_state()) is None
+
+
+class Tagged(torch.Tensor):
+    """A plain tensor subclass (no ``__torch_dispatch__``): its class is part of the program's inputs."""
+
+
+@pytest.mark.parametrize("level", [1, 4])
+def test_the_hook_saves_a_tensor_subclass_input_as_its_class(level, tmp_path):
+    """The values of the failing call replace the compile's fake ones as the capture reads them: the class of a
+    plain subclass kept (it was dropped, so a bug that needs the class passed alone: pytorch#193932 under the hook)."""
+    torch._dynamo.reset()
+    guard = Recorded(Intent("aot", level, tmp_path / "repros"))
+    backend = registered("planted_runtime_error")
+    x = torch.randn(4).as_subclass(Tagged)
+    with pytest.raises(Exception, match="planted"):
+        torch.compile(lambda t: torch.cos(t) + 1, backend=lambda gm, ex: guard.compile(backend, "planted_runtime_error", gm, ex))(x)
+    (saved,) = (tmp_path / "repros").glob("run-*/captured/g*/repro.py")
+    (given,) = load_repro(saved).case.inputs
+    assert given.meta.subclass is not None and given.meta.subclass.endswith("Tagged"), given.meta
