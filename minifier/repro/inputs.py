@@ -208,6 +208,7 @@ def _tensor_expression(i: GraphInput) -> str:
         )
         extra += f", storage={m.storage!r}" if m.storage else ""
         extra += ", distinct=True" if m.distinct else ""
+        extra += ", ordered=True" if m.ordered else ""
         grad = ", requires_grad=True" if m.requires_grad and m.is_leaf else ""
         expr = f"rand_tensor({m.shape!r}, {m.stride!r}, torch.{m.dtype}{grad}, seed={i.seed}{extra})"
         return f"non_leaf({expr})" if m.requires_grad and not m.is_leaf else expr

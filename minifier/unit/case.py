@@ -16,10 +16,8 @@ A :class:`GraphCase` is everything needed to ask "does this graph still fail?":
   hold (:class:`CompileContext`: an outer ``torch.autocast``, the default dtype...).
 
 Captured graphs, checkpoints, and the final ``repro.py`` are all the same thing on
-disk: :mod:`minifier.repro.writer` renders a case as a runnable script and reads it back.
-
-:func:`~minifier.unit.runtime.rand_tensor` makes the random stand-ins (every repro
-that needs one carries a copy).
+disk: :mod:`minifier.repro.writer` renders a case as a runnable script and reads it back;
+:func:`~minifier.unit.runtime.rand_tensor` makes the random stand-ins (a repro carries it).
 """
 
 from __future__ import annotations
@@ -175,6 +173,7 @@ class TensorMeta:
     low: float | None = None  # value range of the real data (integer tensors only)
     high: float | None = None
     distinct: bool = False  # integer data whose values all differ (an index without repeats): stand-ins do too
+    ordered: bool = False  # 1-d integer data that never decreases (a jagged tensor's offsets): stand-ins too, low to high
     is_leaf: bool = True  # False: a non-leaf requiring grad (the output of a differentiable op)
     special: str | None = None  # a ZeroTensor, or a conjugate or negative view (pt2kit.seams.special_tensors)
     subclass: str | None = None  # a plain tensor subclass: how a repro names its class (``Tagged``, ``mylib.Tagged``)
@@ -191,10 +190,11 @@ class TensorMeta:
         elements (``as_strided`` with an offset) needs the memory around it. A value cut out of a graph is its own tensor.
         """
         low = high = None
-        special, distinct = special_tensors.kind_of(t), False
+        special, distinct, ordered = special_tensors.kind_of(t), False, False
         if not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool and t.numel() and special is None:
             low, high = float(t.min()), float(t.max())
             distinct = 1 < t.numel() <= high - low + 1 <= DISTINCT_RANGE and t.unique().numel() == t.numel()
+            ordered = t.dim() == 1 and t.numel() > 1 and bool((t[1:] >= t[:-1]).all())
         return cls(
             shape=tuple(t.shape),
             stride=tuple(t.stride()),
@@ -204,6 +204,7 @@ class TensorMeta:
             low=low,
             high=high,
             distinct=distinct,
+            ordered=ordered,
             is_leaf=bool(t.is_leaf) or not t.requires_grad,
             special=special,
             storage=storage_window(t) if window and special is None else None,
@@ -273,9 +274,8 @@ class GraphInput:
         assert self.meta is not None
         m = self.meta
         if self.seed is not None:
-            value = rand_tensor(
-                m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, m.low, m.high, m.device, m.storage, m.distinct
-            )
+            r = (m.low, m.high, m.device, m.storage, m.distinct, m.ordered)
+            value = rand_tensor(m.shape, m.stride, m.torch_dtype, m.requires_grad, self.seed, *r)
         else:  # placed here, in the child
             value = clone_tensor(self.value, m.requires_grad, device=m.device, window=m.storage is not None)
         value = special_tensors.rebuild(value, m.special)  # (``value`` is the plain tensor behind it)

@@ -133,12 +133,13 @@ def guarded_view(t, how, function=None):
     return t.unsqueeze(0).unbind(0)[0]
 
 
-def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu", storage=None, distinct=False):
+def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, high=None, device="cpu", storage=None, distinct=False, ordered=False):
     """A seeded random tensor with exactly this shape, stride, dtype and requires_grad.
 
     Floats are standard normal; integers stay within the real data's [low, high]
     (so index tensors stay valid), and with ``distinct`` never repeat, as the real ones did not (an index
-    without repeats: ``index_put`` of repeated indices is undefined); bools are fair coins. The result is a
+    without repeats: ``index_put`` of repeated indices is undefined), and with ``ordered`` run from ``low`` up
+    to ``high`` (a jagged tensor's offsets, 1-d); bools are fair coins. The result is a
     leaf. With ``storage`` (offset, size), it is a view at that offset into a random storage of that size.
     """
     generator = torch.Generator().manual_seed(seed)
@@ -155,6 +156,9 @@ def rand_tensor(shape, stride, dtype, requires_grad=False, seed=0, low=None, hig
             base = (torch.randperm(hi - lo + 1, generator=generator)[:numel] + lo).to(dtype)
         else:
             base = torch.randint(lo, hi + 1, (numel,), generator=generator, dtype=dtype)
+        if ordered and numel > 1:
+            base = base.sort().values
+            base[0], base[-1] = lo, hi
     made = base.to(device).as_strided(shape, stride, offset)
     made = made.clone() if numel == made.numel() and storage is None else made  # a dense one is a tensor of its own, not a view
     return made.detach().requires_grad_(requires_grad)

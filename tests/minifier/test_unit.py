@@ -209,3 +209,16 @@ def test_an_index_without_repeats_is_stood_in_for_by_one_without_repeats():
         drawn = rand_tensor(m.shape, m.stride, torch.int64, seed=seed, low=m.low, high=m.high, distinct=True)
         assert drawn.unique().numel() == 4 and int(drawn.min()) >= 0 and int(drawn.max()) <= 3
     assert any(rand_tensor(m.shape, m.stride, torch.int64, seed=s, low=m.low, high=m.high).unique().numel() < 4 for s in range(20))
+
+
+def test_offsets_are_stood_in_for_by_offsets():
+    # (hunt 12, pytorch#183369: a jagged tensor's offsets [0, 6, 11, 14, 20] were stood in for by [19, 3, 11, 9, 14])
+    from minifier.unit.case import GraphInput, TensorMeta
+
+    offsets = torch.tensor([0, 6, 11, 14, 20])
+    m = TensorMeta.of(offsets)
+    assert m.ordered and m.distinct and not TensorMeta.of(torch.tensor([0, 6, 5])).ordered
+    assert not TensorMeta.of(torch.tensor([[0, 1], [2, 3]])).ordered  # (1-d only)
+    for seed in range(20):
+        drawn = GraphInput("offsets", None, m, seed).materialize()
+        assert int(drawn[0]) == 0 and int(drawn[-1]) == 20 and bool((drawn[1:] > drawn[:-1]).all()), drawn
