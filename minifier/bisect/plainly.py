@@ -78,7 +78,7 @@ NO_COMPILE_CACHES = "import os\nos.environ['TORCHINDUCTOR_FORCE_DISABLE_CACHES']
 #: What exit 5 says of a program that fails under dynamo alone while each of its graphs is right alone.
 DYNAMO_OUTSIDE_ITS_GRAPHS = (
     "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "
-    "and each of its graphs is right alone: the bug is dynamo's, outside its graphs (as far as their outputs "
+    "and each of its graphs is right alone under it: the bug is dynamo's, outside its graphs (as far as their outputs "
     "and first gradients show). Its tracing computes it wrong (a graph that is not what the code does: an "
     "autograd.Function's backward traced with grad mode off shows only in a double backward, "
     "create_graph=True), a guard is missing (a compiled frame reused where "
