@@ -181,6 +181,8 @@ class Decoder:
         self.codes: dict[int, types.CodeType] = {}
         self.classes: dict[int, type] = {}
         self.tensor_nodes: list[torch.Tensor] = []
+        #: the program's own ``__main__``, rebuilt: ``sys.modules["__main__"]`` while the frame runs (:func:`as_main`)
+        self.main: types.ModuleType | None = None
 
     # -- namespaces ------------------------------------------------------------------
 
@@ -190,6 +192,10 @@ class Decoder:
         if ns is None:
             spec = self.manifest["namespaces"][key]
             ns = {"__name__": spec.get("module", key), "__builtins__": builtins, "__file__": spec.get("file")}
+            if ns["__name__"] == "__main__":  # (a module dynamo can import by that name: its guards do)
+                self.main = types.ModuleType("__main__")
+                self.main.__dict__.update(ns)
+                ns = self.main.__dict__
             self.namespaces[key] = ns
         return ns
 
@@ -693,7 +699,7 @@ def prepare_call(
 
     def call() -> Any:
         restore_rng(manifest, frame.decoder)
-        with contexts:
+        with contexts, as_main(frame.decoder.main):
             outputs = compiled(*frame.args, **frame.kwargs)
             if manifest.get("failure", {}).get("stage") == "backward":  # (replay.backward.BACKWARD)
                 needs = [t for t in flat_outputs(outputs) if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -701,6 +707,26 @@ def prepare_call(
             return outputs
 
     return call
+
+
+@contextlib.contextmanager
+def as_main(module: types.ModuleType | None) -> Any:
+    """The program's ``__main__`` (rebuilt) as ``sys.modules["__main__"]`` for a while.
+
+    Dynamo reads the globals of a function it inlines from another module's frame
+    through that function's module, imported by name (a guard on
+    ``G['__import___main__'].torch``): in a replay, ``__main__`` is the replay's own.
+    """
+    if module is None:
+        yield
+        return
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def flat_outputs(value: Any) -> list[Any]:

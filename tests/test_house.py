@@ -25,7 +25,7 @@ TOOLS = PACKAGES[1:]
 LARGE_FOR_A_REASON = {
     # its source is copied verbatim into standalone replay scripts (replay/script.py),
     # which must need torch alone: it cannot import a sibling module
-    "replay.rebuild": 770,
+    "replay.rebuild": 790,
 }
 #: Lines of code as ``ruff format --line-length 120`` lays them out (pyproject.toml).
 LINE_LIMIT = 530

@@ -123,7 +123,9 @@ def pin_down(
             )
         elif lowering_note:
             report.add_note(lowering_note)
-        report.failure_rate = second_look(session, [culprit, *rows], accuracy=accuracy, captured=captured)
+        # (the culprit's own: an aot graph that fails otherwise alone than in the program, deterministically, is not
+        # the program's failure and is shown in the table, never a reason to give up the dynamo graph that is)
+        report.failure_rate = second_look(session, [culprit], accuracy=accuracy, captured=captured)
     else:
         report.failure_rate = second_look(session, [culprit], accuracy=accuracy, captured=captured)
     return finish(session, report)

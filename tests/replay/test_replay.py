@@ -1307,3 +1307,27 @@ def test_a_replay_of_a_refused_recompile_that_passes_says_a_replay_never_recompi
         assert runner.ReplayResult("reproduced", recorded, recorded).caveat is None
     other = {"kind": "compile_error", "exception": "RuntimeError", "message": "something else"}
     assert runner.ReplayResult("passed", None, other).caveat is None
+
+
+@pytest.mark.e2e
+def test_a_function_of_the_scripts_main_inlined_from_torchs_own_frame_replays_under_a_healthy_backend(tmp_path):
+    """``torch.compile(torch.func.grad(loss))`` compiles torch's wrapper frame; dynamo reads ``loss``'s globals through
+    ``__main__`` imported by name (a guard on ``G['__import___main__'].torch``), which in a replay was the replay's own
+    module: every healthy backend "failed" with AttributeError (hunt 12, pytorch#194706's jacfwd)."""
+    script = tmp_path / "prog.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(USER_MODULES)!r})\nimport torch\nimport planted  # noqa: F401\n"
+        "def loss(x):\n    return torch.cos(x).sum()\n"
+        "torch.compile(torch.func.grad(loss), backend='planted_compile_error')(torch.randn(4))\n"
+    )
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    recorded = subprocess.run(
+        [sys.executable, "-P", "-m", "replay", "record", "--json", "--out", str(tmp_path / "out"), str(script)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    (entry,) = json.loads(recorded.stdout)["records"]
+    assert "__main__" in replay.load(entry["path"]).manifest["namespaces"], "the script's loss is read from __main__"
+    assert replay_forked(Path(entry["path"]))["status"] == "reproduced"
+    healthy = replay_forked(Path(entry["path"]), backend="eager")
+    assert healthy["status"] == "passed", healthy
+    assert healthy["outputs"][0]["shape"] == [4]
