@@ -45,7 +45,7 @@ from .unit.case import GraphCase
 from .unit.accuracy import refused_by_eager
 from .unit.check import Check, Stage
 from .unit.devices import devices_of, moved_to
-from .stages.inline import variants
+from .stages.inline import flattened
 from pt2kit.errors import CorruptRecord, FlakyFailure, Interrupted, NoFailure, NotReproducible, plural
 from .stages.flaky import LOOKS, measured_rate, tries_for
 from .reduce.checkpoint import (
@@ -150,7 +150,7 @@ def minify_case(session: Session, case: GraphCase, check: Check, came: Provenanc
     session.warm_up(inductor=stage == Stage.INDUCTOR, preload=[__name__])
     before = case
     if came.resume is None:
-        case = flatten(session, case, check)
+        case = flattened(session, case, check)
     bisect = came.bisect
     failure_rate = (
         came.failure_rate if came.failure_rate is not None else bisect.failure_rate if bisect is not None else None
@@ -331,18 +331,6 @@ def unreduced(session: Session, case: GraphCase, check: Check) -> Path:
         )
     note = "pt2kit could not reduce this graph (its rebuild of it does not fail): this is the graph as captured."
     return write_run_repro(session, case, check, note=note)
-
-
-def flatten(session: Session, case: GraphCase, check: Check) -> GraphCase:
-    """The case with its higher-order ops inlined, when that still fails the same way (see :mod:`minifier.stages.inline`)."""
-    for flat in variants(case.gm):
-        candidate = case.replace(gm=flat)
-        if ask(session, candidate, check, f"{case.label()}: inlining its higher-order ops").fails(check):
-            session.log(
-                f"{case.label()}: higher-order ops inlined ({case.node_count} → {candidate.node_count} nodes); the failure holds"
-            )
-            return candidate
-    return case
 
 
 # --------------------------------------------------------------------------- #

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch.fx as fx
 
+from ..unit.case import has_effect
 from ..unit.graphio import subgraphs
 
 if TYPE_CHECKING:
@@ -94,12 +95,22 @@ def _body_attr(a: object) -> str | None:
 
 
 def _body_calls(node: fx.Node) -> list[tuple[str, list[object]]]:
-    """(body attribute, the operands it is called with) for each body the higher-order op ``node`` calls."""
-    if node.op != "call_function" or not all(isinstance(a, (fx.Node, tuple, list)) for a in node.args[:4]):
-        return []
+    """(body attribute, the operands it is called with) for each body the higher-order op ``node`` calls.
+
+    Besides those named, a higher-order op with one body called on the arguments after it
+    (checkpoint's ``tag_activation_checkpoint``, ``wrap_with_set_grad_enabled``,
+    ``wrap_with_autocast``): its arguments before the body are its own (a flag, a dtype).
+    """
     from pt2kit.names import op_name
 
+    if node.op != "call_function":
+        return []
     name, args = op_name(node), node.args
+    at = [k for k, a in enumerate(args) if _body_attr(a) is not None]
+    if name.startswith("torch.ops.higher_order.") and name not in _NAMED_BODIES and len(at) == 1:
+        return [(cast(str, _body_attr(args[at[0]])), list(args[at[0] + 1 :]))]
+    if not all(isinstance(a, (fx.Node, tuple, list)) for a in node.args[:4]):
+        return []
 
     if name == "torch.ops.higher_order.cond" and len(args) >= 4:
         calls = [(_body_attr(args[1]), list(cast(tuple, args[3]))), (_body_attr(args[2]), list(cast(tuple, args[3])))]
@@ -117,6 +128,12 @@ def _body_calls(node: fx.Node) -> list[tuple[str, list[object]]]:
     else:
         return []
     return [(a, operands) for a, operands in calls if a is not None]
+
+
+#: The higher-order ops whose bodies :func:`_body_calls` knows one by one (others: one body, its operands after it).
+_NAMED_BODIES = {
+    f"torch.ops.higher_order.{name}" for name in ("cond", "while_loop", "invoke_subgraph", "scan", "map_impl", "flex_attention")
+}
 
 
 @dataclass(frozen=True)
@@ -213,7 +230,7 @@ def apply_body_edits(gm: fx.GraphModule, edits: frozenset[BodyEdit]) -> fx.Graph
         if name not in nodes or instead not in nodes:
             continue
         nodes[name].replace_all_uses_with(nodes[instead])
-        body.graph.eliminate_dead_code()
+        body.graph.eliminate_dead_code(has_effect)  # (a body's x.mul_(y) is no dead code)
         body.recompile()
     return gm
 
@@ -342,7 +359,7 @@ def apply_output_drops(gm: fx.GraphModule, drops: frozenset[tuple[str, int]]) ->
                 returned = list(output.args[0])
                 del returned[index]
                 output.args = (type(output.args[0])(returned),)
-            body.graph.eliminate_dead_code()
+            body.graph.eliminate_dead_code(has_effect)  # (a body's x.mul_(y) is no dead code)
             if outputs.predicate:  # a carried value: its input goes too, and so does its operand
                 body.graph.erase_node([n for n in body.graph.nodes if n.op == "placeholder"][index])
             body.recompile()

@@ -12,17 +12,25 @@ higher-order op around it.
 (``cond`` by one of its branches, as the predicate would pick it; an
 ``autograd.Function`` by its forward). The result computes the same forward values
 but is not the same program (no recomputation, no custom backward), so it is used
-only if it still fails the same way: one query, asked by
-:func:`minifier.minification.minify_case` before the reduction starts.
+only if it still fails the same way, and runs under the lowest stage, its backward
+included (:func:`flattened`, asked by :func:`minifier.minification.minify_case` before
+the reduction starts): inlined, a checkpoint's body that writes in place is a program
+eager's autograd rejects.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.fx as fx
 
+if TYPE_CHECKING:
+    from ..isolation.session import Session
+
+from ..unit.case import Boundary, GraphCase, has_effect
+from ..unit.check import Check, Stage
+from .run import ask
 from ..unit.graphio import target_name
 
 #: ``torch.ops.higher_order.<name>``: where the body is and where its operands start.
@@ -86,7 +94,7 @@ def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
         changed = True
     if not changed:
         return None
-    graph.eliminate_dead_code()
+    graph.eliminate_dead_code(has_effect)  # (FX's rule would drop a dynamo graph's x.mul_(y))
     for node in graph.find_nodes(op="get_attr"):
         if not node.users:
             graph.erase_node(node)
@@ -111,3 +119,21 @@ def variants(gm: fx.GraphModule) -> list[fx.GraphModule]:
         if not any(_hop_name(n) == "cond" for n in gm.graph.nodes):
             break
     return found
+
+
+def flattened(session: Session, case: GraphCase, check: Check) -> GraphCase:
+    """The case with its higher-order ops inlined (:func:`variants`), when that still fails the same way, and runs
+    under the lowest stage with its backward; else ``case``."""
+    lowest = Check(Stage.EAGER if case.boundary == Boundary.DYNAMO else Stage.AOT_EAGER, check.failure, check.accuracy)
+    for flat in variants(case.gm):
+        candidate = case.replace(gm=flat)
+        # (inlined, a checkpoint's body that writes in place is a program eager's autograd rejects: asked with its
+        # backward, which AOTAutograd traces as it compiles, though the repro may not run it)
+        if ask(session, candidate, check, f"{case.label()}: inlining its higher-order ops").fails(check) and (
+            check.stage == lowest.stage or ask(session, candidate.replace(backward=True), lowest, f"{case.label()} inlined, under {lowest.stage}").failure is None
+        ):
+            session.log(
+                f"{case.label()}: higher-order ops inlined ({case.node_count} → {candidate.node_count} nodes); the failure holds"
+            )
+            return candidate
+    return case

@@ -145,3 +145,27 @@ def test_after_dynamo_minifies_the_dynamo_graph(in_process, tmp_path):
     assert result.after.op_names() == ["torch.cos"]
     assert "torch.compile(mod, backend='planted_dynamo_error')" in result.repro.read_text()
     assert "planted: torch.cos is not supported" in run_repro_without_pt2kit(result.repro).stderr
+
+
+def _checkpointed_in_place(x, w):
+    def block(x, w):
+        y = x @ w
+        y.add_(1).mul_(y.detach())
+        return y.sigmoid()
+
+    return torch.utils.checkpoint.checkpoint(block, x, w, use_reentrant=False).pow(2).sum()
+
+
+def test_a_checkpoints_body_is_reduced_and_kept_where_inlined_it_is_a_program_eager_rejects(in_process, tmp_path):
+    """(hunt 12) AOTAutograd rejects an in-place write inside a checkpoint that eager recomputes. Inlined, the body's
+    writes are what eager's own autograd rejects: asked with its backward under eager, inlining is refused (it was
+    taken, FX's dead-code rule having dropped the writes). The body's returned sigmoid gives way to ``y``, as a
+    checkpoint's body, like a cond's, gets stand-ins for what it returns."""
+    session, _ = in_process
+    torch.manual_seed(0)
+    x, w = torch.randn(8, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+    run_dir = save_repro(_checkpointed_in_place, x, w, backend="aot_eager", out=tmp_path / "saved")
+    result = minify_repro(session, run_dir / "g0" / "repro.py", out=tmp_path / "runs")
+    text = Path(result.repro).read_text()
+    assert "tag_activation_checkpoint" in text and ".add_(" in text and ".mul_(" in text, text
+    assert "sigmoid" not in text and "pow" not in text, text
