@@ -132,16 +132,20 @@ def state_setters(graphs: list[tuple[str, Any]]) -> list[str]:
     runs it only while it traces, so a compiled graph leaves the state as it was (hunt i: the
     default dtype still float32 after ``torch.set_default_dtype(torch.float64)``). Each graph's
     outputs can be right while the program, which reads that state after the call, is not.
+    A setter the graph calls again with other arguments brackets a region (``torch.func.grad``'s
+    ``set_inplace_requires_grad_allowed(True)`` ... ``(False)``) and leaves the state as it found it: not named.
     """
     found: list[str] = []
     for label, gm in graphs:
+        calls: dict[str, list[Any]] = {}
         for node in gm.graph.nodes:
             target = node.target
             module, name = getattr(target, "__module__", None) or "", getattr(target, "__name__", "")
             if node.op == "call_function" and not isinstance(target, type) and module.split(".")[0] == "torch":
-                if SETS_STATE.fullmatch(name) and f"{label} calls torch.{name}" not in found:
-                    found.append(f"{label} calls torch.{name}")
-    return found
+                if SETS_STATE.fullmatch(name):
+                    calls.setdefault(name, []).append(node.args)
+        found += [f"{label} calls torch.{name}" for name, args in calls.items() if len(args) == 1 or args[0] == args[-1]]
+    return list(dict.fromkeys(found))
 
 
 def dynamo_config_set(configs: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:

@@ -237,6 +237,13 @@ def test_a_graph_calling_a_setter_of_torchs_global_state_is_named():
     plain.graph.output(plain.graph.call_function(torch.sin, (plain.graph.placeholder("x"),)))
     assert state_setters([("g0", setting), ("g1", plain)]) == ["g0 calls torch.set_default_dtype", "g0 calls torch.manual_seed"]
     assert state_setters([("g1", plain)]) == []
+    # (hunt 12) a setter called again with another value brackets a region, as torch.func.grad's do: not named
+    bracket = fx.Graph()
+    y = bracket.placeholder("x")
+    bracket.call_function(torch.set_default_dtype, (torch.float64,))
+    bracket.call_function(torch.set_default_dtype, (torch.float32,))
+    bracket.output(bracket.call_function(torch.mul, (y, 2)))
+    assert state_setters([("g2", fx.GraphModule({}, bracket))]) == []
 
 
 def test_a_saved_repro_that_now_fails_otherwise_says_so_in_its_report(in_process, tmp_path):
