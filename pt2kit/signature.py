@@ -95,6 +95,16 @@ class Failure:
     #: ``ValueError``), when it wrapped one: who failed, where the signature says what failed.
     wrapped_in: str = field(default="", compare=False)
 
+    @property
+    def as_said(self) -> str:
+        """The signature with torch's message as torch said it (the details' first line, neither cut nor
+        normalized: ``aten.mm.out`` where the signature has ``'<op>'``), where the details are that message."""
+        said = self.details.strip().split("\n", 1)[0].strip()
+        head = self.signature.message.partition(DIAGNOSTIC_SEPARATOR)[0][:60]
+        if not said or not normalize_message(said).startswith(head):
+            return str(self.signature)
+        return f"{self.signature.kind}: {self.signature.exception}: {said}"
+
 
 # --------------------------------------------------------------------------- #
 # Normalizing messages

@@ -135,7 +135,7 @@ def _bisect_script(
     session.found = functools.partial(found_so_far, report)
     report.profiled = captured.early.profiled if captured.early is not None else {}
     if captured.failure is not None:
-        session.log(f"[bold]{escape(script.name)}[/] fails: {escape(str(captured.failure.signature))}")
+        session.log(f"[bold]{escape(script.name)}[/] fails: {escape(captured.failure.as_said)}")
 
     signature = captured.failure.signature if captured.failure is not None else None
     if signature is not None and dynamo_exc.refuses_a_recompile(signature.exception, signature.message):

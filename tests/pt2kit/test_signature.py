@@ -193,3 +193,17 @@ def test_a_crash_glibc_reports_as_heap_corruption_is_told_from_other_crashes():
     assert memory_corrupted(signature_of_crash(signal.SIGABRT, "double free or corruption (out)"))
     assert not memory_corrupted(signature_of_crash(signal.SIGABRT, "terminate called after throwing an instance of 'c10::Error'"))
     assert not memory_corrupted(signature_of_crash(signal.SIGSEGV, "Fatal Python error: Segmentation fault"))
+
+
+def test_a_failure_is_said_as_torch_said_it_where_its_signature_normalized_it():
+    # (hunt 12: the terminal showed "Multiple dispatch failed for '<op>'", hiding the op the program failed on)
+    from pt2kit.signature import Failure, signature_of_exception
+
+    try:
+        raise TypeError("Multiple dispatch failed for 'torch._ops.aten.mm.out'; all handlers returned NotImplemented:\n  - mode")
+    except TypeError as e:
+        failure = signature_of_exception(e)
+    assert "'<op>'" in str(failure.signature) and "'torch._ops.aten.mm.out'" in failure.as_said
+    assert failure.as_said.startswith("runtime_error: TypeError: ")
+    # details that are not the message (a wrong answer's) leave the signature as it is
+    assert Failure(failure.signature, "output 0: RMSE 0.3").as_said == str(failure.signature)
