@@ -182,17 +182,17 @@ def closing_note(error: BaseException) -> str | None:
         # (what the hook cannot see: dynamo's guards and side effects, later calls, autograd around the graphs)
         outside = (
             f"the wrong answer arises outside what the hook watches (dynamo's guards and side effects, later calls, "
-            f"autograd around the graphs, outputs that alias): `minify run --accuracy {script}` bisects the whole program "
+            f"autograd around the graphs, aliasing the hook does not judge): `minify run --accuracy {script}` bisects the whole program "
             f"(dynamo alone first)"
         )
         if not _rounded:
             return (
                 f"none of the {graphs} compiled graph(s) failed, and every first result the hook compared equals eager's "
-                f"bit for bit, their aliasing not judged: {outside}"
+                f"bit for bit (their aliasing too, where no input needs a gradient): {outside}"
             )
         return (
             f"none of the {graphs} compiled graph(s) failed, and their first results agree with eager within rounding "
-            f"(the fp64 rule), their aliasing not judged; but {len(_rounded)} differ from eager's in the last bits "
+            f"(the fp64 rule); but {len(_rounded)} differ from eager's in the last bits "
             f"({_rounded[0]}): if the program's check allows no rounding, that is its wrong answer "
             f"(`minify run --strict-accuracy {script}` compares each graph with eager bit for bit); else {outside}"
         )

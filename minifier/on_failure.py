@@ -287,6 +287,7 @@ class ReproOnFailure:
     def _divergence(self, case: Any, references: list[Any], result: Any, rng: Any, args: list[Any]) -> str | None:
         """``references``: clones of the inputs before the compiled call; ``args``: the inputs as it left them."""
         from pt2kit.signature import said
+        from .repro.writer import judges_aliasing
         from .unit.accuracy import accuracy_divergence, compared_despite_draws, output_labels, reference_outputs
         from .unit.case import Boundary
 
@@ -301,7 +302,7 @@ class ReproOnFailure:
         actual = eager.outputs_of(result, args)
         names = [i.name for i in case.inputs]  # (the graph's placeholders, as the repro names them)
         labels = output_labels(eager, len(actual), names)
-        problem = accuracy_divergence(eager.expected, actual, eager.fp64, labels=labels)
+        problem = accuracy_divergence(eager.expected, actual, eager.fp64, labels=labels, aliasing=judges_aliasing(case))
         draws = draws_otherwise_than_eager(case.gm, case.backend)
         if not problem and not draws:
             note_rounding(case.label(), accuracy_divergence(eager.expected, actual, eager.fp64, labels=labels, strict=True))
