@@ -192,7 +192,8 @@ def workarounds(
         elif subsystem.name == "lowerings":
             for op in subsystem.ops or (detail,):
                 if op.startswith("aten."):
-                    what = f"let {op} fall back to ATen instead of Inductor's lowering"
+                    twin = compiler_bisector.in_place_twin(op)
+                    what = f"let {op}{f' (and {twin})' if twin else ''} fall back to ATen instead of Inductor's lowering"
                     found.append(Option(compiler_bisector.fallback_code(op), what, stage))
         elif subsystem.name == "decomposition" and detail.startswith("aten."):
             what = f"drop Inductor's decomposition of {detail}"

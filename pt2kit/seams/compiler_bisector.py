@@ -216,14 +216,29 @@ DENSE_TANGENTS = (
 )
 
 
+def in_place_twin(op_name: str) -> str | None:
+    """``aten.index_put_.default`` for ``aten.index_put.default`` and the converse; None for another namespace's op."""
+    namespace, _, rest = op_name.partition(".")
+    packet, _, overload = rest.rpartition(".")
+    if namespace != "aten" or not packet:
+        return None
+    return f"aten.{packet[:-1] if packet.endswith('_') else packet + '_'}.{overload}"
+
+
 def fallback_code(op_name: str) -> str:
-    """Make ``op_name`` (``aten.relu.default``) run ATen's kernel instead of Inductor's lowering."""
-    op = _op_expression(op_name)
+    """Make ``op_name`` (``aten.relu.default``) run ATen's kernel instead of Inductor's lowering, and its in-place twin,
+    where there is one: Inductor's reinplacing turns the graph's ``index_put`` into the ``index_put_`` it lowers."""
+    twin = in_place_twin(op_name)
+    ops = [_op_expression(op_name)] + (
+        [f"getattr(getattr(torch.ops.aten, {twin.split('.')[1]!r}, None), {twin.split('.')[2]!r}, None)"] if twin else []
+    )
     return (
         "import torch\n"
         "from torch._inductor import lowering\n"
-        f"lowering.lowerings.pop({op}, None)\n"
-        f"lowering.make_fallback({op}, warn=False, override_decomp=True)\n" + CACHES_OFF
+        f"for op in [{', '.join(ops)}]:\n"
+        "    if op is not None:\n"
+        "        lowering.lowerings.pop(op, None)\n"
+        "        lowering.make_fallback(op, warn=False, override_decomp=True)\n" + CACHES_OFF
     )
 
 

@@ -346,3 +346,25 @@ def test_a_question_asked_ahead_is_read_as_the_search_reads_it_a_crash_fails_a_t
     assert ahead_answer(QueryResult(False, None, 0.1)) is False
     assert ahead_answer(QueryResult(None, signature_of_crash(signal.SIGABRT), 0.1)) is False
     assert ahead_answer(QueryResult(None, signature_of_timeout(60.0), 60.0)) is None
+
+
+def test_a_lowering_workaround_falls_back_its_in_place_twin_too():
+    """(hunt 12, pytorch#171493 on CPU) the repro's graph holds ``index_put`` where the program's post-grad graph,
+    after Inductor's reinplacing, holds ``index_put_``: falling back the one named left the program failing."""
+    import torch
+    from torch._inductor import lowering
+
+    from pt2kit.seams.compiler_bisector import fallback_code, in_place_twin
+
+    assert in_place_twin("aten.index_put.default") == "aten.index_put_.default"
+    assert in_place_twin("aten.add_.Tensor") == "aten.add.Tensor" and in_place_twin("prims.iota.default") is None
+    saved = dict(lowering.lowerings), set(lowering.fallbacks)
+    try:
+        exec(fallback_code("aten.index_put.default"), {})
+        assert {torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default} <= lowering.fallbacks
+        exec(fallback_code("aten.relu.default"), {})  # (a twin torch has no lowering of its own: still no error)
+    finally:
+        lowering.lowerings.clear()
+        lowering.lowerings.update(saved[0])
+        lowering.fallbacks.clear()
+        lowering.fallbacks.update(saved[1])
