@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..unit.case import Boundary, GraphCase
 from pt2kit.seams import compiler_bisector
+from pt2kit.seams.config import MODULES as CONFIG_MODULES, NEVER_DROPPED, held_at_default
 from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import raises_in_eager, run_case
@@ -167,7 +168,13 @@ class Option:
 
 
 def workarounds(
-    subsystem: Subsystem | None, stage: str, backend: str, *, donated: bool = False, weighed: bool = False
+    subsystem: Subsystem | None,
+    stage: str,
+    backend: str,
+    *,
+    donated: bool = False,
+    weighed: bool = False,
+    config: dict[str, dict[str, Any]] | None = None,
 ) -> list[Option]:
     """What to try, narrowest first; the last, a lighter backend (the stage below ``stage``), always applies.
 
@@ -201,12 +208,25 @@ def workarounds(
         elif subsystem.name.endswith("_passes") and detail and re.fullmatch(r"[\w.]+", detail):
             code = f"import torch._inductor.config\ntorch._inductor.config.disabled_passes = {detail!r}\n"
             found.append(Option(code, f"disable Inductor's {subsystem.name.replace('_', '-')} {detail}", stage))
+    # the config the repro needs to fail (freezing, max_autotune...): each held at torch's default, as the user can
+    found += [option for module, values in (config or {}).items() for key in values if (option := _config_held(module, key, stage))]
     # the stage before the one that fails (a user's backend: the aot stage below Inductor); eager has none
     lighter = stage_below(stage) if stage in list(Stage) else Stage.AOT_EAGER
     if lighter is not None:
         what = f"compile with {lighter} instead of {backend} (a last resort: slower, but right)"
         found.append(Option(compiler_bisector.lighter_backend_code(lighter), what, lighter))
     return found
+
+
+def _config_held(module: str, key: str, stage: str) -> Option | None:
+    """A workaround: config ``key``, which the repro needs to fail, held at torch's default (None: it cannot be)."""
+    if key in NEVER_DROPPED.get(module, ()) or module not in CONFIG_MODULES:
+        return None
+    held = held_at_default(module, key)
+    if held is None:
+        return None
+    code, default = held
+    return Option(code + compiler_bisector.CACHES_OFF, f"keep {module}.{key} at torch's default, {default!r} (the failure needs it otherwise)", stage)
 
 
 def passes_with_code(case: GraphCase, option: Option, accuracy: Accuracy) -> bool:
@@ -279,6 +299,7 @@ def find_workaround(
     options = workarounds(
         subsystem, stage, backend, donated=bool(graph.donated or (minimized and minimized.donated)),
         weighed=bool(graph.output_grads or (minimized and minimized.output_grads)),
+        config=minimized.config if minimized is not None else None,
     )
     if minimized is not None and options:
         fixes = session.query_all(

@@ -24,7 +24,8 @@ from typing import Any
 from . import Seam
 
 SEAM = Seam(
-    wraps="torch.utils._config_module.ConfigModule (_get_dict, _compile_ignored_keys, _config[k].default, __setattr__,"
+    wraps="torch.utils._config_module.ConfigModule (_get_dict, _compile_ignored_keys, _config[k].default and"
+    " .env_value_force, __setattr__,"
     " values kept in ContextVars)",
     features=(
         "config carried into repros",
@@ -79,6 +80,8 @@ def probe() -> None:
             raise TypeError(f"{name}._get_dict returned {type(values).__name__}")
         key = next(iter(module._config))
         _ = module._config[key].default
+        if not hasattr(module._config[key], "env_value_force"):
+            raise AttributeError(f"{name}'s config entries have no env_value_force (a value no write overrides)")
         for env_key in [*ENVIRONMENT_DEFAULTS.get(name, ()), *CUSTOM_OP_KEYS.get(name, ())]:
             if env_key not in module._config or env_key in module._compile_ignored_keys:
                 raise AttributeError(f"{name}.{env_key} is no longer a compile-relevant config key")
@@ -90,6 +93,21 @@ def probe() -> None:
             for method in ("get_config_copy", "load_config"):
                 if not callable(getattr(importlib.import_module(name), method, None)):
                     raise AttributeError(f"config writes leak out of a copied context, and {name}.{method} is gone")
+
+
+def held_at_default(name: str, key: str) -> tuple[str, Any] | None:
+    """Code that holds ``key`` of config module ``name`` at torch's default whatever the program sets later
+    (``config.patch`` too, as ``torch.compile(mode=...)`` does), and that default; None where it is no literal.
+
+    A read of a config key returns its ``env_value_force`` before any value written: what
+    ``TORCHINDUCTOR_..._FORCE``-style variables set, and what a workaround verified on the
+    unchanged program must set, since the program sets the key itself after it.
+    """
+    entry = importlib.import_module(name)._config.get(key)
+    default = getattr(entry, "default", None)
+    if entry is None or not isinstance(default, (bool, int, float, str, type(None))):
+        return None
+    return f"import {name}\n{name}._config[{key!r}].env_value_force = {default!r}\n", default
 
 
 def run_isolated(fn: Any, *args: Any) -> Any:

@@ -368,3 +368,24 @@ def test_a_lowering_workaround_falls_back_its_in_place_twin_too():
         lowering.lowerings.update(saved[0])
         lowering.fallbacks.clear()
         lowering.fallbacks.update(saved[1])
+
+
+def test_the_config_a_repro_needs_is_offered_held_at_its_default_whatever_the_program_sets():
+    """(hunt 12: a frozen weight slice under max-autotune) the only workaround was the last resort; the config the
+    repro needs to fail, held at torch's default, is offered before it. Held: the program's own write and
+    ``torch.compile(mode=...)``'s ``config.patch`` read the default, so the program verifies it unchanged."""
+    import torch._inductor.config as inductor_config
+
+    options = workarounds(None, "inductor", "inductor", config={"torch._inductor.config": {"freezing": True, "force_disable_caches": True}})
+    held, last = options
+    assert "freezing" in held.what and "False" in held.what and last.stage == "aot_eager_decomp_partition"
+    entry = inductor_config._config["freezing"]
+    saved = entry.env_value_force
+    try:
+        with inductor_config.patch(freezing=False):  # (puts back what the test writes)
+            exec(held.code, {})
+            inductor_config.freezing = True
+            with inductor_config.patch(freezing=True):
+                assert inductor_config.freezing is False
+    finally:
+        entry.env_value_force = saved
