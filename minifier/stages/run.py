@@ -45,7 +45,7 @@ from ..unit.case import Boundary, GraphCase, GraphId, INDUCTOR_INNER_COMPILE
 from ..unit.copies import clone_values
 from ..unit.accuracy import EAGER_DRAWS, References, accuracy_category, accuracy_divergence, compared_despite_draws, reference_outputs, signature_of_accuracy
 from ..unit.float64 import draws_as_eager_under_fallback, draws_otherwise_than_eager
-from pt2kit.signature import Failure, Kind, Signature, signature_of_exception, tagging_compile_errors
+from pt2kit.signature import Failure, Kind, Signature, innermost_exception, said, signature_of_exception, tagging_compile_errors
 from pt2kit.seams import backend_registry, compile_fx, dispatch, dynamo_exc
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..repro.files import exec_repro, write_repro
@@ -475,7 +475,7 @@ def lower_case(case: GraphCase, out_dir: Path) -> tuple[list[str], str | None]:
             namespace["run"](namespace["Repro"](data), namespace["make_inputs"](data))
     except Exception as e:  # noqa: BLE001 - a backend that fails outside AOTAutograd: no aot graphs to show
         if not recorder.graphs:
-            note = f"{case.backend} failed before its compiler was handed an aot graph pt2kit keeps ({type(e).__name__}: in AOTAutograd, or in passes of the backend's on the whole graph, as Inductor's joint-graph passes); the dynamo graph is the unit to minify"
+            note = f"lowering it through {case.backend} raised {said(innermost_exception(e))} before its compiler was handed an aot graph pt2kit keeps (in AOTAutograd, in the backend's passes on the whole graph, as Inductor's joint-graph passes, or where its freezing or autotuning meets pt2kit's watch); the dynamo graph is the unit to minify"
     paths = []
     counts: dict[str, int] = {}
     for record in recorder.graphs:
