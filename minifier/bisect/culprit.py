@@ -519,6 +519,9 @@ def _describe(outcome: Outcome) -> str:
 
 
 def finish(session: Session, report: BisectReport) -> BisectReport:
+    culprit, original = report.culprit, report.original  # (under --accuracy a wrong answer matches any failure)
+    if culprit and culprit.first_failure and original and not looks_like_wrong_answer(original) and (shown := signature_of(culprit.first_failure)) and shown.kind == Kind.ACCURACY:
+        report.add_note(f"the program failed with {original.signature}, no wrong answer; {culprit.label} alone gives one (--accuracy), which its repro shows: another failure of the same graph")
     report.queries = session.queries
     report.seconds = session.seconds
     return report

@@ -133,8 +133,10 @@ class BisectReport:
     retry: PinDownRetry | None = field(default=None, repr=False, compare=False)
 
     def add_note(self, note: str) -> None:
-        """Say ``note`` after what the bisection noted already (each step that finds something says it; none unsays another's)."""
-        self.note = f"{self.note}; {note}" if self.note else note
+        """Say ``note`` after what the bisection noted already (each step that finds something says it; none unsays another's;
+        a note said already is not said twice)."""
+        if note not in self.note:
+            self.note = f"{self.note}; {note}" if self.note else note
 
     def distributed(self) -> dict[str, Any] | None:
         """The ``distributed`` entry of a report (docs/distributed.md)."""

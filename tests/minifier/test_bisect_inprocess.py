@@ -270,3 +270,25 @@ def test_a_saved_repro_that_now_fails_otherwise_says_so_in_its_report(in_process
     result = minify_repro(session, path, out=tmp_path / "out")
     assert "picky: cos today" in str(result.failure.failure)
     assert any("now fails with" in n and "picky: sin yesterday" in n for n in result.notes), result.notes
+
+
+def test_a_wrong_answer_minified_where_the_program_failed_otherwise_says_so(tmp_path):
+    """(hunt 12: `options={...}` with a gemm backend list Inductor cannot meet) the program failed to compile; under
+    --accuracy its graph alone gave a wrong answer, which any failure matches, and the run said nothing of the two."""
+    from minifier.bisect.culprit import finish
+    from minifier.bisect.report import BisectReport, Row
+    from minifier.stages.run import Outcome
+    from pt2kit.signature import Failure, Kind, Signature
+
+    original = Failure(Signature(Kind.COMPILE_ERROR, "NoValidChoicesError", "No choices to select"))
+    wrong = Outcome("inductor", Failure(Signature(Kind.ACCURACY, "AccuracyError", "compiled output diverges")), 0.1)
+    row = Row("g0", "dynamo", "dynamo", 3, None, {"eager": Outcome("eager", None, 0.1), "inductor": wrong})
+
+    class Clock:
+        queries, seconds = 7, 1.0
+
+    report = finish(Clock(), BisectReport("p.py", "inductor", True, tmp_path, original, [row], culprit=row))
+    assert "the program failed with compile_error: NoValidChoicesError" in report.note and "g0 alone gives one" in report.note
+    assert finish(Clock(), report).note == report.note  # (said once)
+    asserted = Failure(Signature(Kind.RUNTIME_ERROR, "AssertionError", "Tensor-likes are not close!"))
+    assert not finish(Clock(), BisectReport("p.py", "inductor", True, tmp_path, asserted, [row], culprit=row)).note
