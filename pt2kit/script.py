@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import runpy
 import sys
 from collections.abc import Iterator, Sequence
@@ -91,6 +92,10 @@ def is_launcher_file(filename: str) -> bool:
     return (
         filename.startswith(_PT2KIT_DIRS) or filename.endswith(os.sep + "runpy.py") or filename.startswith("<frozen ")
     )
+
+
+#: One frame of a Python traceback or stack trace as text: ``File "<filename>", line <lineno>, in <name>``.
+STACK_LINE = re.compile(r'File "(?P<filename>[^"]+)", line (?P<lineno>\d+), in (?P<name>\S+)')
 
 
 def is_internal_file(filename: str) -> bool:

@@ -164,28 +164,19 @@ def call_that_resumed(resumed: Snapshot, marks: CallMarks) -> Snapshot | None:
     frame = live_frame(origin)
     if mark is None or frame is None:
         return None
-    f_locals = frame.f_locals
-    args = {name: f_locals[name] for name in argument_names(origin) if name in f_locals}
-    closure = {name: f_locals[name] for name in origin.co_freevars if name in f_locals}
+    at_failure = mark.state.late(frame)  # (mark.state's code is the origin's)
     line = resume_functions.resumed_at(resumed.code)
     note = (
         f"the call of {origin.co_name} whose resume function after the graph break at line {line} failed:"
         " its inputs are the compiled code's before the break, so replaying this call compiles both"
     )
-    if mark.identities == {name: id(value) for name, value in args.items()}:
-        return replace(mark.state, f_globals=frame.f_globals, args=args, closure=closure, notes=[note], led_to=resumed.code.co_name)
-    return replace(
-        mark.state,
-        f_globals=frame.f_globals,
-        args=args,
-        closure=closure,
-        rng=state.RngState.take(),
-        global_state=state.global_state(),
-        versions=_versions(args),
-        taken="at-failure",
-        led_to=resumed.code.co_name,
-        notes=[note, "snapshotted from the live frame at the failure: RNG state is as the call left it"],
-    )
+    if mark.identities == {name: id(value) for name, value in at_failure.args.items()}:
+        return replace(
+            mark.state, f_globals=at_failure.f_globals, args=at_failure.args, closure=at_failure.closure,
+            notes=[note], led_to=resumed.code.co_name,
+        )  # fmt: skip
+    said = "snapshotted from the live frame at the failure: RNG state is as the call left it"
+    return replace(at_failure, notes=[note, said], led_to=resumed.code.co_name)
 
 
 def live_frame(code: types.CodeType) -> types.FrameType | None:

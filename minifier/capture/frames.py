@@ -14,7 +14,6 @@ tensors, which dynamo fails on, is one node), and :func:`lift_frame` the aten op
 from __future__ import annotations
 
 import inspect
-import re
 import traceback
 import types
 from dataclasses import dataclass
@@ -31,12 +30,9 @@ from torch.overrides import TorchFunctionMode
 from ..unit.case import GraphCase
 from .casemaker import make_case
 from .context import BackendInfo
-from pt2kit.script import is_internal_file
+from pt2kit.script import STACK_LINE, is_internal_file
 from pt2kit.seams import convert_frame, dynamo_exc, pytree
 from pt2kit.signature import COMPILE_PHASE_ATTR, exception_chain
-
-
-_STACK_LINE = re.compile(r'File "(?P<filename>[^"]+)", line (?P<lineno>\d+), in (?P<name>\S+)')
 
 
 def current_frame(gm: fx.GraphModule | None = None) -> dict[str, Any] | None:
@@ -58,7 +54,7 @@ def _user_frame(gm: fx.GraphModule | None) -> dict[str, Any] | None:
     if not is_internal_file(code.co_filename):
         return {"name": code.co_name, "filename": code.co_filename, "lineno": code.co_firstlineno}
     for node in gm.graph.nodes if gm is not None else ():
-        for match in _STACK_LINE.finditer(node.meta.get("stack_trace") or ""):
+        for match in STACK_LINE.finditer(node.meta.get("stack_trace") or ""):
             if not is_internal_file(match["filename"]):
                 return {"name": match["name"], "filename": match["filename"], "lineno": int(match["lineno"])}
     for caller in reversed(traceback.extract_stack()):

@@ -11,7 +11,6 @@ into one result.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from .events import (
     UnknownBackendNamed, Unrecoverable, parse_events,
 )  # fmt: skip
 from ..unit.case import GraphId
+from pt2kit.script import STACK_LINE
 from pt2kit.signature import Failure, Kind, Signature
 
 
@@ -167,14 +167,10 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
     return result
 
 
-_TORCH_FRAME = re.compile(r'File "[^"]*/(torch/[^"]+)", line (\d+), in (\S+)')
-
-
 def raised_in(traceback: str) -> str | None:
     """Where in torch a traceback ends: ``torch/_dynamo/backends/distributed.py:466, in __init__``, or None."""
-    frames = _TORCH_FRAME.findall(traceback)
+    frames = [m for m in STACK_LINE.finditer(traceback) if "/torch/" in m["filename"]]
     if not frames:
         return None
-    path, line, function = frames[-1]
-    return f"{path}:{line}, in {function}"
-
+    last = frames[-1]
+    return f"torch/{last['filename'].rpartition('/torch/')[2]}:{last['lineno']}, in {last['name']}"
