@@ -97,13 +97,18 @@ class Failure:
 
     @property
     def as_said(self) -> str:
-        """The signature with torch's message as torch said it (the details' first line, neither cut nor
-        normalized: ``aten.mm.out`` where the signature has ``'<op>'``), where the details are that message."""
-        said = self.details.strip().split("\n", 1)[0].strip()
-        head = self.signature.message.partition(DIAGNOSTIC_SEPARATOR)[0][:60]
-        if not said or not normalize_message(said).startswith(head):
-            return str(self.signature)
-        return f"{self.signature.kind}: {self.signature.exception}: {said}"
+        """The signature with torch's message as torch said it (:func:`message_as_said`), where the details hold it."""
+        said = message_as_said(self.signature.message, self.details)
+        return str(self.signature) if said is None else f"{self.signature.kind}: {self.signature.exception}: {said}"
+
+
+def message_as_said(message: str, details: str) -> str | None:
+    """A signature's ``message`` as torch said it: the first line of ``details``, neither cut nor normalized
+    (``aten.mm.out`` where the signature has ``'<op>'``); None where the details are not that message (a wrong
+    answer's)."""
+    said = details.strip().split("\n", 1)[0].strip()
+    head = message.partition(DIAGNOSTIC_SEPARATOR)[0][:60]
+    return said if said and normalize_message(said).startswith(head) else None
 
 
 # --------------------------------------------------------------------------- #

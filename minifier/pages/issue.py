@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from pt2kit.errors import NotReproducible
-from pt2kit.signature import DIAGNOSTIC_SEPARATOR, Kind, normalize_message, shown
+from pt2kit.signature import Kind, message_as_said, shown
 
 ISSUE_MD = "issue.md"
 _ABSOLUTE = re.compile(r"(?<![\w)\]}.:/])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")  # (not a URL's path)
@@ -135,9 +135,9 @@ MESSAGE_SHOWN = 600
 
 def _message(failure: dict[str, Any]) -> str:
     """The failure's message as torch said it (its first line, uncut up to :data:`MESSAGE_SHOWN`), else the signature's."""
-    said = (failure.get("details") or "").strip().split("\n", 1)[0].strip()
     message = failure.get("message") or ""
-    if not said or not normalize_message(said).startswith(message.partition(DIAGNOSTIC_SEPARATOR)[0][:60]):
+    said = message_as_said(message, failure.get("details") or "")
+    if said is None:
         return shown(message)  # (details that are not the message uncut: a wrong answer's, say)
     return said if len(said) <= MESSAGE_SHOWN else said[:MESSAGE_SHOWN] + "…"
 
