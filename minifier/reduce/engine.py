@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -207,20 +208,16 @@ class Reducer:
         return sorted(needed, key=lambda n: (self._nodes[n].op != "placeholder", self._order[n]))
 
     def stand_ins(self, name: str, c: Candidate) -> list[str]:
-        """Values a kept op node could be replaced by: its operands, then the graph's inputs, of its very shape and dtype."""
-        node = self._nodes[name]
-        meta = self._meta(name)
+        """Values a kept op node could be replaced by, of its very shape and dtype at ``c``'s sizes: its operands
+        (through a multi-output op it picks from: at a size where ``split`` returns its operand whole, both go), then inputs."""
+        node, meta, subs = self._nodes[name], self._meta(name, c), dict(c.substituted)
         if meta is None or has_effect(node) or node.op not in OP_KINDS:
             return []
-        subs = dict(c.substituted)
         operands = self.reads(name, subs)
+        picked = [a for o in operands if node.target is operator.getitem and not self._meta(o) for a in self.reads(o, subs)]
         inputs = [n.name for n in self.origin.gm.graph.find_nodes(op="placeholder")]
-        same = []
-        for other in dict.fromkeys(operands + inputs):
-            m = self._meta(other)
-            if other != name and m is not None and (m.shape, m.dtype, m.device) == (meta.shape, meta.dtype, meta.device):
-                same.append(other)
-        return same
+        metas = {o: self._meta(o, c) for o in dict.fromkeys(operands + picked + inputs) if o != name}
+        return [o for o, m in metas.items() if m and (m.shape, m.dtype, m.device) == (meta.shape, meta.dtype, meta.device)]
 
     def size(self, c: Candidate) -> tuple[int, ...]:
         """Smaller is better: op nodes, then outputs, inputs, real-data inputs, config, backward."""
@@ -244,12 +241,15 @@ class Reducer:
         meta = self._meta(name)
         return meta.shape if meta is not None else ()
 
-    def _meta(self, name: str) -> TensorMeta | None:
-        """What a placeholder or op node of the original graph holds, when it is a tensor."""
+    def _meta(self, name: str, c: Candidate | None = None) -> TensorMeta | None:
+        """What a placeholder or op node of the original graph holds, when it is a tensor (an input at ``c``'s size)."""
         node = self._nodes[name]
         if node.op == "placeholder":
-            return next(i for i in self.origin.inputs if i.name == node.target).meta
-        return self.info[name].meta if name in self.info else None
+            meta = next(i for i in self.origin.inputs if i.name == node.target).meta
+        else:
+            meta = self.info[name].meta if name in self.info else None
+        resized = dict(c.shapes).get(name) if c is not None else None
+        return replace(meta, shape=resized) if meta is not None and resized is not None else meta
 
     def op_kind(self, name: str) -> tuple[str, tuple[str, ...]]:
         """What makes two op nodes "the same op" to a compiler: the target and the dtypes it reads."""
@@ -514,6 +514,8 @@ class Reducer:
                 self.on_pass(reduction.__name__, self)
                 start, asked = self.best, self.queries
                 reduction(self)
+                if self.best.shapes != start.shapes:
+                    self.reprofiled()  # (whichever pass resized the inputs: later cuts and stand-ins read the new sizes)
                 self.spent[reduction.__name__] = self.spent.get(reduction.__name__, 0) + self.queries - asked
                 if self.best == start and self.queries > asked:
                     self._confirm_best()  # a pass asked and nothing smaller failed: is the start real?

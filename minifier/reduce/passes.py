@@ -217,7 +217,8 @@ def replace_by_operands(r: Reducer) -> None:
     input ``x`` that comes first. About one query a node, once per graph.
     """
     c = r.normalize(r.best)
-    if len(c.kept) < 2 or not r.settled() or r._structure(c) in r.replaced_structures:
+    # (asked again at new sizes: at 1, ``split(x, 128)[0]`` is ``x``)
+    if len(c.kept) < 2 or not r.settled() or (*r._structure(c), c.shapes) in r.replaced_structures:
         return
 
     def replacements(name: str, current: Candidate) -> list[Candidate]:
@@ -236,8 +237,8 @@ def replace_by_operands(r: Reducer) -> None:
         for candidate in replacements(name, current):
             if r.consider(candidate):
                 break
-    r.replaced_structures.add(r._structure(c))
-    r.replaced_structures.add(r._structure(r.normalize(r.best)))
+    r.replaced_structures.add((*r._structure(c), c.shapes))
+    r.replaced_structures.add((*r._structure(best := r.normalize(r.best)), best.shapes))
 
 
 def remove_outputs(r: Reducer) -> None:
@@ -340,7 +341,7 @@ def shrink_shapes(r: Reducer) -> None:
     """
     if already_small(r, r.best):
         return
-    before, asked = r.best.shapes, r.queries - r.spent.get("shrink_shapes", 0)
+    asked = r.queries - r.spent.get("shrink_shapes", 0)
     everything = [(name, d) for name, shape in current_shapes(r) for d, n in enumerate(shape) if n > 1]
     # one query, for a bug that does not care about sizes
     if not (everything and r.consider(resized_to(r, everything, 1))):
@@ -350,8 +351,6 @@ def shrink_shapes(r: Reducer) -> None:
             members = [(name, d) for name, shape in current_shapes(r) for d, n in enumerate(shape) if n == size]
             if members:
                 _shrink_group(r, members, size)
-    if r.best.shapes != before:
-        r.reprofiled()
 
 
 def _shrink_group(r: Reducer, members: list[tuple[str, int]], size: int) -> None:

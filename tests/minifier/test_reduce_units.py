@@ -550,6 +550,31 @@ def test_a_node_whose_readers_need_something_computed_is_replaced_by_its_operand
     assert all(reducer._meta(s).shape == (4,) for n in best.kept for s in reducer.stand_ins(n, best))
 
 
+def test_a_pick_from_a_split_that_its_new_sizes_made_whole_is_replaced_by_what_it_split():
+    # split(sin(x), 128, -1)[0] is half of sin(x) at the program's sizes, and all of it once
+    # the input shrinks to (1, 1): the pick is then replaced by sin (looked up through the split
+    # it picks from, at the candidate's sizes), and the split goes with it.
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from minifier.reduce.engine import Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case
+    from pt2kit.signature import Signature
+
+    x = torch.randn(64, 256)
+    gm = make_fx(lambda x: torch.cos(torch.split(torch.sin(x), 128, -1)[0]))(x)
+    case = GraphCase(gm, [GraphInput("x_1", x, TensorMeta.of(x))], backend="inductor")
+    target = Signature("compile_error", "RuntimeError", "fused")
+    reducer = Reducer(case, profile_case(case), target, _fused_judge(target))
+    assert reducer.stand_ins("getitem", reducer.initial()) == []  # (64, 128) at the program's sizes
+    reducer.reprofile = profile_case
+    best = reducer.run(PASSES)
+    assert dict(best.shapes) == {"x_1": (1, 1)}, best
+    assert [n.split("_")[0] for n in best.kept] == ["sin", "cos"], best
+    built = reducer.best_case()
+    y = torch.randn(1, 1)
+    assert torch.equal(built.gm(y)[0], torch.cos(torch.sin(y)))
+
+
 def test_an_aot_graph_that_makes_a_size_from_data_is_traced_on_fakes_in_its_repro(tmp_path):
     # nonzero's size is the data's: make_fx on real tensors refuses such a graph
     # (data-dependent), so its compiler gets fake inputs in a shape environment, static
