@@ -70,7 +70,7 @@ class Signature:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.kind}: {self.exception}: {shown(self.message)}"
+        return f"{self.kind}: {error_shown(self.exception, self.message)}"
 
     def to_json(self) -> dict[str, str]:
         return asdict(self)
@@ -99,7 +99,9 @@ class Failure:
     def as_said(self) -> str:
         """The signature with torch's message as torch said it (:func:`message_as_said`), where the details hold it."""
         said = message_as_said(self.signature.message, self.details)
-        return str(self.signature) if said is None else f"{self.signature.kind}: {self.signature.exception}: {said}"
+        if said is None or said == self.signature.exception:
+            return str(self.signature)
+        return f"{self.signature.kind}: {self.signature.exception}: {said}"
 
 
 def message_as_said(message: str, details: str) -> str | None:
@@ -176,6 +178,12 @@ def normalize_message(message: str) -> str:
     for pattern, replacement in _NORMALIZERS:
         first = pattern.sub(replacement, first)
     return first[:MESSAGE_LIMIT]
+
+
+def error_shown(exception: str | None, message: str | None) -> str:
+    """``Type: message`` as a person reads it (:func:`shown`). An exception raised with no message has its type's
+    name for one (what two such failures compare by): the name is said once, not twice."""
+    return f"{exception}: (raised with no message)" if message == exception else f"{exception}: {shown(message)}"
 
 
 def shown(message: str | None) -> str:

@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from pt2kit.errors import NotReproducible
-from pt2kit.signature import Kind, message_as_said, shown
+from pt2kit.signature import Kind, error_shown, message_as_said, shown
 
 ISSUE_MD = "issue.md"
 _ABSOLUTE = re.compile(r"(?<![\w)\]}.:/])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")  # (not a URL's path)
@@ -81,7 +81,7 @@ def title(report: dict[str, Any]) -> str:
     stage = failure.get("stage") or report.get("program_fails_at") or report.get("fails_in") or "torch.compile"
     subsystem = {"dynamo": "dynamo", "inductor": "inductor", "aot_eager": "aot", "aot_eager_decomp_partition": "decomp", "eager": "dynamo"}
     ops = report.get("ops_after") or []
-    what = f"{failure.get('exception')}: {shown(failure.get('message'))}"
+    what = error_shown(failure.get("exception"), failure.get("message"))
     where = f" in {', '.join(ops[:3])}" if ops and len(ops) <= 3 else ""
     return f"[{subsystem.get(stage, stage)}] {failure.get('kind')}{where}: {what}"[:140].rstrip()
 
@@ -100,9 +100,10 @@ def render_issue(report: dict[str, Any], repro: str | None, run_dir: Path | None
         if report.get("fails_in") == "dynamo"
         else ""
     )
+    exception = failure.get("exception")
+    error = f"`{exception}`, raised with no message" if failure.get("message") == exception else f"`{exception}: {_message(failure)}`"
     parts.append(
-        f"`torch.compile` fails{' ' * bool(where)}{where} with {_KIND_WORDS.get(failure.get('kind'), failure.get('kind'))}: "
-        f"`{failure.get('exception')}: {_message(failure)}`."
+        f"`torch.compile` fails{' ' * bool(where)}{where} with {_KIND_WORDS.get(failure.get('kind'), failure.get('kind'))}: {error}."
     )
     if report.get("nodes_before"):
         parts.append(

@@ -61,7 +61,7 @@ from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functi
 from ..unit.runtime import call_hop, call_opaque, clone_input, copies, drop_unread_items, graph_module, guarded_view, non_leaf, rand_tensor
 from ..unit.devices import devices_of
 from ..unit.aliasing import aliasing_divergence, output_aliasing
-from ..unit.accuracy import ACCURACY_MESSAGE, EAGER_DRAWS, accuracy_category, accuracy_divergence, run_float64, tensor_versions, written_inputs
+from ..unit.accuracy import ACCURACY_MESSAGE, EAGER_DRAWS, accuracy_category, accuracy_divergence, accuracy_message, run_float64, tensor_versions, written_inputs
 from ..unit.float64 import as_float64, draws_as_eager_under_fallback, float64_graph, fp64_blocker, fp64_cast, fp64_dtype
 from pt2kit.signature import Signature
 
@@ -151,7 +151,7 @@ def render(
         parts.append(f"STRICT = {strict!r}  # True: outputs must equal eager's bit for bit")
         parts.append(f"ALIASING = {judges_aliasing(case)!r}  # True: outputs must alias one another as eager's do")
         parts.append(inspect.getsource(accuracy_divergence).strip())
-        parts.append(inspect.getsource(accuracy_category).strip())
+        parts += [inspect.getsource(f).strip() for f in (accuracy_category, accuracy_message)]
         parts += [inspect.getsource(f).strip() for f in (output_aliasing, aliasing_divergence)]
         parts += [inspect.getsource(f).strip() for f in (tensor_versions, written_inputs, run_float64)]
         parts.append(
@@ -514,7 +514,7 @@ def _main(accuracy: Accuracy, distributed: bool = False, tries: int = 1, cuda: b
             "    print(f'note: {note}', file=sys.stderr)",
             "problem = accuracy_divergence(expected, actual, fp64, strict=STRICT, labels=value_labels(len(expected), written), aliasing=ALIASING)",
             "if problem:",
-            '    sys.exit(f"AccuracyError: {ACCURACY_MESSAGE} ({accuracy_category(problem)}): {problem}")',
+            '    sys.exit(f"AccuracyError: {accuracy_message(accuracy_category(problem))}: {problem}")',
         ]
         passed = "no divergence"
     if tries > 1:  # a flaky failure: the stage runs again, compiled afresh, until it fails

@@ -111,10 +111,20 @@ def refused_by_eager(failure: Signature | None) -> bool:
     return failure is not None and failure.kind == Kind.ACCURACY and f"{ACCURACY_MESSAGE} (eager raises " in failure.message
 
 
+def accuracy_message(category: str) -> str:
+    """An accuracy failure's message, by :func:`accuracy_category` (copied into repros: the same words there).
+
+    Exact values are judged against eager, bit for bit (integers always, floats under
+    ``--strict-accuracy``): their message names eager, never the fp64 reference it did not read."""
+    if category == "exact values":
+        return "compiled output differs from eager's (exact values)"
+    return f"{ACCURACY_MESSAGE} ({category})"
+
+
 def signature_of_accuracy(problem: str) -> Failure:
     category = accuracy_category(problem)
     category = normalize_message(category) if category.startswith("eager raises") else category
-    return Failure(Signature("accuracy", "AccuracyError", f"{ACCURACY_MESSAGE} ({category})"), details=problem)
+    return Failure(Signature("accuracy", "AccuracyError", accuracy_message(category)), details=problem)
 
 
 def tensor_versions(values):

@@ -284,6 +284,10 @@ def test_issue_md_quotes_torchs_message_uncut_and_says_an_eager_stage_failure_is
     wrong = {"stage": "inductor", "kind": "accuracy", "exception": "AccuracyError", "message": "compiled output diverges from the fp64 reference (values)", "details": "output 0: RMSE 0.3"}
     body = render_issue({"status": "minified", "failure": wrong}, "import torch\n", tmp_path)
     assert "at the **inductor** stage with a wrong answer: `AccuracyError: compiled output diverges from the fp64 reference (values)`" in body
+    bare = {"stage": "inductor", "kind": "compile_error", "exception": "AssertionError", "message": "AssertionError", "details": ""}
+    body = render_issue({"status": "minified", "failure": bare}, "import torch\n", tmp_path)
+    assert "with a compile error: `AssertionError`, raised with no message." in body and "AssertionError: AssertionError" not in body
+    assert body.startswith("# [inductor] compile_error: AssertionError: (raised with no message)\n")
 
 
 def test_issue_md_names_the_subsystem_in_full_and_reads_a_lowering_as_a_fallback_that_avoids_it(tmp_path):

@@ -55,6 +55,17 @@ def test_wrapped_backend_errors_keep_their_own_signature():
     assert (signature.kind, signature.exception, signature.message) == ("compile_error", "ValueError", "cannot lower aten.sin at 0x?")
 
 
+def test_an_assert_with_no_message_is_named_once_as_raised_with_none():
+    def asserting_backend(gm, example_inputs):
+        raise AssertionError  # (as a bare ``assert`` in torch raises it: pytest's rewriting adds a message here)
+
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda x: x.sin(), backend=asserting_backend)(torch.ones(3))
+    failure = signature_of_exception(info.value)
+    assert failure.signature.message == "AssertionError"  # (what two such failures compare by)
+    assert str(failure.signature) == "compile_error: AssertionError: (raised with no message)" == failure.as_said
+
+
 def _compiled_inside_a_handler(fn, where: str) -> BaseException:
     """What ``torch.compile(fn, fullgraph=True)`` raises when called inside ``except KeyError:`` (``where``: in this
     frame, the frame that catches it, or in a function below)."""
