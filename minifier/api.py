@@ -13,6 +13,7 @@ in compiled code cannot take it down.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -41,14 +42,16 @@ def save_repro(
     compiled functions and modules (``torch.compile(model, backend=..., dynamic=True)``),
     and plain steps that call them, run as they are, their graphs saved as the program
     compiles them; their backend is the stage unless ``backend`` names another: a
-    registered name, ``module:function``, or the backend function itself. A plain
-    ``fn`` that calls nothing compiled is compiled whole.
+    registered name, ``module:function``, or the backend function itself. One that calls
+    ``torch.compile`` itself runs as it is, each graph named by the backend (and
+    ``mode=``/``options=`` config) that call resolved. A plain ``fn`` that calls nothing
+    compiled is compiled whole.
     """
     import torch
 
     from .capture import hooks
     from .capture.casemaker import make_case
-    from .capture.context import learn_dynamo_own_patches
+    from .capture.context import describe_backend, learn_dynamo_own_patches
     from .capture.patches import program_state
     from .isolation.session import default_out_dir, new_run_dir
     from .repro.files import write_repro
@@ -62,29 +65,43 @@ def save_repro(
     )
     saved: list[Path] = []
     missing: dict[str, None] = {}
+    resolved: list[Any] = []  # the backends ``torch.compile`` resolved during the call, in order
 
     @hooks.internal
     def save_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         # the program's patches of torch ride with each graph, as minify run's capture carries them
         state = program_state()
-        case = state.applied_to(make_case(gm, example_inputs, backend=info, index=len(saved)))
+        named = describe_backend(resolved[-1], None) if resolved else info
+        case = state.applied_to(make_case(gm, example_inputs, backend=named, index=len(saved)))
         missing.update(dict.fromkeys(state.missing))
         note = "Saved by minifier.save_repro." + (f" The {_carried_by_none(state.missing)}." if state.missing else "")
-        saved.append(write_repro(case, run_dir / str(GraphId(case.index)), stage=info.name, note=note))
+        saved.append(write_repro(case, run_dir / str(GraphId(case.index)), stage=named.name, note=note))
         return gm.forward
 
     # Every compile in the call goes to save_graph (nothing here compiles with the backend under suspicion).
     # A compiled ``fn``, or one that calls what the program compiled, runs as it is: its graphs are the
     # program's own, with their boundaries and options (``dynamic=True``); only a plain ``fn`` is compiled whole.
+    # ``torch.compile(model, mode=...)`` called inside a plain ``fn`` resolves its backend during the call, and
+    # the stance hands that backend's graphs to save_graph: each is named by the backend resolved last.
+    compiled_already = compiled_backend(fn) is not None or bool(_backends_inside(fn))
+    calls_compiled = compiled_already or _compiles_inside(fn)
+    learns = backend is None and not compiled_already
+
+    def learned(resolved_backend: Any, name: str | None) -> Any:
+        resolved.append(resolved_backend)
+        return resolved_backend
+
+    learning = hooks.dynamo_backends(learned) if learns else contextlib.nullcontext()
     try:
-        if (whole := with_fullgraph(fn, save_graph)) is not None:  # (a stance would drop its fullgraph)
-            whole(*args, **kwargs)
-        else:
-            with torch.compiler.set_stance("default", force_backend=save_graph):
-                if compiled_backend(fn) is not None or _backends_inside(fn):
-                    fn(*args, **kwargs)
-                else:
-                    torch.compile(fn, backend=save_graph)(*args, **kwargs)
+        with learning:
+            if (whole := with_fullgraph(fn, save_graph)) is not None:  # (a stance would drop its fullgraph)
+                whole(*args, **kwargs)
+            else:
+                with torch.compiler.set_stance("default", force_backend=save_graph):
+                    if calls_compiled:
+                        fn(*args, **kwargs)
+                    else:
+                        torch.compile(fn, backend=save_graph)(*args, **kwargs)
     except Exception as e:
         from .capture.frames import where_it_failed
 
@@ -202,6 +219,24 @@ def _backends_inside(fn: Callable[..., Any]) -> dict[int, Any]:
     seen += list(vars(owner).values()) if hasattr(owner, "__dict__") else []
     seen += [child for o in seen if isinstance(o, torch.nn.Module) for child in o._modules.values()]
     return {id(b): b for b in (compiled_backend(o) for o in seen if o is not fn) if b is not None}
+
+
+def _compiles_inside(fn: Callable[..., Any]) -> bool:
+    """Does ``fn``'s own code call ``torch.compile`` (``torch.compile(model, mode=...)(x)`` in a step)?
+
+    Compiled whole, such a step would be one graph, traced through the compile it asks for and
+    without that compile's backend and options: it runs as it is instead (:func:`save_repro`).
+    """
+    import torch
+
+    function = getattr(fn, "__func__", fn)
+    codes, names = [getattr(function, "__code__", None)], getattr(function, "__globals__", {})
+    while codes and (code := codes.pop()) is not None:
+        words = set(code.co_names)
+        if "compile" in words and (names.get("torch") is torch or names.get("compile") is torch.compile):
+            return True
+        codes += [c for c in code.co_consts if hasattr(c, "co_names")]  # (a lambda or function defined inside)
+    return False
 
 
 def _saved_graphs(run_dir: Path) -> list[Path]:

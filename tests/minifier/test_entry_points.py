@@ -491,6 +491,27 @@ def test_the_api_takes_the_backend_a_plain_step_calls_its_compiled_model_with(tm
 
 
 
+def test_the_api_names_a_model_compiled_inside_the_function_by_its_backend_and_options(tmp_path):
+    # torch.compile(model, mode=..., options=...) inside the handed function: its graphs went to the API's
+    # stance, and its config (the failure may need it: max-autotune) was lost from every repro
+    from minifier.api import save_repro
+
+    class Net(torch.nn.Module):  # (its own code: Sequential's is compiled up to dynamo's recompile limit by now)
+        def forward(self, t):
+            return t.tanh() * 2
+
+    model = Net()
+
+    def step(t):
+        return torch.compile(model, options={"epilogue_fusion": False})(t).sum()
+
+    run_dir = save_repro(step, torch.randn(2, 4), out=tmp_path / "options")
+    saved = load_repro(run_dir / "g0" / "repro.py")
+    assert saved.stage == "inductor" and saved.case.config.get("torch._inductor.config", {}).get("epilogue_fusion") is False, saved.case.config
+    run_dir = save_repro(lambda t: torch.compile(model, backend="planted_runtime_error")(t), torch.randn(2, 4), out=tmp_path / "named")
+    assert load_repro(run_dir / "g0" / "repro.py").stage == "planted_runtime_error"
+
+
 def test_the_api_never_compiles_with_the_backend_a_model_whose_forward_breaks_the_graph_was_compiled_with(tmp_path):
     # dynamo cannot inline such a model into the step: it runs the model as it is, and its own torch.compile would
     # compile it with the backend under suspicion, raising the program's failure out of save_repro
