@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..unit.case import Boundary, GraphCase
 from pt2kit.seams import compiler_bisector
-from pt2kit.seams.config import MODULES as CONFIG_MODULES, NEVER_DROPPED, held_at_default
+from pt2kit.seams.config import AUTOTUNE_CHOICES, MODULES as CONFIG_MODULES, NEVER_DROPPED, held_at_default
 from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import raises_in_eager, run_case
@@ -220,8 +220,8 @@ def workarounds(
 
 def _config_held(module: str, key: str, stage: str) -> Option | None:
     """A workaround: config ``key``, which the repro needs to fail, held at torch's default (None: it cannot be)."""
-    if key in NEVER_DROPPED.get(module, ()) or module not in CONFIG_MODULES:
-        return None
+    if key in NEVER_DROPPED.get(module, ()) + AUTOTUNE_CHOICES.get(module, ()) or module not in CONFIG_MODULES:
+        return None  # (the autotuner's pick list held at default still picks by timing: a workaround that comes and goes)
     held = held_at_default(module, key)
     if held is None:
         return None

@@ -63,7 +63,7 @@ from .engine import Candidate, Reducer
 from .finish import already_small, current_shapes, finished_forms, resized_to
 from .scans import ask_ahead, ddmin
 from pt2kit.seams import ops
-from pt2kit.seams.config import NEVER_DROPPED
+from pt2kit.seams.config import AUTOTUNE_CHOICES, AUTOTUNE_SWITCHES, NEVER_DROPPED
 
 
 def eliminate_dead_code(r: Reducer) -> None:
@@ -397,10 +397,16 @@ def minimize_config(r: Reducer) -> None:
     """Drop the non-default config entries the failure does not need.
 
     A key whose default differs from machine to machine stays: it cannot be dropped here
-    and still mean the same thing wherever the repro runs.
+    and still mean the same thing wherever the repro runs. What the autotuner picks from
+    stays while it autotunes (:data:`~pt2kit.seams.config.AUTOTUNE_CHOICES`).
     """
-    entries = sorted(e for e in r.best.config if e[1] not in NEVER_DROPPED.get(e[0], ()))
+    kept = {**NEVER_DROPPED, **{m: NEVER_DROPPED.get(m, ()) + keys for m, keys in AUTOTUNE_CHOICES.items()}}
+    entries = sorted(e for e in r.best.config if e[1] not in kept.get(e[0], ()))
     _shrink_set(r, entries, lambda group: replace(r.best, config=r.best.config - set(group)))
+    # the autotuner's pick list goes only with the switches that make it autotune (see AUTOTUNE_CHOICES)
+    choices = {e for e in r.best.config if e[1] in AUTOTUNE_CHOICES.get(e[0], ())}
+    if choices and not any(e[1] in AUTOTUNE_SWITCHES.get(e[0], ()) for e in r.best.config):
+        r.consider(replace(r.best, config=r.best.config - choices))
 
 
 PASSES: list[Callable[[Reducer], None]] = [

@@ -59,6 +59,20 @@ NEVER_DROPPED: dict[str, tuple[str, ...]] = {
     "torch._inductor.config": ("force_disable_caches",),
 }
 
+#: Keys that narrow what Inductor's autotuner picks from (``max_autotune_gemm_backends="CPP"``), and the
+#: switches that make it autotune. While a switch stays in a case, so do these: a failure in one pick
+#: needs the program's list, or its repro fails only when the timings pick it (the reducer's one failing
+#: query is not a verdict on that). Dropped only with the switches.
+AUTOTUNE_SWITCHES: dict[str, tuple[str, ...]] = {"torch._inductor.config": ("max_autotune", "max_autotune_gemm")}
+AUTOTUNE_CHOICES: dict[str, tuple[str, ...]] = {
+    "torch._inductor.config": (
+        "max_autotune_gemm_backends",
+        "max_autotune_conv_backends",
+        "max_autotune_conv_bwd_weight_backends",
+        "max_autotune_conv_bwd_input_backends",
+    ),
+}
+
 #: Keys that change only what happens to custom ops (torch's aliasing check skips its
 #: own ops): a graph calling no custom op does not carry them, and costs no query to drop them.
 CUSTOM_OP_KEYS: dict[str, tuple[str, ...]] = {

@@ -575,6 +575,35 @@ def test_a_pick_from_a_split_that_its_new_sizes_made_whole_is_replaced_by_what_i
     assert torch.equal(built.gm(y)[0], torch.cos(torch.sin(y)))
 
 
+def test_the_autotuners_pick_list_stays_while_it_autotunes_and_goes_with_it():
+    # A failure in one autotune pick (a CPP GEMM template) fails alone whenever the timings pick it: config
+    # minimizing once dropped the program's max_autotune_gemm_backends="CPP", and the repro failed 3 runs in 7.
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from minifier.reduce.engine import Reducer
+    from minifier.reduce.passes import PASSES
+    from minifier.stages.profile import profile_case
+    from minifier.stages.run import Outcome
+    from pt2kit.signature import Failure, Signature
+
+    target = Signature("compile_error", "RuntimeError", "autotuned")
+
+    def judge(needs):  # fails while the config keeps the keys in ``needs``
+        def query(candidates):
+            kept = [{k for values in case.config.values() for k in values} for case, _, _ in candidates]
+            return [Outcome("judge", Failure(target) if needs <= keys else None, 0.0) for keys in kept]
+
+        return query
+
+    x = torch.randn(4, 4)
+    gm = make_fx(lambda x: torch.mm(x, x).sin())(x)
+    config = {"max_autotune": True, "max_autotune_gemm_backends": "CPP", "epilogue_fusion": False}
+    case = GraphCase(gm, [GraphInput("x_1", x, TensorMeta.of(x))], backend="inductor", config={"torch._inductor.config": config})
+    best = Reducer(case, profile_case(case), target, judge({"max_autotune"})).run(PASSES)
+    assert {k for _, k in best.config} == {"max_autotune", "max_autotune_gemm_backends"}, best.config
+    best = Reducer(case, profile_case(case), target, judge({"epilogue_fusion"})).run(PASSES)
+    assert {k for _, k in best.config} == {"epilogue_fusion"}, best.config  # (no autotuning: its pick list goes)
+
+
 def test_an_aot_graph_that_makes_a_size_from_data_is_traced_on_fakes_in_its_repro(tmp_path):
     # nonzero's size is the data's: make_fx on real tensors refuses such a graph
     # (data-dependent), so its compiler gets fake inputs in a shape environment, static
