@@ -73,7 +73,8 @@ def describe(
 
     code = snapshot.code
     module_name = str(snapshot.f_globals.get("__name__", "?"))
-    encoder = values.Encoder(source_modules={module_name: snapshot.f_globals})
+    # (a frame of torch's own, a compiled ``optimizer.step``: its module's functions are imported, not copied)
+    encoder = values.Encoder(source_modules={} if is_internal_file(code.co_filename) else {module_name: snapshot.f_globals})
     notes = list(snapshot.notes)
     source_code, resume = _source_code(code, encoder)
     function_object = snapshot.f_globals.get(code.co_name)

@@ -232,6 +232,8 @@ class Encoder:
             return self._define(value, lambda: self._ndarray(value, path))
         if isinstance(value, torch.nn.Module):
             return self._define(value, lambda: self._object(value, path, "module"))
+        if isinstance(value, torch.optim.Optimizer):  # (its __setstate__ fills in old pickles' fields: its __dict__ is all of it)
+            return self._define(value, lambda: self._object(value, path, "object"))
         if dataclasses.is_dataclass(value) or _plain_object(kind):
             return self._define(value, lambda: self._object(value, path, "object"))
         reference = reference_of(value)

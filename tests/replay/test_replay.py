@@ -378,6 +378,30 @@ def test_a_later_call_that_fails_at_run_time_is_snapshotted_when_it_fails(tmp_pa
     assert replay_forked(record.path)["status"] == "reproduced"
 
 
+def test_a_compiled_optimizer_step_is_recorded_complete_and_replays(tmp_path):
+    # torch.compile(opt.step) (pytorch#197094): the frame is torch's own SGD.step, ``self`` an optimizer.
+    # It was unrecordable (Optimizer defines __setstate__), and the step's module was copied as source.
+    from torch._dynamo import register_backend
+
+    def refuses_foreach(gm, example_inputs):
+        if any("_foreach_" in str(n.target) for n in gm.graph.nodes):
+            raise RuntimeError("test backend: cannot compile a _foreach op")
+        return gm.forward
+
+    register_backend(refuses_foreach, name="pt2kit_test_refuses_foreach")
+    p = torch.nn.Parameter(torch.randn(3, 2))
+    opt = torch.optim.SGD([p], lr=0.1, momentum=0.9, foreach=True)
+    p.grad = torch.ones_like(p)
+    opt.step()  # (a momentum buffer in its state, keyed by the parameter)
+    before = p.detach().clone()
+    records = record_failing(tmp_path, lambda: torch.compile(opt.step, backend="pt2kit_test_refuses_foreach")())
+    record = replay.load(records[0].path)
+    assert record.status == "complete" and record.function == "step", record.manifest["unrecordable"]
+    assert replay_forked(record.path)["status"] == "reproduced"
+    assert replay_forked(record.path, backend="eager")["status"] == "passed"
+    assert torch.equal(p.detach(), before)  # (the replays ran elsewhere: the program's parameter is as it was)
+
+
 def test_an_unknown_backend_is_one_line_with_exit_4(tmp_path):
     records = record_failing(
         tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3))
