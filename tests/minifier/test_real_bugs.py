@@ -190,44 +190,53 @@ def test_repro_fails_alone_on_an_empty_cache(name, bugs_base, repros_cache):
         assert failure["exception"] in done.stderr, done.stderr[-1500:]
 
 
+@pytest.fixture(scope="session")
+def minimality_session(bugs_base: Path) -> Any:
+    """One warm worker for every bug's minimality questions in this process: each question is a forked child
+    all the same, and a session of its own per bug paid a fresh interpreter's ``import torch`` and first compile
+    again, for a handful of questions."""
+    from minifier.isolation.session import Session
+
+    session = Session("one-minimal", out=bugs_base / "one-minimal", timeout=600, quiet=True)
+    session.warm_up(inductor=True, preload=("minifier.stages.profile", "minifier.stages.run"))
+    yield session
+    session.close()
+
+
 @pytest.mark.parametrize("name", BUGS)
-def test_repro_is_one_minimal(name, bugs_base):
+def test_repro_is_one_minimal(name, bugs_base, minimality_session):
     from minifier.unit.case import GraphCase, leaves_a_mode_on
     from minifier.stages.profile import profile_case, realize
     from minifier.reduce.engine import Reducer
     from minifier.repro.files import load_repro
-    from minifier.isolation.session import Session
     from minifier.stages.run import Outcome, run_case
 
     run = minified(name, bugs_base)
     loaded = load_repro(Path(run.report["repro"]))
     case: GraphCase = loaded.case
     nodes = {node.name: node for node in case.gm.graph.nodes}
-    session = Session("one-minimal", out=bugs_base / name / "one-minimal", timeout=600, quiet=True)
-    try:
-        profiled = session.query(functools.partial(profile_case, case), "profiling the repro's graph")
-        assert profiled.value is not None, profiled.failure
-        reducer = Reducer(case, profiled.value, loaded.failure, query=lambda candidates: [])
-        still_failing = []
-        best = reducer.best
-        # each op dropped (its value fed in), and each replaced by a same-shaped operand or input
-        smaller = [(f"without {node.name}", reducer.without([node.name], best)) for node in case.op_nodes]
-        smaller += [
-            (f"{node.name} replaced by {stand_in}", replace(best, substituted=frozenset({(node.name, stand_in)})))
-            for node in case.op_nodes
-            for stand_in in reducer.stand_ins(node.name, best)[:1]
-        ]
-        for label, candidate in smaller:
-            candidate = reducer.normalize(candidate)
-            if not candidate.kept or leaves_a_mode_on(nodes, candidate.kept):
-                continue  # nothing left (an empty graph fails nowhere), or a mode entered and never left
-            built = realize(reducer.build(candidate), case)
-            asked = session.query(functools.partial(run_case, built, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), label)
-            outcome = asked.value if asked.value is not None else Outcome(loaded.stage, asked.failure, asked.seconds)
-            if outcome.failure is not None and outcome.failure.signature == loaded.failure:
-                still_failing.append(label)
-    finally:
-        session.close()
+    session = minimality_session
+    profiled = session.query(functools.partial(profile_case, case), "profiling the repro's graph")
+    assert profiled.value is not None, profiled.failure
+    reducer = Reducer(case, profiled.value, loaded.failure, query=lambda candidates: [])
+    still_failing = []
+    best = reducer.best
+    # each op dropped (its value fed in), and each replaced by a same-shaped operand or input
+    smaller = [(f"without {node.name}", reducer.without([node.name], best)) for node in case.op_nodes]
+    smaller += [
+        (f"{node.name} replaced by {stand_in}", replace(best, substituted=frozenset({(node.name, stand_in)})))
+        for node in case.op_nodes
+        for stand_in in reducer.stand_ins(node.name, best)[:1]
+    ]
+    for label, candidate in smaller:
+        candidate = reducer.normalize(candidate)
+        if not candidate.kept or leaves_a_mode_on(nodes, candidate.kept):
+            continue  # nothing left (an empty graph fails nowhere), or a mode entered and never left
+        built = realize(reducer.build(candidate), case)
+        asked = session.query(functools.partial(run_case, built, loaded.stage, accuracy=loaded.accuracy, strict=loaded.strict), label)
+        outcome = asked.value if asked.value is not None else Outcome(loaded.stage, asked.failure, asked.seconds)
+        if outcome.failure is not None and outcome.failure.signature == loaded.failure:
+            still_failing.append(label)
     assert still_failing == [], f"{name}: the repro still fails {still_failing}"
 
 
