@@ -373,7 +373,7 @@ def minify_script(
         outcome = row.first_failure
         assert outcome is not None and outcome.failure is not None and row.case is not None
         session.log(
-            f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}"
+            f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {escape(str(outcome.failure.signature))}"
         )
         blame = Blame(
             report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None,
@@ -508,8 +508,8 @@ def minify_repro(
             + "; minifying what it does now"
         )
         report.add_note(said)  # (report.json says it too: hunt l asked for an aot repro and got a dynamo graph's)
-        session.log(f"note: {said}")
-    session.log(f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {outcome.failure.signature}")
+        session.log(f"note: {escape(said)}")
+    session.log(f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {escape(str(outcome.failure.signature))}")
     check = Check(outcome.stage, outcome.failure.signature, accuracy)
     result = minify_case(session, row.case, check, Provenance(outcome.failure, key, bisect=report))
     return finished(session, result, subsystem, None, [], preparing)

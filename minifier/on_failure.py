@@ -195,7 +195,7 @@ class ReproOnFailure:
         except Exception as e:
             self.failed_running(case, kind, e)
             raise
-        if references is None or rng is None:
+        if references is None or rng is None or any(a is None for a in live):  # (None: a weight freezing folded in)
             return result
         failure = safe(_judge_run, None, gm, references, result, rng[0], live)
         if failure is not None:

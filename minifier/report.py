@@ -96,9 +96,9 @@ def print_bisect(record: BisectRecord, console: Console) -> None:
     )
     console.print(f"  {failure.signature}", highlight=False, markup=False)
     if record.note:
-        console.print(f"  note: {record.note}")
+        console.print(f"  note: {record.note}", highlight=False, markup=False)  # (torch's words: "OrderedSet([u3])" is no tag)
     if culprit.repro:
-        console.print(f"  graph: {culprit.repro}")
+        console.print(f"  graph: {culprit.repro}", markup=False)
     if record.below is not None:
         table = Table(show_header=False, box=None, padding=(0, 1, 0, 2))
         for name, text in below_rows(record.below):

@@ -39,8 +39,9 @@ def choose_graph(report: BisectReport, after: str) -> Row:
             "there is no graph to minify" + (f" (pt2kit could not lift the frame to one, a limit of pt2kit's and not a second bug: {why})" if why else "") + workaround,
             failure=failed.to_json() if failed is not None else None,  # (report.json's, as a minified run's)
         )
-    if after == "aot" and culprit.boundary != Boundary.AOT:
-        raise UsageError("--after aot: no aot graph fails the same way in isolation; try --after dynamo")
+    if after == "aot" and culprit.boundary != Boundary.AOT:  # (the flags were right: what the graphs do decides)
+        why = next((n for n in report.note.split("; ") if "aot graph" in n), "no aot graph fails the same way in isolation")
+        raise NotReproducible(f"--after aot: {why}; --after dynamo (or auto) minifies {culprit.label}, the dynamo graph that fails")
     if after == "dynamo" and culprit.boundary == Boundary.AOT:
         return next(
             r

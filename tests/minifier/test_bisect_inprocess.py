@@ -90,6 +90,18 @@ def test_the_reducer_keeps_only_the_op_the_backend_rejects(in_process, tmp_path)
     assert result.reduction_queries > 0 and len(executor.labels) >= session.queries > 0
 
 
+def test_after_aot_where_no_aot_graph_fails_is_exit_5_naming_the_dynamo_graph(in_process, tmp_path):
+    # (hunt 13: a frozen graph's aot graphs cannot be kept) the flags were right, the graphs decided: not a usage error
+    from minifier.bisect.choice import choose_graph
+    from pt2kit.errors import NotReproducible
+
+    session, _ = in_process
+    report = bisect_case(session, saved_case(tmp_path, "planted_dynamo_error"))
+    with pytest.raises(NotReproducible, match=r"--after aot: .*; --after dynamo \(or auto\) minifies g0") as raised:
+        choose_graph(report, "aot")
+    assert raised.value.exit_code == 5
+
+
 def test_each_query_in_process_starts_from_a_forked_childs_clean_slate(in_process):
     """What a query leaves behind in dynamo, the compiler config, grad mode or the default dtype is gone for the next
     one, as it is for a child forked from the zygote (the answers depend on it: see InProcessExecutor)."""

@@ -929,6 +929,25 @@ def test_the_hook_at_level_4_leaves_the_graph_whose_first_run_kills_the_process(
     assert alone.returncode == -signal.SIGSEGV, alone.stderr[-2000:]
 
 
+@pytest.mark.slow  # (real Inductor: freezing)
+def test_the_hook_at_level_4_leaves_a_frozen_graph_to_the_dynamo_graphs_judge_without_an_internal_error(tmp_path):
+    # (hunt 13) under freezing Inductor's compiled inference graph gets None for each weight it folded in; the
+    # aot graph's judge ran it eagerly on those and said "pt2kit: internal error in _judge_run" to a healthy program
+    script = tmp_path / "frozen.py"
+    script.write_text(
+        "import torch\n"
+        "torch._inductor.config.freezing = True\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()\n"
+        "x = torch.randn(4, 8)\n"
+        "with torch.no_grad():\n"
+        "    torch.testing.assert_close(torch.compile(m)(x), m(x))\n"
+        "print('same')\n"
+    )
+    done = under_the_hook(script, "aot", "4", tmp_path / "repros")
+    assert done.returncode == 0 and "same" in done.stdout, done.stderr[-2000:]
+    assert "internal error" not in done.stderr, done.stderr[-2000:]
+
+
 @pytest.mark.e2e
 def test_the_hook_says_in_one_line_when_dynamo_fails_before_any_graph_exists(tmp_path):
     # no compiler is ever called, so nothing of the hook's (or torch's) sees it: one line after the traceback
