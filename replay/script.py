@@ -156,6 +156,7 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
         textwrap.dedent(inspect.getsource(fn))
         for fn in (
             resume_functions.regenerate,
+            automatic_dynamic.code_id,  # (restore's own helper)
             automatic_dynamic.restore,
             mark_dynamic.strip_dynamic_marks,
             compiler_state.refresh,

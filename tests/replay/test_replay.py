@@ -195,6 +195,22 @@ def test_failure_only_on_the_dynamic_recompile_reproduces_in_one_call_and_passes
     assert static["outputs"][0] == {"shape": [6, 3], "dtype": "float32", "sha256": sha(P.grows(big))}
 
 
+@pytest.mark.e2e
+def test_the_replay_script_of_a_recompiled_frame_restores_what_automatic_dynamic_had_seen(tmp_path):
+    # (hunt 13) the script copied the seam's restore() without its helper code_id(): a NameError before any
+    # compile, for every frame a recompile failed in, and `replay minify` on it ended in exit 3
+    from replay.script import write_script
+
+    compiled = torch.compile(P.grows, backend="fails_when_dynamic")
+    records = record_failing(tmp_path / "records", lambda: (compiled(torch.randn(4, 3)), compiled(torch.randn(6, 3))))
+    assert replay.load(records[0].path).manifest["dynamic"]["automatic"]
+    script = write_script(records[0].path, tmp_path / "replay_frame.py")
+    env = {**os.environ, "PT2KIT_AUTOLOAD": "0"}
+    done = subprocess.run([sys.executable, "-P", str(script)], check=False, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode != 0 and "NameError" not in done.stderr, done.stderr[-2000:]
+    assert "fails_when_dynamic" in done.stderr, done.stderr[-2000:]
+
+
 def test_mark_dynamic_marks_are_recorded_with_the_tensor_and_static_drops_them(tmp_path):
     x = torch.randn(5, 3)
     torch._dynamo.mark_dynamic(x, 0)
