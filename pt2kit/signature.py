@@ -129,6 +129,9 @@ _NORMALIZERS: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]]
     # a tensor's version counter, which counts every in-place write the program made to it before (autograd's
     # "is at version 4; expected version 3 instead": the graph alone, on fresh inputs, says 1 and 0)
     (re.compile(r"\b(at version )\d+(; expected version )\d+"), r"\1#\2#"),
+    # dynamo's compile id, frame/recompile ("Guard fail reason: 0/1: tensor 'x' ..."): a replay, or a run alone,
+    # compiles the frame a first time where the program had compiled it before
+    (re.compile(r"(?<![\w./])\d+/\d+(?:_\d+)?(?=:\s|\])"), "#/#"),
     # absolute paths: generated sources, cache and temp directories
     (re.compile(r"(?<![\w.])/(?:[\w.\-]+/)+[\w.\-]*"), "<path>"),
     # long hashes (cache keys, kernel names like cxk2tiw6ldlulrtg...)

@@ -32,6 +32,12 @@ from pt2kit.signature import MESSAGE_LIMIT, Kind, Signature, innermost_exception
         # a graph input, by dynamo's name for its source in a repro, by the program's in the program (pytorch#125284)
         ("input 0 (L_stack0_) and input 1 (L_y_) share storage", "input 0 (stack0) and input 1 (y) share storage"),
         ("input 0 (___stack0) and input 1 (y) share storage", "input 0 (stack0) and input 1 (y) share storage"),
+        # dynamo's compile id: a replay compiles the frame afresh (hunt 13: "0/1" recorded, "0/0" replayed)
+        (
+            "Guard failed on the same frame it was created. Guard fail reason: 0/1: tensor 'x' size mismatch at index 0",
+            "Guard failed on the same frame it was created. Guard fail reason: #/#: tensor 'x' size mismatch at index 0",
+        ),
+        ("[0/1_1] graph break in 3/4 of the calls", "[#/#] graph break in 3/4 of the calls"),
         # a subclass's __torch_dispatch__ refusing: the op that met it first differs by stage (pytorch#193932)
         (
             "Multiple dispatch failed for 'torch._ops.aten.mm.out'; all __torch_dispatch__ handlers returned NotImplemented",
