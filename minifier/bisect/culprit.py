@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.markup import escape
 from .report import BisectReport, FailureRecord, PinDownRetry, Row, matches, signature_of
 from .plainly import (
-    DYNAMO_OUTSIDE_ITS_GRAPHS, SETTER_HINT, dynamo_config_set, dynamo_graph_raising, fails_only_plainly,
+    SETTER_HINT, dynamo_alone_said, dynamo_config_set, fails_only_plainly,
     fails_under_dynamo_alone, state_setters, around_its_graphs, dynamo_graphs, looks_like_wrong_answer,
 )  # fmt: skip
 from .steps import aot_rows, read_capture_again, run_each
@@ -421,7 +421,7 @@ def no_culprit(session: Session, report: BisectReport, program: ProgramRun, capt
             + " (define it in an importable module)"
         )
     elif dynamo_alone:
-        hint, named["program_fails_at"] = f"; {dynamo_graph_raising(failing) or DYNAMO_OUTSIDE_ITS_GRAPHS}", Stage.EAGER
+        hint, named["program_fails_at"] = f"; {dynamo_alone_said(failing, captured.compiling_frame, captured.raised_in)}", Stage.EAGER
         if config := dynamo_config_set([r.case.config for r in report.rows if r.case is not None]):
             named["config"] = {"torch._dynamo.config": config}
             hint += "; under the dynamo config it sets (first suspects): " + ", ".join(f"{k} = {v!r}" for k, v in sorted(config.items()))

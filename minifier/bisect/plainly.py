@@ -83,8 +83,30 @@ DYNAMO_OUTSIDE_ITS_GRAPHS = (
     "autograd.Function's backward traced with grad mode off shows only in a double backward, "
     "create_graph=True), a guard is missing (a compiled frame reused where "
     "the code or its closure changed), or a side effect is not replayed (a list append, an attribute "
-    "written); compare the code of its compiled frames with the graphs under captured/ in the run directory"
+    "written); compare the code of its compiled frames with the graphs under captured/ in the run directory, and "
+    "`python -m explain` on the program lists each compile's guards and what made it recompile (a guard that should "
+    "fail where the program changed something between calls, an object's identity or a dict's order, shows there)"
 )
+
+
+def dynamo_alone_said(rows: list[Row], compiling_frame: bool, raised_in: str | None) -> str:
+    """What exit 5 says of a program that fails under dynamo alone (``backend='eager'``) while no graph fails alone.
+
+    A dynamo graph that raises in plain eager: :func:`dynamo_graph_raising`. An error dynamo raised compiling a
+    frame, past its tracing (``compiling_frame``: building its guards, "Guard failed on the same frame it was
+    created"), is no graph's and no later call's: the program under ``backend='eager'`` is its own repro.
+    Otherwise :data:`DYNAMO_OUTSIDE_ITS_GRAPHS`.
+    """
+    if (raising := dynamo_graph_raising(rows)) is not None:
+        return raising
+    if compiling_frame:
+        return (
+            "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "
+            f"and dynamo raised it while compiling a frame, after its graph was made ({raised_in or 'torch/_dynamo'}: "
+            "building its guards or its own bookkeeping): no graph fails, and the program under backend='eager' is "
+            "its own repro; `python -m explain` on the program lists each compile and its guards"
+        )
+    return DYNAMO_OUTSIDE_ITS_GRAPHS
 
 
 def dynamo_graph_raising(rows: list[Row]) -> str | None:

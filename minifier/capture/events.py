@@ -147,6 +147,8 @@ class Failed:
     kernel: str | None = None
     #: raised while dynamo traced compiled autograd's backward graph (the frame is that graph's ``forward``)
     compiled_autograd: bool = False
+    #: raised while dynamo compiled a frame, past its tracing (building its guards): no graph's run
+    compiling_frame: bool = False
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from pt2kit.errors import UnknownBackend
 from pt2kit.opaque import opaque, opaque_wrapper
 from .frames import current_frame, failing_frame, frame_of_exception, liftings, where_it_failed
 from pt2kit.script import run_script
-from pt2kit.seams import backend_registry, compile_fx, compiled_autograd, convert_frame, dispatch, hop_eager, symbolic_shapes
+from pt2kit.seams import backend_registry, compile_fx, compiled_autograd, convert_frame, dispatch, dynamo_exc, hop_eager, symbolic_shapes
 from pt2kit.seams.aot_autograd import compiler_kwargs
 from ..unit.accuracy import EAGER_DRAWS, judge_compiled_run
 from ..unit.float64 import draws_otherwise_than_eager
@@ -515,6 +515,7 @@ def capture_script(
                     graph=next((g for x in exception_chain(e) if (g := getattr(x, "_pt2kit_graph", None))), None),
                     kernel=blame.kernel_in_traceback(e),
                     compiled_autograd=compiled_autograd.raised_in_compiled_autograd(e),
+                    compiling_frame=where == "runtime" and dynamo_exc.raised_compiling_a_frame(e),
                 )
             )
             if where == "tracing":

@@ -40,6 +40,7 @@ class CaptureResult:
     failure_frame: dict[str, Any] | None = None  # user frame of a failure in dynamo's tracing
     failed_in_compiled_autograd: bool = False  # the failure came through compiled autograd's backward graph
     raised_in: str | None = None  # the innermost torch frame of the failure's traceback (:func:`raised_in`)
+    compiling_frame: bool = False  # raised while dynamo compiled a frame, past its tracing (building its guards)
     graphs_at_failure: int = 0  # graphs captured before the failure
     unknown_backend: str | None = None
     unrecoverable: list[str] = field(default_factory=list)  # backends that cannot be written into a repro
@@ -124,7 +125,7 @@ def read_capture(out_dir: Path, crash: Failure | None = None) -> CaptureResult:
             result.failure = Failure(e.failure, e.details)
             result.failure_frame = e.frame
             result.failed_in_compiled_autograd = e.compiled_autograd
-            result.raised_in = raised_in(e.traceback)
+            result.raised_in, result.compiling_frame = raised_in(e.traceback), e.compiling_frame
             result.graphs_at_failure = e.graphs
             result.failed_graph = e.graph or result.failed_graph
             result.kernel = e.kernel or blame.kernel_in_trail(out_dir / blame.TRAIL)

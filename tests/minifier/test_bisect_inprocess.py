@@ -232,6 +232,32 @@ def test_a_dynamo_graph_raising_in_plain_eager_is_named_where_every_graph_was_sa
     assert dynamo_graph_raising([row(RAISES_IN_EAGER + asserted, boundary="aot")]) is None
 
 
+def test_dynamo_raising_as_it_builds_a_frames_guards_is_said_so_and_not_a_wrong_graph(tmp_path):
+    """Hunt 13: "Guard failed on the same frame it was created" (mark_unbacked, a later call of size 1) got the
+    paragraph for a wrong answer dynamo computes (its tracing, a missing guard, a side effect); the capture
+    knows it was raised compiling the frame, past its tracing, and exit 5 says that, with explain to read."""
+    import torch
+    from minifier.bisect.plainly import DYNAMO_OUTSIDE_ITS_GRAPHS, dynamo_alone_said
+    from minifier.capture.frames import where_it_failed
+    from pt2kit.seams import dynamo_exc
+
+    def f(x, y):
+        return (x + y).sum(0)
+
+    compiled = torch.compile(f, backend="eager")
+    torch._dynamo.reset()
+    with pytest.raises(AssertionError, match="Guard failed on the same frame") as raised:
+        for n in (3, 1):
+            x = torch.randn(n, 4)
+            torch._dynamo.decorators.mark_unbacked(x, 0)
+            compiled(x, torch.randn(3, 4))
+    assert where_it_failed(raised.value) == "runtime" and dynamo_exc.raised_compiling_a_frame(raised.value)
+    said = dynamo_alone_said([], True, "torch/_dynamo/guards.py:4500, in __init__")
+    assert "building its guards" in said and "guards.py:4500" in said and "python -m explain" in said
+    assert "a guard is missing" not in said and "python -m explain" in DYNAMO_OUTSIDE_ITS_GRAPHS
+    assert dynamo_alone_said([], False, None) == DYNAMO_OUTSIDE_ITS_GRAPHS
+
+
 def test_a_graph_calling_a_setter_of_torchs_global_state_is_named():
     """Hunt i: ``torch.set_default_dtype(torch.float64)`` inside a compiled function; AOTAutograd runs it only while
     it traces, every graph's outputs are right, and exit 5 named only AOTAutograd's runtime wrappers."""
