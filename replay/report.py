@@ -370,7 +370,8 @@ def no_record_message(summary: dict[str, Any]) -> str:
         return "no frame failed: nothing was recorded"
     return (
         f"nothing was recorded: the script raised {error}, but not while a compiled frame was compiled, ran, or"
-        " ran its first backward; replay records only those"
+        " ran its first backward; replay records only those (a wrong answer the script checks: `minify run --accuracy`"
+        " judges each graph, and `python -m explain` lists each compile's guards)"
     )
 
 

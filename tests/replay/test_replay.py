@@ -418,6 +418,15 @@ def test_a_compiled_optimizer_step_is_recorded_complete_and_replays(tmp_path):
     assert torch.equal(p.detach(), before)  # (the replays ran elsewhere: the program's parameter is as it was)
 
 
+def test_a_script_error_no_frame_raised_points_a_wrong_answer_to_minify_accuracy_and_explain():
+    from replay.report import no_record_message
+
+    said = no_record_message({"script_error": "AssertionError: call 1"})
+    assert said.startswith("nothing was recorded: the script raised AssertionError: call 1, but not while")
+    assert "minify run --accuracy" in said and "python -m explain" in said
+    assert no_record_message({}) == "no frame failed: nothing was recorded"
+
+
 def test_an_unknown_backend_is_one_line_with_exit_4(tmp_path):
     records = record_failing(
         tmp_path, lambda: torch.compile(P.big_values_fail, backend="planted_compile_error")(torch.ones(3))
