@@ -514,7 +514,7 @@ class Reducer:
                 self.on_pass(reduction.__name__, self)
                 start, asked = self.best, self.queries
                 reduction(self)
-                if self.best.shapes != start.shapes:
+                if self.best.shapes != start.shapes and len(self.best.kept) > 1:  # (one node: nothing left to cut)
                     self.reprofiled()  # (whichever pass resized the inputs: later cuts and stand-ins read the new sizes)
                 self.spent[reduction.__name__] = self.spent.get(reduction.__name__, 0) + self.queries - asked
                 if self.best == start and self.queries > asked:
