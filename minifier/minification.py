@@ -33,7 +33,7 @@ from rich.markup import escape
 import torch.fx as fx
 
 from .bisect.bisection import bisect_saved, bisect_script, flaky_or_not_alone
-from .bisect.report import BisectReport
+from .bisect.report import BisectReport, Row
 from .bisect.culprit import pin_down_again
 from .bisect.untraceable import replayed_in_pieces
 from .bisect.probes import AskAhead
@@ -372,9 +372,7 @@ def minify_script(
         row = choose_graph(report, after)
         outcome = row.first_failure
         assert outcome is not None and outcome.failure is not None and row.case is not None
-        session.log(
-            f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {escape(str(outcome.failure.signature))}"
-        )
+        session.log(_minifying(row, outcome))
         blame = Blame(
             report.kernel if row.case_path is not None and row.case_path.parent.name == report.failed_graph else None,
             row.case_path,
@@ -417,6 +415,12 @@ def minify_script(
                 flaky_or_not_alone(session, ProgramRun(script, tuple(args), backend, accuracy, nproc), report, flaky)
             continue
         return finished(session, result, subsystem, script, args, preparing)
+
+
+def _minifying(row: Row, outcome: Outcome) -> str:
+    """The progress line that starts a minification (torch's words escaped: ``OrderedSet([u3])`` is no markup)."""
+    assert outcome.failure is not None and row.case is not None
+    return f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {escape(str(outcome.failure.signature))}"
 
 
 def resume_minification(session: Session, checkpoint: Path, key: str) -> MinifyResult:
@@ -509,7 +513,7 @@ def minify_repro(
         )
         report.add_note(said)  # (report.json says it too: hunt l asked for an aot repro and got a dynamo graph's)
         session.log(f"note: {escape(said)}")
-    session.log(f"minifying {row.label} ({plural(row.case.node_count, 'node')}) under {outcome.stage}: {escape(str(outcome.failure.signature))}")
+    session.log(_minifying(row, outcome))
     check = Check(outcome.stage, outcome.failure.signature, accuracy)
     result = minify_case(session, row.case, check, Provenance(outcome.failure, key, bisect=report))
     return finished(session, result, subsystem, None, [], preparing)

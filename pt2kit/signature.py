@@ -99,9 +99,7 @@ class Failure:
     def as_said(self) -> str:
         """The signature with torch's message as torch said it (:func:`message_as_said`), where the details hold it."""
         said = message_as_said(self.signature.message, self.details)
-        if said is None or said == self.signature.exception:
-            return str(self.signature)
-        return f"{self.signature.kind}: {self.signature.exception}: {said}"
+        return f"{self.signature.kind}: {error_shown(self.signature.exception, self.signature.message, said)}"
 
 
 def message_as_said(message: str, details: str) -> str | None:
@@ -183,10 +181,13 @@ def normalize_message(message: str) -> str:
     return first[:MESSAGE_LIMIT]
 
 
-def error_shown(exception: str | None, message: str | None) -> str:
-    """``Type: message`` as a person reads it (:func:`shown`). An exception raised with no message has its type's
-    name for one (what two such failures compare by): the name is said once, not twice."""
-    return f"{exception}: (raised with no message)" if message == exception else f"{exception}: {shown(message)}"
+def error_shown(exception: str | None, message: str | None, said: str | None = None) -> str:
+    """``Type: message`` as a person reads it (:func:`shown`; ``said``: the message as torch said it, uncut). An
+    exception raised with no message has its type's name for one (what two such failures compare by): the name
+    is said once, not twice."""
+    if message == exception:
+        return f"{exception}: (raised with no message)"
+    return f"{exception}: {shown(message) if said is None else said}"
 
 
 def shown(message: str | None) -> str:

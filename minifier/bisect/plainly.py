@@ -75,10 +75,13 @@ def fails_only_plainly(program: ProgramRun) -> None:
 NO_COMPILE_CACHES = "import os\nos.environ['TORCHINDUCTOR_FORCE_DISABLE_CACHES'] = '1'\n"
 
 
+#: How each of exit 5's verdicts on a program that fails under dynamo alone begins.
+_UNDER_DYNAMO_ALONE = "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "
+
 #: What exit 5 says of a program that fails under dynamo alone while each of its graphs is right alone.
 DYNAMO_OUTSIDE_ITS_GRAPHS = (
-    "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "
-    "and each of its graphs is right alone under it: the bug is dynamo's, outside its graphs (as far as their outputs "
+    _UNDER_DYNAMO_ALONE
+    + "and each of its graphs is right alone under it: the bug is dynamo's, outside its graphs (as far as their outputs "
     "and first gradients show). Its tracing computes it wrong (a graph that is not what the code does: an "
     "autograd.Function's backward traced with grad mode off shows only in a double backward, "
     "create_graph=True), a guard is missing (a compiled frame reused where "
@@ -101,8 +104,8 @@ def dynamo_alone_said(rows: list[Row], compiling_frame: bool, raised_in: str | N
         return raising
     if compiling_frame:
         return (
-            "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "
-            f"and dynamo raised it while compiling a frame, after its graph was made ({raised_in or 'torch/_dynamo'}: "
+            _UNDER_DYNAMO_ALONE
+            + f"and dynamo raised it while compiling a frame, after its graph was made ({raised_in or 'torch/_dynamo'}: "
             "building its guards or its own bookkeeping): no graph fails, and the program under backend='eager' is "
             "its own repro; `python -m explain` on the program lists each compile and its guards"
         )
@@ -126,8 +129,8 @@ def dynamo_graph_raising(rows: list[Row]) -> str | None:
             message = first.failure.signature.message
             where = f"captured/{row.case_path.parent.name}/repro.py" if row.case_path else "captured/"
             return (
-                "it fails the same way with every torch.compile on backend='eager' too (dynamo alone, no compiler), "
-                f"and {row.label}, the graph dynamo made, raises in plain eager on the inputs the program gave it "
+                _UNDER_DYNAMO_ALONE
+                + f"and {row.label}, the graph dynamo made, raises in plain eager on the inputs the program gave it "
                 f"({first.failure.signature.exception}: {message.removeprefix(RAISES_IN_EAGER)}): the bug is dynamo's, "
                 f"which traced that graph otherwise than the code runs (a runtime assert it adds about sizes, an op it "
                 f"records wrong); {where} in the run directory holds the graph"
