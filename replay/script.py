@@ -2,7 +2,7 @@
 
 The script holds the manifest (as JSON text), a copy of :mod:`replay.rebuild` and of the
 three seam functions a replay needs, and reads the tensors from the record's
-``tensors.pt`` with ``weights_only=True``. Run, it rebuilds the frame and calls it through
+``tensors.pt`` (or, where the record is gone, a ``tensors.pt`` beside the script) with ``weights_only=True``. Run, it rebuilds the frame and calls it through
 ``torch.compile`` with the recorded backend (``--backend``, ``--no-fullgraph``,
 ``--static`` as for ``replay run``); the recorded failure propagates, so the script
 exits non-zero with the same error, and a passing call prints each output's digest.
@@ -55,9 +55,14 @@ def main(definitions):
     parser.add_argument("--no-fullgraph", dest="fullgraph", action="store_false")
     parser.add_argument("--static", action="store_true", help="replay without the recorded dynamic-shape state")
     parser.add_argument("--allow-partial", action="store_true", help="replay a partial record; values that were not recorded become placeholders")
-    parser.add_argument("--tensors", default=TENSORS, help="the record's tensors.pt")
+    parser.add_argument("--tensors", help="the record's tensors.pt (default: the record's, else one beside this script)")
     options = parser.parse_args()
-    tensors = torch.load(options.tensors, weights_only=True)
+    import os
+
+    # (sent on with its tensors.pt, without the record: the copy beside the script)
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tensors.pt")
+    found = TENSORS if os.path.exists(TENSORS) or not os.path.exists(beside) else beside
+    tensors = torch.load(options.tensors or found, weights_only=True)
     backend = resolve_backend(options.backend) if options.backend else None
     apply_program_state(MANIFEST, INTERNALS, definitions)  # (its carried source ran as the script's own code)
     outputs = replay_call(
@@ -107,7 +112,7 @@ if __name__ == "__main__":
 """
 
 
-def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) -> str:
+def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path, name: str = SCRIPT_NAME) -> str:
     """The text of the replay script for a record."""
     from pt2kit.seams import automatic_dynamic, compiler_state, mark_dynamic, resume_functions
 
@@ -138,7 +143,7 @@ def script_text(record_dir: Path, manifest: dict[str, Any], tensors_path: Path) 
         ),
         f"Written by pt2kit's `replay script` from {record_dir}; needs only torch (and the modules the record imports).",
         "",
-        "Run: python replay.py [--backend NAME] [--no-fullgraph] [--static] [--allow-partial] [--tensors PATH]",
+        f"Run: python {name} [--backend NAME] [--no-fullgraph] [--static] [--allow-partial] [--tensors PATH]",
         '"""',
         "# The recorded frame's source:",
         *[f"#   {line}" for line in source.splitlines()],
@@ -232,7 +237,7 @@ def write_script(path: str | Path, out: str | Path | None = None) -> Path:
     """Write the replay script of a record (default: ``<record>/replay.py``); never replaces a different file."""
     directory, manifest = record_format.read_manifest(path)
     target = Path(out) if out is not None else directory / SCRIPT_NAME
-    text = script_text(directory, manifest, directory / record_format.TENSORS)
+    text = script_text(directory, manifest, directory / record_format.TENSORS, target.name)
     if target.exists():
         if target.is_file() and target.read_text() == text:
             return target.resolve()

@@ -209,6 +209,12 @@ def test_the_replay_script_of_a_recompiled_frame_restores_what_automatic_dynamic
     done = subprocess.run([sys.executable, "-P", str(script)], check=False, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode != 0 and "NameError" not in done.stderr, done.stderr[-2000:]
     assert "fails_when_dynamic" in done.stderr, done.stderr[-2000:]
+    # sent on with its tensors.pt and without the record (trial 13: it read only the record's absolute path)
+    assert "Run: python replay_frame.py" in script.read_text()
+    shutil.copy(records[0].path / "tensors.pt", tmp_path / "tensors.pt")
+    (tmp_path / "records").rename(tmp_path / "gone")
+    alone = subprocess.run([sys.executable, "-P", str(script)], check=False, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert alone.returncode != 0 and "fails_when_dynamic" in alone.stderr and "FileNotFoundError" not in alone.stderr, alone.stderr[-2000:]
 
 
 def test_mark_dynamic_marks_are_recorded_with_the_tensor_and_static_drops_them(tmp_path):
