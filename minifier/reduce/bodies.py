@@ -46,6 +46,7 @@ from ..unit.graphio import subgraphs
 
 if TYPE_CHECKING:
     from ..unit.case import TensorMeta
+    from .candidate import Candidate
     from .engine import Reducer
 
 #: One body edit: the body's attribute path from the graph (``true_graph_0``, ``body_fn_0.cond_fn_0``),
@@ -242,28 +243,31 @@ def reduce_bodies(r: Reducer) -> None:
     whose readers were edited away may have become one its body returns.
     """
     c = r.normalize(r.best)
-    structure = ("bodies", *r._structure(c))
+    structure = ("bodies", *r._structure(c), c.shapes)  # (asked again at new sizes, as the top level's stand-ins are)
     if not r.settled() or structure in r.replaced_structures:
         return
-
-    def stand_ins(gm: fx.GraphModule) -> dict[tuple[str, str], str]:
-        returned = returned_stand_ins(gm, lambda name: r._meta(name) if name in r._nodes else None)
-        return {
-            (path, node.name): instead
-            for path, body in bodies(gm)
-            for node in body.graph.nodes
-            if (instead := returned.get((path, node.name)) or getattr(stand_in(node), "name", None)) is not None
-        }
-
+    first = body_stand_ins(r, c)
     gm = r.build(c).gm
-    first = stand_ins(gm)
     order = [(path, node.name) for path, body in bodies(gm) for node in reversed(list(body.graph.nodes)) if (path, node.name) in first]
     for path, name in order:
-        instead = stand_ins(r.build(r.normalize(r.best)).gm).get((path, name))
+        instead = body_stand_ins(r, r.normalize(r.best)).get((path, name))
         if instead is not None:
             r.consider(replace(r.best, body_edits=r.best.body_edits | {(path, name, instead)}))
     r.replaced_structures.add(structure)
-    r.replaced_structures.add(("bodies", *r._structure(r.normalize(r.best))))
+    r.replaced_structures.add(("bodies", *r._structure(best := r.normalize(r.best)), best.shapes))
+
+
+def body_stand_ins(r: Reducer, c: Candidate) -> dict[tuple[str, str], str]:
+    """{(body path, op): its stand-in} in ``c``'s graph, its bodies run at ``c``'s sizes (an op a body returns
+    takes an operand of its very layout, which a resized input can make so: a keepdim sum of one column)."""
+    gm = r.build(c).gm
+    returned = returned_stand_ins(gm, lambda name: r._meta(name, c) if name in r._nodes else None)
+    return {
+        (path, node.name): instead
+        for path, body in bodies(gm)
+        for node in body.graph.nodes
+        if (instead := returned.get((path, node.name)) or getattr(stand_in(node), "name", None)) is not None
+    }
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ bug did, checked on real graphs and real backends without a worker process:
 """
 
 import copy
+import dataclasses
 from dataclasses import replace
 
 import pytest
@@ -607,6 +608,28 @@ def test_a_body_traced_without_values_gets_stand_ins_for_what_it_returns_from_fa
     bare = torch.fx.Graph()
     bare.output(bare.placeholder("x"))
     assert not dict(apply_body_edits(torch.fx.GraphModule(case.gm, bare), frozenset({(body, "cos", "add_1")})).named_children())
+
+
+def test_a_body_op_returned_at_its_operands_layout_once_the_inputs_shrink_gets_that_operand_as_stand_in():
+    # each branch returns a keepdim sum over a computed value: (4, 1) against (4, 8) at the program's
+    # sizes, so no stand-in; once the input is (1, 1), the sum is of its operand's very layout, and the
+    # bodies are run on fakes at the candidate's sizes, not the profile's
+    from minifier.reduce.bodies import body_stand_ins
+    from minifier.reduce.engine import Reducer
+    from minifier.stages.profile import profile_case
+    from pt2kit.signature import Signature
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda a: a.sin().sum(-1, keepdim=True), lambda a: a.cos().sum(-1, keepdim=True), (x,))
+
+    case = _aot_case(f, torch.randn(4, 8))
+    reducer = Reducer(case, profile_case(case), Signature("compile_error", "RuntimeError", "x"), lambda candidates: [])
+    start = reducer.initial()
+    returned = {edit: v for edit, v in body_stand_ins(reducer, start).items() if edit[1].startswith("sum")}
+    assert returned == {}, returned
+    shrunk = dataclasses.replace(start, shapes=((case.inputs[0].name, (1, 1)),))
+    returned = {edit: v for edit, v in body_stand_ins(reducer, shrunk).items() if edit[1].startswith("sum")}
+    assert sorted(v.split("_")[0] for v in returned.values()) == ["cos", "sin"], returned
 
 
 def _aot_case(fn, *args):
