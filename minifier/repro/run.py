@@ -211,6 +211,12 @@ def backend_expression(case: GraphCase, stage: str) -> str:
     return f"__import__({module!r}, fromlist=[{attr!r}]).{attr}"
 
 
+def kept_donated(case: GraphCase) -> list[str]:
+    """The donated inputs (:attr:`GraphCase.donated`) the graph still takes: a reduction drops inputs, not the list."""
+    present = {n.name for n in case.gm.graph.find_nodes(op="placeholder")}
+    return [name for name in case.donated if name in present]
+
+
 def donated_indices(case: GraphCase) -> list[int]:
     """The positions of the inputs of an aot backward graph that AOTAutograd donated to Inductor (``case.donated``)."""
     return [k for k, node in enumerate(case.gm.graph.find_nodes(op="placeholder")) if node.name in case.donated]

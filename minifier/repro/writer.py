@@ -57,7 +57,7 @@ from .inputs import (
     program_inputs,
     symbolic_inputs_function,
 )
-from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, run_functions
+from .run import AOT_COMPILER_KEYS, EAGER_STAGES, backend_expression, kept_donated, run_functions
 from ..unit.runtime import call_hop, call_opaque, clone_input, copies, drop_unread_items, graph_module, guarded_view, non_leaf, rand_tensor
 from ..unit.devices import devices_of
 from ..unit.aliasing import aliasing_divergence, output_aliasing
@@ -308,7 +308,7 @@ def _metadata(
         "config": case.config,
         "modules": [name for name, _ in case.modules],
         "compile_kwargs": case.compile_kwargs,
-        **({"donated": list(case.donated)} if case.donated else {}),
+        **({"donated": donated} if (donated := kept_donated(case)) else {}),
         "compiler": case.compiler, "backward": case.backward,
         **({"grad_enabled": False} if not case.grad_enabled else {}),
         **({"handed": True} if case.handed else {}), **({"fullgraph": True} if case.fullgraph else {}),

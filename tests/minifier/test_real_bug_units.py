@@ -913,6 +913,8 @@ def test_a_backward_graph_keeps_the_inputs_aotautograd_donated_to_inductor(tmp_p
     fewer = torch.fx.symbolic_trace(lambda b, c: (b + c,))
     assert "with donating([0, 1], None):" in render(dataclasses.replace(read, gm=fewer, inputs=read.inputs[1:]), stage="inductor")
     assert "donating" not in render(dataclasses.replace(read, donated=()), stage="inductor")
+    alone = dataclasses.replace(read, gm=torch.fx.symbolic_trace(lambda a: (a * 2,)), inputs=read.inputs[:1])
+    assert load_repro(write_repro(alone, tmp_path / "alone", stage="inductor")).case.donated == ()  # (none it still takes)
     first = workarounds(None, "inductor", "inductor", donated=True)[0]
     assert "donated_buffer = False" in first.code and "enable_autograd_cache" in first.code, first
     assert "donated_buffer" not in workarounds(None, "inductor", "inductor")[0].code
