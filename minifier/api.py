@@ -324,6 +324,12 @@ def _flags(options: dict[str, Any]) -> list[str]:
     return flags
 
 
+def _in(run_dir: Path) -> dict[str, Any]:
+    """The command's run directory: the one the graphs were saved in (``--out``, its parent: where the command
+    line's run looks for an interrupted run of the same graph to resume)."""
+    return {"out": run_dir.parent, "run-dir": run_dir}
+
+
 def _judged(accuracy: Any, count: int) -> str:
     """How ``count`` graphs that pass every stage were judged, and what would judge them more closely."""
     their, them = ("its", "it") if count == 1 else ("their", "them")
@@ -345,7 +351,7 @@ def bisect(
 ) -> dict[str, Any]:
     """Which graph of ``fn(*args)`` fails, and at which stage: ``minify bisect``'s JSON report."""
     run_dir = _graphs_to_judge(fn, args, backend, out, kwargs)
-    return _command("bisect", _saved_graphs(run_dir), {"accuracy": accuracy, "out": run_dir, "timeout": timeout})
+    return _command("bisect", _saved_graphs(run_dir), {"accuracy": accuracy, **_in(run_dir), "timeout": timeout})
 
 
 def minify(
@@ -365,5 +371,5 @@ def minify(
     """
     run_dir = _graphs_to_judge(fn, args, backend, out, kwargs)
     releases = ",".join([torch_versions] if isinstance(torch_versions, str) else torch_versions or []) or None
-    options = {"accuracy": accuracy, "after": after, "out": run_dir, "timeout": timeout, "torch-versions": releases}
+    options = {"accuracy": accuracy, "after": after, **_in(run_dir), "timeout": timeout, "torch-versions": releases}
     return _command("run", _saved_graphs(run_dir), options)

@@ -107,12 +107,15 @@ _subsystem_option = click.option(
 )
 
 
-_saved_option = click.option(
-    "--saved",
-    is_flag=True,
-    help="SCRIPT and ARGS are repro.py files of one program's graphs, in order (minifier.save_repro's): "
-    "bisect those instead of running a program.",
-)
+def _saved_option(func: Any) -> Any:
+    """``--saved``, and the hidden ``--run-dir`` the API names: its own directory, where the graphs were saved."""
+    func = click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)(func)
+    return click.option(
+        "--saved",
+        is_flag=True,
+        help="SCRIPT and ARGS are repro.py files of one program's graphs, in order (minifier.save_repro's): "
+        "bisect those instead of running a program.",
+    )(func)
 
 
 def _saved_paths(script: Path, args: tuple[str, ...]) -> list[Path]:
@@ -129,6 +132,7 @@ def bisect(
     script: Path,
     args: tuple[str, ...],
     saved: bool,
+    run_dir: Path | None,
     subsystem: bool,
     accuracy: bool,
     strict_accuracy: bool,
@@ -190,6 +194,7 @@ def bisect(
         timeout=timeout,
         as_json=as_json,
         error_report=False,
+        run_dir=run_dir,
         first=None if saved else _capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)),
     )
 
@@ -213,6 +218,7 @@ def run(
     args: tuple[str, ...],
     after: str,
     saved: bool,
+    run_dir: Path | None,
     subsystem: bool,
     wait: bool,
     torch_versions: tuple[str, ...],
@@ -273,6 +279,7 @@ def run(
         out=out,
         timeout=timeout,
         as_json=as_json,
+        run_dir=run_dir,
         first=None if saved else _capture_starter(path, args, backend, nproc, _accuracy(accuracy, strict_accuracy)),
     )
 

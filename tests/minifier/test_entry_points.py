@@ -609,6 +609,7 @@ def test_minify_on_a_module_compiled_with_a_backend_of_the_script(tmp_path):
     assert report["failure"]["stage"] == "my_backend" and report["ops_after"] == ["torch.nn.functional.relu"]
     assert "repro ready" in done.stderr  # (the run's progress, as it came, for a call of minutes)
     repro = Path(report["repro"])
+    assert (repro.parent / "g0" / "repro.py").exists()  # one run directory: the graphs it saved, and the repro
     assert "import minifier" not in repro.read_text() and "minifier" not in repro.read_text().split("def apply_config")[0]
     alone = torch_alone(repro, tmp_path / "elsewhere")
     assert alone.returncode != 0 and "my_backend: no relu" in alone.stderr
