@@ -15,6 +15,8 @@ seconds), asked only on the way to a verdict that would otherwise send the user 
   each: the stage bisection of the whole program, for a failure no graph shows alone
   (AOTAutograd's compiled function meeting the program's own autograd);
   :func:`around_its_graphs` says the verdict.
+- :func:`fails_otherwise_plainly`: it fails only on its own backend, where the capture saw it;
+  does it fail that way run plainly? Otherwise no stage is named (the capture changed what it needs).
 - :func:`draws_of_inductor`: it fails only on Inductor, and a graph draws random numbers;
   does it run right with ``fallback_random``, and with the graphs' draws taken from elsewhere in
   eager's stream too? Then the bug is Inductor's own random numbers; with ``fallback_random``
@@ -351,8 +353,9 @@ def looks_like_wrong_answer(failure: Failure) -> bool:
 
 def around_its_graphs(
     session: Session, program: ProgramRun, failure: Failure, backend: str, graphs: Sequence[tuple[str, Any]] = ()
-) -> tuple[str, str] | None:
-    """Where a failure no graph shows alone needs the program around its graphs: (the verdict, the stage).
+) -> tuple[str, str | None] | None:
+    """Where a failure no graph shows alone needs the program around its graphs: (the verdict, the stage; None: the
+    program run plainly fails otherwise, :func:`fails_otherwise_plainly`).
 
     The whole program is run on each AOTAutograd stage (:func:`program_stage`); failing on
     none of them, it needs its own backend, when that is heavier; Inductor's own random numbers,
@@ -362,8 +365,35 @@ def around_its_graphs(
     if (stage := program_stage(session, program, failure)) is not None:
         return outside_its_graphs_at(stage), stage
     if askable(program, failure) and backend not in (*AOT_STAGES, "eager"):
+        if (otherwise := fails_otherwise_plainly(program, failure)) is not None:
+            return otherwise, None
         return draws_of_inductor(program, failure, graphs) or only_on_its_own_backend(backend), backend
     return None
+
+
+def fails_otherwise_plainly(program: ProgramRun, failure: Failure) -> str | None:
+    """The verdict on a program that, run plainly, does not fail ``failure``'s way (None: it does, or ran past the limit).
+
+    "Only on its own backend" names the program itself as the repro; the program's failure
+    that says so was seen under pt2kit's capture, so one plain run checks it first. A
+    program that fails otherwise plainly (torch's own lazy imports run under a user's
+    ``TorchFunctionMode``: the capture imported them before the mode was entered) gets no
+    stage named; the user is told which failure each run showed.
+    """
+    from ..stages.elsewhere import last_words, plain_run
+    from .subsystem import PROGRAM_RERUN_LIMIT
+
+    run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT)
+    if run.returncode is None or (
+        run.returncode != 0 and (looks_like_wrong_answer(failure) or shows_failure(run.returncode, run.stderr, failure.signature))
+    ):
+        return None
+    plainly = f"fails otherwise ({last_words(run.stderr) or f'exit {run.returncode}'})" if run.returncode else "runs to the end (or it is flaky)"
+    return (
+        f"run plainly, {program.script.name} {plainly}: the failure pt2kit's capture saw needs what the capture "
+        "changes (torch's modules imported before the program runs, its hooks on each compile), so no stage is named; "
+        "the program run plainly is the repro of what it shows there"
+    )
 
 
 def dynamo_graphs(report: BisectReport) -> list[tuple[str, Any]]:

@@ -1045,3 +1045,32 @@ def test_a_repro_imports_the_module_that_registers_a_higher_order_op_of_its_grap
     case = make_case(gm, [x, w], backend=BackendInfo("eager", []), index=0, in_backend=False)
     ran = torch_alone(write_repro(case, tmp_path / "run", stage="eager"), tmp_path / "elsewhere")
     assert ran.returncode == 0, ran.stderr[-1500:]
+
+
+MODE_AROUND_COMPILE = """
+import torch
+
+class Mul2(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {})) * 2
+
+with Mul2():
+    torch.compile(lambda x: x.view(-1))(torch.ones(3))
+"""
+
+
+def test_a_program_that_fails_otherwise_run_plainly_gets_no_stage_named(tmp_path):
+    """Hunt 14 (pytorch#115741): run plainly, ``torch.compile``'s own lazy import runs under the user's mode and
+    raises (a ``torch.device`` times 2); under pt2kit's capture, which imported it already, the program fails later,
+    in AOTAutograd's runtime wrapper. "Only on its own backend" named a stage the program, run plainly, never reaches."""
+    from minifier.bisect.plainly import fails_otherwise_plainly
+    from minifier.capture.program import ProgramRun
+    from pt2kit.signature import Failure, Signature
+
+    script = tmp_path / "program.py"
+    script.write_text(MODE_AROUND_COMPILE)
+    captured = Failure(Signature("runtime_error", "TypeError", "unsupported operand type(s) for *: 'NoneType' and 'int'"))
+    said = fails_otherwise_plainly(ProgramRun(script), captured)
+    assert said is not None and "fails otherwise (TypeError: unsupported operand type(s) for *: 'torch.device'" in said, said
+    plain = Failure(Signature("runtime_error", "TypeError", "unsupported operand type(s) for *: 'torch.device' and 'int'"))
+    assert fails_otherwise_plainly(ProgramRun(script), plain) is None  # (the failure it shows plainly: the verdict stands)
