@@ -204,7 +204,7 @@ def reference_outputs(
 ) -> References:
     """The eager outputs of ``gm`` on ``inputs`` in working precision and in float64: the one fp64 driver.
 
-    Runs on clones (graphs mutate inputs in place), detached, without autograd unless
+    Runs on clones (graphs mutate inputs in place, and tensors they hold as attributes), detached, without autograd unless
     ``grad_enabled``: a dynamo graph the program called with grad on (a ``torch.func``
     transform's graph takes its gradients itself, and under ``no_grad`` gets None). With
     ``rng`` and ``set_rng``, both runs start from that random state. A float64 run that
@@ -213,10 +213,12 @@ def reference_outputs(
     """
     import torch
 
-    from .copies import clone_values
+    from .copies import clone_values, with_own_attributes
 
     def clones() -> list[Any]:
         return _detached(clone_values(inputs))
+
+    gm = with_own_attributes(gm)  # (it may write a tensor it reads as an attribute: an optimizer's parameter)
 
     # (in the user's process, the program's global module hooks must not fire on pt2kit's GraphModule)
     with torch.set_grad_enabled(grad_enabled), module_hooks.suspended(), dispatch.functorch_levels_kept():

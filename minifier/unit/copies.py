@@ -9,6 +9,7 @@ with these kept; a plain ``clone()`` keeps none of them.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -166,3 +167,32 @@ def storage_window(t: torch.Tensor) -> tuple[int, int] | None:
     if (offset == 0 and size <= span) or size * t.element_size() > WINDOW_LIMIT:
         return None
     return offset, size
+
+
+def with_own_attributes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm``'s graph over copies of the tensors it reads as attributes (``get_attr``): ``gm`` itself where it reads none.
+
+    Dynamo's graph of a compiled ``optimizer.step`` reads each parameter as an attribute
+    and writes it in place (``add_``). An eager run of ``gm`` itself in the program's own
+    process (the hook's level-4 reference) would step the program's parameters once
+    more; a run of this twin writes only its copies (which share memory where the
+    attributes did). Submodules (a higher-order op's bodies) are shared, not copied.
+    """
+    targets = [str(n.target) for n in gm.graph.nodes if n.op in ("get_attr", "call_module")]
+    values = {target: _attribute(gm, target) for target in dict.fromkeys(targets)}
+    tensors = [target for target, value in values.items() if isinstance(value, torch.Tensor)]
+    if not tensors:
+        return gm
+    copies = clone_values([values[t] for t in tensors])
+    for target, twin in zip(tensors, copies):
+        original = values[target]
+        values[target] = torch.nn.Parameter(twin, original.requires_grad) if isinstance(original, torch.nn.Parameter) else twin
+    # (a copy of the graph: a GraphModule made over ``gm``'s own would become its owner)
+    return torch.fx.GraphModule(values, copy.deepcopy(gm.graph), gm.__class__.__name__)
+
+
+def _attribute(gm: torch.nn.Module, target: str) -> Any:
+    value: Any = gm
+    for name in target.split("."):
+        value = getattr(value, name)
+    return value

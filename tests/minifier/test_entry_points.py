@@ -185,6 +185,22 @@ def test_a_healthy_training_step_is_untouched_at_every_level(tmp_path):
         assert not (tmp_path / f"repros-{level}").exists() and not guard.minified
 
 
+@pytest.mark.parametrize("after", ["dynamo", "aot"])
+def test_the_hook_at_level_4_steps_a_compiled_optimizer_once(after, tmp_path):
+    """Hunt 14: dynamo's graph of ``optimizer.step`` reads each parameter as an attribute and writes it in place;
+    the level-4 reference ran that graph itself, in the program, and stepped the parameters twice a call."""
+    torch._dynamo.reset()
+    p = torch.nn.Parameter(torch.zeros(3))
+    opt = torch.optim.SGD([p], lr=1.0, foreach=False)
+    guard = Recorded(Intent(after, 4, tmp_path / "repros"))
+    step = torch.compile(opt.step, backend=lambda gm, ex: guard.compile(registered("aot_eager"), "aot_eager", gm, ex))
+    for _ in range(3):
+        p.grad = torch.ones(3)
+        step()
+    assert p.tolist() == [-3.0, -3.0, -3.0]
+    assert not (tmp_path / "repros").exists() and not guard.minified
+
+
 def test_the_hook_at_level_4_sees_a_wrong_gradient_that_its_aot_graph_agrees_with(tmp_path):
     """pytorch#179804, a genuine torch bug: under an outer bf16 autocast, the compiled region's
     ``autocast(enabled=False)`` is lost in the backward AOTAutograd traces, so the weight's
