@@ -363,6 +363,9 @@ def around_its_graphs(
     torchrun job, ``--backend``, a hang), or the program's backend is one of those stages already.
     """
     if (stage := program_stage(session, program, failure)) is not None:
+        # (Inductor's decompositions draw as Inductor does: fallback_random rules aot_eager_decomp_partition's too)
+        if stage == AOT_STAGES[-1] and backend not in (*AOT_STAGES, "eager") and (draws := draws_of_inductor(program, failure, graphs)):
+            return draws, backend
         return outside_its_graphs_at(stage), stage
     if askable(program, failure) and backend not in (*AOT_STAGES, "eager"):
         if (otherwise := fails_otherwise_plainly(program, failure)) is not None:

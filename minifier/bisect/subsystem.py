@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..unit.case import Boundary, GraphCase
 from pt2kit.seams import compiler_bisector
+from pt2kit.seams.compile_fx import FALLBACK_RANDOM
 from pt2kit.seams.config import AUTOTUNE_CHOICES, MODULES as CONFIG_MODULES, NEVER_DROPPED, held_at_default
 from ..isolation.session import Session
 from pt2kit.signature import Signature
 from ..stages.run import raises_in_eager, run_case
 from ..unit.check import Stage, stage_below
+from ..unit.float64 import has_random_ops
 from . import program_check
 from .probes import AskAhead, disabled_whole, passes_with_bisector
 
@@ -174,6 +176,7 @@ def workarounds(
     *,
     donated: bool = False,
     weighed: bool = False,
+    draws: bool = False,
     config: dict[str, dict[str, Any]] | None = None,
 ) -> list[Option]:
     """What to try, narrowest first; the last, a lighter backend (the stage below ``stage``), always applies.
@@ -181,9 +184,14 @@ def workarounds(
     A failure in dynamo itself (``stage`` eager) has no lighter backend. ``donated``: a backward graph whose
     inputs AOTAutograd donates to Inductor, which may reuse their memory: first, without that reuse.
     ``weighed``: a graph whose outputs the program's loss gave gradients that weigh their elements differently
-    (:attr:`GraphCase.output_grads`): first, with those gradients laid out densely.
+    (:attr:`GraphCase.output_grads`): first, with those gradients laid out densely. ``draws``: the graph draws
+    random numbers, which Inductor (and its decompositions, which aot_eager_decomp_partition runs) draws otherwise
+    than eager by design: first, torch's documented switch, ``fallback_random``.
     """
     found: list[Option] = []
+    if draws and stage in (Stage.INDUCTOR, Stage.AOT_EAGER_DECOMP_PARTITION):
+        what = "let Inductor draw eager's random numbers (torch._inductor.config.fallback_random = True)"
+        found.append(Option(FALLBACK_RANDOM + compiler_bisector.CACHES_OFF, what, stage))
     if weighed and stage != Stage.EAGER:
         what = "let AOTAutograd lay each output's gradient out densely, not as the output (whose elements may overlap)"
         found.append(Option(compiler_bisector.DENSE_TANGENTS, what, stage))
@@ -299,6 +307,7 @@ def find_workaround(
     options = workarounds(
         subsystem, stage, backend, donated=bool(graph.donated or (minimized and minimized.donated)),
         weighed=bool(graph.output_grads or (minimized and minimized.output_grads)),
+        draws=has_random_ops(minimized.gm if minimized is not None else graph.gm),
         config=minimized.config if minimized is not None else None,
     )
     if minimized is not None and options:

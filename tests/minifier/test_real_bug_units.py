@@ -918,6 +918,11 @@ def test_a_backward_graph_keeps_the_inputs_aotautograd_donated_to_inductor(tmp_p
     first = workarounds(None, "inductor", "inductor", donated=True)[0]
     assert "donated_buffer = False" in first.code and "enable_autograd_cache" in first.code, first
     assert "donated_buffer" not in workarounds(None, "inductor", "inductor")[0].code
+    # a graph that draws random numbers (hunt 14: a program comparing compiled dropout with eager's under one
+    # seed): first, torch's documented switch, before any lighter backend
+    drawn = workarounds(None, "aot_eager_decomp_partition", "inductor", draws=True)
+    assert "fallback_random = True" in drawn[0].code and drawn[-1].stage == "aot_eager", drawn
+    assert not any("fallback_random" in o.code for o in workarounds(None, "aot_eager", "inductor", draws=True))
 
 
 def _dropout_doubled(x):
