@@ -1079,3 +1079,41 @@ def test_a_program_that_fails_otherwise_run_plainly_gets_no_stage_named(tmp_path
     assert said is not None and "fails otherwise (TypeError: unsupported operand type(s) for *: 'torch.device'" in said, said
     plain = Failure(Signature("runtime_error", "TypeError", "unsupported operand type(s) for *: 'torch.device' and 'int'"))
     assert fails_otherwise_plainly(ProgramRun(script), plain) is None  # (the failure it shows plainly: the verdict stands)
+
+
+SEEDED_DROPOUT_COMPARED = """
+import torch
+
+def f(x):
+    return torch.nn.functional.dropout(x.sin(), 0.5, training=True) * 2
+
+x = torch.randn(64)
+torch.manual_seed(0)
+expected = f(x)
+torch.manual_seed(0)
+torch.testing.assert_close(torch.compile(f)(x), expected)
+"""
+
+
+@pytest.mark.slow  # (four runs of the program, each compiling through Inductor)
+def test_a_program_comparing_draws_that_first_fails_at_the_decompositions_is_told_it_compares_draws(tmp_path):
+    """Hunt 14: compiled dropout compared with eager's under one seed fails first at aot_eager_decomp_partition,
+    whose decompositions draw as Inductor does. That verdict was "the bug is in the decompositions"; with
+    ``fallback_random`` the program runs to the end, and with each graph drawing elsewhere in eager's stream it
+    fails: the program compares its graphs' draws with eager's own."""
+    from minifier.bisect.plainly import around_its_graphs
+    from minifier.capture.program import ProgramRun
+    from minifier.isolation.session import Session
+    from pt2kit.errors import ComparesEagersDraws
+    from pt2kit.signature import Failure, Signature
+
+    script = tmp_path / "program.py"
+    script.write_text(SEEDED_DROPOUT_COMPARED)
+    failure = Failure(Signature("runtime_error", "AssertionError", "Tensor-likes are not close!"))
+    graph = make_fx(lambda x: torch.nn.functional.dropout(x.sin(), 0.5, training=True) * 2)(torch.randn(4))
+    session = Session("program", out=tmp_path / "runs", quiet=True)
+    try:
+        with pytest.raises(ComparesEagersDraws, match="compares what its graphs draw"):
+            around_its_graphs(session, ProgramRun(script, accuracy=True), failure, "inductor", [("g0", graph)])
+    finally:
+        session.close()
