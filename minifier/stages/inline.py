@@ -56,9 +56,9 @@ def _hop_name(node: fx.Node) -> str | None:
 def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
     """A copy of ``gm`` with its higher-order ops inlined (``cond`` takes branch ``cond_branch``: 0 true, 1 false).
 
-    Returns None when nothing could be inlined. An op whose body reads attributes of
-    its own (nested bodies, constants) or whose result is used other than by indexing
-    stays as it is.
+    Returns None when nothing could be inlined. A body's own attributes (a nested
+    higher-order op's bodies, constants: a ``map`` in a ``cond`` branch) move to the graph
+    under new names. An op whose result is used other than by indexing stays as it is.
     """
     gm = copy.deepcopy(gm)
     graph = gm.graph
@@ -75,15 +75,20 @@ def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
         if not isinstance(body_arg, fx.Node) or body_arg.op != "get_attr":
             continue
         body = gm.get_submodule(str(body_arg.target))
-        if not isinstance(body, fx.GraphModule) or body.graph.find_nodes(op="get_attr"):
+        if not isinstance(body, fx.GraphModule):
             continue
         placeholders = body.graph.find_nodes(op="placeholder")
         if len(placeholders) != len(operands) or not all(
             u.op == "call_function" and u.target is _getitem() for u in node.users
         ):
             continue
+        copied: dict[fx.Node, Any] = dict(zip(placeholders, operands))
         with graph.inserting_before(node):
-            result: Any = graph.graph_copy(body.graph, dict(zip(placeholders, operands)))  # (the body's outputs)
+            result: Any = graph.graph_copy(body.graph, copied)  # (the body's outputs)
+        for own in body.graph.find_nodes(op="get_attr"):  # (under a name of the graph's own)
+            moved = _free_name(gm, f"{body_arg.target}_{own.target}".replace(".", "_"))
+            setattr(gm, moved, _attribute(body, str(own.target)))
+            copied[own].target = moved
         if name == "autograd_function_apply":  # the forward returns (outputs, saved tensors)
             result = result[0]
         values = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -101,6 +106,21 @@ def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
     graph.lint()
     gm.recompile()
     return gm
+
+
+def _free_name(gm: fx.GraphModule, name: str) -> str:
+    """``name``, or ``name_N``: an attribute name ``gm`` does not have yet."""
+    taken, k = name, 0
+    while hasattr(gm, taken):
+        k += 1
+        taken = f"{name}_{k}"
+    return taken
+
+
+def _attribute(module: Any, target: str) -> Any:
+    for part in target.split("."):
+        module = getattr(module, part)
+    return module
 
 
 def _getitem() -> Any:

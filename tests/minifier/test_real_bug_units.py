@@ -1117,3 +1117,23 @@ def test_a_program_comparing_draws_that_first_fails_at_the_decompositions_is_tol
             around_its_graphs(session, ProgramRun(script, accuracy=True), failure, "inductor", [("g0", graph)])
     finally:
         session.close()
+
+
+def test_a_cond_whose_branch_holds_a_map_is_inlined_with_the_maps_body_moved_to_the_graph():
+    # hunt 14: a cond around a map (whose lowering is the bug) was kept, 2 -> 2 nodes: inlining skipped any body
+    # that reads attributes of its own. The nested body now moves to the graph, under a name of the graph's own.
+    from torch._higher_order_ops.map import map as hmap
+
+    from minifier.stages.inline import inlined
+
+    def f(p, xs):
+        return torch.cond(p, lambda xs: hmap(lambda x: x.cos() * 2, xs), lambda xs: xs.flip(0), (xs,))
+
+    case = _dynamo_case(f, torch.tensor(True), torch.randn(4, 3))
+    flat = inlined(case.gm, 0)
+    assert flat is not None
+    called = [str(n.target) for n in flat.graph.nodes if n.op == "call_function"]
+    assert not any("cond" in c for c in called) and any("map" in c for c in called), called
+    xs = torch.randn(4, 3)
+    assert torch.allclose(flat(torch.tensor(True), xs)[0], xs.cos() * 2)
+    assert torch.equal(inlined(case.gm, 1)(torch.tensor(False), xs)[0], xs.flip(0))  # (the false branch, had none)
