@@ -56,9 +56,9 @@ def _hop_name(node: fx.Node) -> str | None:
 def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
     """A copy of ``gm`` with its higher-order ops inlined (``cond`` takes branch ``cond_branch``: 0 true, 1 false).
 
-    Returns None when nothing could be inlined. A body's own attributes (a nested
-    higher-order op's bodies, constants: a ``map`` in a ``cond`` branch) move to the graph
-    under new names. An op whose result is used other than by indexing stays as it is.
+    Returns None when nothing could be inlined. A body's own nested bodies (a ``map`` in
+    a ``cond`` branch) move to the graph under new names; its constants are read through
+    its path. An op whose result is used other than by indexing stays as it is.
     """
     gm = copy.deepcopy(gm)
     graph = gm.graph
@@ -85,10 +85,12 @@ def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
         copied: dict[fx.Node, Any] = dict(zip(placeholders, operands))
         with graph.inserting_before(node):
             result: Any = graph.graph_copy(body.graph, copied)  # (the body's outputs)
-        for own in body.graph.find_nodes(op="get_attr"):  # (under a name of the graph's own)
-            moved = _free_name(gm, f"{body_arg.target}_{own.target}".replace(".", "_"))
-            setattr(gm, moved, _attribute(body, str(own.target)))
-            copied[own].target = moved
+        for own in body.graph.find_nodes(op="get_attr"):
+            if isinstance(value := _attribute(body, str(own.target)), fx.GraphModule):  # (a nested body: the graph's own)
+                copied[own].target = _free_name(gm, f"{body_arg.target}_{own.target}".replace(".", "_"))
+                setattr(gm, copied[own].target, value)
+            else:  # (a constant: read through the body's path, the name the case's constants know it by)
+                copied[own].target = f"{body_arg.target}.{own.target}"
         if name == "autograd_function_apply":  # the forward returns (outputs, saved tensors)
             result = result[0]
         values = list(result) if isinstance(result, (tuple, list)) else [result]
