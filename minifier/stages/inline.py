@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 from ..unit.case import Boundary, GraphCase, has_effect
 from ..unit.check import Check, Stage
 from .run import ask
-from ..unit.graphio import target_name
+from ..unit.graphio import attribute_at, target_name
 
 #: ``torch.ops.higher_order.<name>``: where the body is and where its operands start.
 BODY_AND_OPERANDS = {
@@ -86,7 +86,7 @@ def inlined(gm: fx.GraphModule, cond_branch: int = 0) -> fx.GraphModule | None:
         with graph.inserting_before(node):
             result: Any = graph.graph_copy(body.graph, copied)  # (the body's outputs)
         for own in body.graph.find_nodes(op="get_attr"):
-            if isinstance(value := _attribute(body, str(own.target)), fx.GraphModule):  # (a nested body: the graph's own)
+            if isinstance(value := attribute_at(body, str(own.target)), fx.GraphModule):  # (a nested body: the graph's own)
                 copied[own].target = _free_name(gm, f"{body_arg.target}_{own.target}".replace(".", "_"))
                 setattr(gm, copied[own].target, value)
             else:  # (a constant: read through the body's path, the name the case's constants know it by)
@@ -117,12 +117,6 @@ def _free_name(gm: fx.GraphModule, name: str) -> str:
         k += 1
         taken = f"{name}_{k}"
     return taken
-
-
-def _attribute(module: Any, target: str) -> Any:
-    for part in target.split("."):
-        module = getattr(module, part)
-    return module
 
 
 def _getitem() -> Any:

@@ -16,6 +16,7 @@ from typing import Any, cast
 import torch
 
 from pt2kit.seams import dtensor, special_tensors
+from .graphio import attribute_at
 
 #: The largest storage (bytes) a view's window is kept with; beyond it the elements alone are copied.
 WINDOW_LIMIT = 64 << 20
@@ -179,7 +180,7 @@ def with_own_attributes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     attributes did). Submodules (a higher-order op's bodies) are shared, not copied.
     """
     targets = [str(n.target) for n in gm.graph.nodes if n.op in ("get_attr", "call_module")]
-    values = {target: _attribute(gm, target) for target in dict.fromkeys(targets)}
+    values = {target: attribute_at(gm, target) for target in dict.fromkeys(targets)}
     tensors = [target for target, value in values.items() if isinstance(value, torch.Tensor)]
     if not tensors:
         return gm
@@ -189,10 +190,3 @@ def with_own_attributes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         values[target] = torch.nn.Parameter(twin, original.requires_grad) if isinstance(original, torch.nn.Parameter) else twin
     # (a copy of the graph: a GraphModule made over ``gm``'s own would become its owner)
     return torch.fx.GraphModule(values, copy.deepcopy(gm.graph), gm.__class__.__name__)
-
-
-def _attribute(gm: torch.nn.Module, target: str) -> Any:
-    value: Any = gm
-    for name in target.split("."):
-        value = getattr(value, name)
-    return value

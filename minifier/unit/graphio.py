@@ -246,7 +246,7 @@ def subgraphs(gm: fx.GraphModule) -> dict[str, fx.GraphModule]:
     for node in gm.graph.nodes:
         if node.op in ("get_attr", "call_module"):
             try:
-                value = gm.get_submodule(str(node.target)) if node.op == "call_module" else _attr(gm, str(node.target))
+                value = gm.get_submodule(str(node.target)) if node.op == "call_module" else attribute_at(gm, str(node.target))
             except AttributeError:
                 continue
             if isinstance(value, fx.GraphModule):
@@ -266,7 +266,8 @@ def all_call_nodes(gm: fx.GraphModule) -> list[fx.Node]:
     return nodes
 
 
-def _attr(module: Any, path: str) -> Any:
+def attribute_at(module: Any, path: str) -> Any:
+    """The attribute at a dotted ``path`` of ``module`` (a ``get_attr`` node's target)."""
     for part in path.split("."):
         module = getattr(module, part)
     return module
