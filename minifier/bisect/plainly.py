@@ -232,7 +232,12 @@ def fails_on(program: ProgramRun, failure: Failure, stage: str) -> bool:
 
     if not askable(program, failure):
         return False
-    run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=lighter_backend_code(stage))
+    return shows(plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT, first=lighter_backend_code(stage)), failure)
+
+
+def shows(run: Any, failure: Failure) -> bool:
+    """Does a plain run of the program (a ``CompletedProcess``) fail ``failure``'s way? A wrong answer's is any failed
+    run (the program's own assertion says it); any other failure must show itself (:func:`~pt2kit.signature.shows_failure`)."""
     if looks_like_wrong_answer(failure):
         return run.returncode not in (0, None)
     return shows_failure(run.returncode, run.stderr, failure.signature)
@@ -387,9 +392,7 @@ def fails_otherwise_plainly(program: ProgramRun, failure: Failure) -> str | None
     from .subsystem import PROGRAM_RERUN_LIMIT
 
     run = plain_run(program.script, list(program.args), PROGRAM_RERUN_LIMIT)
-    if run.returncode is None or (
-        run.returncode != 0 and (looks_like_wrong_answer(failure) or shows_failure(run.returncode, run.stderr, failure.signature))
-    ):
+    if run.returncode is None or shows(run, failure):
         return None
     plainly = f"fails otherwise ({last_words(run.stderr) or f'exit {run.returncode}'})" if run.returncode else "runs to the end (or it is flaky)"
     return (
